@@ -1,0 +1,116 @@
+"""Shared conformal core: the split-conformal quantile and coverage bookkeeping.
+
+Every track (CReL, the CLIPScore risk control, the trust score) takes its
+conformal threshold from :func:`conformal_quantile`; no other module computes
+an order statistic of calibration scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "conformal_rank",
+    "conformal_quantile",
+    "coverage_bounds",
+    "empirical_coverage",
+]
+
+
+def _check_alpha(alpha: float) -> float:
+    alpha = float(alpha)
+    if not (0.0 < alpha < 1.0) or math.isnan(alpha):
+        raise ValueError(f"alpha must lie in the open interval (0, 1); got {alpha!r}")
+    return alpha
+
+
+def conformal_rank(n: int, alpha: float) -> int:
+    """1-based rank ⌈(n+1)(1−α)⌉ of the conformal order statistic.
+
+    Parameters
+    ----------
+    n : int
+        Number of calibration scores.
+    alpha : float
+        Miscoverage level in (0, 1).
+
+    Returns
+    -------
+    int
+        The rank k such that the k-th smallest score is the threshold.
+
+    Raises
+    ------
+    ValueError
+        If α ∉ (0, 1) or k > n, i.e. there are too few calibration points for
+        the requested α (at least ⌈1/α⌉ − 1 are needed).
+    """
+    alpha = _check_alpha(alpha)
+    if n < 1:
+        raise ValueError("conformal calibration needs at least one score; got 0")
+    # round() guards against (n+1)(1-α) landing a hair above an integer in floating point.
+    product = (n + 1) * (1.0 - alpha)
+    rank = math.ceil(round(product, 9))
+    if rank > n:
+        needed = math.ceil(round(1.0 / alpha, 9)) - 1
+        raise ValueError(
+            f"too few calibration points for alpha={alpha}: rank ⌈(n+1)(1-α)⌉={rank} exceeds "
+            f"n={n}; at least {needed} points are needed"
+        )
+    return rank
+
+
+def conformal_quantile(scores, alpha: float) -> float:
+    """Split-conformal threshold: the ⌈(n+1)(1−α)⌉-th smallest score.
+
+    No interpolation is done (unlike ``np.quantile``/``torch.quantile``), so
+    ``P(score_{n+1} ≤ q) ≥ 1 − α`` holds for exchangeable scores, and with
+    continuous scores the coverage is at most ``1 − α + 1/(n+1)``.
+
+    Parameters
+    ----------
+    scores : array_like, shape (n,)
+        Non-conformity scores of the calibration points.
+    alpha : float
+        Miscoverage level in (0, 1).
+
+    Returns
+    -------
+    float
+        The conformal quantile.
+
+    Raises
+    ------
+    ValueError
+        If α ∉ (0, 1), the scores contain NaN, or the rank exceeds n.
+
+    Examples
+    --------
+    >>> conformal_quantile([0.3, 0.1, 0.2, 0.5, 0.4, 0.9, 0.7, 0.6, 0.8, 1.0], 0.2)
+    0.9
+    """
+    values = np.asarray(scores, dtype=np.float64).ravel()
+    if np.isnan(values).any():
+        bad = int(np.flatnonzero(np.isnan(values))[0])
+        raise ValueError(f"scores contain NaN (first at index {bad})")
+    rank = conformal_rank(values.size, alpha)
+    return float(np.partition(values, rank - 1)[rank - 1])
+
+
+def coverage_bounds(n: int, alpha: float) -> tuple[float, float]:
+    """Marginal coverage interval ``[1−α, 1−α + 1/(n+1)]`` of split conformal.
+
+    The upper end assumes continuous (tie-free) scores.
+    """
+    alpha = _check_alpha(alpha)
+    return 1.0 - alpha, 1.0 - alpha + 1.0 / (n + 1)
+
+
+def empirical_coverage(test_scores, threshold: float) -> float:
+    """Fraction of test scores at or below ``threshold``."""
+    values = np.asarray(test_scores, dtype=np.float64).ravel()
+    if values.size == 0:
+        raise ValueError("empirical_coverage needs at least one test score")
+    return float(np.mean(values <= threshold))

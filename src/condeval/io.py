@@ -1,0 +1,163 @@
+"""Atomic, validated file I/O shared by every workflow step.
+
+Every artifact is written to a temporary file in the destination folder and
+then renamed into place, so a killed job never leaves a half-written file that
+a later job could consume. Readers name the file and the field on any problem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+__all__ = [
+    "DataFileError",
+    "atomic_path",
+    "write_parquet",
+    "read_parquet",
+    "read_matrix",
+    "write_json",
+    "read_json",
+    "write_npz",
+    "read_npz",
+    "check_finite",
+]
+
+
+class DataFileError(ValueError):
+    """A file is missing, unreadable, or lacks a required field."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
+
+    On an exception the temporary file is removed and ``path`` is untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=suffix or target.suffix or ".tmp", dir=target.parent
+    )
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def check_finite(array: np.ndarray, name: str, source: str | os.PathLike | None = None) -> np.ndarray:
+    """Raise ``ValueError`` naming ``name`` (and ``source``) if ``array`` holds NaN or inf."""
+    array = np.asarray(array)
+    if np.issubdtype(array.dtype, np.number) and not np.isfinite(array).all():
+        bad = np.argwhere(~np.isfinite(array))[0]
+        where = f" in {source}" if source is not None else ""
+        raise ValueError(
+            f"non-finite value in '{name}'{where} at index {tuple(int(i) for i in bad)}: "
+            f"{array[tuple(bad)]!r}; refusing to continue"
+        )
+    return array
+
+
+def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:
+    """Write a polars frame to Parquet atomically."""
+    with atomic_path(path) as tmp:
+        frame.write_parquet(tmp)
+
+
+def read_parquet(path: str | os.PathLike, columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """Read a Parquet file, naming the file and the missing column on failure."""
+    path = Path(path)
+    if not path.exists():
+        raise DataFileError(f"{path}: file not found")
+    try:
+        frame = pl.read_parquet(path)
+    except Exception as exc:  # polars raises several types for truncated or corrupt files
+        raise DataFileError(f"{path}: not a readable Parquet file ({exc.__class__.__name__}: {exc})") from exc
+    for column in columns or ():
+        if column not in frame.columns:
+            raise DataFileError(f"{path}: required field '{column}' is missing (has {frame.columns})")
+    return frame
+
+
+def read_matrix(path: str | os.PathLike, prefix: str) -> np.ndarray:
+    """Stack the columns ``{prefix}0, {prefix}1, ...`` of a Parquet file into an (n, k) array.
+
+    Raises ``DataFileError`` if no such column exists and ``ValueError`` on NaN/inf.
+    """
+    frame = read_parquet(path)
+    names = sorted(
+        (c for c in frame.columns if c.startswith(prefix) and c[len(prefix):].isdigit()),
+        key=lambda c: int(c[len(prefix):]),
+    )
+    if not names:
+        raise DataFileError(f"{path}: required field '{prefix}0' is missing (has {frame.columns})")
+    matrix = frame.select(names).to_numpy().astype(np.float64)
+    return check_finite(matrix, f"{prefix}*", path)
+
+
+def matrix_columns(prefix: str, matrix: np.ndarray) -> dict[str, np.ndarray]:
+    """Columns ``{prefix}j`` of a 2-D array, for building a polars frame."""
+    matrix = np.atleast_2d(np.asarray(matrix))
+    return {f"{prefix}{j}": matrix[:, j] for j in range(matrix.shape[1])}
+
+
+def write_json(obj: Mapping, path: str | os.PathLike) -> None:
+    """Write a JSON document atomically (sorted keys, indented)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def read_json(path: str | os.PathLike, required: Sequence[str] = ()) -> dict:
+    """Read a JSON object, naming the file and the missing key on failure."""
+    path = Path(path)
+    if not path.exists():
+        raise DataFileError(f"{path}: file not found")
+    try:
+        document = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{path}: malformed JSON ({exc})") from exc
+    for key in required:
+        if key not in document:
+            raise DataFileError(f"{path}: required field '{key}' is missing")
+    return document
+
+
+def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> None:
+    """Write named arrays to a compressed ``.npz`` atomically."""
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez_compressed(tmp, **arrays)
+
+
+def read_npz(path: str | os.PathLike, required: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """Read an ``.npz`` archive, naming the file and the missing array on failure."""
+    path = Path(path)
+    if not path.exists():
+        raise DataFileError(f"{path}: file not found")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except Exception as exc:
+        raise DataFileError(f"{path}: not a readable .npz archive ({exc})") from exc
+    for key in required:
+        if key not in arrays:
+            raise DataFileError(f"{path}: required field '{key}' is missing (has {sorted(arrays)})")
+    return arrays
