@@ -1,0 +1,161 @@
+"""The CReL estimator: fit → calibrate → predict, numpy in and out.
+
+A lab scores its own model without Snakemake::
+
+    from condeval.crel import CReL
+    crel = CReL.from_checkpoints("vae.ckpt", "dqr.ckpt", metric="mse")
+    crel.calibrate(X_cal, Y_cal, alpha=0.1)
+    covered = crel.contains(X_test, Y_test)          # Z ∈ S^γ(x)
+    worst, z_worst = crel.reliability(X_test, Y_test) # CReL-ρ per point
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from condeval.conformal import conformal_quantile
+from condeval.crel.polytope import polytope_distance
+from condeval.crel.regions import iter_region_clouds
+from condeval.crel.reliability import reliability_score
+from condeval.io import check_finite
+from condeval.models.dqr import DirectionalQuantileRegressor
+from condeval.models.metrics import similarity
+from condeval.models.vae import LatentVAE
+
+__all__ = ["CReL"]
+
+
+class CReL:
+    """Conformal ReLiability on a trained latent model and latent DQR.
+
+    Parameters
+    ----------
+    lgm : LatentVAE
+        Latent generative model with ``encode(y, x)`` and ``decode(z, x)``.
+    dqr : DirectionalQuantileRegressor
+        Directional quantile regressor in the latent space of ``lgm``.
+    metric : {"mse", "mae", "cosine"}
+        The similarity ρ used by :meth:`reliability` (higher is better).
+
+    Attributes
+    ----------
+    alpha_ : float
+        Miscoverage level of the last calibration.
+    scores_cal_ : ndarray (n_cal,)
+        E_i⁺, exact distances of the calibration codes to their regions.
+    gamma_cal_ : float
+        The ⌈(n+1)(1−α)⌉-th smallest E_i⁺ (Eq. 6).
+    gamma_init_ : float
+        Coverage of the uncalibrated regions on the calibration set (Eq. 5).
+    """
+
+    def __init__(self, lgm: LatentVAE, dqr: DirectionalQuantileRegressor, metric: str = "mse"):
+        self.lgm = lgm.eval()
+        self.dqr = dqr.eval()
+        self.metric = metric
+        self._similarity = similarity(metric)
+
+    @classmethod
+    def from_checkpoints(cls, lgm_path: str | Path, dqr_path: str | Path, metric: str | None = None) -> "CReL":
+        """Load the LGM and DQR from Lightning checkpoints (on the CPU)."""
+        lgm = LatentVAE.load_from_checkpoint(lgm_path, map_location="cpu")
+        dqr = DirectionalQuantileRegressor.load_from_checkpoint(dqr_path, map_location="cpu")
+        return cls(lgm, dqr, metric=metric or lgm.hparams.metric)
+
+    # -- latent space -------------------------------------------------------------------------
+    @property
+    def conditional_lgm(self) -> bool:
+        return int(self.lgm.hparams.get("cond_dim", 0)) > 0
+
+    def _x_for_lgm(self, x: torch.Tensor | None) -> torch.Tensor | None:
+        return x if self.conditional_lgm else None
+
+    @torch.no_grad()
+    def encode(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Latent codes Z = E(y, x) (the posterior mean)."""
+        y = torch.as_tensor(check_finite(Y, "Y"), dtype=torch.float32)
+        x = torch.as_tensor(check_finite(X, "X"), dtype=torch.float32)
+        return self.lgm.encode(y, self._x_for_lgm(x)).double().numpy()
+
+    def decode_torch(self, z: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+        """Differentiable decoder ``Dec(z, x)`` (``x`` ignored by an unconditional VAE)."""
+        return self.lgm.decode(z.float(), self._x_for_lgm(x.float() if x is not None else None))
+
+    @property
+    def directions(self) -> np.ndarray:
+        return self.dqr.directions.double().cpu().numpy()
+
+    @torch.no_grad()
+    def offsets(self, X: np.ndarray) -> np.ndarray:
+        """DQR offsets b[i, k] = f(x_i, u_k): R_Z(x_i) = {z : U z ≥ b[i]}."""
+        x = torch.as_tensor(check_finite(X, "X"), dtype=torch.float32)
+        return self.dqr.offsets(x).double().cpu().numpy()
+
+    def latent_scores(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """E⁺ = exact distance from E(y, x) to R_Z(x), per row (Eq. 6)."""
+        return polytope_distance(self.directions, self.offsets(X), self.encode(X, Y))
+
+    # -- calibration --------------------------------------------------------------------------
+    def calibrate(self, X_cal: np.ndarray, Y_cal: np.ndarray, alpha: float) -> "CReL":
+        """Compute E_i⁺ on the calibration fold and γ_cal for level ``alpha``."""
+        self.scores_cal_ = self.latent_scores(X_cal, Y_cal)
+        self.set_alpha(alpha)
+        self.gamma_init_ = float(np.mean(self.scores_cal_ <= 0.0))
+        return self
+
+    def calibrate_from_scores(self, scores_cal: np.ndarray, alpha: float) -> "CReL":
+        """Calibrate from precomputed E_i⁺ (e.g. a workflow artifact)."""
+        self.scores_cal_ = check_finite(np.asarray(scores_cal, dtype=np.float64), "scores_cal")
+        self.gamma_init_ = float(np.mean(self.scores_cal_ <= 0.0))
+        return self.set_alpha(alpha)
+
+    def set_alpha(self, alpha: float) -> "CReL":
+        """Re-threshold the stored calibration scores at a new ``alpha``."""
+        self.gamma_cal_ = conformal_quantile(self.scores_cal_, alpha)
+        self.alpha_ = float(alpha)
+        return self
+
+    def _require_calibrated(self) -> None:
+        if not hasattr(self, "gamma_cal_"):
+            raise RuntimeError("CReL is not calibrated: call calibrate(X_cal, Y_cal, alpha) first")
+
+    # -- prediction ---------------------------------------------------------------------------
+    def contains(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Whether E(y, x) ∈ S^γcal(x) for each row: coverage in Z."""
+        self._require_calibrated()
+        return self.latent_scores(X, Y) <= self.gamma_cal_
+
+    def region_clouds(self, X: np.ndarray, n_latent: int = 2048, gamma: float | None = None):
+        """Iterate the decoded clouds of S^γ(x_i) (C_Y(x_i) discretized)."""
+        gamma = self.gamma_cal_ if gamma is None else gamma
+        return iter_region_clouds(self.directions, self.offsets(X), gamma, self.decode_torch, X, n_latent)
+
+    def reliability(
+        self, X: np.ndarray, gt: np.ndarray, *, num_z0: int = 50, steps: int = 100, lr: float = 0.05, seed: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """CReL-ρ: min over z ∈ S^γcal(x) of ρ(Dec(z, x), gt), per row (Eq. 8).
+
+        Returns
+        -------
+        scores : ndarray (n,)
+            The worst similarity found in each calibrated region.
+        z_worst : ndarray (n, r)
+            Where it is attained.
+        """
+        self._require_calibrated()
+        return reliability_score(
+            self.decode_torch,
+            self._similarity,
+            self.directions,
+            self.offsets(X),
+            self.gamma_cal_,
+            check_finite(gt, "gt"),
+            x=X,
+            num_z0=num_z0,
+            steps=steps,
+            lr=lr,
+            seed=seed,
+        )

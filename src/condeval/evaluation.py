@@ -1,0 +1,68 @@
+"""Coverage and area bookkeeping shared by CReL and every baseline.
+
+Each method yields, per test condition, the sorted set of Y-grid points that
+its prediction set owns; this module turns those into the per-point table and
+the one-row summary that Table 1 and the coverage figure read.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import polars as pl
+
+from condeval.grid import OutputGrid
+
+__all__ = ["grid_set_metrics", "cloud_set_metrics", "summarize"]
+
+
+def grid_set_metrics(grid: OutputGrid, members: Iterable[tuple[int, np.ndarray]], Y: np.ndarray) -> pl.DataFrame:
+    """Per-point Y-coverage and area from (row, grid-members) pairs.
+
+    Parameters
+    ----------
+    grid : OutputGrid
+    members : iterable of (int, ndarray)
+        Row index into ``Y`` and the sorted flat grid indices of its set.
+    Y : ndarray (n, d)
+        Responses in the grid's units.
+
+    Returns
+    -------
+    polars.DataFrame with columns ``row``, ``covered_y``, ``area``.
+    """
+    rows, covered, area = [], [], []
+    for row, flat in members:
+        rows.append(row)
+        covered.append(bool(grid.covers(flat, Y[row : row + 1])[0]))
+        area.append(int(flat.size))
+    return pl.DataFrame({"row": rows, "covered_y": covered, "area": area}, schema={"row": pl.Int64, "covered_y": pl.Boolean, "area": pl.Int64})
+
+
+def summarize(method: str, alpha: float, per_point: pl.DataFrame, coverage_z: float | None = None, **extra) -> dict:
+    """One row of Table 1: mean coverage in Z and Y and mean area (grid points)."""
+    summary = {
+        "method": method,
+        "alpha": float(alpha),
+        "coverage_z": None if coverage_z is None else float(coverage_z),
+        "coverage_y": float(per_point["covered_y"].mean()),
+        "area": float(per_point["area"].mean()),
+        "area_std": float(per_point["area"].std()) if per_point.height > 1 else 0.0,
+        "n_test_y": int(per_point.height),
+    }
+    summary.update(extra)
+    return summary
+
+
+def cloud_set_metrics(grid: OutputGrid, clouds, Y: np.ndarray, radius: float | None = None) -> pl.DataFrame:
+    """Per-point Y-coverage and area of decoded region clouds.
+
+    With ``radius=None`` a set owns the grid cells its cloud hits (CReL, DQR);
+    otherwise it owns the grid points within ``radius`` of the cloud (Feldman).
+    """
+    if radius is None:
+        members = ((c.index, grid.cells_hit(c.decoded)) for c in clouds)
+    else:
+        members = ((c.index, grid.within(c.decoded, radius)) for c in clouds)
+    return grid_set_metrics(grid, members, Y)

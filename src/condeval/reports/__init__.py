@@ -1,0 +1,1 @@
+"""Tables and figures, one module per paper track."""

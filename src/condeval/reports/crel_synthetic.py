@@ -1,0 +1,214 @@
+"""Tables and figures of the CReL synthetic experiments (Section 4.1, Appendix A.1).
+
+Every figure puts the paper's reported numbers beside ours where the paper has them.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from condeval.conformal import coverage_bounds  # noqa: E402
+
+__all__ = [
+    "PAPER_TABLE1",
+    "table1",
+    "table1_markdown",
+    "render_table_png",
+    "plot_coverage_vs_alpha",
+    "plot_regions",
+    "plot_vae_vs_cvae",
+    "reliability_table",
+]
+
+METHOD_LABELS = {"crel": "CReL (ours)", "feldman": "Feldman et al.", "dqr": "DQR", "pcp": "PCP"}
+
+# Table 1 and Appendix C.4 (PCP) of the paper: (method, alpha) -> (coverage Z, coverage Y, area).
+PAPER_TABLE1 = {
+    ("crel", 0.02): (0.9770, 0.9760, 398.5),
+    ("feldman", 0.02): (None, 0.9718, 377.8),
+    ("dqr", 0.02): (0.9818, 0.9872, 749.1),
+    ("crel", 0.1): (0.8953, 0.8915, 232.7),
+    ("feldman", 0.1): (None, 0.8940, 234.5),
+    ("dqr", 0.1): (0.8823, 0.9145, 287.4),
+    ("pcp", 0.1): (None, 0.9001, 854.24),
+}
+
+
+def table1(summaries: list[dict]) -> pl.DataFrame:
+    """Table 1 rows (one per method and alpha) with the paper's numbers beside ours."""
+    rows = []
+    for s in sorted(summaries, key=lambda s: (s["alpha"], list(METHOD_LABELS).index(s["method"]))):
+        paper = PAPER_TABLE1.get((s["method"], round(s["alpha"], 6)), (None, None, None))
+        rows.append(
+            {
+                "alpha": s["alpha"],
+                "method": s["method"],
+                "coverage_z": s.get("coverage_z"),
+                "coverage_y": s["coverage_y"],
+                "area": s["area"],
+                "paper_coverage_z": paper[0],
+                "paper_coverage_y": paper[1],
+                "paper_area": paper[2],
+                "n_test_y": s["n_test_y"],
+                "detail": _detail(s),
+            }
+        )
+    return pl.DataFrame(rows, schema_overrides={"coverage_z": pl.Float64, "paper_coverage_z": pl.Float64, "paper_coverage_y": pl.Float64, "paper_area": pl.Float64})
+
+
+def _detail(summary: dict) -> str:
+    if summary["method"] == "crel":
+        return f"gamma_cal={summary['gamma_cal']:.4g}, gamma_init={summary['gamma_init']:.3f}"
+    if summary["method"] == "dqr":
+        met = "" if summary["target_met"] else " (target not met)"
+        return f"DQR-{summary['quantile_level']:g}{met}"
+    if summary["method"] == "feldman":
+        return f"radius={summary['radius']:.4g}"
+    return f"q={summary['threshold']:.4g}"
+
+
+def _fmt(value, digits=4) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def table1_markdown(table: pl.DataFrame) -> str:
+    """Markdown rendering: ours, then the paper's number in parentheses."""
+    lines = [
+        "| α | method | coverage Z (paper) | coverage Y (paper) | area in Y, grid points (paper) | detail |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in table.iter_rows(named=True):
+        lines.append(
+            f"| {row['alpha']:g} | {METHOD_LABELS[row['method']]} "
+            f"| {_fmt(row['coverage_z'])} ({_fmt(row['paper_coverage_z'])}) "
+            f"| {_fmt(row['coverage_y'])} ({_fmt(row['paper_coverage_y'])}) "
+            f"| {_fmt(row['area'], 1)} ({_fmt(row['paper_area'], 1)}) | {row['detail']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def render_table_png(table: pl.DataFrame, path) -> None:
+    """Table 1 as an image, ours beside the paper's numbers."""
+    cells = [
+        [
+            f"{r['alpha']:g}",
+            METHOD_LABELS[r["method"]],
+            f"{_fmt(r['coverage_z'])} ({_fmt(r['paper_coverage_z'])})",
+            f"{_fmt(r['coverage_y'])} ({_fmt(r['paper_coverage_y'])})",
+            f"{_fmt(r['area'], 1)} ({_fmt(r['paper_area'], 1)})",
+        ]
+        for r in table.iter_rows(named=True)
+    ]
+    fig, ax = plt.subplots(figsize=(10, 0.45 * (len(cells) + 2)))
+    ax.axis("off")
+    widget = ax.table(
+        cellText=cells,
+        colLabels=["α", "method", "coverage Z (paper)", "coverage Y (paper)", "area in Y (paper)"],
+        loc="center",
+        cellLoc="center",
+    )
+    widget.auto_set_font_size(False)
+    widget.set_fontsize(9)
+    widget.scale(1, 1.3)
+    ax.set_title("Table 1: coverage and area on the nonlinear synthetic data (ours, paper in parentheses)")
+    fig.savefig(path, bbox_inches="tight", dpi=150)
+    plt.close(fig)
+
+
+def plot_coverage_vs_alpha(summaries: list[dict], n_cal: int, path) -> None:
+    """Coverage against α per method, the conformal band [1−α, 1−α+1/(n+1)] shaded."""
+    alphas = np.array(sorted({s["alpha"] for s in summaries}))
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    grid = np.linspace(alphas.min() * 0.8, alphas.max() * 1.05, 200)
+    low, high = zip(*(coverage_bounds(n_cal, a) for a in grid))
+    ax.fill_between(grid, low, high, color="0.75", label=f"[1−α, 1−α+1/(n_cal+1)], n_cal={n_cal}")
+    ax.plot(grid, 1 - grid, color="0.4", lw=0.8, ls="--")
+    series = [("crel", "coverage_z", "CReL (Z)")] + [(m, "coverage_y", f"{METHOD_LABELS[m]} (Y)") for m in METHOD_LABELS]
+    for method, key, label in series:
+        points = sorted((s["alpha"], s[key], s["n_test_y" if key == "coverage_y" else "n_test_z"]) for s in summaries if s["method"] == method and s.get(key) is not None)
+        if not points:
+            continue
+        a, cov, n = map(np.array, zip(*points))
+        se = np.sqrt(cov * (1 - cov) / n)
+        ax.errorbar(a, cov, yerr=1.96 * se, marker="o", ms=4, capsize=3, label=label)
+    ax.set_xlabel("α (nominal miscoverage)")
+    ax.set_ylabel("empirical coverage on the test fold")
+    ax.set_title("Coverage against α (bars: 95% Monte-Carlo interval)")
+    ax.legend(fontsize=8)
+    fig.savefig(path, bbox_inches="tight", dpi=150)
+    plt.close(fig)
+
+
+def plot_regions(panels: list[dict], alpha: float, path) -> None:
+    """Fig. 2: regions in Z (left) and Y (right) for fixed x, before (R) and after (S^γ, C_Y) calibration.
+
+    Each panel dict holds ``z_before``, ``z_after`` (latent members), ``y_before``, ``y_after``
+    (decoded members), ``z_test``, ``y_test``, and optional ``y_feldman``, ``y_dqr``.
+    """
+    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 4.5 * len(panels)), squeeze=False)
+    for row, panel in enumerate(panels):
+        az, ay = axes[row]
+        az.scatter(*panel["z_after"].T, s=3, c="tab:red", alpha=0.25, label="$S^{\\gamma_{cal}}(x)$ (calibrated)")
+        az.scatter(*panel["z_before"].T, s=3, c="tab:blue", alpha=0.5, label="$R_Z(x)$ (before)")
+        az.scatter(*panel["z_test"], marker="*", s=200, c="tab:green", edgecolor="k", label="$Z_{new}$")
+        az.set_xlabel("$z_1$")
+        az.set_ylabel("$z_2$")
+        az.set_title(f"case {row + 1}: region in $\\mathcal{{Z}}$")
+        if "y_feldman" in panel:
+            ay.scatter(*panel["y_feldman"].T, s=2, c="tab:orange", alpha=0.15, label="Feldman et al.")
+        if "y_dqr" in panel:
+            ay.scatter(*panel["y_dqr"].T, s=2, c="tab:purple", alpha=0.15, label="DQR")
+        ay.scatter(*panel["y_after"].T, s=3, c="tab:red", alpha=0.25, label="$C_Y(x)$ (calibrated)")
+        ay.scatter(*panel["y_before"].T, s=3, c="tab:blue", alpha=0.5, label="$R_Y(x)$ (before)")
+        ay.scatter(*panel["y_test"], marker="*", s=200, c="tab:green", edgecolor="k", label="$Y_{new}$")
+        ay.set_xlabel("$y_1$ (standardized)")
+        ay.set_ylabel("$y_2$ (standardized)")
+        ay.set_title(f"case {row + 1}: region in $\\mathcal{{Y}}$")
+        for ax in (az, ay):
+            ax.legend(fontsize=7, markerscale=3)
+    fig.suptitle(f"Fig. 2: regions for two fixed x (α = {alpha:g})")
+    fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight", dpi=130)
+    plt.close(fig)
+
+
+def plot_vae_vs_cvae(panels: dict[str, dict], path) -> None:
+    """Fig. 5: encoded codes (left) and reconstructions (right) of samples Y | X = x, per model."""
+    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 4.5 * len(panels)), squeeze=False)
+    for row, (name, panel) in enumerate(panels.items()):
+        az, ay = axes[row]
+        az.scatter(*panel["z"].T, s=3, alpha=0.4)
+        az.set_xlabel("$z_1$")
+        az.set_ylabel("$z_2$")
+        az.set_title(f"{name}: $\\{{\\mathcal{{E}}(Y_i^x, x)\\}}$")
+        ay.scatter(*panel["y"].T, s=3, alpha=0.3, c="0.6", label="$Y_i^x$ (true samples)")
+        ay.scatter(*panel["y_rec"].T, s=3, alpha=0.4, c="tab:red", label="reconstruction")
+        ay.set_xlabel("$y_1$ (standardized)")
+        ay.set_ylabel("$y_2$ (standardized)")
+        ay.set_title(f"{name}: $\\{{Dec(\\mathcal{{E}}(Y_i^x, x))\\}}$")
+        ay.legend(fontsize=7, markerscale=3)
+    fig.suptitle("Fig. 5: reconstruction regions for a fixed x — CVAE vs VAE")
+    fig.tight_layout()
+    fig.savefig(path, bbox_inches="tight", dpi=130)
+    plt.close(fig)
+
+
+def reliability_table(per_alpha: dict[float, np.ndarray], metric: str) -> pl.DataFrame:
+    """Mean, median and 10th percentile of CReL-ρ per α."""
+    rows = [
+        {
+            "alpha": alpha,
+            "metric": metric,
+            "crel_rho_mean": float(np.mean(v)),
+            "crel_rho_median": float(np.median(v)),
+            "crel_rho_p10": float(np.quantile(v, 0.1)),
+            "n_test": int(v.size),
+        }
+        for alpha, v in sorted(per_alpha.items())
+    ]
+    return pl.DataFrame(rows)

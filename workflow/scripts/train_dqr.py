@@ -1,0 +1,44 @@
+"""Snakemake adapter: train the latent DQR f(x, u) at quantile level tau on the DQR fold."""
+from pathlib import Path
+
+import torch
+
+from condeval.data.folds import load_fold, load_latents
+from condeval.io import write_json
+from condeval.logs import log_to_file
+from condeval.models.dqr import DirectionalQuantileRegressor
+from condeval.models.training import export_best, fit, select_accelerator, training_summary
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p = snakemake.params
+train = load_fold(snakemake.input.processed, "dqr", val=False)
+val = load_fold(snakemake.input.processed, "dqr", val=True)
+z_train = load_latents(snakemake.input.latents, train.rows)
+z_val = load_latents(snakemake.input.latents, val.rows)
+model = DirectionalQuantileRegressor(
+    cond_dim=train.X.shape[1],
+    latent_dim=z_train.shape[1],
+    quantile_level=float(snakemake.wildcards.tau),
+    hidden_dims=list(p.model["hidden_dims"]),
+    n_directions=p.model["n_directions"],
+    directions_per_step=p.model["directions_per_step"],
+    direction_seed=p.seed,
+    lr=p.model["lr"],
+)
+output = Path(snakemake.output.model)
+run_dir = output.with_name(output.stem + "_run")
+best = fit(
+    model,
+    (train.X, z_train),
+    (val.X, z_val),
+    run_dir,
+    max_epochs=p.model["max_epochs"],
+    patience=p.model["patience"],
+    batch_size=p.model["batch_size"],
+    seed=p.seed,
+    accelerator=select_accelerator(p.accelerator),
+)
+export_best(best, output)
+write_json(training_summary(run_dir), snakemake.output.summary)
+log.info("best checkpoint %s", best)

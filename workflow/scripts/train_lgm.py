@@ -1,0 +1,41 @@
+"""Snakemake adapter: train the VAE (or the CVAE of Appendix A.1) on the LGM fold."""
+from pathlib import Path
+
+import torch
+
+from condeval.data.folds import load_fold
+from condeval.io import write_json
+from condeval.logs import log_to_file
+from condeval.models.training import export_best, fit, select_accelerator, training_summary
+from condeval.models.vae import LatentVAE
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p = snakemake.params
+train = load_fold(snakemake.input.processed, "lgm", val=False)
+val = load_fold(snakemake.input.processed, "lgm", val=True)
+model = LatentVAE(
+    output_dim=train.Y.shape[1],
+    latent_dim=p.model["latent_dim"],
+    cond_dim=train.X.shape[1] if p.conditional else 0,
+    hidden_dims=list(p.model["hidden_dims"]),
+    beta=p.model["beta"],
+    metric=p.model["metric"],
+    lr=p.model["lr"],
+)
+output = Path(snakemake.output.model)
+run_dir = output.with_name(output.stem + "_run")
+best = fit(
+    model,
+    (train.Y, train.X),
+    (val.Y, val.X),
+    run_dir,
+    max_epochs=p.epochs["max_epochs"],
+    patience=p.epochs["patience"],
+    batch_size=p.model["batch_size"],
+    seed=p.seed,
+    accelerator=select_accelerator(p.accelerator),
+)
+export_best(best, output)
+write_json(training_summary(run_dir), snakemake.output.summary)
+log.info("best checkpoint %s", best)
