@@ -1,0 +1,38 @@
+# Two commands on a fresh machine:  `make run` (offline default)  and  `make test`.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup run report test test-fast bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[workflow,test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/snakemake --profile profiles/default
+	$(BIN)/snakemake --profile profiles/default --report reports/report.html
+
+report: setup
+	$(BIN)/snakemake --profile profiles/default --report reports/report.html
+
+test: setup
+	$(BIN)/pytest
+
+test-fast: setup
+	$(BIN)/pytest -m "not slow"
+
+bench: setup
+	$(BIN)/python benchmarks/bench_calibration.py --out benchmarks/out/calibration.json
+
+lint: setup
+	$(BIN)/snakemake --lint
+
+clean:
+	rm -rf results reports logs .snakemake/log .snakemake/incomplete
