@@ -1,6 +1,7 @@
 """Snakemake adapter: train the latent DQR f(x, u) at quantile level tau on the DQR fold."""
 from pathlib import Path
 
+import pytorch_lightning as pl
 import torch
 
 from condeval.data.folds import load_fold, load_latents
@@ -16,6 +17,7 @@ train = load_fold(snakemake.input.processed, "dqr", val=False)
 val = load_fold(snakemake.input.processed, "dqr", val=True)
 z_train = load_latents(snakemake.input.latents, train.rows)
 z_val = load_latents(snakemake.input.latents, val.rows)
+pl.seed_everything(p.seed, workers=True)
 model = DirectionalQuantileRegressor(
     cond_dim=train.X.shape[1],
     latent_dim=z_train.shape[1],

@@ -1,6 +1,7 @@
 """Snakemake adapter: train the VAE (or the CVAE of Appendix A.1) on the LGM fold."""
 from pathlib import Path
 
+import pytorch_lightning as pl
 import torch
 
 from condeval.data.folds import load_fold
@@ -14,6 +15,7 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 train = load_fold(snakemake.input.processed, "lgm", val=False)
 val = load_fold(snakemake.input.processed, "lgm", val=True)
+pl.seed_everything(p.seed, workers=True)
 model = LatentVAE(
     output_dim=train.Y.shape[1],
     latent_dim=p.model["latent_dim"],
@@ -25,10 +27,17 @@ model = LatentVAE(
 )
 output = Path(snakemake.output.model)
 run_dir = output.with_name(output.stem + "_run")
+
+
+def batches(fold):
+    """A CVAE trains on (y, x) pairs, a VAE on y alone."""
+    return (fold.Y, fold.X) if p.conditional else (fold.Y,)
+
+
 best = fit(
     model,
-    (train.Y, train.X),
-    (val.Y, val.X),
+    batches(train),
+    batches(val),
     run_dir,
     max_epochs=p.epochs["max_epochs"],
     patience=p.epochs["patience"],
