@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +18,10 @@ def log_to_file(path: str | Path, level: int = logging.INFO) -> logging.Logger:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     stream = open(path, "a", buffering=1)
+    # Redirect the file descriptors too, so handlers bound to the original streams at import
+    # time (Lightning's, tqdm's) and C-level output also reach the log.
+    for fd in (1, 2):
+        os.dup2(stream.fileno(), fd)
     sys.stderr = stream
     sys.stdout = stream
     logging.basicConfig(
