@@ -1,0 +1,244 @@
+"""CReL reliability score: the worst similarity over the calibrated latent region.
+
+For condition ``x_i`` with calibrated latent region ``S^γ(x_i)`` (the polytope
+``R(x_i) = {z : U z >= b[i]}`` enlarged by γ), Eq. (8) of the paper is
+
+    ρ_i = min_{z ∈ S^γ(x_i)}  similarity(decode(z, x_i), gt_i),
+
+the similarity of the worst generation the model can produce for ``x_i``
+inside its conformal region (higher similarity is better). Following Sec. 3.3,
+it is approximated by multi-start projected gradient descent: draw
+``num_z0`` random points of ``S^γ(x_i)``, start from the worst of them, and
+run PGD with exact projections onto ``S^γ`` (see
+:func:`condeval.crel.polytope.project_onto_region`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from condeval.crel import polytope as _poly
+
+__all__ = ["reliability_score"]
+
+Decode = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+Similarity = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def reliability_score(
+    decode: Decode,
+    similarity: Similarity,
+    U,
+    b,
+    gamma,
+    gt,
+    x=None,
+    *,
+    num_z0: int = 50,
+    steps: int = 100,
+    lr: float = 0.05,
+    seed: int = 0,
+    batch_size: int = 1024,
+    center=None,
+    init_scale: float = 1.0,
+    refine_top: int = 1,
+    progress: bool | None = None,
+    tol: float = 1e-9,
+) -> tuple[np.ndarray, np.ndarray]:
+    """CReL reliability ρ_i = min over ``S^γ(x_i)`` of the similarity to ``gt_i`` (Eq. 8).
+
+    Parameters
+    ----------
+    decode : callable
+        ``decode(z, x) -> y_hat``: differentiable torch decoder, ``z`` (m, r)
+        float64, ``x`` (m, p) or None; returns (m, d). Cast inside ``decode``
+        if the network is float32. Must act row-wise (e.g. eval mode).
+    similarity : callable
+        ``similarity(y_hat, gt) -> (m,)`` in torch; higher is better.
+    U : array_like, shape (K, r)
+        Directions of the half-spaces.
+    b : array_like, shape (n, K)
+        Offsets: ``R(x_i) = {z : U z >= b[i]}``.
+    gamma : float or array_like, shape (n,)
+        Enlargement radius (γ_cal), non-negative.
+    gt : array_like, shape (n, d)
+        Ground truths the generations are compared with.
+    x : array_like, shape (n, p), optional
+        Conditions handed to ``decode`` (None for an unconditional decoder).
+    num_z0 : int, default 50
+        Random starting points per row.
+    steps : int, default 100
+        Projected gradient steps from the worst start.
+    lr : float, default 0.05
+        Fixed step size of ``z ← Π_{S^γ}(z − lr ∇_z similarity)``.
+    seed : int, default 0
+        Seed of the ``torch.Generator`` drawing the starts (same seed → same result).
+    batch_size : int, default 1024
+        Rows processed together.
+    center : array_like, shape (r,) or (n, r), optional
+        Point whose projection onto ``R(x_i)`` anchors the random starts
+        (default: the origin, the mean of the latent prior).
+    init_scale : float, default 1.0
+        Cap on how far a start may go from the anchor along an unbounded ray.
+    refine_top : int, default 1
+        Run PGD from this many of the worst starts per row and keep the best
+        (1 is the paper's procedure; larger values guard against a start in
+        the basin of a merely local minimum, at proportional cost).
+    progress : bool or None
+        Show a tqdm bar over batches; None shows it only on a TTY.
+    tol : float
+        Feasibility tolerance of the projections.
+
+    Returns
+    -------
+    scores : ndarray, shape (n,)
+        Smallest similarity found per row: no larger than the similarity at
+        any of the evaluated feasible starts.
+    z_worst : ndarray, shape (n, r)
+        The latent point of ``S^γ(x_i)`` where it is attained.
+
+    Raises
+    ------
+    EmptyRegionError
+        If some ``R(x_i)`` is empty.
+    """
+    if num_z0 < 1 or steps < 0 or batch_size < 1 or refine_top < 1:
+        raise ValueError("num_z0, batch_size and refine_top must be >= 1 and steps >= 0")
+    device = _device(gt, U, b)
+    U_t, b_t = _poly._prepare_ub(U, b, device)
+    n, r = b_t.shape[0], U_t.shape[1]
+    g = _poly._gamma_vector(gamma, n, device)
+    gt_t = torch.as_tensor(gt, device=device)
+    x_t = None if x is None else torch.as_tensor(x, device=device)
+    c_t = _centers(center, n, r, device)
+    if gt_t.shape[0] != n or (x_t is not None and x_t.shape[0] != n):
+        raise ValueError(f"gt and x must have {n} rows (one per row of b)")
+    gen = torch.Generator(device=device).manual_seed(int(seed))
+    cfg = dict(num_z0=num_z0, steps=steps, lr=lr, init_scale=init_scale, tol=tol, gen=gen)
+    cfg["top"] = min(refine_top, num_z0)
+    scores = np.empty(n)
+    z_worst = np.empty((n, r))
+    starts = range(0, n, batch_size)
+    for s in tqdm(starts, desc="CReL reliability", unit="batch", disable=_disable(progress)):
+        e = min(n, s + batch_size)
+        sl = slice(s, e)
+        batch = (U_t, b_t[sl], g[sl], gt_t[sl], None if x_t is None else x_t[sl], c_t[sl])
+        try:
+            val, z = _batch_worst(decode, similarity, *batch, **cfg)
+        except _poly.EmptyRegionError as err:  # name the row of the full input
+            raise _poly.shift_row_index(err, s) from None
+        scores[sl] = val.detach().cpu().numpy()
+        z_worst[sl] = z.detach().cpu().numpy()
+    return scores, z_worst
+
+
+def _device(*arrays) -> torch.device:
+    for a in arrays:
+        if isinstance(a, torch.Tensor):
+            return a.device
+    return torch.device("cpu")
+
+
+def _disable(progress: bool | None) -> bool | None:
+    return None if progress is None else not progress
+
+
+def _centers(center, n: int, r: int, device) -> torch.Tensor:
+    if center is None:
+        return torch.zeros(n, r, dtype=torch.float64, device=device)
+    c = torch.as_tensor(center, dtype=torch.float64, device=device)
+    return c.expand(n, r) if c.ndim == 1 else c
+
+
+# --------------------------------------------------------------------------- one batch
+
+
+def _batch_worst(decode, similarity, U, b, g, gt, x, center, *, num_z0, steps, lr, init_scale, tol, gen, top):
+    """Multi-start PGD for one batch of rows; returns (best value, best z)."""
+    anchor = _poly._solve(U, b, center.contiguous(), tol=tol).X
+    Z0 = _random_starts(U, b, g, anchor, num_z0, init_scale, gen)  # (B, J, r)
+    B, J, r = Z0.shape
+    with torch.no_grad():
+        vals = _evaluate(decode, similarity, Z0.reshape(B * J, r), _repeat(x, J), _repeat(gt, J))
+    vals = torch.nan_to_num(vals.reshape(B, J).double(), nan=torch.inf)
+    start_val, j = vals.topk(top, dim=1, largest=False)  # (B, top), worst first
+    z = Z0.gather(1, j[..., None].expand(B, top, r)).reshape(B * top, r)
+    if top > 1:
+        b, g, gt, x = b.repeat_interleave(top, 0), g.repeat_interleave(top), _repeat(gt, top), _repeat(x, top)
+    val, z = _pgd(decode, similarity, U, b, g, gt, x, z, start_val.reshape(-1), steps=steps, lr=lr, tol=tol)
+    best, k = val.reshape(B, top).min(dim=1)
+    return best, z.reshape(B, top, r)[torch.arange(B, device=z.device), k]
+
+
+def _repeat(t: torch.Tensor | None, J: int) -> torch.Tensor | None:
+    return None if t is None else t.repeat_interleave(J, dim=0)
+
+
+def _evaluate(decode, similarity, z, x, gt) -> torch.Tensor:
+    out = similarity(decode(z, x), gt)
+    return out.reshape(-1)
+
+
+def _random_starts(U, b, g, anchor, J: int, init_scale: float, gen) -> torch.Tensor:
+    """``J`` random points of ``S^γ`` per row along random rays from a point of ``R``.
+
+    For a unit direction ``v`` let ``t_max`` be how far ``anchor + t v`` stays in
+    ``R`` (capped at ``init_scale``-scaled length on unbounded rays). Then
+    ``anchor + τ (t_max + γ) v`` lies in ``S^γ`` for ``τ ∈ [0, 1]``: up to
+    ``t_max`` it is in ``R`` and beyond it is within γ of ``anchor + t_max v``.
+    ``τ = U^{1/r}`` with ``U ~ U(0, 1)`` is the radial law of a uniform point
+    of a star-shaped body seen from its centre, so starts spread over the
+    volume (most of it lies near the boundary, where the worst case sits).
+    """
+    B, r = anchor.shape
+    dev = anchor.device
+    V = torch.randn(B, J, r, generator=gen, device=dev, dtype=torch.float64)
+    V = V / V.norm(dim=2, keepdim=True).clamp_min(1e-300)
+    tau = torch.rand(B, J, generator=gen, device=dev, dtype=torch.float64) ** (1.0 / r)
+    with _poly.solver_threads(dev):
+        tmax = _ray_lengths(U, b, anchor, V).clamp(max=(10.0 * init_scale + g)[:, None])
+    return anchor[:, None, :] + (tau * (tmax + g[:, None]))[..., None] * V
+
+
+def _ray_lengths(U, b, anchor, V, chunk: int = 128) -> torch.Tensor:
+    """``t_max[i, j] = max{t >= 0 : U (anchor_i + t V_ij) >= b_i}`` (inf if unbounded).
+
+    With slacks ``s = U anchor − b >= 0``, ``1 / t_max = max_k (−u_k·v) / s_k``
+    (over the ``k`` with ``u_k·v < 0``), one batched product per chunk of rows.
+    """
+    B, J, _ = V.shape
+    inv_t = torch.empty(B, J, dtype=V.dtype, device=V.device)
+    for s in range(0, B, chunk):
+        e = min(B, s + chunk)
+        slack = torch.addmm(b[s:e], anchor[s:e], U.T, beta=-1.0).clamp_min_(1e-300)
+        W = U.T.neg()[None] / slack[:, None, :]  # (c, r, K): −u_k / s_k
+        inv_t[s:e] = torch.bmm(V[s:e], W).amax(dim=2).clamp_min_(0.0)
+    return 1.0 / inv_t
+
+
+def _pgd(decode, similarity, U, b, g, gt, x, z, best_val, *, steps, lr, tol):
+    """Projected gradient descent on the similarity, keeping the best iterate."""
+    best_z = z.clone()
+    warm = None
+    for _ in range(steps):
+        zr = z.detach().requires_grad_(True)
+        val = _evaluate(decode, similarity, zr, x, gt)
+        (grad,) = torch.autograd.grad(val.sum(), zr)
+        best_val, best_z = _keep_best(best_val, best_z, val.detach().double(), z)
+        step = torch.nan_to_num(grad.double(), nan=0.0, posinf=0.0, neginf=0.0)
+        z, _, sol = _poly._project_region_prepared(U, b, g, z - lr * step, tol=tol, warm=warm)
+        warm = (sol.A, sol.m)
+    if steps > 0:
+        with torch.no_grad():
+            val = _evaluate(decode, similarity, z, x, gt)
+        best_val, best_z = _keep_best(best_val, best_z, val.double(), z)
+    return best_val, best_z
+
+
+def _keep_best(best_val, best_z, val, z):
+    better = val < best_val
+    return torch.where(better, val, best_val), torch.where(better[:, None], z, best_z)
