@@ -359,3 +359,16 @@ def test_select_accelerator():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError):
             select_accelerator("gpu")
+
+
+def test_changed_fingerprint_trains_afresh_instead_of_resuming(tmp_path):
+    """A run folder left by a job with other inputs is discarded, never resumed."""
+    from condeval.models.training import fit, training_summary
+
+    torch.manual_seed(0)
+    y = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
+    kwargs = dict(max_epochs=2, patience=5, batch_size=32, seed=0, progress=False)
+    fit(LatentVAE(output_dim=2, hidden_dims=[8, 8]), (y,), (y,), tmp_path, fingerprint="a", **kwargs)
+    fit(LatentVAE(output_dim=2, hidden_dims=[8, 8]), (y,), (y,), tmp_path, fingerprint="b", **kwargs)
+    summary = training_summary(tmp_path)
+    assert summary["n_calls"] == 1 and summary["epochs_run"] == 2

@@ -35,11 +35,15 @@ def test_folds_have_the_requested_sizes_and_are_deterministic():
 
 def test_preprocessor_normalizes_rows_and_standardizes_outputs():
     X, Y, _ = generate("nonlinear", 2000, 10, 2, 0.3, seed=0)
-    pre = Preprocessor().fit(Y)
-    np.testing.assert_allclose(np.linalg.norm(pre.transform_x(X), axis=1), 1.0)
+    pre = Preprocessor().fit(X, Y)
+    Xs = pre.transform_x(X)
+    np.testing.assert_allclose(Xs.mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(np.linalg.norm(pre.model_to_unit_x(Xs), axis=1), 1.0)
     Ys = pre.transform_y(Y)
     np.testing.assert_allclose(Ys.mean(0), 0, atol=1e-12)
-    np.testing.assert_allclose(Preprocessor.from_dict(pre.to_dict()).inverse_y(Ys), Y)
+    again = Preprocessor.from_dict(pre.to_dict())
+    np.testing.assert_allclose(again.inverse_y(Ys), Y)
+    np.testing.assert_allclose(again.transform_x(X), Xs)
 
 
 def test_conditional_sampler_matches_the_joint_law():

@@ -55,14 +55,16 @@ def summarize(method: str, alpha: float, per_point: pl.DataFrame, coverage_z: fl
     return summary
 
 
-def cloud_set_metrics(grid: OutputGrid, clouds, Y: np.ndarray, radius: float | None = None) -> pl.DataFrame:
+def cloud_set_metrics(grid: OutputGrid, clouds, Y: np.ndarray, enlarge: float | None = None) -> pl.DataFrame:
     """Per-point Y-coverage and area of decoded region clouds.
 
-    With ``radius=None`` a set owns the grid cells its cloud hits (CReL, DQR);
-    otherwise it owns the grid points within ``radius`` of the cloud (Feldman).
+    With ``enlarge=None`` a set owns the grid points covered by its decoded latent
+    cells (CReL, DQR); otherwise it owns the grid points within ``enlarge`` of them
+    (Feldman et al.'s union of balls around the decoded region).
     """
-    if radius is None:
-        members = ((c.index, grid.cells_hit(c.decoded)) for c in clouds)
+    floor = grid.half_diagonal
+    if enlarge is None:
+        members = ((c.index, grid.within(c.decoded, np.maximum(c.radii, floor))) for c in clouds)
     else:
-        members = ((c.index, grid.within(c.decoded, radius)) for c in clouds)
+        members = ((c.index, grid.within(c.decoded, c.radii + enlarge)) for c in clouds)
     return grid_set_metrics(grid, members, Y)

@@ -8,9 +8,11 @@ where the quantiles are those of the LGM-fold outputs (standardized units) and
 (``n_points = 2e4`` as in CReL, so 141 × 141 = 19,881 points for d = 2).
 
 * The **area** of a set is the number of grid points that belong to it.
-* A decoded point cloud (CReL, DQR) owns the grid points whose cells contain at
-  least one cloud point; a union of balls (Feldman, PCP) owns the grid points
-  within the radius of a centre.
+* A decoded latent region (CReL, DQR) owns the grid points that its decoded
+  latent cells cover: each decoded latent grid point is the centre of a ball
+  whose radius is half the diagonal of its decoded cell (at least half a Y-grid
+  cell diagonal, so the grid cell holding the point is always owned); a union of
+  balls (Feldman, PCP) owns the grid points within the radius of a centre.
 * A response y is **covered in Y** when its nearest grid point belongs to the
   set (a y outside the box is not covered).
 """
@@ -91,16 +93,30 @@ class OutputGrid:
         flat = self.nearest_index(cloud)
         return np.unique(flat[flat >= 0])
 
-    def within(self, centres: np.ndarray, radius: float) -> np.ndarray:
-        """Sorted flat indices of grid points within ``radius`` of any centre."""
+    def within(self, centres: np.ndarray, radius) -> np.ndarray:
+        """Sorted flat indices of grid points within ``radius`` of any centre.
+
+        ``radius`` is one number or one radius per centre.
+        """
         centres = np.atleast_2d(np.asarray(centres, dtype=np.float64))
-        if centres.shape[0] == 0 or radius < 0:
+        radii = np.broadcast_to(np.asarray(radius, dtype=np.float64), (centres.shape[0],))
+        keep = radii >= 0
+        centres, radii = centres[keep], radii[keep]
+        if centres.shape[0] == 0:
             return np.empty(0, dtype=np.int64)
-        candidates = self._indices_in_box(centres.min(axis=0) - radius, centres.max(axis=0) + radius)
+        reach = radii.max()
+        candidates = self._indices_in_box(centres.min(axis=0) - reach, centres.max(axis=0) + reach)
         if candidates.size == 0:
             return candidates
-        dist, _ = cKDTree(centres).query(self.points(candidates), k=1, distance_upper_bound=radius * (1 + 1e-12))
-        return candidates[np.isfinite(dist)]
+        tree = cKDTree(self.points(candidates))
+        hits = tree.query_ball_point(centres, r=radii * (1 + 1e-12), return_sorted=False)
+        found = np.unique(np.fromiter((j for hit in hits for j in hit), dtype=np.int64))
+        return candidates[found]
+
+    @property
+    def half_diagonal(self) -> float:
+        """Half the diagonal of a grid cell: every point is this close to its nearest grid point."""
+        return float(0.5 * np.linalg.norm(self.spacing))
 
     def _indices_in_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         first = np.clip(np.ceil((lo - self.lower) / self.spacing), 0, self.points_per_axis).astype(int)

@@ -8,6 +8,7 @@ a later job could consume. Readers name the file and the field on any problem.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -28,6 +29,7 @@ __all__ = [
     "write_npz",
     "read_npz",
     "check_finite",
+    "fingerprint",
 ]
 
 
@@ -161,3 +163,14 @@ def read_npz(path: str | os.PathLike, required: Sequence[str] = ()) -> dict[str,
         if key not in arrays:
             raise DataFileError(f"{path}: required field '{key}' is missing (has {sorted(arrays)})")
     return arrays
+
+
+def fingerprint(paths: Sequence[str | os.PathLike], params: Mapping | None = None) -> str:
+    """SHA-256 of the bytes of ``paths`` and of the JSON of ``params``: the identity of a job."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    digest.update(json.dumps(params or {}, sort_keys=True, default=str).encode())
+    return digest.hexdigest()

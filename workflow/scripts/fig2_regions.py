@@ -27,7 +27,7 @@ panels = [
     {
         "z_before": b.latent, "z_after": a.latent, "y_before": b.decoded, "y_after": a.decoded,
         "z_test": Z[i], "y_test": Y[i],
-        "y_feldman": grid.points(grid.within(b.decoded, radius)), "y_dqr": q.decoded,
+        "y_feldman": grid.points(grid.within(b.decoded, b.radii + radius)), "y_dqr": q.decoded,
     }
     for i, (b, a, q) in enumerate(zip(before, after, dqr_clouds))
 ]

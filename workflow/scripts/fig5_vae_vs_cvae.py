@@ -13,9 +13,10 @@ log = log_to_file(snakemake.log[0])
 p = snakemake.params
 raw = read_npz(snakemake.input.params, required=["A", "B", "sigma", "kind"])
 params = SyntheticParams(kind=str(raw["kind"]), A=raw["A"], B=raw["B"], sigma=float(raw["sigma"]))
-pre = Preprocessor.from_dict(read_json(snakemake.input.scaler, required=["y_mean", "y_scale"]))
+pre = Preprocessor.from_dict(read_json(snakemake.input.scaler, required=["x_mean", "x_scale", "y_mean", "y_scale"]))
 x = load_fold(snakemake.input.processed, "test").X[p.condition]
-y = pre.transform_y(sample_conditional(x[None, :], p.n_samples, params, np.random.default_rng(p.seed))[0])
+x_unit = pre.model_to_unit_x(x[None, :])
+y = pre.transform_y(sample_conditional(x_unit, p.n_samples, params, np.random.default_rng(p.seed))[0])
 panels = {}
 with torch.no_grad():
     for name, path in (("CVAE", snakemake.input.cvae), ("VAE", snakemake.input.vae)):

@@ -1,4 +1,4 @@
-"""Snakemake adapter: L2-normalize conditions, standardize outputs on the LGM fold."""
+"""Snakemake adapter: L2-normalize conditions, then standardize conditions and outputs on the LGM fold."""
 import polars as pl
 
 from condeval.data.synthetic import Preprocessor
@@ -10,7 +10,7 @@ X = read_matrix(snakemake.input.data, "x")
 Y = read_matrix(snakemake.input.data, "y")
 splits = read_parquet(snakemake.input.splits, columns=["row", "fold", "is_val"])
 lgm = (splits["fold"] == "lgm").to_numpy()
-pre = Preprocessor().fit(Y[lgm])
+pre = Preprocessor().fit(X[lgm], Y[lgm])
 table = splits.with_columns(
     **{k: pl.Series(v) for k, v in matrix_columns("x", pre.transform_x(X)).items()},
     **{k: pl.Series(v) for k, v in matrix_columns("y", pre.transform_y(Y)).items()},

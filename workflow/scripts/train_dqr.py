@@ -5,7 +5,7 @@ import pytorch_lightning as pl
 import torch
 
 from condeval.data.folds import load_fold, load_latents
-from condeval.io import write_json
+from condeval.io import fingerprint, write_json
 from condeval.logs import log_to_file
 from condeval.models.dqr import DirectionalQuantileRegressor
 from condeval.models.training import export_best, fit, select_accelerator, training_summary
@@ -40,6 +40,7 @@ best = fit(
     batch_size=p.model["batch_size"],
     seed=p.seed,
     accelerator=select_accelerator(p.accelerator),
+    fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "tau": snakemake.wildcards.tau, "seed": p.seed}),
 )
 export_best(best, output)
 write_json(training_summary(run_dir), snakemake.output.summary)

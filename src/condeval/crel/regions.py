@@ -24,6 +24,7 @@ __all__ = [
     "in_region",
     "region_members",
     "RegionCloud",
+    "decoded_cell_radii",
     "iter_region_clouds",
 ]
 
@@ -107,20 +108,53 @@ class RegionCloud:
         Latent grid points inside the region (plus one exact region point).
     decoded : ndarray (m, d)
         Their decoded outputs.
+    radii : ndarray (m,)
+        Half the diagonal of each point's decoded latent cell: the ball of this
+        radius around ``decoded`` covers that cell's image, so the union of the
+        balls rasterizes Dec(region) without holes however coarse the latent grid.
     """
 
-    __slots__ = ("index", "latent", "decoded")
+    __slots__ = ("index", "latent", "decoded", "radii")
 
-    def __init__(self, index: int, latent: np.ndarray, decoded: np.ndarray):
+    def __init__(self, index: int, latent: np.ndarray, decoded: np.ndarray, radii: np.ndarray):
         self.index = index
         self.latent = latent
         self.decoded = decoded
+        self.radii = radii
+
+    def distance(self, y: np.ndarray) -> float:
+        """Distance from ``y`` to the rasterized decoded region (0 inside a cell ball)."""
+        return float(np.min(np.maximum(np.linalg.norm(self.decoded - y, axis=1) - self.radii, 0.0)))
 
 
 def _anchor_points(U: np.ndarray, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
     """One exact point of each region: the projection of its box centre."""
     _, anchors = polytope_distance(U, b, 0.5 * (lower + upper), return_projection=True)
     return anchors
+
+
+def decoded_cell_radii(decoded_grid: np.ndarray, points_per_axis: int) -> np.ndarray:
+    """Half-diagonal of each decoded latent grid cell, from its decoded axis neighbours.
+
+    Parameters
+    ----------
+    decoded_grid : ndarray (m**r, d)
+        Decoded points of a regular latent grid in C order (as :func:`box_grid` makes it).
+    points_per_axis : int
+        m.
+    """
+    r = int(round(np.log(decoded_grid.shape[0]) / np.log(points_per_axis)))
+    cube = decoded_grid.reshape((points_per_axis,) * r + (decoded_grid.shape[1],))
+    squared = np.zeros((points_per_axis,) * r)
+    for axis in range(r):
+        step = np.linalg.norm(np.diff(cube, axis=axis), axis=-1)
+        pad_lo = [(0, 0)] * r
+        pad_hi = [(0, 0)] * r
+        pad_lo[axis] = (1, 0)
+        pad_hi[axis] = (0, 1)
+        neighbour = np.maximum(np.pad(step, pad_lo), np.pad(step, pad_hi))
+        squared += neighbour**2
+    return 0.5 * np.sqrt(squared).ravel()
 
 
 def iter_region_clouds(
@@ -130,7 +164,7 @@ def iter_region_clouds(
     decode: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor],
     X: np.ndarray | None,
     n_latent: int,
-    chunk: int = 64,
+    chunk: int = 32,
 ) -> Iterator[RegionCloud]:
     """Yield the decoded latent cloud of S^γ(x_i) for every row i of ``b``.
 
@@ -147,7 +181,8 @@ def iter_region_clouds(
     X : ndarray (n, p) or None
         Conditions handed to ``decode``.
     n_latent : int
-        Latent grid points per region box.
+        Latent grid points per region box (the whole box is decoded, so that every
+        member's decoded cell size is known).
     chunk : int
         Regions decoded per decoder call.
     """
@@ -155,14 +190,13 @@ def iter_region_clouds(
     anchors = _anchor_points(U, b, lower + gamma, upper - gamma)
     for start in range(0, b.shape[0], chunk):
         rows = range(start, min(start + chunk, b.shape[0]))
-        latents = []
-        for i in rows:
-            grid = box_grid(lower[i], upper[i], n_latent)
-            members = grid[region_members(U, b[i], grid, gamma)]
-            latents.append(np.vstack([anchors[i][None, :], members]))
-        decoded = _decode_many(decode, latents, None if X is None else X[start : rows.stop])
-        for i, latent, cloud in zip(rows, latents, decoded):
-            yield RegionCloud(i, latent, cloud)
+        grids = [np.vstack([anchors[i][None, :], box_grid(lower[i], upper[i], n_latent)]) for i in rows]
+        decoded = _decode_many(decode, grids, None if X is None else X[start : rows.stop])
+        for i, grid, cloud in zip(rows, grids, decoded):
+            members = np.concatenate([[True], region_members(U, b[i], grid[1:], gamma)])
+            m = int(round((grid.shape[0] - 1) ** (1.0 / grid.shape[1])))
+            radii = np.concatenate([[0.0], decoded_cell_radii(cloud[1:], m)])
+            yield RegionCloud(i, grid[members], cloud[members], radii[members])
 
 
 @torch.no_grad()

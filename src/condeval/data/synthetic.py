@@ -9,11 +9,13 @@ Raw data follow the paper exactly::
 How we read "all data are L2-normalized before training" (used in every track):
 each *condition* vector is divided by its Euclidean norm, row by row
 (scikit-learn's ``normalize(norm="l2")``), exactly as CLIP/BERT features are
-unit-normalized in the image–text experiments. Outputs are the objects whose
-prediction set we build; they are standardized per coordinate with statistics
-fitted on the LGM fold only (scikit-learn's ``StandardScaler``, as in Feldman
-et al.'s code that CReL builds on) and every Y-space quantity — grid, area,
-coverage — is measured in those standardized units for every method.
+unit-normalized in the image–text experiments. Then, as Feldman et al.'s code
+(which CReL builds on) does for every network input and output, conditions and
+outputs are standardized per coordinate with statistics fitted on the LGM fold
+only (scikit-learn's ``StandardScaler``): after row normalization the
+coordinates of x̃ vary by a few hundredths, which a small MLP cannot learn from
+in a reasonable number of steps. Every Y-space quantity — grid, area, coverage
+— is measured in the standardized output units for every method.
 
 A consequence worth knowing: after row normalization the condition no longer
 carries ‖x‖, so Y | x̃ traces a parabola-shaped arc in Y (the norm s varies
@@ -178,20 +180,21 @@ def assign_folds(n: int, fractions: dict[str, float], seed: int) -> np.ndarray:
 
 @dataclass
 class Preprocessor:
-    """Row-wise L2 normalization of X and per-coordinate standardization of Y.
+    """Row-wise L2 normalization of X, then per-coordinate standardization of X and Y.
 
     Fit on the LGM fold, then applied unchanged to every fold.
     """
 
+    x_scaler: StandardScaler | None = None
     y_scaler: StandardScaler | None = None
 
-    def fit(self, Y_lgm: np.ndarray) -> "Preprocessor":
+    def fit(self, X_lgm: np.ndarray, Y_lgm: np.ndarray) -> "Preprocessor":
+        self.x_scaler = StandardScaler().fit(normalize(X_lgm, norm="l2"))
         self.y_scaler = StandardScaler().fit(Y_lgm)
         return self
 
-    @staticmethod
-    def transform_x(X: np.ndarray) -> np.ndarray:
-        return normalize(X, norm="l2")
+    def transform_x(self, X: np.ndarray) -> np.ndarray:
+        return self.x_scaler.transform(normalize(X, norm="l2"))
 
     def transform_y(self, Y: np.ndarray) -> np.ndarray:
         return self.y_scaler.transform(Y)
@@ -199,14 +202,35 @@ class Preprocessor:
     def inverse_y(self, Y_std: np.ndarray) -> np.ndarray:
         return self.y_scaler.inverse_transform(Y_std)
 
+    def unit_to_model_x(self, X_unit: np.ndarray) -> np.ndarray:
+        """Standardize conditions that are already unit-norm rows."""
+        return self.x_scaler.transform(X_unit)
+
+    def model_to_unit_x(self, X_model: np.ndarray) -> np.ndarray:
+        """Undo the standardization: back to unit-norm conditions."""
+        return self.x_scaler.inverse_transform(X_model)
+
     def to_dict(self) -> dict:
-        return {"y_mean": self.y_scaler.mean_.tolist(), "y_scale": self.y_scaler.scale_.tolist()}
+        return {
+            "x_mean": self.x_scaler.mean_.tolist(),
+            "x_scale": self.x_scaler.scale_.tolist(),
+            "y_mean": self.y_scaler.mean_.tolist(),
+            "y_scale": self.y_scaler.scale_.tolist(),
+        }
 
     @classmethod
     def from_dict(cls, state: dict) -> "Preprocessor":
-        scaler = StandardScaler()
-        scaler.mean_ = np.asarray(state["y_mean"], dtype=np.float64)
-        scaler.scale_ = np.asarray(state["y_scale"], dtype=np.float64)
-        scaler.var_ = scaler.scale_**2
-        scaler.n_features_in_ = scaler.mean_.size
-        return cls(y_scaler=scaler)
+        return cls(
+            x_scaler=_scaler(state["x_mean"], state["x_scale"]),
+            y_scaler=_scaler(state["y_mean"], state["y_scale"]),
+        )
+
+
+def _scaler(mean, scale) -> StandardScaler:
+    """A fitted StandardScaler from stored statistics."""
+    scaler = StandardScaler()
+    scaler.mean_ = np.asarray(mean, dtype=np.float64)
+    scaler.scale_ = np.asarray(scale, dtype=np.float64)
+    scaler.var_ = scaler.scale_**2
+    scaler.n_features_in_ = scaler.mean_.size
+    return scaler

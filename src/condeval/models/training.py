@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 SUMMARY_NAME = "fit_summary.json"
 CHECKPOINT_DIR = "checkpoints"
 LAST_NAME = "last.ckpt"
+FINGERPRINT_NAME = "fingerprint.txt"
 
 
 # ---------------------------------------------------------------- callbacks
@@ -162,6 +163,20 @@ def _clear_previous_run(out_dir: Path) -> None:
             path.unlink()
 
 
+def _match_fingerprint(out_dir: Path, fingerprint: str | None) -> None:
+    """Discard a run folder that belongs to a job with other inputs or hyperparameters."""
+    if fingerprint is None:
+        return
+    stamp = out_dir / FINGERPRINT_NAME
+    previous = stamp.read_text().strip() if stamp.exists() else None
+    if previous != fingerprint:
+        if previous is not None or (out_dir / CHECKPOINT_DIR).exists():
+            log.info("%s belongs to another job (inputs or parameters changed): starting afresh", out_dir)
+        _clear_previous_run(out_dir)
+        with atomic_path(stamp, suffix=".txt") as tmp:
+            tmp.write_text(fingerprint + "\n")
+
+
 def _resume_point(out_dir: Path) -> tuple[Path | None, dict | None]:
     """``(last.ckpt path, its contents)`` if it loads; otherwise clear and return ``(None, None)``."""
     last = out_dir / CHECKPOINT_DIR / LAST_NAME
@@ -238,6 +253,7 @@ def fit(
     devices: int = 1,
     save_epochs: Iterable[int] = (),
     progress: bool = True,
+    fingerprint: str | None = None,
 ) -> Path:
     """Train ``module`` with early stopping, resuming from ``out_dir`` if possible.
 
@@ -257,6 +273,10 @@ def fit(
         Completed-epoch counts after which ``epoch=NNN.ckpt`` is also kept.
     progress : bool
         Show the progress bar.
+    fingerprint : str, optional
+        Identity of this training job (its inputs and hyperparameters). A run folder
+        left by a job with another fingerprint is discarded instead of resumed, so a
+        change of data or parameters always trains afresh.
 
     Returns
     -------
@@ -278,6 +298,7 @@ def fit(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out_dir / CHECKPOINT_DIR
+    _match_fingerprint(out_dir, fingerprint)
     ckpt_path, checkpoint = _resume_point(out_dir)
     if checkpoint is not None and _already_stopped(checkpoint):
         best = _callback_state(checkpoint, _BestCheckpoint).get("best_model_path")

@@ -144,6 +144,14 @@ def plot_coverage_vs_alpha(summaries: list[dict], n_cal: int, path) -> None:
     plt.close(fig)
 
 
+def _legend(ax) -> None:
+    """Legend with equal, readable marker sizes (scatter sizes differ by orders of magnitude)."""
+    legend = ax.legend(fontsize=7)
+    for handle in legend.legend_handles:
+        handle.set_sizes([25])
+        handle.set_alpha(1.0)
+
+
 def plot_regions(panels: list[dict], alpha: float, path) -> None:
     """Fig. 2: regions in Z (left) and Y (right) for fixed x, before (R) and after (S^γ, C_Y) calibration.
 
@@ -170,7 +178,7 @@ def plot_regions(panels: list[dict], alpha: float, path) -> None:
         ay.set_ylabel("$y_2$ (standardized)")
         ay.set_title(f"case {row + 1}: region in $\\mathcal{{Y}}$")
         for ax in (az, ay):
-            ax.legend(fontsize=7, markerscale=3)
+            _legend(ax)
     fig.suptitle(f"Fig. 2: regions for two fixed x (α = {alpha:g})")
     fig.tight_layout()
     fig.savefig(path, bbox_inches="tight", dpi=130)
@@ -191,7 +199,7 @@ def plot_vae_vs_cvae(panels: dict[str, dict], path) -> None:
         ay.set_xlabel("$y_1$ (standardized)")
         ay.set_ylabel("$y_2$ (standardized)")
         ay.set_title(f"{name}: $\\{{Dec(\\mathcal{{E}}(Y_i^x, x))\\}}$")
-        ay.legend(fontsize=7, markerscale=3)
+        _legend(ay)
     fig.suptitle("Fig. 5: reconstruction regions for a fixed x — CVAE vs VAE")
     fig.tight_layout()
     fig.savefig(path, bbox_inches="tight", dpi=130)
