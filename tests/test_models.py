@@ -247,9 +247,11 @@ def test_offsets_chunking_matches_forward():
     chunked = model.offsets(x, batch_size=5, direction_batch_size=7)
     assert chunked.shape == (37, 64) and not chunked.requires_grad
     assert torch.allclose(chunked, full, atol=1e-6)
-    # forward equals an MLP on the concatenation (x, u)
-    pair = torch.cat([torch.from_numpy(x[:1]), model.directions[:1]], dim=1)
-    assert torch.allclose(model.net(pair).squeeze(), full[0, 0], atol=1e-6)
+    # the paper's plain structure equals an MLP on the concatenation (x, u)
+    plain = _small_dqr(structure="plain")
+    pair = torch.cat([torch.from_numpy(x[:1]), plain.directions[:1]], dim=1)
+    with torch.no_grad():
+        assert torch.allclose(plain.net(pair).squeeze(), plain(torch.from_numpy(x[:1]), plain.directions[:1])[0, 0], atol=1e-6)
 
 
 @pytest.mark.slow
@@ -372,3 +374,20 @@ def test_changed_fingerprint_trains_afresh_instead_of_resuming(tmp_path):
     fit(LatentVAE(output_dim=2, hidden_dims=[8, 8]), (y,), (y,), tmp_path, fingerprint="b", **kwargs)
     summary = training_summary(tmp_path)
     assert summary["n_calls"] == 1 and summary["epochs_run"] == 2
+
+
+def test_center_offset_dqr_regions_are_never_empty():
+    """f(x, u) = uᵀc(x) − softplus(g): c(x) satisfies every half-space for any weights."""
+    from condeval.crel.polytope import polytope_distance
+
+    torch.manual_seed(3)
+    model = DirectionalQuantileRegressor(cond_dim=5, latent_dim=3, n_directions=128, directions_per_step=64)
+    for parameter in model.parameters():
+        parameter.data.normal_(0, 3.0)  # wild weights: a plain MLP would cross its quantiles
+    x = torch.randn(200, 5)
+    b = model.offsets(x).double().numpy()
+    centres = model.center(x).detach().double().numpy()
+    U = model.directions.double().numpy()
+    slack = 1e-5 * (1.0 + np.abs(b))  # float32 model, float64 check
+    assert np.all(centres @ U.T >= b - slack)
+    assert np.all(polytope_distance(U, b - slack, centres) == 0.0)
