@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run report test test-fast bench lint clean
+.PHONY: setup run report test test-fast bench lint share fetch clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,17 @@ bench: setup
 
 lint: setup
 	$(BIN)/snakemake --lint
+
+# Share a run with the lab: DVC tracks data/, results/ and reports/; git keeps the pointers
+# and .snakemake/metadata so that a colleague's `make fetch` finds "Nothing to be done".
+share: setup
+	$(BIN)/dvc add data results reports
+	$(BIN)/dvc push
+	git add data.dvc results.dvc reports.dvc .snakemake/metadata
+
+fetch: setup
+	$(BIN)/dvc pull
+	$(BIN)/snakemake --profile profiles/default -n
 
 clean:
 	rm -rf results reports logs .snakemake/log .snakemake/incomplete

@@ -12,6 +12,13 @@ include: "workflow/rules/baselines.smk"
 include: "workflow/rules/report.smk"
 
 
+wildcard_constraints:
+    dataset="linear|nonlinear",
+    alpha=r"0\.\d+|\de-\d+",
+    tau=r"0\.\d+|\de-\d+",
+    method="crel|feldman|dqr|pcp",
+
+
 rule all:
     input:
         crel_synthetic_targets(),

@@ -14,6 +14,8 @@ rule feldman_scores:
         latent_points=config["grid"]["latent_points"],
     log:
         "logs/crel/{dataset}/feldman_scores.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=6000,
@@ -37,6 +39,8 @@ rule evaluate_feldman:
         region_test_points=config["evaluation"]["region_test_points"],
     log:
         "logs/crel/{dataset}/evaluate_feldman_alpha{alpha}.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=6000,
@@ -56,6 +60,8 @@ rule dqr_level_coverage:
         levels=BASELINE_TAUS,
     log:
         "logs/crel/{dataset}/dqr_level_coverage.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -81,6 +87,8 @@ rule evaluate_dqr:
         region_test_points=config["evaluation"]["region_test_points"],
     log:
         "logs/crel/{dataset}/evaluate_dqr_alpha{alpha}.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=6000,
@@ -102,6 +110,8 @@ rule pcp_samples:
         seed=config["seed"],
     log:
         "logs/crel/{dataset}/pcp_samples.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=8000,
@@ -121,6 +131,8 @@ rule evaluate_pcp:
         per_point="results/crel/{dataset}/pcp/alpha{alpha}/per_point.parquet",
     log:
         "logs/crel/{dataset}/evaluate_pcp_alpha{alpha}.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=4000,

@@ -1,4 +1,4 @@
-# Helpers shared by every rule file. No lambdas inside rules: input functions live here.
+# Helpers shared by every rule file; input functions live here, never lambdas inside rules.
 import math
 
 from snakemake.utils import min_version, validate
@@ -36,13 +36,6 @@ DQR_TAU = f"{config['dqr']['quantile_level']:g}"
 BASELINE_TAUS = [f"{t:g}" for t in config["dqr_baseline"]["quantile_levels"]]
 GPU = 1 if config["resources"]["accelerator"] == "gpu" else 0
 THREADS = config["resources"]["threads"]
-
-
-wildcard_constraints:
-    dataset="linear|nonlinear",
-    alpha=r"0\.\d+|\de-\d+",
-    tau=r"0\.\d+|\de-\d+",
-    method="crel|feldman|dqr|pcp",
 
 
 def dqr_training_params():

@@ -10,6 +10,8 @@ rule crel_latent_scores:
         scores="results/crel/{dataset}/crel/latent_scores.parquet",
     log:
         "logs/crel/{dataset}/crel_latent_scores.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=4000,
@@ -33,6 +35,8 @@ rule evaluate_crel:
         region_test_points=config["evaluation"]["region_test_points"],
     log:
         "logs/crel/{dataset}/evaluate_crel_alpha{alpha}.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=6000,
@@ -55,6 +59,8 @@ rule crel_reliability:
         seed=config["seed"],
     log:
         "logs/crel/{dataset}/crel_reliability_alpha{alpha}.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=6000,

@@ -13,6 +13,8 @@ rule generate_synthetic:
         seed=config["seed"],
     log:
         "logs/crel/{dataset}/generate_synthetic.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -32,6 +34,8 @@ rule split_folds:
         seed=config["seed"],
     log:
         "logs/crel/{dataset}/split_folds.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=1000,
@@ -49,6 +53,8 @@ rule preprocess:
         scaler="results/crel/{dataset}/preprocess.json",
     log:
         "logs/crel/{dataset}/preprocess.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -68,6 +74,8 @@ rule output_grid:
         pad=config["grid"]["pad"],
     log:
         "logs/crel/{dataset}/output_grid.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=1000,

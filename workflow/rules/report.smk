@@ -28,6 +28,8 @@ rule table1:
         ),
     log:
         "logs/crel/{dataset}/table1.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=1000,
@@ -49,6 +51,8 @@ rule coverage_vs_alpha:
         ),
     log:
         "logs/crel/{dataset}/coverage_vs_alpha.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=1000,
@@ -82,6 +86,8 @@ rule fig2_regions:
         levels=BASELINE_TAUS,
     log:
         "logs/crel/{dataset}/fig2_regions.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -111,6 +117,8 @@ rule fig5_vae_vs_cvae:
         seed=config["seed"],
     log:
         "logs/crel/{dataset}/fig5_vae_vs_cvae.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -135,6 +143,8 @@ rule reliability_table:
         metric=config["lgm"]["metric"],
     log:
         "logs/crel/{dataset}/reliability_table.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=1000,

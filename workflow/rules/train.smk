@@ -16,6 +16,8 @@ rule train_vae:
         accelerator=config["resources"]["accelerator"],
     log:
         "logs/crel/{dataset}/train_vae.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=4000,
@@ -39,6 +41,8 @@ rule train_cvae:
         accelerator=config["resources"]["accelerator"],
     log:
         "logs/crel/{dataset}/train_cvae.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=4000,
@@ -56,6 +60,8 @@ rule encode_latents:
         latents="results/crel/{dataset}/latents.parquet",
     log:
         "logs/crel/{dataset}/encode_latents.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -77,6 +83,8 @@ rule train_dqr:
         accelerator=config["resources"]["accelerator"],
     log:
         "logs/crel/{dataset}/train_dqr_tau{tau}.log",
+    conda:
+        "../../envs/condeval.yaml"
     threads: THREADS
     resources:
         mem_mb=4000,

@@ -27,6 +27,7 @@ model = DirectionalQuantileRegressor(
     directions_per_step=p.model["directions_per_step"],
     direction_seed=p.seed,
     lr=p.model["lr"],
+    structure=p.model["structure"],
 )
 output = Path(snakemake.output.model)
 run_dir = output.with_name(output.stem + "_run")

@@ -28,6 +28,12 @@ from condeval.models.vae import LatentVAE
 __all__ = ["CReL"]
 
 
+def _holdout(rng: np.random.Generator, fraction: float, *arrays: np.ndarray) -> tuple[tuple, tuple]:
+    """Split arrays row-wise into (training, early-stopping validation) tuples."""
+    is_val = rng.random(arrays[0].shape[0]) < fraction
+    return tuple(a[~is_val] for a in arrays), tuple(a[is_val] for a in arrays)
+
+
 class CReL:
     """Conformal ReLiability on a trained latent model and latent DQR.
 
@@ -57,6 +63,55 @@ class CReL:
         self.dqr = dqr.eval()
         self.metric = metric
         self._similarity = similarity(metric)
+
+    @classmethod
+    def fit(
+        cls,
+        X_lgm: np.ndarray,
+        Y_lgm: np.ndarray,
+        X_dqr: np.ndarray,
+        Y_dqr: np.ndarray,
+        out_dir: str | Path,
+        *,
+        latent_dim: int = 2,
+        beta: float = 1e-3,
+        metric: str = "mse",
+        quantile_level: float = 0.1,
+        lgm_epochs: int = 300,
+        dqr_epochs: int = 60,
+        val_fraction: float = 0.1,
+        seed: int = 0,
+        lgm_kwargs: dict | None = None,
+        dqr_kwargs: dict | None = None,
+        accelerator: str = "cpu",
+    ) -> "CReL":
+        """Train the VAE on (X_lgm, Y_lgm), then the latent DQR on (X_dqr, E(Y_dqr)).
+
+        The two folds must be disjoint from each other and from the calibration fold
+        (Proposition 3.2). Checkpoints, CSV logs and resumable runs go to ``out_dir``.
+        """
+        import pytorch_lightning as pl
+
+        from condeval.models.training import fit as fit_module
+
+        out_dir = Path(out_dir)
+        rng = np.random.default_rng(seed)
+        pl.seed_everything(seed, workers=True, verbose=False)
+        lgm = LatentVAE(
+            output_dim=Y_lgm.shape[1], latent_dim=latent_dim, beta=beta, metric=metric, **(lgm_kwargs or {})
+        )
+        train, val = _holdout(rng, val_fraction, check_finite(Y_lgm, "Y_lgm"))
+        best = fit_module(lgm, train, val, out_dir / "lgm", max_epochs=lgm_epochs, patience=20, batch_size=512, seed=seed, accelerator=accelerator)
+        lgm = LatentVAE.load_from_checkpoint(best, map_location="cpu").eval()
+        with torch.no_grad():
+            Z_dqr = lgm.encode(torch.as_tensor(check_finite(Y_dqr, "Y_dqr"), dtype=torch.float32)).double().numpy()
+        dqr = DirectionalQuantileRegressor(
+            cond_dim=X_dqr.shape[1], latent_dim=latent_dim, quantile_level=quantile_level, direction_seed=seed, **(dqr_kwargs or {})
+        )
+        train, val = _holdout(rng, val_fraction, check_finite(X_dqr, "X_dqr"), Z_dqr)
+        best = fit_module(dqr, train, val, out_dir / "dqr", max_epochs=dqr_epochs, patience=8, batch_size=256, seed=seed, accelerator=accelerator)
+        dqr = DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu")
+        return cls(lgm, dqr, metric=metric)
 
     @classmethod
     def from_checkpoints(cls, lgm_path: str | Path, dqr_path: str | Path, metric: str | None = None) -> "CReL":
