@@ -1,5 +1,5 @@
 """Snakemake adapter: PCP at one alpha — union of balls of radius sqrt(q) around the samples."""
-from condeval.baselines.pcp import pcp_members, pcp_threshold
+from condeval.baselines.pcp import pcp_members, pcp_scores, pcp_threshold
 from condeval.data.folds import load_fold
 from condeval.evaluation import grid_set_metrics, summarize
 from condeval.grid import OutputGrid
@@ -13,7 +13,8 @@ threshold = pcp_threshold(cal_scores, alpha)
 grid = OutputGrid.from_dict(read_json(snakemake.input.grid, required=["lower", "upper", "points_per_axis"]))
 samples = read_npz(snakemake.input.test_samples, required=["rows", "samples"])["samples"]
 test = load_fold(snakemake.input.processed, "test").head(samples.shape[0])
-members = ((i, pcp_members(grid, samples[i], threshold)) for i in range(samples.shape[0]))
+inside = pcp_scores(samples, test.Y) <= threshold
+members = ((i, pcp_members(grid, samples[i], threshold), inside[i]) for i in range(samples.shape[0]))
 per_point = grid_set_metrics(grid, members, test.Y)
 summary = summarize("pcp", alpha, per_point, threshold=threshold, n_cal=int(cal_scores.size))
 write_parquet(per_point, snakemake.output.per_point)

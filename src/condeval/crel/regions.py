@@ -23,6 +23,7 @@ __all__ = [
     "max_violation",
     "in_region",
     "region_members",
+    "regions_members",
     "RegionCloud",
     "decoded_cell_radii",
     "iter_region_clouds",
@@ -82,19 +83,35 @@ def in_region(U: np.ndarray, b: np.ndarray, Z: np.ndarray, tol: float = 1e-9) ->
 
 
 def region_members(U: np.ndarray, b_row: np.ndarray, Z: np.ndarray, gamma: float) -> np.ndarray:
-    """Boolean mask of the points of Z inside S^γ for one region.
+    """Boolean mask of the points of Z inside S^γ for one region (see :func:`regions_members`)."""
+    return regions_members(U, b_row[None, :], [Z], gamma)[0]
 
-    Points inside every half-space are in; points that violate one half-space
-    by more than γ are out (the violation bounds the distance from below);
-    only the band in between needs the exact distance.
+
+def regions_members(U: np.ndarray, b: np.ndarray, point_sets: list[np.ndarray], gamma: float) -> list[np.ndarray]:
+    """Masks of the points of ``point_sets[i]`` inside S^γ(x_i), for several regions at once.
+
+    Points inside every half-space are in; points that violate one half-space by
+    more than γ are out (the violation bounds the distance from below); only the
+    band in between needs the exact distance, solved for all regions in one batch.
     """
-    violation = max_violation(U, b_row, Z)
-    member = violation <= 0.0
-    band = (~member) & (violation <= gamma)
-    if gamma > 0 and band.any():
-        distance = polytope_distance(U, np.broadcast_to(b_row, (int(band.sum()), b_row.size)), Z[band])
-        member[np.flatnonzero(band)] = distance <= gamma
-    return member
+    masks, band_rows, band_points, band_slots = [], [], [], []
+    for i, Z in enumerate(point_sets):
+        violation = max_violation(U, b[i], Z)
+        member = violation <= 0.0
+        band = np.flatnonzero((~member) & (violation <= gamma)) if gamma > 0 else np.empty(0, int)
+        masks.append(member)
+        band_rows.append(np.full(band.size, i))
+        band_points.append(Z[band])
+        band_slots.append(band)
+    rows = np.concatenate(band_rows)
+    if rows.size:
+        distance = polytope_distance(U, b[rows], np.vstack(band_points))
+        inside = distance <= gamma
+        start = 0
+        for mask, slots in zip(masks, band_slots):
+            mask[slots] = inside[start : start + slots.size]
+            start += slots.size
+    return masks
 
 
 class RegionCloud:
@@ -192,8 +209,9 @@ def iter_region_clouds(
         rows = range(start, min(start + chunk, b.shape[0]))
         grids = [np.vstack([anchors[i][None, :], box_grid(lower[i], upper[i], n_latent)]) for i in rows]
         decoded = _decode_many(decode, grids, None if X is None else X[start : rows.stop])
-        for i, grid, cloud in zip(rows, grids, decoded):
-            members = np.concatenate([[True], region_members(U, b[i], grid[1:], gamma)])
+        masks = regions_members(U, b[start : rows.stop], [g[1:] for g in grids], gamma)
+        for i, grid, cloud, mask in zip(rows, grids, decoded, masks):
+            members = np.concatenate([[True], mask])
             m = int(round((grid.shape[0] - 1) ** (1.0 / grid.shape[1])))
             radii = np.concatenate([[0.0], decoded_cell_radii(cloud[1:], m)])
             yield RegionCloud(i, grid[members], cloud[members], radii[members])

@@ -50,6 +50,7 @@ def table1(summaries: list[dict]) -> pl.DataFrame:
                 "method": s["method"],
                 "coverage_z": s.get("coverage_z"),
                 "coverage_y": s["coverage_y"],
+                "coverage_y_grid": s.get("coverage_y_grid"),
                 "area": s["area"],
                 "paper_coverage_z": paper[0],
                 "paper_coverage_y": paper[1],
