@@ -65,6 +65,7 @@ rule fig2_regions:
     input:
         processed="results/crel/{dataset}/processed.parquet",
         latents="results/crel/{dataset}/latents.parquet",
+        scores="results/crel/{dataset}/crel/latent_scores.parquet",
         vae="results/crel/{dataset}/lgm/vae.ckpt",
         dqr=f"results/crel/{{dataset}}/dqr/tau{DQR_TAU}.ckpt",
         crel=f"results/crel/{{dataset}}/crel/alpha{figure_alpha()}/summary.json",
@@ -81,7 +82,7 @@ rule fig2_regions:
             labels={"figure": "Fig. 2"},
         ),
     params:
-        conditions=config["evaluation"]["figure_conditions"],
+        n_cases=config["evaluation"]["figure_cases"],
         latent_points=4 * config["grid"]["latent_points"],
         levels=BASELINE_TAUS,
     log:
@@ -112,7 +113,7 @@ rule fig5_vae_vs_cvae:
             labels={"figure": "Fig. 5"},
         ),
     params:
-        condition=config["evaluation"]["figure_conditions"][0],
+        condition=0,
         n_samples=2000,
         seed=config["seed"],
     log:

@@ -1,11 +1,12 @@
-"""Snakemake adapter: Fig. 2 — CReL regions before/after calibration for two fixed x, with baselines in Y."""
+"""Snakemake adapter: Fig. 2 — CReL regions before/after calibration for fixed x, with baselines in Y."""
+import numpy as np
 
 from condeval.crel import CReL
 from condeval.data.folds import load_fold, load_latents
 from condeval.grid import OutputGrid
-from condeval.io import atomic_path, read_json
+from condeval.io import atomic_path, read_json, read_parquet
 from condeval.logs import log_to_file
-from condeval.reports.crel_synthetic import plot_regions
+from condeval.reports.crel_synthetic import figure_cases, plot_regions
 
 log = log_to_file(snakemake.log[0])
 p = snakemake.params
@@ -14,8 +15,11 @@ radius = read_json(snakemake.input.feldman, required=["radius"])["radius"]
 level = read_json(snakemake.input.dqr_summary, required=["quantile_level"])["quantile_level"]
 dqr_path = dict(zip(map(float, p.levels), snakemake.input.dqr_models))[float(level)]
 grid = OutputGrid.from_dict(read_json(snakemake.input.grid))
+scores = read_parquet(snakemake.input.scores, columns=["fold", "score"])
+test_scores = scores.filter(scores["fold"] == "test")["score"].to_numpy()
+rows = figure_cases(test_scores, crel_summary["gamma_cal"], p.n_cases)
+log.info("cases (test rows) %s: E+ = %s", rows, test_scores[rows])
 test = load_fold(snakemake.input.processed, "test")
-rows = [c for c in p.conditions if c < len(test)]
 X, Y = test.X[rows], test.Y[rows]
 Z = load_latents(snakemake.input.latents, test.rows[rows])
 crel = CReL.from_checkpoints(snakemake.input.vae, snakemake.input.dqr)
@@ -23,13 +27,23 @@ dqr_alone = CReL.from_checkpoints(snakemake.input.vae, dqr_path)
 before = list(crel.region_clouds(X, p.latent_points, gamma=0.0))
 after = list(crel.region_clouds(X, p.latent_points, gamma=crel_summary["gamma_cal"]))
 dqr_clouds = list(dqr_alone.region_clouds(X, p.latent_points, gamma=0.0))
+
+
+def outline(flat):
+    """A Y-grid set as (axes, boolean image) for a contour."""
+    mask = np.zeros(grid.size, dtype=bool)
+    mask[flat] = True
+    return grid.axes(), mask.reshape(grid.points_per_axis, grid.points_per_axis)
+
+
 panels = [
     {
         "z_before": b.latent, "z_after": a.latent, "y_before": b.decoded, "y_after": a.decoded,
         "z_test": Z[i], "y_test": Y[i],
-        "y_feldman": grid.points(grid.within(b.decoded, b.radii + radius)), "y_dqr": q.decoded,
+        "feldman": outline(grid.within(b.decoded, b.radii + radius)),
+        "dqr": outline(grid.within(q.decoded, np.maximum(q.radii, grid.half_diagonal))),
     }
     for i, (b, a, q) in enumerate(zip(before, after, dqr_clouds))
-]
+]  # fmt: skip
 with atomic_path(snakemake.output.png) as tmp:
     plot_regions(panels, crel_summary["alpha"], tmp)

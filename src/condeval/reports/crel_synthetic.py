@@ -20,6 +20,7 @@ __all__ = [
     "table1_markdown",
     "render_table_png",
     "plot_coverage_vs_alpha",
+    "figure_cases",
     "plot_regions",
     "plot_vae_vs_cvae",
     "reliability_table",
@@ -149,15 +150,27 @@ def _legend(ax) -> None:
     """Legend with equal, readable marker sizes (scatter sizes differ by orders of magnitude)."""
     legend = ax.legend(fontsize=7)
     for handle in legend.legend_handles:
-        handle.set_sizes([25])
+        if hasattr(handle, "set_sizes"):
+            handle.set_sizes([25])
         handle.set_alpha(1.0)
+
+
+def figure_cases(test_scores: np.ndarray, gamma_cal: float, n_cases: int) -> list[int]:
+    """Test rows that Fig. 2 illustrates: outside R_Z(x) but inside S^γcal(x).
+
+    Falls back to the first rows when fewer such points exist.
+    """
+    rescued = np.flatnonzero((test_scores > 0) & (test_scores <= gamma_cal))
+    chosen = list(rescued[:n_cases])
+    return [int(i) for i in chosen] + [i for i in range(len(test_scores)) if i not in chosen][: n_cases - len(chosen)]
 
 
 def plot_regions(panels: list[dict], alpha: float, path) -> None:
     """Fig. 2: regions in Z (left) and Y (right) for fixed x, before (R) and after (S^γ, C_Y) calibration.
 
     Each panel dict holds ``z_before``, ``z_after`` (latent members), ``y_before``, ``y_after``
-    (decoded members), ``z_test``, ``y_test``, and optional ``y_feldman``, ``y_dqr``.
+    (decoded members), ``z_test``, ``y_test``, and optional outlines ``feldman`` and ``dqr``:
+    ``(axes, mask)`` pairs of a 2-D Y-grid and the boolean image of the set on it.
     """
     fig, axes = plt.subplots(len(panels), 2, figsize=(10, 4.5 * len(panels)), squeeze=False)
     for row, panel in enumerate(panels):
@@ -168,22 +181,32 @@ def plot_regions(panels: list[dict], alpha: float, path) -> None:
         az.set_xlabel("$z_1$")
         az.set_ylabel("$z_2$")
         az.set_title(f"case {row + 1}: region in $\\mathcal{{Z}}$")
-        if "y_feldman" in panel:
-            ay.scatter(*panel["y_feldman"].T, s=2, c="tab:orange", alpha=0.15, label="Feldman et al.")
-        if "y_dqr" in panel:
-            ay.scatter(*panel["y_dqr"].T, s=2, c="tab:purple", alpha=0.15, label="DQR")
+        for key, colour, label in (("feldman", "tab:orange", "Feldman et al."), ("dqr", "tab:purple", "DQR")):
+            if key in panel:
+                (gx, gy), mask = panel[key]
+                ay.contour(gx, gy, mask.T.astype(float), levels=[0.5], colors=colour, linewidths=1.5)
+                ay.plot([], [], color=colour, label=label)
         ay.scatter(*panel["y_after"].T, s=3, c="tab:red", alpha=0.25, label="$C_Y(x)$ (calibrated)")
         ay.scatter(*panel["y_before"].T, s=3, c="tab:blue", alpha=0.5, label="$R_Y(x)$ (before)")
         ay.scatter(*panel["y_test"], marker="*", s=200, c="tab:green", edgecolor="k", label="$Y_{new}$")
         ay.set_xlabel("$y_1$ (standardized)")
         ay.set_ylabel("$y_2$ (standardized)")
         ay.set_title(f"case {row + 1}: region in $\\mathcal{{Y}}$")
+        _zoom(ay, np.vstack([panel["y_after"], panel["y_test"][None, :]]))
         for ax in (az, ay):
             _legend(ax)
     fig.suptitle(f"Fig. 2: regions for two fixed x (α = {alpha:g})")
     fig.tight_layout()
     fig.savefig(path, bbox_inches="tight", dpi=130)
     plt.close(fig)
+
+
+def _zoom(ax, points: np.ndarray, margin: float = 0.25) -> None:
+    """Limit the axes to ``points`` plus a margin (outlines may extend further)."""
+    low, high = points.min(axis=0), points.max(axis=0)
+    pad = margin * (high - low)
+    ax.set_xlim(low[0] - pad[0], high[0] + pad[0])
+    ax.set_ylim(low[1] - pad[1], high[1] + pad[1])
 
 
 def plot_vae_vs_cvae(panels: dict[str, dict], path) -> None:
