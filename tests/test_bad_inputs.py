@@ -91,3 +91,14 @@ def test_workflow_stops_loudly_on_nan_in_raw_data(tmp_path):
     log = (tmp_path / "logs/crel/nonlinear/preprocess.log").read_text()
     assert "non-finite value in 'x*'" in log and "nonlinear.parquet" in log and "(11, 3)" in log
     assert not (tmp_path / "results/crel/nonlinear/processed.parquet").exists()
+
+
+def test_atomic_write_gives_normal_permissions(tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "shared.parquet"
+    write_parquet(_frame(), path)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask

@@ -52,10 +52,17 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; artifacts are shared
         os.replace(tmp, target)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def check_finite(array: np.ndarray, name: str, source: str | os.PathLike | None = None) -> np.ndarray:
