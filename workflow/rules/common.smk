@@ -38,9 +38,14 @@ GPU = 1 if config["resources"]["accelerator"] == "gpu" else 0
 THREADS = config["resources"]["threads"]
 
 
+def canonical(mapping):
+    """A dict with sorted keys: rerun-on-params compares text, so key order must not matter."""
+    return {key: mapping[key] for key in sorted(mapping)}
+
+
 def dqr_training_params():
     """DQR hyperparameters that key a training job; tau comes from the {tau} wildcard."""
-    return {k: v for k, v in config["dqr"].items() if k != "quantile_level"}
+    return canonical({k: v for k, v in config["dqr"].items() if k != "quantile_level"})
 
 
 def method_summaries(wildcards):

@@ -54,7 +54,7 @@ rule crel_reliability:
     output:
         reliability="results/crel/{dataset}/crel/alpha{alpha}/reliability.parquet",
     params:
-        reliability=config["reliability"],
+        reliability=canonical(config["reliability"]),
         region_test_points=config["evaluation"]["region_test_points"],
         seed=config["seed"],
     log:

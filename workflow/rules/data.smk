@@ -29,7 +29,7 @@ rule split_folds:
     output:
         splits="results/crel/{dataset}/splits.parquet",
     params:
-        fractions=config["synthetic"]["splits"],
+        fractions=canonical(config["synthetic"]["splits"]),
         val_fraction=config["synthetic"]["val_fraction"],
         seed=config["seed"],
     log:

@@ -10,8 +10,8 @@ rule train_vae:
         summary="results/crel/{dataset}/lgm/vae_summary.json",
     params:
         conditional=False,
-        model=config["lgm"],
-        epochs={"max_epochs": config["lgm"]["max_epochs"], "patience": config["lgm"]["patience"]},
+        model=canonical(config["lgm"]),
+        epochs=canonical({"max_epochs": config["lgm"]["max_epochs"], "patience": config["lgm"]["patience"]}),
         seed=config["seed"],
         accelerator=config["resources"]["accelerator"],
     log:
@@ -35,8 +35,8 @@ rule train_cvae:
         summary="results/crel/{dataset}/lgm/cvae_summary.json",
     params:
         conditional=True,
-        model=config["lgm"],
-        epochs=config["cvae"],
+        model=canonical(config["lgm"]),
+        epochs=canonical(config["cvae"]),
         seed=config["seed"],
         accelerator=config["resources"]["accelerator"],
     log:
