@@ -106,17 +106,16 @@ def render_table_png(table: pl.DataFrame, path) -> None:
         ]
         for r in table.iter_rows(named=True)
     ]
-    fig, ax = plt.subplots(figsize=(10, 0.45 * (len(cells) + 2)))
+    fig, ax = plt.subplots(figsize=(10, 0.3 * (len(cells) + 1)))
     ax.axis("off")
     widget = ax.table(
         cellText=cells,
         colLabels=["α", "method", "coverage Z (paper)", "coverage Y (paper)", "area in Y (paper)"],
-        loc="center",
+        bbox=[0, 0, 1, 1],
         cellLoc="center",
     )
     widget.auto_set_font_size(False)
     widget.set_fontsize(9)
-    widget.scale(1, 1.3)
     ax.set_title("Table 1: coverage and area on the nonlinear synthetic data (ours, paper in parentheses)")
     fig.savefig(path, bbox_inches="tight", dpi=150)
     plt.close(fig)
