@@ -58,7 +58,7 @@ def finished_run(tmp_path_factory):
 
 def test_whole_dag_produces_every_table_and_figure(finished_run):
     report_dir = finished_run / "reports/crel/nonlinear"
-    for name in ("table1.csv", "table1.md", "table1.png", "coverage_vs_alpha.png", "fig2_regions.png", "fig5_vae_vs_cvae.png", "reliability.csv"):
+    for name in ("table1.csv", "table1.md", "table1.png", "coverage_vs_alpha.png", "fig2_regions.png", "fig5_vae_vs_cvae.png", "reliability.csv", "lgm_cost.csv"):
         assert (report_dir / name).stat().st_size > 0, name
     table = pl.read_csv(report_dir / "table1.csv")
     assert set(table["method"]) == {"crel", "feldman", "dqr", "pcp"}

@@ -77,4 +77,5 @@ def crel_synthetic_targets():
         f"{report_dir}/fig2_regions.png",
         f"{report_dir}/fig5_vae_vs_cvae.png",
         f"{report_dir}/reliability.csv",
+        f"{report_dir}/lgm_cost.csv",
     ]

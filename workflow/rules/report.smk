@@ -152,3 +152,27 @@ rule reliability_table:
         runtime=5,
     script:
         "../scripts/reliability_table.py"
+
+
+rule lgm_cost:
+    input:
+        vae="results/crel/{dataset}/lgm/vae_summary.json",
+        cvae="results/crel/{dataset}/lgm/cvae_summary.json",
+    output:
+        csv=report(
+            "reports/crel/{dataset}/lgm_cost.csv",
+            caption="../report/lgm_cost.rst",
+            category="CReL synthetic",
+            subcategory="LGM cost",
+            labels={"table": "Table 11"},
+        ),
+    log:
+        "logs/crel/{dataset}/lgm_cost.log",
+    conda:
+        "../../envs/condeval.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    script:
+        "../scripts/lgm_cost.py"

@@ -24,6 +24,8 @@ __all__ = [
     "plot_regions",
     "plot_vae_vs_cvae",
     "reliability_table",
+    "PAPER_TABLE11",
+    "lgm_cost_table",
 ]
 
 METHOD_LABELS = {"crel": "CReL (ours)", "feldman": "Feldman et al.", "dqr": "DQR", "pcp": "PCP"}
@@ -242,4 +244,30 @@ def reliability_table(per_alpha: dict[float, np.ndarray], metric: str) -> pl.Dat
         }
         for alpha, v in sorted(per_alpha.items())
     ]
+    return pl.DataFrame(rows)
+
+
+# Table 11 (Appendix C.6): training cost of the synthetic VAE on an RTX 4090, batch 512.
+PAPER_TABLE11 = {"epochs": 385, "time_min": 2.80, "peak_gb": 0.06, "device": "RTX 4090 (peak VRAM)"}
+
+
+def lgm_cost_table(summaries: dict[str, dict]) -> pl.DataFrame:
+    """Epochs, wall time and peak memory of each LGM training run, beside the paper's Table 11."""
+    rows = []
+    for model, s in summaries.items():
+        on_gpu = s.get("peak_cuda_mib") is not None
+        rows.append(
+            {
+                "model": model,
+                "epochs": s["epochs_run"],
+                "best_epoch": s["best_epoch"],
+                "best_val_loss": s["best_val_loss"],
+                "time_min": s["wall_time_s"] / 60.0,
+                "peak_gb": (s["peak_cuda_mib"] if on_gpu else s["peak_rss_mib"]) / 1024.0,
+                "peak_memory": "GPU allocated" if on_gpu else "process RSS (CPU)",
+                "paper_epochs": PAPER_TABLE11["epochs"] if model == "vae" else None,
+                "paper_time_min": PAPER_TABLE11["time_min"] if model == "vae" else None,
+                "paper_peak_gb": PAPER_TABLE11["peak_gb"] if model == "vae" else None,
+            }
+        )
     return pl.DataFrame(rows)
