@@ -1,5 +1,4 @@
 """An invalid config is refused before any job starts, and the error names the key."""
-import shutil
 import subprocess
 import sys
 from pathlib import Path

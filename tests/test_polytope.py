@@ -280,7 +280,6 @@ def test_reliability_is_below_random_feasible_points_and_seeded():
     lo = rng.uniform(-1, 0, (n, r))
     hi = lo + rng.uniform(0.2, 1.0, (n, r))
     U, b = box_halfspaces(lo, hi)
-    gt = rng.uniform(-1, 1, (n, r))
     W = torch.tensor(rng.standard_normal((r, 4)))
 
     def decode(z, x):

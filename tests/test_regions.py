@@ -1,7 +1,6 @@
 """Latent regions: exact membership, bounding boxes, and the rasterized decoded set."""
 import numpy as np
 import pytest
-import torch
 
 from condeval.baselines.feldman import feldman_scores
 from condeval.crel.polytope import EmptyRegionError, polytope_distance

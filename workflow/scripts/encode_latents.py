@@ -1,5 +1,4 @@
 """Snakemake adapter: latent codes E(y) of every row with the trained VAE."""
-import numpy as np
 import polars as pl
 import torch
 

@@ -8,7 +8,6 @@ least 1 − α.
 
 from __future__ import annotations
 
-import numpy as np
 
 __all__ = ["select_quantile_level"]
 
