@@ -32,9 +32,8 @@ def test_within_matches_brute_force(grid):
     np.testing.assert_array_equal(grid.within(centres, radius), brute)
 
 
-def test_cells_hit_and_covers(grid):
-    cloud = np.array([[0.0, 1.0], [0.01, 1.01], [0.5, 0.5]])
-    members = grid.cells_hit(cloud)
+def test_covers_uses_the_nearest_grid_point(grid):
+    members = grid.nearest_index(np.array([[0.0, 1.0], [0.5, 0.5]]))
     assert members.size == 2
     assert grid.covers(members, np.array([[0.02, 0.98], [0.9, 1.9], [9.0, 9.0]])).tolist() == [True, False, False]
 

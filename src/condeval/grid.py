@@ -88,11 +88,6 @@ class OutputGrid:
             flat[inside] = np.ravel_multi_index(tuple(multi[inside].T), (self.points_per_axis,) * self.dim)
         return flat
 
-    def cells_hit(self, cloud: np.ndarray) -> np.ndarray:
-        """Sorted unique flat indices of grid points whose cells hold a cloud point."""
-        flat = self.nearest_index(cloud)
-        return np.unique(flat[flat >= 0])
-
     def within(self, centres: np.ndarray, radius) -> np.ndarray:
         """Sorted flat indices of grid points within ``radius`` of any centre.
 

@@ -80,6 +80,11 @@ def _fmt(value, digits=4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def _ours_paper(row: dict, key: str, digits: int = 4) -> str:
+    """A Table 1 cell: our number, then the paper's in parentheses."""
+    return f"{_fmt(row[key], digits)} ({_fmt(row['paper_' + key], digits)})"
+
+
 def table1_markdown(table: pl.DataFrame) -> str:
     """Markdown rendering: ours, then the paper's number in parentheses."""
     lines = [
@@ -89,9 +94,8 @@ def table1_markdown(table: pl.DataFrame) -> str:
     for row in table.iter_rows(named=True):
         lines.append(
             f"| {row['alpha']:g} | {METHOD_LABELS[row['method']]} "
-            f"| {_fmt(row['coverage_z'])} ({_fmt(row['paper_coverage_z'])}) "
-            f"| {_fmt(row['coverage_y'])} ({_fmt(row['paper_coverage_y'])}) "
-            f"| {_fmt(row['area'], 1)} ({_fmt(row['paper_area'], 1)}) | {row['detail']} |"
+            f"| {_ours_paper(row, 'coverage_z')} | {_ours_paper(row, 'coverage_y')} "
+            f"| {_ours_paper(row, 'area', 1)} | {row['detail']} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -102,9 +106,9 @@ def render_table_png(table: pl.DataFrame, path) -> None:
         [
             f"{r['alpha']:g}",
             METHOD_LABELS[r["method"]],
-            f"{_fmt(r['coverage_z'])} ({_fmt(r['paper_coverage_z'])})",
-            f"{_fmt(r['coverage_y'])} ({_fmt(r['paper_coverage_y'])})",
-            f"{_fmt(r['area'], 1)} ({_fmt(r['paper_area'], 1)})",
+            _ours_paper(r, "coverage_z"),
+            _ours_paper(r, "coverage_y"),
+            _ours_paper(r, "area", 1),
         ]
         for r in table.iter_rows(named=True)
     ]
@@ -166,6 +170,15 @@ def figure_cases(test_scores: np.ndarray, gamma_cal: float, n_cases: int) -> lis
     return [int(i) for i in chosen] + [i for i in range(len(test_scores)) if i not in chosen][: n_cases - len(chosen)]
 
 
+def _before_after(ax, before, after, point, space: str, after_label: str, axis: str, unit: str) -> None:
+    """Scatter a region before (blue) and after (red) calibration, with the test point as a star."""
+    ax.scatter(*after.T, s=3, c="tab:red", alpha=0.25, label=f"{after_label} (calibrated)")
+    ax.scatter(*before.T, s=3, c="tab:blue", alpha=0.5, label=f"$R_{space}(x)$ (before)")
+    ax.scatter(*point, marker="*", s=200, c="tab:green", edgecolor="k", label=f"${space}_{{new}}$")
+    ax.set_xlabel(f"${axis}_1${unit}")
+    ax.set_ylabel(f"${axis}_2${unit}")
+
+
 def plot_regions(panels: list[dict], alpha: float, path) -> None:
     """Fig. 2: regions in Z (left) and Y (right) for fixed x, before (R) and after (S^γ, C_Y) calibration.
 
@@ -176,22 +189,14 @@ def plot_regions(panels: list[dict], alpha: float, path) -> None:
     fig, axes = plt.subplots(len(panels), 2, figsize=(10, 4.5 * len(panels)), squeeze=False)
     for row, panel in enumerate(panels):
         az, ay = axes[row]
-        az.scatter(*panel["z_after"].T, s=3, c="tab:red", alpha=0.25, label="$S^{\\gamma_{cal}}(x)$ (calibrated)")
-        az.scatter(*panel["z_before"].T, s=3, c="tab:blue", alpha=0.5, label="$R_Z(x)$ (before)")
-        az.scatter(*panel["z_test"], marker="*", s=200, c="tab:green", edgecolor="k", label="$Z_{new}$")
-        az.set_xlabel("$z_1$")
-        az.set_ylabel("$z_2$")
+        _before_after(az, panel["z_before"], panel["z_after"], panel["z_test"], "Z", "$S^{\\gamma_{cal}}(x)$", "z", "")
         az.set_title(f"case {row + 1}: region in $\\mathcal{{Z}}$")
         for key, colour, label in (("feldman", "tab:orange", "Feldman et al."), ("dqr", "tab:purple", "DQR")):
             if key in panel:
                 (gx, gy), mask = panel[key]
                 ay.contour(gx, gy, mask.T.astype(float), levels=[0.5], colors=colour, linewidths=1.5)
                 ay.plot([], [], color=colour, label=label)
-        ay.scatter(*panel["y_after"].T, s=3, c="tab:red", alpha=0.25, label="$C_Y(x)$ (calibrated)")
-        ay.scatter(*panel["y_before"].T, s=3, c="tab:blue", alpha=0.5, label="$R_Y(x)$ (before)")
-        ay.scatter(*panel["y_test"], marker="*", s=200, c="tab:green", edgecolor="k", label="$Y_{new}$")
-        ay.set_xlabel("$y_1$ (standardized)")
-        ay.set_ylabel("$y_2$ (standardized)")
+        _before_after(ay, panel["y_before"], panel["y_after"], panel["y_test"], "Y", "$C_Y(x)$", "y", " (standardized)")
         ay.set_title(f"case {row + 1}: region in $\\mathcal{{Y}}$")
         _zoom(ay, np.vstack([panel["y_after"], panel["y_test"][None, :]]))
         for ax in (az, ay):
