@@ -44,6 +44,7 @@ import torch
 from condeval.crel import polytope as P
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.reliability import reliability_score
+from condeval.crel.scaling import time_latent_grid_chunks
 from condeval.io import write_json
 
 #: Extra calibration baselines: name -> callable(U, b, Z) returning a JSON-able dict
@@ -172,43 +173,16 @@ def feldman_grid_hook(U, b, Z, *, points_per_axis: int = 5, chunk: int = 2**18, 
     range of the codes is filtered per calibration point by the region's half-spaces, the
     members are decoded by the benchmark's MLP decoder, and the score is the distance of the
     decoded code of Z[i] to the nearest decoded member. Grid chunks are timed until
-    ``budget_s`` is spent, then the time is extrapolated to all chunks of all n points.
+    ``budget_s`` is spent, then the time is extrapolated to all chunks of all n points
+    (:func:`condeval.crel.scaling.time_latent_grid_chunks`, shared with the workflow's Fig. 8).
     """
-    n, r = Z.shape
-    m = points_per_axis
-    total = m**r
-    n_chunks = -(-total // chunk)
-    decoder = make_decoder(r)
-    lower, upper = Z.min(axis=0), Z.max(axis=0)
-    done_chunks, done_points, start = 0, 0, time.perf_counter()
+    decoder = make_decoder(Z.shape[1])
     with torch.no_grad():
-        for i in range(n):
-            target = decoder(torch.as_tensor(Z[i : i + 1], dtype=torch.float32))
-            for first in range(0, total, chunk):
-                flat = np.arange(first, min(first + chunk, total))
-                grid = lower + np.stack(np.unravel_index(flat, (m,) * r), axis=-1) / (m - 1) * (upper - lower)
-                members = grid[np.all(grid @ U.T >= b[i], axis=1)]
-                if members.shape[0]:
-                    decoded = decoder(torch.as_tensor(members, dtype=torch.float32))
-                    torch.cdist(target, decoded).min()
-                done_chunks += 1
-                if time.perf_counter() - start > budget_s:
-                    break
-            else:
-                done_points += 1
-                continue
-            break
-    elapsed = time.perf_counter() - start
-    seconds = elapsed / done_chunks * n_chunks * n
-    return {
-        "latent_grid_points": int(total),
-        "points_per_axis": m,
-        "timed_chunks": done_chunks,
-        "timed_calibration_points": done_points,
-        "seconds_timed": elapsed,
-        "seconds_extrapolated": seconds,
-        "extrapolated": done_points < n,
-    }
+        targets = decoder(torch.as_tensor(Z, dtype=torch.float32)).numpy()
+    return time_latent_grid_chunks(
+        U, b, lambda z, x: decoder(z), targets, Z.min(axis=0), Z.max(axis=0), points_per_axis,
+        chunk=chunk, budget_s=budget_s,
+    )  # fmt: skip
 
 
 BASELINE_HOOKS["feldman_grid"] = feldman_grid_hook

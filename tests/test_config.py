@@ -39,6 +39,10 @@ def test_valid_test_config_dry_runs(tmp_path):
         (lambda c: c["synthetic"]["splits"].update(test=0.3), "synthetic.splits"),
         (lambda c: c.update(unknown_key=1), "unknown_key"),
         (lambda c: c["calibration"].update(alphas=[0.001]), "calibration.alphas"),
+        (lambda c: c["lgm"].update(kind="gan"), "kind"),
+        (lambda c: c["diffusion"].update(inference_steps=0), "inference_steps"),
+        (lambda c: c["ablations"].update(mae_alphas=[0.1, 0.002]), "ablations.mae_alphas"),
+        (lambda c: c["ablations"].update(checkpoint_epochs=[1, 99]), "ablations.checkpoint_epochs"),
     ],
 )
 def test_invalid_config_is_refused_naming_the_key(tmp_path, mutate, key):

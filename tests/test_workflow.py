@@ -93,3 +93,64 @@ def test_report_builds_offline(finished_run):
     assert result.returncode == 0, result.stderr[-3000:]
     html = (finished_run / "report.html").read_text(errors="ignore")
     assert "Table 1" in html
+
+
+ABLATION_TABLES = (
+    "table4_beta",
+    "table5_sd_cond",
+    "table6_sd_uncond",
+    "table7_vae_vs_sd",
+    "table8_mae",
+    "table9_pcp",
+    "table10_checkpoints",
+    "table12_latent_dim",
+)
+
+
+@pytest.fixture(scope="module")
+def finished_ablations(finished_run):
+    plan = _snakemake(finished_run, "-n", "ablations")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    result = _snakemake(finished_run, "ablations", timeout=900)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return finished_run, _job_counts(plan.stdout)
+
+
+def test_ablations_reuse_the_main_models(finished_ablations):
+    _, counts = finished_ablations
+    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["ablations"]
+    # beta and r variants minus the configured ones (which are the main VAE), plus vae-mae
+    assert counts["train_vae"] == (len(config["betas"]) - 1) + (len(config["latent_dims"]) - 1) + 1
+    assert counts["train_ddpm"] == 2 and counts["train_vae_long"] == 1
+    assert "train_cvae" not in counts and "generate_synthetic" not in counts
+
+
+def test_every_ablation_table_lists_ours_beside_the_paper(finished_ablations):
+    workdir, _ = finished_ablations
+    report_dir = workdir / "reports/crel/nonlinear/ablations"
+    for name in ABLATION_TABLES:
+        table = pl.read_csv(report_dir / f"{name}.csv")
+        assert table.height > 0 and table["coverage_y"].is_between(0, 1).all(), name
+        assert (report_dir / f"{name}.md").read_text().count("|") > 10
+    beta = pl.read_csv(report_dir / "table4_beta.csv")
+    assert {"coverage_r_z", "coverage_z", "coverage_r_y", "coverage_y", "area", "paper_coverage_r_y"} <= set(beta.columns)
+    pcp = pl.read_csv(report_dir / "table9_pcp.csv")
+    assert pcp.filter(pl.col("setting") == "PCP")["runs"].item() == 2
+    checkpoints = pl.read_csv(report_dir / "table10_checkpoints.csv")
+    assert checkpoints["loss"].is_not_null().all()
+    seeds = pl.read_csv(report_dir / "table13_seeds.csv")
+    assert seeds["runs"].item() == 2 and seeds["crel_rho_std"].item() >= 0
+    assert (report_dir / "fig6_num_z0.png").stat().st_size > 0
+
+
+def test_ablation_alpha_edit_retrains_nothing(finished_ablations):
+    workdir, _ = finished_ablations
+    config_path = workdir / "config/config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["ablations"]["mae_alphas"] = [0.1, 0.2, 0.15]
+    config["ablations"]["alpha"] = 0.2
+    config_path.write_text(yaml.safe_dump(config))
+    result = _snakemake(workdir, "-n", "ablations")
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = _job_counts(result.stdout)
+    assert counts and not (set(counts) & (TRAINING_RULES | {"train_ddpm", "train_vae_long", "crel_latent_scores"})), counts

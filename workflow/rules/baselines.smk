@@ -6,14 +6,15 @@
 rule feldman_scores:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        vae="results/crel/{dataset}/lgm/vae.ckpt",
-        dqr=f"results/crel/{{dataset}}/dqr/tau{DQR_TAU}.ckpt",
+        lgm=lgm_checkpoint,
+        dqr=f"results/crel/{{dataset}}/{{lgm}}/dqr/tau{DQR_TAU}.ckpt",
     output:
-        scores="results/crel/{dataset}/feldman/cal_scores.parquet",
+        scores="results/crel/{dataset}/{lgm}/feldman/cal_scores.parquet",
     params:
-        latent_points=config["grid"]["latent_points"],
+        lgm_options=lgm_options,
+        latent_points=latent_points,
     log:
-        "logs/crel/{dataset}/feldman_scores.log",
+        "logs/crel/{dataset}/{lgm}/feldman_scores.log",
     conda:
         "../../envs/condeval.yaml"
     threads: THREADS
@@ -27,18 +28,19 @@ rule feldman_scores:
 rule evaluate_feldman:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        scores="results/crel/{dataset}/feldman/cal_scores.parquet",
-        vae="results/crel/{dataset}/lgm/vae.ckpt",
-        dqr=f"results/crel/{{dataset}}/dqr/tau{DQR_TAU}.ckpt",
+        scores="results/crel/{dataset}/{lgm}/feldman/cal_scores.parquet",
+        lgm=lgm_checkpoint,
+        dqr=f"results/crel/{{dataset}}/{{lgm}}/dqr/tau{DQR_TAU}.ckpt",
         grid="results/crel/{dataset}/grid.json",
     output:
-        summary="results/crel/{dataset}/feldman/alpha{alpha}/summary.json",
-        per_point="results/crel/{dataset}/feldman/alpha{alpha}/per_point.parquet",
+        summary="results/crel/{dataset}/{lgm}/feldman/alpha{alpha}/summary.json",
+        per_point="results/crel/{dataset}/{lgm}/feldman/alpha{alpha}/per_point.parquet",
     params:
-        latent_points=config["grid"]["latent_points"],
-        region_test_points=config["evaluation"]["region_test_points"],
+        lgm_options=lgm_options,
+        latent_points=latent_points,
+        region_test_points=region_test_points,
     log:
-        "logs/crel/{dataset}/evaluate_feldman_alpha{alpha}.log",
+        "logs/crel/{dataset}/{lgm}/evaluate_feldman_alpha{alpha}.log",
     conda:
         "../../envs/condeval.yaml"
     threads: THREADS
@@ -52,14 +54,14 @@ rule evaluate_feldman:
 rule dqr_level_coverage:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        latents="results/crel/{dataset}/latents.parquet",
+        latents="results/crel/{dataset}/{lgm}/latents.parquet",
         models=baseline_dqr_checkpoints,
     output:
-        coverage="results/crel/{dataset}/dqr/level_coverage.json",
+        coverage="results/crel/{dataset}/{lgm}/dqr/level_coverage.json",
     params:
         levels=BASELINE_TAUS,
     log:
-        "logs/crel/{dataset}/dqr_level_coverage.log",
+        "logs/crel/{dataset}/{lgm}/dqr_level_coverage.log",
     conda:
         "../../envs/condeval.yaml"
     threads: 1
@@ -73,20 +75,21 @@ rule dqr_level_coverage:
 rule evaluate_dqr:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        latents="results/crel/{dataset}/latents.parquet",
-        coverage="results/crel/{dataset}/dqr/level_coverage.json",
+        latents="results/crel/{dataset}/{lgm}/latents.parquet",
+        coverage="results/crel/{dataset}/{lgm}/dqr/level_coverage.json",
         models=baseline_dqr_checkpoints,
-        vae="results/crel/{dataset}/lgm/vae.ckpt",
+        lgm=lgm_checkpoint,
         grid="results/crel/{dataset}/grid.json",
     output:
-        summary="results/crel/{dataset}/dqr/alpha{alpha}/summary.json",
-        per_point="results/crel/{dataset}/dqr/alpha{alpha}/per_point.parquet",
+        summary="results/crel/{dataset}/{lgm}/dqr/alpha{alpha}/summary.json",
+        per_point="results/crel/{dataset}/{lgm}/dqr/alpha{alpha}/per_point.parquet",
     params:
+        lgm_options=lgm_options,
         levels=BASELINE_TAUS,
-        latent_points=config["grid"]["latent_points"],
-        region_test_points=config["evaluation"]["region_test_points"],
+        latent_points=latent_points,
+        region_test_points=region_test_points,
     log:
-        "logs/crel/{dataset}/evaluate_dqr_alpha{alpha}.log",
+        "logs/crel/{dataset}/{lgm}/evaluate_dqr_alpha{alpha}.log",
     conda:
         "../../envs/condeval.yaml"
     threads: THREADS
@@ -102,14 +105,13 @@ rule pcp_samples:
         processed="results/crel/{dataset}/processed.parquet",
         cvae="results/crel/{dataset}/lgm/cvae.ckpt",
     output:
-        cal_scores="results/crel/{dataset}/pcp/cal_scores.parquet",
-        test_samples="results/crel/{dataset}/pcp/test_samples.npz",
+        cal_scores="results/crel/{dataset}/pcp/seed{seed}/cal_scores.parquet",
+        test_samples="results/crel/{dataset}/pcp/seed{seed}/test_samples.npz",
     params:
         n_samples=config["pcp"]["n_samples"],
         region_test_points=config["evaluation"]["region_test_points"],
-        seed=config["seed"],
     log:
-        "logs/crel/{dataset}/pcp_samples.log",
+        "logs/crel/{dataset}/pcp/seed{seed}/pcp_samples.log",
     conda:
         "../../envs/condeval.yaml"
     threads: THREADS
@@ -123,14 +125,14 @@ rule pcp_samples:
 rule evaluate_pcp:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        cal_scores="results/crel/{dataset}/pcp/cal_scores.parquet",
-        test_samples="results/crel/{dataset}/pcp/test_samples.npz",
+        cal_scores="results/crel/{dataset}/pcp/seed{seed}/cal_scores.parquet",
+        test_samples="results/crel/{dataset}/pcp/seed{seed}/test_samples.npz",
         grid="results/crel/{dataset}/grid.json",
     output:
-        summary="results/crel/{dataset}/pcp/alpha{alpha}/summary.json",
-        per_point="results/crel/{dataset}/pcp/alpha{alpha}/per_point.parquet",
+        summary="results/crel/{dataset}/pcp/seed{seed}/alpha{alpha}/summary.json",
+        per_point="results/crel/{dataset}/pcp/seed{seed}/alpha{alpha}/per_point.parquet",
     log:
-        "logs/crel/{dataset}/evaluate_pcp_alpha{alpha}.log",
+        "logs/crel/{dataset}/pcp/seed{seed}/evaluate_pcp_alpha{alpha}.log",
     conda:
         "../../envs/condeval.yaml"
     threads: 1

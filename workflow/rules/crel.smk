@@ -4,12 +4,14 @@
 rule crel_latent_scores:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        vae="results/crel/{dataset}/lgm/vae.ckpt",
-        dqr=f"results/crel/{{dataset}}/dqr/tau{DQR_TAU}.ckpt",
+        lgm=lgm_checkpoint,
+        dqr=f"results/crel/{{dataset}}/{{lgm}}/dqr/tau{DQR_TAU}.ckpt",
     output:
-        scores="results/crel/{dataset}/crel/latent_scores.parquet",
+        scores="results/crel/{dataset}/{lgm}/crel/latent_scores.parquet",
+    params:
+        lgm_options=lgm_options,
     log:
-        "logs/crel/{dataset}/crel_latent_scores.log",
+        "logs/crel/{dataset}/{lgm}/crel_latent_scores.log",
     conda:
         "../../envs/condeval.yaml"
     threads: THREADS
@@ -23,18 +25,19 @@ rule crel_latent_scores:
 rule evaluate_crel:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        scores="results/crel/{dataset}/crel/latent_scores.parquet",
-        vae="results/crel/{dataset}/lgm/vae.ckpt",
-        dqr=f"results/crel/{{dataset}}/dqr/tau{DQR_TAU}.ckpt",
+        scores="results/crel/{dataset}/{lgm}/crel/latent_scores.parquet",
+        lgm=lgm_checkpoint,
+        dqr=f"results/crel/{{dataset}}/{{lgm}}/dqr/tau{DQR_TAU}.ckpt",
         grid="results/crel/{dataset}/grid.json",
     output:
-        summary="results/crel/{dataset}/crel/alpha{alpha}/summary.json",
-        per_point="results/crel/{dataset}/crel/alpha{alpha}/per_point.parquet",
+        summary="results/crel/{dataset}/{lgm}/crel/alpha{alpha}/summary.json",
+        per_point="results/crel/{dataset}/{lgm}/crel/alpha{alpha}/per_point.parquet",
     params:
-        latent_points=config["grid"]["latent_points"],
-        region_test_points=config["evaluation"]["region_test_points"],
+        lgm_options=lgm_options,
+        latent_points=latent_points,
+        region_test_points=region_test_points,
     log:
-        "logs/crel/{dataset}/evaluate_crel_alpha{alpha}.log",
+        "logs/crel/{dataset}/{lgm}/evaluate_crel_alpha{alpha}.log",
     conda:
         "../../envs/condeval.yaml"
     threads: THREADS
@@ -48,17 +51,18 @@ rule evaluate_crel:
 rule crel_reliability:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        scores="results/crel/{dataset}/crel/latent_scores.parquet",
-        vae="results/crel/{dataset}/lgm/vae.ckpt",
-        dqr=f"results/crel/{{dataset}}/dqr/tau{DQR_TAU}.ckpt",
+        scores="results/crel/{dataset}/{lgm}/crel/latent_scores.parquet",
+        lgm=lgm_checkpoint,
+        dqr=f"results/crel/{{dataset}}/{{lgm}}/dqr/tau{DQR_TAU}.ckpt",
     output:
-        reliability="results/crel/{dataset}/crel/alpha{alpha}/reliability.parquet",
+        reliability="results/crel/{dataset}/{lgm}/crel/alpha{alpha}/reliability.parquet",
     params:
+        lgm_options=lgm_options,
         reliability=canonical(config["reliability"]),
-        region_test_points=config["evaluation"]["region_test_points"],
+        region_test_points=region_test_points,
         seed=config["seed"],
     log:
-        "logs/crel/{dataset}/crel_reliability_alpha{alpha}.log",
+        "logs/crel/{dataset}/{lgm}/crel_reliability_alpha{alpha}.log",
     conda:
         "../../envs/condeval.yaml"
     threads: THREADS

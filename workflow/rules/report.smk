@@ -64,13 +64,13 @@ rule coverage_vs_alpha:
 rule fig2_regions:
     input:
         processed="results/crel/{dataset}/processed.parquet",
-        latents="results/crel/{dataset}/latents.parquet",
-        scores="results/crel/{dataset}/crel/latent_scores.parquet",
-        vae="results/crel/{dataset}/lgm/vae.ckpt",
-        dqr=f"results/crel/{{dataset}}/dqr/tau{DQR_TAU}.ckpt",
-        crel=f"results/crel/{{dataset}}/crel/alpha{figure_alpha()}/summary.json",
-        feldman=f"results/crel/{{dataset}}/feldman/alpha{figure_alpha()}/summary.json",
-        dqr_summary=f"results/crel/{{dataset}}/dqr/alpha{figure_alpha()}/summary.json",
+        latents=f"results/crel/{{dataset}}/{MAIN_LGM}/latents.parquet",
+        scores=f"results/crel/{{dataset}}/{MAIN_LGM}/crel/latent_scores.parquet",
+        lgm=lgm_file("{dataset}", MAIN_LGM),
+        dqr=f"results/crel/{{dataset}}/{MAIN_LGM}/dqr/tau{DQR_TAU}.ckpt",
+        crel=f"results/crel/{{dataset}}/{MAIN_LGM}/crel/alpha{figure_alpha()}/summary.json",
+        feldman=f"results/crel/{{dataset}}/{MAIN_LGM}/feldman/alpha{figure_alpha()}/summary.json",
+        dqr_summary=f"results/crel/{{dataset}}/{MAIN_LGM}/dqr/alpha{figure_alpha()}/summary.json",
         dqr_models=baseline_dqr_checkpoints,
         grid="results/crel/{dataset}/grid.json",
     output:
@@ -82,6 +82,7 @@ rule fig2_regions:
             labels={"figure": "Fig. 2"},
         ),
     params:
+        lgm_options=lgm_loading_options(MAIN_LGM),
         n_cases=config["evaluation"]["figure_cases"],
         latent_points=4 * config["grid"]["latent_points"],
         levels=BASELINE_TAUS,
@@ -130,7 +131,7 @@ rule fig5_vae_vs_cvae:
 
 rule reliability_table:
     input:
-        reliability=expand("results/crel/{{dataset}}/crel/alpha{alpha}/reliability.parquet", alpha=ALPHAS),
+        reliability=expand("results/crel/{{dataset}}/{lgm}/crel/alpha{alpha}/reliability.parquet", lgm=MAIN_LGM, alpha=ALPHAS),
     output:
         csv=report(
             "reports/crel/{dataset}/reliability.csv",

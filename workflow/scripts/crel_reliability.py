@@ -12,7 +12,7 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 scores = read_parquet(snakemake.input.scores, columns=["fold", "score"])
 cal_scores = scores.filter(scores["fold"] == "cal")["score"].to_numpy()
-crel = CReL.from_checkpoints(snakemake.input.vae, snakemake.input.dqr)
+crel = CReL.from_checkpoints(snakemake.input.lgm, snakemake.input.dqr, **snakemake.params.lgm_options)
 crel.calibrate_from_scores(cal_scores, float(snakemake.wildcards.alpha))
 test = load_fold(snakemake.input.processed, "test").head(p.region_test_points)
 worst, z_worst = crel.reliability(

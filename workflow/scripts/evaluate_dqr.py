@@ -17,7 +17,7 @@ alpha = float(snakemake.wildcards.alpha)
 cal_coverage = {float(k): v for k, v in read_json(snakemake.input.coverage).items()}
 level, target_met = select_quantile_level(cal_coverage, alpha)
 model_path = dict(zip(map(float, snakemake.params.levels), snakemake.input.models))[level]
-crel = CReL.from_checkpoints(snakemake.input.vae, model_path)
+crel = CReL.from_checkpoints(snakemake.input.lgm, model_path, **snakemake.params.lgm_options)
 grid = OutputGrid.from_dict(read_json(snakemake.input.grid, required=["lower", "upper", "points_per_axis"]))
 test_all = load_fold(snakemake.input.processed, "test")
 z_test = load_latents(snakemake.input.latents, test_all.rows)

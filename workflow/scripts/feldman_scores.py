@@ -10,7 +10,7 @@ from condeval.logs import log_to_file
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
-crel = CReL.from_checkpoints(snakemake.input.vae, snakemake.input.dqr)
+crel = CReL.from_checkpoints(snakemake.input.lgm, snakemake.input.dqr, **snakemake.params.lgm_options)
 cal = load_fold(snakemake.input.processed, "cal")
 clouds = crel.region_clouds(cal.X, snakemake.params.latent_points, gamma=0.0)
 scores = feldman_scores(clouds, cal.Y)

@@ -1,4 +1,4 @@
-"""Snakemake adapter: train the VAE (or the CVAE of Appendix A.1) on the LGM fold."""
+"""Snakemake adapter: train the VAE (or the CVAE of Appendix A.1) on the LGM fold, keeping chosen epoch snapshots."""
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -44,8 +44,11 @@ best = fit(
     batch_size=p.model["batch_size"],
     seed=p.seed,
     accelerator=select_accelerator(p.accelerator),
-    fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "epochs": dict(p.epochs), "conditional": p.conditional, "seed": p.seed}),
+    save_epochs=p.save_epochs,
+    fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "epochs": dict(p.epochs), "conditional": p.conditional, "seed": p.seed, "save_epochs": list(p.save_epochs)}),
 )
+for epoch, dest in zip(p.save_epochs, snakemake.output.get("snapshots", [])):
+    export_best(run_dir / "checkpoints" / f"epoch={epoch:03d}.ckpt", dest)
 export_best(best, output)
 write_json(training_summary(run_dir), snakemake.output.summary)
 log.info("best checkpoint %s", best)

@@ -39,7 +39,7 @@ class CReL:
 
     Parameters
     ----------
-    lgm : LatentVAE
+    lgm : LatentVAE or LatentDDPM
         Latent generative model with ``encode(y, x)`` and ``decode(z, x)``.
     dqr : DirectionalQuantileRegressor
         Directional quantile regressor in the latent space of ``lgm``.
@@ -114,9 +114,21 @@ class CReL:
         return cls(lgm, dqr, metric=metric)
 
     @classmethod
-    def from_checkpoints(cls, lgm_path: str | Path, dqr_path: str | Path, metric: str | None = None) -> "CReL":
-        """Load the LGM and DQR from Lightning checkpoints (on the CPU)."""
-        lgm = LatentVAE.load_from_checkpoint(lgm_path, map_location="cpu")
+    def from_checkpoints(
+        cls,
+        lgm_path: str | Path,
+        dqr_path: str | Path,
+        metric: str | None = None,
+        *,
+        inference_steps: int | None = None,
+    ) -> "CReL":
+        """Load the LGM (LatentVAE or LatentDDPM) and DQR from Lightning checkpoints (on the CPU).
+
+        ``inference_steps`` sets the DDIM steps T of a LatentDDPM (default: the saved value).
+        """
+        from condeval.models.lgm import load_lgm
+
+        lgm = load_lgm(lgm_path, inference_steps=inference_steps)
         dqr = DirectionalQuantileRegressor.load_from_checkpoint(dqr_path, map_location="cpu")
         return cls(lgm, dqr, metric=metric or lgm.hparams.metric)
 

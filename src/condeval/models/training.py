@@ -97,7 +97,22 @@ class RngState(Callback):
 
 
 class _BestCheckpoint(ModelCheckpoint):
-    """ModelCheckpoint whose ``{epoch}`` in file names counts completed epochs."""
+    """ModelCheckpoint whose ``{epoch}`` in file names counts completed epochs, and which
+    rewrites ``last.ckpt`` (atomically) at the end of every training epoch.
+
+    Lightning 2.6's ``save_last`` rewrites ``last.ckpt`` only when a top-k checkpoint was
+    saved in the same step, i.e. when val_loss improved: a killed run would resume from
+    its last improvement instead of its last epoch, and the epoch where early stopping
+    fires would never be recorded. The save happens where Lightning's own does (train epoch
+    end, after validation, and after EarlyStopping has counted this epoch).
+    """
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        if trainer.sanity_checking or trainer.fast_dev_run:
+            return
+        with atomic_path(Path(self.dirpath) / LAST_NAME) as tmp:
+            trainer.save_checkpoint(tmp)
 
     def format_checkpoint_name(self, metrics, filename=None, ver=None, **kwargs):
         metrics = dict(metrics)
@@ -312,7 +327,7 @@ def fit(
         filename="best-ep{epoch:03d}",
         auto_insert_metric_name=False,
         monitor="val_loss",
-        save_last=True,
+        save_last=False,
         save_top_k=1,
     )
     timer = EpochTimer()
@@ -389,6 +404,7 @@ def training_summary(out_dir: str | os.PathLike) -> dict:
     Epochs are 1-based counts of completed epochs. Wall time and peak memory
     come from ``fit_summary.json`` (summed / maxed over resumed calls); peak RSS
     is the process-wide maximum, so it includes whatever ran before ``fit``.
+    ``val_loss_by_epoch`` maps each completed epoch (as a string) to its val_loss.
     """
     out_dir = Path(out_dir)
     rows = _read_epoch_rows(out_dir)
@@ -407,4 +423,5 @@ def training_summary(out_dir: str | os.PathLike) -> dict:
         "stopped_early": bool(calls and calls[-1].get("stopped_early")),
         "best_checkpoint": summary.get("best_checkpoint"),
         "n_calls": len(calls),
+        "val_loss_by_epoch": {str(e + 1): v for e, v in sorted(val.items())},
     }
