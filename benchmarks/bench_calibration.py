@@ -98,14 +98,13 @@ def qp_distances(U, b, Z) -> tuple[np.ndarray, float]:
     return out, time.perf_counter() - t0
 
 
-def time_polytope(U, b, Z, device: str, repeats: int) -> tuple[np.ndarray, list[float]]:
-    """Wall-clock seconds of ``polytope_distance`` (numpy in/out on CPU; tensors on CUDA)."""
-    if device == "cpu":
+def time_polytope(U, b, Z, backend: str, repeats: int) -> tuple[np.ndarray, list[float]]:
+    """Wall-clock seconds of ``polytope_distance``: ``"numpy"`` arrays, or torch tensors on ``"cpu"``/``"cuda"``."""
+    if backend == "numpy":
         args = (U, b, Z)
-        sync = lambda: None  # noqa: E731
     else:
-        args = tuple(torch.as_tensor(a, device=device) for a in (U, b, Z))
-        sync = torch.cuda.synchronize
+        args = tuple(torch.as_tensor(a, device=backend) for a in (U, b, Z))
+    sync = torch.cuda.synchronize if backend == "cuda" else (lambda: None)
     polytope_distance(*(a[:50] if i else a for i, a in enumerate(args)))  # warm-up
     sync()
     times = []
@@ -118,11 +117,16 @@ def time_polytope(U, b, Z, device: str, repeats: int) -> tuple[np.ndarray, list[
     return d, times
 
 
+def _timing(backend: str, times: list[float]) -> dict:
+    return {"backend": backend, "seconds_min": min(times), "seconds_median": statistics.median(times), "seconds_all": times}
+
+
 def bench_calibration(args) -> dict:
     results = {}
     for r in args.dims:
         U, b, Z = make_problem(args.n_cal, args.K, r, seed=args.seed + r)
-        dist, times = time_polytope(U, b, Z, args.device, args.repeats)
+        dist, times = time_polytope(U, b, Z, "numpy", args.repeats)
+        dist_torch, times_torch = time_polytope(U, b, Z, args.device, args.repeats)
         sub = np.random.default_rng(args.seed).choice(args.n_cal, args.ref_subsample, replace=False)
         ref, ref_seconds = qp_distances(U, b[sub], Z[sub])
         entry = {
@@ -130,12 +134,8 @@ def bench_calibration(args) -> dict:
             "n_cal": args.n_cal,
             "K": args.K,
             "inside_fraction": float(np.mean(dist == 0.0)),
-            "polytope_distance": {
-                "device": args.device,
-                "seconds_min": min(times),
-                "seconds_median": statistics.median(times),
-                "seconds_all": times,
-            },
+            "polytope_distance": _timing("numpy", times),
+            "polytope_distance_torch": _timing(f"torch-{args.device}", times_torch),
             "per_sample_qp": {
                 "solver": "cvxpy/CLARABEL, one QP per point (parametrized problem, tol 1e-10)",
                 "subsample": int(args.ref_subsample),
@@ -144,20 +144,22 @@ def bench_calibration(args) -> dict:
                 "extrapolated": True,
             },
             "max_abs_error_vs_qp": float(np.max(np.abs(dist[sub] - ref))),
+            "max_abs_error_torch_vs_qp": float(np.max(np.abs(dist_torch[sub] - ref))),
             "baselines": {name: hook(U, b, Z) for name, hook in BASELINE_HOOKS.items()},
         }
         entry["speedup_vs_qp"] = entry["per_sample_qp"]["seconds_extrapolated"] / min(times)
+        entry["speedup_torch_vs_qp"] = entry["per_sample_qp"]["seconds_extrapolated"] / min(times_torch)
         results[str(r)] = entry
         _print_calibration_row(entry)
     return results
 
 
 def _print_calibration_row(e: dict) -> None:
-    p, q = e["polytope_distance"], e["per_sample_qp"]
+    p, t, q = e["polytope_distance"], e["polytope_distance_torch"], e["per_sample_qp"]
     grid = e["baselines"].get("feldman_grid", {}).get("seconds_extrapolated", float("nan"))
     print(
         f"{e['r']:>3} {e['n_cal']:>6} {e['K']:>5} {e['inside_fraction']:>7.2f} "
-        f"{p['seconds_min']:>9.3f} {p['seconds_median']:>9.3f} {q['seconds_extrapolated']:>11.1f} "
+        f"{p['seconds_min']:>9.3f} {p['seconds_median']:>9.3f} {t['seconds_min']:>9.3f} {q['seconds_extrapolated']:>11.1f} "
         f"{e['speedup_vs_qp']:>9.0f} {e['max_abs_error_vs_qp']:>10.2e} {grid:>13.4g}",
         flush=True,
     )
@@ -284,7 +286,7 @@ def main(argv=None) -> dict:
     print(f"# Benchmark A: torch {torch.__version__}, {args.threads} torch threads, "
           f"solver threads {P.SOLVER_CPU_THREADS or args.threads}, device {args.device}")  # fmt: skip
     print(f"# per-sample QP timed on {args.ref_subsample} points per r and extrapolated to n_cal")
-    print("  r  n_cal     K  inside   GI min s  GI med s  QP s (extr)   speedup    max|err|  grid s (extr)")
+    print("  r  n_cal     K  inside  numpy min numpy med torch min  QP s (extr)   speedup    max|err|  grid s (extr)")
     report = {
         "benchmark": "A: calibration distances (exact) and reliability score",
         "machine": {
