@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -391,3 +392,25 @@ def test_center_offset_dqr_regions_are_never_empty():
     slack = 1e-5 * (1.0 + np.abs(b))  # float32 model, float64 check
     assert np.all(centres @ U.T >= b - slack)
     assert np.all(polytope_distance(U, b - slack, centres) == 0.0)
+
+
+def test_fit_to_files_exports_best_snapshots_and_summary(tmp_path):
+    from condeval.models.training import fit_to_files
+
+    x, z, _ = _gaussian_linear(600)
+    pl.seed_everything(0, verbose=False)
+    model_path, summary_path = tmp_path / "m.ckpt", tmp_path / "m_summary.json"
+    snapshots = [tmp_path / "m-epoch1.ckpt", tmp_path / "m-epoch3.ckpt"]
+    best = fit_to_files(
+        _small_dqr(), (x[:400], z[:400]), (x[400:], z[400:]), model_path, summary_path,
+        snapshot_paths=snapshots, save_epochs=[1, 3], max_epochs=3, patience=10, batch_size=128, seed=0, progress=False,
+    )  # fmt: skip
+    assert Path(best).parent.parent == tmp_path / "m_run"
+    assert model_path.read_bytes() == Path(best).read_bytes()
+    assert [torch.load(s, weights_only=False)["epoch"] for s in snapshots] == [0, 2]
+    summary = json.loads(summary_path.read_text())
+    assert summary["epochs_run"] == 3 and set(summary["val_loss_by_epoch"]) == {"1", "2", "3"}
+    with pytest.raises(ValueError):
+        fit_to_files(_small_dqr(), (x[:400], z[:400]), (x[400:], z[400:]), tmp_path / "n.ckpt", tmp_path / "n.json",
+                     snapshot_paths=snapshots[:1], save_epochs=[1, 3], max_epochs=3, patience=10, batch_size=128,
+                     seed=0, progress=False)  # fmt: skip

@@ -1,14 +1,12 @@
 """Snakemake adapter: train the latent diffusion LGM (Appendix A.2) on the LGM fold, in a trained VAE's latent space."""
-from pathlib import Path
-
 import pytorch_lightning as pl
 import torch
 
 from condeval.data.folds import load_fold
-from condeval.io import fingerprint, write_json
+from condeval.io import fingerprint
 from condeval.logs import log_to_file
 from condeval.models.diffusion import LatentDDPM
-from condeval.models.training import export_best, fit, select_accelerator, training_summary
+from condeval.models.training import fit_to_files, select_accelerator
 from condeval.models.vae import LatentVAE
 
 log = log_to_file(snakemake.log[0])
@@ -26,20 +24,12 @@ model = LatentDDPM.from_vae(
     num_train_timesteps=p.model["num_train_timesteps"],
     lr=p.model["lr"],
 )  # the DDIM step count T is a loading option (condeval.models.load_lgm), not a training one
-output = Path(snakemake.output.model)
-run_dir = output.with_name(output.stem + "_run")
-
-
-def batches(fold):
-    """A conditional denoiser trains on (y, x) pairs, an unconditional one on y alone."""
-    return (fold.Y, fold.X) if p.conditional else (fold.Y,)
-
-
-best = fit(
+best = fit_to_files(
     model,
-    batches(train),
-    batches(val),
-    run_dir,
+    train.lgm_batch(p.conditional),
+    val.lgm_batch(p.conditional),
+    snakemake.output.model,
+    snakemake.output.summary,
     max_epochs=p.epochs["max_epochs"],
     patience=p.epochs["patience"],
     batch_size=p.model["batch_size"],
@@ -47,6 +37,4 @@ best = fit(
     accelerator=select_accelerator(p.accelerator),
     fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "epochs": dict(p.epochs), "conditional": p.conditional, "seed": p.seed}),
 )
-export_best(best, output)
-write_json(training_summary(run_dir), snakemake.output.summary)
 log.info("best checkpoint %s", best)

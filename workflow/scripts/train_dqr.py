@@ -1,14 +1,12 @@
 """Snakemake adapter: train the latent DQR f(x, u) at quantile level tau on the DQR fold."""
-from pathlib import Path
-
 import pytorch_lightning as pl
 import torch
 
 from condeval.data.folds import load_fold, load_latents
-from condeval.io import fingerprint, write_json
+from condeval.io import fingerprint
 from condeval.logs import log_to_file
 from condeval.models.dqr import DirectionalQuantileRegressor
-from condeval.models.training import export_best, fit, select_accelerator, training_summary
+from condeval.models.training import fit_to_files, select_accelerator
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -29,13 +27,12 @@ model = DirectionalQuantileRegressor(
     lr=p.model["lr"],
     structure=p.model["structure"],
 )
-output = Path(snakemake.output.model)
-run_dir = output.with_name(output.stem + "_run")
-best = fit(
+best = fit_to_files(
     model,
     (train.X, z_train),
     (val.X, z_val),
-    run_dir,
+    snakemake.output.model,
+    snakemake.output.summary,
     max_epochs=p.model["max_epochs"],
     patience=p.model["patience"],
     batch_size=p.model["batch_size"],
@@ -43,6 +40,4 @@ best = fit(
     accelerator=select_accelerator(p.accelerator),
     fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "tau": snakemake.wildcards.tau, "seed": p.seed}),
 )
-export_best(best, output)
-write_json(training_summary(run_dir), snakemake.output.summary)
 log.info("best checkpoint %s", best)

@@ -23,6 +23,10 @@ class Fold:
     def __len__(self) -> int:
         return self.rows.size
 
+    def lgm_batch(self, conditional: bool) -> tuple[np.ndarray, ...]:
+        """Training arrays of an LGM: ``(Y, X)`` for a conditional one, ``(Y,)`` otherwise."""
+        return (self.Y, self.X) if conditional else (self.Y,)
+
     def head(self, n: int | None) -> "Fold":
         return self if n is None else Fold(self.rows[:n], self.X[:n], self.Y[:n])
 

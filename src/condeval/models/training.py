@@ -35,7 +35,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.io import atomic_path, read_json, write_json
 
-__all__ = ["fit", "export_best", "training_summary", "select_accelerator", "SUMMARY_NAME"]
+__all__ = ["fit", "fit_to_files", "export_best", "training_summary", "select_accelerator", "SUMMARY_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -375,6 +375,32 @@ def fit(
 
 
 # ------------------------------------------------------------------ outputs
+def fit_to_files(
+    module: pl.LightningModule,
+    train: tuple[np.ndarray, ...],
+    val: tuple[np.ndarray, ...],
+    model_path: str | os.PathLike,
+    summary_path: str | os.PathLike,
+    *,
+    snapshot_paths: Sequence[str | os.PathLike] = (),
+    **fit_kwargs,
+) -> Path:
+    """:func:`fit` in the run folder ``<model stem>_run`` beside ``model_path``, then export.
+
+    The best checkpoint is copied to ``model_path``, the ``save_epochs`` snapshots (in
+    order) to ``snapshot_paths`` and :func:`training_summary` to ``summary_path``, each
+    atomically. Keyword arguments go to :func:`fit`. Returns the run's best checkpoint.
+    """
+    model_path = Path(model_path)
+    run_dir = model_path.with_name(model_path.stem + "_run")
+    best = fit(module, train, val, run_dir, **fit_kwargs)
+    for epoch, dest in zip(fit_kwargs.get("save_epochs", ()), snapshot_paths, strict=True):
+        export_best(run_dir / CHECKPOINT_DIR / f"epoch={int(epoch):03d}.ckpt", dest)
+    export_best(best, model_path)
+    write_json(training_summary(run_dir), summary_path)
+    return best
+
+
 def export_best(best_ckpt: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Copy ``best_ckpt`` to ``dest`` atomically (temp file in dest's folder, then rename)."""
     with atomic_path(dest, suffix=".ckpt") as tmp:
