@@ -141,6 +141,11 @@ def test_every_ablation_table_lists_ours_beside_the_paper(finished_ablations):
     seeds = pl.read_csv(report_dir / "table13_seeds.csv")
     assert seeds["runs"].item() == 2 and seeds["crel_rho_std"].item() >= 0
     assert (report_dir / "fig6_num_z0.png").stat().st_size > 0
+    cost = pl.read_csv(report_dir / "table11_lgm_cost.csv")
+    assert cost["model"].to_list() == ["vae", "cvae", "vae_long", "ddpm_cond", "ddpm_uncond"]
+    assert (cost["time_min"] > 0).all() and (cost["peak_gb"] > 0).all()
+    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["ablations"]
+    assert cost.filter(pl.col("model") == "vae_long")["epochs"].item() == config["long_max_epochs"]
 
 
 def test_ablation_alpha_edit_retrains_nothing(finished_ablations):

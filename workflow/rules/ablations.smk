@@ -119,3 +119,27 @@ rule num_z0_curve:
         runtime=5,
     script:
         "../scripts/num_z0_curve.py"
+
+
+rule ablation_lgm_cost:
+    """Table 11 for every LGM the ablations train: VAE, CVAE, the 300-epoch VAE and both DDPMs."""
+    input:
+        unpack(ablation_lgm_cost_inputs),
+    output:
+        csv=report(
+            "reports/crel/{dataset}/ablations/table11_lgm_cost.csv",
+            caption="../report/ablation_lgm_cost.rst",
+            category="CReL synthetic",
+            subcategory="Ablations (Appendix C)",
+            labels={"table": "Table 11"},
+        ),
+    log:
+        "logs/crel/{dataset}/ablation_lgm_cost.log",
+    conda:
+        "../../envs/condeval.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    script:
+        "../scripts/lgm_cost.py"

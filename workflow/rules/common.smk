@@ -285,9 +285,22 @@ def num_z0_seed_inputs(wildcards):
     return [_sweep_path(wildcards.dataset, z, config["seed"] + i) for i in range(ABLATIONS["seed_runs"])]
 
 
+def ablation_lgm_cost_inputs(wildcards):
+    """Training summaries of every LGM the ablations train, named as Table 11's rows."""
+    lgm_dir = f"results/crel/{wildcards.dataset}/lgm"
+    return {
+        "vae": f"{lgm_dir}/vae_summary.json",
+        "cvae": f"{lgm_dir}/cvae_summary.json",
+        "vae_long": f"{lgm_dir}/vae-long-best_summary.json",
+        "ddpm_cond": f"{lgm_dir}/ddpm-cond_summary.json",
+        "ddpm_uncond": f"{lgm_dir}/ddpm-uncond_summary.json",
+    }
+
+
 def crel_ablation_targets():
     report_dir = f"reports/crel/{DATASET}/ablations"
     return [f"{report_dir}/{table}.csv" for table in ABLATION_TABLES] + [
         f"{report_dir}/fig6_num_z0.png",
         f"{report_dir}/table13_seeds.csv",
+        f"{report_dir}/table11_lgm_cost.csv",
     ]
