@@ -45,7 +45,7 @@ from condeval.crel import polytope as P
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.reliability import reliability_score
 from condeval.crel.scaling import time_latent_grid_chunks
-from condeval.io import write_json
+from condeval.core.io import write_json
 
 #: Extra calibration baselines: name -> callable(U, b, Z) returning a JSON-able dict
 #: (e.g. {"seconds": ..., "max_abs_error": ...}); filled in by other benchmark modules.

@@ -16,14 +16,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from condeval.conformal import conformal_quantile
+from condeval.core.conformal import conformal_quantile
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.regions import iter_region_clouds
 from condeval.crel.reliability import reliability_score
-from condeval.io import check_finite
-from condeval.models.dqr import DirectionalQuantileRegressor
-from condeval.models.metrics import similarity
-from condeval.models.vae import LatentVAE
+from condeval.core.io import check_finite
+from condeval.crel.models.dqr import DirectionalQuantileRegressor
+from condeval.crel.models.metrics import similarity
+from condeval.crel.models.vae import LatentVAE
 
 __all__ = ["CReL"]
 
@@ -92,7 +92,7 @@ class CReL:
         """
         import pytorch_lightning as pl
 
-        from condeval.models.training import fit as fit_module
+        from condeval.core.training import fit as fit_module
 
         out_dir = Path(out_dir)
         rng = np.random.default_rng(seed)
@@ -126,7 +126,7 @@ class CReL:
 
         ``inference_steps`` sets the DDIM steps T of a LatentDDPM (default: the saved value).
         """
-        from condeval.models.lgm import load_lgm
+        from condeval.crel.models.lgm import load_lgm
 
         lgm = load_lgm(lgm_path, inference_steps=inference_steps)
         dqr = DirectionalQuantileRegressor.load_from_checkpoint(dqr_path, map_location="cpu")
@@ -201,9 +201,20 @@ class CReL:
         return iter_region_clouds(self.directions, self.offsets(X), gamma, self.decode_torch, X, n_latent)
 
     def reliability(
-        self, X: np.ndarray, gt: np.ndarray, *, num_z0: int = 50, steps: int = 100, lr: float = 0.05, seed: int = 0
+        self,
+        X: np.ndarray,
+        gt: np.ndarray,
+        *,
+        num_z0: int = 50,
+        steps: int = 100,
+        lr: float = 0.05,
+        seed: int = 0,
+        device: str | torch.device | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """CReL-ρ: min over z ∈ S^γcal(x) of ρ(Dec(z, x), gt), per row (Eq. 8).
+
+        ``device`` (e.g. ``"cuda"``) runs the projected gradient descent and the decoder there;
+        the default keeps everything on the CPU in numpy.
 
         Returns
         -------
@@ -213,16 +224,19 @@ class CReL:
             Where it is attained.
         """
         self._require_calibrated()
-        return reliability_score(
-            self.decode_torch,
-            self._similarity,
-            self.directions,
-            self.offsets(X),
-            self.gamma_cal_,
-            check_finite(gt, "gt"),
-            x=X,
-            num_z0=num_z0,
-            steps=steps,
-            lr=lr,
-            seed=seed,
-        )
+        U, b, gt, X = self.directions, self.offsets(X), check_finite(gt, "gt"), check_finite(X, "X")
+        if device is None:
+            return reliability_score(
+                self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,
+                num_z0=num_z0, steps=steps, lr=lr, seed=seed,
+            )  # fmt: skip
+        device = torch.device(device)
+        U, b, gt, X = (torch.as_tensor(a, dtype=torch.float64, device=device) for a in (U, b, gt, X))
+        self.lgm.to(device)
+        try:
+            return reliability_score(
+                self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,
+                num_z0=num_z0, steps=steps, lr=lr, seed=seed,
+            )  # fmt: skip
+        finally:
+            self.lgm.to("cpu")

@@ -4,7 +4,7 @@ R_Z(x) = ∩_k {z : u_kᵀ z ≥ b_k(x)} is the DQR region and
 S^γ(x) = {z : dist(z, R_Z(x)) ≤ γ} its calibrated enlargement (Eq. 4).
 To measure a region in Y it is discretized by a latent grid over its bounding
 box (Appendix B.2), the members are decoded, and the decoded cloud is counted
-on the shared :class:`~condeval.grid.OutputGrid`.
+on the shared :class:`~condeval.crel.grid.OutputGrid`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from condeval.crel.polytope import EmptyRegionError, polytope_distance
-from condeval.grid import box_grid
+from condeval.crel.grid import box_grid
 
 __all__ = [
     "axis_direction_rows",

@@ -7,9 +7,9 @@ Two calibrations of the same trained VAE + latent DQR on the same calibration fo
   quantile — the steps of :meth:`condeval.crel.CReL.calibrate`, each timed.
 * **Feldman et al.'s grid scheme** (:func:`time_grid_calibration`): per calibration point the
   m^r latent grid of its region is decoded and scored exactly as our baseline does
-  (:func:`condeval.crel.regions.iter_region_clouds` + :func:`condeval.baselines.feldman.feldman_scores`),
+  (:func:`condeval.crel.regions.iter_region_clouds` + :func:`condeval.crel.baselines.feldman.feldman_scores`),
   plus the output-space grid step of Appendix D (:func:`output_grid_step`), then the conformal
-  quantile (:func:`condeval.baselines.feldman.feldman_threshold`).
+  quantile (:func:`condeval.crel.baselines.feldman.feldman_threshold`).
 
 The grid scheme is exponential in r, so it runs under a time budget: a probe of a few calibration
 points is timed and extrapolated linearly to the whole fold; when the extrapolation exceeds the
@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from condeval.baselines.feldman import feldman_scores, feldman_threshold
+from condeval.crel.baselines.feldman import feldman_scores, feldman_threshold
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.regions import (
     RegionCloud,
@@ -112,7 +112,7 @@ def feldman_output_grid(
 ) -> np.ndarray:
     """Feldman's output-space grid: at most ``max_points`` points over the padded quantile box.
 
-    The box is :class:`~condeval.grid.OutputGrid`'s (``[q_0.01 − pad, q_0.99 + pad]`` per axis of
+    The box is :class:`~condeval.crel.grid.OutputGrid`'s (``[q_0.01 − pad, q_0.99 + pad]`` per axis of
     ``Y_ref``) with ``m = max(2, ⌊max_points^(1/d)⌋)`` points per axis. When ``m^d`` exceeds
     ``max_points`` — always for d = 20, where even 2 points per axis make 2^20 = 1,048,576 — a
     seeded subset of ``max_points`` of its points is kept: Appendix E fixes the number of
@@ -311,7 +311,7 @@ def time_latent_grid_chunks(
     """Time the latent part of the grid scheme chunk by chunk and extrapolate to all points.
 
     For calibration point i, the m^r latent grid over the box ``[lower_i, upper_i]`` (C order, as
-    :func:`~condeval.grid.box_grid` lays it out) is walked in chunks of ``chunk`` points: the
+    :func:`~condeval.crel.grid.box_grid` lays it out) is walked in chunks of ``chunk`` points: the
     points inside R_Z(x_i) (``max_violation <= 0``) are decoded and the distance of y_i to the
     nearest decoded member is taken. Chunks are visited in a seeded random order (a partial walk
     then sees a fair sample of the box: its corners hold fewer members, so less decoding) and
@@ -515,13 +515,13 @@ def time_grid_calibration(
     1. the latent grid of ``points_per_axis`` points per axis (m^r) over the bounding box of
        R_Z(x_i) is decoded, the points inside R_Z(x_i) are kept with their decoded cell radii,
        and the score is the distance of y_i to that decoded region
-       (:func:`~condeval.crel.regions.iter_region_clouds`, :func:`~condeval.baselines.feldman.feldman_scores`);
+       (:func:`~condeval.crel.regions.iter_region_clouds`, :func:`~condeval.crel.baselines.feldman.feldman_scores`);
     2. the output-space step on a grid of at most ``max_output_points`` points
        (:func:`feldman_output_grid`, :func:`output_grid_step`): the grid points owned by the
        decoded region and the distance of y_i to the nearest one outside it.
 
     Setup (DQR offsets of all points, building the output grid) is timed once; the radius is the
-    conformal quantile of the scores (:func:`~condeval.baselines.feldman.feldman_threshold`), so
+    conformal quantile of the scores (:func:`~condeval.crel.baselines.feldman.feldman_threshold`), so
     when run in full ``gamma`` equals our Feldman baseline's.
 
     Budget semantics: the first ``probe_points`` points are run and timed; ``setup + probe ×
@@ -554,7 +554,7 @@ def time_grid_calibration(
         Calibration points timed before deciding.
     Y_ref : ndarray (m, d), optional
         Outputs whose padded 1%–99% box spans the output grid (default ``Y_cal``; the workflow
-        passes the LGM fold, as for :class:`~condeval.grid.OutputGrid`).
+        passes the LGM fold, as for :class:`~condeval.crel.grid.OutputGrid`).
     max_region_points : int
         Latent grid points held in memory at once (≈ ``max_region_points × K × 8`` bytes).
     probe_budget_s : float

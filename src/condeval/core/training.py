@@ -1,0 +1,453 @@
+"""Resumable, seeded Lightning training shared by the VAE and the DQR.
+
+Layout of ``out_dir`` after :func:`fit`::
+
+    out_dir/
+      checkpoints/last.ckpt          latest state, used to resume a killed run
+      checkpoints/best-epNNN.ckpt    lowest val_loss (NNN: 1-based epoch count)
+      checkpoints/epoch=NNN.ckpt     state after NNN completed epochs (save_epochs)
+      csv/version_*/metrics.csv      one CSVLogger version per fit() call
+      fit_summary.json               wall time, peak memory, epoch times
+
+Epoch numbers in file names and summaries count *completed* epochs (1-based);
+the ``epoch`` column of the CSV logs is Lightning's 0-based index.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+import os
+import resource
+import shutil
+import time
+import warnings
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from pytorch_lightning.loggers import CSVLogger
+from torch.utils.data import DataLoader, TensorDataset
+
+from condeval.core.io import atomic_path, read_json, write_json
+
+__all__ = ["fit", "fit_to_files", "export_best", "training_summary", "select_accelerator", "SUMMARY_NAME"]
+
+log = logging.getLogger(__name__)
+
+SUMMARY_NAME = "fit_summary.json"
+CHECKPOINT_DIR = "checkpoints"
+LAST_NAME = "last.ckpt"
+FINGERPRINT_NAME = "fingerprint.txt"
+
+
+# ---------------------------------------------------------------- callbacks
+class EpochSnapshots(Callback):
+    """Save ``epoch=NNN.ckpt`` after each of the given (1-based) epoch counts."""
+
+    def __init__(self, dirpath: Path, epochs: Iterable[int]) -> None:
+        self.dirpath = Path(dirpath)
+        self.epochs = {int(e) for e in epochs}
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        completed = trainer.current_epoch + 1
+        if completed in self.epochs and not trainer.sanity_checking:
+            trainer.save_checkpoint(self.dirpath / f"epoch={completed:03d}.ckpt")
+
+
+class EpochTimer(Callback):
+    """Record the wall time of every training epoch (validation included)."""
+
+    def __init__(self) -> None:
+        self.durations: list[float] = []
+        self._start = 0.0
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start = time.perf_counter()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.durations.append(time.perf_counter() - self._start)
+
+
+class RngState(Callback):
+    """Carry the global torch RNG and the shuffling generator through checkpoints.
+
+    With it, a run resumed from ``last.ckpt`` draws the same shuffles, VAE
+    noise and DQR direction subsets as an uninterrupted run would.
+    """
+
+    def __init__(self, shuffle_generator: torch.Generator) -> None:
+        self.shuffle_generator = shuffle_generator
+
+    def state_dict(self) -> dict:
+        state = {"torch": torch.get_rng_state(), "shuffle": self.shuffle_generator.get_state()}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            state["cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        torch.set_rng_state(state_dict["torch"])
+        self.shuffle_generator.set_state(state_dict["shuffle"])
+        if "cuda" in state_dict and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state_dict["cuda"])
+
+
+class _BestCheckpoint(ModelCheckpoint):
+    """ModelCheckpoint whose ``{epoch}`` in file names counts completed epochs, and which
+    rewrites ``last.ckpt`` (atomically) at the end of every training epoch.
+
+    Lightning 2.6's ``save_last`` rewrites ``last.ckpt`` only when a top-k checkpoint was
+    saved in the same step, i.e. when val_loss improved: a killed run would resume from
+    its last improvement instead of its last epoch, and the epoch where early stopping
+    fires would never be recorded. The save happens where Lightning's own does (train epoch
+    end, after validation, and after EarlyStopping has counted this epoch).
+    """
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_epoch_end(trainer, pl_module)
+        if trainer.sanity_checking or trainer.fast_dev_run:
+            return
+        with atomic_path(Path(self.dirpath) / LAST_NAME) as tmp:
+            trainer.save_checkpoint(tmp)
+
+    def format_checkpoint_name(self, metrics, filename=None, ver=None, **kwargs):
+        metrics = dict(metrics)
+        if "epoch" in metrics:
+            metrics["epoch"] = int(metrics["epoch"]) + 1
+        return super().format_checkpoint_name(metrics, filename=filename, ver=ver, **kwargs)
+
+
+# ------------------------------------------------------------------ helpers
+def select_accelerator(requested: str = "auto") -> str:
+    """Lightning accelerator name: ``"gpu"`` if CUDA is available else ``"cpu"``.
+
+    Parameters
+    ----------
+    requested : {"auto", "cpu", "gpu", "cuda"}
+        ``"auto"`` picks; an explicit ``"gpu"``/``"cuda"`` without CUDA raises.
+    """
+    requested = requested.lower()
+    if requested == "auto":
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    if requested == "cpu":
+        return "cpu"
+    if requested in ("gpu", "cuda"):
+        if not torch.cuda.is_available():
+            raise RuntimeError("accelerator 'gpu' requested but torch.cuda.is_available() is False")
+        return "gpu"
+    raise ValueError(f"unknown accelerator {requested!r}; expected 'auto', 'cpu' or 'gpu'")
+
+
+def _loader(
+    arrays: Sequence[np.ndarray], batch_size: int, generator: torch.Generator | None = None
+) -> DataLoader:
+    """Float32 TensorDataset loader; shuffled with ``generator`` if one is given."""
+    tensors = [torch.as_tensor(np.asarray(a), dtype=torch.float32) for a in arrays]
+    lengths = {t.shape[0] for t in tensors}
+    if len(lengths) != 1:
+        raise ValueError(f"arrays of one split must have the same number of rows, got {sorted(lengths)}")
+    dataset = TensorDataset(*tensors)
+    shuffle = generator is not None
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=0, generator=generator)
+
+
+def _load_checkpoint(path: Path) -> dict | None:
+    """The checkpoint dict, or None if it cannot be read completely."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as error:  # truncated zip, pickle error, ...
+        log.warning("checkpoint %s is unreadable (%s: %s)", path, type(error).__name__, error)
+        return None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "epoch" not in checkpoint:
+        log.warning("checkpoint %s lacks 'state_dict' or 'epoch'", path)
+        return None
+    return checkpoint
+
+
+def _clear_previous_run(out_dir: Path) -> None:
+    """Remove checkpoints, logs and summary of an abandoned run before a fresh start."""
+    stale = [out_dir / CHECKPOINT_DIR, out_dir / "csv", out_dir / SUMMARY_NAME]
+    for path in stale:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _match_fingerprint(out_dir: Path, fingerprint: str | None) -> None:
+    """Discard a run folder that belongs to a job with other inputs or hyperparameters."""
+    if fingerprint is None:
+        return
+    stamp = out_dir / FINGERPRINT_NAME
+    previous = stamp.read_text().strip() if stamp.exists() else None
+    if previous != fingerprint:
+        if previous is not None or (out_dir / CHECKPOINT_DIR).exists():
+            log.info("%s belongs to another job (inputs or parameters changed): starting afresh", out_dir)
+        _clear_previous_run(out_dir)
+        with atomic_path(stamp, suffix=".txt") as tmp:
+            tmp.write_text(fingerprint + "\n")
+
+
+def _resume_point(out_dir: Path) -> tuple[Path | None, dict | None]:
+    """``(last.ckpt path, its contents)`` if it loads; otherwise clear and return ``(None, None)``."""
+    last = out_dir / CHECKPOINT_DIR / LAST_NAME
+    if last.exists():
+        checkpoint = _load_checkpoint(last)
+        if checkpoint is not None:
+            return last, checkpoint
+        log.warning("deleting corrupt %s and the rest of that run; starting %s from scratch", last, out_dir)
+    elif any(p.exists() for p in (out_dir / CHECKPOINT_DIR, out_dir / "csv", out_dir / SUMMARY_NAME)):
+        log.warning("no %s in %s: removing the previous run's files and starting from scratch", LAST_NAME, out_dir)
+    _clear_previous_run(out_dir)
+    return None, None
+
+
+def _callback_state(checkpoint: dict, kind: type) -> dict:
+    """State of the first callback of class ``kind`` stored in a checkpoint."""
+    for key, state in checkpoint.get("callbacks", {}).items():
+        if isinstance(key, str) and key.startswith(kind.__qualname__ + "{"):
+            return state
+    return {}
+
+
+def _stopped_early(state: dict) -> bool:
+    """Whether an EarlyStopping state says it fired (the stopped epoch may be 0)."""
+    if "stopping_reason" in state:
+        return int(state["stopping_reason"]) != 0
+    return int(state.get("stopped_epoch", 0) or 0) > 0
+
+
+def _already_stopped(checkpoint: dict) -> bool:
+    """Whether early stopping had already fired when this checkpoint was written."""
+    return _stopped_early(_callback_state(checkpoint, EarlyStopping))
+
+
+def _peak_memory() -> dict:
+    """Peak resident set size of this process and, on GPU, peak CUDA allocation (MiB)."""
+    peak = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        peak["peak_cuda_mib"] = torch.cuda.max_memory_allocated() / 2**20
+    return peak
+
+
+def _write_summary(out_dir: Path, call: dict, best: str) -> None:
+    """Append this fit() call to ``fit_summary.json`` (atomic write)."""
+    path = out_dir / SUMMARY_NAME
+    previous = read_json(path) if path.exists() else {}
+    calls = list(previous.get("calls", [])) + [call]
+    durations = [d for c in calls for d in c["epoch_times_s"]]
+    summary = {
+        "calls": calls,
+        "best_checkpoint": best,
+        "wall_time_s": sum(c["wall_time_s"] for c in calls),
+        "peak_rss_mib": max(c["peak_rss_mib"] for c in calls),
+        "mean_epoch_time_s": float(np.mean(durations)) if durations else None,
+    }
+    cuda = [c["peak_cuda_mib"] for c in calls if "peak_cuda_mib" in c]
+    if cuda:
+        summary["peak_cuda_mib"] = max(cuda)
+    write_json(summary, path)
+
+
+# ---------------------------------------------------------------------- fit
+def fit(
+    module: pl.LightningModule,
+    train: tuple[np.ndarray, ...],
+    val: tuple[np.ndarray, ...],
+    out_dir: str | os.PathLike,
+    *,
+    max_epochs: int,
+    patience: int,
+    batch_size: int,
+    seed: int,
+    accelerator: str = "cpu",
+    devices: int = 1,
+    save_epochs: Iterable[int] = (),
+    progress: bool = True,
+    fingerprint: str | None = None,
+) -> Path:
+    """Train ``module`` with early stopping, resuming from ``out_dir`` if possible.
+
+    Parameters
+    ----------
+    module : LightningModule
+        Model; its batches are the tuples of rows of ``train`` / ``val``.
+    train, val : tuple of ndarray
+        Arrays with equal numbers of rows, e.g. ``(y,)``, ``(y, x)`` or ``(x, z)``.
+    out_dir : path
+        Run folder (see the module docstring for its layout).
+    max_epochs, patience, batch_size, seed : int
+        Epoch cap, early-stopping patience on ``val_loss``, batch size, seed.
+    accelerator, devices
+        Passed to the Trainer (see :func:`select_accelerator`).
+    save_epochs : iterable of int
+        Completed-epoch counts after which ``epoch=NNN.ckpt`` is also kept.
+    progress : bool
+        Show the progress bar.
+    fingerprint : str, optional
+        Identity of this training job (its inputs and hyperparameters). A run folder
+        left by a job with another fingerprint is discarded instead of resumed, so a
+        change of data or parameters always trains afresh.
+
+    Returns
+    -------
+    Path
+        The best (lowest ``val_loss``) checkpoint.
+
+    Notes
+    -----
+    If ``checkpoints/last.ckpt`` loads, training continues from it (model,
+    optimiser, loop and callback states); a run that early stopping had
+    already ended is not trained further. If it is unreadable (e.g. truncated
+    by a kill), a warning is logged, the previous run's files are removed and
+    training starts afresh. The global torch RNG and the shuffling generator
+    are stored in checkpoints, so on CPU a resumed run ends with the same
+    weights as an uninterrupted one. The module's *initial* weights come from
+    the global RNG when it is constructed: call ``pl.seed_everything(seed)``
+    before building it if they must be reproducible too.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = out_dir / CHECKPOINT_DIR
+    _match_fingerprint(out_dir, fingerprint)
+    ckpt_path, checkpoint = _resume_point(out_dir)
+    if checkpoint is not None and _already_stopped(checkpoint):
+        best = _callback_state(checkpoint, _BestCheckpoint).get("best_model_path")
+        if best and Path(best).exists():
+            log.info("%s: early stopping already ended this run; not training further", out_dir)
+            return Path(best)
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    best_callback = _BestCheckpoint(
+        dirpath=ckpt_dir,
+        filename="best-ep{epoch:03d}",
+        auto_insert_metric_name=False,
+        monitor="val_loss",
+        save_last=False,
+        save_top_k=1,
+    )
+    timer = EpochTimer()
+    shuffle_generator = torch.Generator().manual_seed(int(seed))
+    callbacks = [
+        RngState(shuffle_generator),
+        EarlyStopping(monitor="val_loss", patience=patience, check_on_train_epoch_end=False),
+        EpochSnapshots(ckpt_dir, save_epochs),
+        timer,
+        best_callback,
+    ]
+    trainer = pl.Trainer(
+        max_epochs=max_epochs,
+        accelerator=accelerator,
+        devices=devices,
+        deterministic=True,
+        callbacks=callbacks,
+        logger=CSVLogger(out_dir, name="csv"),
+        enable_progress_bar=progress,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+    )
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=r".*exists and is not empty.*")
+        trainer.fit(
+            module,
+            train_dataloaders=_loader(train, batch_size, shuffle_generator),
+            val_dataloaders=_loader(val, batch_size),
+            ckpt_path=ckpt_path,
+        )
+    best = best_callback.best_model_path or str(ckpt_dir / LAST_NAME)
+    call = {
+        "wall_time_s": time.perf_counter() - started,
+        "resumed_from_epoch": None if checkpoint is None else int(checkpoint["epoch"]) + 1,
+        "epochs_completed": int(trainer.current_epoch),
+        "epoch_times_s": timer.durations,
+        "stopped_early": _stopped_early(trainer.early_stopping_callback.state_dict()),
+        "accelerator": accelerator,
+        **_peak_memory(),
+    }
+    _write_summary(out_dir, call, best)
+    return Path(best)
+
+
+# ------------------------------------------------------------------ outputs
+def fit_to_files(
+    module: pl.LightningModule,
+    train: tuple[np.ndarray, ...],
+    val: tuple[np.ndarray, ...],
+    model_path: str | os.PathLike,
+    summary_path: str | os.PathLike,
+    *,
+    snapshot_paths: Sequence[str | os.PathLike] = (),
+    **fit_kwargs,
+) -> Path:
+    """:func:`fit` in the run folder ``<model stem>_run`` beside ``model_path``, then export.
+
+    The best checkpoint is copied to ``model_path``, the ``save_epochs`` snapshots (in
+    order) to ``snapshot_paths`` and :func:`training_summary` to ``summary_path``, each
+    atomically. Keyword arguments go to :func:`fit`. Returns the run's best checkpoint.
+    """
+    model_path = Path(model_path)
+    run_dir = model_path.with_name(model_path.stem + "_run")
+    best = fit(module, train, val, run_dir, **fit_kwargs)
+    for epoch, dest in zip(fit_kwargs.get("save_epochs", ()), snapshot_paths, strict=True):
+        export_best(run_dir / CHECKPOINT_DIR / f"epoch={int(epoch):03d}.ckpt", dest)
+    export_best(best, model_path)
+    write_json(training_summary(run_dir), summary_path)
+    return best
+
+
+def export_best(best_ckpt: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """Copy ``best_ckpt`` to ``dest`` atomically (temp file in dest's folder, then rename)."""
+    with atomic_path(dest, suffix=".ckpt") as tmp:
+        shutil.copyfile(best_ckpt, tmp)
+    return Path(dest)
+
+
+def _read_epoch_rows(out_dir: Path) -> dict[int, dict[str, float]]:
+    """Epoch-level metrics merged over every CSV log version (later calls win)."""
+    files = sorted(
+        (out_dir / "csv").glob("version_*/metrics.csv"),
+        key=lambda p: int(p.parent.name.split("_")[-1]),
+    )
+    rows: dict[int, dict[str, float]] = {}
+    for path in files:
+        with path.open(newline="") as handle:
+            for record in csv.DictReader(handle):
+                epoch = int(float(record["epoch"]))
+                values = {k: float(v) for k, v in record.items() if v not in ("", None) and k != "epoch"}
+                rows.setdefault(epoch, {}).update(values)
+    return rows
+
+
+def training_summary(out_dir: str | os.PathLike) -> dict:
+    """Epochs run, best epoch and val_loss, wall time and peak memory of a run.
+
+    Epochs are 1-based counts of completed epochs. Wall time and peak memory
+    come from ``fit_summary.json`` (summed / maxed over resumed calls); peak RSS
+    is the process-wide maximum, so it includes whatever ran before ``fit``.
+    ``val_loss_by_epoch`` maps each completed epoch (as a string) to its val_loss.
+    """
+    out_dir = Path(out_dir)
+    rows = _read_epoch_rows(out_dir)
+    val = {e: r["val_loss"] for e, r in rows.items() if "val_loss" in r and math.isfinite(r["val_loss"])}
+    best_epoch = min(val, key=val.get) if val else None
+    summary = read_json(out_dir / SUMMARY_NAME) if (out_dir / SUMMARY_NAME).exists() else {}
+    calls = summary.get("calls", [])
+    return {
+        "epochs_run": max(rows) + 1 if rows else 0,
+        "best_epoch": None if best_epoch is None else best_epoch + 1,
+        "best_val_loss": None if best_epoch is None else val[best_epoch],
+        "wall_time_s": summary.get("wall_time_s"),
+        "mean_epoch_time_s": summary.get("mean_epoch_time_s"),
+        "peak_rss_mib": summary.get("peak_rss_mib"),
+        "peak_cuda_mib": summary.get("peak_cuda_mib"),
+        "stopped_early": bool(calls and calls[-1].get("stopped_early")),
+        "best_checkpoint": summary.get("best_checkpoint"),
+        "n_calls": len(calls),
+        "val_loss_by_epoch": {str(e + 1): v for e, v in sorted(val.items())},
+    }

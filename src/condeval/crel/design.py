@@ -1,0 +1,227 @@
+"""The CReL experiment design: LGM ids, the Appendix C tables and config checks.
+
+The workflow (``workflow/rules/crel/``) builds paths and jobs from these functions; they
+take the ``crel:`` section of the config as a plain dict, so they are unit-tested here.
+
+An LGM id names the model behind every ``results/crel/<dataset>/<id>/`` folder:
+
+========================  ==============================================================
+``vae``, ``cvae``         the configured VAE / CVAE (Appendix A.1)
+``vae-beta<b>``           the VAE with one hyperparameter changed (C.1, C.7, C.3)
+``vae-r<k>``, ``vae-mae``
+``vae-long-epoch<N>``     snapshots of one long VAE run (C.5)
+``vae-long-best``
+``sd-cond-T<T>``          latent diffusion in the VAE latent space, T DDIM steps (A.2, C.2)
+``sd-uncond-T<T>``
+========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from condeval.core.config import alpha_label, alpha_labels, canonical
+from condeval.crel.synthetic import FOLDS, fold_sizes
+
+__all__ = [
+    "LGM_ID",
+    "ABLATION_TABLES",
+    "parse_lgm_id",
+    "main_lgm",
+    "sd_lgm",
+    "vae_variant",
+    "vae_hyperparameters",
+    "lgm_checkpoint_name",
+    "lgm_loading_options",
+    "lgm_latent_dim",
+    "ablation_rows",
+    "check_config",
+]
+
+LGM_ID = r"vae|cvae|vae-beta[0-9.e+-]+|vae-r\d+|vae-mae|vae-long-(epoch\d+|best)|sd-(cond|uncond)-T\d+"
+
+#: Appendix C tables built by the ablation target, with the paper's name of each.
+ABLATION_TABLES = {
+    "table4_beta": "Table 4",
+    "table5_sd_cond": "Table 5",
+    "table6_sd_uncond": "Table 6",
+    "table7_vae_vs_sd": "Table 7",
+    "table8_mae": "Table 8",
+    "table9_pcp": "Table 9",
+    "table10_checkpoints": "Table 10",
+    "table12_latent_dim": "Table 12 analogue",
+}
+
+_TRAINING_KEYS = ("kind", "max_epochs", "patience")
+
+
+def parse_lgm_id(lgm: str) -> dict:
+    """The parts of an LGM id.
+
+    Returns
+    -------
+    dict
+        ``{"family": "vae" | "cvae" | "vae-long" | "sd", ...}`` with ``beta``, ``latent_dim``,
+        ``metric``, ``epoch`` (an int or ``"best"``), ``conditional`` and ``inference_steps`` where
+        the id sets them.
+
+    Raises
+    ------
+    ValueError
+        When ``lgm`` is not an LGM id.
+    """
+    if not re.fullmatch(LGM_ID, lgm):
+        raise ValueError(f"{lgm!r} is not an LGM id (expected one of the forms {LGM_ID})")
+    if lgm.startswith("sd-"):
+        conditioning, steps = lgm.removeprefix("sd-").split("-T")
+        return {"family": "sd", "conditional": conditioning == "cond", "inference_steps": int(steps)}
+    if lgm.startswith("vae-long-"):
+        snapshot = lgm.removeprefix("vae-long-")
+        return {"family": "vae-long", "epoch": "best" if snapshot == "best" else int(snapshot.removeprefix("epoch"))}
+    if lgm.startswith("vae-beta"):
+        return {"family": "vae", "beta": float(lgm.removeprefix("vae-beta"))}
+    if lgm.startswith("vae-r"):
+        return {"family": "vae", "latent_dim": int(lgm.removeprefix("vae-r"))}
+    if lgm == "vae-mae":
+        return {"family": "vae", "metric": "mae"}
+    return {"family": lgm}
+
+
+def sd_lgm(conditional: bool, steps: int) -> str:
+    """The LGM id of latent diffusion with T = ``steps`` DDIM steps."""
+    return f"sd-{'cond' if conditional else 'uncond'}-T{steps}"
+
+
+def main_lgm(cfg: dict) -> str:
+    """The LGM id behind Table 1, from ``lgm.kind``."""
+    kind = cfg["lgm"]["kind"]
+    if kind == "latent_diffusion":
+        return sd_lgm(cfg["diffusion"]["conditional"], cfg["diffusion"]["inference_steps"])
+    return kind
+
+
+def vae_variant(cfg: dict, name: str, value=None) -> str:
+    """The LGM id of the VAE with ``lgm.<name>`` set to ``value``; the configured value is ``vae``."""
+    if value is None or cfg["lgm"][name] == value:
+        return "vae"
+    if name == "beta":
+        return f"vae-beta{value:g}"
+    if name == "latent_dim":
+        return f"vae-r{value}"
+    if name == "metric":
+        return f"vae-{value}"
+    raise ValueError(f"no LGM id varies lgm.{name}")
+
+
+def vae_hyperparameters(cfg: dict, lgm: str = "vae") -> dict:
+    """Hyperparameters of the VAE behind ``lgm`` (``vae``, ``vae-beta<b>``, ``vae-r<k>``, ``vae-mae``)."""
+    model = {k: v for k, v in cfg["lgm"].items() if k not in _TRAINING_KEYS}
+    parts = parse_lgm_id(lgm)
+    if parts["family"] != "vae":
+        raise ValueError(f"LGM id {lgm!r} is not a VAE variant")
+    model.update({k: v for k, v in parts.items() if k != "family"})
+    return canonical(model)
+
+
+def lgm_checkpoint_name(lgm: str) -> str:
+    """Stem of the checkpoint an LGM id loads: a latent-diffusion id reads its DDPM."""
+    parts = parse_lgm_id(lgm)
+    if parts["family"] == "sd":
+        return f"ddpm-{'cond' if parts['conditional'] else 'uncond'}"
+    return lgm
+
+
+def lgm_loading_options(lgm: str) -> dict:
+    """Loading options of an LGM id (the DDIM step count T of a latent-diffusion id)."""
+    parts = parse_lgm_id(lgm)
+    return {"inference_steps": parts["inference_steps"]} if parts["family"] == "sd" else {}
+
+
+def lgm_latent_dim(cfg: dict, lgm: str) -> int:
+    """Latent dimension r of an LGM id."""
+    return parse_lgm_id(lgm).get("latent_dim", cfg["lgm"]["latent_dim"])
+
+
+def _row(setting, lgm, alpha, method="crel", seed=None) -> dict:
+    return {"setting": str(setting), "lgm": lgm, "alpha": alpha, "method": method, "seed": seed}
+
+
+def ablation_rows(cfg: dict, table: str) -> list[dict]:
+    """The rows of one Appendix C table: which LGM, method, alpha label (and PCP seed) each reads.
+
+    Setting labels match the ``setting`` of ``condeval/crel/paper.yaml``.
+    """
+    ablations = cfg["ablations"]
+    alpha = alpha_label(ablations["alpha"])
+    if table == "table4_beta":
+        return [_row(f"{b:g}", vae_variant(cfg, "beta", b), alpha) for b in ablations["betas"]]
+    if table in ("table5_sd_cond", "table6_sd_uncond"):
+        conditional = table == "table5_sd_cond"
+        return [_row(f"T={t}", sd_lgm(conditional, t), alpha) for t in ablations["inference_steps"]]
+    if table == "table7_vae_vs_sd":
+        sd = sd_lgm(cfg["diffusion"]["conditional"], cfg["diffusion"]["inference_steps"])
+        return [
+            _row(name, lgm, alpha_label(a)) for a in ablations["lgm_alphas"] for name, lgm in (("VAE", "vae"), ("SD", sd))
+        ]
+    if table == "table8_mae":
+        mae = vae_variant(cfg, "metric", "mae")
+        return [_row(alpha_label(a), mae, alpha_label(a)) for a in ablations["mae_alphas"]]
+    if table == "table9_pcp":
+        runs = [_row("PCP", None, alpha, method="pcp", seed=cfg["seed"] + i) for i in range(ablations["pcp_runs"])]
+        return [_row("CReL (VAE)", "vae", alpha)] + runs
+    if table == "table10_checkpoints":
+        snapshots = [_row(f"epoch {e}", f"vae-long-epoch{e}", alpha) for e in ablations["checkpoint_epochs"]]
+        return snapshots + [_row("best", "vae-long-best", alpha)]
+    if table == "table12_latent_dim":
+        return [_row(f"r={r}", vae_variant(cfg, "latent_dim", r), alpha) for r in ablations["latent_dims"]]
+    raise ValueError(f"unknown ablation table {table!r}; expected one of {sorted(ABLATION_TABLES)}")
+
+
+def _check_alphas(key: str, alphas: list[float], n_cal: int) -> None:
+    alpha_labels(alphas, key)
+    for alpha in alphas:
+        if math.ceil(round((n_cal + 1) * (1 - alpha), 9)) > n_cal:
+            raise ValueError(
+                f"config key '{key}' holds {alpha}, but the calibration fold has only "
+                f"{n_cal} points: at least {math.ceil(1 / alpha) - 1} are needed"
+            )
+
+
+def _check_splits(key: str, splits: dict) -> None:
+    total = sum(splits.values())
+    if not math.isclose(total, 1.0, abs_tol=1e-9):
+        raise ValueError(f"config key '{key}' must sum to 1; got {total}")
+
+
+def check_config(cfg: dict, prefix: str = "crel.") -> None:
+    """Checks of the ``crel:`` section that a JSON schema cannot express.
+
+    Raises
+    ------
+    ValueError
+        Naming the key (with ``prefix``) and what is wrong.
+    """
+    _check_splits(f"{prefix}synthetic.splits", cfg["synthetic"]["splits"])
+    n_cal = fold_sizes(cfg["synthetic"]["n"], cfg["synthetic"]["splits"])["cal"]
+    ablations = cfg["ablations"]
+    for key, alphas in [
+        ("calibration.alphas", cfg["calibration"]["alphas"]),
+        ("ablations.alpha", [ablations["alpha"]]),
+        ("ablations.lgm_alphas", ablations["lgm_alphas"]),
+        ("ablations.mae_alphas", ablations["mae_alphas"]),
+    ]:
+        _check_alphas(prefix + key, alphas, n_cal)
+    late = [e for e in ablations["checkpoint_epochs"] if e > ablations["long_max_epochs"]]
+    if late:
+        raise ValueError(f"config key '{prefix}ablations.checkpoint_epochs' holds {late}, past ablations.long_max_epochs")
+    if len(cfg["lgm"]["hidden_dims"]) % 2:
+        raise ValueError(f"config key '{prefix}lgm.hidden_dims' must list encoder then decoder widths (even length)")
+    scaling = cfg.get("scaling")
+    if scaling:
+        _check_splits(f"{prefix}scaling.splits", scaling["splits"])
+        n_cal = fold_sizes(scaling["n"], scaling["splits"])["cal"]
+        _check_alphas(f"{prefix}scaling.alpha", [scaling["alpha"]], n_cal)
+
+
+assert set(FOLDS) == {"lgm", "dqr", "cal", "test"}

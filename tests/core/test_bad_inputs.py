@@ -1,0 +1,104 @@
+"""Malformed, truncated or NaN-laden inputs stop with a message naming the file and the field."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from condeval.crel.folds import load_fold
+from condeval.core.io import DataFileError, read_json, read_matrix, read_npz, read_parquet, write_parquet
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _frame(n=20, nan_at=None):
+    x = np.arange(n, dtype=float)
+    if nan_at is not None:
+        x[nan_at] = np.nan
+    return pl.DataFrame({"x0": x, "x1": x + 1, "y0": x * 2})
+
+
+def test_nan_in_features_names_file_field_and_row(tmp_path):
+    path = tmp_path / "raw.parquet"
+    write_parquet(_frame(nan_at=7), path)
+    with pytest.raises(ValueError, match=r"x\*.*raw\.parquet.*\(7, 0\)"):
+        read_matrix(path, "x")
+
+
+def test_truncated_parquet_names_the_file(tmp_path):
+    path = tmp_path / "table.parquet"
+    write_parquet(_frame(), path)
+    path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(DataFileError, match="table.parquet.*not a readable Parquet"):
+        read_parquet(path)
+
+
+def test_missing_file_and_missing_field(tmp_path):
+    with pytest.raises(DataFileError, match="absent.parquet: file not found"):
+        read_parquet(tmp_path / "absent.parquet")
+    path = tmp_path / "t.parquet"
+    write_parquet(_frame(), path)
+    with pytest.raises(DataFileError, match="t.parquet: required field 'fold'"):
+        read_parquet(path, columns=["fold"])
+    with pytest.raises(DataFileError, match="required field 'z0'"):
+        read_matrix(path, "z")
+    with pytest.raises(DataFileError, match="t.parquet: required field 'row'"):
+        load_fold(path, "cal")
+
+
+def test_malformed_json_and_npz(tmp_path):
+    (tmp_path / "grid.json").write_text("{not json")
+    with pytest.raises(DataFileError, match="grid.json: malformed JSON"):
+        read_json(tmp_path / "grid.json")
+    (tmp_path / "ok.json").write_text('{"lower": [0]}')
+    with pytest.raises(DataFileError, match="ok.json: required field 'upper'"):
+        read_json(tmp_path / "ok.json", required=["lower", "upper"])
+    (tmp_path / "p.npz").write_bytes(b"garbage")
+    with pytest.raises(DataFileError, match="p.npz: not a readable"):
+        read_npz(tmp_path / "p.npz")
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path):
+    path = tmp_path / "out.parquet"
+    write_parquet(_frame(), path)
+    before = path.read_bytes()
+
+    class Boom(pl.DataFrame):
+        def write_parquet(self, *args, **kwargs):
+            Path(args[0]).write_bytes(b"partial")
+            raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        write_parquet(Boom(_frame()), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]
+
+
+def test_workflow_stops_loudly_on_nan_in_raw_data(tmp_path):
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / ".test/config/config.yaml", tmp_path / "config/config.yaml")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1"]
+    raw = "data/synthetic/nonlinear.parquet"
+    assert subprocess.run(cmd + [raw], capture_output=True, timeout=300).returncode == 0
+    frame = pl.read_parquet(tmp_path / raw)
+    poisoned = frame.with_columns(pl.when(pl.int_range(pl.len()) == 11).then(None).otherwise(pl.col("x3")).alias("x3"))
+    poisoned.with_columns(pl.col("x3").fill_null(float("nan"))).write_parquet(tmp_path / raw)
+    result = subprocess.run(cmd + ["results/crel/nonlinear/processed.parquet"], capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    log = (tmp_path / "logs/crel/nonlinear/preprocess.log").read_text()
+    assert "non-finite value in 'x*'" in log and "nonlinear.parquet" in log and "(11, 3)" in log
+    assert not (tmp_path / "results/crel/nonlinear/processed.parquet").exists()
+
+
+def test_atomic_write_gives_normal_permissions(tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "shared.parquet"
+    write_parquet(_frame(), path)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask

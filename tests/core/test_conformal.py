@@ -1,0 +1,66 @@
+"""The conformal order statistic: definition, edge cases and refusals."""
+import math
+
+import numpy as np
+import pytest
+
+from condeval.core.conformal import conformal_quantile, conformal_rank, coverage_bounds, empirical_coverage
+
+
+@pytest.mark.parametrize("n, alpha", [(10, 0.2), (19, 0.1), (99, 0.05), (4000, 0.1), (4000, 0.02), (1, 0.5)])
+def test_quantile_is_the_ceil_rank_order_statistic(n, alpha):
+    scores = np.random.default_rng(n).permutation(np.arange(1, n + 1, dtype=float))
+    rank = math.ceil((n + 1) * (1 - alpha) - 1e-9)
+    assert conformal_rank(n, alpha) == rank
+    assert conformal_quantile(scores, alpha) == float(rank)
+
+
+def test_no_interpolation_unlike_numpy_quantile():
+    scores = np.arange(1.0, 20.0)  # n = 19
+    q = conformal_quantile(scores, 0.1)
+    assert q == 18.0  # ceil(20 * 0.9) = 18
+    assert q in scores
+    assert q != np.quantile(scores, 0.9)
+
+
+def test_exact_integer_products_are_not_rounded_up():
+    # (9 + 1) * (1 - 0.1) is 9.000000000000002 in floating point; the rank must be 9, not 10.
+    assert conformal_rank(9, 0.1) == 9
+    assert conformal_quantile(np.arange(9.0), 0.1) == 8.0
+
+
+def test_ties_return_the_tied_value():
+    scores = np.array([0.0] * 50 + [1.0] * 50)
+    assert conformal_quantile(scores, 0.6) == 0.0  # rank ceil(101*0.4)=41 falls in the zeros
+    assert conformal_quantile(scores, 0.1) == 1.0
+
+
+@pytest.mark.parametrize("n, alpha", [(8, 0.1), (18, 0.05), (48, 0.02), (0, 0.5)])
+def test_too_few_points_is_an_error_not_infinity(n, alpha):
+    with pytest.raises(ValueError, match="calibration"):
+        conformal_quantile(np.ones(n), alpha)
+
+
+def test_minimum_points_for_alpha_is_enough():
+    alpha = 0.1
+    needed = math.ceil(1 / alpha) - 1  # 9
+    assert conformal_quantile(np.arange(float(needed)), alpha) == needed - 1
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, 1.5, float("nan")])
+def test_alpha_outside_open_interval_is_refused(alpha):
+    with pytest.raises(ValueError, match="alpha"):
+        conformal_quantile(np.arange(100.0), alpha)
+
+
+def test_nan_scores_are_refused():
+    scores = np.arange(100.0)
+    scores[17] = np.nan
+    with pytest.raises(ValueError, match="NaN.*17"):
+        conformal_quantile(scores, 0.1)
+
+
+def test_bounds_and_empirical_coverage():
+    low, high = coverage_bounds(99, 0.1)
+    assert low == pytest.approx(0.9) and high == pytest.approx(0.91)
+    assert empirical_coverage([0.1, 0.2, 0.3, 0.4], 0.25) == 0.5

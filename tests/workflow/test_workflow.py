@@ -1,0 +1,161 @@
+"""End to end: the tiny config runs the whole DAG; an alpha edit reruns only alpha-dependent jobs."""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+TRAINING_RULES = {"generate_synthetic", "split_folds", "preprocess", "train_vae", "train_cvae", "encode_latents", "train_dqr"}
+ALPHA_RULES = {
+    "evaluate_crel",
+    "crel_reliability",
+    "evaluate_feldman",
+    "evaluate_dqr",
+    "evaluate_pcp",
+    "table1",
+    "coverage_vs_alpha",
+    "fig2_regions",
+    "reliability_table",
+    "all",
+}
+
+pytestmark = pytest.mark.slow
+
+
+def _snakemake(workdir, *args, timeout=600):
+    result = subprocess.run(
+        SNAKEMAKE + ["-d", str(workdir), "--cores", "2", *args], capture_output=True, text=True, timeout=timeout
+    )
+    return result
+
+
+def _job_counts(dry_run_stdout):
+    """Rule -> count from the 'Job stats' table of a dry run."""
+    counts = {}
+    block = dry_run_stdout.split("Job stats:")[-1] if "Job stats:" in dry_run_stdout else ""
+    for line in block.splitlines():
+        match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+        if match and match.group(1) != "total":
+            counts[match.group(1)] = int(match.group(2))
+    return counts
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("workflow")
+    (workdir / "config").mkdir()
+    shutil.copy(REPO / ".test/config/config.yaml", workdir / "config/config.yaml")
+    result = _snakemake(workdir)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return workdir
+
+
+def test_whole_dag_produces_every_table_and_figure(finished_run):
+    report_dir = finished_run / "reports/crel/nonlinear"
+    for name in ("table1.csv", "table1.md", "table1.png", "coverage_vs_alpha.png", "fig2_regions.png", "fig5_vae_vs_cvae.png", "reliability.csv", "lgm_cost.csv"):
+        assert (report_dir / name).stat().st_size > 0, name
+    table = pl.read_csv(report_dir / "table1.csv")
+    assert set(table["method"]) == {"crel", "feldman", "dqr", "pcp"}
+    assert set(table["alpha"]) == {0.1, 0.2}
+    assert table["coverage_y"].is_between(0, 1).all()
+    # every rule wrote its log
+    assert any((finished_run / "logs/crel/nonlinear").glob("train_vae.log"))
+
+
+def test_nothing_to_do_after_a_complete_run(finished_run):
+    result = _snakemake(finished_run, "-n")
+    assert result.returncode == 0
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_alpha_edit_reruns_only_alpha_dependent_jobs(finished_run):
+    config_path = finished_run / "config/config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["calibration"]["alphas"] = [0.1, 0.2, 0.05]
+    config_path.write_text(yaml.safe_dump(config))
+    result = _snakemake(finished_run, "-n")
+    assert result.returncode == 0, result.stderr
+    counts = _job_counts(result.stdout)
+    assert counts, result.stdout
+    assert not (set(counts) & TRAINING_RULES), counts
+    assert set(counts) <= ALPHA_RULES, counts
+    assert counts["evaluate_crel"] == 1 and counts["evaluate_pcp"] == 1
+
+
+def test_report_builds_offline(finished_run):
+    result = _snakemake(finished_run, "--report", str(finished_run / "report.html"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    html = (finished_run / "report.html").read_text(errors="ignore")
+    assert "Table 1" in html
+
+
+ABLATION_TABLES = (
+    "table4_beta",
+    "table5_sd_cond",
+    "table6_sd_uncond",
+    "table7_vae_vs_sd",
+    "table8_mae",
+    "table9_pcp",
+    "table10_checkpoints",
+    "table12_latent_dim",
+)
+
+
+@pytest.fixture(scope="module")
+def finished_ablations(finished_run):
+    plan = _snakemake(finished_run, "-n", "ablations")
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    result = _snakemake(finished_run, "ablations", timeout=900)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return finished_run, _job_counts(plan.stdout)
+
+
+def test_ablations_reuse_the_main_models(finished_ablations):
+    _, counts = finished_ablations
+    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["ablations"]
+    # beta and r variants minus the configured ones (which are the main VAE), plus vae-mae
+    assert counts["train_vae"] == (len(config["betas"]) - 1) + (len(config["latent_dims"]) - 1) + 1
+    assert counts["train_ddpm"] == 2 and counts["train_vae_long"] == 1
+    assert "train_cvae" not in counts and "generate_synthetic" not in counts
+
+
+def test_every_ablation_table_lists_ours_beside_the_paper(finished_ablations):
+    workdir, _ = finished_ablations
+    report_dir = workdir / "reports/crel/nonlinear/ablations"
+    for name in ABLATION_TABLES:
+        table = pl.read_csv(report_dir / f"{name}.csv")
+        assert table.height > 0 and table["coverage_y"].is_between(0, 1).all(), name
+        assert (report_dir / f"{name}.md").read_text().count("|") > 10
+    beta = pl.read_csv(report_dir / "table4_beta.csv")
+    assert {"coverage_r_z", "coverage_z", "coverage_r_y", "coverage_y", "area", "paper_coverage_r_y"} <= set(beta.columns)
+    pcp = pl.read_csv(report_dir / "table9_pcp.csv")
+    assert pcp.filter(pl.col("setting") == "PCP")["runs"].item() == 2
+    checkpoints = pl.read_csv(report_dir / "table10_checkpoints.csv")
+    assert checkpoints["loss"].is_not_null().all()
+    seeds = pl.read_csv(report_dir / "table13_seeds.csv")
+    assert seeds["runs"].item() == 2 and seeds["crel_rho_std"].item() >= 0
+    assert (report_dir / "fig6_num_z0.png").stat().st_size > 0
+    cost = pl.read_csv(report_dir / "table11_lgm_cost.csv")
+    assert cost["model"].to_list() == ["vae", "cvae", "vae_long", "ddpm_cond", "ddpm_uncond"]
+    assert (cost["time_min"] > 0).all() and (cost["peak_gb"] > 0).all()
+    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["ablations"]
+    assert cost.filter(pl.col("model") == "vae_long")["epochs"].item() == config["long_max_epochs"]
+
+
+def test_ablation_alpha_edit_retrains_nothing(finished_ablations):
+    workdir, _ = finished_ablations
+    config_path = workdir / "config/config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["ablations"]["mae_alphas"] = [0.1, 0.2, 0.15]
+    config["ablations"]["alpha"] = 0.2
+    config_path.write_text(yaml.safe_dump(config))
+    result = _snakemake(workdir, "-n", "ablations")
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = _job_counts(result.stdout)
+    assert counts and not (set(counts) & (TRAINING_RULES | {"train_ddpm", "train_vae_long", "crel_latent_scores"})), counts
