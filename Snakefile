@@ -1,32 +1,23 @@
-# condeval: reproduce CReL (and later the CLIPScore and trust-score papers) from raw data to figures.
-# Entry point; the rules live in workflow/rules/, one file per stage.
+# condeval: three papers on judging conditional generative models, from raw data to figures.
+# One folder of rules per paper track (workflow/rules/<track>/), each with its own config
+# section (`crel:`, later `crc:`, `trust:`) and schema (workflow/schemas/<track>.schema.yaml).
 
 configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/data.smk"
-include: "workflow/rules/train.smk"
-include: "workflow/rules/crel.smk"
-include: "workflow/rules/baselines.smk"
-include: "workflow/rules/report.smk"
-include: "workflow/rules/ablations.smk"
-include: "workflow/rules/scaling.smk"
-
-
-wildcard_constraints:
-    dataset="linear|nonlinear",
-    alpha=r"0\.\d+|\de-\d+",
-    tau=r"0\.\d+|\de-\d+",
-    method="crel|feldman|dqr|pcp",
-    lgm=LGM_ID,
-    seed=r"\d+",
-    rseed=r"\d+",
-    num_z0=r"\d+",
-    table="|".join(ABLATION_TABLES),
+include: "workflow/rules/crel/common.smk"
+include: "workflow/rules/crel/data.smk"
+include: "workflow/rules/crel/train.smk"
+include: "workflow/rules/crel/calibrate.smk"
+include: "workflow/rules/crel/baselines.smk"
+include: "workflow/rules/crel/report.smk"
+include: "workflow/rules/crel/ablations.smk"
+include: "workflow/rules/crel/scaling.smk"
 
 
 rule all:
+    """Every track's default targets (`make run`)."""
     input:
         crel_synthetic_targets(),
     default_target: True

@@ -8,45 +8,65 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+pytestmark = pytest.mark.slow  # each case starts Snakemake
 
 
-def _dry_run(tmp_path, mutate):
+def _write_config(workdir, mutate):
     config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())
     mutate(config)
-    (tmp_path / "config").mkdir(exist_ok=True)
-    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
+    (workdir / "config").mkdir(exist_ok=True)
+    (workdir / "config/config.yaml").write_text(yaml.safe_dump(config))
+
+
+def _snakemake(workdir, *args):
     return subprocess.run(
-        SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1", "-n"],
+        SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
     )
 
 
 def test_valid_test_config_dry_runs(tmp_path):
-    result = _dry_run(tmp_path, lambda c: None)
+    _write_config(tmp_path, lambda c: None)
+    result = _snakemake(tmp_path, "-n")
     assert result.returncode == 0, result.stderr
     assert "train_vae" in result.stdout
+
+
+def _crel(key, **update):
+    return lambda c: c["crel"][key].update(**update)
 
 
 @pytest.mark.parametrize(
     "mutate, key",
     [
-        (lambda c: c["calibration"].update(alphas=[0.1, 1.5]), "alphas"),
-        (lambda c: c["calibration"].update(alphas=[0.0]), "alphas"),
-        (lambda c: c["lgm"].update(metric="hamming"), "metric"),
-        (lambda c: c["lgm"].pop("beta"), "beta"),
-        (lambda c: c["synthetic"]["splits"].update(test=0.3), "synthetic.splits"),
-        (lambda c: c.update(unknown_key=1), "unknown_key"),
-        (lambda c: c["calibration"].update(alphas=[0.001]), "calibration.alphas"),
-        (lambda c: c["lgm"].update(kind="gan"), "kind"),
-        (lambda c: c["diffusion"].update(inference_steps=0), "inference_steps"),
-        (lambda c: c["ablations"].update(mae_alphas=[0.1, 0.002]), "ablations.mae_alphas"),
-        (lambda c: c["ablations"].update(checkpoint_epochs=[1, 99]), "ablations.checkpoint_epochs"),
+        (_crel("calibration", alphas=[0.1, 1.5]), "alphas"),
+        (_crel("calibration", alphas=[0.0]), "alphas"),
+        (_crel("lgm", metric="hamming"), "metric"),
+        (lambda c: c["crel"]["lgm"].pop("beta"), "beta"),
+        (lambda c: c["crel"]["synthetic"]["splits"].update(test=0.3), "crel.synthetic.splits"),
+        (lambda c: c["crel"].update(unknown_key=1), "unknown_key"),
+        (lambda c: c.update(unknown_track={}), "unknown_track"),
+        (lambda c: c.update(resources={"threads": 2}), "resources"),
+        (_crel("calibration", alphas=[0.001]), "crel.calibration.alphas"),
+        (_crel("lgm", kind="gan"), "kind"),
+        (_crel("diffusion", inference_steps=0), "inference_steps"),
+        (_crel("ablations", mae_alphas=[0.1, 0.002]), "crel.ablations.mae_alphas"),
+        (_crel("ablations", checkpoint_epochs=[1, 99]), "crel.ablations.checkpoint_epochs"),
+        # 0.1 and 0.1000001 would both be job "alpha0.1"
+        (_crel("calibration", alphas=[0.1, 0.1000001]), "crel.calibration.alphas"),
+        # n = 1006 cut 50/30/10/10 cumulatively leaves 100 calibration points, too few for
+        # alpha = 0.0099 (needs 101), although round(1006 * 0.1) = 101 would pass
+        (lambda c: (c["crel"]["synthetic"].update(n=1006), c["crel"]["calibration"].update(alphas=[0.1, 0.0099])),
+         "crel.calibration.alphas"),
     ],
-)
-def test_invalid_config_is_refused_naming_the_key(tmp_path, mutate, key):
-    result = _dry_run(tmp_path, mutate)
+)  # fmt: skip
+def test_invalid_config_is_refused_before_any_job(tmp_path, mutate, key):
+    """A real run (not a dry run): it must stop at parse time, before writing anything."""
+    _write_config(tmp_path, mutate)
+    result = _snakemake(tmp_path)
     assert result.returncode != 0
     assert key in result.stderr + result.stdout
-    assert not (tmp_path / "results").exists()
+    for generated in ("data", "results", "logs"):
+        assert not (tmp_path / generated).exists(), generated

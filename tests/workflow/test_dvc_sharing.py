@@ -54,7 +54,7 @@ def test_pulled_run_needs_no_rerun_and_alpha_edit_still_reruns(tmp_path):
     assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
 
     config = yaml.safe_load((colleague / "config/config.yaml").read_text())
-    config["calibration"]["alphas"].append(0.05)
+    config["crel"]["calibration"]["alphas"].append(0.05)
     (colleague / "config/config.yaml").write_text(yaml.safe_dump(config))
     dry = _snakemake(colleague, "-n")
     out = dry.stdout

@@ -64,8 +64,17 @@ def test_whole_dag_produces_every_table_and_figure(finished_run):
     assert set(table["method"]) == {"crel", "feldman", "dqr", "pcp"}
     assert set(table["alpha"]) == {0.1, 0.2}
     assert table["coverage_y"].is_between(0, 1).all()
-    # every rule wrote its log
-    assert any((finished_run / "logs/crel/nonlinear").glob("train_vae.log"))
+
+
+def test_every_job_wrote_its_log(finished_run):
+    """Each job of the run names a log: file, and each such file exists and is not empty."""
+    run_logs = sorted((finished_run / ".snakemake/log").glob("*.snakemake.log"))
+    assert run_logs, "no Snakemake run log"
+    job_logs = set(re.findall(r"^\s+log: (\S+)$", run_logs[0].read_text(), flags=re.M))
+    jobs = len(re.findall(r"^(?:local)?rule (\w+):$", run_logs[0].read_text(), flags=re.M))
+    assert len(job_logs) == jobs - 1, (len(job_logs), jobs)  # every job but the target rule `all`
+    empty = [path for path in job_logs if not (finished_run / path).is_file() or (finished_run / path).stat().st_size == 0]
+    assert not empty, empty
 
 
 def test_nothing_to_do_after_a_complete_run(finished_run):
@@ -77,7 +86,7 @@ def test_nothing_to_do_after_a_complete_run(finished_run):
 def test_alpha_edit_reruns_only_alpha_dependent_jobs(finished_run):
     config_path = finished_run / "config/config.yaml"
     config = yaml.safe_load(config_path.read_text())
-    config["calibration"]["alphas"] = [0.1, 0.2, 0.05]
+    config["crel"]["calibration"]["alphas"] = [0.1, 0.2, 0.05]
     config_path.write_text(yaml.safe_dump(config))
     result = _snakemake(finished_run, "-n")
     assert result.returncode == 0, result.stderr
@@ -118,7 +127,7 @@ def finished_ablations(finished_run):
 
 def test_ablations_reuse_the_main_models(finished_ablations):
     _, counts = finished_ablations
-    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["ablations"]
+    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["crel"]["ablations"]
     # beta and r variants minus the configured ones (which are the main VAE), plus vae-mae
     assert counts["train_vae"] == (len(config["betas"]) - 1) + (len(config["latent_dims"]) - 1) + 1
     assert counts["train_ddpm"] == 2 and counts["train_vae_long"] == 1
@@ -144,7 +153,7 @@ def test_every_ablation_table_lists_ours_beside_the_paper(finished_ablations):
     cost = pl.read_csv(report_dir / "table11_lgm_cost.csv")
     assert cost["model"].to_list() == ["vae", "cvae", "vae_long", "ddpm_cond", "ddpm_uncond"]
     assert (cost["time_min"] > 0).all() and (cost["peak_gb"] > 0).all()
-    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["ablations"]
+    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["crel"]["ablations"]
     assert cost.filter(pl.col("model") == "vae_long")["epochs"].item() == config["long_max_epochs"]
 
 
@@ -152,8 +161,8 @@ def test_ablation_alpha_edit_retrains_nothing(finished_ablations):
     workdir, _ = finished_ablations
     config_path = workdir / "config/config.yaml"
     config = yaml.safe_load(config_path.read_text())
-    config["ablations"]["mae_alphas"] = [0.1, 0.2, 0.15]
-    config["ablations"]["alpha"] = 0.2
+    config["crel"]["ablations"]["mae_alphas"] = [0.1, 0.2, 0.15]
+    config["crel"]["ablations"]["alpha"] = 0.2
     config_path.write_text(yaml.safe_dump(config))
     result = _snakemake(workdir, "-n", "ablations")
     assert result.returncode == 0, result.stderr[-3000:]

@@ -142,6 +142,20 @@ def select_accelerator(requested: str = "auto") -> str:
     raise ValueError(f"unknown accelerator {requested!r}; expected 'auto', 'cpu' or 'gpu'")
 
 
+def accelerator_for_gpus(gpus: int) -> str:
+    """Lightning accelerator of a workflow job granted ``gpus`` GPUs (its ``gpu`` resource).
+
+    Zero keeps the CPU; one or more asks for CUDA and raises if the job landed on a node
+    without it, rather than silently training on the CPU.
+    """
+    return select_accelerator("gpu" if int(gpus) > 0 else "cpu")
+
+
+def device_for_gpus(gpus: int) -> str | None:
+    """Torch device of a workflow job granted ``gpus`` GPUs: ``"cuda"``, or ``None`` for the CPU path."""
+    return "cuda" if accelerator_for_gpus(gpus) == "gpu" else None
+
+
 def _loader(
     arrays: Sequence[np.ndarray], batch_size: int, generator: torch.Generator | None = None
 ) -> DataLoader:

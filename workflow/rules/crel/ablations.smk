@@ -5,6 +5,8 @@
 
 rule evaluate_uncalibrated:
     """Coverage of the uncalibrated DQR region R_Z and of its decoded image R_Y (Tables 4-6)."""
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         scores="results/crel/{dataset}/{lgm}/crel/latent_scores.parquet",
@@ -20,17 +22,19 @@ rule evaluate_uncalibrated:
     log:
         "logs/crel/{dataset}/{lgm}/evaluate_uncalibrated.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
     script:
-        "../scripts/evaluate_uncalibrated.py"
+        "../../scripts/crel/evaluate_uncalibrated.py"
 
 
 rule crel_reliability_sweep:
     """CReL-rho with num_z0 starts and optimizer seed s (Appendix C.8)."""
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         scores="results/crel/{dataset}/{lgm}/crel/latent_scores.parquet",
@@ -46,24 +50,26 @@ rule crel_reliability_sweep:
     log:
         "logs/crel/{dataset}/{lgm}/crel_reliability_alpha{alpha}_z{num_z0}_seed{rseed}.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
-        gpu=GPU,
+        gpu=0,
     script:
-        "../scripts/crel_reliability.py"
+        "../../scripts/crel/crel_reliability.py"
 
 
 rule ablation_table:
     """One Appendix C table (CSV and Markdown) with the paper's numbers beside ours."""
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         unpack(ablation_table_inputs),
     output:
         csv=report(
             "reports/crel/{dataset}/ablations/{table}.csv",
-            caption="../report/ablations.rst",
+            caption="../../report/crel/ablations.rst",
             category="CReL synthetic",
             subcategory="Ablations (Appendix C)",
             labels=ablation_labels,
@@ -74,24 +80,26 @@ rule ablation_table:
     log:
         "logs/crel/{dataset}/ablation_{table}.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
     script:
-        "../scripts/ablation_table.py"
+        "../../scripts/crel/ablation_table.py"
 
 
 rule num_z0_curve:
     """CReL-rho against the number of starts, and its spread over optimizer seeds (Figs. 6-7, Table 13)."""
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         curve=num_z0_curve_inputs,
         seeds=num_z0_seed_inputs,
     output:
         png=report(
             "reports/crel/{dataset}/ablations/fig6_num_z0.png",
-            caption="../report/num_z0.rst",
+            caption="../../report/crel/num_z0.rst",
             category="CReL synthetic",
             subcategory="Ablations (Appendix C)",
             labels={"figure": "Fig. 6 / Table 13 analogue"},
@@ -99,47 +107,52 @@ rule num_z0_curve:
         csv="reports/crel/{dataset}/ablations/num_z0.csv",
         seeds_csv=report(
             "reports/crel/{dataset}/ablations/table13_seeds.csv",
-            caption="../report/num_z0.rst",
+            caption="../../report/crel/num_z0.rst",
             category="CReL synthetic",
             subcategory="Ablations (Appendix C)",
             labels={"table": "Table 13 analogue"},
         ),
     params:
-        num_z0=config["ablations"]["num_z0"],
-        seed_num_z0=config["reliability"]["num_z0"],
-        metric=config["lgm"]["metric"],
-        alpha=f"{config['ablations']['alpha']:g}",
+        paper_std=PAPER["table13_std"],
+        num_z0=CREL["ablations"]["num_z0"],
+        seed_num_z0=CREL["reliability"]["num_z0"],
+        metric=CREL["lgm"]["metric"],
+        alpha=f"{CREL['ablations']['alpha']:g}",
     log:
         "logs/crel/{dataset}/num_z0_curve.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
     script:
-        "../scripts/num_z0_curve.py"
+        "../../scripts/crel/num_z0_curve.py"
 
 
 rule ablation_lgm_cost:
     """Table 11 for every LGM the ablations train: VAE, CVAE, the 300-epoch VAE and both DDPMs."""
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         unpack(ablation_lgm_cost_inputs),
     output:
         csv=report(
             "reports/crel/{dataset}/ablations/table11_lgm_cost.csv",
-            caption="../report/ablation_lgm_cost.rst",
+            caption="../../report/crel/ablation_lgm_cost.rst",
             category="CReL synthetic",
             subcategory="Ablations (Appendix C)",
             labels={"table": "Table 11"},
         ),
+    params:
+        paper=PAPER["table11"],
     log:
         "logs/crel/{dataset}/ablation_lgm_cost.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=500,
         runtime=5,
     script:
-        "../scripts/lgm_cost.py"
+        "../../scripts/crel/lgm_cost.py"

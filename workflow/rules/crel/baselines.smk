@@ -4,6 +4,8 @@
 
 
 rule feldman_scores:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         lgm=lgm_checkpoint,
@@ -16,16 +18,18 @@ rule feldman_scores:
     log:
         "logs/crel/{dataset}/{lgm}/feldman_scores.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
     script:
-        "../scripts/feldman_scores.py"
+        "../../scripts/crel/feldman_scores.py"
 
 
 rule evaluate_feldman:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         scores="results/crel/{dataset}/{lgm}/feldman/cal_scores.parquet",
@@ -42,16 +46,18 @@ rule evaluate_feldman:
     log:
         "logs/crel/{dataset}/{lgm}/evaluate_feldman_alpha{alpha}.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
     script:
-        "../scripts/evaluate_feldman.py"
+        "../../scripts/crel/evaluate_feldman.py"
 
 
 rule dqr_level_coverage:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         latents="results/crel/{dataset}/{lgm}/latents.parquet",
@@ -63,16 +69,18 @@ rule dqr_level_coverage:
     log:
         "logs/crel/{dataset}/{lgm}/dqr_level_coverage.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/torch.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../scripts/dqr_level_coverage.py"
+        "../../scripts/crel/dqr_level_coverage.py"
 
 
 rule evaluate_dqr:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         latents="results/crel/{dataset}/{lgm}/latents.parquet",
@@ -91,16 +99,18 @@ rule evaluate_dqr:
     log:
         "logs/crel/{dataset}/{lgm}/evaluate_dqr_alpha{alpha}.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
     script:
-        "../scripts/evaluate_dqr.py"
+        "../../scripts/crel/evaluate_dqr.py"
 
 
 rule pcp_samples:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         cvae="results/crel/{dataset}/lgm/cvae.ckpt",
@@ -108,21 +118,23 @@ rule pcp_samples:
         cal_scores="results/crel/{dataset}/pcp/seed{seed}/cal_scores.parquet",
         test_samples="results/crel/{dataset}/pcp/seed{seed}/test_samples.npz",
     params:
-        n_samples=config["pcp"]["n_samples"],
-        region_test_points=config["evaluation"]["region_test_points"],
+        n_samples=CREL["pcp"]["n_samples"],
+        region_test_points=CREL["evaluation"]["region_test_points"],
     log:
         "logs/crel/{dataset}/pcp/seed{seed}/pcp_samples.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=8000,
         runtime=60,
     script:
-        "../scripts/pcp_samples.py"
+        "../../scripts/crel/pcp_samples.py"
 
 
 rule evaluate_pcp:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         cal_scores="results/crel/{dataset}/pcp/seed{seed}/cal_scores.parquet",
@@ -134,10 +146,10 @@ rule evaluate_pcp:
     log:
         "logs/crel/{dataset}/pcp/seed{seed}/evaluate_pcp_alpha{alpha}.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/torch.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
     script:
-        "../scripts/evaluate_pcp.py"
+        "../../scripts/crel/evaluate_pcp.py"

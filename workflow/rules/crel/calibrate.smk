@@ -2,6 +2,8 @@
 
 
 rule crel_latent_scores:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         lgm=lgm_checkpoint,
@@ -13,16 +15,18 @@ rule crel_latent_scores:
     log:
         "logs/crel/{dataset}/{lgm}/crel_latent_scores.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=20,
     script:
-        "../scripts/crel_latent_scores.py"
+        "../../scripts/crel/crel_latent_scores.py"
 
 
 rule evaluate_crel:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         scores="results/crel/{dataset}/{lgm}/crel/latent_scores.parquet",
@@ -39,16 +43,18 @@ rule evaluate_crel:
     log:
         "logs/crel/{dataset}/{lgm}/evaluate_crel_alpha{alpha}.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
     script:
-        "../scripts/evaluate_crel.py"
+        "../../scripts/crel/evaluate_crel.py"
 
 
 rule crel_reliability:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         scores="results/crel/{dataset}/{lgm}/crel/latent_scores.parquet",
@@ -58,17 +64,17 @@ rule crel_reliability:
         reliability="results/crel/{dataset}/{lgm}/crel/alpha{alpha}/reliability.parquet",
     params:
         lgm_options=lgm_options,
-        reliability=canonical(config["reliability"]),
+        reliability=canonical(CREL["reliability"]),
         region_test_points=region_test_points,
-        seed=config["seed"],
+        seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/{lgm}/crel_reliability_alpha{alpha}.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=6000,
         runtime=60,
-        gpu=GPU,
+        gpu=0,
     script:
-        "../scripts/crel_reliability.py"
+        "../../scripts/crel/crel_reliability.py"

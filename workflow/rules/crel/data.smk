@@ -2,49 +2,55 @@
 
 
 rule generate_synthetic:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     output:
         data="data/synthetic/{dataset}.parquet",
         params="data/synthetic/{dataset}.params.npz",
     params:
-        n=config["synthetic"]["n"],
-        p=config["synthetic"]["p"],
-        d=config["synthetic"]["d"],
-        sigma=config["synthetic"]["sigma"],
-        seed=config["seed"],
+        n=CREL["synthetic"]["n"],
+        p=CREL["synthetic"]["p"],
+        d=CREL["synthetic"]["d"],
+        sigma=CREL["synthetic"]["sigma"],
+        seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/generate_synthetic.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../scripts/generate_synthetic.py"
+        "../../scripts/crel/generate_synthetic.py"
 
 
 rule split_folds:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         data="data/synthetic/{dataset}.parquet",
     output:
         splits="results/crel/{dataset}/splits.parquet",
     params:
-        fractions=canonical(config["synthetic"]["splits"]),
-        val_fraction=config["synthetic"]["val_fraction"],
-        seed=config["seed"],
+        fractions=canonical(CREL["synthetic"]["splits"]),
+        val_fraction=CREL["synthetic"]["val_fraction"],
+        seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/split_folds.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
     script:
-        "../scripts/split_folds.py"
+        "../../scripts/crel/split_folds.py"
 
 
 rule preprocess:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         data="data/synthetic/{dataset}.parquet",
         splits="results/crel/{dataset}/splits.parquet",
@@ -54,31 +60,33 @@ rule preprocess:
     log:
         "logs/crel/{dataset}/preprocess.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
     script:
-        "../scripts/preprocess.py"
+        "../../scripts/crel/preprocess.py"
 
 
 rule output_grid:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
     output:
         grid="results/crel/{dataset}/grid.json",
     params:
-        n_points=config["grid"]["output_points"],
-        quantiles=config["grid"]["quantiles"],
-        pad=config["grid"]["pad"],
+        n_points=CREL["grid"]["output_points"],
+        quantiles=CREL["grid"]["quantiles"],
+        pad=CREL["grid"]["pad"],
     log:
         "logs/crel/{dataset}/output_grid.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/analysis.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
     script:
-        "../scripts/output_grid.py"
+        "../../scripts/crel/output_grid.py"

@@ -1,5 +1,7 @@
 # Lightning-trained models. None of these rules depends on alpha, so editing
-# calibration.alphas never retrains them. Run folders keep checkpoints for resuming.
+# crel.calibration.alphas never retrains them. Each run folder (`run=update(directory(...))`)
+# is a declared output that Snakemake does not delete before a rerun: a killed job resumes from
+# its last.ckpt, and a job whose inputs or params changed starts afresh (its fingerprint).
 # LGM files live in results/crel/{dataset}/lgm/; everything downstream of an LGM in
 # results/crel/{dataset}/{lgm}/ (see LGM_ID in common.smk).
 
@@ -10,82 +12,87 @@ rule train_vae:
     output:
         model="results/crel/{dataset}/lgm/{model}.ckpt",
         summary="results/crel/{dataset}/lgm/{model}_summary.json",
+        run=update(directory("results/crel/{dataset}/lgm/{model}_run")),
     wildcard_constraints:
+        **CREL_WILDCARDS,
         model=r"vae|vae-beta[0-9.e+-]+|vae-r\d+|vae-mae",
     params:
         conditional=False,
         model=vae_model_params,
-        epochs=canonical({"max_epochs": config["lgm"]["max_epochs"], "patience": config["lgm"]["patience"]}),
+        epochs=canonical({"max_epochs": CREL["lgm"]["max_epochs"], "patience": CREL["lgm"]["patience"]}),
         save_epochs=[],
-        seed=config["seed"],
-        accelerator=config["resources"]["accelerator"],
+        seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/train_{model}.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=120,
-        gpu=GPU,
+        gpu=0,
     script:
-        "../scripts/train_lgm.py"
+        "../../scripts/crel/train_lgm.py"
 
 
 rule train_cvae:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
     output:
         model="results/crel/{dataset}/lgm/cvae.ckpt",
         summary="results/crel/{dataset}/lgm/cvae_summary.json",
+        run=update(directory("results/crel/{dataset}/lgm/cvae_run")),
     params:
         conditional=True,
-        model=vae_hyperparameters(),
-        epochs=canonical(config["cvae"]),
+        model=design.vae_hyperparameters(CREL),
+        epochs=canonical(CREL["cvae"]),
         save_epochs=[],
-        seed=config["seed"],
-        accelerator=config["resources"]["accelerator"],
+        seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/train_cvae.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=120,
-        gpu=GPU,
+        gpu=0,
     script:
-        "../scripts/train_lgm.py"
+        "../../scripts/crel/train_lgm.py"
 
 
 rule train_vae_long:
     """One VAE run without early stopping, keeping snapshots at chosen epochs (Table 10)."""
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
     output:
         model="results/crel/{dataset}/lgm/vae-long-best.ckpt",
         summary="results/crel/{dataset}/lgm/vae-long-best_summary.json",
+        run=update(directory("results/crel/{dataset}/lgm/vae-long-best_run")),
         snapshots=expand(
-            "results/crel/{{dataset}}/lgm/vae-long-epoch{epoch}.ckpt", epoch=config["ablations"]["checkpoint_epochs"]
+            "results/crel/{{dataset}}/lgm/vae-long-epoch{epoch}.ckpt", epoch=CREL["ablations"]["checkpoint_epochs"]
         ),
     params:
         conditional=False,
-        model=vae_hyperparameters(),
-        epochs=canonical({"max_epochs": config["ablations"]["long_max_epochs"], "patience": config["ablations"]["long_max_epochs"]}),
-        save_epochs=config["ablations"]["checkpoint_epochs"],
-        seed=config["seed"],
-        accelerator=config["resources"]["accelerator"],
+        model=design.vae_hyperparameters(CREL),
+        epochs=canonical({"max_epochs": CREL["ablations"]["long_max_epochs"], "patience": CREL["ablations"]["long_max_epochs"]}),
+        save_epochs=CREL["ablations"]["checkpoint_epochs"],
+        seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/train_vae_long.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=240,
-        gpu=GPU,
+        gpu=0,
     script:
-        "../scripts/train_lgm.py"
+        "../../scripts/crel/train_lgm.py"
 
 
 rule train_ddpm:
@@ -96,28 +103,31 @@ rule train_ddpm:
     output:
         model="results/crel/{dataset}/lgm/ddpm-{conditioning}.ckpt",
         summary="results/crel/{dataset}/lgm/ddpm-{conditioning}_summary.json",
+        run=update(directory("results/crel/{dataset}/lgm/ddpm-{conditioning}_run")),
     wildcard_constraints:
+        **CREL_WILDCARDS,
         conditioning="cond|uncond",
     params:
         conditional=ddpm_is_conditional,
-        model=canonical({k: v for k, v in config["diffusion"].items() if k not in ("conditional", "inference_steps", "max_epochs", "patience")}),
-        epochs=canonical({"max_epochs": config["diffusion"]["max_epochs"], "patience": config["diffusion"]["patience"]}),
-        seed=config["seed"],
-        accelerator=config["resources"]["accelerator"],
+        model=ddpm_model_params(),
+        epochs=canonical({"max_epochs": CREL["diffusion"]["max_epochs"], "patience": CREL["diffusion"]["patience"]}),
+        seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/train_ddpm_{conditioning}.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=240,
-        gpu=GPU,
+        gpu=0,
     script:
-        "../scripts/train_ddpm.py"
+        "../../scripts/crel/train_ddpm.py"
 
 
 rule encode_latents:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         lgm=lgm_checkpoint,
@@ -128,34 +138,36 @@ rule encode_latents:
     log:
         "logs/crel/{dataset}/{lgm}/encode_latents.log",
     conda:
-        "../../envs/condeval.yaml"
+        "../../../envs/torch.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=20,
     script:
-        "../scripts/encode_latents.py"
+        "../../scripts/crel/encode_latents.py"
 
 
 rule train_dqr:
+    wildcard_constraints:
+        **CREL_WILDCARDS,
     input:
         processed="results/crel/{dataset}/processed.parquet",
         latents="results/crel/{dataset}/{lgm}/latents.parquet",
     output:
         model="results/crel/{dataset}/{lgm}/dqr/tau{tau}.ckpt",
         summary="results/crel/{dataset}/{lgm}/dqr/tau{tau}_summary.json",
+        run=update(directory("results/crel/{dataset}/{lgm}/dqr/tau{tau}_run")),
     params:
         model=dqr_training_params(),
-        seed=config["seed"],
-        accelerator=config["resources"]["accelerator"],
+        seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/{lgm}/train_dqr_tau{tau}.log",
     conda:
-        "../../envs/condeval.yaml"
-    threads: THREADS
+        "../../../envs/torch.yaml"
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=120,
-        gpu=GPU,
+        gpu=0,
     script:
-        "../scripts/train_dqr.py"
+        "../../scripts/crel/train_dqr.py"

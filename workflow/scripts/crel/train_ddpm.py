@@ -6,7 +6,7 @@ from condeval.crel.folds import load_fold
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
 from condeval.crel.models.diffusion import LatentDDPM
-from condeval.core.training import fit_to_files, select_accelerator
+from condeval.core.training import accelerator_for_gpus, fit_to_files
 from condeval.crel.models.vae import LatentVAE
 
 log = log_to_file(snakemake.log[0])
@@ -34,7 +34,7 @@ best = fit_to_files(
     patience=p.epochs["patience"],
     batch_size=p.model["batch_size"],
     seed=p.seed,
-    accelerator=select_accelerator(p.accelerator),
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "epochs": dict(p.epochs), "conditional": p.conditional, "seed": p.seed}),
 )
 log.info("best checkpoint %s", best)

@@ -6,7 +6,7 @@ from condeval.crel.folds import load_fold, load_latents
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
-from condeval.core.training import fit_to_files, select_accelerator
+from condeval.core.training import accelerator_for_gpus, fit_to_files
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -37,7 +37,7 @@ best = fit_to_files(
     patience=p.model["patience"],
     batch_size=p.model["batch_size"],
     seed=p.seed,
-    accelerator=select_accelerator(p.accelerator),
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "tau": snakemake.wildcards.tau, "seed": p.seed}),
 )
 log.info("best checkpoint %s", best)
