@@ -16,10 +16,16 @@ include: "workflow/rules/crel/ablations.smk"
 include: "workflow/rules/crel/scaling.smk"
 
 
+rule crel:
+    """CReL on the synthetic data: Table 1, Figs. 2 and 5, CReL-rho, LGM cost (DVC stage `crel`)."""
+    input:
+        crel_synthetic_targets(),
+
+
 rule all:
     """Every track's default targets (`make run`)."""
     input:
-        crel_synthetic_targets(),
+        rules.crel.input,
     default_target: True
 
 

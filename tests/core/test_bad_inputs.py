@@ -77,6 +77,7 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]
 
 
+@pytest.mark.slow
 def test_workflow_stops_loudly_on_nan_in_raw_data(tmp_path):
     (tmp_path / "config").mkdir()
     shutil.copy(REPO / ".test/config/config.yaml", tmp_path / "config/config.yaml")
@@ -102,3 +103,40 @@ def test_atomic_write_gives_normal_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+def test_a_dropped_middle_column_is_named_not_renumbered(tmp_path):
+    """Deleting x3 must not turn x0..x7 into a 7-wide matrix that trains silently."""
+    path = tmp_path / "raw.parquet"
+    frame = pl.DataFrame({f"x{j}": np.arange(5.0) for j in range(8)} | {"y0": np.ones(5), "y1": np.ones(5)})
+    write_parquet(frame.drop("x3"), path)
+    with pytest.raises(DataFileError, match=r"raw\.parquet: required field 'x3' is missing"):
+        read_matrix(path, "x")
+    with pytest.raises(DataFileError, match=r"raw\.parquet: required field 'x3' is missing.*x0\.\.x7"):
+        read_matrix(path, "x", width=8)
+
+
+def test_width_from_the_config_is_enforced(tmp_path):
+    path = tmp_path / "raw.parquet"
+    write_parquet(pl.DataFrame({f"x{j}": np.arange(5.0) for j in range(8)}), path)
+    assert read_matrix(path, "x", width=8).shape == (5, 8)
+    with pytest.raises(DataFileError, match=r"required field 'x8' is missing"):
+        read_matrix(path, "x", width=9)
+    with pytest.raises(DataFileError, match=r"unexpected field 'x7'"):
+        read_matrix(path, "x", width=7)
+
+
+def test_an_empty_parquet_names_the_file(tmp_path):
+    path = tmp_path / "empty.parquet"
+    write_parquet(pl.DataFrame({"x0": pl.Series([], dtype=pl.Float64)}), path)
+    with pytest.raises(DataFileError, match=r"empty\.parquet: has no rows"):
+        read_matrix(path, "x", width=1)
+
+
+def test_a_processed_file_with_a_gap_is_refused_by_load_fold(tmp_path):
+    path = tmp_path / "processed.parquet"
+    frame = pl.DataFrame({"row": [0, 1], "fold": ["cal", "cal"], "is_val": [False, False],
+                          "x0": [0.0, 1.0], "x2": [0.0, 1.0], "y0": [1.0, 2.0]})  # fmt: skip
+    write_parquet(frame, path)
+    with pytest.raises(DataFileError, match=r"processed\.parquet: required field 'x1' is missing"):
+        load_fold(path, "cal")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from condeval.crel.models.metrics import METRICS, reconstruction_loss, similarit
 from condeval.core.training import (
     SUMMARY_NAME,
     export_best,
+    UnsafeCheckpointError,
     fit,
     select_accelerator,
     training_summary,
@@ -317,6 +319,29 @@ def test_truncated_last_checkpoint_starts_fresh(tmp_path, caplog):
     assert _csv_epochs(tmp_path, 0) == [0, 1, 2], "a fresh run restarts at epoch 0"
     assert Path(best).exists() and last.exists()
     assert training_summary(tmp_path)["n_calls"] == 1
+
+
+class _Payload:
+    """Unpickling this runs a command: what a crafted checkpoint from a shared remote could do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_crafted_last_checkpoint_is_refused_not_executed_nor_deleted(tmp_path):
+    _fit_small_dqr(tmp_path, max_epochs=1)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    marker = tmp_path / "pwned"
+    checkpoint = torch.load(last, weights_only=True)
+    checkpoint["payload"] = _Payload(marker)
+    torch.save(checkpoint, last)
+    with pytest.raises(UnsafeCheckpointError, match=r"last\.ckpt: refusing to resume.*weights_only=True"):
+        _fit_small_dqr(tmp_path, max_epochs=2)
+    assert not marker.exists(), "the checkpoint's code ran"
+    assert last.exists(), "the suspicious file must be left for inspection"
 
 
 def test_same_seed_same_weights(tmp_path):

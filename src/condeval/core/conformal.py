@@ -20,6 +20,8 @@ __all__ = [
 
 
 def _check_alpha(alpha: float) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise TypeError(f"alpha must be a number in (0, 1); got {type(alpha).__name__} {alpha!r}")
     alpha = float(alpha)
     if not (0.0 < alpha < 1.0) or math.isnan(alpha):
         raise ValueError(f"alpha must lie in the open interval (0, 1); got {alpha!r}")

@@ -24,6 +24,7 @@ __all__ = [
     "write_parquet",
     "read_parquet",
     "read_matrix",
+    "matrix_column_names",
     "write_json",
     "read_json",
     "write_npz",
@@ -99,18 +100,44 @@ def read_parquet(path: str | os.PathLike, columns: Sequence[str] | None = None) 
     return frame
 
 
-def read_matrix(path: str | os.PathLike, prefix: str) -> np.ndarray:
+def matrix_column_names(frame: pl.DataFrame, prefix: str, path, width: int | None = None) -> list[str]:
+    """The columns ``{prefix}0 .. {prefix}{k-1}`` of a frame, checked to be complete.
+
+    A gap (``x3`` dropped from ``x0 .. x7``) or, when ``width`` is given, a count other than
+    ``width`` raises, so a damaged file never reaches a model as a narrower matrix.
+
+    Raises
+    ------
+    DataFileError
+        Naming ``path`` and the missing or unexpected field.
+    """
+    numbered = sorted(
+        (int(c[len(prefix):]) for c in frame.columns if c.startswith(prefix) and c[len(prefix):].isdigit())
+    )
+    expected = range(width if width is not None else (numbered[-1] + 1 if numbered else 1))
+    missing = [j for j in expected if j not in set(numbered)]
+    if missing:
+        what = f"the config expects {prefix}0..{prefix}{len(expected) - 1}" if width is not None else f"has {frame.columns}"
+        raise DataFileError(f"{path}: required field '{prefix}{missing[0]}' is missing ({what})")
+    extra = [j for j in numbered if j not in expected]
+    if extra:
+        raise DataFileError(
+            f"{path}: unexpected field '{prefix}{extra[0]}': the config expects {prefix}0..{prefix}{len(expected) - 1}"
+        )
+    return [f"{prefix}{j}" for j in expected]
+
+
+def read_matrix(path: str | os.PathLike, prefix: str, width: int | None = None) -> np.ndarray:
     """Stack the columns ``{prefix}0, {prefix}1, ...`` of a Parquet file into an (n, k) array.
 
-    Raises ``DataFileError`` if no such column exists and ``ValueError`` on NaN/inf.
+    ``width`` (k from the config) is checked when given; see :func:`matrix_column_names`.
+    Raises ``DataFileError`` on a missing, extra or gapped column or an empty file, and
+    ``ValueError`` on NaN/inf, each naming the file.
     """
     frame = read_parquet(path)
-    names = sorted(
-        (c for c in frame.columns if c.startswith(prefix) and c[len(prefix):].isdigit()),
-        key=lambda c: int(c[len(prefix):]),
-    )
-    if not names:
-        raise DataFileError(f"{path}: required field '{prefix}0' is missing (has {frame.columns})")
+    names = matrix_column_names(frame, prefix, path, width)
+    if frame.height == 0:
+        raise DataFileError(f"{path}: has no rows")
     matrix = frame.select(names).to_numpy().astype(np.float64)
     return check_finite(matrix, f"{prefix}*", path)
 

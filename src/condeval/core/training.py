@@ -19,6 +19,7 @@ import csv
 import logging
 import math
 import os
+import pickle
 import resource
 import shutil
 import time
@@ -35,7 +36,17 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.core.io import atomic_path, read_json, write_json
 
-__all__ = ["fit", "fit_to_files", "export_best", "training_summary", "select_accelerator", "SUMMARY_NAME"]
+__all__ = [
+    "fit",
+    "fit_to_files",
+    "export_best",
+    "training_summary",
+    "select_accelerator",
+    "accelerator_for_gpus",
+    "device_for_gpus",
+    "UnsafeCheckpointError",
+    "SUMMARY_NAME",
+]
 
 log = logging.getLogger(__name__)
 
@@ -169,11 +180,26 @@ def _loader(
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=0, generator=generator)
 
 
+class UnsafeCheckpointError(RuntimeError):
+    """A checkpoint holds objects that only an unrestricted unpickler would build."""
+
+
 def _load_checkpoint(path: Path) -> dict | None:
-    """The checkpoint dict, or None if it cannot be read completely."""
+    """The checkpoint dict, or None if it cannot be read completely.
+
+    Loaded with ``weights_only=True``: a ``last.ckpt`` may arrive from a shared DVC remote, and an
+    unrestricted unpickler would run whatever code it names. A file the restricted loader refuses
+    is kept and reported (:class:`UnsafeCheckpointError`), never deleted as merely corrupt.
+    """
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as error:  # truncated zip, pickle error, ...
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise UnsafeCheckpointError(
+            f"{path}: refusing to resume from this checkpoint: it is not loadable with "
+            f"torch.load(weights_only=True) ({error}). Remove it if you trust nothing in it, "
+            "or inspect it first; it was left in place."
+        ) from error
+    except Exception as error:  # truncated zip, missing records, ...
         log.warning("checkpoint %s is unreadable (%s: %s)", path, type(error).__name__, error)
         return None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint or "epoch" not in checkpoint:
@@ -373,6 +399,7 @@ def fit(
             train_dataloaders=_loader(train, batch_size, shuffle_generator),
             val_dataloaders=_loader(val, batch_size),
             ckpt_path=ckpt_path,
+            weights_only=True,
         )
     best = best_callback.best_model_path or str(ckpt_dir / LAST_NAME)
     call = {

@@ -102,7 +102,7 @@ class CReL:
         )
         train, val = _holdout(rng, val_fraction, check_finite(Y_lgm, "Y_lgm"))
         best = fit_module(lgm, train, val, out_dir / "lgm", max_epochs=lgm_epochs, patience=20, batch_size=512, seed=seed, accelerator=accelerator)
-        lgm = LatentVAE.load_from_checkpoint(best, map_location="cpu").eval()
+        lgm = LatentVAE.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
         with torch.no_grad():
             Z_dqr = lgm.encode(torch.as_tensor(check_finite(Y_dqr, "Y_dqr"), dtype=torch.float32)).double().numpy()
         dqr = DirectionalQuantileRegressor(
@@ -110,7 +110,7 @@ class CReL:
         )
         train, val = _holdout(rng, val_fraction, check_finite(X_dqr, "X_dqr"), Z_dqr)
         best = fit_module(dqr, train, val, out_dir / "dqr", max_epochs=dqr_epochs, patience=8, batch_size=256, seed=seed, accelerator=accelerator)
-        dqr = DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu")
+        dqr = DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True)
         return cls(lgm, dqr, metric=metric)
 
     @classmethod
@@ -129,7 +129,7 @@ class CReL:
         from condeval.crel.models.lgm import load_lgm
 
         lgm = load_lgm(lgm_path, inference_steps=inference_steps)
-        dqr = DirectionalQuantileRegressor.load_from_checkpoint(dqr_path, map_location="cpu")
+        dqr = DirectionalQuantileRegressor.load_from_checkpoint(dqr_path, map_location="cpu", weights_only=True)
         return cls(lgm, dqr, metric=metric or lgm.hparams.metric)
 
     # -- latent space -------------------------------------------------------------------------
@@ -140,9 +140,25 @@ class CReL:
     def _x_for_lgm(self, x: torch.Tensor | None) -> torch.Tensor | None:
         return x if self.conditional_lgm else None
 
+    def _check_inputs(self, X: np.ndarray, Y: np.ndarray | None = None) -> None:
+        """Shapes the models expect, named by argument (X: (n, p); Y: (n, d), same n)."""
+        p = int(self.dqr.hparams.cond_dim)
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != p:
+            raise ValueError(f"X must have shape (n, {p}) (the DQR's condition width); got {X.shape}")
+        if Y is None:
+            return
+        d = int(self.lgm.hparams.output_dim)
+        Y = np.asarray(Y)
+        if Y.ndim != 2 or Y.shape[1] != d:
+            raise ValueError(f"Y must have shape (n, {d}) (the LGM's output width); got {Y.shape}")
+        if Y.shape[0] != X.shape[0]:
+            raise ValueError(f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}")
+
     @torch.no_grad()
     def encode(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         """Latent codes Z = E(y, x) (the posterior mean)."""
+        self._check_inputs(X, Y)
         y = torch.as_tensor(check_finite(Y, "Y"), dtype=torch.float32)
         x = torch.as_tensor(check_finite(X, "X"), dtype=torch.float32)
         return self.lgm.encode(y, self._x_for_lgm(x)).double().numpy()
@@ -158,6 +174,7 @@ class CReL:
     @torch.no_grad()
     def offsets(self, X: np.ndarray) -> np.ndarray:
         """DQR offsets b[i, k] = f(x_i, u_k): R_Z(x_i) = {z : U z ≥ b[i]}."""
+        self._check_inputs(X)
         x = torch.as_tensor(check_finite(X, "X"), dtype=torch.float32)
         return self.dqr.offsets(x).double().cpu().numpy()
 
@@ -167,22 +184,29 @@ class CReL:
 
     # -- calibration --------------------------------------------------------------------------
     def calibrate(self, X_cal: np.ndarray, Y_cal: np.ndarray, alpha: float) -> "CReL":
-        """Compute E_i⁺ on the calibration fold and γ_cal for level ``alpha``."""
-        self.scores_cal_ = self.latent_scores(X_cal, Y_cal)
-        self.set_alpha(alpha)
-        self.gamma_init_ = float(np.mean(self.scores_cal_ <= 0.0))
-        return self
+        """Compute E_i⁺ on the calibration fold and γ_cal for level ``alpha``.
+
+        All or nothing: a call that raises (too few points for ``alpha``, NaN, wrong shapes)
+        leaves the estimator as it was.
+        """
+        return self.calibrate_from_scores(self.latent_scores(X_cal, Y_cal), alpha)
 
     def calibrate_from_scores(self, scores_cal: np.ndarray, alpha: float) -> "CReL":
-        """Calibrate from precomputed E_i⁺ (e.g. a workflow artifact)."""
-        self.scores_cal_ = check_finite(np.asarray(scores_cal, dtype=np.float64), "scores_cal")
-        self.gamma_init_ = float(np.mean(self.scores_cal_ <= 0.0))
-        return self.set_alpha(alpha)
+        """Calibrate from precomputed E_i⁺ (e.g. a workflow artifact); all or nothing, as :meth:`calibrate`."""
+        scores_cal = check_finite(np.asarray(scores_cal, dtype=np.float64), "scores_cal")
+        if scores_cal.ndim != 1:
+            raise ValueError(f"scores_cal must be 1-D (one E+ per calibration point); got shape {scores_cal.shape}")
+        gamma_cal = conformal_quantile(scores_cal, alpha)
+        self.scores_cal_, self.gamma_cal_, self.alpha_ = scores_cal, gamma_cal, float(alpha)
+        self.gamma_init_ = float(np.mean(scores_cal <= 0.0))
+        return self
 
     def set_alpha(self, alpha: float) -> "CReL":
-        """Re-threshold the stored calibration scores at a new ``alpha``."""
-        self.gamma_cal_ = conformal_quantile(self.scores_cal_, alpha)
-        self.alpha_ = float(alpha)
+        """Re-threshold the stored calibration scores at a new ``alpha`` (unchanged if it raises)."""
+        if not hasattr(self, "scores_cal_"):
+            raise RuntimeError("CReL is not calibrated: call calibrate(X_cal, Y_cal, alpha) first")
+        gamma_cal = conformal_quantile(self.scores_cal_, alpha)
+        self.gamma_cal_, self.alpha_ = gamma_cal, float(alpha)
         return self
 
     def _require_calibrated(self) -> None:
@@ -196,8 +220,10 @@ class CReL:
         return self.latent_scores(X, Y) <= self.gamma_cal_
 
     def region_clouds(self, X: np.ndarray, n_latent: int = 2048, gamma: float | None = None):
-        """Iterate the decoded clouds of S^γ(x_i) (C_Y(x_i) discretized)."""
-        gamma = self.gamma_cal_ if gamma is None else gamma
+        """Iterate the decoded clouds of S^γ(x_i) (C_Y(x_i) discretized); ``gamma`` defaults to γ_cal."""
+        if gamma is None:
+            self._require_calibrated()
+            gamma = self.gamma_cal_
         return iter_region_clouds(self.directions, self.offsets(X), gamma, self.decode_torch, X, n_latent)
 
     def reliability(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from condeval.core.io import DataFileError, check_finite, read_parquet
+from condeval.core.io import DataFileError, check_finite, matrix_column_names, read_parquet
 
 __all__ = ["Fold", "load_fold", "load_latents"]
 
@@ -31,16 +31,6 @@ class Fold:
         return self if n is None else Fold(self.rows[:n], self.X[:n], self.Y[:n])
 
 
-def _columns(frame: pl.DataFrame, prefix: str, path) -> list[str]:
-    names = sorted(
-        (c for c in frame.columns if c.startswith(prefix) and c[len(prefix):].isdigit()),
-        key=lambda c: int(c[len(prefix):]),
-    )
-    if not names:
-        raise DataFileError(f"{path}: required field '{prefix}0' is missing (has {frame.columns})")
-    return names
-
-
 def load_fold(path, fold: str, val: bool | None = None) -> Fold:
     """Load one fold of ``processed.parquet``.
 
@@ -57,8 +47,8 @@ def load_fold(path, fold: str, val: bool | None = None) -> Fold:
         frame = frame.filter(pl.col("is_val") == val)
     if frame.height == 0:
         raise DataFileError(f"{path}: fold '{fold}' (val={val}) has no rows")
-    X = frame.select(_columns(frame, "x", path)).to_numpy().astype(np.float64)
-    Y = frame.select(_columns(frame, "y", path)).to_numpy().astype(np.float64)
+    X = frame.select(matrix_column_names(frame, "x", path)).to_numpy().astype(np.float64)
+    Y = frame.select(matrix_column_names(frame, "y", path)).to_numpy().astype(np.float64)
     return Fold(frame["row"].to_numpy(), check_finite(X, "x*", path), check_finite(Y, "y*", path))
 
 

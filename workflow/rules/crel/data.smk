@@ -57,6 +57,9 @@ rule preprocess:
     output:
         processed="results/crel/{dataset}/processed.parquet",
         scaler="results/crel/{dataset}/preprocess.json",
+    params:
+        p=CREL["synthetic"]["p"],
+        d=CREL["synthetic"]["d"],
     log:
         "logs/crel/{dataset}/preprocess.log",
     conda:

@@ -44,6 +44,9 @@ use rule preprocess as scaling_preprocess with:
     output:
         processed="results/crel_scaling/{dataset}/processed.parquet",
         scaler="results/crel_scaling/{dataset}/preprocess.json",
+    params:
+        p=SCALING.get("p"),
+        d=SCALING.get("d"),
     log:
         "logs/crel_scaling/{dataset}/preprocess.log",
 

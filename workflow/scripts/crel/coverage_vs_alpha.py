@@ -8,3 +8,4 @@ summaries = [read_json(path, required=["method", "alpha", "coverage_y"]) for pat
 n_cal = next(s["n_cal"] for s in summaries if s["method"] == "crel")
 with atomic_path(snakemake.output.png) as tmp:
     plot_coverage_vs_alpha(summaries, n_cal, tmp)
+log.info("coverage against alpha for %d summaries (n_cal = %d) -> %s", len(summaries), n_cal, snakemake.output.png)

@@ -6,8 +6,8 @@ from condeval.core.io import matrix_columns, read_matrix, read_parquet, write_js
 from condeval.core.logs import log_to_file
 
 log = log_to_file(snakemake.log[0])
-X = read_matrix(snakemake.input.data, "x")
-Y = read_matrix(snakemake.input.data, "y")
+X = read_matrix(snakemake.input.data, "x", width=snakemake.params.p)
+Y = read_matrix(snakemake.input.data, "y", width=snakemake.params.d)
 splits = read_parquet(snakemake.input.splits, columns=["row", "fold", "is_val"])
 lgm = (splits["fold"] == "lgm").to_numpy()
 pre = Preprocessor().fit(X[lgm], Y[lgm])

@@ -65,7 +65,7 @@ def load_lgm(path: str | os.PathLike, inference_steps: int | None = None) -> Lat
     kind = lgm_kind(path)
     if inference_steps is not None and kind is not LatentDDPM:
         raise ValueError(f"inference_steps={inference_steps} was given but {path} holds a {kind.__name__}, not a LatentDDPM")
-    model = kind.load_from_checkpoint(path, map_location="cpu").eval()
+    model = kind.load_from_checkpoint(path, map_location="cpu", weights_only=True).eval()
     if inference_steps is not None:
         model.inference_steps = inference_steps
     return model
