@@ -3,17 +3,33 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Every package of the runtime + workflow + test extras, pinned with hashes (torch 2.13.0+cpu from
+# /opt/wheels); condeval itself goes in editable without dependencies, so nothing floats.
+LOCK := requirements/lock.txt
+LOCK_VENV := $(VENV)/lock-tools
+LOCK_FLAGS ?=
+LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
+    --emit-find-links --extra workflow --extra test --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup run report ablations scaling test test-fast bench lint share fetch clean
+.PHONY: setup lock run report ablations scaling test test-fast bench lint share fetch clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[workflow,test]'
+	$(BIN)/pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Regenerate $(LOCK) after changing the dependency lists in pyproject.toml (existing pins are kept
+# where still allowed; `make lock LOCK_FLAGS=--upgrade` bumps everything). pip-tools lives in its own
+# venv (pyproject.toml [dependency-groups] dev), never in $(VENV).
+lock:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install -q pip==26.3
+	$(LOCK_VENV)/bin/pip install -q --group dev
+	CUSTOM_COMPILE_COMMAND="make lock  [= pip-tools 7.6.2: pip-compile $(LOCK_ARGS)]" \
+	    $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --quiet $(LOCK_ARGS)
 
 run: setup
 	$(BIN)/snakemake --profile profiles/default
