@@ -55,7 +55,7 @@ def load_fold(path, fold: str, val: bool | None = None) -> Fold:
 def load_latents(path, rows: np.ndarray) -> np.ndarray:
     """Latent codes z* of ``latents.parquet`` for the given global rows, in that order."""
     frame = read_parquet(path, columns=["row"])
-    Z = frame.select(_columns(frame, "z", path)).to_numpy().astype(np.float64)
+    Z = frame.select(matrix_column_names(frame, "z", path)).to_numpy().astype(np.float64)
     position = np.full(int(frame["row"].max()) + 1, -1)
     position[frame["row"].to_numpy()] = np.arange(frame.height)
     picked = position[rows]
