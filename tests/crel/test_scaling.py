@@ -168,4 +168,3 @@ def test_tiny_config_dry_run_plans_the_fig8_target(tmp_path):
     counts = dict(line.split()[:2] for line in result.stdout.splitlines() if line.startswith("scaling_"))
     assert counts["scaling_calibration_time"] == str(len(config["crel"]["scaling"]["latent_dims"]))
     assert counts["scaling_fig8"] == "1"
-    assert not (tmp_path / "results").exists()
