@@ -1,0 +1,113 @@
+"""Baselines of Table 1: Feldman et al. and PCP keep the conformal guarantee over resampled splits
+(through the functions the workflow calls); DQR alone picks its level as the paper does; Table 1
+is assembled with the paper's numbers beside ours."""
+import numpy as np
+import pytest
+import torch
+
+from condeval.core.conformal import coverage_bounds
+from condeval.crel import paper
+from condeval.crel.baselines.dqr import select_quantile_level
+from condeval.crel.baselines.feldman import feldman_scores, feldman_threshold
+from condeval.crel.baselines.pcp import pcp_scores, pcp_threshold
+from condeval.crel.regions import iter_region_clouds
+from condeval.crel.reports.synthetic import table1, table1_markdown
+
+R = 2
+
+
+def _split_coverage(scores, n_cal, alpha, threshold, draws, seed):
+    """Mean and standard error of test coverage over random calibration/test splits of ``scores``."""
+    rng = np.random.default_rng(seed)
+    coverage = np.empty(draws)
+    for i in range(draws):
+        order = rng.permutation(scores.size)
+        cal, test = scores[order[:n_cal]], scores[order[n_cal:n_cal + 200]]
+        coverage[i] = np.mean(test <= threshold(cal, alpha))
+    return coverage.mean(), coverage.std(ddof=1) / np.sqrt(draws)
+
+
+def _in_band(mean, se, n_cal, alpha):
+    low, high = coverage_bounds(n_cal, alpha)
+    return low - 4 * se <= mean <= high + 4 * se
+
+
+@pytest.fixture(scope="module")
+def feldman_pool():
+    """Feldman scores of 3,000 exchangeable points: distance of y to a fixed, misplaced decoded region."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    X = rng.uniform(-1, 1, size=(n, 1))
+    Y = np.hstack([X, X**2]) + 0.4 * rng.standard_normal((n, R))
+    U = np.vstack([np.eye(R), -np.eye(R)])
+    centre = np.hstack([0.8 * X, 0.2 + 0 * X])  # a wrong model of the conditional centre
+    b = centre @ U.T - 0.3  # boxes of half-width 0.3 around it
+    decode = lambda z, x: z * 1.2 + 0.1  # noqa: E731  (a fixed, slightly wrong decoder)
+    clouds = iter_region_clouds(U, b, 0.0, decode, X, n_latent=64)
+    return feldman_scores(clouds, Y)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_cal, alpha", [(19, 0.1), (99, 0.05), (200, 0.2)])
+def test_feldman_keeps_the_conformal_band_over_resampled_splits(feldman_pool, n_cal, alpha):
+    mean, se = _split_coverage(feldman_pool, n_cal, alpha, feldman_threshold, draws=1500, seed=n_cal)
+    assert _in_band(mean, se, n_cal, alpha), (mean, se, coverage_bounds(n_cal, alpha))
+
+
+@pytest.fixture(scope="module")
+def pcp_pool():
+    """PCP scores: min squared distance of y to K = 30 samples of a fixed, over-narrow generator."""
+    rng = np.random.default_rng(1)
+    n, k = 3000, 30
+    X = rng.uniform(-1, 1, size=(n, 1))
+    Y = np.hstack([X, X**2]) + 0.4 * rng.standard_normal((n, R))
+    samples = np.hstack([X, X**2])[:, None, :] + 0.1 * rng.standard_normal((n, k, R))
+    return pcp_scores(samples, Y)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_cal, alpha", [(19, 0.1), (99, 0.05), (200, 0.2)])
+def test_pcp_keeps_the_conformal_band_over_resampled_splits(pcp_pool, n_cal, alpha):
+    mean, se = _split_coverage(pcp_pool, n_cal, alpha, pcp_threshold, draws=1500, seed=n_cal)
+    assert _in_band(mean, se, n_cal, alpha), (mean, se, coverage_bounds(n_cal, alpha))
+
+
+@pytest.mark.slow
+def test_the_band_rejects_an_uncorrected_quantile(pcp_pool):
+    """The harness can fail: PCP's public code thresholds without the (n+1) correction."""
+    uncorrected = lambda s, a: np.quantile(s, 1 - a)  # noqa: E731
+    mean, se = _split_coverage(pcp_pool, 19, 0.1, uncorrected, draws=1500, seed=19)
+    assert not _in_band(mean, se, 19, 0.1)
+
+
+def test_dqr_alone_takes_the_largest_level_meeting_the_target():
+    coverage = {0.1: 0.88, 0.01: 0.93, 0.001: 0.99}
+    assert select_quantile_level(coverage, 0.1) == (0.01, True)
+    assert select_quantile_level(coverage, 0.12) == (0.1, True)
+    assert select_quantile_level(coverage, 0.005) == (0.001, False)  # none meets 0.995: the smallest
+    with pytest.raises(ValueError, match="no DQR baseline level"):
+        select_quantile_level({}, 0.1)
+
+
+def _summary(method, alpha, **extra):
+    base = {"method": method, "alpha": alpha, "coverage_y": 0.9, "coverage_y_grid": 0.89, "area": 700.0, "n_test_y": 2000}
+    return base | extra
+
+
+def test_table1_orders_rows_and_puts_the_papers_numbers_beside_ours():
+    summaries = [
+        _summary("pcp", 0.1, threshold=0.5),
+        _summary("crel", 0.1, coverage_z=0.8905, gamma_cal=0.01, gamma_init=0.5),
+        _summary("dqr", 0.02, coverage_z=0.98, quantile_level=0.001, target_met=False),
+        _summary("feldman", 0.1, radius=0.2),
+        _summary("crel", 0.05, coverage_z=0.95, gamma_cal=0.02, gamma_init=0.5),
+    ]
+    table = table1(summaries)
+    assert list(zip(table["alpha"], table["method"])) == [(0.02, "dqr"), (0.05, "crel"), (0.1, "crel"), (0.1, "feldman"), (0.1, "pcp")]
+    reported = paper.table1()
+    crel = table.row(2, named=True)
+    assert (crel["paper_coverage_z"], crel["paper_coverage_y"], crel["paper_area"]) == reported[("crel", 0.1)]
+    assert table.row(1, named=True)["paper_area"] is None  # the paper has no alpha = 0.05 column
+    assert "(target not met)" in table.row(0, named=True)["detail"]
+    markdown = table1_markdown(table)
+    assert "0.8905 (0.8953)" in markdown and markdown.count("\n") == 2 + len(summaries)
