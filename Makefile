@@ -60,15 +60,18 @@ bench: setup
 lint: setup
 	$(BIN)/snakemake --lint
 
-# Share a run with the lab: DVC tracks data/, results/ and reports/; git keeps the pointers
-# and .snakemake/metadata so that a colleague's `make fetch` finds "Nothing to be done".
+# Share a run with the lab (dvc.yaml): `dvc repro` records every track's outputs and Snakemake's
+# metadata (nothing to redo after `make run`), `dvc push` uploads them, git keeps dvc.lock.
 share: setup
-	$(BIN)/dvc add data results reports
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 	$(BIN)/dvc push
-	git add data.dvc results.dvc reports.dvc .snakemake/metadata
+	git add dvc.lock
 
+# A colleague's side: pull, refuse anything DVC cannot vouch for (a corrupted cache object shows up
+# as "not in cache"), then Snakemake must find nothing to do.
 fetch: setup
 	$(BIN)/dvc pull
+	$(BIN)/dvc status --quiet || { $(BIN)/dvc status; echo "dvc status: the pulled artifacts differ from dvc.lock; not running" >&2; exit 1; }
 	$(BIN)/snakemake --profile profiles/default -n
 
 clean:

@@ -126,18 +126,44 @@ def test_beta_edit_reruns_the_lgm_and_everything_downstream(colleague):
     assert "train_cvae" in counts  # the CVAE shares the VAE's hyperparameters
 
 
-def test_corrupted_cache_object_is_refused(shared_run, tmp_path):
+def _corrupt_largest_cache_object(clone):
+    objects = [p for p in (clone / ".dvc/cache").rglob("*") if p.is_file() and not p.name.endswith(".dir")]
+    victim = max(objects, key=lambda p: p.stat().st_size)
+    victim.chmod(0o644)
+    victim.write_bytes(b"corrupted" + victim.read_bytes()[9:])
+
+
+def _workspace_files(root):
+    return {p.relative_to(root): p for d in ("data", "results", "reports") for p in (root / d).rglob("*") if p.is_file()}
+
+
+def test_dvc_pull_refuses_a_corrupted_cache_object(shared_run, tmp_path):
+    """B's cache was filled earlier and one object got corrupted: `dvc pull` detects it, fetches it
+    again, and every file B's Snakemake would read equals A's."""
     _, lab = shared_run
     clone = tmp_path / "colleague"
     _git(tmp_path, "clone", "-q", str(lab), str(clone))
     _dvc(clone, "fetch")
-    objects = sorted(p for p in (clone / ".dvc/cache").rglob("*") if p.is_file() and not p.name.endswith(".dir"))
-    victim = max(objects, key=lambda p: p.stat().st_size)
-    victim.chmod(0o644)
-    victim.write_bytes(b"corrupted" + victim.read_bytes()[9:])
-    pulled = _dvc(clone, "checkout", check=False)
-    out = pulled.stdout + pulled.stderr
-    assert pulled.returncode != 0 or "corrupt" in out.lower(), out[-3000:]
-    # whatever DVC checked out, no workspace file holds the corrupted bytes
-    workspace = [p for d in ("data", "results", "reports") for p in (clone / d).rglob("*") if p.is_file()]
-    assert not [p for p in workspace if p.read_bytes().startswith(b"corrupted")]
+    _corrupt_largest_cache_object(clone)
+    pulled = _dvc(clone, "pull")
+    assert "fetched" in pulled.stdout, pulled.stdout
+    ours, theirs = _workspace_files(clone), _workspace_files(lab)
+    assert ours.keys() == theirs.keys()
+    assert [name for name in ours if ours[name].read_bytes() != theirs[name].read_bytes()] == []
+    assert _dvc(clone, "status", "--quiet", check=False).returncode == 0
+    counts, out = _plan(clone)
+    assert not counts and "Nothing to be done" in out, out[-3000:]
+
+
+def test_dvc_status_flags_a_corrupted_object_that_was_checked_out(shared_run, tmp_path):
+    """`dvc checkout` alone copies the corrupted bytes, but `dvc status` (run by `make fetch`) flags
+    the out as not in the cache, so the run stops before any job reads it."""
+    _, lab = shared_run
+    clone = tmp_path / "colleague"
+    _git(tmp_path, "clone", "-q", str(lab), str(clone))
+    _dvc(clone, "fetch")
+    _corrupt_largest_cache_object(clone)
+    _dvc(clone, "checkout")
+    status = _dvc(clone, "status", check=False)
+    assert "not in cache" in status.stdout, status.stdout
+    assert _dvc(clone, "status", "--quiet", check=False).returncode == 1
