@@ -16,21 +16,21 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: setup
-	$(BIN)/snakemake --profile profiles/default
-	$(BIN)/snakemake --profile profiles/default --report reports/report.html
+	$(BIN)/snakemake --profile profiles/local
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html
 
 report: setup
-	$(BIN)/snakemake --profile profiles/default --report reports/report.html
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html
 
 # CReL Appendix C (ablations) and Appendix E (calibration runtime scaling): separate targets,
 # each then rebuilds the report with its tables and figures beside Table 1's.
 ablations: setup
-	$(BIN)/snakemake --profile profiles/default ablations
-	$(BIN)/snakemake --profile profiles/default --report reports/report.html all ablations
+	$(BIN)/snakemake --profile profiles/local ablations
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html all ablations
 
 scaling: setup
-	$(BIN)/snakemake --profile profiles/default scaling
-	$(BIN)/snakemake --profile profiles/default --report reports/report.html all scaling
+	$(BIN)/snakemake --profile profiles/local scaling
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html all scaling
 
 test: setup
 	$(BIN)/pytest
@@ -53,7 +53,7 @@ share: setup
 
 fetch: setup
 	$(BIN)/dvc pull
-	$(BIN)/snakemake --profile profiles/default -n
+	$(BIN)/snakemake --profile profiles/local -n
 
 clean:
 	rm -rf results reports logs .snakemake/log .snakemake/incomplete
