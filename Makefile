@@ -32,8 +32,13 @@ scaling: setup
 	$(BIN)/snakemake --profile profiles/local scaling
 	$(BIN)/snakemake --profile profiles/local --report reports/report.html all scaling
 
-test: setup
+# tests/workflow/test_slurm.py runs the workflow on a localhost SLURM cluster: root, and Debian's packages.
+test: setup slurm-deps
 	$(BIN)/pytest
+
+.PHONY: slurm-deps
+slurm-deps:
+	bash tools/slurm-localhost.sh install
 
 test-fast: setup
 	$(BIN)/pytest -m "not slow"
