@@ -176,10 +176,12 @@ node_state() {
     sinfo -h -n "$NODE" -o %T 2>/dev/null | head -n 1
 }
 
+# wait_until WHAT DEADLINE DAEMON CMD...: poll CMD; fail at once if DAEMON exits, or at DEADLINE.
 wait_until() {
-    local what=$1 deadline=$2
-    shift 2
+    local what=$1 deadline=$2 daemon=$3
+    shift 3
     until "$@"; do
+        [[ -n $(live_pid "$daemon") ]] || fail_start "$daemon exited before $what (state dir $DIR)"
         ((SECONDS < deadline)) || fail_start "$what did not happen within ${TIMEOUT}s (state dir $DIR)"
         sleep 1
     done
@@ -214,17 +216,17 @@ start() {
             --socket="$DIR/run/munge.socket" --pid-file="$DIR/run/munged.pid" \
             --log-file="$DIR/log/munged.log" --seed-file="$DIR/run/munged.seed"
     fi
-    wait_until "munged answering on $DIR/run/munge.socket" "$deadline" munge_ok
+    wait_until "munged answering on $DIR/run/munge.socket" "$deadline" munged munge_ok
     if [[ -z $(live_pid slurmctld) ]]; then
         # -c: a fresh controller state; jobs of an earlier run of this cluster are gone anyway.
         launch slurmctld slurmctld -D -c -f "$SLURM_CONF"
     fi
-    wait_until "slurmctld answering 'scontrol ping'" "$deadline" \
+    wait_until "slurmctld answering 'scontrol ping'" "$deadline" slurmctld \
         bash -c 'scontrol ping 2>/dev/null | grep -q "is UP"'
     if [[ -z $(live_pid slurmd) ]]; then
         launch slurmd slurmd -D -f "$SLURM_CONF"
     fi
-    wait_until "node $NODE idle in sinfo" "$deadline" node_ready
+    wait_until "node $NODE idle in sinfo" "$deadline" slurmd node_ready
     local name
     for name in "${DAEMONS[@]}"; do
         [[ -n $(live_pid "$name") ]] || fail_start "$name exited"
