@@ -36,7 +36,7 @@ die() {
 
 log_tails() {
     local f
-    for f in "$DIR"/log/*.log; do
+    for f in "$DIR"/log/*.log "$DIR"/log/*.out; do
         [[ -s $f ]] || continue
         echo "---- $f (last 25 lines)" >&2
         tail -n 25 "$f" >&2
@@ -139,7 +139,15 @@ launch() {
     # setsid: the daemon leaves our session (a Ctrl-C to a test does not reach it); it execs in place,
     # so $! is the daemon's own PID.
     setsid "$@" </dev/null >>"$DIR/log/$name.out" 2>&1 &
-    echo $! >"$DIR/pids/$name.pid"
+    local pid=$! i
+    echo "$pid" >"$DIR/pids/$name.pid"
+    # Until the exec, /proc/PID/comm still names this shell: wait for the daemon's name.
+    for ((i = 0; i < 200; i++)); do
+        [[ -n $(live_pid "$name") ]] && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    fail_start "$name did not start"
 }
 
 SYSTEM_CONF=/etc/slurm/slurm.conf
