@@ -32,24 +32,29 @@ lock:
 	    $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --quiet $(LOCK_ARGS)
 
 run: setup
-	$(BIN)/snakemake --profile profiles/default
-	$(BIN)/snakemake --profile profiles/default --report reports/report.html
+	$(BIN)/snakemake --profile profiles/local
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html
 
 report: setup
-	$(BIN)/snakemake --profile profiles/default --report reports/report.html
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html
 
 # CReL Appendix C (ablations) and Appendix E (calibration runtime scaling): separate targets,
 # each then rebuilds the report with its tables and figures beside Table 1's.
 ablations: setup
-	$(BIN)/snakemake --profile profiles/default ablations
-	$(BIN)/snakemake --profile profiles/default --report reports/report.html all ablations
+	$(BIN)/snakemake --profile profiles/local ablations
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html all ablations
 
 scaling: setup
-	$(BIN)/snakemake --profile profiles/default scaling
-	$(BIN)/snakemake --profile profiles/default --report reports/report.html all scaling
+	$(BIN)/snakemake --profile profiles/local scaling
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html all scaling
 
-test: setup
+# tests/workflow/test_slurm.py runs the workflow on a localhost SLURM cluster: root, and Debian's packages.
+test: setup slurm-deps
 	$(BIN)/pytest
+
+.PHONY: slurm-deps
+slurm-deps:
+	bash tools/slurm-localhost.sh install
 
 test-fast: setup
 	$(BIN)/pytest -m "not slow"
@@ -72,7 +77,7 @@ share: setup
 fetch: setup
 	$(BIN)/dvc pull
 	$(BIN)/dvc status --quiet || { $(BIN)/dvc status; echo "dvc status: the pulled artifacts differ from dvc.lock; not running" >&2; exit 1; }
-	$(BIN)/snakemake --profile profiles/default -n
+	$(BIN)/snakemake --profile profiles/local -n
 
 clean:
 	rm -rf results reports logs .snakemake/log .snakemake/incomplete
