@@ -41,9 +41,14 @@ def test_preprocessor_normalizes_rows_and_standardizes_outputs():
     np.testing.assert_allclose(np.linalg.norm(pre.model_to_unit_x(Xs), axis=1), 1.0)
     Ys = pre.transform_y(Y)
     np.testing.assert_allclose(Ys.mean(0), 0, atol=1e-12)
-    again = Preprocessor.from_dict(pre.to_dict())
-    np.testing.assert_allclose(again.inverse_y(Ys), Y)
-    np.testing.assert_allclose(again.transform_x(X), Xs)
+    np.testing.assert_allclose(pre.inverse_y(Ys), Y)
+    # the pipeline is scikit-learn's normalize(norm="l2") followed by standardization
+    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
+    np.testing.assert_allclose(Xs, (unit - unit.mean(0)) / unit.std(0), atol=1e-10)
+    # a consumer refits on the same rows instead of restoring: identical to the bit
+    again = Preprocessor().fit(X, Y)
+    np.testing.assert_array_equal(again.transform_x(X), Xs)
+    assert again.to_dict() == pre.to_dict()
 
 
 def test_conditional_sampler_matches_the_joint_law():

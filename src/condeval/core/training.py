@@ -15,7 +15,6 @@ the ``epoch`` column of the CSV logs is Lightning's 0-based index.
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
 import os
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+import polars
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
@@ -108,28 +108,32 @@ class RngState(Callback):
 
 
 class _BestCheckpoint(ModelCheckpoint):
-    """ModelCheckpoint whose ``{epoch}`` in file names counts completed epochs, and which
-    rewrites ``last.ckpt`` (atomically) at the end of every training epoch.
-
-    Lightning 2.6's ``save_last`` rewrites ``last.ckpt`` only when a top-k checkpoint was
-    saved in the same step, i.e. when val_loss improved: a killed run would resume from
-    its last improvement instead of its last epoch, and the epoch where early stopping
-    fires would never be recorded. The save happens where Lightning's own does (train epoch
-    end, after validation, and after EarlyStopping has counted this epoch).
-    """
-
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        super().on_train_epoch_end(trainer, pl_module)
-        if trainer.sanity_checking or trainer.fast_dev_run:
-            return
-        with atomic_path(Path(self.dirpath) / LAST_NAME) as tmp:
-            trainer.save_checkpoint(tmp)
+    """ModelCheckpoint whose ``{epoch}`` in file names counts completed epochs (1-based)."""
 
     def format_checkpoint_name(self, metrics, filename=None, ver=None, **kwargs):
         metrics = dict(metrics)
         if "epoch" in metrics:
             metrics["epoch"] = int(metrics["epoch"]) + 1
         return super().format_checkpoint_name(metrics, filename=filename, ver=ver, **kwargs)
+
+
+def _last_checkpoint(dirpath: Path) -> ModelCheckpoint:
+    """A second, stock ModelCheckpoint that rewrites ``last.ckpt`` at the end of every epoch.
+
+    Lightning 2.6's ``save_last=True`` rewrites ``last.ckpt`` only when a top-k checkpoint was
+    saved in the same step, i.e. when val_loss improved: a killed run would resume from its
+    last improvement instead of its last epoch. Without a monitor, ModelCheckpoint keeps the
+    latest epoch; Lightning writes it through a file-system transaction (temporary file, then
+    move), after validation and after EarlyStopping has counted the epoch.
+    """
+    return ModelCheckpoint(
+        dirpath=dirpath,
+        filename=LAST_NAME.removesuffix(".ckpt"),
+        monitor=None,
+        save_top_k=1,
+        save_on_train_epoch_end=True,
+        enable_version_counter=False,
+    )
 
 
 # ------------------------------------------------------------------ helpers
@@ -378,6 +382,7 @@ def fit(
         EpochSnapshots(ckpt_dir, save_epochs),
         timer,
         best_callback,
+        _last_checkpoint(ckpt_dir),
     ]
     trainer = pl.Trainer(
         max_epochs=max_epochs,
@@ -457,11 +462,9 @@ def _read_epoch_rows(out_dir: Path) -> dict[int, dict[str, float]]:
     )
     rows: dict[int, dict[str, float]] = {}
     for path in files:
-        with path.open(newline="") as handle:
-            for record in csv.DictReader(handle):
-                epoch = int(float(record["epoch"]))
-                values = {k: float(v) for k, v in record.items() if v not in ("", None) and k != "epoch"}
-                rows.setdefault(epoch, {}).update(values)
+        for record in polars.read_csv(path, infer_schema_length=None).iter_rows(named=True):
+            values = {k: float(v) for k, v in record.items() if v is not None and k != "epoch"}
+            rows.setdefault(int(record["epoch"]), {}).update(values)
     return rows
 
 

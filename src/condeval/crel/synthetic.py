@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.preprocessing import StandardScaler, normalize
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import Normalizer, StandardScaler
 
 __all__ = [
     "FOLDS",
@@ -197,19 +198,27 @@ def assign_folds(n: int, fractions: dict[str, float], seed: int) -> np.ndarray:
 class Preprocessor:
     """Row-wise L2 normalization of X, then per-coordinate standardization of X and Y.
 
-    Fit on the LGM fold, then applied unchanged to every fold.
+    scikit-learn does the work: ``Pipeline(Normalizer, StandardScaler)`` for the conditions, a
+    ``StandardScaler`` for the outputs. Fit on the LGM fold, then applied unchanged to every fold.
+    It is never restored from stored statistics: a consumer refits it on the same fold (cheap and
+    deterministic), and :meth:`to_dict` only records the statistics for readers.
     """
 
-    x_scaler: StandardScaler | None = None
+    x_pipeline: Pipeline | None = None
     y_scaler: StandardScaler | None = None
 
     def fit(self, X_lgm: np.ndarray, Y_lgm: np.ndarray) -> "Preprocessor":
-        self.x_scaler = StandardScaler().fit(normalize(X_lgm, norm="l2"))
+        self.x_pipeline = make_pipeline(Normalizer(norm="l2"), StandardScaler()).fit(X_lgm)
         self.y_scaler = StandardScaler().fit(Y_lgm)
         return self
 
+    @property
+    def x_scaler(self) -> StandardScaler:
+        """The standardization step of the condition pipeline."""
+        return self.x_pipeline[-1]
+
     def transform_x(self, X: np.ndarray) -> np.ndarray:
-        return self.x_scaler.transform(normalize(X, norm="l2"))
+        return self.x_pipeline.transform(X)
 
     def transform_y(self, Y: np.ndarray) -> np.ndarray:
         return self.y_scaler.transform(Y)
@@ -226,26 +235,10 @@ class Preprocessor:
         return self.x_scaler.inverse_transform(X_model)
 
     def to_dict(self) -> dict:
+        """The fitted statistics, for the record (``preprocess.json``)."""
         return {
             "x_mean": self.x_scaler.mean_.tolist(),
             "x_scale": self.x_scaler.scale_.tolist(),
             "y_mean": self.y_scaler.mean_.tolist(),
             "y_scale": self.y_scaler.scale_.tolist(),
         }
-
-    @classmethod
-    def from_dict(cls, state: dict) -> "Preprocessor":
-        return cls(
-            x_scaler=_scaler(state["x_mean"], state["x_scale"]),
-            y_scaler=_scaler(state["y_mean"], state["y_scale"]),
-        )
-
-
-def _scaler(mean, scale) -> StandardScaler:
-    """A fitted StandardScaler from stored statistics."""
-    scaler = StandardScaler()
-    scaler.mean_ = np.asarray(mean, dtype=np.float64)
-    scaler.scale_ = np.asarray(scale, dtype=np.float64)
-    scaler.var_ = scaler.scale_**2
-    scaler.n_features_in_ = scaler.mean_.size
-    return scaler

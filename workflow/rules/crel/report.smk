@@ -114,7 +114,8 @@ rule fig5_vae_vs_cvae:
     input:
         processed="results/crel/{dataset}/processed.parquet",
         params="data/synthetic/{dataset}.params.npz",
-        scaler="results/crel/{dataset}/preprocess.json",
+        data="data/synthetic/{dataset}.parquet",
+        splits="results/crel/{dataset}/splits.parquet",
         vae="results/crel/{dataset}/lgm/vae.ckpt",
         cvae="results/crel/{dataset}/lgm/cvae.ckpt",
     output:
@@ -128,6 +129,8 @@ rule fig5_vae_vs_cvae:
     params:
         condition=0,
         n_samples=2000,
+        p=CREL["synthetic"]["p"],
+        d=CREL["synthetic"]["d"],
         seed=CREL["seed"],
     log:
         "logs/crel/{dataset}/fig5_vae_vs_cvae.log",

@@ -21,6 +21,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
+from torch.distributions import Normal, kl_divergence
 
 from condeval.core.nn import mlp
 from condeval.crel.models.metrics import reconstruction_loss
@@ -32,7 +33,9 @@ DEFAULT_HIDDEN = (64, 128, 256, 256, 128, 64)
 
 def _kl_standard_normal(mu: Tensor, logvar: Tensor) -> Tensor:
     """Per-sample ``KL(N(mu, diag(exp(logvar))) || N(0, I))``, shape ``(n,)``."""
-    return 0.5 * (mu.pow(2) + logvar.exp() - 1.0 - logvar).sum(dim=1)
+    posterior = Normal(mu, torch.exp(0.5 * logvar))
+    prior = Normal(torch.zeros_like(mu), torch.ones_like(mu))
+    return kl_divergence(posterior, prior).sum(dim=1)
 
 
 class LatentVAE(pl.LightningModule):

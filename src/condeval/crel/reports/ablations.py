@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from condeval.core.tables import markdown_table  # noqa: E402
 from condeval.crel import paper  # noqa: E402
 
 __all__ = [
@@ -119,15 +120,14 @@ def _cell(value, digits: int) -> str:
 def table_markdown(table: pl.DataFrame) -> str:
     """Markdown: each metric as ``ours (paper)``."""
     metrics = [m for m in METRICS if m in table.columns]
-    header = ["setting", "α", *metrics]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for row in table.iter_rows(named=True):
-        cells = [row["setting"], f"{row['alpha']:g}"]
+        cells = {"setting": row["setting"], "α": f"{row['alpha']:g}"}
         for m in metrics:
             digits = 1 if m == "area" else 4
-            cells.append(f"{_cell(row[m], digits)} ({_cell(row.get('paper_' + m), digits)})")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+            cells[m] = f"{_cell(row[m], digits)} ({_cell(row.get('paper_' + m), digits)})"
+        rows.append(cells)
+    return markdown_table(pl.DataFrame(rows))
 
 
 def num_z0_table(mean_by_num_z0: dict[int, float], metric: str, alpha: float) -> pl.DataFrame:

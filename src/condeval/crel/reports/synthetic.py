@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from condeval.core.conformal import coverage_bounds  # noqa: E402
+from condeval.core.tables import markdown_table  # noqa: E402
 from condeval.crel import paper  # noqa: E402
 
 __all__ = [
@@ -80,17 +81,18 @@ def _ours_paper(row: dict, key: str, digits: int = 4) -> str:
 
 def table1_markdown(table: pl.DataFrame) -> str:
     """Markdown rendering: ours, then the paper's number in parentheses."""
-    lines = [
-        "| α | method | coverage Z (paper) | coverage Y (paper) | area in Y, grid points (paper) | detail |",
-        "|---|---|---|---|---|---|",
+    rows = [
+        {
+            "α": f"{row['alpha']:g}",
+            "method": METHOD_LABELS[row["method"]],
+            "coverage Z (paper)": _ours_paper(row, "coverage_z"),
+            "coverage Y (paper)": _ours_paper(row, "coverage_y"),
+            "area in Y, grid points (paper)": _ours_paper(row, "area", 1),
+            "detail": row["detail"],
+        }
+        for row in table.iter_rows(named=True)
     ]
-    for row in table.iter_rows(named=True):
-        lines.append(
-            f"| {row['alpha']:g} | {METHOD_LABELS[row['method']]} "
-            f"| {_ours_paper(row, 'coverage_z')} | {_ours_paper(row, 'coverage_y')} "
-            f"| {_ours_paper(row, 'area', 1)} | {row['detail']} |"
-        )
-    return "\n".join(lines) + "\n"
+    return markdown_table(pl.DataFrame(rows))
 
 
 def render_table_png(table: pl.DataFrame, path) -> None:
