@@ -22,7 +22,7 @@ ABLATIONS = CREL["ablations"]
 ABLATION_ALPHA = f"{ABLATIONS['alpha']:g}"
 ABLATION_TABLES = design.ABLATION_TABLES
 
-# Scoped to this track's rules (each rule lists `wildcard_constraints: **CREL_WILDCARDS`), so
+# Scoped to this track's rules (each lists `**CREL_WILDCARDS` under wildcard_constraints), so
 # the next tracks may use {dataset} or {method} with their own values.
 CREL_WILDCARDS = {
     "dataset": "linear|nonlinear",
