@@ -43,7 +43,7 @@ def _dvc(cwd, *args, check=True):
 
 def _plan(cwd):
     """Rule -> job count of a dry run with the project's profile."""
-    result = _run([str(BIN / "snakemake"), "--profile", "profiles/default", "-n"], cwd=cwd)
+    result = _run([str(BIN / "snakemake"), "--profile", "profiles/local", "-n"], cwd=cwd)
     counts = {}
     for line in result.stdout.split("Job stats:")[-1].splitlines():
         match = re.match(r"^(\w+)\s+(\d+)$", line.strip())
