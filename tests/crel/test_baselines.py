@@ -32,13 +32,16 @@ def _in_band(mean, se, n_cal, alpha):
     return low - 4 * se <= mean <= high + 4 * se
 
 
+def _exchangeable_draws(rng, n=3000):
+    """(x, y) pairs from one law: y = (x, x²) + Gaussian noise."""
+    X = rng.uniform(-1, 1, size=(n, 1))
+    return X, np.hstack([X, X**2]) + 0.4 * rng.standard_normal((n, R))
+
+
 @pytest.fixture(scope="module")
 def feldman_pool():
     """Feldman scores of 3,000 exchangeable points: distance of y to a fixed, misplaced decoded region."""
-    rng = np.random.default_rng(0)
-    n = 3000
-    X = rng.uniform(-1, 1, size=(n, 1))
-    Y = np.hstack([X, X**2]) + 0.4 * rng.standard_normal((n, R))
+    X, Y = _exchangeable_draws(np.random.default_rng(0))
     U = np.vstack([np.eye(R), -np.eye(R)])
     centre = np.hstack([0.8 * X, 0.2 + 0 * X])  # a wrong model of the conditional centre
     b = centre @ U.T - 0.3  # boxes of half-width 0.3 around it
@@ -58,10 +61,8 @@ def test_feldman_keeps_the_conformal_band_over_resampled_splits(feldman_pool, n_
 def pcp_pool():
     """PCP scores: min squared distance of y to K = 30 samples of a fixed, over-narrow generator."""
     rng = np.random.default_rng(1)
-    n, k = 3000, 30
-    X = rng.uniform(-1, 1, size=(n, 1))
-    Y = np.hstack([X, X**2]) + 0.4 * rng.standard_normal((n, R))
-    samples = np.hstack([X, X**2])[:, None, :] + 0.1 * rng.standard_normal((n, k, R))
+    X, Y = _exchangeable_draws(rng)
+    samples = np.hstack([X, X**2])[:, None, :] + 0.1 * rng.standard_normal((len(X), 30, R))
     return pcp_scores(samples, Y)
 
 
