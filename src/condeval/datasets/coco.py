@@ -1,0 +1,111 @@
+"""MS-COCO 2014 captions (``annotations/captions_{train,val}2014.json``), read as released.
+
+The file is one JSON object with ``info``, ``images`` (``id``, ``width``, ``height``,
+``file_name``, ...), ``licenses`` and ``annotations`` (``id``, ``image_id``, ``caption``); about
+five captions per image. CReL's 40,504 evaluation pairs are one caption per image:
+:func:`evaluation_pairs` takes the caption with the smallest annotation id, everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+
+from condeval.datasets import DatasetFormatError
+
+__all__ = ["load_captions", "evaluation_pairs"]
+
+_IMAGE_FIELDS = ("id", "file_name")
+_ANNOTATION_FIELDS = ("id", "image_id", "caption")
+
+
+def _records(document: dict, key: str, fields: tuple[str, ...], path: Path) -> list[dict]:
+    if key not in document or not isinstance(document[key], list):
+        raise DatasetFormatError(f"{path}: top-level field '{key}' is missing or not a list")
+    for index, record in enumerate(document[key]):
+        missing = [f for f in fields if not isinstance(record, dict) or f not in record]
+        if missing:
+            ident = record.get("id", "?") if isinstance(record, dict) else "?"
+            raise DatasetFormatError(f"{path}: {key}[{index}] (id {ident}) lacks field '{missing[0]}'")
+    return document[key]
+
+
+def _duplicate(ids: list[int]) -> int | None:
+    seen: set[int] = set()
+    for ident in ids:
+        if ident in seen:
+            return ident
+        seen.add(ident)
+    return None
+
+
+def load_captions(annotations_json: str | os.PathLike, image_dir: str | os.PathLike | None = None) -> pl.DataFrame:
+    """Every caption of a COCO captions file, one row per annotation.
+
+    Parameters
+    ----------
+    annotations_json : path-like
+        ``captions_{train,val}2014.json`` (the real file, or one the mini-world writes in its format).
+    image_dir : path-like, optional
+        Folder of the images (``val2014/``); when given, every listed image file must exist and a
+        ``path`` column is added.
+
+    Returns
+    -------
+    polars.DataFrame
+        Columns ``image_id``, ``caption_id``, ``file_name``, ``caption`` (and ``path``), sorted by
+        ``image_id`` then ``caption_id``.
+
+    Raises
+    ------
+    DatasetFormatError
+        Naming the file and the offending id: unreadable JSON, a missing field, a duplicate image or
+        annotation id, an annotation of an unlisted image, or a listed image file that is missing.
+    """
+    path = Path(annotations_json)
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DatasetFormatError(f"{path}: file not found") from None
+    except json.JSONDecodeError as error:
+        raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise DatasetFormatError(f"{path}: expected a JSON object with 'images' and 'annotations'")
+    images = _records(document, "images", _IMAGE_FIELDS, path)
+    annotations = _records(document, "annotations", _ANNOTATION_FIELDS, path)
+    for key, records in (("image", images), ("annotation", annotations)):
+        duplicate = _duplicate([r["id"] for r in records])
+        if duplicate is not None:
+            raise DatasetFormatError(f"{path}: duplicate {key} id {duplicate}")
+    file_names = {image["id"]: image["file_name"] for image in images}
+    orphan = next((a for a in annotations if a["image_id"] not in file_names), None)
+    if orphan is not None:
+        raise DatasetFormatError(f"{path}: annotation {orphan['id']} refers to image {orphan['image_id']}, which is not listed")
+    frame = pl.DataFrame(
+        {
+            "image_id": [a["image_id"] for a in annotations],
+            "caption_id": [a["id"] for a in annotations],
+            "file_name": [file_names[a["image_id"]] for a in annotations],
+            "caption": [a["caption"].strip() for a in annotations],
+        },
+        schema={"image_id": pl.Int64, "caption_id": pl.Int64, "file_name": pl.String, "caption": pl.String},
+    ).sort("image_id", "caption_id")
+    if image_dir is not None:
+        image_dir = Path(image_dir)
+        absent = next((i for i in images if not (image_dir / i["file_name"]).is_file()), None)
+        if absent is not None:
+            raise DatasetFormatError(f"{path}: image {absent['id']} is listed but {image_dir / absent['file_name']} is missing")
+        frame = frame.with_columns((pl.lit(str(image_dir) + os.sep) + pl.col("file_name")).alias("path"))
+    return frame
+
+
+def evaluation_pairs(captions: pl.DataFrame) -> pl.DataFrame:
+    """One (image, caption) pair per image: the caption with the smallest annotation id.
+
+    The paper's 40,504 pairs on val2014 are one caption per image without saying which; the
+    smallest id is a fixed, documented choice that every track applies.
+    """
+    return captions.sort("image_id", "caption_id").unique(subset="image_id", keep="first", maintain_order=True)
