@@ -1,0 +1,291 @@
+"""The miniature COCO world: rendered scenes with captions, written in MS-COCO's exact format.
+
+Every track's offline default runs on it: the captions file loads with
+:func:`condeval.datasets.coco.load_captions` exactly as the real ``captions_val2014.json`` does.
+
+A scene holds 1-4 objects, each a shape noun, a colour, a size and a position on a textured,
+noisy background (JPEG, default 64×64). Each image gets five captions from a small grammar with
+synonyms, several templates, relations (left of, above, next to, ...), counts, and human-like
+omissions (a caption may name only the salient objects). The generator knows every token's part
+of speech (UPOS) and which object it refers to; that goes to a sidecar JSON-lines file, from
+which word-level error labels are built later.
+
+Files written under ``root``::
+
+    annotations/captions_{split}2014.json    COCO layout: info, images, licenses, annotations
+    annotations/scenes_{split}2014.json      per image: the objects (shape, colour, size, centre)
+    annotations/tokens_{split}2014.jsonl     per caption: tokens, UPOS tags, object index or -1
+    {split}2014/COCO_{split}2014_%012d.jpg
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter
+
+from condeval.core.io import atomic_path
+
+__all__ = ["SHAPES", "COLOURS", "SceneObject", "Caption", "draw_scene", "render_scene", "captions_for", "write_split"]
+
+#: shape -> nouns a caption may use for it (the first is the canonical one).
+SHAPES: dict[str, tuple[str, ...]] = {
+    "circle": ("circle", "disc"),
+    "square": ("square", "box"),
+    "triangle": ("triangle",),
+    "star": ("star",),
+    "cross": ("cross", "plus"),
+    "diamond": ("diamond", "rhombus"),
+    "hexagon": ("hexagon",),
+    "pentagon": ("pentagon",),
+    "ring": ("ring", "donut"),
+    "arrow": ("arrow",),
+    "bar": ("bar", "stripe"),
+    "octagon": ("octagon",),
+}
+#: colour -> RGB.
+COLOURS: dict[str, tuple[int, int, int]] = {
+    "red": (220, 30, 30),
+    "green": (30, 170, 50),
+    "blue": (30, 60, 220),
+    "yellow": (235, 220, 40),
+    "orange": (245, 140, 20),
+    "purple": (140, 40, 180),
+    "pink": (245, 130, 190),
+    "brown": (130, 80, 30),
+    "cyan": (40, 210, 220),
+    "white": (245, 245, 245),
+    "black": (15, 15, 15),
+    "gray": (128, 128, 128),
+}
+SIZES = {"small": 0.11, "large": 0.2}  # radius as a fraction of the image side
+_SIZE_WORDS = {"small": ("small", "little", "tiny"), "large": ("large", "big")}
+_NUMBERS = {2: "two", 3: "three", 4: "four"}
+
+
+@dataclass(frozen=True)
+class SceneObject:
+    """One object of a scene; ``x``, ``y`` are its centre in [0, 1] (y grows downwards)."""
+
+    shape: str
+    colour: str
+    size: str
+    x: float
+    y: float
+
+
+@dataclass
+class Caption:
+    """A caption with, per token, its universal part of speech and the object it names (-1: none)."""
+
+    tokens: list[str]
+    pos: list[str]
+    objects: list[int]
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.tokens)
+
+
+# ------------------------------------------------------------------------------------ scenes
+def draw_scene(rng: np.random.Generator) -> list[SceneObject]:
+    """1-4 objects in distinct cells of a 3×3 layout, jittered so positions vary continuously."""
+    n = int(rng.integers(1, 5))
+    cells = rng.choice(9, size=n, replace=False)
+    objects = []
+    for cell in cells:
+        row, col = divmod(int(cell), 3)
+        shape, colour, size = str(rng.choice(list(SHAPES))), str(rng.choice(list(COLOURS))), str(rng.choice(list(SIZES)))
+        margin = SIZES[size] + 0.02  # whole objects: never cut by the border
+        x = float(np.clip((col + 0.5 + rng.uniform(-0.2, 0.2)) / 3, margin, 1 - margin))
+        y = float(np.clip((row + 0.5 + rng.uniform(-0.2, 0.2)) / 3, margin, 1 - margin))
+        objects.append(SceneObject(shape=shape, colour=colour, size=size, x=x, y=y))
+    return objects
+
+
+def _polygon(n: int, cx: float, cy: float, r: float, phase: float = -math.pi / 2) -> list[tuple[float, float]]:
+    return [(cx + r * math.cos(phase + 2 * math.pi * k / n), cy + r * math.sin(phase + 2 * math.pi * k / n)) for k in range(n)]
+
+
+def _draw_object(draw: ImageDraw.ImageDraw, obj: SceneObject, side: int) -> None:
+    cx, cy, r = obj.x * side, obj.y * side, SIZES[obj.size] * side
+    fill = COLOURS[obj.colour]
+    box = (cx - r, cy - r, cx + r, cy + r)
+    if obj.shape == "circle":
+        draw.ellipse(box, fill=fill)
+    elif obj.shape == "ring":
+        draw.ellipse(box, outline=fill, width=max(2, int(r / 2.5)))
+    elif obj.shape == "square":
+        draw.rectangle((cx - 0.8 * r, cy - 0.8 * r, cx + 0.8 * r, cy + 0.8 * r), fill=fill)
+    elif obj.shape == "bar":
+        draw.rectangle((cx - r, cy - 0.35 * r, cx + r, cy + 0.35 * r), fill=fill)
+    elif obj.shape == "cross":
+        w = 0.33 * r
+        draw.rectangle((cx - r, cy - w, cx + r, cy + w), fill=fill)
+        draw.rectangle((cx - w, cy - r, cx + w, cy + r), fill=fill)
+    elif obj.shape == "star":
+        points = [p for k in range(5) for p in (_polygon(5, cx, cy, r)[k], _polygon(5, cx, cy, 0.45 * r, -math.pi / 2 + math.pi / 5)[k])]
+        draw.polygon(points, fill=fill)
+    elif obj.shape == "arrow":
+        w = 0.3 * r
+        draw.polygon([(cx - r, cy - w), (cx, cy - w), (cx, cy - r), (cx + r, cy), (cx, cy + r), (cx, cy + w), (cx - r, cy + w)], fill=fill)
+    else:
+        sides = {"triangle": 3, "diamond": 4, "pentagon": 5, "hexagon": 6, "octagon": 8}[obj.shape]
+        phase = 0.0 if obj.shape == "diamond" else -math.pi / 2
+        draw.polygon(_polygon(sides, cx, cy, r, phase), fill=fill)
+
+
+def render_scene(objects: list[SceneObject], rng: np.random.Generator, side: int = 64) -> Image.Image:
+    """The scene on a textured background (smooth colour field plus pixel noise), objects in order.
+
+    Later objects may partly occlude earlier ones; the background varies in colour and
+    brightness so that no caption word can be read off a single pixel statistic.
+    """
+    coarse = rng.uniform(40, 215, size=(4, 4, 3)).astype(np.uint8)
+    background = Image.fromarray(coarse, "RGB").resize((side, side), Image.BICUBIC)
+    draw = ImageDraw.Draw(background)
+    for obj in objects:
+        _draw_object(draw, obj, side)
+    image = background.filter(ImageFilter.GaussianBlur(0.6))
+    noisy = np.asarray(image, dtype=np.float64) + rng.normal(0, 12, size=(side, side, 3))
+    return Image.fromarray(np.clip(noisy, 0, 255).astype(np.uint8), "RGB")
+
+
+# ---------------------------------------------------------------------------------- captions
+class _Builder:
+    def __init__(self) -> None:
+        self.caption = Caption([], [], [])
+
+    def add(self, word: str, pos: str, obj: int = -1) -> "_Builder":
+        self.caption.tokens.append(word)
+        self.caption.pos.append(pos)
+        self.caption.objects.append(obj)
+        return self
+
+
+def _noun_phrase(b: _Builder, objects: list[SceneObject], group: list[int], rng: np.random.Generator) -> None:
+    """``a small red circle`` or, for a group of alike objects, ``two red circles``."""
+    first = objects[group[0]]
+    noun = str(rng.choice(SHAPES[first.shape]))
+    if len(group) > 1:
+        b.add(_NUMBERS[len(group)], "NUM", group[0])
+        if rng.random() < 0.8:
+            b.add(first.colour, "ADJ", group[0])
+        b.add(noun + ("es" if noun.endswith(("x", "s")) else "s"), "NOUN", group[0])
+        return
+    size_first = rng.random() < 0.5
+    if size_first and rng.random() < 0.7:
+        b.add("a", "DET").add(str(rng.choice(_SIZE_WORDS[first.size])), "ADJ", group[0])
+    else:
+        b.add("a", "DET")
+    if rng.random() < 0.85:
+        b.add(first.colour, "ADJ", group[0])
+    b.add(noun, "NOUN", group[0])
+
+
+def _relation(a: SceneObject, b: SceneObject) -> list[tuple[str, str]]:
+    """Words of the relation of ``a`` to ``b`` (left of, right of, above, below, next to)."""
+    dx, dy = b.x - a.x, b.y - a.y
+    if abs(dx) >= abs(dy):
+        words = ["left", "of"] if dx > 0 else ["right", "of"]
+        if abs(dx) < 0.4 and abs(dy) < 0.15:
+            words = ["next", "to"]
+        return [(words[0], "ADV"), (words[1], "ADP")]
+    return [("above", "ADP")] if dy > 0 else [("below", "ADP")]
+
+
+def _groups(objects: list[SceneObject], order: list[int]) -> list[list[int]]:
+    """Objects grouped by (shape, colour), in salience order, so alike objects are counted."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i in order:
+        groups.setdefault((objects[i].shape, objects[i].colour), []).append(i)
+    return list(groups.values())
+
+
+def captions_for(objects: list[SceneObject], rng: np.random.Generator, n: int = 5) -> list[Caption]:
+    """``n`` captions of a scene: templates, synonyms, relations, counts and omissions.
+
+    Salience is size, then position (top-left first); with probability 0.35 a caption names only
+    the most salient object(s), as people do.
+    """
+    order = sorted(range(len(objects)), key=lambda i: (objects[i].size != "large", objects[i].y, objects[i].x))
+    captions = []
+    for _ in range(n):
+        groups = _groups(objects, order)
+        if len(groups) > 1 and rng.random() < 0.35:
+            groups = groups[: int(rng.integers(1, len(groups)))]
+        b = _Builder()
+        template = int(rng.integers(0, 3)) if len(groups) >= 2 else int(rng.integers(0, 2))
+        if template == 0:
+            b.add("there", "PRON").add("is" if len(groups[0]) == 1 else "are", "VERB")
+            for k, group in enumerate(groups):
+                if k:
+                    b.add("and", "CCONJ")
+                _noun_phrase(b, objects, group, rng)
+        elif template == 1:
+            for k, group in enumerate(groups):
+                if k:
+                    b.add("and", "CCONJ")
+                _noun_phrase(b, objects, group, rng)
+            b.add("on", "ADP").add("a", "DET").add(str(rng.choice(["noisy", "textured", "blurry"])), "ADJ").add("background", "NOUN")
+        else:
+            _noun_phrase(b, objects, groups[0], rng)
+            for word, pos in _relation(objects[groups[0][0]], objects[groups[1][0]]):
+                b.add(word, pos)
+            _noun_phrase(b, objects, groups[1], rng)
+        captions.append(_with_articles(b.caption))
+    return captions
+
+
+def _with_articles(caption: Caption) -> Caption:
+    """``a`` becomes ``an`` before a vowel sound (``an octagon``, ``an orange ring``)."""
+    for k, word in enumerate(caption.tokens[:-1]):
+        if word == "a" and caption.tokens[k + 1][0] in "aeiou":
+            caption.tokens[k] = "an"
+    return caption
+
+
+# ----------------------------------------------------------------------------------- writing
+def write_split(root: str | Path, split: str, n_images: int, seed: int, side: int = 64, first_id: int = 1) -> Path:
+    """Render ``n_images`` scenes with five captions each into ``root`` in COCO's layout.
+
+    Deterministic per ``seed`` (each image draws from its own generator, so images are the same
+    whatever ``n_images``). Returns the captions file.
+    """
+    root = Path(root)
+    image_dir = root / f"{split}2014"
+    image_dir.mkdir(parents=True, exist_ok=True)
+    (root / "annotations").mkdir(parents=True, exist_ok=True)
+    images, annotations, scenes, token_lines = [], [], {}, []
+    caption_id = first_id * 10
+    for image_id in range(first_id, first_id + n_images):
+        rng = np.random.default_rng([seed, image_id])
+        objects = draw_scene(rng)
+        file_name = f"COCO_{split}2014_{image_id:012d}.jpg"
+        with atomic_path(image_dir / file_name, suffix=".jpg") as tmp:
+            render_scene(objects, rng, side).save(tmp, format="JPEG", quality=90)
+        images.append({"id": image_id, "width": side, "height": side, "file_name": file_name, "license": 1,
+                       "flickr_url": "", "coco_url": "", "date_captured": "2026-11-23 00:00:00"})  # fmt: skip
+        scenes[str(image_id)] = [asdict(o) for o in objects]
+        for caption in captions_for(objects, rng):
+            annotations.append({"id": caption_id, "image_id": image_id, "caption": caption.text})
+            token_lines.append(json.dumps({"id": caption_id, "image_id": image_id, **asdict(caption)}))
+            caption_id += 1
+    document = {
+        "info": {"description": "condeval miniature COCO world", "version": "1.0", "year": 2026, "seed": seed},
+        "images": images,
+        "licenses": [{"id": 1, "name": "generated", "url": ""}],
+        "annotations": annotations,
+    }
+    captions_path = root / "annotations" / f"captions_{split}2014.json"
+    with atomic_path(captions_path, suffix=".json") as tmp:
+        tmp.write_text(json.dumps(document))
+    with atomic_path(root / "annotations" / f"scenes_{split}2014.json", suffix=".json") as tmp:
+        tmp.write_text(json.dumps(scenes, sort_keys=True))
+    with atomic_path(root / "annotations" / f"tokens_{split}2014.jsonl", suffix=".jsonl") as tmp:
+        tmp.write_text("\n".join(token_lines) + "\n")
+    return captions_path

@@ -1,0 +1,81 @@
+"""The miniature COCO world: COCO's exact layout, determinism, and token labels that match the scene."""
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from condeval.datasets.coco import load_captions
+from condeval.datasets.miniworld import COLOURS, SHAPES, SIZES, captions_for, draw_scene, write_split
+
+UPOS = {"DET", "ADJ", "NOUN", "NUM", "ADP", "VERB", "PRON", "CCONJ", "ADV"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("miniworld")
+    return root, write_split(root, "val", 30, seed=3)
+
+
+def test_vocabularies_are_a_real_task():
+    assert len(SHAPES) >= 10 and len(COLOURS) >= 10 and len(SIZES) >= 2
+
+
+def test_the_coco_loader_reads_it_like_the_real_file(world):
+    root, captions = world
+    frame = load_captions(captions, root / "val2014")
+    assert frame.height == 150 and frame["image_id"].n_unique() == 30
+    assert frame.group_by("image_id").len()["len"].to_list() == [5] * 30
+    assert frame["file_name"][0] == "COCO_val2014_000000000001.jpg"
+    document = json.loads(captions.read_text())
+    assert {"info", "images", "licenses", "annotations"} <= set(document)
+    assert {"id", "width", "height", "file_name", "license", "coco_url", "date_captured"} <= set(document["images"][0])
+    with Image.open(frame["path"][0]) as image:
+        assert image.format == "JPEG" and image.size == (64, 64)
+
+
+def test_same_seed_same_bytes_and_images_independent_of_the_count(world, tmp_path):
+    root, captions = world
+    again = write_split(tmp_path / "a", "val", 30, seed=3)
+    assert again.read_bytes() == captions.read_bytes()
+    fewer = write_split(tmp_path / "b", "val", 5, seed=3)
+    name = "val2014/COCO_val2014_000000000004.jpg"
+    assert (tmp_path / "b" / name).read_bytes() == (root / name).read_bytes()
+    assert fewer.read_bytes() != captions.read_bytes()
+    other = write_split(tmp_path / "c", "val", 30, seed=4)
+    assert other.read_bytes() != captions.read_bytes()
+
+
+def test_token_labels_name_the_objects_of_the_scene(world):
+    root, captions = world
+    scenes = json.loads((root / "annotations/scenes_val2014.json").read_text())
+    texts = {a["id"]: a["caption"] for a in json.loads(captions.read_text())["annotations"]}
+    lines = [json.loads(line) for line in (root / "annotations/tokens_val2014.jsonl").read_text().splitlines()]
+    assert len(lines) == len(texts)
+    for line in lines:
+        assert " ".join(line["tokens"]) == texts[line["id"]]
+        assert len(line["tokens"]) == len(line["pos"]) == len(line["objects"])
+        assert set(line["pos"]) <= UPOS
+        objects = scenes[str(line["image_id"])]
+        for word, pos, index in zip(line["tokens"], line["pos"], line["objects"]):
+            if index < 0:
+                continue
+            obj = objects[index]
+            if pos == "NOUN":
+                nouns = SHAPES[obj["shape"]]
+                assert word in {*nouns, *(n + "s" for n in nouns), *(n + "es" for n in nouns)}, (word, obj)
+            if pos == "ADJ" and word in COLOURS:
+                assert word == obj["colour"], (word, obj)
+
+
+def test_captions_vary_and_sometimes_omit_objects():
+    rng = np.random.default_rng(0)
+    omitted = distinct = 0
+    for _ in range(200):
+        objects = draw_scene(rng)
+        captions = captions_for(objects, rng)
+        distinct += len({c.text for c in captions}) > 1
+        named = [len({i for i in c.objects if i >= 0}) for c in captions]
+        omitted += len(objects) > 1 and min(named) < len(objects)
+    assert distinct > 150 and omitted > 40
+    assert all(0.0 < o.x < 1.0 and 0.0 < o.y < 1.0 for o in draw_scene(rng))
