@@ -50,13 +50,6 @@ def feldman_pool():
     return feldman_scores(clouds, Y)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("n_cal, alpha", [(19, 0.1), (99, 0.05), (200, 0.2)])
-def test_feldman_keeps_the_conformal_band_over_resampled_splits(feldman_pool, n_cal, alpha):
-    mean, se = _split_coverage(feldman_pool, n_cal, alpha, feldman_threshold, draws=1500, seed=n_cal)
-    assert _in_band(mean, se, n_cal, alpha), (mean, se, coverage_bounds(n_cal, alpha))
-
-
 @pytest.fixture(scope="module")
 def pcp_pool():
     """PCP scores: min squared distance of y to K = 30 samples of a fixed, over-narrow generator."""
@@ -67,10 +60,12 @@ def pcp_pool():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("pool, threshold", [("feldman_pool", feldman_threshold), ("pcp_pool", pcp_threshold)])
 @pytest.mark.parametrize("n_cal, alpha", [(19, 0.1), (99, 0.05), (200, 0.2)])
-def test_pcp_keeps_the_conformal_band_over_resampled_splits(pcp_pool, n_cal, alpha):
-    mean, se = _split_coverage(pcp_pool, n_cal, alpha, pcp_threshold, draws=1500, seed=n_cal)
-    assert _in_band(mean, se, n_cal, alpha), (mean, se, coverage_bounds(n_cal, alpha))
+def test_baseline_keeps_the_conformal_band_over_resampled_splits(request, pool, threshold, n_cal, alpha):
+    scores = request.getfixturevalue(pool)
+    mean, se = _split_coverage(scores, n_cal, alpha, threshold, draws=1500, seed=n_cal)
+    assert _in_band(mean, se, n_cal, alpha), (pool, mean, se, coverage_bounds(n_cal, alpha))
 
 
 @pytest.mark.slow
