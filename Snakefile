@@ -6,6 +6,10 @@ configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/shared/common.smk"
+include: "workflow/rules/shared/coco.smk"
+include: "workflow/rules/shared/encoders.smk"
+include: "workflow/rules/shared/features.smk"
 include: "workflow/rules/crel/common.smk"
 include: "workflow/rules/crel/data.smk"
 include: "workflow/rules/crel/train.smk"
@@ -14,6 +18,8 @@ include: "workflow/rules/crel/baselines.smk"
 include: "workflow/rules/crel/report.smk"
 include: "workflow/rules/crel/ablations.smk"
 include: "workflow/rules/crel/scaling.smk"
+include: "workflow/rules/crel/i2t.smk"
+include: "workflow/rules/crel/i2t_report.smk"
 
 
 rule crel:
@@ -22,10 +28,17 @@ rule crel:
         crel_synthetic_targets(),
 
 
+rule crel_i2t:
+    """CReL on image-to-text (Section 4.2): Table 2, Figs. 3, 4 and 6, reliability cards."""
+    input:
+        i2t_targets(),
+
+
 rule all:
     """Every track's default targets (`make run`)."""
     input:
         rules.crel.input,
+        rules.crel_i2t.input,
     default_target: True
 
 

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
@@ -21,6 +22,7 @@ import polars as pl
 __all__ = [
     "DataFileError",
     "atomic_path",
+    "atomic_directory",
     "write_parquet",
     "read_parquet",
     "read_matrix",
@@ -58,6 +60,27 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a fresh temporary folder next to ``path``; on success it replaces ``path`` whole.
+
+    A saved model folder (``save_pretrained``) is never seen half-written: readers find the old
+    folder or the complete new one. On an exception the temporary folder is removed.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
 
 
 def _umask() -> int:

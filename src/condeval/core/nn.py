@@ -9,8 +9,11 @@ from torch import nn
 __all__ = ["mlp"]
 
 
-def mlp(sizes: Sequence[int], negative_slope: float = 0.2) -> nn.Sequential:
+def mlp(sizes: Sequence[int], negative_slope: float = 0.2, dropout: float = 0.0, batch_norm: bool = False) -> nn.Sequential:
     """Linear layers of the given sizes with LeakyReLU between them (none at the end).
+
+    Between two linear layers come, in order: batch normalisation (if ``batch_norm``), the
+    LeakyReLU, and dropout (if ``dropout`` > 0), as CReL's image-to-text VAE uses them.
 
     Parameters
     ----------
@@ -18,12 +21,20 @@ def mlp(sizes: Sequence[int], negative_slope: float = 0.2) -> nn.Sequential:
         ``[in, h1, ..., out]``; at least two entries.
     negative_slope : float
         LeakyReLU slope.
+    dropout : float
+        Dropout rate after each hidden activation.
+    batch_norm : bool
+        ``BatchNorm1d`` before each hidden activation (in eval mode it acts row-wise).
     """
     if len(sizes) < 2:
         raise ValueError(f"an MLP needs at least input and output sizes, got {list(sizes)}")
     layers: list[nn.Module] = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         if i > 0:
+            if batch_norm:
+                layers.append(nn.BatchNorm1d(fan_in))
             layers.append(nn.LeakyReLU(negative_slope))
+            if dropout > 0:
+                layers.append(nn.Dropout(dropout))
         layers.append(nn.Linear(fan_in, fan_out))
     return nn.Sequential(*layers)

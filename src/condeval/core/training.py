@@ -171,11 +171,17 @@ def device_for_gpus(gpus: int) -> str | None:
     return "cuda" if accelerator_for_gpus(gpus) == "gpu" else None
 
 
+def _as_batch_tensor(array: np.ndarray) -> torch.Tensor:
+    array = np.asarray(array)
+    dtype = torch.int64 if np.issubdtype(array.dtype, np.integer) or array.dtype == bool else torch.float32
+    return torch.as_tensor(array, dtype=dtype)
+
+
 def _loader(
     arrays: Sequence[np.ndarray], batch_size: int, generator: torch.Generator | None = None
 ) -> DataLoader:
-    """Float32 TensorDataset loader; shuffled with ``generator`` if one is given."""
-    tensors = [torch.as_tensor(np.asarray(a), dtype=torch.float32) for a in arrays]
+    """TensorDataset loader (floats as float32, integers such as token ids as int64); shuffled with ``generator`` if given."""
+    tensors = [_as_batch_tensor(a) for a in arrays]
     lengths = {t.shape[0] for t in tensors}
     if len(lengths) != 1:
         raise ValueError(f"arrays of one split must have the same number of rows, got {sorted(lengths)}")

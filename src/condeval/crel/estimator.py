@@ -88,7 +88,9 @@ class CReL:
         """Train the VAE on (X_lgm, Y_lgm), then the latent DQR on (X_dqr, E(Y_dqr)).
 
         The two folds must be disjoint from each other and from the calibration fold
-        (Proposition 3.2). Checkpoints, CSV logs and resumable runs go to ``out_dir``.
+        (Proposition 3.2). Checkpoints, CSV logs and resumable runs go to ``out_dir``; the best
+        checkpoints' paths are kept in ``checkpoints_`` (keys ``"lgm"``, ``"dqr"``) for
+        :meth:`from_checkpoints`.
         """
         import pytorch_lightning as pl
 
@@ -101,7 +103,7 @@ class CReL:
             output_dim=Y_lgm.shape[1], latent_dim=latent_dim, beta=beta, metric=metric, **(lgm_kwargs or {})
         )
         train, val = _holdout(rng, val_fraction, check_finite(Y_lgm, "Y_lgm"))
-        best = fit_module(lgm, train, val, out_dir / "lgm", max_epochs=lgm_epochs, patience=20, batch_size=512, seed=seed, accelerator=accelerator)
+        best_lgm = best = fit_module(lgm, train, val, out_dir / "lgm", max_epochs=lgm_epochs, patience=20, batch_size=512, seed=seed, accelerator=accelerator)
         lgm = LatentVAE.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
         with torch.no_grad():
             Z_dqr = lgm.encode(torch.as_tensor(check_finite(Y_dqr, "Y_dqr"), dtype=torch.float32)).double().numpy()
@@ -111,7 +113,9 @@ class CReL:
         train, val = _holdout(rng, val_fraction, check_finite(X_dqr, "X_dqr"), Z_dqr)
         best = fit_module(dqr, train, val, out_dir / "dqr", max_epochs=dqr_epochs, patience=8, batch_size=256, seed=seed, accelerator=accelerator)
         dqr = DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True)
-        return cls(lgm, dqr, metric=metric)
+        crel = cls(lgm, dqr, metric=metric)
+        crel.checkpoints_ = {"lgm": Path(best_lgm), "dqr": Path(best)}
+        return crel
 
     @classmethod
     def from_checkpoints(
@@ -236,11 +240,13 @@ class CReL:
         lr: float = 0.05,
         seed: int = 0,
         device: str | torch.device | None = None,
+        extra_starts: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """CReL-ρ: min over z ∈ S^γcal(x) of ρ(Dec(z, x), gt), per row (Eq. 8).
 
         ``device`` (e.g. ``"cuda"``) runs the projected gradient descent and the decoder there;
-        the default keeps everything on the CPU in numpy.
+        the default keeps everything on the CPU in numpy. ``extra_starts`` (n, r), e.g. the codes
+        of the model's own outputs, join the random starts where they lie in the region.
 
         Returns
         -------
@@ -254,15 +260,17 @@ class CReL:
         if device is None:
             return reliability_score(
                 self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,
-                num_z0=num_z0, steps=steps, lr=lr, seed=seed,
+                num_z0=num_z0, steps=steps, lr=lr, seed=seed, extra_starts=extra_starts,
             )  # fmt: skip
         device = torch.device(device)
         U, b, gt, X = (torch.as_tensor(a, dtype=torch.float64, device=device) for a in (U, b, gt, X))
+        if extra_starts is not None:
+            extra_starts = torch.as_tensor(extra_starts, dtype=torch.float64, device=device)
         self.lgm.to(device)
         try:
             return reliability_score(
                 self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,
-                num_z0=num_z0, steps=steps, lr=lr, seed=seed,
+                num_z0=num_z0, steps=steps, lr=lr, seed=seed, extra_starts=extra_starts,
             )  # fmt: skip
         finally:
             self.lgm.to("cpu")

@@ -11,7 +11,7 @@ from importlib import resources
 
 import yaml
 
-__all__ = ["paper_numbers", "table1", "ablation_table", "table11", "table13_std", "fig8"]
+__all__ = ["paper_numbers", "table1", "table2", "ablation_table", "table11", "table13_std", "fig8"]
 
 ABLATION_METRICS = ("coverage_r_z", "coverage_z", "coverage_r_y", "coverage_y", "area", "loss")
 
@@ -28,6 +28,11 @@ def table1() -> dict[tuple[str, float], tuple]:
         (row["method"], round(row["alpha"], 6)): (row["coverage_z"], row["coverage_y"], row["area"])
         for row in paper_numbers()["table1"]
     }
+
+
+def table2() -> dict[tuple[str, str], dict]:
+    """Table 2: ``(model, metric) -> {mean_rho, rank_mean, crel_rho, rank_crel}`` (metric: clip | bert)."""
+    return {(row["model"], row["metric"]): {k: row[k] for k in ("mean_rho", "rank_mean", "crel_rho", "rank_crel")} for row in paper_numbers()["table2"]}
 
 
 def ablation_table(table: str) -> dict[tuple[str, float], dict]:

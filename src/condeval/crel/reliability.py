@@ -48,6 +48,7 @@ def reliability_score(
     refine_top: int = 1,
     progress: bool | None = None,
     tol: float = 1e-9,
+    extra_starts=None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """CReL reliability ρ_i = min over ``S^γ(x_i)`` of the similarity to ``gt_i`` (Eq. 8).
 
@@ -92,6 +93,10 @@ def reliability_score(
         Show a tqdm bar over batches; None shows it only on a TTY.
     tol : float
         Feasibility tolerance of the projections.
+    extra_starts : array_like, shape (n, r) or (n, m, r), optional
+        Points evaluated beside the random starts, e.g. the latent code of the model's own
+        output. Those inside ``S^γ(x_i)`` count as starts, so the score is at most the
+        similarity there; those outside are replaced by a point of ``R(x_i)``.
 
     Returns
     -------
@@ -115,6 +120,11 @@ def reliability_score(
     gt_t = torch.as_tensor(gt, device=device)
     x_t = None if x is None else torch.as_tensor(x, device=device)
     c_t = _centers(center, n, r, device)
+    e_t = None if extra_starts is None else torch.as_tensor(extra_starts, dtype=torch.float64, device=device)
+    if e_t is not None and e_t.ndim == 2:
+        e_t = e_t[:, None, :]
+    if e_t is not None and (e_t.shape[0] != n or e_t.shape[2] != r):
+        raise ValueError(f"extra_starts must have shape ({n}, r) or ({n}, m, r) with r = {r}; got {tuple(e_t.shape)}")
     if gt_t.shape[0] != n or (x_t is not None and x_t.shape[0] != n):
         raise ValueError(f"gt and x must have {n} rows (one per row of b)")
     gen = torch.Generator(device=device).manual_seed(int(seed))
@@ -126,7 +136,7 @@ def reliability_score(
     for s in tqdm(starts, desc="CReL reliability", unit="batch", disable=_disable(progress)):
         e = min(n, s + batch_size)
         sl = slice(s, e)
-        batch = (U_t, b_t[sl], g[sl], gt_t[sl], None if x_t is None else x_t[sl], c_t[sl])
+        batch = (U_t, b_t[sl], g[sl], gt_t[sl], None if x_t is None else x_t[sl], c_t[sl], None if e_t is None else e_t[sl])
         try:
             val, z = _batch_worst(decode, similarity, *batch, **cfg)
         except _poly.EmptyRegionError as err:  # name the row of the full input
@@ -157,10 +167,12 @@ def _centers(center, n: int, r: int, device) -> torch.Tensor:
 # --------------------------------------------------------------------------- one batch
 
 
-def _batch_worst(decode, similarity, U, b, g, gt, x, center, *, num_z0, steps, lr, init_scale, tol, gen, top):
+def _batch_worst(decode, similarity, U, b, g, gt, x, center, extra, *, num_z0, steps, lr, init_scale, tol, gen, top):
     """Multi-start PGD for one batch of rows; returns (best value, best z)."""
     anchor = _poly._solve(U, b, center.contiguous(), tol=tol).X
     Z0 = _random_starts(U, b, g, anchor, num_z0, init_scale, gen)  # (B, J, r)
+    if extra is not None:
+        Z0 = torch.cat([Z0, _feasible_or_anchor(U, b, g, anchor, extra, tol)], dim=1)
     B, J, r = Z0.shape
     with torch.no_grad():
         vals = _evaluate(decode, similarity, Z0.reshape(B * J, r), _repeat(x, J), _repeat(gt, J))
@@ -172,6 +184,16 @@ def _batch_worst(decode, similarity, U, b, g, gt, x, center, *, num_z0, steps, l
     val, z = _pgd(decode, similarity, U, b, g, gt, x, z, start_val.reshape(-1), steps=steps, lr=lr, tol=tol)
     best, k = val.reshape(B, top).min(dim=1)
     return best, z.reshape(B, top, r)[torch.arange(B, device=z.device), k]
+
+
+def _feasible_or_anchor(U, b, g, anchor, extra, tol):
+    """``extra`` (B, m, r) where it lies in ``S^γ``; elsewhere the row's anchor (a point of ``R``)."""
+    B, m, r = extra.shape
+    flat = extra.reshape(B * m, r).contiguous()
+    rows = b.repeat_interleave(m, 0)
+    projection = _poly._solve(U, rows, flat, tol=tol).X
+    inside = ((flat - projection).norm(dim=1) <= g.repeat_interleave(m) + tol).reshape(B, m)
+    return torch.where(inside[..., None], extra, anchor[:, None, :])
 
 
 def _repeat(t: torch.Tensor | None, J: int) -> torch.Tensor | None:

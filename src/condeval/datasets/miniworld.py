@@ -30,7 +30,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from condeval.core.io import atomic_path
 
-__all__ = ["SHAPES", "COLOURS", "SceneObject", "Caption", "draw_scene", "render_scene", "captions_for", "write_split"]
+__all__ = ["SHAPES", "COLOURS", "SceneObject", "plural", "vocabulary", "swap_shape_noun", "Caption", "draw_scene", "render_scene", "captions_for", "write_split"]
 
 #: shape -> nouns a caption may use for it (the first is the canonical one).
 SHAPES: dict[str, tuple[str, ...]] = {
@@ -40,12 +40,12 @@ SHAPES: dict[str, tuple[str, ...]] = {
     "star": ("star",),
     "cross": ("cross", "plus"),
     "diamond": ("diamond", "rhombus"),
-    "hexagon": ("hexagon",),
-    "pentagon": ("pentagon",),
     "ring": ("ring", "donut"),
     "arrow": ("arrow",),
     "bar": ("bar", "stripe"),
-    "octagon": ("octagon",),
+    "crescent": ("crescent", "moon"),
+    "semicircle": ("semicircle", "dome"),
+    "hourglass": ("hourglass",),
 }
 #: colour -> RGB.
 COLOURS: dict[str, tuple[int, int, int]] = {
@@ -62,9 +62,14 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "black": (15, 15, 15),
     "gray": (128, 128, 128),
 }
-SIZES = {"small": 0.11, "large": 0.2}  # radius as a fraction of the image side
+# Shapes are told apart by outline, not by corner count: at 64 px, hexagons and octagons drawn in a
+# 7-pixel radius are circles to any encoder (a tiny CLIP could not tell them from discs).
+SIZES = {"small": 0.13, "large": 0.21}  # radius as a fraction of the image side
 _SIZE_WORDS = {"small": ("small", "little", "tiny"), "large": ("large", "big")}
 _NUMBERS = {2: "two", 3: "three", 4: "four"}
+_BACKGROUNDS = ("noisy", "textured", "blurry")
+#: every other word a template or relation may emit.
+_FUNCTION_WORDS = ("a", "an", "there", "is", "are", "and", "on", "background", "left", "right", "of", "next", "to", "above", "below")
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,19 @@ class Caption:
         return " ".join(self.tokens)
 
 
+def plural(noun: str) -> str:
+    """``box`` -> ``boxes``, ``circle`` -> ``circles`` (the grammar's only inflection)."""
+    return noun + ("es" if noun.endswith(("x", "s")) else "s")
+
+
+def vocabulary() -> list[str]:
+    """Every word the caption grammar can emit, sorted: the tokenizers' word list."""
+    nouns = [noun for names in SHAPES.values() for noun in names]
+    sizes = [word for words in _SIZE_WORDS.values() for word in words]
+    words = {*nouns, *map(plural, nouns), *COLOURS, *sizes, *_NUMBERS.values(), *_BACKGROUNDS, *_FUNCTION_WORDS}
+    return sorted(words)
+
+
 # ------------------------------------------------------------------------------------ scenes
 def draw_scene(rng: np.random.Generator) -> list[SceneObject]:
     """1-4 objects in distinct cells of a 3×3 layout, jittered so positions vary continuously."""
@@ -109,6 +127,15 @@ def draw_scene(rng: np.random.Generator) -> list[SceneObject]:
 
 def _polygon(n: int, cx: float, cy: float, r: float, phase: float = -math.pi / 2) -> list[tuple[float, float]]:
     return [(cx + r * math.cos(phase + 2 * math.pi * k / n), cy + r * math.sin(phase + 2 * math.pi * k / n)) for k in range(n)]
+
+
+def _crescent(cx: float, cy: float, r: float, samples: int = 48) -> list[tuple[float, float]]:
+    """Outline of the disc (cx, cy, r) minus the disc (cx + 0.45 r, cy, 0.8 r): a moon opening right."""
+    t = np.linspace(0, 2 * np.pi, samples, endpoint=False)
+    offset, inner = 0.45 * r, 0.8 * r
+    outer = [(cx + r * math.cos(a), cy + r * math.sin(a)) for a in t if math.hypot(r * math.cos(a) - offset, r * math.sin(a)) > inner]
+    cut = [(cx + offset + inner * math.cos(a), cy + inner * math.sin(a)) for a in t[::-1] if math.hypot(offset + inner * math.cos(a), inner * math.sin(a)) < r]
+    return outer + cut
 
 
 def _draw_object(draw: ImageDraw.ImageDraw, obj: SceneObject, side: int) -> None:
@@ -130,11 +157,19 @@ def _draw_object(draw: ImageDraw.ImageDraw, obj: SceneObject, side: int) -> None
     elif obj.shape == "star":
         points = [p for k in range(5) for p in (_polygon(5, cx, cy, r)[k], _polygon(5, cx, cy, 0.45 * r, -math.pi / 2 + math.pi / 5)[k])]
         draw.polygon(points, fill=fill)
+    elif obj.shape == "crescent":
+        draw.polygon(_crescent(cx, cy, r), fill=fill)
+    elif obj.shape == "semicircle":
+        draw.pieslice(box, 180, 360, fill=fill)
+    elif obj.shape == "hourglass":
+        w = 0.8 * r
+        draw.polygon([(cx - w, cy - r), (cx + w, cy - r), (cx, cy)], fill=fill)
+        draw.polygon([(cx - w, cy + r), (cx + w, cy + r), (cx, cy)], fill=fill)
     elif obj.shape == "arrow":
         w = 0.3 * r
         draw.polygon([(cx - r, cy - w), (cx, cy - w), (cx, cy - r), (cx + r, cy), (cx, cy + r), (cx, cy + w), (cx - r, cy + w)], fill=fill)
     else:
-        sides = {"triangle": 3, "diamond": 4, "pentagon": 5, "hexagon": 6, "octagon": 8}[obj.shape]
+        sides = {"triangle": 3, "diamond": 4}[obj.shape]
         phase = 0.0 if obj.shape == "diamond" else -math.pi / 2
         draw.polygon(_polygon(sides, cx, cy, r, phase), fill=fill)
 
@@ -175,7 +210,7 @@ def _noun_phrase(b: _Builder, objects: list[SceneObject], group: list[int], rng:
         b.add(_NUMBERS[len(group)], "NUM", group[0])
         if rng.random() < 0.8:
             b.add(first.colour, "ADJ", group[0])
-        b.add(noun + ("es" if noun.endswith(("x", "s")) else "s"), "NOUN", group[0])
+        b.add(plural(noun), "NOUN", group[0])
         return
     size_first = rng.random() < 0.5
     if size_first and rng.random() < 0.7:
@@ -231,7 +266,7 @@ def captions_for(objects: list[SceneObject], rng: np.random.Generator, n: int = 
                 if k:
                     b.add("and", "CCONJ")
                 _noun_phrase(b, objects, group, rng)
-            b.add("on", "ADP").add("a", "DET").add(str(rng.choice(["noisy", "textured", "blurry"])), "ADJ").add("background", "NOUN")
+            b.add("on", "ADP").add("a", "DET").add(str(rng.choice(_BACKGROUNDS)), "ADJ").add("background", "NOUN")
         else:
             _noun_phrase(b, objects, groups[0], rng)
             for word, pos in _relation(objects[groups[0][0]], objects[groups[1][0]]):
@@ -239,6 +274,37 @@ def captions_for(objects: list[SceneObject], rng: np.random.Generator, n: int = 
             _noun_phrase(b, objects, groups[1], rng)
         captions.append(_with_articles(b.caption))
     return captions
+
+
+def _noun_shapes() -> dict[str, tuple[str, bool]]:
+    """Every shape noun, singular and plural -> (its shape, whether it is plural)."""
+    table = {}
+    for shape, nouns in SHAPES.items():
+        for noun in nouns:
+            table[noun], table[plural(noun)] = (shape, False), (shape, True)
+    return table
+
+
+def swap_shape_noun(tokens: list[str], rng: np.random.Generator, shapes: list[str] | None = None) -> tuple[list[str], int] | None:
+    """A copy of ``tokens`` with one shape noun replaced by a noun of another shape (same number).
+
+    The FOIL construction on the mini-world: the result is a fluent caption that is wrong about
+    exactly one object. ``shapes`` limits the replacement shapes (default: all). Returns the new
+    tokens and the swapped position, or None if the caption names no shape.
+    """
+    table = _noun_shapes()
+    positions = [k for k, token in enumerate(tokens) if token in table]
+    if not positions:
+        return None
+    k = int(rng.choice(positions))
+    shape, is_plural = table[tokens[k]]
+    others = [s for s in (shapes or list(SHAPES)) if s != shape]
+    noun = str(rng.choice(SHAPES[str(rng.choice(others))]))
+    swapped = list(tokens)
+    swapped[k] = plural(noun) if is_plural else noun
+    if k > 0 and swapped[k - 1] in ("a", "an"):  # ``a`` / ``an`` agree with an adjacent noun
+        swapped[k - 1] = "an" if swapped[k][0] in "aeiou" else "a"
+    return swapped, k
 
 
 def _with_articles(caption: Caption) -> Caption:

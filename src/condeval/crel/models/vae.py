@@ -59,6 +59,10 @@ class LatentVAE(pl.LightningModule):
         Reconstruction term ``L_rho``.
     lr : float
         Adam learning rate.
+    dropout : float
+        Dropout after each hidden activation (the paper: 0.1 on image-to-text).
+    batch_norm : bool
+        Batch normalisation in the hidden layers (the paper: on for image-to-text).
     """
 
     def __init__(
@@ -70,6 +74,8 @@ class LatentVAE(pl.LightningModule):
         beta: float = 1e-3,
         metric: str = "mse",
         lr: float = 1e-3,
+        dropout: float = 0.0,
+        batch_norm: bool = False,
     ) -> None:
         super().__init__()
         hidden = list(DEFAULT_HIDDEN if hidden_dims is None else hidden_dims)
@@ -77,11 +83,14 @@ class LatentVAE(pl.LightningModule):
             raise ValueError(f"hidden_dims needs an even, non-zero number of widths, got {hidden}")
         if min(output_dim, latent_dim) < 1 or cond_dim < 0:
             raise ValueError(f"bad dimensions: output_dim={output_dim}, latent_dim={latent_dim}, cond_dim={cond_dim}")
-        self.save_hyperparameters(_hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr))
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        self.save_hyperparameters(_hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr, dropout, batch_norm))
         self._recon = reconstruction_loss(metric)
         half = len(hidden) // 2
-        self.encoder = mlp([output_dim + cond_dim, *hidden[:half], 2 * latent_dim])
-        self.decoder = mlp([latent_dim + cond_dim, *hidden[half:], output_dim])
+        extras = dict(dropout=dropout, batch_norm=batch_norm)
+        self.encoder = mlp([output_dim + cond_dim, *hidden[:half], 2 * latent_dim], **extras)
+        self.decoder = mlp([latent_dim + cond_dim, *hidden[half:], output_dim], **extras)
 
     # ------------------------------------------------------------------ model
     @property
@@ -159,7 +168,7 @@ class LatentVAE(pl.LightningModule):
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
 
 
-def _hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr) -> dict:
+def _hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr, dropout=0.0, batch_norm=False) -> dict:
     """Hyperparameters as saved in checkpoints (plain Python types)."""
     return {
         "output_dim": int(output_dim),
@@ -169,4 +178,6 @@ def _hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr) -> dict
         "beta": float(beta),
         "metric": str(metric),
         "lr": float(lr),
+        "dropout": float(dropout),
+        "batch_norm": bool(batch_norm),
     }

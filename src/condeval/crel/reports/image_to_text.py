@@ -1,0 +1,166 @@
+"""Table 2, Figs. 3, 4 and 6 and the reliability cards of the image-to-text track (Section 4.2).
+
+Where the models carry the paper's names (the paper config), the paper's numbers stand beside ours.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from condeval.core.tables import markdown_table  # noqa: E402
+from condeval.crel import paper  # noqa: E402
+
+__all__ = [
+    "METRIC_LABELS",
+    "table2_markdown",
+    "plot_violins",
+    "plot_num_z0",
+    "example_images",
+    "plot_examples",
+    "plot_card",
+]
+
+METRIC_LABELS = {"clip": "CLIP-SIM", "bert": "BERT-SIM"}
+PAPER_TABLE2 = paper.table2()
+_OURS, _WORSE, _BETTER = "#1f77b4", "#d62728", "#2ca02c"
+
+
+def _paper_cell(model: str, metric: str, value: str, rank: str) -> str:
+    row = PAPER_TABLE2.get((model, metric))
+    return "" if row is None else f"{row[value]:.4f}^{row[rank]}"
+
+
+def table2_markdown(table: pl.DataFrame) -> str:
+    """Table 2 as Markdown: per metric and model, mean ρ and CReL-ρ with ranks as superscripts, Δ."""
+    rows = []
+    with_paper = all((r["model"], r["metric"]) in PAPER_TABLE2 for r in table.iter_rows(named=True))
+    for r in table.iter_rows(named=True):
+        row = {
+            "metric": METRIC_LABELS[r["metric"]],
+            "model": r["model"],
+            "ρ (mean)": f"{r['mean_rho']:.4f}^{r['rank_mean']}",
+            "CReL-ρ": f"{r['crel_rho']:.4f}^{r['rank_crel']}",
+            "Δ": f"{r['delta']:+.4f}",
+            "rank change": _rank_change(r["rank_mean"], r["rank_crel"]),
+            "test images": r["n_test"],
+        }
+        if with_paper:
+            row["paper ρ"] = _paper_cell(r["model"], r["metric"], "mean_rho", "rank_mean")
+            row["paper CReL-ρ"] = _paper_cell(r["model"], r["metric"], "crel_rho", "rank_crel")
+        rows.append(row)
+    return markdown_table(pl.DataFrame(rows))
+
+
+def _rank_change(before: int, after: int) -> str:
+    if after == before:
+        return "="
+    return f"{before}→{after} ({'up' if after < before else 'down'})"
+
+
+def _violin_panel(ax, scores: pl.DataFrame, table: pl.DataFrame, metric: str, models: list[str]) -> None:
+    data = [scores.filter((pl.col("metric") == metric) & (pl.col("model") == m))["rho"].to_numpy() for m in models]
+    parts = ax.violinplot(data, showmedians=True, showextrema=True)
+    for body in parts["bodies"]:
+        body.set_alpha(0.45)
+    for k, model in enumerate(models, start=1):
+        row = table.filter((pl.col("metric") == metric) & (pl.col("model") == model)).row(0, named=True)
+        ax.scatter([k], [row["mean_rho"]], marker="o", color="black", zorder=3, label="mean ρ" if k == 1 else None)
+        ax.scatter([k], [row["crel_rho"]], marker="v", color=_WORSE, zorder=3, label="CReL-ρ" if k == 1 else None)
+    ax.set_xticks(range(1, len(models) + 1), models, rotation=20)
+    ax.set_ylabel(f"ρ = {METRIC_LABELS[metric]}")
+    ax.set_title(f"({'ab'[list(METRIC_LABELS).index(metric)]}) {METRIC_LABELS[metric]} distributions")
+
+
+def plot_violins(scores: pl.DataFrame, table: pl.DataFrame, path) -> None:
+    """Fig. 3: violins of ρ on the test images, per model and metric, with mean ρ and CReL-ρ marked."""
+    models = sorted(scores["model"].unique().to_list())
+    metrics = [m for m in METRIC_LABELS if m in scores["metric"].unique().to_list()]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        _violin_panel(ax, scores, table, metric, models)
+    axes[0][0].legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def plot_num_z0(curve: pl.DataFrame, path) -> None:
+    """Fig. 6: mean CReL-ρ against the number of PGD starting points, per model and metric."""
+    metrics = [m for m in METRIC_LABELS if m in curve["metric"].unique().to_list()]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.8), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for model in sorted(curve["model"].unique().to_list()):
+            part = curve.filter((pl.col("metric") == metric) & (pl.col("model") == model)).sort("num_z0")
+            ax.plot(part["num_z0"], part["crel_rho"], marker="o", label=model)
+        ax.set_xscale("log")
+        ax.set_xlabel(r"num$_{z_0}$")
+        ax.set_ylabel(f"CReL-{METRIC_LABELS[metric]}")
+        ax.set_title(f"Effect of the number of initial points ({METRIC_LABELS[metric]})")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def example_images(scores: pl.DataFrame, metric: str, n: int) -> list[int]:
+    """Test images where ranking the models by ρ and by CReL-ρ disagrees most (ties: smaller id first)."""
+    part = scores.filter(pl.col("metric") == metric).with_columns(
+        pl.col("rho").rank("min", descending=True).over("image_id").alias("rank_rho"),
+        pl.col("crel_rho").rank("min", descending=True).over("image_id").alias("rank_crel"),
+    )
+    disagreement = part.group_by("image_id").agg((pl.col("rank_rho") - pl.col("rank_crel")).abs().sum().alias("moves"))
+    return disagreement.sort(["moves", "image_id"], descending=[True, False]).head(n)["image_id"].to_list()
+
+
+def plot_examples(examples: list[dict], alpha: float, path) -> None:
+    """Fig. 4: per example image, each model's caption and the real caption nearest its worst case.
+
+    ``examples``: dicts with ``metric``, ``image_path``, ``reference`` (the evaluation caption) and
+    ``models``: a list of dicts with ``model``, ``caption``, ``rho``, ``rank_rho``, ``worst_caption``,
+    ``crel_rho``, ``rank_crel``.
+    """
+    fig, axes = plt.subplots(len(examples), 2, figsize=(13, 2.7 * len(examples)), gridspec_kw={"width_ratios": [1, 5]}, squeeze=False)
+    for (image_ax, text_ax), example in zip(axes, examples):
+        image_ax.imshow(Image.open(example["image_path"]).convert("RGB"))
+        image_ax.axis("off")
+        image_ax.set_title(f"CReL-{METRIC_LABELS[example['metric']]}", fontsize=9)
+        lines = [f"ground truth: {example['reference']}", ""]
+        for m in example["models"]:
+            lines.append(f"{m['model']}: \"{m['caption']}\"  ρ={m['rho']:.3f}^{m['rank_rho']}")
+            lines.append(f"    worst case ≈ \"{m['worst_caption']}\"  CReL-ρ={m['crel_rho']:.3f}^{m['rank_crel']}")
+        text_ax.text(0, 1, "\n".join(textwrap.shorten(line, 140) for line in lines), va="top", family="monospace", fontsize=7.5)
+        text_ax.axis("off")
+    fig.suptitle(f"Qualitative results of image-to-text models (α = {alpha:g}); superscripts: rank among the models on this image")
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def plot_card(model: str, table: pl.DataFrame, scores: pl.DataFrame, alpha: float, path) -> None:
+    """A model's reliability card: per metric its mean ρ, CReL-ρ, rank change (highlighted) and violin."""
+    metrics = [m for m in METRIC_LABELS if m in table["metric"].unique().to_list()]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        row = table.filter((pl.col("metric") == metric) & (pl.col("model") == model)).row(0, named=True)
+        values = scores.filter((pl.col("metric") == metric) & (pl.col("model") == model))["rho"].to_numpy()
+        ax.violinplot([values], vert=False, showmedians=True)
+        ax.axvline(row["mean_rho"], color="black", label=f"mean ρ {row['mean_rho']:.4f} (rank {row['rank_mean']})")
+        ax.axvline(row["crel_rho"], color=_WORSE, linestyle="--", label=f"CReL-ρ {row['crel_rho']:.4f} (rank {row['rank_crel']})")
+        moved = row["rank_crel"] != row["rank_mean"]
+        colour = (_BETTER if row["rank_crel"] < row["rank_mean"] else _WORSE) if moved else "black"
+        ax.set_title(f"{METRIC_LABELS[metric]}: rank {_rank_change(row['rank_mean'], row['rank_crel'])}", color=colour, fontweight="bold" if moved else None)
+        ax.set_yticks([])
+        ax.set_xlabel(f"ρ = {METRIC_LABELS[metric]} on {len(values)} test images")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"Reliability card: {model} (α = {alpha:g})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)

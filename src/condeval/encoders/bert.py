@@ -1,0 +1,82 @@
+"""A tiny BERT pre-trained as BERT was: masked-language modelling plus next-sentence prediction.
+
+Training uses ``BertForPreTraining`` on caption pairs ``[CLS] A [SEP] B [SEP]`` of the mini-world's
+train split, with transformers' own ``DataCollatorForLanguageModeling`` masking (15% of tokens
+chosen; 80/10/10 mask/random/keep). The sentence-level task (is B a caption of A's image, or of a
+random other image?) is what trains the [CLS] state: with masked-language modelling alone every
+caption's [CLS] feature came out the same (cosine 0.9999 between captions of different images),
+and BERT-SIM read nothing. The saved folder loads with ``BertModel.from_pretrained(path)`` exactly
+as ``bert-base-uncased`` does; BERT-SIM reads the [CLS] hidden state of a single caption.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from transformers import AutoTokenizer, BertConfig, BertForPreTraining, DataCollatorForLanguageModeling
+
+from condeval.encoders.clip import warmup_cosine
+
+__all__ = ["tiny_bert_config", "PretrainingBert", "caption_pairs"]
+
+
+def tiny_bert_config(tokenizer, *, width: int = 64, layers: int = 2, heads: int = 4, max_length: int = 50) -> BertConfig:
+    """A ``BertConfig`` of the real architecture at a CPU-trainable size, wired to ``tokenizer``."""
+    return BertConfig(
+        vocab_size=len(tokenizer), hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=4 * width, max_position_embeddings=max_length, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+
+
+def caption_pairs(captions: list[list[str]], rng: np.random.Generator) -> tuple[list[str], list[str], np.ndarray]:
+    """One (A, B, label) pair per image: B is another caption of A's image (label 0) or, half of
+    the time, a caption of a random other image (label 1), BERT's IsNext / NotNext."""
+    n = len(captions)
+    firsts, seconds, labels = [], [], rng.integers(0, 2, size=n)
+    for i, per_image in enumerate(captions):
+        a, b = rng.choice(len(per_image), size=2, replace=False)
+        other = (i + int(rng.integers(1, n))) % n
+        firsts.append(per_image[a])
+        seconds.append(captions[other][int(rng.integers(len(captions[other])))] if labels[i] else per_image[b])
+    return firsts, seconds, labels.astype(np.int64)
+
+
+class PretrainingBert(pl.LightningModule):
+    """Lightning wrapper of ``BertForPreTraining``; a batch is ``(input_ids, attention_mask, token_type_ids, next_sentence_label)``.
+
+    ``tokenizer_dir`` is the saved tokenizer the collator masks with. Masks come from torch's
+    global generator, which the training helper seeds and checkpoints, so a resumed run masks as
+    an uninterrupted one.
+    """
+
+    def __init__(self, config: dict, tokenizer_dir: str, lr: float = 2e-3, warmup_steps: int = 50, total_steps: int = 1000, mlm_probability: float = 0.15):
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = BertForPreTraining(BertConfig(**config))
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        self.collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability)
+        self.register_buffer("special_ids", torch.tensor(tokenizer.all_special_ids), persistent=False)
+
+    def _loss(self, batch) -> torch.Tensor:
+        ids, attention, types, next_sentence = batch
+        special = torch.isin(ids, self.special_ids) | (attention == 0)
+        masked, labels = self.collator.torch_mask_tokens(ids.cpu().clone(), special.cpu())
+        out = self.model(
+            input_ids=masked.to(ids.device), attention_mask=attention, token_type_ids=types,
+            labels=labels.to(ids.device), next_sentence_label=next_sentence,
+        )  # fmt: skip
+        return out.loss
+
+    def training_step(self, batch, batch_idx):
+        loss = self._loss(batch)
+        self.log("train_loss", loss, prog_bar=True, on_step=False, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self._loss(batch), prog_bar=True)
+
+    def configure_optimizers(self):
+        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=0.01)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(self.hparams.warmup_steps, self.hparams.total_steps))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

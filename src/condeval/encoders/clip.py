@@ -1,0 +1,147 @@
+"""A tiny ``CLIPModel`` trained contrastively on the mini-world, with shape-swap hard negatives.
+
+Trained here, it is saved with ``save_pretrained`` (model, word-level tokenizer, image processor in
+one folder) and loaded everywhere with :func:`condeval.encoders.load_clip`, the call that loads
+``openai/clip-vit-large-patch14`` from a local directory on a cluster.
+
+Why hard negatives: with the symmetric InfoNCE loss alone, a tiny CLIP retrieves well from colour,
+size and count and barely registers the shape noun (a swapped shape scored lower only 51-56% of
+the time in a try). Every caption therefore also meets, as an extra negative for its own image,
+the same caption with one shape noun swapped (:func:`condeval.datasets.miniworld.swap_shape_noun`),
+the FOIL construction the word-level track later detects.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+__all__ = ["tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contrastive_loss"]
+
+
+def tiny_clip_config(
+    tokenizer, image_size: int, *, vision_width: int = 128, vision_layers: int = 4, patch_size: int = 8,
+    text_width: int = 64, text_layers: int = 2, heads: int = 4, projection_dim: int = 128, max_length: int = 32,
+) -> CLIPConfig:  # fmt: skip
+    """A ``CLIPConfig`` of the real architecture at a CPU-trainable size, wired to ``tokenizer``.
+
+    The text tower pools at the first ``[SEP]`` (``eos_token_id``), as CLIP pools at its end token.
+    A grammar of 80 words needs a far smaller text tower than the images need a vision tower.
+    """
+    text = dict(
+        hidden_size=text_width, intermediate_size=2 * text_width, num_hidden_layers=text_layers, num_attention_heads=heads,
+        vocab_size=len(tokenizer), max_position_embeddings=max_length,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+    )  # fmt: skip
+    vision = dict(
+        hidden_size=vision_width, intermediate_size=2 * vision_width, num_hidden_layers=vision_layers,
+        num_attention_heads=heads, image_size=image_size, patch_size=patch_size,
+    )  # fmt: skip
+    return CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection_dim)
+
+
+def clip_image_processor(image_size: int) -> CLIPImageProcessor:
+    """CLIP's own preprocessing (resize, centre crop, normalise with CLIP's mean and std) at ``image_size``."""
+    return CLIPImageProcessor(size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size})
+
+
+def contrastive_loss(image: torch.Tensor, text: torch.Tensor, hard: torch.Tensor | None, logit_scale: torch.Tensor, hard_weight: float = 1.0) -> torch.Tensor:
+    """Symmetric InfoNCE over a batch; image i also ranks against the hard negative texts.
+
+    ``image``, ``text``, ``hard``: L2-normalised (B, D) embeddings; ``hard[i]`` is a wrong caption
+    of image i. Image→text scores each image against all B captions and all B hard negatives;
+    ``hard_weight`` adds the two-way choice between each caption and its own hard negative.
+    """
+    scale = logit_scale.exp().clamp(max=100.0)
+    targets = torch.arange(image.shape[0], device=image.device)
+    texts = text if hard is None else torch.cat([text, hard])
+    image_to_text = scale * image @ texts.T
+    text_to_image = scale * text @ image.T
+    loss = 0.5 * (F.cross_entropy(image_to_text, targets) + F.cross_entropy(text_to_image, targets))
+    if hard is None:
+        return loss
+    # The true caption against its own foil only: among 2B candidates one hard negative is a weak
+    # signal, and this pairwise term is what makes the shape noun count.
+    pair = scale * torch.stack([(image * text).sum(-1), (image * hard).sum(-1)], dim=1)
+    return loss + hard_weight * F.cross_entropy(pair, torch.zeros_like(targets))
+
+
+class ContrastiveCLIP(pl.LightningModule):
+    """Lightning wrapper: a batch is ``(pixel_values, ids, mask, hard_ids, hard_mask)`` per image.
+
+    ``ids``/``mask`` hold all of an image's captions, (B, C, L); each training step pairs every
+    image with one of them at random (and that caption's hard negative), so an epoch is one pass
+    over the images. Validation uses caption 0.
+
+    Parameters
+    ----------
+    config : dict
+        ``CLIPConfig.to_dict()`` (plain data, so checkpoints load with ``weights_only=True``).
+    lr, weight_decay : float
+        AdamW settings.
+    warmup_steps, total_steps : int
+        Linear warm-up then cosine decay to zero, per optimiser step.
+    """
+
+    def __init__(self, config: dict, lr: float = 1e-3, weight_decay: float = 0.1, warmup_steps: int = 50, total_steps: int = 1000, hard_weight: float = 1.0):
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = CLIPModel(CLIPConfig(**config))
+
+    def embed(self, pixel_values=None, ids=None, mask=None) -> torch.Tensor:
+        if pixel_values is not None:
+            features = self.model.get_image_features(pixel_values=pixel_values).pooler_output
+        else:
+            features = self.model.get_text_features(input_ids=ids, attention_mask=mask).pooler_output
+        return F.normalize(features, dim=-1)
+
+    def _loss(self, batch, random_caption: bool) -> torch.Tensor:
+        pixel_values, *texts = batch
+        rows = torch.arange(pixel_values.shape[0], device=pixel_values.device)
+        pick = torch.randint(0, texts[0].shape[1], rows.shape, device=rows.device) if random_caption else torch.zeros_like(rows)
+        ids, mask, hard_ids, hard_mask = (t[rows, pick] for t in texts)
+        image = self.embed(pixel_values=pixel_values)
+        text = self.embed(ids=ids, mask=mask)
+        hard = self.embed(ids=hard_ids, mask=hard_mask)
+        return contrastive_loss(image, text, hard, self.model.logit_scale, self.hparams.hard_weight)
+
+    def training_step(self, batch, batch_idx):
+        loss = self._loss(batch, random_caption=True)
+        self.log("train_loss", loss, prog_bar=True, on_step=False, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self._loss(batch, random_caption=False), prog_bar=True)
+
+    def configure_optimizers(self):
+        decay = [p for n, p in self.named_parameters() if p.ndim >= 2]
+        rest = [p for n, p in self.named_parameters() if p.ndim < 2]
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": self.hparams.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+            lr=self.hparams.lr,
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(self.hparams.warmup_steps, self.hparams.total_steps))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+
+class warmup_cosine:
+    """Learning-rate factor: linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``total``.
+
+    A class rather than a closure so that the scheduler state in a checkpoint stays plain data.
+    """
+
+    def __init__(self, warmup: int, total: int):
+        self.warmup, self.total = max(1, int(warmup)), max(2, int(total))
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
+        return 0.5 * (1.0 + math.cos(math.pi * progress))

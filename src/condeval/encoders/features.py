@@ -1,0 +1,176 @@
+"""Encoders behind one interface, and L2-normalised feature shards with their provenance.
+
+:class:`ClipEncoder` and :class:`BertEncoder` load a saved folder with ``from_pretrained(path)``:
+the tiny models trained here, or ``openai/clip-vit-large-patch14`` and ``bert-base-uncased`` from
+a local directory on a cluster. Every feature they return is L2-normalised (rows of unit norm),
+the reading every track uses.
+
+A feature shard is a safetensors file holding ``features`` (n, d) float32 and ``ids`` (n,) int64,
+whose metadata records the encoder's name, content hash, kind of input and preprocessing, so a
+shard can always be traced to the exact weights that made it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from safetensors.numpy import load_file, save_file
+from safetensors import safe_open
+from tqdm.auto import tqdm
+
+from condeval.core.io import atomic_path
+
+__all__ = ["ClipEncoder", "BertEncoder", "model_identity", "write_feature_shard", "read_feature_shards"]
+
+
+def model_identity(path: str | os.PathLike) -> dict:
+    """Name, revision (a hub snapshot's commit, if the folder is one) and weights hash of a saved model."""
+    path = Path(path)
+    weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
+    if not weights:
+        raise FileNotFoundError(f"{path}: no *.safetensors or *.bin weights file")
+    digest = hashlib.sha256()
+    for file in weights:
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    config = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
+    revision = path.name if path.parent.name == "snapshots" else None
+    return {"name": config.get("_name_or_path") or path.name, "path": str(path), "revision": revision, "weights_sha256": digest.hexdigest()}
+
+
+def _batches(items: Sequence, batch_size: int, desc: str):
+    for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", disable=None):
+        yield items[start : start + batch_size]
+
+
+def _unit_rows(features: torch.Tensor) -> np.ndarray:
+    return F.normalize(features.float(), dim=-1).cpu().numpy().astype(np.float32)
+
+
+class ClipEncoder:
+    """A ``CLIPModel`` with its tokenizer and image processor, loaded from one folder.
+
+    Parameters
+    ----------
+    path : path-like
+        Folder holding ``config.json``, weights, tokenizer and ``preprocessor_config.json``.
+    device : str, optional
+        Torch device (default CPU).
+    max_length : int, optional
+        Token cap (default: the text tower's position embeddings).
+    """
+
+    def __init__(self, path: str | os.PathLike, device: str | None = None, max_length: int | None = None):
+        from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
+
+        self.path = Path(path)
+        self.device = torch.device(device or "cpu")
+        self.model = CLIPModel.from_pretrained(str(path)).eval().to(self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self.image_processor = AutoImageProcessor.from_pretrained(str(path))
+        self.max_length = max_length or self.model.config.text_config.max_position_embeddings
+
+    @property
+    def identity(self) -> dict:
+        return model_identity(self.path)
+
+    @property
+    def preprocessing(self) -> dict:
+        return {"image_processor": self.image_processor.to_dict(), "max_length": self.max_length, "normalisation": "L2"}
+
+    @torch.no_grad()
+    def image_features(self, images: Sequence[Image.Image | str], batch_size: int = 128) -> np.ndarray:
+        """Unit-norm image embeddings (n, projection_dim); ``images`` are PIL images or file paths."""
+        chunks = []
+        for batch in _batches(list(images), batch_size, "CLIP images"):
+            pil = [Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i.convert("RGB") for i in batch]
+            pixels = self.image_processor(pil, return_tensors="pt")["pixel_values"].to(self.device)
+            chunks.append(_unit_rows(self.model.get_image_features(pixel_values=pixels).pooler_output))
+        return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
+
+    @torch.no_grad()
+    def text_features(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
+        """Unit-norm caption embeddings (n, projection_dim)."""
+        chunks = []
+        for batch in _batches(list(texts), batch_size, "CLIP texts"):
+            tokens = self.tokenizer(list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt").to(self.device)
+            out = self.model.get_text_features(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"])
+            chunks.append(_unit_rows(out.pooler_output))
+        return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
+
+
+class BertEncoder:
+    """A ``BertModel`` whose caption feature is the [CLS] hidden state (the paper's BERT-SIM).
+
+    Captions are truncated at ``max_length`` tokens (the paper: 50).
+    """
+
+    def __init__(self, path: str | os.PathLike, device: str | None = None, max_length: int = 50):
+        from transformers import AutoTokenizer, BertModel
+
+        self.path = Path(path)
+        self.device = torch.device(device or "cpu")
+        self.model = BertModel.from_pretrained(str(path), add_pooling_layer=False).eval().to(self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self.max_length = max_length
+
+    @property
+    def identity(self) -> dict:
+        return model_identity(self.path)
+
+    @property
+    def preprocessing(self) -> dict:
+        return {"max_length": self.max_length, "pooling": "[CLS] last hidden state", "normalisation": "L2"}
+
+    @torch.no_grad()
+    def text_features(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
+        """Unit-norm [CLS] features (n, hidden_size)."""
+        chunks = []
+        for batch in _batches(list(texts), batch_size, "BERT texts"):
+            tokens = self.tokenizer(list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt").to(self.device)
+            chunks.append(_unit_rows(self.model(**tokens).last_hidden_state[:, 0]))
+        return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
+
+
+def write_feature_shard(path: str | os.PathLike, ids: np.ndarray, features: np.ndarray, metadata: dict) -> None:
+    """Write one shard atomically; ``metadata`` (JSON-serialisable) goes in the safetensors header."""
+    ids, features = np.asarray(ids, dtype=np.int64), np.ascontiguousarray(features, dtype=np.float32)
+    if features.ndim != 2 or ids.shape != (features.shape[0],):
+        raise ValueError(f"{path}: need features (n, d) and ids (n,); got {features.shape} and {ids.shape}")
+    if not np.isfinite(features).all():
+        raise ValueError(f"{path}: features hold NaN or inf (row {int(np.argwhere(~np.isfinite(features))[0, 0])})")
+    header = {key: json.dumps(value, sort_keys=True) for key, value in metadata.items()}
+    with atomic_path(path, suffix=".safetensors") as tmp:
+        save_file({"ids": ids, "features": features}, str(tmp), metadata=header)
+
+
+def read_feature_shards(paths: Sequence[str | os.PathLike]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Concatenate shards in order: ids (n,), features (n, d), and the first shard's metadata.
+
+    Raises ``ValueError`` naming the shard whose encoder or width differs from the first one's.
+    """
+    ids, features, first = [], [], None
+    for path in paths:
+        with safe_open(str(path), framework="numpy") as handle:
+            meta = {k: json.loads(v) for k, v in (handle.metadata() or {}).items()}
+        arrays = load_file(str(path))
+        if first is None:
+            first = meta
+        elif meta.get("encoder") != first.get("encoder"):
+            raise ValueError(f"{path}: made by another encoder than {paths[0]} ({meta.get('encoder')} vs {first.get('encoder')})")
+        if features and arrays["features"].shape[1] != features[0].shape[1]:
+            raise ValueError(f"{path}: feature width {arrays['features'].shape[1]} differs from {features[0].shape[1]}")
+        ids.append(arrays["ids"])
+        features.append(arrays["features"])
+    if first is None:
+        raise ValueError("no feature shards given")
+    return np.concatenate(ids), np.concatenate(features), first

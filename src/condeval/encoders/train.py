@@ -1,0 +1,141 @@
+"""Training the mini-world's encoders (and any ``save_pretrained`` model) from a COCO-format split.
+
+Each function trains a Lightning module with :func:`condeval.core.training.fit` (seeded, resumable
+from ``last.ckpt``, early stopping on a held-out slice of the *train* split; the val split is the
+evaluation set and no model sees it) and exports the best weights with ``save_pretrained`` into a
+folder that also holds the tokenizer and image processor, written atomically.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytorch_lightning as pl
+
+from condeval.core.io import atomic_directory, write_json
+from condeval.core.training import fit, training_summary
+from condeval.datasets.coco import load_captions
+from condeval.datasets.miniworld import swap_shape_noun
+from condeval.encoders.data import captions_per_image, pixel_values, token_arrays
+
+__all__ = ["coco_split", "train_clip", "train_bert", "train_and_export"]
+
+CAPTIONS_PER_IMAGE = 5
+
+
+def coco_split(root: str | os.PathLike, split: str, n_images: int | None = None):
+    """(images frame with ``path``, their five captions) of ``{root}/annotations/captions_{split}2014.json``."""
+    root = Path(root)
+    frame = load_captions(root / "annotations" / f"captions_{split}2014.json", root / f"{split}2014")
+    images, captions = captions_per_image(frame, CAPTIONS_PER_IMAGE)
+    if n_images is not None:
+        images, captions = images.head(n_images), captions[:n_images]
+    return images, captions
+
+
+def _token_cube(tokenizer, captions: list[list[str]], max_length: int) -> tuple[np.ndarray, np.ndarray]:
+    ids, mask = token_arrays(tokenizer, [c for per_image in captions for c in per_image], max_length)
+    shape = (len(captions), len(captions[0]), max_length)
+    return ids.reshape(shape), mask.reshape(shape)
+
+
+def _split_rows(arrays: tuple[np.ndarray, ...], n_val: int) -> tuple[tuple, tuple]:
+    if not 0 < n_val < arrays[0].shape[0]:
+        raise ValueError(f"cannot hold out {n_val} of {arrays[0].shape[0]} training images for validation")
+    return tuple(a[n_val:] for a in arrays), tuple(a[:n_val] for a in arrays)
+
+
+def train_and_export(
+    module: pl.LightningModule,
+    arrays: tuple[np.ndarray, ...],
+    out_dir: str | os.PathLike,
+    export: Callable[[pl.LightningModule, Path], None],
+    *,
+    val_rows: int,
+    epochs: int,
+    batch_size: int,
+    seed: int,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
+    """Fit ``module`` on ``arrays`` (first ``val_rows`` rows held out), export the best into ``out_dir``.
+
+    The run folder is ``<out_dir>_run`` (checkpoints, CSV logs); ``export(best_module, folder)``
+    writes the saved model. Returns the training summary, also written to ``out_dir/training.json``.
+    """
+    out_dir = Path(out_dir)
+    run_dir = out_dir.with_name(out_dir.name + "_run")
+    train, val = _split_rows(arrays, val_rows)
+    best = fit(
+        module, train, val, run_dir, max_epochs=epochs, patience=max(2, epochs), batch_size=batch_size,
+        seed=seed, accelerator=accelerator, fingerprint=fingerprint,
+    )  # fmt: skip
+    trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
+    summary = training_summary(run_dir)
+    with atomic_directory(out_dir) as folder:
+        export(trained, folder)
+        write_json(summary, folder / "training.json")
+    return summary
+
+
+def _steps(n_rows: int, batch_size: int, epochs: int) -> int:
+    return epochs * -(-n_rows // batch_size)
+
+
+def train_clip(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float, hard_weight: float, model: dict, image_size: int, val_images: int, seed: int, accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
+    """Train the tiny CLIP contrastively (with shape-swap hard negatives) and ``save_pretrained`` it."""
+    from transformers import AutoTokenizer
+
+    from condeval.encoders.clip import ContrastiveCLIP, clip_image_processor, tiny_clip_config
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    processor = clip_image_processor(image_size)
+    frame, captions = coco_split(world, "train", images)
+    rng = np.random.default_rng(seed)
+    foils = [[" ".join((swap_shape_noun(c.split(), rng) or (c.split(), 0))[0]) for c in per_image] for per_image in captions]
+    length = model.get("max_length", 32)
+    arrays = (pixel_values(frame["path"].to_list(), processor), *_token_cube(tokenizer, captions, length), *_token_cube(tokenizer, foils, length))
+    pl.seed_everything(seed, workers=True, verbose=False)
+    config = tiny_clip_config(tokenizer, image_size, **model)
+    steps = _steps(len(captions) - val_images, batch_size, epochs)
+    module = ContrastiveCLIP(config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, hard_weight=hard_weight)
+
+    def export(trained, folder):
+        trained.model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        processor.save_pretrained(folder)
+
+    return train_and_export(module, arrays, out_dir, export, val_rows=val_images, epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)
+
+
+def train_bert(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float, model: dict, val_images: int, seed: int, accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
+    """Pre-train the tiny BERT (MLM + next-sentence prediction on caption pairs); ``save_pretrained`` it.
+
+    Every image gives ``CAPTIONS_PER_IMAGE`` pairs, each drawn as in :func:`condeval.encoders.bert.caption_pairs`.
+    """
+    from transformers import AutoTokenizer
+
+    from condeval.encoders.bert import PretrainingBert, caption_pairs, tiny_bert_config
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    _, captions = coco_split(world, "train", images)
+    rng = np.random.default_rng(seed)
+    pairs = [caption_pairs(captions, rng) for _ in range(CAPTIONS_PER_IMAGE)]  # pair round k: rows k*n ... (k+1)*n - 1
+    firsts, seconds = [a for p in pairs for a in p[0]], [b for p in pairs for b in p[1]]
+    encoded = tokenizer(firsts, seconds, padding="max_length", truncation=True, max_length=model.get("max_length", 50), return_token_type_ids=True, return_tensors="np")
+    arrays = tuple(encoded[key].astype(np.int64) for key in ("input_ids", "attention_mask", "token_type_ids")) + (np.concatenate([p[2] for p in pairs]),)
+    image_major = np.arange(len(firsts)).reshape(CAPTIONS_PER_IMAGE, len(captions)).T.ravel()  # held-out rows = whole images
+    arrays = tuple(a[image_major] for a in arrays)
+    pl.seed_everything(seed, workers=True, verbose=False)
+    config = tiny_bert_config(tokenizer, **model)
+    steps = _steps(len(firsts) - val_images * CAPTIONS_PER_IMAGE, batch_size, epochs)
+    module = PretrainingBert(config.to_dict(), str(tokenizer_dir), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps)
+
+    def export(trained, folder):
+        trained.model.save_pretrained(folder)  # BertForPreTraining; BertModel.from_pretrained reads its encoder
+        tokenizer.save_pretrained(folder)
+
+    return train_and_export(module, arrays, out_dir, export, val_rows=val_images * CAPTIONS_PER_IMAGE, epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)

@@ -1,0 +1,181 @@
+# CReL on image-to-text (Section 4.2): four captioners sample one caption per val image, CLIP and
+# BERT embed everything, and CReL runs per model and metric on the features.
+#
+#   train_captioner (a `train:` model)  ->  generate_captions (per image-id shard)
+#   -> text_features (shared rules)     ->  i2t_fit (VAE + DQR; no alpha)  ->  i2t_evaluate (alpha)
+#   -> Table 2, Fig. 3, Fig. 4, the num_z0 curve, reliability cards
+#
+# Nothing before i2t_evaluate depends on crel.image_to_text.alpha, so an alpha edit reruns no
+# training and no generation.
+I2T = CREL.get("image_to_text")
+I2T_MODELS = list(I2T["models"]) if I2T else []
+I2T_METRICS = ["clip", "bert"]
+I2T_ALPHA = f"{I2T['alpha']:g}" if I2T else None
+
+I2T_WILDCARDS = {
+    "model": "|".join(I2T_MODELS) or "none",
+    "metric": "clip|bert",
+    "shard": r"\d+",
+    "alpha": r"0\.\d+|\de-\d+",
+}
+
+
+def captioner_folder(model):
+    section = I2T["models"][model]
+    return section["path"] if "path" in section else f"results/crel/i2t/captioners/{model}"
+
+
+def captioner_folder_param(wildcards):
+    return captioner_folder(wildcards.model)
+
+
+def captioner_inputs(wildcards):
+    return [captioner_folder(wildcards.model)] if "train" in I2T["models"][wildcards.model] else []
+
+
+def captioner_train_inputs(wildcards):
+    train = I2T["models"][wildcards.model]["train"]
+    inputs = {"captions": coco_world(), "tokenizer": "results/encoders/tokenizer"}
+    if train.get("vision_from_clip"):
+        inputs["clip"] = encoder_folder("clip")
+    return inputs
+
+
+def captioner_train_params(wildcards):
+    return canonical(I2T["models"][wildcards.model]["train"])
+
+
+def captioner_sampling(wildcards):
+    section = I2T["models"][wildcards.model]
+    return canonical({**I2T["sampling"], "temperature": section.get("temperature", 1.0)})
+
+
+def i2t_feature_inputs(wildcards):
+    """Every shard CReL needs for one model: image and reference features, the model's caption features."""
+    return {
+        "image": feature_shards("clip", "val-images"),
+        "reference_bert": feature_shards("bert", "val-reference"),
+        "caption_clip": feature_shards("clip", f"captions-{wildcards.model}"),
+        "caption_bert": feature_shards("bert", f"captions-{wildcards.model}"),
+    }
+
+
+def i2t_targets():
+    if not I2T:
+        return []
+    return [
+        "results/encoders/signal.json",
+        f"reports/crel/i2t/table2_alpha{I2T_ALPHA}.md",
+        f"reports/crel/i2t/fig3_violins_alpha{I2T_ALPHA}.png",
+        f"reports/crel/i2t/fig4_examples_alpha{I2T_ALPHA}.png",
+        f"reports/crel/i2t/fig6_num_z0_alpha{I2T_ALPHA}.png",
+        *expand("reports/crel/i2t/card_{model}_alpha{alpha}.png", model=I2T_MODELS, alpha=I2T_ALPHA),
+    ]
+
+
+rule train_captioner:
+    input:
+        unpack(captioner_train_inputs),
+    output:
+        model=directory("results/crel/i2t/captioners/{model}"),
+        run=update(directory("results/crel/i2t/captioners/{model}_run")),
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    params:
+        root=COCO_ROOT,
+        train=captioner_train_params,
+        image_size=ENCODERS["image_size"],
+        seed=I2T["seed"] if I2T else 0,
+    log:
+        "logs/crel/i2t/train_captioner_{model}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=6000,
+        runtime=120,
+        gpu=0,
+    script:
+        "../../scripts/crel/train_captioner.py"
+
+
+rule generate_captions:
+    """One sampled caption per val image of one image-id shard."""
+    input:
+        captions=coco_captions("val"),
+        model=captioner_inputs,
+    output:
+        "results/crel/i2t/captions/{model}/shard-{shard}.parquet",
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    params:
+        root=COCO_ROOT,
+        model=captioner_folder_param,
+        sampling=captioner_sampling,
+        shards=COCO["shards"],
+        seed=I2T["seed"] if I2T else 0,
+        batch_size=ENCODERS["batch_size"],
+    log:
+        "logs/crel/i2t/generate_{model}_shard-{shard}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/crel/generate_captions.py"
+
+
+rule i2t_fit:
+    """The VAE on Y of the VAE fold, then the latent DQR on the DQR fold (no alpha here)."""
+    input:
+        unpack(i2t_feature_inputs),
+    output:
+        lgm="results/crel/i2t/{model}/{metric}/lgm.ckpt",
+        dqr="results/crel/i2t/{model}/{metric}/dqr.ckpt",
+        run=update(directory("results/crel/i2t/{model}/{metric}/run")),
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    params:
+        vae=canonical(I2T["vae"]) if I2T else {},
+        dqr=canonical({**I2T["dqr"], "quantile_level": CREL["dqr"]["quantile_level"]}) if I2T else {},
+        seed=I2T["seed"] if I2T else 0,
+    log:
+        "logs/crel/i2t/fit_{model}_{metric}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/crel/i2t_fit.py"
+
+
+rule i2t_evaluate:
+    """Calibrate at alpha, then mean rho and CReL-rho (PGD, num_z0 starts) of every test image."""
+    input:
+        unpack(i2t_feature_inputs),
+        lgm="results/crel/i2t/{model}/{metric}/lgm.ckpt",
+        dqr="results/crel/i2t/{model}/{metric}/dqr.ckpt",
+    output:
+        "results/crel/i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    params:
+        reliability=canonical(I2T["reliability"]) if I2T else {},
+        seed=I2T["seed"] if I2T else 0,
+    log:
+        "logs/crel/i2t/evaluate_{model}_{metric}_alpha{alpha}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/crel/i2t_evaluate.py"

@@ -1,0 +1,155 @@
+# Reports of the image-to-text track: Table 2, Fig. 3 (violins), Fig. 4 (examples), Fig. 6
+# (num_z0 curve) and one reliability card per model, all at crel.image_to_text.alpha.
+
+
+def i2t_scores(wildcards):
+    return expand("results/crel/i2t/{model}/{metric}/scores_alpha{alpha}.parquet", model=I2T_MODELS, metric=I2T_METRICS, alpha=wildcards.alpha)
+
+
+def i2t_example_inputs(wildcards):
+    return {
+        "scores": i2t_scores(wildcards),
+        "lgms": expand("results/crel/i2t/{model}/{metric}/lgm.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
+        "dqrs": expand("results/crel/i2t/{model}/{metric}/dqr.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
+        "reference_clip": feature_shards("clip", "val-reference"),
+        "reference_bert": feature_shards("bert", "val-reference"),
+        "generated": expand("results/crel/i2t/captions/{model}/shard-{shard}.parquet", model=I2T_MODELS, shard=SHARDS),
+        "captions": coco_captions("val"),
+    }
+
+
+rule i2t_num_z0:
+    """CReL-rho against the number of PGD starts (Appendix C.8, Fig. 6) for one model and metric."""
+    input:
+        unpack(i2t_feature_inputs),
+        lgm="results/crel/i2t/{model}/{metric}/lgm.ckpt",
+        dqr="results/crel/i2t/{model}/{metric}/dqr.ckpt",
+    output:
+        "results/crel/i2t/{model}/{metric}/num_z0_alpha{alpha}.parquet",
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    params:
+        num_z0s=I2T["num_z0_curve"] if I2T else [],
+        reliability=canonical(I2T["reliability"]) if I2T else {},
+        seed=I2T["seed"] if I2T else 0,
+    log:
+        "logs/crel/i2t/num_z0_{model}_{metric}_alpha{alpha}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/crel/i2t_num_z0.py"
+
+
+rule i2t_table2:
+    input:
+        i2t_scores,
+    output:
+        table="results/crel/i2t/table2_alpha{alpha}.parquet",
+        markdown=report(
+            "reports/crel/i2t/table2_alpha{alpha}.md",
+            caption="../../report/crel/i2t_table2.rst",
+            category="CReL image-to-text",
+        ),
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    log:
+        "logs/crel/i2t/table2_alpha{alpha}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/i2t_table2.py"
+
+
+rule i2t_fig3:
+    input:
+        scores=i2t_scores,
+        table="results/crel/i2t/table2_alpha{alpha}.parquet",
+    output:
+        report(
+            "reports/crel/i2t/fig3_violins_alpha{alpha}.png",
+            caption="../../report/crel/i2t_fig3.rst",
+            category="CReL image-to-text",
+        ),
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    log:
+        "logs/crel/i2t/fig3_alpha{alpha}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/i2t_fig3.py"
+
+
+rule i2t_fig4:
+    input:
+        unpack(i2t_example_inputs),
+    output:
+        report(
+            "reports/crel/i2t/fig4_examples_alpha{alpha}.png",
+            caption="../../report/crel/i2t_fig4.rst",
+            category="CReL image-to-text",
+        ),
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    params:
+        root=COCO_ROOT,
+        models=I2T_MODELS,
+        metrics=I2T_METRICS,
+        examples=I2T["examples"] if I2T else 0,
+    log:
+        "logs/crel/i2t/fig4_alpha{alpha}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/i2t_fig4.py"
+
+
+rule i2t_fig6:
+    input:
+        expand("results/crel/i2t/{model}/{metric}/num_z0_alpha{{alpha}}.parquet", model=I2T_MODELS, metric=I2T_METRICS),
+    output:
+        report(
+            "reports/crel/i2t/fig6_num_z0_alpha{alpha}.png",
+            caption="../../report/crel/i2t_fig6.rst",
+            category="CReL image-to-text",
+        ),
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    log:
+        "logs/crel/i2t/fig6_alpha{alpha}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/i2t_fig6.py"
+
+
+rule i2t_card:
+    input:
+        scores=i2t_scores,
+        table="results/crel/i2t/table2_alpha{alpha}.parquet",
+    output:
+        report(
+            "reports/crel/i2t/card_{model}_alpha{alpha}.png",
+            caption="../../report/crel/i2t_card.rst",
+            category="CReL image-to-text",
+            subcategory="Reliability cards",
+            labels={"model": "{model}"},
+        ),
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    log:
+        "logs/crel/i2t/card_{model}_alpha{alpha}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/i2t_card.py"

@@ -1,0 +1,41 @@
+# The COCO-format data and the encoders that every image-text track shares (config sections
+# `coco:` and `encoders:`). Offline both are generated here: the miniature COCO world and tiny
+# CLIP / BERT trained on its train split. On a cluster, `coco.source: files` reads the real
+# MS-COCO 2014 folder and `encoders.<name>.path` loads saved checkpoints with from_pretrained.
+#
+# Feature rules and training rules declare `gpu=0` (the CPU is the default); a site raises it
+# with --set-resources (profiles/slurm does) and the job runs on CUDA.
+COCO = track_config("coco")
+ENCODERS = track_config("encoders")
+COCO_ROOT = COCO["root"]
+ENCODER_NAMES = ("clip", "bert")
+
+SHARED_WILDCARDS = {
+    "split": "train|val",
+    "encoder": "clip|bert",
+    "shard": r"\d+",
+}
+
+
+def coco_captions(split):
+    return f"{COCO_ROOT}/annotations/captions_{split}2014.json"
+
+
+def coco_world():
+    """Inputs that stand for the whole COCO folder (captions files; with the mini-world, its rule's outputs)."""
+    return [coco_captions("train"), coco_captions("val")]
+
+
+def encoder_folder(name):
+    """The saved folder of an encoder: trained here (results/encoders/<name>) or the configured path."""
+    section = ENCODERS[name]
+    return section["path"] if "path" in section else f"results/encoders/{name}"
+
+
+def trained_encoder_inputs(name):
+    """What an encoder folder depends on: its training rule's output, or nothing for a given path."""
+    return [encoder_folder(name)] if "train" in ENCODERS[name] else []
+
+
+def word_tokenizer_needed():
+    return COCO["source"] == "miniworld"

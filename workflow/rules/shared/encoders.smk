@@ -1,0 +1,102 @@
+# Tiny CLIP and BERT trained on the mini-world's train split (only when the config says `train:`;
+# a `path:` encoder is read as it is). Their outputs are save_pretrained folders.
+if word_tokenizer_needed():
+
+    rule word_tokenizer:
+        output:
+            directory("results/encoders/tokenizer"),
+        log:
+            "logs/shared/word_tokenizer.log",
+        conda:
+            "../../../envs/torch.yaml"
+        threads: 1
+        resources:
+            mem_mb=1000,
+            runtime=10,
+        script:
+            "../../scripts/shared/word_tokenizer.py"
+
+
+if "train" in ENCODERS["clip"]:
+
+    rule train_clip:
+        input:
+            captions=coco_world(),
+            tokenizer="results/encoders/tokenizer",
+        output:
+            model=directory("results/encoders/clip"),
+            run=update(directory("results/encoders/clip_run")),
+        params:
+            root=COCO_ROOT,
+            train=canonical(ENCODERS["clip"]["train"]),
+            image_size=ENCODERS["image_size"],
+            seed=ENCODERS["seed"],
+        log:
+            "logs/shared/train_clip.log",
+        conda:
+            "../../../envs/torch.yaml"
+        threads: 2
+        resources:
+            mem_mb=6000,
+            runtime=60,
+            gpu=0,
+        script:
+            "../../scripts/shared/train_clip.py"
+
+
+if "train" in ENCODERS["bert"]:
+
+    rule train_bert:
+        input:
+            captions=coco_world(),
+            tokenizer="results/encoders/tokenizer",
+        output:
+            model=directory("results/encoders/bert"),
+            run=update(directory("results/encoders/bert_run")),
+        params:
+            root=COCO_ROOT,
+            train=canonical(ENCODERS["bert"]["train"]),
+            max_length=ENCODERS["bert"].get("max_length", 50),
+            seed=ENCODERS["seed"],
+        log:
+            "logs/shared/train_bert.log",
+        conda:
+            "../../../envs/torch.yaml"
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=60,
+            gpu=0,
+        script:
+            "../../scripts/shared/train_bert.py"
+
+
+rule encoder_signal:
+    """CLIP retrieval R@1/R@5 in a 1,000-way gallery and the one-noun foil gap; BERT same-image agreement."""
+    input:
+        captions=coco_world(),
+        clip=trained_encoder_inputs("clip"),
+        bert=trained_encoder_inputs("bert"),
+    output:
+        report(
+            "results/encoders/signal.json",
+            caption="../../report/shared/encoder_signal.rst",
+            category="Encoders",
+        ),
+    params:
+        root=COCO_ROOT,
+        clip=encoder_folder("clip"),
+        bert=encoder_folder("bert"),
+        bert_max_length=ENCODERS["bert"].get("max_length", 50),
+        gallery=1000,
+    log:
+        "logs/shared/encoder_signal.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        gpu=0,
+    script:
+        "../../scripts/shared/encoder_signal.py"

@@ -1,0 +1,23 @@
+"""Snakemake adapter: measure the encoders' signal on held-out val images (README, tests)."""
+import torch
+
+from condeval.core.io import write_json
+from condeval.core.logs import log_to_file
+from condeval.core.training import device_for_gpus
+from condeval.encoders.features import BertEncoder, ClipEncoder
+from condeval.encoders.signal import bert_signal, clip_signal
+from condeval.encoders.train import coco_split
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p = snakemake.params
+device = device_for_gpus(snakemake.resources.get("gpu", 0))
+frame, captions = coco_split(p.root, "val", p.gallery)
+clip = ClipEncoder(p.clip, device=device)
+bert = BertEncoder(p.bert, device=device, max_length=p.bert_max_length)
+signal = {
+    "clip": {**clip.identity, **clip_signal(clip, frame["path"].to_list(), [c[0] for c in captions])},
+    "bert": {**bert.identity, **bert_signal(bert, captions)},
+}
+write_json(signal, snakemake.output[0])
+log.info("encoder signal: %s", signal)

@@ -1,0 +1,28 @@
+"""Snakemake adapter: CLIP-text or BERT features of one shard of captions (reference or sampled)."""
+import polars as pl
+import torch
+
+from condeval.core.logs import log_to_file
+from condeval.core.training import device_for_gpus
+from condeval.crel.image_to_text import shard_image_ids
+from condeval.datasets.coco import evaluation_pairs, load_captions
+from condeval.encoders.features import BertEncoder, ClipEncoder, write_feature_shard
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p, w = snakemake.params, snakemake.wildcards
+device = device_for_gpus(snakemake.resources.get("gpu", 0))
+shard = int(w.shard)
+if "generated" in snakemake.input.keys():
+    rows = pl.read_parquet(snakemake.input.generated)
+else:
+    pairs = evaluation_pairs(load_captions(snakemake.input.captions))
+    rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
+if w.encoder == "clip":
+    encoder = ClipEncoder(p.encoder, device=device, max_length=p.max_length)
+else:
+    encoder = BertEncoder(p.encoder, device=device, max_length=p.max_length or 50)
+features = encoder.text_features(rows["caption"].to_list(), batch_size=p.batch_size)
+metadata = {"encoder": encoder.identity, "input": w.source, "preprocessing": encoder.preprocessing, "shard": [shard, p.shards]}
+write_feature_shard(snakemake.output[0], rows["image_id"].to_numpy(), features, metadata)
+log.info("shard %d of %s: %d %s features of width %d", shard, w.source, features.shape[0], w.encoder, features.shape[1])

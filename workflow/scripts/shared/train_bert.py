@@ -1,0 +1,20 @@
+"""Snakemake adapter: train the tiny BERT by masked-language modelling and save_pretrained it."""
+import torch
+
+from condeval.core.io import fingerprint
+from condeval.core.logs import log_to_file
+from condeval.core.training import accelerator_for_gpus
+from condeval.encoders.train import train_bert
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p = snakemake.params
+train = dict(p.train)
+summary = train_bert(
+    p.root, snakemake.input.tokenizer, snakemake.output.model,
+    images=train["images"], epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
+    model={**train["model"], "max_length": p.max_length}, val_images=train["val_images"], seed=p.seed,
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    fingerprint=fingerprint(list(snakemake.input.captions), {"train": train, "max_length": p.max_length, "seed": p.seed}),
+)  # fmt: skip
+log.info("BERT trained: %s", summary)

@@ -1,0 +1,20 @@
+"""Snakemake adapter: train the tiny CLIP on the mini-world's train split and save_pretrained it."""
+import torch
+
+from condeval.core.io import fingerprint
+from condeval.core.logs import log_to_file
+from condeval.core.training import accelerator_for_gpus
+from condeval.encoders.train import train_clip
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p = snakemake.params
+train = dict(p.train)
+summary = train_clip(
+    p.root, snakemake.input.tokenizer, snakemake.output.model,
+    images=train["images"], epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
+    hard_weight=train.get("hard_weight", 1.0), model=dict(train["model"]), image_size=p.image_size,
+    val_images=train["val_images"], seed=p.seed, accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    fingerprint=fingerprint(list(snakemake.input.captions), {"train": train, "image_size": p.image_size, "seed": p.seed}),
+)  # fmt: skip
+log.info("CLIP trained: %s", summary)
