@@ -25,7 +25,6 @@ __all__ = [
     "FOLD_FRACTIONS",
     "METRICS",
     "assign_folds",
-    "shard_image_ids",
     "metric_arrays",
     "cosine_rows",
     "evaluate_crel",
@@ -66,13 +65,6 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
         folds[permuted[start : start + size]] = name
         start += size
     return folds.astype(str)
-
-
-def shard_image_ids(image_ids: np.ndarray, n_shards: int, shard: int) -> np.ndarray:
-    """Image ids of one shard: the sorted ids cut into ``n_shards`` contiguous id ranges."""
-    if not 0 <= shard < n_shards:
-        raise ValueError(f"shard {shard} is outside 0..{n_shards - 1}")
-    return np.array_split(np.sort(np.asarray(image_ids)), n_shards)[shard]
 
 
 def aligned_features(shards: dict[str, list]) -> tuple[np.ndarray, dict[str, np.ndarray]]:

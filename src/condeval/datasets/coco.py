@@ -12,11 +12,12 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from condeval.datasets import DatasetFormatError
 
-__all__ = ["load_captions", "evaluation_pairs"]
+__all__ = ["load_captions", "evaluation_pairs", "shard_image_ids"]
 
 _IMAGE_FIELDS = ("id", "file_name")
 _ANNOTATION_FIELDS = ("id", "image_id", "caption")
@@ -109,3 +110,10 @@ def evaluation_pairs(captions: pl.DataFrame) -> pl.DataFrame:
     smallest id is a fixed, documented choice that every track applies.
     """
     return captions.sort("image_id", "caption_id").unique(subset="image_id", keep="first", maintain_order=True)
+
+
+def shard_image_ids(image_ids: np.ndarray, n_shards: int, shard: int) -> np.ndarray:
+    """Image ids of one shard: the sorted ids cut into ``n_shards`` contiguous id ranges."""
+    if not 0 <= shard < n_shards:
+        raise ValueError(f"shard {shard} is outside 0..{n_shards - 1}")
+    return np.array_split(np.sort(np.asarray(image_ids)), n_shards)[shard]

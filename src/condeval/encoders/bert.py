@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForPreTraining, DataCollatorForLanguageModeling
 
-from condeval.encoders.clip import warmup_cosine
+from condeval.core.nn import warmup_cosine
 
 __all__ = ["tiny_bert_config", "PretrainingBert", "caption_pairs"]
 

@@ -13,15 +13,12 @@ the FOIL construction the word-level track later detects.
 
 from __future__ import annotations
 
-import math
-import os
-from pathlib import Path
-
-import numpy as np
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+from condeval.core.nn import warmup_cosine
 
 __all__ = ["tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contrastive_loss"]
 
@@ -129,19 +126,3 @@ class ContrastiveCLIP(pl.LightningModule):
         )
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(self.hparams.warmup_steps, self.hparams.total_steps))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
-
-
-class warmup_cosine:
-    """Learning-rate factor: linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``total``.
-
-    A class rather than a closure so that the scheduler state in a checkpoint stays plain data.
-    """
-
-    def __init__(self, warmup: int, total: int):
-        self.warmup, self.total = max(1, int(warmup)), max(2, int(total))
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup:
-            return (step + 1) / self.warmup
-        progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
-        return 0.5 * (1.0 + math.cos(math.pi * progress))

@@ -156,17 +156,19 @@ rule i2t_fit:
 
 
 rule i2t_evaluate:
-    """Calibrate at alpha, then mean rho and CReL-rho (PGD, num_z0 starts) of every test image."""
+    """Calibrate at alpha; rho and CReL-rho (PGD, num_z0 starts) of every test image; the num_z0 curve (Fig. 6)."""
     input:
         unpack(i2t_feature_inputs),
         lgm="results/crel/i2t/{model}/{metric}/lgm.ckpt",
         dqr="results/crel/i2t/{model}/{metric}/dqr.ckpt",
     output:
-        "results/crel/i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
+        scores="results/crel/i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
+        num_z0="results/crel/i2t/{model}/{metric}/num_z0_alpha{alpha}.parquet",
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
         reliability=canonical(I2T["reliability"]) if I2T else {},
+        num_z0s=I2T["num_z0_curve"] if I2T else [],
         seed=I2T["seed"] if I2T else 0,
     log:
         "logs/crel/i2t/evaluate_{model}_{metric}_alpha{alpha}.log",

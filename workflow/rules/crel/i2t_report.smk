@@ -18,33 +18,6 @@ def i2t_example_inputs(wildcards):
     }
 
 
-rule i2t_num_z0:
-    """CReL-rho against the number of PGD starts (Appendix C.8, Fig. 6) for one model and metric."""
-    input:
-        unpack(i2t_feature_inputs),
-        lgm="results/crel/i2t/{model}/{metric}/lgm.ckpt",
-        dqr="results/crel/i2t/{model}/{metric}/dqr.ckpt",
-    output:
-        "results/crel/i2t/{model}/{metric}/num_z0_alpha{alpha}.parquet",
-    wildcard_constraints:
-        **I2T_WILDCARDS,
-    params:
-        num_z0s=I2T["num_z0_curve"] if I2T else [],
-        reliability=canonical(I2T["reliability"]) if I2T else {},
-        seed=I2T["seed"] if I2T else 0,
-    log:
-        "logs/crel/i2t/num_z0_{model}_{metric}_alpha{alpha}.log",
-    conda:
-        "../../../envs/torch.yaml"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=60,
-        gpu=0,
-    script:
-        "../../scripts/crel/i2t_num_z0.py"
-
-
 rule i2t_table2:
     input:
         i2t_scores,

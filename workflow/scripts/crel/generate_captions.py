@@ -6,8 +6,7 @@ from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
 from condeval.core.training import device_for_gpus
 from condeval.crel.captioners import Captioner
-from condeval.crel.image_to_text import shard_image_ids
-from condeval.datasets.coco import evaluation_pairs, load_captions
+from condeval.datasets.coco import evaluation_pairs, load_captions, shard_image_ids
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

@@ -4,7 +4,7 @@ import torch
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
 from condeval.core.training import accelerator_for_gpus
-from condeval.crel.captioners import train_captioner
+from condeval.crel.captioner_training import train_captioner
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

@@ -3,8 +3,7 @@ import torch
 
 from condeval.core.logs import log_to_file
 from condeval.core.training import device_for_gpus
-from condeval.crel.image_to_text import shard_image_ids
-from condeval.datasets.coco import evaluation_pairs, load_captions
+from condeval.datasets.coco import evaluation_pairs, load_captions, shard_image_ids
 from condeval.encoders.features import ClipEncoder, write_feature_shard
 
 log = log_to_file(snakemake.log[0])
