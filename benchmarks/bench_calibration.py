@@ -206,7 +206,8 @@ def bench_reliability(args) -> dict:
     r = args.rel_dim
     U, b, Z = make_problem(args.rel_n, args.K, r, seed=args.seed + 1000)
     gamma = float(np.quantile(polytope_distance(U, b, Z), 0.9))
-    mlp = make_decoder(r, seed=args.seed)
+    d = args.rel_out_dim
+    mlp = make_decoder(r, d=d, hidden=args.rel_hidden, seed=args.seed)
     for p in mlp.parameters():
         p.requires_grad_(False)
 
@@ -217,7 +218,7 @@ def bench_reliability(args) -> dict:
         return -((y - gt) ** 2).sum(dim=1)
 
     with torch.no_grad():
-        gt = decode(torch.as_tensor(Z), None).numpy() + 0.1 * np.random.default_rng(0).standard_normal((len(Z), 2))
+        gt = decode(torch.as_tensor(Z), None).numpy() + 0.1 * np.random.default_rng(0).standard_normal((len(Z), d))
     kw = dict(num_z0=args.num_z0, steps=args.steps, lr=args.lr, seed=args.seed, progress=False)
     t0 = time.perf_counter()
     scores, z_worst = reliability_score(decode, similarity, U, b, gamma, gt, **kw)
@@ -232,9 +233,9 @@ def bench_reliability(args) -> dict:
     with torch.no_grad():
         at_z = similarity(decode(torch.as_tensor(z_worst), None), torch.as_tensor(gt)).numpy()
     out = {
-        "r": r, "n": args.rel_n, "K": args.K, "d": 2, "gamma": gamma,
+        "r": r, "n": args.rel_n, "K": args.K, "d": d, "gamma": gamma,
         "num_z0": args.num_z0, "steps": args.steps, "lr": args.lr,
-        "decoder": "MLP r-64-64-2 tanh, float32",
+        "decoder": f"MLP r-{args.rel_hidden}-{args.rel_hidden}-{d} tanh, float32",
         "batched": {"seconds": batched, "batch_size": 1024},
         "naive_per_sample_loop": {
             "subsample": m, "seconds_subsample": naive,
@@ -271,6 +272,8 @@ def parse_args(argv=None):
     ap.add_argument("--rel-n", type=int, default=4000)
     ap.add_argument("--rel-dim", type=int, default=12)
     ap.add_argument("--rel-naive-subsample", type=int, default=8)
+    ap.add_argument("--rel-out-dim", type=int, default=2, help="decoder output width d (paper image-to-text: 768)")
+    ap.add_argument("--rel-hidden", type=int, default=64, help="decoder hidden width")
     ap.add_argument("--num-z0", type=int, default=50)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--lr", type=float, default=0.05)

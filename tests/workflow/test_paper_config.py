@@ -7,22 +7,44 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # starts Snakemake
 
 #: Jobs of `all ablations scaling` under config/paper.yaml; update when the DAG changes on purpose.
-EXPECTED_JOBS = 251
+EXPECTED_JOBS = 877
+#: Image-to-text rules that must run on a GPU node under profiles/slurm.
+I2T_GPU_RULES = ("generate_captions", "image_features", "text_features", "i2t_fit", "i2t_evaluate")
+
+
+def _stand_ins(workdir: Path) -> dict:
+    """Empty stand-ins at the paper config's data and model paths (a dry run only checks that they exist)."""
+    config = yaml.safe_load((REPO / "config/paper.yaml").read_text())
+    annotations = workdir / config["coco"]["root"] / "annotations"
+    annotations.mkdir(parents=True)
+    for split in ("train", "val"):
+        (annotations / f"captions_{split}2014.json").write_text("{}")
+    folders = [m["path"] for m in config["crel"]["image_to_text"]["models"].values()]
+    folders += [config["encoders"][name]["path"] for name in ("clip", "bert")]
+    for folder in folders:
+        (workdir / folder).mkdir(parents=True)
+    return config
+
+
+def _dry_run(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "all", "ablations", "scaling", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
+         "--configfile", str(REPO / "config/paper.yaml"), "-n", *extra],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
 
 
 def test_paper_config_dry_run_resolves_every_target(tmp_path):
+    config = _stand_ins(tmp_path)
     started = time.perf_counter()
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "all", "ablations", "scaling", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
-         "--configfile", str(REPO / "config/paper.yaml"), "-n", "--quiet", "rules"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    result = _dry_run(tmp_path, "--cores", "1", "--quiet", "rules")
     elapsed = time.perf_counter() - started
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
@@ -31,5 +53,24 @@ def test_paper_config_dry_run_resolves_every_target(tmp_path):
     assert total, result.stdout[-3000:]
     print(f"config/paper.yaml dry run: {total.group(1)} jobs, {cpu:.1f} s of Snakemake CPU time, {elapsed:.1f} s wall")
     assert int(total.group(1)) == EXPECTED_JOBS
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.M))
+    models, shards = len(config["crel"]["image_to_text"]["models"]), config["coco"]["shards"]
+    assert int(counts["i2t_fit"]) == int(counts["i2t_evaluate"]) == models * 2  # 4 captioners x CLIP-SIM, BERT-SIM
+    assert int(counts["generate_captions"]) == models * shards
+    assert int(counts["text_features"]) == 2 * (1 + models) * shards  # CLIP and BERT of references and of each model's captions
     # CPU time, not wall time: the bound must hold on a loaded CI machine too
     assert cpu < 10, f"the paper config's dry run took {cpu:.1f} s of CPU (goal: under 10 s)"
+
+
+def test_generation_features_and_training_ask_for_a_gpu_under_slurm(tmp_path):
+    _stand_ins(tmp_path)
+    result = _dry_run(tmp_path, "--profile", str(REPO / "profiles/slurm"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    blocks = re.split(r"\n(?=(?:local)?rule \w+:)", result.stdout)
+    seen = set()
+    for block in blocks:
+        rule = re.match(r"(?:local)?rule (\w+):", block)
+        if rule and rule.group(1) in I2T_GPU_RULES + ("train_vae", "train_dqr"):
+            seen.add(rule.group(1))
+            assert "gpu=1" in block and "slurm_partition=gpu" in block, block[:800]
+    assert seen == set(I2T_GPU_RULES) | {"train_vae", "train_dqr"}

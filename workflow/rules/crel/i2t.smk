@@ -7,13 +7,15 @@
 #
 # Nothing before i2t_evaluate depends on crel.image_to_text.alpha, so an alpha edit reruns no
 # training and no generation.
-I2T = CREL.get("image_to_text")
-I2T_MODELS = list(I2T["models"]) if I2T else []
+if "coco" not in config or "encoders" not in config:
+    raise ValueError("config key 'crel.image_to_text' needs the 'coco' and 'encoders' sections (the data and encoders it reads)")
+I2T = CREL["image_to_text"]
+I2T_MODELS = list(I2T["models"])
 I2T_METRICS = ["clip", "bert"]
-I2T_ALPHA = f"{I2T['alpha']:g}" if I2T else None
+I2T_ALPHA = f"{I2T['alpha']:g}"
 
 I2T_WILDCARDS = {
-    "model": "|".join(I2T_MODELS) or "none",
+    "model": "|".join(I2T_MODELS),
     "metric": "clip|bert",
     "shard": r"\d+",
     "alpha": r"0\.\d+|\de-\d+",
@@ -22,7 +24,7 @@ I2T_WILDCARDS = {
 
 def captioner_folder(model):
     section = I2T["models"][model]
-    return section["path"] if "path" in section else f"results/crel/i2t/captioners/{model}"
+    return section["path"] if "path" in section else f"results/crel_i2t/captioners/{model}"
 
 
 def captioner_folder_param(wildcards):
@@ -61,15 +63,13 @@ def i2t_feature_inputs(wildcards):
 
 
 def i2t_targets():
-    if not I2T:
-        return []
     return [
         "results/encoders/signal.json",
-        f"reports/crel/i2t/table2_alpha{I2T_ALPHA}.md",
-        f"reports/crel/i2t/fig3_violins_alpha{I2T_ALPHA}.png",
-        f"reports/crel/i2t/fig4_examples_alpha{I2T_ALPHA}.png",
-        f"reports/crel/i2t/fig6_num_z0_alpha{I2T_ALPHA}.png",
-        *expand("reports/crel/i2t/card_{model}_alpha{alpha}.png", model=I2T_MODELS, alpha=I2T_ALPHA),
+        f"reports/crel_i2t/table2_alpha{I2T_ALPHA}.md",
+        f"reports/crel_i2t/fig3_violins_alpha{I2T_ALPHA}.png",
+        f"reports/crel_i2t/fig4_examples_alpha{I2T_ALPHA}.png",
+        f"reports/crel_i2t/fig6_num_z0_alpha{I2T_ALPHA}.png",
+        *expand("reports/crel_i2t/card_{model}_alpha{alpha}.png", model=I2T_MODELS, alpha=I2T_ALPHA),
     ]
 
 
@@ -77,17 +77,17 @@ rule train_captioner:
     input:
         unpack(captioner_train_inputs),
     output:
-        model=directory("results/crel/i2t/captioners/{model}"),
-        run=update(directory("results/crel/i2t/captioners/{model}_run")),
+        model=directory("results/crel_i2t/captioners/{model}"),
+        run=update(directory("results/crel_i2t/captioners/{model}_run")),
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
         root=COCO_ROOT,
         train=captioner_train_params,
         image_size=ENCODERS["image_size"],
-        seed=I2T["seed"] if I2T else 0,
+        seed=I2T["seed"],
     log:
-        "logs/crel/i2t/train_captioner_{model}.log",
+        "logs/crel_i2t/train_captioner_{model}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1
@@ -105,7 +105,7 @@ rule generate_captions:
         captions=coco_captions("val"),
         model=captioner_inputs,
     output:
-        "results/crel/i2t/captions/{model}/shard-{shard}.parquet",
+        "results/crel_i2t/captions/{model}/shard-{shard}.parquet",
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
@@ -113,10 +113,10 @@ rule generate_captions:
         model=captioner_folder_param,
         sampling=captioner_sampling,
         shards=COCO["shards"],
-        seed=I2T["seed"] if I2T else 0,
+        seed=I2T["seed"],
         batch_size=ENCODERS["batch_size"],
     log:
-        "logs/crel/i2t/generate_{model}_shard-{shard}.log",
+        "logs/crel_i2t/generate_{model}_shard-{shard}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1
@@ -133,17 +133,17 @@ rule i2t_fit:
     input:
         unpack(i2t_feature_inputs),
     output:
-        lgm="results/crel/i2t/{model}/{metric}/lgm.ckpt",
-        dqr="results/crel/i2t/{model}/{metric}/dqr.ckpt",
-        run=update(directory("results/crel/i2t/{model}/{metric}/run")),
+        lgm="results/crel_i2t/{model}/{metric}/lgm.ckpt",
+        dqr="results/crel_i2t/{model}/{metric}/dqr.ckpt",
+        run=update(directory("results/crel_i2t/{model}/{metric}/run")),
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
-        vae=canonical(I2T["vae"]) if I2T else {},
-        dqr=canonical({**I2T["dqr"], "quantile_level": CREL["dqr"]["quantile_level"]}) if I2T else {},
-        seed=I2T["seed"] if I2T else 0,
+        vae=canonical(I2T["vae"]),
+        dqr=canonical({**I2T["dqr"], "quantile_level": CREL["dqr"]["quantile_level"]}),
+        seed=I2T["seed"],
     log:
-        "logs/crel/i2t/fit_{model}_{metric}.log",
+        "logs/crel_i2t/fit_{model}_{metric}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1
@@ -159,19 +159,19 @@ rule i2t_evaluate:
     """Calibrate at alpha; rho and CReL-rho (PGD, num_z0 starts) of every test image; the num_z0 curve (Fig. 6)."""
     input:
         unpack(i2t_feature_inputs),
-        lgm="results/crel/i2t/{model}/{metric}/lgm.ckpt",
-        dqr="results/crel/i2t/{model}/{metric}/dqr.ckpt",
+        lgm="results/crel_i2t/{model}/{metric}/lgm.ckpt",
+        dqr="results/crel_i2t/{model}/{metric}/dqr.ckpt",
     output:
-        scores="results/crel/i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
-        num_z0="results/crel/i2t/{model}/{metric}/num_z0_alpha{alpha}.parquet",
+        scores="results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
+        num_z0="results/crel_i2t/{model}/{metric}/num_z0_alpha{alpha}.parquet",
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
-        reliability=canonical(I2T["reliability"]) if I2T else {},
-        num_z0s=I2T["num_z0_curve"] if I2T else [],
-        seed=I2T["seed"] if I2T else 0,
+        reliability=canonical(I2T["reliability"]),
+        num_z0s=I2T["num_z0_curve"],
+        seed=I2T["seed"],
     log:
-        "logs/crel/i2t/evaluate_{model}_{metric}_alpha{alpha}.log",
+        "logs/crel_i2t/evaluate_{model}_{metric}_alpha{alpha}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1

@@ -3,17 +3,17 @@
 
 
 def i2t_scores(wildcards):
-    return expand("results/crel/i2t/{model}/{metric}/scores_alpha{alpha}.parquet", model=I2T_MODELS, metric=I2T_METRICS, alpha=wildcards.alpha)
+    return expand("results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet", model=I2T_MODELS, metric=I2T_METRICS, alpha=wildcards.alpha)
 
 
 def i2t_example_inputs(wildcards):
     return {
         "scores": i2t_scores(wildcards),
-        "lgms": expand("results/crel/i2t/{model}/{metric}/lgm.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
-        "dqrs": expand("results/crel/i2t/{model}/{metric}/dqr.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
+        "lgms": expand("results/crel_i2t/{model}/{metric}/lgm.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
+        "dqrs": expand("results/crel_i2t/{model}/{metric}/dqr.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
         "reference_clip": feature_shards("clip", "val-reference"),
         "reference_bert": feature_shards("bert", "val-reference"),
-        "generated": expand("results/crel/i2t/captions/{model}/shard-{shard}.parquet", model=I2T_MODELS, shard=SHARDS),
+        "generated": expand("results/crel_i2t/captions/{model}/shard-{shard}.parquet", model=I2T_MODELS, shard=SHARDS),
         "captions": coco_captions("val"),
     }
 
@@ -22,16 +22,16 @@ rule i2t_table2:
     input:
         i2t_scores,
     output:
-        table="results/crel/i2t/table2_alpha{alpha}.parquet",
+        table="results/crel_i2t/table2_alpha{alpha}.parquet",
         markdown=report(
-            "reports/crel/i2t/table2_alpha{alpha}.md",
+            "reports/crel_i2t/table2_alpha{alpha}.md",
             caption="../../report/crel/i2t_table2.rst",
             category="CReL image-to-text",
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
     log:
-        "logs/crel/i2t/table2_alpha{alpha}.log",
+        "logs/crel_i2t/table2_alpha{alpha}.log",
     conda:
         "../../../envs/analysis.yaml"
     threads: 1
@@ -42,17 +42,17 @@ rule i2t_table2:
 rule i2t_fig3:
     input:
         scores=i2t_scores,
-        table="results/crel/i2t/table2_alpha{alpha}.parquet",
+        table="results/crel_i2t/table2_alpha{alpha}.parquet",
     output:
         report(
-            "reports/crel/i2t/fig3_violins_alpha{alpha}.png",
+            "reports/crel_i2t/fig3_violins_alpha{alpha}.png",
             caption="../../report/crel/i2t_fig3.rst",
             category="CReL image-to-text",
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
     log:
-        "logs/crel/i2t/fig3_alpha{alpha}.log",
+        "logs/crel_i2t/fig3_alpha{alpha}.log",
     conda:
         "../../../envs/analysis.yaml"
     threads: 1
@@ -65,7 +65,7 @@ rule i2t_fig4:
         unpack(i2t_example_inputs),
     output:
         report(
-            "reports/crel/i2t/fig4_examples_alpha{alpha}.png",
+            "reports/crel_i2t/fig4_examples_alpha{alpha}.png",
             caption="../../report/crel/i2t_fig4.rst",
             category="CReL image-to-text",
         ),
@@ -75,9 +75,9 @@ rule i2t_fig4:
         root=COCO_ROOT,
         models=I2T_MODELS,
         metrics=I2T_METRICS,
-        examples=I2T["examples"] if I2T else 0,
+        examples=I2T["examples"],
     log:
-        "logs/crel/i2t/fig4_alpha{alpha}.log",
+        "logs/crel_i2t/fig4_alpha{alpha}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1
@@ -87,17 +87,17 @@ rule i2t_fig4:
 
 rule i2t_fig6:
     input:
-        expand("results/crel/i2t/{model}/{metric}/num_z0_alpha{{alpha}}.parquet", model=I2T_MODELS, metric=I2T_METRICS),
+        expand("results/crel_i2t/{model}/{metric}/num_z0_alpha{{alpha}}.parquet", model=I2T_MODELS, metric=I2T_METRICS),
     output:
         report(
-            "reports/crel/i2t/fig6_num_z0_alpha{alpha}.png",
+            "reports/crel_i2t/fig6_num_z0_alpha{alpha}.png",
             caption="../../report/crel/i2t_fig6.rst",
             category="CReL image-to-text",
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
     log:
-        "logs/crel/i2t/fig6_alpha{alpha}.log",
+        "logs/crel_i2t/fig6_alpha{alpha}.log",
     conda:
         "../../../envs/analysis.yaml"
     threads: 1
@@ -108,10 +108,10 @@ rule i2t_fig6:
 rule i2t_card:
     input:
         scores=i2t_scores,
-        table="results/crel/i2t/table2_alpha{alpha}.parquet",
+        table="results/crel_i2t/table2_alpha{alpha}.parquet",
     output:
         report(
-            "reports/crel/i2t/card_{model}_alpha{alpha}.png",
+            "reports/crel_i2t/card_{model}_alpha{alpha}.png",
             caption="../../report/crel/i2t_card.rst",
             category="CReL image-to-text",
             subcategory="Reliability cards",
@@ -120,7 +120,7 @@ rule i2t_card:
     wildcard_constraints:
         **I2T_WILDCARDS,
     log:
-        "logs/crel/i2t/card_{model}_alpha{alpha}.log",
+        "logs/crel_i2t/card_{model}_alpha{alpha}.log",
     conda:
         "../../../envs/analysis.yaml"
     threads: 1

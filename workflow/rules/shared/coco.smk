@@ -11,7 +11,7 @@ if COCO["source"] == "miniworld":
         wildcard_constraints:
             **SHARED_WILDCARDS,
         params:
-            world=COCO["miniworld"],
+            world=canonical(COCO["miniworld"]),
             root=COCO_ROOT,
         log:
             "logs/shared/miniworld_{split}.log",

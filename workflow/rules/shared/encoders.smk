@@ -36,6 +36,7 @@ if "train" in ENCODERS["clip"]:
         conda:
             "../../../envs/torch.yaml"
         threads: 2
+        priority: 50  # every caption feature waits for it; start it before the captioners
         resources:
             mem_mb=6000,
             runtime=60,
@@ -63,6 +64,7 @@ if "train" in ENCODERS["bert"]:
         conda:
             "../../../envs/torch.yaml"
         threads: 1
+        priority: 40
         resources:
             mem_mb=4000,
             runtime=60,

@@ -13,7 +13,7 @@ def text_source_inputs(wildcards):
     if wildcards.source == "val-reference":
         return {"captions": coco_captions("val")}
     model = wildcards.source.removeprefix("captions-")
-    return {"captions": coco_captions("val"), "generated": f"results/crel/i2t/captions/{model}/shard-{wildcards.shard}.parquet"}
+    return {"captions": coco_captions("val"), "generated": f"results/crel_i2t/captions/{model}/shard-{wildcards.shard}.parquet"}
 
 
 def wildcard_encoder_inputs(wildcards):
