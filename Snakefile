@@ -35,6 +35,7 @@ include: "workflow/rules/crel/scaling.smk"
 # CReL on image-to-text (config `crel.image_to_text:`), on the shared COCO data and encoders.
 if "image_to_text" in config.get("crel", {}):
 
+    include: "workflow/rules/crel/i2t_common.smk"
     include: "workflow/rules/crel/i2t.smk"
     include: "workflow/rules/crel/i2t_report.smk"
 

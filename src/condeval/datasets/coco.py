@@ -17,7 +17,7 @@ import polars as pl
 
 from condeval.datasets import DatasetFormatError
 
-__all__ = ["load_captions", "evaluation_pairs", "shard_image_ids"]
+__all__ = ["load_captions", "evaluation_pairs", "shard_image_ids", "coco_root", "image_dir"]
 
 _IMAGE_FIELDS = ("id", "file_name")
 _ANNOTATION_FIELDS = ("id", "image_id", "caption")
@@ -117,3 +117,14 @@ def shard_image_ids(image_ids: np.ndarray, n_shards: int, shard: int) -> np.ndar
     if not 0 <= shard < n_shards:
         raise ValueError(f"shard {shard} is outside 0..{n_shards - 1}")
     return np.array_split(np.sort(np.asarray(image_ids)), n_shards)[shard]
+
+
+def coco_root(captions_json: str | os.PathLike) -> Path:
+    """The dataset folder of ``<root>/annotations/captions_{split}2014.json``."""
+    return Path(captions_json).resolve().parents[1]
+
+
+def image_dir(captions_json: str | os.PathLike) -> Path:
+    """The image folder beside a captions file: ``<root>/{split}2014`` for ``captions_{split}2014.json``."""
+    split = Path(captions_json).name.removeprefix("captions_").removesuffix(".json")
+    return coco_root(captions_json) / split

@@ -7,70 +7,6 @@
 #
 # Nothing before i2t_evaluate depends on crel.image_to_text.alpha, so an alpha edit reruns no
 # training and no generation.
-if "coco" not in config or "encoders" not in config:
-    raise ValueError("config key 'crel.image_to_text' needs the 'coco' and 'encoders' sections (the data and encoders it reads)")
-I2T = CREL["image_to_text"]
-I2T_MODELS = list(I2T["models"])
-I2T_METRICS = ["clip", "bert"]
-I2T_ALPHA = f"{I2T['alpha']:g}"
-
-I2T_WILDCARDS = {
-    "model": "|".join(I2T_MODELS),
-    "metric": "clip|bert",
-    "shard": r"\d+",
-    "alpha": r"0\.\d+|\de-\d+",
-}
-
-
-def captioner_folder(model):
-    section = I2T["models"][model]
-    return section["path"] if "path" in section else f"results/crel_i2t/captioners/{model}"
-
-
-def captioner_folder_param(wildcards):
-    return captioner_folder(wildcards.model)
-
-
-def captioner_inputs(wildcards):
-    return [captioner_folder(wildcards.model)] if "train" in I2T["models"][wildcards.model] else []
-
-
-def captioner_train_inputs(wildcards):
-    train = I2T["models"][wildcards.model]["train"]
-    inputs = {"captions": coco_world(), "tokenizer": "results/encoders/tokenizer"}
-    if train.get("vision_from_clip"):
-        inputs["clip"] = encoder_folder("clip")
-    return inputs
-
-
-def captioner_train_params(wildcards):
-    return canonical(I2T["models"][wildcards.model]["train"])
-
-
-def captioner_sampling(wildcards):
-    section = I2T["models"][wildcards.model]
-    return canonical({**I2T["sampling"], "temperature": section.get("temperature", 1.0)})
-
-
-def i2t_feature_inputs(wildcards):
-    """Every shard CReL needs for one model: image and reference features, the model's caption features."""
-    return {
-        "image": feature_shards("clip", "val-images"),
-        "reference_bert": feature_shards("bert", "val-reference"),
-        "caption_clip": feature_shards("clip", f"captions-{wildcards.model}"),
-        "caption_bert": feature_shards("bert", f"captions-{wildcards.model}"),
-    }
-
-
-def i2t_targets():
-    return [
-        "results/encoders/signal.json",
-        f"reports/crel_i2t/table2_alpha{I2T_ALPHA}.md",
-        f"reports/crel_i2t/fig3_violins_alpha{I2T_ALPHA}.png",
-        f"reports/crel_i2t/fig4_examples_alpha{I2T_ALPHA}.png",
-        f"reports/crel_i2t/fig6_num_z0_alpha{I2T_ALPHA}.png",
-        *expand("reports/crel_i2t/card_{model}_alpha{alpha}.png", model=I2T_MODELS, alpha=I2T_ALPHA),
-    ]
 
 
 rule train_captioner:
@@ -82,7 +18,6 @@ rule train_captioner:
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
-        root=COCO_ROOT,
         train=captioner_train_params,
         image_size=ENCODERS["image_size"],
         seed=I2T["seed"],
@@ -109,8 +44,6 @@ rule generate_captions:
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
-        root=COCO_ROOT,
-        model=captioner_folder_param,
         sampling=captioner_sampling,
         shards=COCO["shards"],
         seed=I2T["seed"],

@@ -2,22 +2,6 @@
 # (num_z0 curve) and one reliability card per model, all at crel.image_to_text.alpha.
 
 
-def i2t_scores(wildcards):
-    return expand("results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet", model=I2T_MODELS, metric=I2T_METRICS, alpha=wildcards.alpha)
-
-
-def i2t_example_inputs(wildcards):
-    return {
-        "scores": i2t_scores(wildcards),
-        "lgms": expand("results/crel_i2t/{model}/{metric}/lgm.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
-        "dqrs": expand("results/crel_i2t/{model}/{metric}/dqr.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
-        "reference_clip": feature_shards("clip", "val-reference"),
-        "reference_bert": feature_shards("bert", "val-reference"),
-        "generated": expand("results/crel_i2t/captions/{model}/shard-{shard}.parquet", model=I2T_MODELS, shard=SHARDS),
-        "captions": coco_captions("val"),
-    }
-
-
 rule i2t_table2:
     input:
         i2t_scores,
@@ -72,7 +56,6 @@ rule i2t_fig4:
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
-        root=COCO_ROOT,
         models=I2T_MODELS,
         metrics=I2T_METRICS,
         examples=I2T["examples"],

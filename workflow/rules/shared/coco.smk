@@ -12,7 +12,6 @@ if COCO["source"] == "miniworld":
             **SHARED_WILDCARDS,
         params:
             world=canonical(COCO["miniworld"]),
-            root=COCO_ROOT,
         log:
             "logs/shared/miniworld_{split}.log",
         conda:

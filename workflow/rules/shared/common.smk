@@ -33,9 +33,32 @@ def encoder_folder(name):
 
 
 def trained_encoder_inputs(name):
-    """What an encoder folder depends on: its training rule's output, or nothing for a given path."""
-    return [encoder_folder(name)] if "train" in ENCODERS[name] else []
+    """An encoder's folder as an input: its training rule's output, or the configured saved folder."""
+    return encoder_folder(name)
 
 
 def word_tokenizer_needed():
     return COCO["source"] == "miniworld"
+
+
+SHARDS = list(range(COCO["shards"]))
+
+
+def feature_shards(encoder, source):
+    return expand("results/features/{encoder}/{source}/shard-{shard}.safetensors", encoder=encoder, source=source, shard=SHARDS)
+
+
+def text_source_inputs(wildcards):
+    """Texts of a feature source: the val evaluation captions, or a model's sampled captions shard."""
+    if wildcards.source == "val-reference":
+        return {"captions": coco_captions("val")}
+    model = wildcards.source.removeprefix("captions-")
+    return {"captions": coco_captions("val"), "generated": f"results/crel_i2t/captions/{model}/shard-{wildcards.shard}.parquet"}
+
+
+def wildcard_encoder_inputs(wildcards):
+    return trained_encoder_inputs(wildcards.encoder)
+
+
+def wildcard_encoder_max_length(wildcards):
+    return ENCODERS[wildcards.encoder].get("max_length")

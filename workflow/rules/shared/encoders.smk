@@ -27,7 +27,6 @@ if "train" in ENCODERS["clip"]:
             model=directory("results/encoders/clip"),
             run=update(directory("results/encoders/clip_run")),
         params:
-            root=COCO_ROOT,
             train=canonical(ENCODERS["clip"]["train"]),
             image_size=ENCODERS["image_size"],
             seed=ENCODERS["seed"],
@@ -55,7 +54,6 @@ if "train" in ENCODERS["bert"]:
             model=directory("results/encoders/bert"),
             run=update(directory("results/encoders/bert_run")),
         params:
-            root=COCO_ROOT,
             train=canonical(ENCODERS["bert"]["train"]),
             max_length=ENCODERS["bert"].get("max_length", 50),
             seed=ENCODERS["seed"],
@@ -86,9 +84,6 @@ rule encoder_signal:
             category="Encoders",
         ),
     params:
-        root=COCO_ROOT,
-        clip=encoder_folder("clip"),
-        bert=encoder_folder("bert"),
         bert_max_length=ENCODERS["bert"].get("max_length", 50),
         gallery=1000,
     log:

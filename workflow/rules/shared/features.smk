@@ -1,31 +1,6 @@
 # L2-normalised features of the val split, one safetensors shard per image-id range
 # (coco.shards): a failed or edited shard reruns alone. Each shard's metadata records the
 # encoder's name, revision and weights hash and the preprocessing.
-SHARDS = list(range(COCO["shards"]))
-
-
-def feature_shards(encoder, source):
-    return expand("results/features/{encoder}/{source}/shard-{shard}.safetensors", encoder=encoder, source=source, shard=SHARDS)
-
-
-def text_source_inputs(wildcards):
-    """Texts of a feature source: the val evaluation captions, or a model's sampled captions shard."""
-    if wildcards.source == "val-reference":
-        return {"captions": coco_captions("val")}
-    model = wildcards.source.removeprefix("captions-")
-    return {"captions": coco_captions("val"), "generated": f"results/crel_i2t/captions/{model}/shard-{wildcards.shard}.parquet"}
-
-
-def wildcard_encoder_inputs(wildcards):
-    return trained_encoder_inputs(wildcards.encoder)
-
-
-def wildcard_encoder_folder(wildcards):
-    return encoder_folder(wildcards.encoder)
-
-
-def wildcard_encoder_max_length(wildcards):
-    return ENCODERS[wildcards.encoder].get("max_length")
 
 
 rule image_features:
@@ -37,8 +12,6 @@ rule image_features:
     wildcard_constraints:
         **SHARED_WILDCARDS,
     params:
-        root=COCO_ROOT,
-        encoder=encoder_folder("clip"),
         shards=COCO["shards"],
         batch_size=ENCODERS["batch_size"],
     log:
@@ -64,8 +37,6 @@ rule text_features:
         **SHARED_WILDCARDS,
         source=r"val-reference|captions-[a-z0-9-]+",
     params:
-        root=COCO_ROOT,
-        encoder=wildcard_encoder_folder,
         max_length=wildcard_encoder_max_length,
         shards=COCO["shards"],
         batch_size=ENCODERS["batch_size"],

@@ -7,12 +7,12 @@ from condeval.core.logs import log_to_file
 from condeval.crel import CReL
 from condeval.crel.image_to_text import nearest_captions
 from condeval.crel.reports.image_to_text import example_images, plot_examples
-from condeval.datasets.coco import evaluation_pairs, load_captions
+from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions
 from condeval.encoders.features import read_feature_shards
 
 log = log_to_file(snakemake.log[0])
 p, i = snakemake.params, snakemake.input
-pairs = evaluation_pairs(load_captions(i.captions, f"{p.root}/val2014"))
+pairs = evaluation_pairs(load_captions(i.captions, image_dir(i.captions)))
 reference = dict(zip(pairs["image_id"].to_list(), pairs["caption"].to_list()))
 paths = dict(zip(pairs["image_id"].to_list(), pairs["path"].to_list()))
 generated = pl.concat([pl.read_parquet(path).with_columns(pl.lit(path.split("/")[-2]).alias("model")) for path in i.generated])

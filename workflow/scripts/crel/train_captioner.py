@@ -3,6 +3,7 @@ import torch
 
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
+from condeval.datasets.coco import coco_root
 from condeval.core.training import accelerator_for_gpus
 from condeval.crel.captioner_training import train_captioner
 
@@ -11,7 +12,7 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 train = dict(p.train)
 summary = train_captioner(
-    p.root, snakemake.input.tokenizer, snakemake.output.model,
+    coco_root(snakemake.input.captions[0]), snakemake.input.tokenizer, snakemake.output.model,
     architecture=train["architecture"], images=train["images"], epochs=train["epochs"],
     batch_size=train["batch_size"], lr=train["lr"], model=dict(train["model"]), image_size=p.image_size,
     val_images=train.get("val_images", 200), seed=p.seed,

@@ -4,6 +4,7 @@ import torch
 from condeval.core.io import write_json
 from condeval.core.logs import log_to_file
 from condeval.core.training import device_for_gpus
+from condeval.datasets.coco import coco_root
 from condeval.encoders.features import BertEncoder, ClipEncoder
 from condeval.encoders.signal import bert_signal, clip_signal
 from condeval.encoders.train import coco_split
@@ -12,9 +13,9 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
-frame, captions = coco_split(p.root, "val", p.gallery)
-clip = ClipEncoder(p.clip, device=device)
-bert = BertEncoder(p.bert, device=device, max_length=p.bert_max_length)
+frame, captions = coco_split(coco_root(snakemake.input.captions[0]), "val", p.gallery)
+clip = ClipEncoder(snakemake.input.clip, device=device)
+bert = BertEncoder(snakemake.input.bert, device=device, max_length=p.bert_max_length)
 signal = {
     "clip": {**clip.identity, **clip_signal(clip, frame["path"].to_list(), [c[0] for c in captions])},
     "bert": {**bert.identity, **bert_signal(bert, captions)},

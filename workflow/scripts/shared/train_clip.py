@@ -3,6 +3,7 @@ import torch
 
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
+from condeval.datasets.coco import coco_root
 from condeval.core.training import accelerator_for_gpus
 from condeval.encoders.train import train_clip
 
@@ -11,7 +12,7 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 train = dict(p.train)
 summary = train_clip(
-    p.root, snakemake.input.tokenizer, snakemake.output.model,
+    coco_root(snakemake.input.captions[0]), snakemake.input.tokenizer, snakemake.output.model,
     images=train["images"], epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
     hard_weight=train.get("hard_weight", 1.0), model=dict(train["model"]), image_size=p.image_size,
     val_images=train["val_images"], seed=p.seed, accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
