@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from typing import Sequence
 
 from torch import nn
@@ -40,19 +38,3 @@ def mlp(sizes: Sequence[int], negative_slope: float = 0.2, dropout: float = 0.0,
                 layers.append(nn.Dropout(dropout))
         layers.append(nn.Linear(fan_in, fan_out))
     return nn.Sequential(*layers)
-
-
-class warmup_cosine:  # noqa: N801 (used like a function: LambdaLR(optimizer, warmup_cosine(...)))
-    """Learning-rate factor: linear warm-up over ``warmup`` steps, then cosine decay to 0 at ``total``.
-
-    A class rather than a closure so that the scheduler state in a checkpoint stays plain data.
-    """
-
-    def __init__(self, warmup: int, total: int):
-        self.warmup, self.total = max(1, int(warmup)), max(2, int(total))
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup:
-            return (step + 1) / self.warmup
-        progress = min(1.0, (step - self.warmup) / max(1, self.total - self.warmup))
-        return 0.5 * (1.0 + math.cos(math.pi * progress))

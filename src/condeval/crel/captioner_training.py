@@ -9,8 +9,8 @@ import os
 
 import pytorch_lightning as pl
 import torch
+from transformers import get_cosine_schedule_with_warmup
 
-from condeval.core.nn import warmup_cosine
 from condeval.crel.captioners import _config_class, _model_class, captioner_image_processor, tiny_captioner_config
 
 __all__ = ["CaptionerModule", "train_captioner"]
@@ -54,7 +54,7 @@ class CaptionerModule(pl.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.hparams.lr, weight_decay=0.05)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(self.hparams.warmup_steps, self.hparams.total_steps))
+        schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 

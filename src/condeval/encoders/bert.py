@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForPreTraining, DataCollatorForLanguageModeling
+from transformers import AutoTokenizer, BertConfig, BertForPreTraining, DataCollatorForLanguageModeling, get_cosine_schedule_with_warmup
 
-from condeval.core.nn import warmup_cosine
 
 __all__ = ["tiny_bert_config", "PretrainingBert", "caption_pairs"]
 
@@ -78,5 +77,5 @@ class PretrainingBert(pl.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=0.01)
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(self.hparams.warmup_steps, self.hparams.total_steps))
+        schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -16,9 +16,8 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, get_cosine_schedule_with_warmup
 
-from condeval.core.nn import warmup_cosine
 
 __all__ = ["tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contrastive_loss"]
 
@@ -124,5 +123,5 @@ class ContrastiveCLIP(pl.LightningModule):
             [{"params": decay, "weight_decay": self.hparams.weight_decay}, {"params": rest, "weight_decay": 0.0}],
             lr=self.hparams.lr,
         )
-        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(self.hparams.warmup_steps, self.hparams.total_steps))
+        schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
