@@ -11,7 +11,7 @@ LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
     --emit-find-links --extra workflow --extra test --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup lock run report ablations scaling test test-fast bench lint share fetch clean
+.PHONY: setup lock run report ablations scaling test test-fast bench bench-i2t lint share fetch clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,11 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_calibration.py --out benchmarks/out/calibration.json
+	$(BIN)/python benchmarks/bench_paper_scale.py --out benchmarks/out/paper_scale.json
+
+# Encoders' and captioners' items per second, on the models of a finished `make run`.
+bench-i2t: setup
+	$(BIN)/python benchmarks/bench_i2t_throughput.py --run-dir . --out benchmarks/out/i2t_throughput.json
 
 lint: setup
 	$(BIN)/snakemake --lint
