@@ -86,7 +86,7 @@ def plot_violins(scores: pl.DataFrame, table: pl.DataFrame, path) -> None:
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         _violin_panel(ax, scores, table, metric, models)
-    axes[0][0].legend(loc="lower left", fontsize=8)
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
