@@ -82,3 +82,11 @@ def test_unreadable_and_absent_files(tmp_path):
     with pytest.raises(DatasetFormatError, match="file not found"):
         load_captions(tmp_path / "absent.json")
     assert issubclass(DatasetFormatError, ValueError)
+
+
+def test_the_dataset_folders_follow_from_a_captions_file(tmp_path):
+    from condeval.datasets.coco import coco_root, image_dir
+
+    path = _write(tmp_path, _document())
+    assert coco_root(path) == tmp_path.resolve()
+    assert image_dir(path) == tmp_path.resolve() / "val2014"

@@ -79,3 +79,32 @@ def test_captions_vary_and_sometimes_omit_objects():
         omitted += len(objects) > 1 and min(named) < len(objects)
     assert distinct > 150 and omitted > 40
     assert all(0.0 < o.x < 1.0 and 0.0 < o.y < 1.0 for o in draw_scene(rng))
+
+
+def test_the_vocabulary_holds_every_word_the_grammar_emits():
+    from condeval.datasets.miniworld import vocabulary
+
+    rng = np.random.default_rng(5)
+    emitted = {token for _ in range(3000) for caption in captions_for(draw_scene(rng), rng) for token in caption.tokens}
+    words = set(vocabulary())
+    assert emitted <= words
+    assert len(words - emitted) <= 3  # nothing invented: at most a rare plural never drawn here
+
+
+def test_a_shape_swap_changes_exactly_one_noun_to_another_shape():
+    from condeval.datasets.miniworld import SHAPES, swap_shape_noun
+
+    noun_shape = {noun: shape for shape, nouns in SHAPES.items() for noun in nouns}
+    rng = np.random.default_rng(0)
+    for tokens in (["a", "red", "circle", "above", "two", "boxes"], ["there", "is", "an", "octopus"], ["a", "ring"]):
+        swapped = swap_shape_noun(tokens, rng)
+        if tokens[-1] == "octopus":
+            assert swapped is None
+            continue
+        new, k = swapped
+        changed = [i for i, (a, b) in enumerate(zip(tokens, new)) if a != b and a not in ("a", "an")]
+        assert changed == [k] and len(new) == len(tokens)
+        old_noun, new_noun = tokens[k], new[k]
+        assert old_noun.endswith("es") == new_noun.endswith("es") or old_noun.endswith("s") == new_noun.endswith("s")
+        singular = lambda w: w if w in noun_shape else (w[:-2] if w[:-2] in noun_shape else w[:-1])  # noqa: E731
+        assert noun_shape[singular(old_noun)] != noun_shape[singular(new_noun)]
