@@ -45,6 +45,7 @@ __all__ = [
     "accelerator_for_gpus",
     "device_for_gpus",
     "UnsafeCheckpointError",
+    "ScheduledModule",
     "SUMMARY_NAME",
 ]
 
@@ -301,6 +302,42 @@ def _write_summary(out_dir: Path, call: dict, best: str) -> None:
     if cuda:
         summary["peak_cuda_mib"] = max(cuda)
     write_json(summary, path)
+
+
+# ------------------------------------------------------------ modules
+class ScheduledModule(pl.LightningModule):
+    """Base of the transformers-model wrappers: AdamW with linear warm-up and cosine decay per step.
+
+    A subclass implements ``_loss(batch, training: bool)`` and saves ``lr``, ``weight_decay``,
+    ``warmup_steps`` and ``total_steps`` among its hyperparameters. ``decay_matrices_only`` keeps
+    weight decay off biases and norms (CLIP's recipe); otherwise every trainable tensor decays.
+    """
+
+    decay_matrices_only = False
+
+    def _loss(self, batch, training: bool) -> torch.Tensor:
+        raise NotImplementedError
+
+    def training_step(self, batch, batch_idx):
+        loss = self._loss(batch, training=True)
+        self.log("train_loss", loss, prog_bar=True, on_step=False, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self._loss(batch, training=False), prog_bar=True)
+
+    def configure_optimizers(self):
+        from transformers import get_cosine_schedule_with_warmup
+
+        trainable = [p for p in self.parameters() if p.requires_grad]
+        decay = self.hparams.weight_decay
+        if self.decay_matrices_only:
+            groups = [{"params": [p for p in trainable if p.ndim >= 2], "weight_decay": decay}, {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0}]
+        else:
+            groups = [{"params": trainable, "weight_decay": decay}]
+        optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr)
+        schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 # ---------------------------------------------------------------------- fit

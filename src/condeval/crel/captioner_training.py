@@ -9,21 +9,21 @@ import os
 
 import pytorch_lightning as pl
 import torch
-from transformers import get_cosine_schedule_with_warmup
 
+from condeval.core.training import ScheduledModule
 from condeval.crel.captioners import _config_class, _model_class, captioner_image_processor, tiny_captioner_config
 
 __all__ = ["CaptionerModule", "train_captioner"]
 
 
-class CaptionerModule(pl.LightningModule):
+class CaptionerModule(ScheduledModule):
     """Lightning wrapper: captioning cross-entropy of a BLIP or GIT on ``(pixel_values, ids, mask)``.
 
     ``ids``/``mask`` hold all of an image's captions (B, C, L); each step trains on one of them at
     random, so an epoch is one pass over the images. Validation uses caption 0.
     """
 
-    def __init__(self, architecture: str, config: dict, lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000, freeze_vision: bool = False):
+    def __init__(self, architecture: str, config: dict, lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000, freeze_vision: bool = False, weight_decay: float = 0.05):
         super().__init__()
         self.save_hyperparameters()
         self.model = _model_class(architecture)(_config_class(architecture)(**config))
@@ -36,26 +36,14 @@ class CaptionerModule(pl.LightningModule):
             return self.model.git.image_encoder
         return self.model.vision_model
 
-    def _loss(self, batch, random_caption: bool) -> torch.Tensor:
+    def _loss(self, batch, training: bool) -> torch.Tensor:
         pixel_values, ids, mask = batch
         rows = torch.arange(ids.shape[0], device=ids.device)
-        pick = torch.randint(0, ids.shape[1], rows.shape, device=ids.device) if random_caption else torch.zeros_like(rows)
+        pick = torch.randint(0, ids.shape[1], rows.shape, device=ids.device) if training else torch.zeros_like(rows)
         ids, mask = ids[rows, pick], mask[rows, pick]
         labels = ids.masked_fill(mask == 0, -100)
         return self.model(pixel_values=pixel_values, input_ids=ids, attention_mask=mask, labels=labels).loss
 
-    def training_step(self, batch, batch_idx):
-        loss = self._loss(batch, random_caption=True)
-        self.log("train_loss", loss, prog_bar=True, on_step=False, on_epoch=True)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self._loss(batch, random_caption=False), prog_bar=True)
-
-    def configure_optimizers(self):
-        optimizer = torch.optim.AdamW([p for p in self.parameters() if p.requires_grad], lr=self.hparams.lr, weight_decay=0.05)
-        schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 def _vision_shape(vision_config) -> dict:

@@ -12,9 +12,10 @@ as ``bert-base-uncased`` does; BERT-SIM reads the [CLS] hidden state of a single
 from __future__ import annotations
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForPreTraining, DataCollatorForLanguageModeling, get_cosine_schedule_with_warmup
+from transformers import AutoTokenizer, BertConfig, BertForPreTraining, DataCollatorForLanguageModeling
+
+from condeval.core.training import ScheduledModule
 
 
 __all__ = ["tiny_bert_config", "PretrainingBert", "caption_pairs"]
@@ -41,7 +42,7 @@ def caption_pairs(captions: list[list[str]], rng: np.random.Generator) -> tuple[
     return firsts, seconds, labels.astype(np.int64)
 
 
-class PretrainingBert(pl.LightningModule):
+class PretrainingBert(ScheduledModule):
     """Lightning wrapper of ``BertForPreTraining``; a batch is ``(input_ids, attention_mask, token_type_ids, next_sentence_label)``.
 
     ``tokenizer_dir`` is the saved tokenizer the collator masks with. Masks come from torch's
@@ -49,7 +50,7 @@ class PretrainingBert(pl.LightningModule):
     an uninterrupted one.
     """
 
-    def __init__(self, config: dict, tokenizer_dir: str, lr: float = 2e-3, warmup_steps: int = 50, total_steps: int = 1000, mlm_probability: float = 0.15):
+    def __init__(self, config: dict, tokenizer_dir: str, lr: float = 2e-3, warmup_steps: int = 50, total_steps: int = 1000, mlm_probability: float = 0.15, weight_decay: float = 0.01):
         super().__init__()
         self.save_hyperparameters()
         self.model = BertForPreTraining(BertConfig(**config))
@@ -57,7 +58,7 @@ class PretrainingBert(pl.LightningModule):
         self.collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability)
         self.register_buffer("special_ids", torch.tensor(tokenizer.all_special_ids), persistent=False)
 
-    def _loss(self, batch) -> torch.Tensor:
+    def _loss(self, batch, training: bool) -> torch.Tensor:
         ids, attention, types, next_sentence = batch
         special = torch.isin(ids, self.special_ids) | (attention == 0)
         masked, labels = self.collator.torch_mask_tokens(ids.cpu().clone(), special.cpu())
@@ -67,15 +68,3 @@ class PretrainingBert(pl.LightningModule):
         )  # fmt: skip
         return out.loss
 
-    def training_step(self, batch, batch_idx):
-        loss = self._loss(batch)
-        self.log("train_loss", loss, prog_bar=True, on_step=False, on_epoch=True)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self._loss(batch), prog_bar=True)
-
-    def configure_optimizers(self):
-        optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr, weight_decay=0.01)
-        schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

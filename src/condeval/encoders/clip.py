@@ -13,10 +13,11 @@ the FOIL construction the word-level track later detects.
 
 from __future__ import annotations
 
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, get_cosine_schedule_with_warmup
+from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+from condeval.core.training import ScheduledModule
 
 
 __all__ = ["tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contrastive_loss"]
@@ -69,7 +70,7 @@ def contrastive_loss(image: torch.Tensor, text: torch.Tensor, hard: torch.Tensor
     return loss + hard_weight * F.cross_entropy(pair, torch.zeros_like(targets))
 
 
-class ContrastiveCLIP(pl.LightningModule):
+class ContrastiveCLIP(ScheduledModule):
     """Lightning wrapper: a batch is ``(pixel_values, ids, mask, hard_ids, hard_mask)`` per image.
 
     ``ids``/``mask`` hold all of an image's captions, (B, C, L); each training step pairs every
@@ -91,6 +92,8 @@ class ContrastiveCLIP(pl.LightningModule):
         self.save_hyperparameters()
         self.model = CLIPModel(CLIPConfig(**config))
 
+    decay_matrices_only = True
+
     def embed(self, pixel_values=None, ids=None, mask=None) -> torch.Tensor:
         if pixel_values is not None:
             features = self.model.get_image_features(pixel_values=pixel_values).pooler_output
@@ -98,30 +101,13 @@ class ContrastiveCLIP(pl.LightningModule):
             features = self.model.get_text_features(input_ids=ids, attention_mask=mask).pooler_output
         return F.normalize(features, dim=-1)
 
-    def _loss(self, batch, random_caption: bool) -> torch.Tensor:
+    def _loss(self, batch, training: bool) -> torch.Tensor:
         pixel_values, *texts = batch
         rows = torch.arange(pixel_values.shape[0], device=pixel_values.device)
-        pick = torch.randint(0, texts[0].shape[1], rows.shape, device=rows.device) if random_caption else torch.zeros_like(rows)
+        pick = torch.randint(0, texts[0].shape[1], rows.shape, device=rows.device) if training else torch.zeros_like(rows)
         ids, mask, hard_ids, hard_mask = (t[rows, pick] for t in texts)
         image = self.embed(pixel_values=pixel_values)
         text = self.embed(ids=ids, mask=mask)
         hard = self.embed(ids=hard_ids, mask=hard_mask)
         return contrastive_loss(image, text, hard, self.model.logit_scale, self.hparams.hard_weight)
 
-    def training_step(self, batch, batch_idx):
-        loss = self._loss(batch, random_caption=True)
-        self.log("train_loss", loss, prog_bar=True, on_step=False, on_epoch=True)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        self.log("val_loss", self._loss(batch, random_caption=False), prog_bar=True)
-
-    def configure_optimizers(self):
-        decay = [p for n, p in self.named_parameters() if p.ndim >= 2]
-        rest = [p for n, p in self.named_parameters() if p.ndim < 2]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": self.hparams.weight_decay}, {"params": rest, "weight_decay": 0.0}],
-            lr=self.hparams.lr,
-        )
-        schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
