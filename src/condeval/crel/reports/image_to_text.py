@@ -156,7 +156,8 @@ def plot_card(model: str, table: pl.DataFrame, scores: pl.DataFrame, alpha: floa
         ax.axvline(row["crel_rho"], color=_WORSE, linestyle="--", label=f"CReL-ρ {row['crel_rho']:.4f} (rank {row['rank_crel']})")
         moved = row["rank_crel"] != row["rank_mean"]
         colour = (_BETTER if row["rank_crel"] < row["rank_mean"] else _WORSE) if moved else "black"
-        ax.set_title(f"{METRIC_LABELS[metric]}: rank {_rank_change(row['rank_mean'], row['rank_crel'])}", color=colour, fontweight="bold" if moved else None)
+        change = _rank_change(row["rank_mean"], row["rank_crel"]) if moved else f"{row['rank_crel']} (unchanged)"
+        ax.set_title(f"{METRIC_LABELS[metric]}: rank {change}", color=colour, fontweight="bold" if moved else None)
         ax.set_yticks([])
         ax.set_xlabel(f"ρ = {METRIC_LABELS[metric]} on {len(values)} test images")
         ax.legend(fontsize=7, loc="upper left")
