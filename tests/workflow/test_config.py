@@ -70,3 +70,39 @@ def test_invalid_config_is_refused_before_any_job(tmp_path, mutate, key):
     assert key in result.stderr + result.stdout
     for generated in ("data", "results", "logs"):
         assert not (tmp_path / generated).exists(), generated
+
+
+def _with_i2t(mutate):
+    """The tiny config plus the image-to-text sections (.test/config/i2t.yaml), then ``mutate``."""
+
+    def apply(config):
+        extra = yaml.safe_load((REPO / ".test/config/i2t.yaml").read_text())
+        config["crel"].update(extra.pop("crel"))
+        config.update(extra)
+        mutate(config)
+
+    return apply
+
+
+def _models(c):
+    return c["crel"]["image_to_text"]["models"]
+
+
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (lambda c: c["coco"].update(source="lmdb"), "source"),
+        (lambda c: c["encoders"]["clip"].update(path="models/clip"), "clip"),  # both path and train
+        (lambda c: _models(c)["mini-blip"]["train"].update(architecture="ofa"), "architecture"),
+        (lambda c: _models(c)["mini-git"].update(unknown=1), "unknown"),
+        (lambda c: c["crel"]["image_to_text"]["vae"].update(dropout=1.5), "dropout"),
+        (lambda c: c.pop("coco"), "coco"),
+    ],
+)  # fmt: skip
+def test_invalid_image_to_text_config_is_refused_before_any_job(tmp_path, mutate, key):
+    _write_config(tmp_path, _with_i2t(mutate))
+    result = _snakemake(tmp_path, "crel_i2t")
+    assert result.returncode != 0
+    assert key in result.stderr + result.stdout
+    for generated in ("data", "results", "logs"):
+        assert not (tmp_path / generated).exists(), generated
