@@ -20,6 +20,12 @@ scores = pl.concat([pl.read_parquet(path) for path in i.scores]).with_columns(
     pl.col("rho").rank("min", descending=True).over("metric", "image_id").cast(pl.Int64).alias("rank_rho"),
     pl.col("crel_rho").rank("min", descending=True).over("metric", "image_id").cast(pl.Int64).alias("rank_crel"),
 )
+# one CReL per (model, metric), loaded once: the examples loop reuses them
+crels = {
+    (model, metric): CReL.from_checkpoints(i.lgms[k * len(p.metrics) + j], i.dqrs[k * len(p.metrics) + j], metric="cosine")
+    for k, model in enumerate(p.models)
+    for j, metric in enumerate(p.metrics)
+}
 examples = []
 for metric in p.metrics:
     gallery_ids, gallery, _ = read_feature_shards(i[f"reference_{metric}"])
@@ -28,9 +34,7 @@ for metric in p.metrics:
         models = []
         for model in p.models:
             row = scores.filter((pl.col("metric") == metric) & (pl.col("model") == model) & (pl.col("image_id") == image_id)).row(0, named=True)
-            k = p.models.index(model) * len(p.metrics) + p.metrics.index(metric)
-            crel = CReL.from_checkpoints(i.lgms[k], i.dqrs[k], metric="cosine")
-            worst = nearest_captions(crel, np.array([row["z_worst"]]), gallery, texts)[0]
+            worst = nearest_captions(crels[model, metric], np.array([row["z_worst"]]), gallery, texts)[0]
             caption = generated.filter((pl.col("model") == model) & (pl.col("image_id") == image_id))["caption"][0]
             models.append({**{key: row[key] for key in ("rho", "rank_rho", "crel_rho", "rank_crel")}, "model": model, "caption": caption, "worst_caption": worst})
         examples.append({"metric": metric, "image_path": paths[image_id], "reference": reference[image_id], "models": models})
