@@ -1,0 +1,133 @@
+"""Hoeffding–Bentkus bounds and Learn-then-Test, against the paper's formulas written out here
+independently, and by their guarantees over many random draws."""
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from condeval.core.risk import hb_p_value, hb_ucb, learn_then_test
+
+
+def _reference_tail(risk_hat, n, bound):
+    """g(r̂; R): Propositions 2 and 3 of the CLIPScore paper, Hoeffding only where r̂ < R, ceil in Bentkus."""
+    def kl(t, r):
+        first = 0.0 if t == 0 else t * np.log(t / r)
+        return first + (1 - t) * np.log((1 - t) / (1 - r))
+
+    hoeffding = np.exp(-n * kl(risk_hat, bound)) if risk_hat < bound else 1.0
+    bentkus = np.e * binom.cdf(np.ceil(n * risk_hat), n, bound)
+    return min(hoeffding, bentkus, 1.0), bentkus < hoeffding
+
+
+GRID = [(r, n, a) for r in (0.0, 0.013, 0.05, 0.105, 0.155, 0.19, 0.2, 0.31, 0.6, 1.0) for n in (7, 50, 333, 2000) for a in (0.1, 0.2, 0.5)]
+
+
+def test_p_value_is_the_papers_bound():
+    bentkus_binds = 0
+    for risk_hat, n, alpha in GRID:
+        expected, bentkus = _reference_tail(risk_hat, n, alpha)
+        bentkus_binds += bentkus and expected < 1
+        assert hb_p_value(risk_hat, n, alpha) == pytest.approx(expected, rel=1e-9, abs=1e-300), (risk_hat, n, alpha)
+    # Both tails bind somewhere on the grid, so a floor in Bentkus or a Hoeffding that never binds is caught.
+    assert 5 <= bentkus_binds < len(GRID) - 5
+
+
+def test_p_value_is_vectorized_and_shaped_like_the_risks():
+    risks = np.array([[0.0, 0.1], [0.2, 0.3]])
+    p = hb_p_value(risks, 100, 0.2)
+    assert p.shape == (2, 2)
+    assert p[0, 1] == pytest.approx(hb_p_value(0.1, 100, 0.2))
+    assert np.all(np.diff(p.ravel()) >= 0)  # a larger empirical risk is less evidence of control
+
+
+def test_ucb_is_the_supremum_of_the_papers_set():
+    for risk_hat, n, _ in GRID:
+        for delta in (0.05, 0.2):
+            ucb = float(hb_ucb(risk_hat, n, delta))
+            if risk_hat == 1.0:
+                assert ucb == 1.0
+                continue
+            # g(r̂; R) >= δ just below the bound, < δ just above it.
+            assert _reference_tail(risk_hat, n, max(ucb - 1e-7, risk_hat))[0] >= delta - 1e-9
+            assert _reference_tail(risk_hat, n, min(ucb + 1e-7, 1 - 1e-12))[0] < delta + 1e-9
+            assert ucb >= risk_hat
+
+
+def test_ucb_at_zero_risk_is_hoeffdings_closed_form():
+    # With r̂ = 0 the Hoeffding tail (1 − R)^n is below Bentkus' e(1 − R)^n: R̂⁺ = 1 − δ^(1/n).
+    n = np.array([1, 10, 100, 1000])
+    assert np.array([float(hb_ucb(0.0, k, 0.05)) for k in n]) == pytest.approx(1 - 0.05 ** (1 / n), rel=1e-9)
+
+
+@pytest.mark.slow
+def test_ucb_covers_the_true_risk_with_probability_one_minus_delta():
+    rng = np.random.default_rng(0)
+    n, delta, draws = 60, 0.1, 3000
+    for true_risk in (0.05, 0.3):
+        risk_hat = rng.binomial(n, true_risk, size=draws) / n
+        misses = np.mean(hb_ucb(risk_hat, n, delta) < true_risk)
+        assert misses <= delta, (true_risk, misses)
+        # It is a bound, not a constant: the empirical risk alone would miss about half the time.
+        assert np.mean(risk_hat < true_risk) > 0.3
+
+
+def test_ucb_vectorizes_and_refuses_bad_input():
+    bounds = hb_ucb([0.1, 0.1, 0.4], 100, 0.05)
+    assert bounds.shape == (3,) and bounds[0] == bounds[1] < bounds[2]
+    for bad in (-0.1, 1.2, np.nan):
+        with pytest.raises(ValueError, match="risk"):
+            hb_ucb([0.2, bad], 100, 0.05)
+    with pytest.raises(ValueError, match="n, the number"):
+        hb_ucb(0.2, 0, 0.05)
+    with pytest.raises(ValueError, match="n, the number"):
+        hb_ucb(0.2, 10.5, 0.05)
+    for delta in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match="delta"):
+            hb_ucb(0.2, 100, delta)
+    with pytest.raises(ValueError, match="alpha"):
+        hb_p_value(0.2, 100, 1.0)
+
+
+def _holm(p, delta):
+    order = np.argsort(p, kind="stable")
+    rejected = []
+    for rank, j in enumerate(order):
+        if p[j] > delta / (len(p) - rank):
+            break
+        rejected.append(j)
+    return sorted(rejected)
+
+
+def test_learn_then_test_procedures_match_their_definitions():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        p = rng.uniform(0, 0.2, size=rng.integers(1, 30)) ** rng.uniform(1, 3)
+        delta = 0.1
+        bonferroni = learn_then_test(p, delta, "bonferroni")
+        holm = learn_then_test(p, delta, "holm")
+        fixed = learn_then_test(p, delta, "fixed_sequence")
+        assert bonferroni.tolist() == np.flatnonzero(p <= delta / len(p)).tolist()
+        assert holm.tolist() == _holm(p, delta)
+        assert set(bonferroni) <= set(holm)
+        first_failure = np.flatnonzero(p > delta)
+        assert fixed.tolist() == list(range(first_failure[0] if len(first_failure) else len(p)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["bonferroni", "holm", "fixed_sequence"])
+def test_learn_then_test_controls_the_family_wise_error(method):
+    """All 20 nulls true, valid (uniform) p-values: some rejection happens with probability <= δ."""
+    rng = np.random.default_rng(2)
+    delta, sims = 0.1, 4000
+    errors = sum(len(learn_then_test(rng.uniform(size=20), delta, method)) > 0 for _ in range(sims))
+    assert errors / sims <= delta + 3 * np.sqrt(delta * (1 - delta) / sims)
+
+
+def test_learn_then_test_refuses_bad_input():
+    with pytest.raises(ValueError, match="method"):
+        learn_then_test([0.1], 0.1, "bh")
+    with pytest.raises(ValueError, match="non-empty"):
+        learn_then_test([], 0.1)
+    with pytest.raises(ValueError, match="NaN"):
+        learn_then_test([0.1, np.nan], 0.1)
+    with pytest.raises(ValueError, match="delta"):
+        learn_then_test([0.1], 0.0)

@@ -1,0 +1,110 @@
+"""Word-level risk control: the risk sweep against a per-caption loop, and the guarantee
+P(risk of S_λ̂ ≤ α) ≥ 1 − δ over many calibration draws from a known population."""
+import numpy as np
+import pytest
+
+from condeval.core.risk import hb_p_value
+from condeval.crc import calibrate_threshold, set_risk_curve
+
+
+def _captions(n, rng, errors_per_caption=1, separation=3.0, decimals=None):
+    """FOIL-like captions of 4–11 words: error words score higher, by ``separation`` in logit."""
+    lengths = rng.integers(4, 12, n)
+    groups = np.repeat(np.arange(n), lengths)
+    labels = np.zeros(len(groups), dtype=int)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    for k in range(errors_per_caption):
+        labels[starts + (rng.integers(0, lengths) + k) % lengths] = 1
+    logits = rng.normal(size=len(groups)) + separation * labels - separation / 2
+    scores = 1 / (1 + np.exp(-logits))
+    if decimals is not None:
+        scores = np.round(scores, decimals)  # ties, within and across captions
+    return scores, labels, groups
+
+
+def _loop_risk(scores, labels, groups, lam, risk):
+    losses = []
+    for caption in np.unique(groups):
+        s, y = scores[groups == caption], labels[groups == caption]
+        flagged = s > lam
+        false, true = np.sum(flagged & (y == 0)), np.sum(flagged & (y == 1))
+        if risk == "fdr":
+            losses.append(false / (false + true) if false + true else 0.0)
+        else:
+            losses.append(false / np.sum(y == 0) if np.sum(y == 0) else 0.0)
+    return np.mean(losses)
+
+
+@pytest.mark.parametrize("risk", ["fdr", "fpr"])
+@pytest.mark.parametrize("decimals", [None, 1])
+def test_risk_sweep_equals_a_loop_over_captions(risk, decimals):
+    rng = np.random.default_rng(3)
+    scores, labels, groups = _captions(40, rng, errors_per_caption=2, decimals=decimals)
+    groups = np.array([f"caption-{g}" for g in groups])[rng.permutation(len(groups))]  # any ids, any order
+    thresholds, risks, n = set_risk_curve(scores, labels, groups, risk)
+    assert n == 40
+    assert np.all(np.diff(thresholds) < 0)
+    assert risks[0] == 0.0  # above every score: empty sets
+    for lam, value in zip(thresholds, risks):
+        assert value == pytest.approx(_loop_risk(scores, labels, groups, lam, risk), abs=1e-12)
+
+
+def _population_risk(curve, lam):
+    thresholds, risks, _ = curve
+    return risks[np.searchsorted(-thresholds, -lam)]  # the curve is exact at every score
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("risk,alpha", [("fdr", 0.2), ("fpr", 0.1)])
+def test_threshold_controls_the_risk_with_probability_one_minus_delta(risk, alpha):
+    rng = np.random.default_rng(4)
+    population = _captions(60_000, rng)
+    curve = set_risk_curve(*population, risk)
+    delta, draws, n_cal = 0.1, 300, 150
+    caption_of = population[2]
+    words_of = np.split(np.arange(len(caption_of)), np.flatnonzero(np.diff(caption_of)) + 1)
+    exceed, recall = 0, []
+    for _ in range(draws):
+        words = np.concatenate([words_of[c] for c in rng.choice(len(words_of), n_cal, replace=False)])
+        lam = calibrate_threshold(*(a[words] for a in population), risk=risk, alpha=alpha, delta=delta)
+        exceed += _population_risk(curve, lam) > alpha
+        scores, labels, _ = population
+        recall.append(np.mean(scores[labels == 1] > lam))
+    assert exceed / draws <= delta, exceed / draws
+    # Not vacuous: the sets still find most errors.
+    assert np.mean(recall) > 0.5
+
+
+def test_threshold_is_equation_7_on_a_non_monotone_risk():
+    """Scores high → low: a false alarm, then three true errors. The FDR dips back under α after
+    the false alarm, but Eq. 7 needs every λ' ≥ λ̂ controlled, so λ̂ stays above the false alarm."""
+    rng = np.random.default_rng(5)
+    n = 400
+    groups = np.repeat(np.arange(n), 4)
+    labels = np.tile([0, 1, 1, 1], n)
+    scores = np.tile([0.9, 0.8, 0.7, 0.6], n)
+    scores[labels == 0] = np.where(rng.uniform(size=n) < 0.5, 0.9, 0.1)  # half the captions: a top false alarm
+    lam = calibrate_threshold(scores, labels, groups, "fdr", alpha=0.2, delta=0.05)
+    thresholds, risks, _ = set_risk_curve(scores, labels, groups, "fdr")
+    controlled = hb_p_value(risks, n, 0.2) <= 0.05
+    assert controlled[thresholds >= lam].all()
+    assert lam >= 0.9  # below 0.9 the false alarms enter with nothing to dilute them: FDR 0.5
+    assert not controlled[thresholds < 0.9][0]
+    assert controlled[thresholds < 0.6].any()  # the dip that brentq on a monotone-risk assumption could land in
+
+
+def test_bad_input_is_refused():
+    scores, labels, groups = _captions(30, np.random.default_rng(6))
+    with pytest.raises(ValueError, match="differ in length"):
+        calibrate_threshold(scores[:-1], labels, groups)
+    with pytest.raises(ValueError, match="NaN"):
+        calibrate_threshold(np.where(np.arange(len(scores)) == 3, np.nan, scores), labels, groups)
+    with pytest.raises(ValueError, match="labels must be 0"):
+        calibrate_threshold(scores, labels * 2, groups)
+    with pytest.raises(ValueError, match="risk must be one of"):
+        calibrate_threshold(scores, labels, groups, risk="fnr")
+    with pytest.raises(ValueError, match="1-D"):
+        calibrate_threshold(scores[:, None], labels, groups)
+    few = groups < 10  # 10 captions: empty sets (risk 0) have p-value (1 − 0.2)^10 = 0.107 > δ
+    with pytest.raises(ValueError, match="10 calibration captions are too few"):
+        calibrate_threshold(scores[few], labels[few], groups[few], alpha=0.2, delta=0.05)
