@@ -17,7 +17,7 @@ import polars as pl
 
 from condeval.datasets import DatasetFormatError
 
-__all__ = ["load_captions", "evaluation_pairs", "shard_image_ids", "coco_root", "image_dir"]
+__all__ = ["load_captions", "evaluation_pairs", "shard_image_ids", "coco_root", "image_dir", "read_coco_json", "with_image_paths"]
 
 _IMAGE_FIELDS = ("id", "file_name")
 _ANNOTATION_FIELDS = ("id", "image_id", "caption")
@@ -67,24 +67,7 @@ def load_captions(annotations_json: str | os.PathLike, image_dir: str | os.PathL
         annotation id, an annotation of an unlisted image, or a listed image file that is missing.
     """
     path = Path(annotations_json)
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DatasetFormatError(f"{path}: file not found") from None
-    except json.JSONDecodeError as error:
-        raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(document, dict):
-        raise DatasetFormatError(f"{path}: expected a JSON object with 'images' and 'annotations'")
-    images = _records(document, "images", _IMAGE_FIELDS, path)
-    annotations = _records(document, "annotations", _ANNOTATION_FIELDS, path)
-    for key, records in (("image", images), ("annotation", annotations)):
-        duplicate = _duplicate([r["id"] for r in records])
-        if duplicate is not None:
-            raise DatasetFormatError(f"{path}: duplicate {key} id {duplicate}")
-    file_names = {image["id"]: image["file_name"] for image in images}
-    orphan = next((a for a in annotations if a["image_id"] not in file_names), None)
-    if orphan is not None:
-        raise DatasetFormatError(f"{path}: annotation {orphan['id']} refers to image {orphan['image_id']}, which is not listed")
+    file_names, annotations = read_coco_json(path)
     frame = pl.DataFrame(
         {
             "image_id": [a["image_id"] for a in annotations],
@@ -94,13 +77,45 @@ def load_captions(annotations_json: str | os.PathLike, image_dir: str | os.PathL
         },
         schema={"image_id": pl.Int64, "caption_id": pl.Int64, "file_name": pl.String, "caption": pl.String},
     ).sort("image_id", "caption_id")
-    if image_dir is not None:
-        image_dir = Path(image_dir)
-        absent = next((i for i in images if not (image_dir / i["file_name"]).is_file()), None)
-        if absent is not None:
-            raise DatasetFormatError(f"{path}: image {absent['id']} is listed but {image_dir / absent['file_name']} is missing")
-        frame = frame.with_columns((pl.lit(str(image_dir) + os.sep) + pl.col("file_name")).alias("path"))
-    return frame
+    return with_image_paths(frame, file_names, image_dir, path) if image_dir is not None else frame
+
+
+def read_coco_json(path: Path, annotation_fields: tuple[str, ...] = _ANNOTATION_FIELDS, annotation_key=lambda a: a["id"]) -> tuple[dict, list[dict]]:
+    """The file name of every listed image (by id) and the annotations of a COCO-layout JSON file.
+
+    Raises :class:`DatasetFormatError` naming ``path`` and the record: unreadable JSON, a missing
+    field, a duplicate image id or annotation key, or an annotation of an unlisted image.
+    """
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DatasetFormatError(f"{path}: file not found") from None
+    except json.JSONDecodeError as error:
+        raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise DatasetFormatError(f"{path}: expected a JSON object with 'images' and 'annotations'")
+    images = _records(document, "images", _IMAGE_FIELDS, path)
+    annotations = _records(document, "annotations", annotation_fields, path)
+    duplicate = _duplicate([r["id"] for r in images])
+    if duplicate is not None:
+        raise DatasetFormatError(f"{path}: duplicate image id {duplicate}")
+    duplicate = _duplicate([annotation_key(a) for a in annotations])
+    if duplicate is not None:
+        raise DatasetFormatError(f"{path}: duplicate annotation id {duplicate}")
+    file_names = {image["id"]: image["file_name"] for image in images}
+    orphan = next((a for a in annotations if a["image_id"] not in file_names), None)
+    if orphan is not None:
+        raise DatasetFormatError(f"{path}: annotation {orphan['id']} refers to image {orphan['image_id']}, which is not listed")
+    return file_names, annotations
+
+
+def with_image_paths(frame: pl.DataFrame, file_names: dict, image_dir: str | os.PathLike, path: Path) -> pl.DataFrame:
+    """Add a ``path`` column under ``image_dir``; every listed image file must exist."""
+    image_dir = Path(image_dir)
+    absent = next((i for i, name in file_names.items() if not (image_dir / name).is_file()), None)
+    if absent is not None:
+        raise DatasetFormatError(f"{path}: image {absent} is listed but {image_dir / file_names[absent]} is missing")
+    return frame.with_columns((pl.lit(str(image_dir) + os.sep) + pl.col("file_name")).alias("path"))
 
 
 def evaluation_pairs(captions: pl.DataFrame) -> pl.DataFrame:

@@ -1,0 +1,170 @@
+"""FOIL-it (``foilv1.0_{train,test}_2017.json``) and FOIL-nocaps (``nocaps-val-foil.json``).
+
+Both become word-labelled captions: one row per caption with its ``words`` and per-word
+``labels`` (1 = the word is an error), ``foil`` telling a foiled caption from its original.
+
+FOIL-it is prepared as the CLIPScore risk-control code prepares it: captions lowercased, every
+character outside ``[\\w\\s]`` removed, split on white space; original and foil are paired by
+``id``; a pair whose token counts differ is dropped (and counted in the log); the error is the
+first position where the two differ.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+
+import polars as pl
+
+from condeval.datasets import DatasetFormatError
+from condeval.datasets.coco import read_coco_json, with_image_paths
+
+__all__ = ["normalize_caption", "load_foil_it", "load_foil_nocaps", "NOCAPS_DOMAINS"]
+
+log = logging.getLogger("condeval")
+
+_FOIL_FIELDS = ("id", "image_id", "caption", "foil", "target_word", "foil_word")
+_NOCAPS_FIELDS = ("image_path", "references", "baseline", "foil", "replacement", "domain")
+NOCAPS_DOMAINS = ("in", "near", "out")
+_NOT_WORD = re.compile(r"[^\w\s]")
+
+WORD_CAPTION_SCHEMA = {
+    "pair_id": pl.Int64,
+    "image_id": pl.Int64,
+    "file_name": pl.String,
+    "caption": pl.String,
+    "foil": pl.Boolean,
+    "words": pl.List(pl.String),
+    "labels": pl.List(pl.Int8),
+}
+
+
+def normalize_caption(caption: str) -> list[str]:
+    """Lowercase, drop every character outside ``[\\w\\s]``, split on white space."""
+    return _NOT_WORD.sub("", caption.lower()).split()
+
+
+def _first_difference(original: list[str], foiled: list[str]) -> int | None:
+    return next((i for i, (a, b) in enumerate(zip(original, foiled)) if a != b), None)
+
+
+def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLike | None = None) -> pl.DataFrame:
+    """Every kept FOIL-it pair as two word-labelled captions (the original, then its foil).
+
+    Parameters
+    ----------
+    annotations_json : path-like
+        ``foilv1.0_{train,test}_2017.json`` (COCO layout; annotations carry ``id``, ``image_id``,
+        ``caption``, ``foil``, ``target_word``, ``foil_word``).
+    image_dir : path-like, optional
+        The COCO image folder; when given every listed image must exist and ``path`` is added.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``pair_id``, ``image_id``, ``file_name``, ``caption``, ``foil``, ``words``, ``labels``,
+        ``target_word``, ``foil_word`` (and ``path``), sorted by ``pair_id`` then ``foil``. An
+        original's labels are all 0; a foil's are 1 at the first word that differs.
+
+    Raises
+    ------
+    DatasetFormatError
+        Naming the file and the record: a missing field, a duplicate (id, foil), an id without
+        both an original and a foil, or a foil identical to its original.
+    """
+    path = Path(annotations_json)
+    file_names, annotations = read_coco_json(path, _FOIL_FIELDS, annotation_key=lambda a: (a["id"], bool(a["foil"])))
+    by_pair: dict[int, dict[bool, dict]] = {}
+    for annotation in annotations:
+        by_pair.setdefault(annotation["id"], {})[bool(annotation["foil"])] = annotation
+    rows, dropped = [], 0
+    for pair_id in sorted(by_pair):
+        pair = by_pair[pair_id]
+        if set(pair) != {False, True}:
+            raise DatasetFormatError(f"{path}: annotation id {pair_id} has no {'foil' if False in pair else 'original'} caption")
+        original, foiled = normalize_caption(pair[False]["caption"]), normalize_caption(pair[True]["caption"])
+        if len(original) != len(foiled):
+            dropped += 1
+            continue
+        error = _first_difference(original, foiled)
+        if error is None:
+            raise DatasetFormatError(f"{path}: annotation id {pair_id}: the foil caption equals the original")
+        for is_foil, words in ((False, original), (True, foiled)):
+            record = pair[is_foil]
+            rows.append({
+                "pair_id": pair_id, "image_id": record["image_id"], "file_name": file_names[record["image_id"]],
+                "caption": record["caption"].strip(), "foil": is_foil, "words": words,
+                "labels": [int(is_foil and i == error) for i in range(len(words))],
+                "target_word": record["target_word"], "foil_word": record["foil_word"],
+            })  # fmt: skip
+    log.info("%s: %d pairs kept, %d dropped (token counts differ)", path, len(rows) // 2, dropped)
+    schema = {**WORD_CAPTION_SCHEMA, "target_word": pl.String, "foil_word": pl.String}
+    frame = pl.DataFrame(rows, schema=schema)
+    return with_image_paths(frame, file_names, image_dir, path) if image_dir is not None else frame
+
+
+def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | None = None) -> pl.DataFrame:
+    """FOIL-nocaps as word-labelled captions: each record's ``baseline`` and its ``foil``.
+
+    Parameters
+    ----------
+    path : path-like
+        The JSON list of records with ``image_path``, ``references``, ``baseline``, ``foil``,
+        ``replacement`` = [original word, foil word] and ``domain`` (in, near or out).
+    image_root : path-like, optional
+        Folder that ``image_path`` is relative to; when given, every image must exist and
+        ``path`` is added.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``pair_id`` (the record's index), ``image_path``, ``domain``, ``caption``, ``foil``,
+        ``words``, ``labels`` (the foil's error is the first word that differs from the baseline;
+        a pair whose token counts differ is dropped and counted in the log), ``references``.
+    """
+    path = Path(path)
+    try:
+        records = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DatasetFormatError(f"{path}: file not found") from None
+    except json.JSONDecodeError as error:
+        raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(records, list):
+        raise DatasetFormatError(f"{path}: expected a JSON list of records")
+    rows, dropped = [], 0
+    for index, record in enumerate(records):
+        missing = [f for f in _NOCAPS_FIELDS if not isinstance(record, dict) or f not in record]
+        if missing:
+            raise DatasetFormatError(f"{path}: record {index} lacks field '{missing[0]}'")
+        if record["domain"] not in NOCAPS_DOMAINS:
+            raise DatasetFormatError(f"{path}: record {index} has domain {record['domain']!r}, not one of {NOCAPS_DOMAINS}")
+        replacement = record["replacement"]
+        if not (isinstance(replacement, list) and len(replacement) == 2):
+            raise DatasetFormatError(f"{path}: record {index}: 'replacement' must be [original word, foil word]")
+        original, foiled = normalize_caption(record["baseline"]), normalize_caption(record["foil"])
+        if len(original) != len(foiled):
+            dropped += 1
+            continue
+        error = _first_difference(original, foiled)
+        if error is None:
+            raise DatasetFormatError(f"{path}: record {index}: the foil caption equals the baseline")
+        for is_foil, words, caption in ((False, original, record["baseline"]), (True, foiled, record["foil"])):
+            rows.append({
+                "pair_id": index, "image_path": record["image_path"], "domain": record["domain"], "caption": caption.strip(),
+                "foil": is_foil, "words": words, "labels": [int(is_foil and i == error) for i in range(len(words))],
+                "references": list(record["references"]),
+            })  # fmt: skip
+    log.info("%s: %d pairs kept, %d dropped (token counts differ)", path, len(rows) // 2, dropped)
+    schema = {"pair_id": pl.Int64, "image_path": pl.String, "domain": pl.String, "caption": pl.String, "foil": pl.Boolean,
+              "words": pl.List(pl.String), "labels": pl.List(pl.Int8), "references": pl.List(pl.String)}  # fmt: skip
+    frame = pl.DataFrame(rows, schema=schema)
+    if image_root is not None:
+        root = Path(image_root)
+        absent = next((p for p in frame["image_path"].unique().sort() if not (root / p).is_file()), None)
+        if absent is not None:
+            raise DatasetFormatError(f"{path}: image {root / absent} is missing")
+        frame = frame.with_columns((pl.lit(str(root) + os.sep) + pl.col("image_path")).alias("path"))
+    return frame
