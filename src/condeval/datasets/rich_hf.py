@@ -1,0 +1,134 @@
+"""RichHF-18K (``{train,dev,test}.tfrecord``), read without TensorFlow.
+
+Each record is a ``tf.train.Example`` with ``filename`` (a Pick-a-Pic v1 image) and
+``prompt_misalignment_label`` (space-separated ints, one per prompt token, 0 = misaligned), plus
+float scores. The prompts are not in the file: they are joined from Pick-a-Pic v1 by image uid
+(the filename without its extension). Prompt tokens are split as the dataset's own script splits
+them (on ``,.?!":;`` and space, empty tokens dropped); a record whose token count differs from its
+label count is dropped and counted in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import polars as pl
+
+from condeval.core.io import atomic_path
+from condeval.datasets import DatasetFormatError
+
+__all__ = ["split_prompt", "read_rich_hf", "write_rich_hf", "pick_a_pic_prompts", "SCORES"]
+
+log = logging.getLogger("condeval")
+
+SCORES = ("aesthetics_score", "artifact_score", "misalignment_score", "overall_score")
+_DELIMITERS = re.compile("|".join(map(re.escape, ',.?!":; ')))
+
+
+def split_prompt(prompt: str) -> list[str]:
+    """Prompt tokens as RichHF-18K labels them: split on ``,.?!":;`` and space, empties dropped."""
+    return [token for token in _DELIMITERS.split(prompt) if token]
+
+
+def _examples(path: Path) -> Iterable[tuple[int, dict]]:
+    from tfrecord.reader import tfrecord_iterator
+    from tfrecord import example_pb2
+
+    index = -1
+    try:
+        for index, raw in enumerate(tfrecord_iterator(str(path))):
+            example = example_pb2.Example()
+            example.ParseFromString(raw)
+            yield index, example.features.feature
+    except FileNotFoundError:
+        raise DatasetFormatError(f"{path}: file not found") from None
+    except Exception as error:  # the reader's RuntimeError (truncation), protobuf's DecodeError
+        raise DatasetFormatError(f"{path}: record {index + 1} is unreadable ({error})") from None
+
+
+def _bytes(features, key: str, path: Path, index: int) -> str:
+    if key not in features or not features[key].bytes_list.value:
+        raise DatasetFormatError(f"{path}: record {index} lacks field '{key}'")
+    return features[key].bytes_list.value[0].decode()
+
+
+def read_rich_hf(path: str | os.PathLike, prompts: Mapping[str, str], image_dir: str | os.PathLike | None = None) -> pl.DataFrame:
+    """Word-labelled prompts of one RichHF-18K split.
+
+    Parameters
+    ----------
+    path : path-like
+        ``{train,dev,test}.tfrecord``.
+    prompts : mapping
+        Image uid → prompt (see :func:`pick_a_pic_prompts`); every record's uid must be present.
+    image_dir : path-like, optional
+        Folder holding the images by ``filename``; when given every image must exist and ``path``
+        is added.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``filename``, ``image_uid``, ``caption`` (the prompt), ``words``, ``labels`` (1 = the word
+        is misaligned, i.e. the dataset's 0), and the float scores present in the file.
+    """
+    path = Path(path)
+    rows, dropped = [], 0
+    for index, features in _examples(path):
+        filename = _bytes(features, "filename", path, index)
+        raw_labels = _bytes(features, "prompt_misalignment_label", path, index).split()
+        if not all(label in ("0", "1") for label in raw_labels):
+            raise DatasetFormatError(f"{path}: record {index} ({filename}): prompt_misalignment_label must hold 0/1 values")
+        uid = Path(filename).stem
+        if uid not in prompts:
+            raise DatasetFormatError(f"{path}: record {index} ({filename}): no Pick-a-Pic prompt for image uid {uid}")
+        words = split_prompt(prompts[uid])
+        if len(words) != len(raw_labels):
+            dropped += 1
+            continue
+        scores = {key: float(features[key].float_list.value[0]) for key in SCORES if key in features and features[key].float_list.value}
+        rows.append({"filename": filename, "image_uid": uid, "caption": prompts[uid], "words": words,
+                     "labels": [1 - int(label) for label in raw_labels], **scores})  # fmt: skip
+    log.info("%s: %d records kept, %d dropped (token and label counts differ)", path, len(rows), dropped)
+    schema = {"filename": pl.String, "image_uid": pl.String, "caption": pl.String, "words": pl.List(pl.String), "labels": pl.List(pl.Int8)}
+    frame = pl.DataFrame(rows, schema={**schema, **{key: pl.Float64 for key in SCORES if rows and key in rows[0]}})
+    if image_dir is not None:
+        root = Path(image_dir)
+        absent = next((name for name in frame["filename"] if not (root / name).is_file()), None)
+        if absent is not None:
+            raise DatasetFormatError(f"{path}: image {root / absent} is missing")
+        frame = frame.with_columns((pl.lit(str(root) + os.sep) + pl.col("filename")).alias("path"))
+    return frame
+
+
+def write_rich_hf(path: str | os.PathLike, records: Iterable[Mapping]) -> None:
+    """Write records (``filename``, ``prompt_misalignment_label`` and float scores) as a TFRecord
+    of ``tf.train.Example``, the release's format; atomically."""
+    from tfrecord.writer import TFRecordWriter
+
+    with atomic_path(path) as tmp:
+        writer = TFRecordWriter(str(tmp))
+        for record in records:
+            datum = {"filename": (record["filename"].encode(), "byte"),
+                     "prompt_misalignment_label": (record["prompt_misalignment_label"].encode(), "byte")}  # fmt: skip
+            datum.update({key: (float(record[key]), "float") for key in SCORES if key in record})
+            writer.write(datum)
+        writer.close()
+
+
+def pick_a_pic_prompts(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
+    """Image uid → prompt from Pick-a-Pic v1 Parquet files (``caption``, ``image_0_uid``, ``image_1_uid``)."""
+    prompts: dict[str, str] = {}
+    for path in paths:
+        try:
+            frame = pl.read_parquet(path, columns=["caption", "image_0_uid", "image_1_uid"])
+        except FileNotFoundError:
+            raise DatasetFormatError(f"{path}: file not found") from None
+        except pl.exceptions.ColumnNotFoundError as error:
+            raise DatasetFormatError(f"{path}: Pick-a-Pic column missing ({error})") from None
+        for column in ("image_0_uid", "image_1_uid"):
+            prompts.update(zip(frame[column].to_list(), frame["caption"].to_list()))
+    return prompts
