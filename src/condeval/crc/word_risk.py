@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from condeval.core.risk import hb_p_value
+from condeval.crc.metrics import caption_losses
 
 __all__ = ["RISKS", "set_risk_curve", "calibrate_threshold"]
 
@@ -39,14 +40,6 @@ def _check_words(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.nda
         raise ValueError("labels must be 0 (correct word) or 1 (error)")
     _, group_index = np.unique(groups, return_inverse=True)
     return scores, labels.astype(np.int64), group_index.reshape(-1)
-
-
-def _caption_loss(flagged_errors: np.ndarray, flagged_correct: np.ndarray, correct: np.ndarray, risk: str) -> np.ndarray:
-    """Per-caption loss of a flagged set: FDR (0 for an empty set) or FPR (0 with no correct word)."""
-    if risk == "fdr":
-        flagged = flagged_errors + flagged_correct
-        return np.divide(flagged_correct, flagged, out=np.zeros(len(flagged), dtype=float), where=flagged > 0)
-    return np.divide(flagged_correct, correct, out=np.zeros(len(correct), dtype=float), where=correct > 0)
 
 
 def set_risk_curve(scores, labels, groups, risk: str = "fdr") -> tuple[np.ndarray, np.ndarray, int]:
@@ -83,7 +76,7 @@ def set_risk_curve(scores, labels, groups, risk: str = "fdr") -> tuple[np.ndarra
     errors_after[by_caption] = _cumsum_within(labels[by_caption], starts)
     correct_after[by_caption] = _cumsum_within(1 - labels[by_caption], starts)
     correct_total = np.bincount(group, weights=1 - labels, minlength=n_captions)[group]
-    gain = _caption_loss(errors_after, correct_after, correct_total, risk) - _caption_loss(
+    gain = caption_losses(errors_after, correct_after, correct_total, risk) - caption_losses(
         errors_after - labels, correct_after - (1 - labels), correct_total, risk
     )
     # Words sharing a score join together: one step of the curve per distinct score.

@@ -1,0 +1,130 @@
+"""Evaluation metrics of the CLIPScore risk-control paper (Appendix D), one implementation each.
+
+Word-level inputs are flat per-word arrays with ``groups`` naming each word's caption, as in
+:func:`condeval.crc.calibrate_threshold`. Where the official code's definition is more specific
+than the paper's text, the code's is used and said so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "caption_losses",
+    "fdr",
+    "fpr",
+    "instance_ap",
+    "instance_f1",
+    "location_accuracy",
+    "location_accuracy_set",
+    "word_precision_recall_f1",
+    "ups",
+    "kendall_tau_c",
+]
+
+
+def _per_caption(flags, labels, groups):
+    """Per caption: flagged errors, flagged correct words, errors, correct words."""
+    flags, labels = np.asarray(flags, dtype=bool), np.asarray(labels, dtype=bool)
+    if not len(flags) == len(labels) == len(groups):
+        raise ValueError(f"flags, labels and groups differ in length: {len(flags)}, {len(labels)}, {len(groups)}")
+    _, caption = np.unique(np.asarray(groups), return_inverse=True)
+    count = lambda mask: np.bincount(caption, weights=mask, minlength=caption.max() + 1)  # noqa: E731
+    return count(flags & labels), count(flags & ~labels), count(labels), count(~labels)
+
+
+def caption_losses(flagged_errors: np.ndarray, flagged_correct: np.ndarray, correct: np.ndarray, risk: str) -> np.ndarray:
+    """Per-caption FDR of a flagged set (0 when nothing is flagged) or FPR (0 with no correct word)."""
+    if risk == "fdr":
+        flagged = flagged_errors + flagged_correct
+        return np.divide(flagged_correct, flagged, out=np.zeros(len(flagged), dtype=float), where=flagged > 0)
+    return np.divide(flagged_correct, correct, out=np.zeros(len(correct), dtype=float), where=correct > 0)
+
+
+def fdr(flags, labels, groups) -> float:
+    """Mean over captions of FP / (FP + TP) of the flagged words (0 for an empty set)."""
+    flagged_errors, flagged_correct, _, correct = _per_caption(flags, labels, groups)
+    return float(caption_losses(flagged_errors, flagged_correct, correct, "fdr").mean())
+
+
+def fpr(flags, labels, groups) -> float:
+    """Mean over captions of FP / (FP + TN): the share of correct words that are flagged."""
+    flagged_errors, flagged_correct, _, correct = _per_caption(flags, labels, groups)
+    return float(caption_losses(flagged_errors, flagged_correct, correct, "fpr").mean())
+
+
+def _caption_truth_and_score(scores, labels, groups):
+    scores, labels = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
+    _, caption = np.unique(np.asarray(groups), return_inverse=True)
+    n = caption.max() + 1
+    has_error = np.bincount(caption, weights=labels, minlength=n) > 0
+    top = np.full(n, -np.inf)
+    np.maximum.at(top, caption, scores)
+    return has_error, top, caption
+
+
+def instance_ap(scores, labels, groups) -> float:
+    """Average precision of "the caption has an error", ranked by its highest word score.
+
+    The official code ranks by the binary "some word is flagged", which makes AP a single
+    precision-recall point; the paper's AP summarizes the whole curve, which this does.
+    """
+    from sklearn.metrics import average_precision_score
+
+    has_error, top, _ = _caption_truth_and_score(scores, labels, groups)
+    return float(average_precision_score(has_error, top))
+
+
+def instance_f1(flags, labels, groups) -> float:
+    """Macro F1 of "some word is flagged" against "the caption has an error" (the official code's)."""
+    from sklearn.metrics import f1_score
+
+    flagged_errors, flagged_correct, errors, _ = _per_caption(flags, labels, groups)
+    return float(f1_score(errors > 0, flagged_errors + flagged_correct > 0, average="macro"))
+
+
+def location_accuracy(scores, labels, groups, threshold: float) -> float:
+    """LA: among captions with an error, the share whose top-scoring word is flagged and is an error."""
+    scores, labels = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
+    has_error, top, caption = _caption_truth_and_score(scores, labels, groups)
+    # First top-scoring word of each caption (np.unique on caption order keeps the first index).
+    is_top = scores == top[caption]
+    order = np.flatnonzero(is_top)
+    _, first = np.unique(caption[order], return_index=True)
+    top_word = order[first]
+    hit = labels[top_word] & (scores[top_word] > threshold)
+    return float(hit[has_error].mean())
+
+
+def location_accuracy_set(flags, labels, groups) -> float:
+    """LA_set: among captions with an error, the share where some flagged word is an error."""
+    flagged_errors, _, errors, _ = _per_caption(flags, labels, groups)
+    return float((flagged_errors[errors > 0] > 0).mean())
+
+
+def word_precision_recall_f1(flags, labels, groups) -> tuple[float, float, float]:
+    """Word precision and recall averaged over captions, and the F1 of the two (the official code's).
+
+    A caption with nothing flagged has precision 0; one with no error has recall 1.
+    """
+    flagged_errors, flagged_correct, errors, _ = _per_caption(flags, labels, groups)
+    flagged = flagged_errors + flagged_correct
+    precision = np.divide(flagged_errors, flagged, out=np.zeros(len(flagged)), where=flagged > 0).mean()
+    recall = np.divide(flagged_errors, errors, out=np.ones(len(errors)), where=errors > 0).mean()
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return float(precision), float(recall), float(f1)
+
+
+def ups(mean, std, human) -> float:
+    """Uncertainty Pearson Score (Eq. 12): Pearson r between |μ − y| and σ."""
+    from scipy.stats import pearsonr
+
+    mean, std, human = (np.asarray(a, dtype=float) for a in (mean, std, human))
+    return float(pearsonr(np.abs(mean - human), std).statistic)
+
+
+def kendall_tau_c(system, human) -> float:
+    """Kendall τ_c (Eq. 27) between system scores and human ratings."""
+    from scipy.stats import kendalltau
+
+    return float(kendalltau(system, human, variant="c").statistic)
