@@ -12,6 +12,7 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from condeval.core.config import alpha_labels, canonical  # noqa: E402
+from condeval.core.io import MANIFEST_SUFFIX  # noqa: E402
 
 
 validate(config, schema="../schemas/config.schema.yaml")

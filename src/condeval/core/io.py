@@ -33,7 +33,14 @@ __all__ = [
     "read_npz",
     "check_finite",
     "fingerprint",
+    "files_sha256",
+    "write_folder_manifest",
+    "saved_folder",
 ]
+
+MANIFEST_SUFFIX = ".sha256"
+# Snakemake marks a finished directory() output with this file, after the job wrote its manifest.
+_SNAKEMAKE_MARKER = ".snakemake_timestamp"
 
 
 class DataFileError(ValueError):
@@ -224,10 +231,83 @@ def read_npz(path: str | os.PathLike, required: Sequence[str] = ()) -> dict[str,
 
 def fingerprint(paths: Sequence[str | os.PathLike], params: Mapping | None = None) -> str:
     """SHA-256 of the bytes of ``paths`` and of the JSON of ``params``: the identity of a job."""
+    digest = _digest_files(paths)
+    digest.update(json.dumps(params or {}, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def files_sha256(paths: Sequence[str | os.PathLike]) -> str:
+    """SHA-256 of the bytes of ``paths`` read one after the other (of one file: its ``sha256sum``)."""
+    return _digest_files(paths).hexdigest()
+
+
+def _digest_files(paths: Sequence[str | os.PathLike]):
     digest = hashlib.sha256()
     for path in paths:
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-    digest.update(json.dumps(params or {}, sort_keys=True, default=str).encode())
-    return digest.hexdigest()
+    return digest
+
+
+def write_folder_manifest(folder: str | os.PathLike, manifest: str | os.PathLike) -> Path:
+    """Write the SHA-256 of every file under ``folder`` to ``manifest`` (``sha256sum`` format).
+
+    A saved-model folder is a directory, which Snakemake can compare only by modification time:
+    after ``dvc pull`` (fresh timestamps) every job reading it would rerun. The manifest is a small
+    file that changes exactly when a file of the folder does, so rules take it as their input and
+    Snakemake's checksums make a pulled run up to date. ``manifest`` must be named
+    ``<folder>.sha256`` so that :func:`saved_folder` finds the folder.
+    """
+    folder, manifest = Path(folder), Path(manifest)
+    if manifest.name != folder.name + MANIFEST_SUFFIX or manifest.parent != folder.parent:
+        raise ValueError(f"{manifest}: a folder manifest must be named {folder.name}{MANIFEST_SUFFIX} beside {folder}")
+    files = _folder_files(folder)
+    if not files:
+        raise DataFileError(f"{folder}: no files to list in a manifest")
+    lines = [f"{files_sha256([p])}  {p.relative_to(folder).as_posix()}\n" for p in files]
+    with atomic_path(manifest) as tmp:
+        tmp.write_text("".join(lines))
+    return manifest
+
+
+def saved_folder(path: str | os.PathLike, verify: bool = True) -> Path:
+    """The saved folder a rule input stands for: the folder itself, or the one a manifest lists.
+
+    Given ``<folder>.sha256`` (see :func:`write_folder_manifest`), every listed file is checked
+    against its hash when ``verify`` is true. Raises :class:`DataFileError` naming the manifest and
+    the file that is missing, changed or not listed.
+    """
+    path = Path(path)
+    if path.is_dir() or path.suffix != MANIFEST_SUFFIX:
+        if not path.is_dir():
+            raise DataFileError(f"{path}: saved folder not found")
+        return path
+    folder = path.with_suffix("")
+    listed = {}
+    for number, line in enumerate(_read_text(path).splitlines(), 1):
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64:
+            raise DataFileError(f"{path}: line {number} is not '<sha256>  <file>'")
+        listed[name] = digest
+    if verify:
+        present = {p.relative_to(folder).as_posix() for p in _folder_files(folder)}
+        for name, digest in listed.items():
+            if name not in present:
+                raise DataFileError(f"{path}: listed file {folder / name} is missing")
+            if files_sha256([folder / name]) != digest:
+                raise DataFileError(f"{path}: {folder / name} does not match its SHA-256 (changed after the manifest)")
+        if extra := sorted(present - listed.keys()):
+            raise DataFileError(f"{path}: {folder / extra[0]} is not listed in the manifest")
+    return folder
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name != _SNAKEMAKE_MARKER)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise DataFileError(f"{path}: file not found") from None

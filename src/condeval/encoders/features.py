@@ -12,7 +12,6 @@ shard can always be traced to the exact weights that made it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -26,7 +25,7 @@ from safetensors.numpy import load_file, save_file
 from safetensors import safe_open
 from tqdm.auto import tqdm
 
-from condeval.core.io import atomic_path
+from condeval.core.io import atomic_path, files_sha256
 
 __all__ = ["ClipEncoder", "BertEncoder", "model_identity", "write_feature_shard", "read_feature_shards"]
 
@@ -37,14 +36,9 @@ def model_identity(path: str | os.PathLike) -> dict:
     weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
     if not weights:
         raise FileNotFoundError(f"{path}: no *.safetensors or *.bin weights file")
-    digest = hashlib.sha256()
-    for file in weights:
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
     config = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
     revision = path.name if path.parent.name == "snapshots" else None
-    return {"name": config.get("_name_or_path") or path.name, "path": str(path), "revision": revision, "weights_sha256": digest.hexdigest()}
+    return {"name": config.get("_name_or_path") or path.name, "path": str(path), "revision": revision, "weights_sha256": files_sha256(weights)}
 
 
 def _batches(items: Sequence, batch_size: int, desc: str):

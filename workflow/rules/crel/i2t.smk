@@ -14,6 +14,7 @@ rule train_captioner:
         unpack(captioner_train_inputs),
     output:
         model=directory("results/crel_i2t/captioners/{model}"),
+        manifest=saved_manifest("results/crel_i2t/captioners/{model}"),
         run=update(directory("results/crel_i2t/captioners/{model}_run")),
     wildcard_constraints:
         **I2T_WILDCARDS,

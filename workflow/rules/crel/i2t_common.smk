@@ -15,20 +15,17 @@ I2T_WILDCARDS = {
 }
 
 
-def captioner_folder(model):
-    section = I2T["models"][model]
-    return section["path"] if "path" in section else f"results/crel_i2t/captioners/{model}"
-
-
 def captioner_inputs(wildcards):
-    return captioner_folder(wildcards.model)
+    """A captioner as an input: the manifest of the folder train_captioner saves, or the configured folder."""
+    section = I2T["models"][wildcards.model]
+    return section["path"] if "path" in section else saved_manifest(f"results/crel_i2t/captioners/{wildcards.model}")
 
 
 def captioner_train_inputs(wildcards):
     train = I2T["models"][wildcards.model]["train"]
-    inputs = {"captions": coco_world(), "tokenizer": "results/encoders/tokenizer"}
+    inputs = {"captions": coco_world(), "tokenizer": saved_manifest("results/encoders/tokenizer")}
     if train.get("vision_from_clip"):
-        inputs["clip"] = encoder_folder("clip")
+        inputs["clip"] = trained_encoder_inputs("clip")
     return inputs
 
 

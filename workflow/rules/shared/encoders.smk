@@ -4,7 +4,8 @@ if word_tokenizer_needed():
 
     rule word_tokenizer:
         output:
-            directory("results/encoders/tokenizer"),
+            folder=directory("results/encoders/tokenizer"),
+            manifest=saved_manifest("results/encoders/tokenizer"),
         log:
             "logs/shared/word_tokenizer.log",
         conda:
@@ -22,9 +23,10 @@ if "train" in ENCODERS["clip"]:
     rule train_clip:
         input:
             captions=coco_world(),
-            tokenizer="results/encoders/tokenizer",
+            tokenizer=saved_manifest("results/encoders/tokenizer"),
         output:
             model=directory("results/encoders/clip"),
+            manifest=saved_manifest("results/encoders/clip"),
             run=update(directory("results/encoders/clip_run")),
         params:
             train=canonical(ENCODERS["clip"]["train"]),
@@ -49,9 +51,10 @@ if "train" in ENCODERS["bert"]:
     rule train_bert:
         input:
             captions=coco_world(),
-            tokenizer="results/encoders/tokenizer",
+            tokenizer=saved_manifest("results/encoders/tokenizer"),
         output:
             model=directory("results/encoders/bert"),
+            manifest=saved_manifest("results/encoders/bert"),
             run=update(directory("results/encoders/bert_run")),
         params:
             train=canonical(ENCODERS["bert"]["train"]),

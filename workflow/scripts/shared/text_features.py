@@ -2,6 +2,7 @@
 import polars as pl
 import torch
 
+from condeval.core.io import saved_folder
 from condeval.core.logs import log_to_file
 from condeval.core.training import device_for_gpus
 from condeval.datasets.coco import evaluation_pairs, load_captions, shard_image_ids
@@ -18,9 +19,9 @@ else:
     pairs = evaluation_pairs(load_captions(snakemake.input.captions))
     rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
 if w.encoder == "clip":
-    encoder = ClipEncoder(snakemake.input.encoder, device=device, max_length=p.max_length)
+    encoder = ClipEncoder(saved_folder(snakemake.input.encoder), device=device, max_length=p.max_length)
 else:
-    encoder = BertEncoder(snakemake.input.encoder, device=device, max_length=p.max_length or 50)
+    encoder = BertEncoder(saved_folder(snakemake.input.encoder), device=device, max_length=p.max_length or 50)
 features = encoder.text_features(rows["caption"].to_list(), batch_size=p.batch_size)
 metadata = {"encoder": encoder.identity, "input": w.source, "preprocessing": encoder.preprocessing, "shard": [shard, p.shards]}
 write_feature_shard(snakemake.output[0], rows["image_id"].to_numpy(), features, metadata)
