@@ -97,7 +97,7 @@ def test_foil_nocaps_records_become_word_labelled_captions(tmp_path):
         ([{k: v for k, v in _record().items() if k != "domain"}], "record 0 lacks field 'domain'"),
         ([_record(), _record(domain="far")], "record 1 has domain 'far'"),
         ([{**_record(), "replacement": "bus"}], r"record 0: 'replacement' must be \[original word, foil word\]"),
-        ([_record(foil="A red bus on a road.")], "record 0: the foil caption equals the baseline"),
+        ([_record(foil="A red bus on a road.")], "record 0: the foil caption equals the original"),
     ],
 )
 def test_malformed_nocaps_records_are_named(tmp_path, records, message):

@@ -28,7 +28,7 @@ def test_flickr8k_expert_averages_the_raters(tmp_path):
 @pytest.mark.parametrize(
     "document,message",
     [
-        ([], "expected a JSON object keyed by image id"),
+        ([], "expected a JSON object, found list"),
         ({"7": {"image_path": "a.jpg", "ground_truth": []}}, "image 7 lacks field 'human_judgement'"),
         ({"7": {"image_path": "a.jpg", "ground_truth": [], "human_judgement": [{"caption": "x"}]}}, "image 7, judgement 0 lacks"),
         ({"7": {"image_path": "a.jpg", "ground_truth": [], "human_judgement": [{"caption": "x", "rating": 5}]}}, "rating 5.0 is outside 1-4"),

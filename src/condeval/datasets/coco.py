@@ -8,14 +8,13 @@ five captions per image. CReL's 40,504 evaluation pairs are one caption per imag
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from condeval.datasets import DatasetFormatError
+from condeval.datasets import DatasetFormatError, read_json
 
 __all__ = ["load_captions", "evaluation_pairs", "shard_image_ids", "coco_root", "image_dir", "read_coco_json", "with_image_paths"]
 
@@ -86,14 +85,7 @@ def read_coco_json(path: Path, annotation_fields: tuple[str, ...] = _ANNOTATION_
     Raises :class:`DatasetFormatError` naming ``path`` and the record: unreadable JSON, a missing
     field, a duplicate image id or annotation key, or an annotation of an unlisted image.
     """
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DatasetFormatError(f"{path}: file not found") from None
-    except json.JSONDecodeError as error:
-        raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(document, dict):
-        raise DatasetFormatError(f"{path}: expected a JSON object with 'images' and 'annotations'")
+    document = read_json(path, dict)
     images = _records(document, "images", _IMAGE_FIELDS, path)
     annotations = _records(document, "annotations", annotation_fields, path)
     duplicate = _duplicate([r["id"] for r in images])

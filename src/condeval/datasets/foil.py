@@ -11,7 +11,6 @@ first position where the two differ.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from condeval.datasets import DatasetFormatError
+from condeval.datasets import DatasetFormatError, read_json
 from condeval.datasets.coco import read_coco_json, with_image_paths
 
 __all__ = ["normalize_caption", "load_foil_it", "load_foil_nocaps", "NOCAPS_DOMAINS"]
@@ -47,8 +46,15 @@ def normalize_caption(caption: str) -> list[str]:
     return _NOT_WORD.sub("", caption.lower()).split()
 
 
-def _first_difference(original: list[str], foiled: list[str]) -> int | None:
-    return next((i for i, (a, b) in enumerate(zip(original, foiled)) if a != b), None)
+def _labelled_pair(original: str, foiled: str, where: str) -> tuple[list[str], list[str], int] | None:
+    """Both captions' words and the error (the first differing position); None if counts differ."""
+    original_words, foiled_words = normalize_caption(original), normalize_caption(foiled)
+    if len(original_words) != len(foiled_words):
+        return None
+    error = next((i for i, (a, b) in enumerate(zip(original_words, foiled_words)) if a != b), None)
+    if error is None:
+        raise DatasetFormatError(f"{where}: the foil caption equals the original")
+    return original_words, foiled_words, error
 
 
 def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLike | None = None) -> pl.DataFrame:
@@ -85,13 +91,11 @@ def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLi
         pair = by_pair[pair_id]
         if set(pair) != {False, True}:
             raise DatasetFormatError(f"{path}: annotation id {pair_id} has no {'foil' if False in pair else 'original'} caption")
-        original, foiled = normalize_caption(pair[False]["caption"]), normalize_caption(pair[True]["caption"])
-        if len(original) != len(foiled):
+        labelled = _labelled_pair(pair[False]["caption"], pair[True]["caption"], f"{path}: annotation id {pair_id}")
+        if labelled is None:
             dropped += 1
             continue
-        error = _first_difference(original, foiled)
-        if error is None:
-            raise DatasetFormatError(f"{path}: annotation id {pair_id}: the foil caption equals the original")
+        original, foiled, error = labelled
         for is_foil, words in ((False, original), (True, foiled)):
             record = pair[is_foil]
             rows.append({
@@ -126,14 +130,7 @@ def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | No
         a pair whose token counts differ is dropped and counted in the log), ``references``.
     """
     path = Path(path)
-    try:
-        records = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DatasetFormatError(f"{path}: file not found") from None
-    except json.JSONDecodeError as error:
-        raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(records, list):
-        raise DatasetFormatError(f"{path}: expected a JSON list of records")
+    records = read_json(path, list)
     rows, dropped = [], 0
     for index, record in enumerate(records):
         missing = [f for f in _NOCAPS_FIELDS if not isinstance(record, dict) or f not in record]
@@ -144,13 +141,11 @@ def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | No
         replacement = record["replacement"]
         if not (isinstance(replacement, list) and len(replacement) == 2):
             raise DatasetFormatError(f"{path}: record {index}: 'replacement' must be [original word, foil word]")
-        original, foiled = normalize_caption(record["baseline"]), normalize_caption(record["foil"])
-        if len(original) != len(foiled):
+        labelled = _labelled_pair(record["baseline"], record["foil"], f"{path}: record {index}")
+        if labelled is None:
             dropped += 1
             continue
-        error = _first_difference(original, foiled)
-        if error is None:
-            raise DatasetFormatError(f"{path}: record {index}: the foil caption equals the baseline")
+        original, foiled, error = labelled
         for is_foil, words, caption in ((False, original, record["baseline"]), (True, foiled, record["foil"])):
             rows.append({
                 "pair_id": index, "image_path": record["image_path"], "domain": record["domain"], "caption": caption.strip(),

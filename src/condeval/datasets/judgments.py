@@ -11,28 +11,18 @@ DataFrames. Unpickling runs code from the file, so :func:`load_pickled_judgments
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from condeval.datasets import DatasetFormatError
+from condeval.datasets import DatasetFormatError, read_json
 
 __all__ = ["load_flickr8k_expert", "load_polaris", "load_pickled_judgments", "JUDGMENT_SCHEMA"]
 
 JUDGMENT_SCHEMA = {"image": pl.String, "caption": pl.String, "references": pl.List(pl.String), "human_score": pl.Float64}
 _POLARIS_COLUMNS = ("refs", "cand", "img", "human_score")
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise DatasetFormatError(f"{path}: file not found") from None
-    except json.JSONDecodeError as error:
-        raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
 
 
 def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
@@ -43,9 +33,7 @@ def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
     Ratings of one (image, caption) are averaged: 5,664 pairs for the Expert set.
     """
     path = Path(path)
-    document = _read_json(path)
-    if not isinstance(document, dict):
-        raise DatasetFormatError(f"{path}: expected a JSON object keyed by image id")
+    document = read_json(path, dict)
     ratings: dict[tuple[str, str], list[float]] = {}
     references: dict[str, list[str]] = {}
     for key, entry in document.items():

@@ -1,0 +1,180 @@
+"""Attention-mask sampling of CLIPScore distributions (Section 3) and word error scores (Section 4.1).
+
+For one image–caption pair, I image embeddings come from the vision tower with ξ_i of the patches
+masked out of attention, and T text embeddings from the text tower with ξ_t of the caption's valid
+words (nouns, proper nouns, numerals, verbs, adjectives, adverbs) masked out of attention; the text
+is never edited. Row 0 of each is the unmasked embedding. The I×T CLIPScores w·max(cos, 0) then come
+from one matrix product: I + T rows through the encoders, not I×T pairs.
+
+Word error scores: v_t (Eq. 1) is the mean over masked images of CLIPS(masked caption t) −
+CLIPS(caption); V[j] (Eq. 2) averages v_t over the samples that masked word j; f_v = σ(V) (Eq. 3).
+A word never masked (not a valid POS) scores f_v = 0, as in the official code (V = −∞).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+from condeval.crc.pos import PosTagger, maskable_words
+from condeval.encoders.features import ClipEncoder
+
+__all__ = ["CLIPSCORE_WEIGHT", "IMAGE_MASKINGS", "clipscore", "PairSamples", "AttentionMaskSampler", "word_error_scores"]
+
+CLIPSCORE_WEIGHT = 2.5  # Appendix A, Eq. 16
+IMAGE_MASKINGS = ("patches", "attention_entries")
+
+
+def clipscore(text_embeddings: torch.Tensor, image_embeddings: torch.Tensor, weight: float) -> torch.Tensor:
+    """w · max(cos, 0) between every text row and every image row: shape (n_image, n_text)."""
+    cos = F.normalize(image_embeddings.float(), dim=-1) @ F.normalize(text_embeddings.float(), dim=-1).T
+    return weight * cos.clamp_min(0.0)
+
+
+def word_error_scores(scores: np.ndarray, text_masks: np.ndarray) -> np.ndarray:
+    """f_v per word (Eqs. 1–3) from a pair's CLIPScores.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (1 + I, 1 + T)
+        CLIPScores; row 0 / column 0 are the unmasked image / caption.
+    text_masks : ndarray of bool, shape (T, n_words)
+        Which words each text sample masked.
+    """
+    v = (scores[1:, 1:] - scores[1:, :1]).mean(axis=0)  # Eq. 1, one v_t per text sample
+    times_masked = text_masks.sum(axis=0)
+    totals = v @ text_masks
+    V = np.divide(totals, times_masked, out=np.full(text_masks.shape[1], -np.inf), where=times_masked > 0)
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-V))
+
+
+@dataclass
+class PairSamples:
+    """The attention-mask samples of one image–caption pair."""
+
+    scores: np.ndarray  # (1 + I, 1 + T) CLIPScores; [0, 0] is the unmasked pair's
+    text_masks: np.ndarray  # (T, n_words) bool: the words each text sample masked
+    words: list[str]
+
+    @property
+    def clipscore(self) -> float:
+        return float(self.scores[0, 0])
+
+    @property
+    def distribution(self) -> np.ndarray:
+        """The I×T masked CLIPScores (Section 3's output distribution)."""
+        return self.scores[1:, 1:].ravel()
+
+    @property
+    def word_scores(self) -> np.ndarray:
+        return word_error_scores(self.scores, self.text_masks)
+
+
+class AttentionMaskSampler:
+    """CLIPScore distributions by masking a CLIP model's attention (any ``CLIPModel`` folder).
+
+    Parameters
+    ----------
+    encoder : ClipEncoder
+        The CLIP model, its tokenizer (a fast one, for offsets) and image processor.
+    tagger : PosTagger
+        Tags the caption's words; only NOUN, PROPN, NUM, VERB, ADJ and ADV words are masked.
+    n_image, n_text : int
+        I and T, the masked samples per image and per caption.
+    image_ratio, text_ratio : float
+        ξ_i and ξ_t: the share of patches and of valid words masked per sample (rounded up).
+    weight : float or "logit_scale"
+        CLIPScore's w (the paper: 2.5); "logit_scale" uses the model's raw logit-scale parameter,
+        as the official code does.
+    image_masking : {"patches", "attention_entries"}
+        "patches" (the paper) removes whole patches from attention; "attention_entries" (the
+        official code) masks ⌈ξ_i (P+1)²⌉ random entries of the attention matrix.
+    """
+
+    def __init__(self, encoder: ClipEncoder, tagger: PosTagger, *, n_image: int, n_text: int, image_ratio: float, text_ratio: float,
+                 weight: float | str = CLIPSCORE_WEIGHT, image_masking: str = "patches"):  # fmt: skip
+        if image_masking not in IMAGE_MASKINGS:
+            raise ValueError(f"image_masking must be one of {IMAGE_MASKINGS}; got {image_masking!r}")
+        for name, ratio in (("image_ratio", image_ratio), ("text_ratio", text_ratio)):
+            if not 0.0 <= ratio < 1.0:
+                raise ValueError(f"{name} must lie in [0, 1); got {ratio!r}")
+        if n_image < 1 or n_text < 1:
+            raise ValueError(f"n_image and n_text must be >= 1; got {n_image}, {n_text}")
+        self.encoder, self.tagger = encoder, tagger
+        self.n_image, self.n_text = n_image, n_text
+        self.image_ratio, self.text_ratio = image_ratio, text_ratio
+        self.image_masking = image_masking
+        self.weight = float(encoder.model.logit_scale.detach()) if weight == "logit_scale" else float(weight)
+
+    @property
+    def model(self):
+        return self.encoder.model
+
+    # -- images ------------------------------------------------------------------------------
+    def _image_attention_mask(self, n_tokens: int, rng: np.random.Generator) -> torch.Tensor:
+        """Additive masks (1 + I, 1, q, n_tokens): row 0 masks nothing; the CLS token is never masked."""
+        lowest = torch.finfo(torch.float32).min
+        if self.image_masking == "patches":
+            mask = torch.zeros(1 + self.n_image, 1, 1, n_tokens)
+            k = math.ceil(self.image_ratio * (n_tokens - 1))
+            for i in range(1, 1 + self.n_image):
+                mask[i, 0, 0, 1 + rng.choice(n_tokens - 1, size=k, replace=False)] = lowest
+            return mask
+        mask = torch.zeros(1 + self.n_image, 1, n_tokens * n_tokens)
+        k = math.ceil(self.image_ratio * n_tokens * n_tokens)
+        for i in range(1, 1 + self.n_image):
+            mask[i, 0, rng.choice(n_tokens * n_tokens, size=k, replace=False)] = lowest
+        return mask.view(1 + self.n_image, 1, n_tokens, n_tokens)
+
+    @torch.no_grad()
+    def image_embeddings(self, image: Image.Image, rng: np.random.Generator) -> torch.Tensor:
+        """(1 + I, projection_dim): the unmasked image, then I patch-masked ones, in one batch."""
+        pixels = self.encoder.image_processor([image.convert("RGB")], return_tensors="pt")["pixel_values"].to(self.encoder.device)
+        vision = self.model.vision_model
+        hidden = vision.pre_layrnorm(vision.embeddings(pixels)).expand(1 + self.n_image, -1, -1)
+        mask = self._image_attention_mask(hidden.shape[1], rng).to(hidden.device, hidden.dtype)
+        hidden = vision.encoder(inputs_embeds=hidden, attention_mask=mask).last_hidden_state
+        return self.model.visual_projection(vision.post_layernorm(hidden[:, 0]))
+
+    # -- captions ----------------------------------------------------------------------------
+    def _word_tokens(self, words: Sequence[str]) -> tuple[dict, list[list[int]]]:
+        """Token ids of the caption and, per word, the positions of its tokens (by offsets)."""
+        text = " ".join(words)
+        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+        tokens = self.encoder.tokenizer(text, truncation=True, max_length=self.encoder.max_length, return_offsets_mapping=True, return_tensors="pt")
+        offsets = tokens.pop("offset_mapping")[0].tolist()
+        positions = [[p for p, (a, b) in enumerate(offsets) if b > a and start <= a and b <= start + len(word)] for word, start in zip(words, starts)]
+        return tokens, positions
+
+    @torch.no_grad()
+    def text_embeddings(self, words: Sequence[str], rng: np.random.Generator) -> tuple[torch.Tensor, np.ndarray]:
+        """(1 + T, projection_dim) caption embeddings (row 0 unmasked) and the (T, n_words) masks."""
+        tokens, positions = self._word_tokens(words)
+        valid = [j for j in maskable_words(self.tagger, words) if positions[j]]
+        masks = np.zeros((self.n_text, len(words)), dtype=bool)
+        attention = tokens["attention_mask"].repeat(1 + self.n_text, 1)
+        k = math.ceil(self.text_ratio * len(valid))
+        for t in range(self.n_text):
+            if not valid or k == 0:
+                break
+            for j in rng.choice(valid, size=k, replace=False):
+                masks[t, j] = True
+                attention[1 + t, positions[j]] = 0
+        input_ids = tokens["input_ids"].repeat(1 + self.n_text, 1).to(self.encoder.device)
+        out = self.model.get_text_features(input_ids=input_ids, attention_mask=attention.to(self.encoder.device))
+        return out.pooler_output, masks
+
+    def sample(self, image: Image.Image, words: Sequence[str], seed: int) -> PairSamples:
+        """All samples of one pair; the same ``seed`` gives the same masks."""
+        rng = np.random.default_rng(seed)
+        images = self.image_embeddings(image, rng)
+        texts, masks = self.text_embeddings(list(words), rng)
+        scores = clipscore(texts, images, self.weight).cpu().numpy().astype(np.float64)
+        return PairSamples(scores=scores, text_masks=masks, words=list(words))

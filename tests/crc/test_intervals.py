@@ -1,0 +1,66 @@
+"""Calibrated CLIPScore intervals: the truncated Gaussian and the Learn-then-Test pick of λ."""
+import numpy as np
+import pytest
+from scipy.stats import truncnorm
+
+from condeval.core.risk import hb_p_value, learn_then_test
+from condeval.crc.intervals import PAPER_LAMBDAS, calibrate_intervals, truncated_gaussian, truncation_bounds, ups_risk
+
+
+def test_truncated_gaussian():
+    mean, std = np.array([0.5, 1.0, 2.4]), np.array([0.1, 0.3, 0.2])
+    m, s, low, high = truncated_gaussian(mean, std, 2.0, 0.0, 2.5)
+    a, b = (0.0 - mean) / (2 * std), (2.5 - mean) / (2 * std)
+    np.testing.assert_allclose(m, truncnorm.mean(a, b, loc=mean, scale=2 * std))
+    np.testing.assert_allclose(s, truncnorm.std(a, b, loc=mean, scale=2 * std))
+    assert (low >= 0).all() and (high <= 2.5).all() and (s <= 2 * std + 1e-12).all()
+    # Far-away bounds: the plain Gaussian, its 95% interval μ ± 1.96 λσ.
+    m, s, low, high = truncated_gaussian(mean, std, 1.0, -100, 100)
+    np.testing.assert_allclose(m, mean)
+    np.testing.assert_allclose(s, std)
+    np.testing.assert_allclose(high - mean, 1.959964 * std, rtol=1e-5)
+    assert truncation_bounds([0.9, 1.8, 0.45]) == pytest.approx((0.25, 3.24))
+
+
+def _judged_pairs(n, rng):
+    """Human scores 1–4; CLIPScore means that track them, noisier where the sampled σ is larger."""
+    human = rng.integers(1, 5, n).astype(float)
+    std = rng.uniform(0.02, 0.3, n)
+    mean = np.clip(0.35 * human + rng.normal(0, 3 * std), 0.05, 2.4)
+    return mean, std, human
+
+
+def test_lambda_hat_is_the_lowest_risk_among_the_rejected():
+    mean, std, human = _judged_pairs(400, np.random.default_rng(0))
+    result = calibrate_intervals(mean, std, human, delta=0.05)
+    lower, upper = result.bounds
+    expected_risks = [ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in PAPER_LAMBDAS]
+    np.testing.assert_allclose(result.risks, expected_risks)
+    assert result.alpha == pytest.approx(result.risks[0])  # Eq. 13: α is the risk at λ = 1
+    np.testing.assert_allclose(result.p_values, hb_p_value(result.risks, 400, result.alpha))
+    assert result.valid.tolist() == learn_then_test(result.p_values, 0.05, "bonferroni").tolist()
+    assert (result.p_values[result.valid] <= 0.05 / 50).all()
+    assert 0 not in result.valid  # λ = 1 cannot beat itself
+    assert result.lambda_hat == PAPER_LAMBDAS[result.valid[np.argmin(result.risks[result.valid])]]
+    assert result.risks.min() < result.alpha  # on this data, scaling σ does raise the UPS
+    holm = calibrate_intervals(mean, std, human, delta=0.05, method="holm")
+    assert set(result.valid) <= set(holm.valid)
+
+
+def test_bad_input_is_refused():
+    mean, std, human = _judged_pairs(50, np.random.default_rng(1))
+    with pytest.raises(ValueError, match="one length"):
+        calibrate_intervals(mean[:-1], std, human)
+    with pytest.raises(ValueError, match="std contains NaN"):
+        calibrate_intervals(mean, np.where(np.arange(50) == 7, np.nan, std), human)
+    with pytest.raises(ValueError, match="at least 3 pairs"):
+        calibrate_intervals(mean[:2], std[:2], human[:2])
+    with pytest.raises(ValueError, match="uncalibrated UPS is <= 0"):
+        calibrate_intervals(human + (0.32 - std), std, human)  # the error shrinks as σ grows: UPS < 0
+    with pytest.raises(ValueError, match="UPS is undefined"):
+        ups_risk(human, std, human)  # no error at all
+    # 12 pairs whose error tracks σ (0 < α < 1): too few for any p-value to reach δ/50.
+    human, std = np.arange(12) % 4 + 1.0, np.linspace(0.02, 0.3, 12)
+    mean = human + 2 * std + np.random.default_rng(2).normal(0, 0.05, 12)
+    with pytest.raises(ValueError, match="no lambda on the grid controls the risk"):
+        calibrate_intervals(mean, std, human)

@@ -1,0 +1,113 @@
+"""Attention-mask sampling through a saved tiny CLIPModel: unmasked rows equal the model's own
+features, masks act only through attention, and the word scores follow Eqs. 1–3."""
+import numpy as np
+import pytest
+import torch
+
+from condeval.crc.pos import LexiconTagger
+from condeval.crc.sampling import AttentionMaskSampler, clipscore, word_error_scores
+from condeval.datasets.miniworld import SceneObject, render_scene, vocabulary
+
+LEXICON = {"a": "DET", "red": "ADJ", "blue": "ADJ", "star": "NOUN", "ring": "NOUN", "above": "ADP", "two": "NUM", "rings": "NOUN"}
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    from transformers import CLIPModel
+
+    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.features import ClipEncoder
+    from condeval.encoders.tokenizer import build_word_tokenizer
+
+    folder = tmp_path_factory.mktemp("clip")
+    tokenizer = build_word_tokenizer(vocabulary())
+    torch.manual_seed(0)
+    model = CLIPModel(tiny_clip_config(tokenizer, 64, vision_width=32, vision_layers=2, patch_size=16, text_width=32, text_layers=2, projection_dim=16))
+    for save in (model.eval(), tokenizer, clip_image_processor(64)):
+        save.save_pretrained(folder)
+    return ClipEncoder(folder)
+
+
+@pytest.fixture(scope="module")
+def image():
+    return render_scene([SceneObject("star", "red", "large", 0.3, 0.3), SceneObject("ring", "blue", "small", 0.7, 0.7)], np.random.default_rng(0))
+
+
+def _sampler(encoder, **kwargs):
+    settings = dict(n_image=6, n_text=8, image_ratio=0.3, text_ratio=0.4) | kwargs
+    return AttentionMaskSampler(encoder, LexiconTagger(LEXICON), **settings)
+
+
+def test_unmasked_rows_are_the_models_features(encoder, image):
+    sampler = _sampler(encoder)
+    rng = np.random.default_rng(1)
+    images = sampler.image_embeddings(image, rng)
+    texts, masks = sampler.text_embeddings("a red star above two blue rings".split(), rng)
+    expected_image = encoder.image_features([image])[0]
+    expected_text = encoder.text_features(["a red star above two blue rings"])[0]
+    np.testing.assert_allclose(torch.nn.functional.normalize(images[0], dim=-1).numpy(), expected_image, atol=1e-5)
+    np.testing.assert_allclose(torch.nn.functional.normalize(texts[0], dim=-1).numpy(), expected_text, atol=1e-5)
+    # Masked rows differ (the masks reach the encoders) and only valid words are ever masked.
+    assert not torch.allclose(images[0], images[1])
+    assert not torch.allclose(texts[0], texts[1])
+    words = "a red star above two blue rings".split()
+    valid = [i for i, w in enumerate(words) if LEXICON[w] in {"NOUN", "ADJ", "NUM"}]
+    assert set(np.flatnonzero(masks.any(axis=0))) <= set(valid)
+    assert (masks.sum(axis=1) == np.ceil(0.4 * len(valid))).all()
+
+
+def test_a_text_mask_equals_leaving_the_tokens_out_of_attention(encoder):
+    """Masking word j through the attention mask is what the model computes when its tokens get
+    attention 0 (not deleted: positions of the other words stay)."""
+    sampler = _sampler(encoder, n_text=1, text_ratio=0.01)  # one valid word per sample
+    words = "a red star".split()
+    texts, masks = sampler.text_embeddings(words, np.random.default_rng(2))
+    j = int(np.flatnonzero(masks[0])[0])
+    tokens = encoder.tokenizer(" ".join(words), return_tensors="pt")
+    attention = tokens["attention_mask"].clone()
+    attention[0, 1 + j] = 0  # [CLS] first, one token per word
+    with torch.no_grad():
+        expected = encoder.model.get_text_features(input_ids=tokens["input_ids"], attention_mask=attention).pooler_output[0]
+    torch.testing.assert_close(texts[1], expected)
+
+
+def test_scores_come_from_one_batch_per_tower_and_are_seeded(encoder, image):
+    sampler = _sampler(encoder)
+    calls = {"vision": 0, "text": 0}
+    hooks = [encoder.model.vision_model.encoder.register_forward_hook(lambda *a: calls.__setitem__("vision", calls["vision"] + 1)),
+             encoder.model.text_model.register_forward_hook(lambda *a: calls.__setitem__("text", calls["text"] + 1))]  # fmt: skip
+    samples = sampler.sample(image, "a red star above two blue rings".split(), seed=3)
+    for hook in hooks:
+        hook.remove()
+    assert calls == {"vision": 1, "text": 1}  # I + T rows in two forward passes, not I×T
+    assert samples.scores.shape == (7, 9) and samples.distribution.shape == (48,)
+    assert (samples.scores >= 0).all() and (samples.scores <= 2.5).all()
+    again = sampler.sample(image, "a red star above two blue rings".split(), seed=3)
+    np.testing.assert_array_equal(samples.scores, again.scores)
+    assert not np.array_equal(samples.scores, sampler.sample(image, "a red star above two blue rings".split(), seed=4).scores)
+
+
+def test_attention_entry_masking_and_logit_scale_weight(encoder, image):
+    sampler = _sampler(encoder, image_masking="attention_entries", weight="logit_scale")
+    assert sampler.weight == pytest.approx(float(encoder.model.logit_scale.detach()))
+    images = sampler.image_embeddings(image, np.random.default_rng(5))
+    assert not torch.allclose(images[0], images[1])
+    with pytest.raises(ValueError, match="image_masking"):
+        _sampler(encoder, image_masking="pixels")
+    with pytest.raises(ValueError, match="text_ratio"):
+        _sampler(encoder, text_ratio=1.0)
+
+
+def test_clipscore_is_w_times_clipped_cosine():
+    texts = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [1.0, 1.0]])
+    images = torch.tensor([[2.0, 0.0]])
+    np.testing.assert_allclose(clipscore(texts, images, 2.5).numpy(), [[2.5, 0.0, 2.5 / np.sqrt(2)]], rtol=1e-6)
+
+
+def test_word_error_scores_follow_equations_1_to_3():
+    # 2 masked images, 3 text samples over 4 words; word 3 never masked.
+    scores = np.array([[1.0, 0.9, 1.2, 1.0], [0.8, 0.6, 1.0, 0.9], [0.6, 0.7, 0.9, 0.5]])
+    masks = np.array([[1, 0, 0, 0], [0, 1, 1, 0], [1, 1, 0, 0]], dtype=bool)
+    v = np.array([((0.6 - 0.8) + (0.7 - 0.6)) / 2, ((1.0 - 0.8) + (0.9 - 0.6)) / 2, ((0.9 - 0.8) + (0.5 - 0.6)) / 2])
+    V = np.array([(v[0] + v[2]) / 2, (v[1] + v[2]) / 2, v[1]])
+    np.testing.assert_allclose(word_error_scores(scores, masks), np.append(1 / (1 + np.exp(-V)), 0.0))
