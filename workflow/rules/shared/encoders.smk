@@ -36,7 +36,9 @@ if "train" in ENCODERS["clip"]:
             "logs/shared/train_clip.log",
         conda:
             "../../../envs/torch.yaml"
-        threads: 2
+        # One thread: a 2-thread job on a busy 2-core machine waits until both cores are free at
+        # once, which came 16 minutes into `make run`; alone on one core it starts at once.
+        threads: 1
         priority: 50  # every caption feature waits for it; start it before the captioners
         resources:
             mem_mb=6000,
