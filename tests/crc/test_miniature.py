@@ -2,9 +2,11 @@
 import numpy as np
 import pytest
 
-from condeval.crc.miniature import write_mini_foil_it
+from condeval.crc.miniature import write_mini_foil_it, write_mini_judgments, write_mini_rich_hf
 from condeval.datasets.foil import load_foil_it
-from condeval.datasets.miniworld import SHAPES, plural, write_split
+from condeval.datasets.judgments import load_flickr8k_expert, load_polaris
+from condeval.datasets.miniworld import SHAPES, corrupt_caption, plural, vocabulary, write_split
+from condeval.datasets.rich_hf import pick_a_pic_prompts, read_rich_hf
 
 
 @pytest.fixture(scope="module")
@@ -30,3 +32,39 @@ def test_mini_foil_it_round_trips_through_the_foil_it_loader(world, tmp_path):
     again = write_mini_foil_it(world, tmp_path / "again", seed=0)
     assert again["test"].read_bytes() == paths["test"].read_bytes()
     assert write_mini_foil_it(world, tmp_path / "other", seed=1)["test"].read_bytes() != paths["test"].read_bytes()
+
+
+def test_corrupt_caption_changes_only_object_words_and_marks_them():
+    rng = np.random.default_rng(0)
+    tokens = "there are two red circles and a small blue box on a noisy background".split()
+    for n_errors in range(5):
+        words, errors = corrupt_caption(tokens, n_errors, rng)
+        changed = [k for k, (a, b) in enumerate(zip(tokens, words)) if a != b]
+        assert changed == [k for k, e in enumerate(errors) if e]
+        assert len(changed) == min(n_errors, 6)  # two, red, circles, small, blue, box
+        assert set(words) <= set(vocabulary())
+        assert all(tokens[k] not in ("there", "are", "and", "a", "on", "noisy", "background") for k in changed)
+    assert corrupt_caption(["there", "is"], 2, rng) == (["there", "is"], [0, 0])
+
+
+def test_mini_rich_hf_round_trips_through_the_tfrecord_reader(tmp_path):
+    paths = write_mini_rich_hf(tmp_path, {"train": 12, "dev": 4, "test": 6}, seed=0)
+    prompts = pick_a_pic_prompts([paths["prompts"]])
+    frames = {split: read_rich_hf(paths[split], prompts, tmp_path / "images") for split in ("train", "dev", "test")}
+    assert [len(f) for f in frames.values()] == [12, 4, 6]  # no record dropped: the split is the dataset's
+    errors = [sum(labels) for f in frames.values() for labels in f["labels"].to_list()]
+    assert min(errors) == 0 and max(errors) >= 2
+    assert frames["test"]["misalignment_score"].to_list() == [float(sum(l)) for l in frames["test"]["labels"].to_list()]
+
+
+def test_mini_judgments_round_trip_and_ratings_follow_the_errors(world, tmp_path):
+    paths = write_mini_judgments(world, tmp_path, n_images=20, seed=0)
+    flickr, polaris = load_flickr8k_expert(paths["flickr8k"]), load_polaris(paths["polaris"])
+    assert flickr["image"].n_unique() == 20 and polaris["image"].n_unique() == 20
+    assert set(flickr["image"]).isdisjoint(polaris["image"])
+    assert flickr["human_score"].min() >= 1 and flickr["human_score"].max() <= 4
+    assert 0 <= polaris["human_score"].min() and polaris["human_score"].max() <= 1
+    assert all(len(refs) == 4 for refs in polaris["references"].to_list())  # the image's other four captions
+    # Rated from the true alignment: the error-free candidate scores highest on average.
+    first = polaris.group_by("image", maintain_order=True).first()
+    assert first["human_score"].mean() > polaris["human_score"].mean() + 0.2

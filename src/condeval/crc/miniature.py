@@ -5,6 +5,12 @@ Only the world's val split is used (no encoder or captioner trains on it).
 - **mini FOIL-it** (``foilv1.0_{train,test}_2017.json``): each val image's evaluation caption and
   the same caption with one shape noun swapped for another shape's (``swap_shape_noun``), paired
   by ``id`` as FOIL-it pairs them, with ``target_word`` and ``foil_word``.
+- **mini RichHF-18K** (``{train,dev,test}.tfrecord`` and a Pick-a-Pic-style prompt table): new
+  scenes rendered from their true description, while the prompt has 0–3 of its object words made
+  wrong (``corrupt_caption``); the per-word labels (0 = misaligned) come from the generator.
+- **mini human ratings** in the Flickr8k-Expert (``flickr8k.json``) and Polaris (Parquet) formats:
+  val images with candidate captions carrying 0–3 errors, rated 4 − errors by three raters with
+  noise (Flickr8k, 1–4) and their mean mapped to [0, 1] (Polaris).
 """
 
 from __future__ import annotations
@@ -15,11 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-from condeval.core.io import atomic_path
-from condeval.datasets.coco import evaluation_pairs, load_captions
-from condeval.datasets.miniworld import swap_shape_noun
+import polars as pl
 
-__all__ = ["write_mini_foil_it", "FOIL_IT_SPLITS"]
+from condeval.core.io import atomic_path, write_parquet
+from condeval.datasets.coco import evaluation_pairs, load_captions
+from condeval.datasets.miniworld import captions_for, corrupt_caption, draw_scene, render_scene, swap_shape_noun
+from condeval.datasets.rich_hf import write_rich_hf
+
+__all__ = ["write_mini_foil_it", "write_mini_rich_hf", "write_mini_judgments", "FOIL_IT_SPLITS", "RICH_HF_SPLITS"]
+
+RICH_HF_SPLITS = ("train", "dev", "test")
 
 FOIL_IT_SPLITS = ("train", "test")
 
@@ -72,4 +83,74 @@ def write_mini_foil_it(coco_root: str | os.PathLike, out_dir: str | os.PathLike,
         paths[split] = out_dir / f"foilv1.0_{split}_2017.json"
         with atomic_path(paths[split]) as tmp:
             tmp.write_text(json.dumps(_foil_document(rows[split], file_names, split)))
+    return paths
+
+
+def write_mini_rich_hf(out_dir: str | os.PathLike, sizes: dict[str, int], *, seed: int, side: int = 64, max_errors: int = 3) -> dict[str, Path]:
+    """Write ``{split}.tfrecord`` (RichHF-18K's records), ``images/<uid>.jpg`` and ``pickapic.parquet``.
+
+    Each record is a new scene (never seen in training), rendered from its objects; its prompt is
+    one caption of the scene with 0..``max_errors`` object words made wrong. Returns the files.
+    """
+    out_dir = Path(out_dir)
+    prompts, paths = [], {}
+    for number, split in enumerate(RICH_HF_SPLITS):
+        records = []
+        for index in range(sizes.get(split, 0)):
+            rng = np.random.default_rng([seed, 11, number, index])
+            objects = draw_scene(rng)
+            uid = f"mini-{split}-{index:06d}"
+            with atomic_path(out_dir / "images" / f"{uid}.jpg", suffix=".jpg") as tmp:
+                render_scene(objects, rng, side).save(tmp, format="JPEG", quality=90)
+            caption = captions_for(objects, rng, n=1)[0]
+            words, errors = corrupt_caption(caption.tokens, int(rng.integers(0, max_errors + 1)), rng)
+            records.append({"filename": f"{uid}.jpg", "prompt_misalignment_label": " ".join(str(1 - e) for e in errors),
+                            "misalignment_score": float(sum(errors))})  # fmt: skip
+            prompts.append({"caption": " ".join(words), "image_0_uid": uid, "image_1_uid": f"{uid}-unrated", "split": split})
+        paths[split] = out_dir / f"{split}.tfrecord"
+        write_rich_hf(paths[split], records)
+    paths["prompts"] = out_dir / "pickapic.parquet"
+    write_parquet(pl.DataFrame(prompts), paths["prompts"])
+    return paths
+
+
+def _rated_candidates(tokens: list[str], rng: np.random.Generator, raters: int, max_errors: int) -> list[tuple[str, list[float]]]:
+    """Candidates with 0..max_errors wrong words, each rated 4 − errors by ``raters`` noisy raters (1–4)."""
+    candidates = []
+    for n_errors in range(max_errors + 1):
+        words, errors = corrupt_caption(tokens, n_errors, rng)
+        truth = 4 - sum(errors)
+        candidates.append((" ".join(words), np.clip(np.rint(truth + rng.normal(0, 0.6, raters)), 1, 4).tolist()))
+    return candidates
+
+
+def write_mini_judgments(coco_root: str | os.PathLike, out_dir: str | os.PathLike, *, n_images: int, seed: int,
+                         raters: int = 3, max_errors: int = 3) -> dict[str, Path]:  # fmt: skip
+    """Write ``flickr8k.json`` (Flickr8k-Expert's format) and ``polaris.parquet`` (Polaris' table).
+
+    The first ``n_images`` val images go to Flickr8k, the next ``n_images`` to Polaris; candidates
+    are the evaluation caption with 0..``max_errors`` errors, the references the image's other captions.
+    """
+    coco_root, out_dir = Path(coco_root), Path(out_dir)
+    captions = load_captions(coco_root / "annotations" / "captions_val2014.json")
+    pairs = evaluation_pairs(captions)
+    references = captions.group_by("image_id", maintain_order=True).agg(pl.col("caption"))
+    refs = dict(zip(references["image_id"].to_list(), references["caption"].to_list()))
+    flickr, polaris = {}, []
+    for position, (image_id, caption_id, file_name, caption) in enumerate(pairs.select("image_id", "caption_id", "file_name", "caption").iter_rows()):
+        if position >= 2 * n_images:
+            break
+        rng = np.random.default_rng([seed, 13, caption_id])
+        image_path = f"val2014/{file_name}"
+        others = [c for c in refs[image_id] if c != caption]
+        rated = _rated_candidates(caption.split(), rng, raters, max_errors)
+        if position < n_images:
+            judgements = [{"image_id": str(image_id), "image_path": image_path, "caption": text, "rating": r} for text, ratings in rated for r in ratings]
+            flickr[str(image_id)] = {"image_id": str(image_id), "image_path": image_path, "ground_truth": others, "human_judgement": judgements}
+        else:
+            polaris += [{"refs": others, "cand": text, "img": image_path, "human_score": (float(np.mean(r)) - 1) / 3} for text, r in rated]
+    paths = {"flickr8k": out_dir / "flickr8k.json", "polaris": out_dir / "polaris.parquet"}
+    with atomic_path(paths["flickr8k"]) as tmp:
+        tmp.write_text(json.dumps(flickr))
+    write_parquet(pl.DataFrame(polaris), paths["polaris"])
     return paths

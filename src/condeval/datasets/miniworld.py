@@ -30,7 +30,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from condeval.core.io import atomic_path
 
-__all__ = ["SHAPES", "COLOURS", "SceneObject", "plural", "vocabulary", "swap_shape_noun", "Caption", "draw_scene", "render_scene", "captions_for", "write_split"]
+__all__ = ["SHAPES", "COLOURS", "SceneObject", "plural", "vocabulary", "swap_shape_noun", "corrupt_caption", "Caption", "draw_scene", "render_scene", "captions_for", "write_split"]
 
 #: shape -> nouns a caption may use for it (the first is the canonical one).
 SHAPES: dict[str, tuple[str, ...]] = {
@@ -305,6 +305,38 @@ def swap_shape_noun(tokens: list[str], rng: np.random.Generator, shapes: list[st
     if k > 0 and swapped[k - 1] in ("a", "an"):  # ``a`` / ``an`` agree with an adjacent noun
         swapped[k - 1] = "an" if swapped[k][0] in "aeiou" else "a"
     return swapped, k
+
+
+def _alternatives(word: str) -> list[str]:
+    """Words of the same kind that make ``word`` wrong: another colour, size, count or shape noun
+    (of the same number); [] for a word that describes no object."""
+    if word in COLOURS:
+        return [c for c in COLOURS if c != word]
+    for size, words in _SIZE_WORDS.items():
+        if word in words:
+            return [w for other, ws in _SIZE_WORDS.items() if other != size for w in ws]
+    if word in _NUMBERS.values():
+        return [n for n in _NUMBERS.values() if n != word]
+    table = _noun_shapes()
+    if word in table:
+        shape, is_plural = table[word]
+        return [plural(n) if is_plural else n for other, nouns in SHAPES.items() if other != shape for n in nouns]
+    return []
+
+
+def corrupt_caption(tokens: list[str], n_errors: int, rng: np.random.Generator) -> tuple[list[str], list[int]]:
+    """A copy of ``tokens`` with up to ``n_errors`` words about objects made wrong, and the error mask.
+
+    The words that can go wrong are those that describe an object: its colour, its size, a count
+    or its shape noun; each is replaced by another word of its kind (a noun keeps its number).
+    Articles are left as they are. Returns the new tokens and, per token, 1 if it was changed.
+    """
+    candidates = [k for k, token in enumerate(tokens) if _alternatives(token)]
+    chosen = rng.choice(candidates, size=min(n_errors, len(candidates)), replace=False) if candidates else []
+    corrupted, errors = list(tokens), [0] * len(tokens)
+    for k in sorted(int(c) for c in chosen):
+        corrupted[k], errors[k] = str(rng.choice(_alternatives(tokens[k]))), 1
+    return corrupted, errors
 
 
 def _with_articles(caption: Caption) -> Caption:

@@ -27,6 +27,7 @@ rule train_captioner:
     conda:
         "../../../envs/torch.yaml"
     threads: 1
+    priority: 20  # the image-to-text chain first; the synthetic track fills the other core
     resources:
         mem_mb=6000,
         runtime=120,
@@ -54,6 +55,7 @@ rule generate_captions:
     conda:
         "../../../envs/torch.yaml"
     threads: 1
+    priority: 20
     resources:
         mem_mb=4000,
         runtime=60,
@@ -81,6 +83,7 @@ rule i2t_fit:
     conda:
         "../../../envs/torch.yaml"
     threads: 1
+    priority: 20
     resources:
         mem_mb=4000,
         runtime=60,
@@ -109,6 +112,7 @@ rule i2t_evaluate:
     conda:
         "../../../envs/torch.yaml"
     threads: 1
+    priority: 20
     resources:
         mem_mb=4000,
         runtime=60,

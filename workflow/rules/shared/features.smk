@@ -19,6 +19,7 @@ rule image_features:
     conda:
         "../../../envs/torch.yaml"
     threads: 1
+    priority: 20
     resources:
         mem_mb=4000,
         runtime=60,
@@ -45,6 +46,7 @@ rule text_features:
     conda:
         "../../../envs/torch.yaml"
     threads: 1
+    priority: 20
     resources:
         mem_mb=4000,
         runtime=60,
