@@ -81,6 +81,11 @@ def test_scores_come_from_one_batch_per_tower_and_are_seeded(encoder, image):
         hook.remove()
     assert calls == {"vision": 1, "text": 1}  # I + T rows in two forward passes, not I×T
     assert samples.scores.shape == (7, 9) and samples.distribution.shape == (48,)
+    assert samples.has_valid_words
+    # No maskable word (determiners and adpositions only): the caption is never masked, every f_v is 0.
+    bare = sampler.sample(image, "a above a".split(), seed=3)
+    assert not bare.has_valid_words and (bare.word_scores == 0).all()
+    np.testing.assert_allclose(bare.scores[:, 1:], bare.scores[:, :1].repeat(8, axis=1), rtol=1e-5)
     assert (samples.scores >= 0).all() and (samples.scores <= 2.5).all()
     again = sampler.sample(image, "a red star above two blue rings".split(), seed=3)
     np.testing.assert_array_equal(samples.scores, again.scores)

@@ -64,6 +64,12 @@ class PairSamples:
     words: list[str]
 
     @property
+    def has_valid_words(self) -> bool:
+        """False for a caption with no maskable word: its T text samples equal the caption, every
+        f_v is 0, and the workflow counts such captions in its log."""
+        return bool(self.text_masks.any())
+
+    @property
     def clipscore(self) -> float:
         return float(self.scores[0, 0])
 
