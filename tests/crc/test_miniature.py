@@ -1,4 +1,6 @@
 """The mini benchmarks are written in the real formats and read back by the real loaders."""
+import json
+
 import numpy as np
 import pytest
 
@@ -28,6 +30,10 @@ def test_mini_foil_it_round_trips_through_the_foil_it_loader(world, tmp_path):
         for words, labels, target, foil_word in foils.select("words", "labels", "target_word", "foil_word").iter_rows():
             k = int(np.argmax(labels))
             assert sum(labels) == 1 and words[k] == foil_word and target in nouns and foil_word in nouns
+    # Images are listed as the world lists them (id, file name, width, height).
+    world_images = {i["id"]: i for i in json.loads((world / "annotations/captions_val2014.json").read_text())["images"]}
+    for image in json.loads(paths["test"].read_text())["images"]:
+        assert (image["width"], image["height"], image["file_name"]) == tuple(world_images[image["id"]][k] for k in ("width", "height", "file_name"))
     # Deterministic per seed, different across seeds.
     again = write_mini_foil_it(world, tmp_path / "again", seed=0)
     assert again["test"].read_bytes() == paths["test"].read_bytes()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "caption_index",
     "caption_losses",
     "fdr",
     "fpr",
@@ -23,12 +24,17 @@ __all__ = [
 ]
 
 
+def caption_index(groups) -> np.ndarray:
+    """Each word's caption as 0..n_captions−1, whatever ids ``groups`` holds."""
+    return np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1)
+
+
 def _per_caption(flags, labels, groups):
     """Per caption: flagged errors, flagged correct words, errors, correct words."""
     flags, labels = np.asarray(flags, dtype=bool), np.asarray(labels, dtype=bool)
     if not len(flags) == len(labels) == len(groups):
         raise ValueError(f"flags, labels and groups differ in length: {len(flags)}, {len(labels)}, {len(groups)}")
-    _, caption = np.unique(np.asarray(groups), return_inverse=True)
+    caption = caption_index(groups)
     count = lambda mask: np.bincount(caption, weights=mask, minlength=caption.max() + 1)  # noqa: E731
     return count(flags & labels), count(flags & ~labels), count(labels), count(~labels)
 
@@ -55,7 +61,7 @@ def fpr(flags, labels, groups) -> float:
 
 def _caption_truth_and_score(scores, labels, groups):
     scores, labels = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
-    _, caption = np.unique(np.asarray(groups), return_inverse=True)
+    caption = caption_index(groups)
     n = caption.max() + 1
     has_error = np.bincount(caption, weights=labels, minlength=n) > 0
     top = np.full(n, -np.inf)

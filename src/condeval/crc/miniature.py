@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from condeval.core.io import atomic_path, write_parquet
+from condeval.datasets import read_json
 from condeval.datasets.coco import evaluation_pairs, load_captions
 from condeval.datasets.miniworld import captions_for, corrupt_caption, draw_scene, render_scene, swap_shape_noun
 from condeval.datasets.rich_hf import write_rich_hf
@@ -51,8 +52,8 @@ def _noun_only_swap(words: list[str], rng: np.random.Generator, tries: int = 20)
     return None
 
 
-def _foil_document(rows, file_names: dict, split: str) -> dict:
-    images = [{"id": int(i), "file_name": file_names[i], "width": 64, "height": 64} for i in sorted({r["image_id"] for r in rows})]
+def _foil_document(rows, images_by_id: dict, split: str) -> dict:
+    images = [images_by_id[i] for i in sorted({r["image_id"] for r in rows})]
     return {"info": {"description": f"condeval mini FOIL-it ({split})", "version": "1.0"}, "licenses": [], "images": images, "annotations": rows}
 
 
@@ -64,8 +65,10 @@ def write_mini_foil_it(coco_root: str | os.PathLike, out_dir: str | os.PathLike,
     into train (``train_fraction``) and test. Returns the two files by split.
     """
     coco_root, out_dir = Path(coco_root), Path(out_dir)
-    captions = evaluation_pairs(load_captions(coco_root / "annotations" / "captions_val2014.json"))
-    file_names = dict(zip(captions["image_id"].to_list(), captions["file_name"].to_list()))
+    captions_json = coco_root / "annotations" / "captions_val2014.json"
+    captions = evaluation_pairs(load_captions(captions_json))
+    # FOIL-it lists its images as COCO does (id, file name, width, height): the world's own records.
+    images_by_id = {image["id"]: {k: image[k] for k in ("id", "file_name", "width", "height")} for image in read_json(captions_json, dict)["images"]}
     rng = np.random.default_rng([seed, 7])
     order = rng.permutation(len(captions))
     train_ids = set(captions["image_id"].to_numpy()[order[: int(round(train_fraction * len(captions)))]].tolist())
@@ -82,7 +85,7 @@ def write_mini_foil_it(coco_root: str | os.PathLike, out_dir: str | os.PathLike,
     for split in FOIL_IT_SPLITS:
         paths[split] = out_dir / f"foilv1.0_{split}_2017.json"
         with atomic_path(paths[split]) as tmp:
-            tmp.write_text(json.dumps(_foil_document(rows[split], file_names, split)))
+            tmp.write_text(json.dumps(_foil_document(rows[split], images_by_id, split)))
     return paths
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from condeval.core.risk import hb_p_value
-from condeval.crc.metrics import caption_losses
+from condeval.crc.metrics import caption_index, caption_losses
 
 __all__ = ["RISKS", "set_risk_curve", "calibrate_threshold"]
 
@@ -38,8 +38,7 @@ def _check_words(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.nda
         raise ValueError(f"scores contain NaN (first at word {int(np.flatnonzero(np.isnan(scores))[0])})")
     if not np.isin(labels, (0, 1)).all():
         raise ValueError("labels must be 0 (correct word) or 1 (error)")
-    _, group_index = np.unique(groups, return_inverse=True)
-    return scores, labels.astype(np.int64), group_index.reshape(-1)
+    return scores, labels.astype(np.int64), caption_index(groups)
 
 
 def set_risk_curve(scores, labels, groups, risk: str = "fdr") -> tuple[np.ndarray, np.ndarray, int]:
