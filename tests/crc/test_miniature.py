@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from condeval.crc.miniature import write_mini_foil_it, write_mini_judgments, write_mini_rich_hf
-from condeval.datasets.foil import load_foil_it
+from condeval.crc.miniature import write_mini_foil_it, write_mini_foil_nocaps, write_mini_judgments, write_mini_rich_hf
+from condeval.datasets.foil import load_foil_it, load_foil_nocaps
 from condeval.datasets.judgments import load_flickr8k_expert, load_polaris
-from condeval.datasets.miniworld import SHAPES, corrupt_caption, plural, vocabulary, write_split
+from condeval.datasets.miniworld import SHAPES, corrupt_caption, images_with_shapes, plural, vocabulary, write_split
 from condeval.datasets.rich_hf import pick_a_pic_prompts, read_rich_hf
 
 
@@ -38,6 +38,38 @@ def test_mini_foil_it_round_trips_through_the_foil_it_loader(world, tmp_path):
     again = write_mini_foil_it(world, tmp_path / "again", seed=0)
     assert again["test"].read_bytes() == paths["test"].read_bytes()
     assert write_mini_foil_it(world, tmp_path / "other", seed=1)["test"].read_bytes() != paths["test"].read_bytes()
+
+
+def _shape_nouns(shapes):
+    return {n for shape in shapes for noun in SHAPES[shape] for n in (noun, plural(noun))}
+
+
+def test_mini_foil_nocaps_domains_follow_the_novel_shapes(tmp_path):
+    novel = ["arrow", "hourglass"]
+    path = write_mini_foil_nocaps(tmp_path, {"in": 25, "near": 25, "out": 25}, novel, seed=0)
+    frame = load_foil_nocaps(path, tmp_path)
+    novel_nouns, seen_nouns = _shape_nouns(novel), _shape_nouns([s for s in SHAPES if s not in novel])
+    for domain, count in frame.filter(~frame["foil"]).group_by("domain").len().iter_rows():
+        assert count >= 22, domain  # a caption naming no shape is skipped, rarely
+    named = {d: set() for d in ("in", "near", "out")}
+    for domain, words, references in frame.filter(~frame["foil"]).select("domain", "words", "references").iter_rows():
+        named[domain] |= {w for text in [" ".join(words), *references] for w in text.split()}
+    assert not named["in"] & novel_nouns and named["in"] & seen_nouns
+    assert not named["out"] & seen_nouns and named["out"] & novel_nouns
+    assert named["near"] & novel_nouns and named["near"] & seen_nouns
+    foils = frame.filter(frame["foil"])
+    assert all(sum(labels) == 1 for labels in foils["labels"])
+    with pytest.raises(ValueError, match="novel shapes"):
+        write_mini_foil_nocaps(tmp_path / "none", {"in": 1}, [], seed=0)
+
+
+def test_images_with_shapes_reads_the_scenes_sidecar(world):
+    scenes = json.loads((world / "annotations/scenes_val2014.json").read_text())
+    with_star = images_with_shapes(world, "val", ["star"])
+    assert with_star == {int(i) for i, objects in scenes.items() if any(o["shape"] == "star" for o in objects)}
+    assert 0 < len(with_star) < len(scenes)
+    with pytest.raises(ValueError, match="unknown shapes"):
+        images_with_shapes(world, "val", ["hexagon"])
 
 
 def test_corrupt_caption_changes_only_object_words_and_marks_them():

@@ -5,6 +5,10 @@ Only the world's val split is used (no encoder or captioner trains on it).
 - **mini FOIL-it** (``foilv1.0_{train,test}_2017.json``): each val image's evaluation caption and
   the same caption with one shape noun swapped for another shape's (``swap_shape_noun``), paired
   by ``id`` as FOIL-it pairs them, with ``target_word`` and ``foil_word``.
+- **mini FOIL-nocaps** (``nocaps-val-foil.json`` and ``images/``): new scenes in three domains by
+  the world's *novel* shapes, which no encoder trains on (``coco.miniworld.novel_shapes``): in =
+  seen shapes only, near = both, out = novel shapes only; each scene's first caption is the
+  baseline, its foil swaps one shape noun, the other four captions are the references.
 - **mini RichHF-18K** (``{train,dev,test}.tfrecord`` and a Pick-a-Pic-style prompt table): new
   scenes rendered from their true description, while the prompt has 0–3 of its object words made
   wrong (``corrupt_caption``); the per-word labels (0 = misaligned) come from the generator.
@@ -26,10 +30,11 @@ import polars as pl
 from condeval.core.io import atomic_path, write_parquet
 from condeval.datasets import read_json
 from condeval.datasets.coco import evaluation_pairs, load_captions
-from condeval.datasets.miniworld import captions_for, corrupt_caption, draw_scene, render_scene, swap_shape_noun
+from condeval.datasets.foil import NOCAPS_DOMAINS
+from condeval.datasets.miniworld import SHAPES, captions_for, corrupt_caption, draw_scene, render_scene, swap_shape_noun
 from condeval.datasets.rich_hf import write_rich_hf
 
-__all__ = ["write_mini_foil_it", "write_mini_rich_hf", "write_mini_judgments", "FOIL_IT_SPLITS", "RICH_HF_SPLITS"]
+__all__ = ["write_mini_foil_it", "write_mini_foil_nocaps", "write_mini_rich_hf", "write_mini_judgments", "FOIL_IT_SPLITS", "RICH_HF_SPLITS"]
 
 RICH_HF_SPLITS = ("train", "dev", "test")
 
@@ -87,6 +92,49 @@ def write_mini_foil_it(coco_root: str | os.PathLike, out_dir: str | os.PathLike,
         with atomic_path(paths[split]) as tmp:
             tmp.write_text(json.dumps(_foil_document(rows[split], images_by_id, split)))
     return paths
+
+
+def _domain_scene(domain: str, novel: list[str], rng: np.random.Generator, tries: int = 1000):
+    """A scene of one FOIL-nocaps domain: seen shapes only (in), novel only (out), or both (near)."""
+    seen = [shape for shape in SHAPES if shape not in novel]
+    if domain != "near":
+        return draw_scene(rng, seen if domain == "in" else novel)
+    for _ in range(tries):
+        objects = draw_scene(rng)
+        shapes = {o.shape for o in objects}
+        if shapes & set(novel) and shapes - set(novel):
+            return objects
+    raise RuntimeError(f"no near-domain scene in {tries} draws; novel shapes {novel}")
+
+
+def write_mini_foil_nocaps(out_dir: str | os.PathLike, sizes: dict[str, int], novel_shapes: list[str], *, seed: int, side: int = 64) -> Path:
+    """Write ``nocaps-val-foil.json`` (FOIL-nocaps' record list) and its ``images/``.
+
+    ``sizes`` gives the number of scenes per domain (in, near, out); ``novel_shapes`` are the
+    shapes the encoders never trained on. Returns the JSON file.
+    """
+    if not novel_shapes:
+        raise ValueError("the mini FOIL-nocaps needs novel shapes (coco.miniworld.novel_shapes) for its near and out domains")
+    out_dir = Path(out_dir)
+    records = []
+    for number, domain in enumerate(NOCAPS_DOMAINS):
+        for index in range(sizes.get(domain, 0)):
+            rng = np.random.default_rng([seed, 17, number, index])
+            objects = _domain_scene(domain, list(novel_shapes), rng)
+            image_path = f"images/{domain}-{index:06d}.jpg"
+            with atomic_path(out_dir / image_path, suffix=".jpg") as tmp:
+                render_scene(objects, rng, side).save(tmp, format="JPEG", quality=90)
+            baseline, *references = [caption.text for caption in captions_for(objects, rng)]
+            swapped = _noun_only_swap(baseline.split(), rng)
+            if swapped is None:
+                continue
+            tokens, k = swapped
+            records.append({"image_path": image_path, "references": references, "baseline": baseline, "foil": " ".join(tokens),
+                            "replacement": [baseline.split()[k], tokens[k]], "domain": domain})  # fmt: skip
+    path = out_dir / "nocaps-val-foil.json"
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(records))
+    return path
 
 
 def write_mini_rich_hf(out_dir: str | os.PathLike, sizes: dict[str, int], *, seed: int, side: int = 64, max_errors: int = 3) -> dict[str, Path]:

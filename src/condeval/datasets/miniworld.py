@@ -24,13 +24,14 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from condeval.core.io import atomic_path
 
-__all__ = ["SHAPES", "COLOURS", "SceneObject", "plural", "vocabulary", "swap_shape_noun", "corrupt_caption", "Caption", "draw_scene", "render_scene", "captions_for", "write_split"]
+__all__ = ["SHAPES", "COLOURS", "SceneObject", "plural", "vocabulary", "swap_shape_noun", "corrupt_caption", "Caption", "draw_scene", "render_scene", "captions_for", "write_split", "images_with_shapes"]
 
 #: shape -> nouns a caption may use for it (the first is the canonical one).
 SHAPES: dict[str, tuple[str, ...]] = {
@@ -110,14 +111,18 @@ def vocabulary() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ scenes
-def draw_scene(rng: np.random.Generator) -> list[SceneObject]:
-    """1-4 objects in distinct cells of a 3×3 layout, jittered so positions vary continuously."""
+def draw_scene(rng: np.random.Generator, shapes: Sequence[str] | None = None) -> list[SceneObject]:
+    """1-4 objects in distinct cells of a 3×3 layout, jittered so positions vary continuously.
+
+    ``shapes`` limits the objects' shapes (default: all of ``SHAPES``).
+    """
+    shapes = list(SHAPES) if shapes is None else list(shapes)
     n = int(rng.integers(1, 5))
     cells = rng.choice(9, size=n, replace=False)
     objects = []
     for cell in cells:
         row, col = divmod(int(cell), 3)
-        shape, colour, size = str(rng.choice(list(SHAPES))), str(rng.choice(list(COLOURS))), str(rng.choice(list(SIZES)))
+        shape, colour, size = str(rng.choice(shapes)), str(rng.choice(list(COLOURS))), str(rng.choice(list(SIZES)))
         margin = SIZES[size] + 0.02  # whole objects: never cut by the border
         x = float(np.clip((col + 0.5 + rng.uniform(-0.2, 0.2)) / 3, margin, 1 - margin))
         y = float(np.clip((row + 0.5 + rng.uniform(-0.2, 0.2)) / 3, margin, 1 - margin))
@@ -387,3 +392,18 @@ def write_split(root: str | Path, split: str, n_images: int, seed: int, side: in
     with atomic_path(root / "annotations" / f"tokens_{split}2014.jsonl", suffix=".jsonl") as tmp:
         tmp.write_text("\n".join(token_lines) + "\n")
     return captions_path
+
+
+def images_with_shapes(root: str | Path, split: str, shapes: Sequence[str]) -> set[int]:
+    """Ids of the split's images that hold at least one object of ``shapes`` (from the scenes sidecar)."""
+    from condeval.datasets import DatasetFormatError, read_json
+
+    path = Path(root) / "annotations" / f"scenes_{split}2014.json"
+    wanted = set(shapes)
+    unknown = wanted - set(SHAPES)
+    if unknown:
+        raise ValueError(f"unknown shapes {sorted(unknown)}; the mini-world has {list(SHAPES)}")
+    try:
+        return {int(image_id) for image_id, objects in read_json(path, dict).items() if wanted & {o["shape"] for o in objects}}
+    except (KeyError, TypeError, ValueError):
+        raise DatasetFormatError(f"{path}: every image must map to a list of objects with a 'shape'") from None

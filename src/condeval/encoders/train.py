@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import pytorch_lightning as pl
@@ -18,7 +18,7 @@ import pytorch_lightning as pl
 from condeval.core.io import atomic_directory, write_json
 from condeval.core.training import fit, training_summary
 from condeval.datasets.coco import load_captions
-from condeval.datasets.miniworld import swap_shape_noun
+from condeval.datasets.miniworld import SHAPES, images_with_shapes, swap_shape_noun
 from condeval.encoders.data import captions_per_image, pixel_values, token_arrays
 
 __all__ = ["coco_split", "train_clip", "train_bert", "train_and_export"]
@@ -26,11 +26,18 @@ __all__ = ["coco_split", "train_clip", "train_bert", "train_and_export"]
 CAPTIONS_PER_IMAGE = 5
 
 
-def coco_split(root: str | os.PathLike, split: str, n_images: int | None = None):
-    """(images frame with ``path``, their five captions) of ``{root}/annotations/captions_{split}2014.json``."""
+def coco_split(root: str | os.PathLike, split: str, n_images: int | None = None, exclude_shapes: Sequence[str] = ()):
+    """(images frame with ``path``, their five captions) of ``{root}/annotations/captions_{split}2014.json``.
+
+    ``exclude_shapes`` drops the mini-world images holding any of those shapes (before taking the
+    first ``n_images``), so the model never sees them: FOIL-nocaps' novel classes.
+    """
     root = Path(root)
     frame = load_captions(root / "annotations" / f"captions_{split}2014.json", root / f"{split}2014")
     images, captions = captions_per_image(frame, CAPTIONS_PER_IMAGE)
+    if exclude_shapes:
+        keep = ~images["image_id"].is_in(list(images_with_shapes(root, split, exclude_shapes))).to_numpy()
+        images, captions = images.filter(keep), [c for c, k in zip(captions, keep) if k]
     if n_images is not None:
         images, captions = images.head(n_images), captions[:n_images]
     return images, captions
@@ -85,17 +92,21 @@ def _steps(n_rows: int, batch_size: int, epochs: int) -> int:
     return epochs * -(-n_rows // batch_size)
 
 
-def train_clip(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float, hard_weight: float, model: dict, image_size: int, val_images: int, seed: int, accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
-    """Train the tiny CLIP contrastively (with shape-swap hard negatives) and ``save_pretrained`` it."""
+def train_clip(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float, hard_weight: float, model: dict, image_size: int, val_images: int, seed: int, exclude_shapes: Sequence[str] = (), accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
+    """Train the tiny CLIP contrastively (with shape-swap hard negatives) and ``save_pretrained`` it.
+
+    ``exclude_shapes`` are never seen, in images or as hard-negative words (FOIL-nocaps' novel classes).
+    """
     from transformers import AutoTokenizer
 
     from condeval.encoders.clip import ContrastiveCLIP, clip_image_processor, tiny_clip_config
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     processor = clip_image_processor(image_size)
-    frame, captions = coco_split(world, "train", images)
+    frame, captions = coco_split(world, "train", images, exclude_shapes)
     rng = np.random.default_rng(seed)
-    foils = [[" ".join((swap_shape_noun(c.split(), rng) or (c.split(), 0))[0]) for c in per_image] for per_image in captions]
+    seen = [shape for shape in SHAPES if shape not in set(exclude_shapes)]
+    foils = [[" ".join((swap_shape_noun(c.split(), rng, seen) or (c.split(), 0))[0]) for c in per_image] for per_image in captions]
     length = model.get("max_length", 32)
     arrays = (pixel_values(frame["path"].to_list(), processor), *_token_cube(tokenizer, captions, length), *_token_cube(tokenizer, foils, length))
     pl.seed_everything(seed, workers=True, verbose=False)

@@ -5,6 +5,8 @@
 #
 # Feature rules and training rules declare `gpu=0` (the CPU is the default); a site raises it
 # with --set-resources (profiles/slurm does) and the job runs on CUDA.
+from condeval.datasets.miniworld import SHAPES  # noqa: E402
+
 COCO = track_config("coco")
 ENCODERS = track_config("encoders")
 COCO_ROOT = COCO["root"]
@@ -40,6 +42,22 @@ def trained_encoder_inputs(name):
     """An encoder as an input: the manifest of results/encoders/<name> (trained here) or the configured folder."""
     section = ENCODERS[name]
     return section["path"] if "path" in section else saved_manifest(f"results/encoders/{name}")
+
+
+def novel_shapes():
+    """The mini-world shapes no encoder trains on (FOIL-nocaps' novel classes); none for real COCO."""
+    if COCO["source"] != "miniworld":
+        return []
+    shapes = list(COCO["miniworld"].get("novel_shapes", []))
+    unknown = [shape for shape in shapes if shape not in SHAPES]
+    if unknown:
+        raise ValueError(f"config key 'coco.miniworld.novel_shapes': {unknown} are not mini-world shapes {list(SHAPES)}")
+    if len(shapes) >= len(SHAPES) - 1:
+        raise ValueError("config key 'coco.miniworld.novel_shapes': at least two shapes must stay seen")
+    return shapes
+
+
+NOVEL_SHAPES = novel_shapes()
 
 
 def word_tokenizer_needed():

@@ -30,6 +30,7 @@ if "train" in ENCODERS["clip"]:
             run=update(directory("results/encoders/clip_run")),
         params:
             train=canonical(ENCODERS["clip"]["train"]),
+            novel_shapes=NOVEL_SHAPES,
             image_size=ENCODERS["image_size"],
             seed=ENCODERS["seed"],
         log:
