@@ -40,6 +40,16 @@ if "image_to_text" in config.get("crel", {}):
     include: "workflow/rules/crel/i2t_report.smk"
 
 
+# Conformal risk control for CLIPScore (config `crc:`), on the shared COCO data and CLIP.
+if "crc" in config:
+
+    include: "workflow/rules/crc/common.smk"
+    include: "workflow/rules/crc/data.smk"
+    include: "workflow/rules/crc/sample.smk"
+    include: "workflow/rules/crc/evaluate.smk"
+    include: "workflow/rules/crc/report.smk"
+
+
 rule crel:
     """CReL on the synthetic data: Table 1, Figs. 2 and 5, CReL-rho, LGM cost (DVC stage `crel`)."""
     input:
@@ -52,11 +62,18 @@ rule crel_i2t:
         i2t_targets() if "image_to_text" in config.get("crel", {}) else [],
 
 
+rule crc:
+    """Conformal risk control for CLIPScore: Tables 1–5, Fig. 1, word examples (DVC stage `crc`)."""
+    input:
+        crc_targets() if "crc" in config else [],
+
+
 rule all:
     """Every track's default targets (`make run`)."""
     input:
         rules.crel.input,
         rules.crel_i2t.input,
+        rules.crc.input,
     default_target: True
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import ups
 
-__all__ = ["truncated_gaussian", "truncation_bounds", "ups_risk", "IntervalCalibration", "calibrate_intervals", "PAPER_LAMBDAS"]
+__all__ = ["NoValidLambdaError", "truncated_gaussian", "truncation_bounds", "ups_risk", "IntervalCalibration", "calibrate_intervals", "PAPER_LAMBDAS"]
 
 PAPER_LAMBDAS = np.linspace(1, 50, 50)  # the official code's grid of σ scales
 _MIN_SCALE = 1e-10  # a pair whose samples all agree still gets a (degenerate) distribution
@@ -60,6 +60,10 @@ def ups_risk(mean, std, human) -> float:
     return 1.0 - max(score, 0.0)
 
 
+class NoValidLambdaError(ValueError):
+    """Learn-then-Test rejected no λ on the grid: no σ scale is shown to beat the uncalibrated risk."""
+
+
 @dataclass
 class IntervalCalibration:
     """The outcome of :func:`calibrate_intervals` (everything a report or a test needs)."""
@@ -94,7 +98,7 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
     ------
     ValueError
         On NaN or mismatched lengths, fewer than 3 pairs, an uncalibrated UPS ≤ 0 (α would be 1:
-        nothing to improve on), or when no λ on the grid rejects.
+        nothing to improve on); :class:`NoValidLambdaError` (a ``ValueError``) when no λ on the grid rejects.
     """
     mean, std, human = (np.asarray(a, dtype=float) for a in (mean, std, human))
     if not mean.shape == std.shape == human.shape or mean.ndim != 1:
@@ -113,6 +117,6 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
     p_values = hb_p_value(risks, len(mean), alpha)
     valid = learn_then_test(p_values, delta, method)
     if len(valid) == 0:
-        raise ValueError(f"no lambda on the grid controls the risk below alpha = {alpha:.4f} at delta = {delta} ({len(mean)} pairs)")
+        raise NoValidLambdaError(f"no lambda on the grid controls the risk below alpha = {alpha:.4f} at delta = {delta} ({len(mean)} pairs)")
     best = valid[np.argmin(risks[valid])]
     return IntervalCalibration(lambdas, risks, p_values, valid, alpha, float(lambdas[best]), (lower, upper))

@@ -34,11 +34,14 @@ from condeval.datasets.foil import NOCAPS_DOMAINS
 from condeval.datasets.miniworld import SHAPES, captions_for, corrupt_caption, draw_scene, render_scene, swap_shape_noun
 from condeval.datasets.rich_hf import write_rich_hf
 
-__all__ = ["write_mini_foil_it", "write_mini_foil_nocaps", "write_mini_rich_hf", "write_mini_judgments", "FOIL_IT_SPLITS", "RICH_HF_SPLITS"]
+__all__ = ["write_mini_foil_it", "write_mini_foil_nocaps", "write_mini_rich_hf", "write_mini_judgments", "FOIL_IT_SPLITS", "RICH_HF_SPLITS", "MINI_JUDGMENT_FILES"]
 
 RICH_HF_SPLITS = ("train", "dev", "test")
 
 FOIL_IT_SPLITS = ("train", "test")
+
+#: The judgment sets the miniature writes, by name: their file names.
+MINI_JUDGMENT_FILES = {"flickr8k": "flickr8k.json", "polaris": "polaris.parquet"}
 
 
 def _noun_only_swap(words: list[str], rng: np.random.Generator, tries: int = 20) -> tuple[list[str], int] | None:
@@ -141,13 +144,16 @@ def write_mini_rich_hf(out_dir: str | os.PathLike, sizes: dict[str, int], *, see
     """Write ``{split}.tfrecord`` (RichHF-18K's records), ``images/<uid>.jpg`` and ``pickapic.parquet``.
 
     Each record is a new scene (never seen in training), rendered from its objects; its prompt is
-    one caption of the scene with 0..``max_errors`` object words made wrong. Returns the files.
+    one caption of the scene with 0..``max_errors`` object words made wrong. Only the splits named
+    in ``sizes`` are written. Returns the files.
     """
     out_dir = Path(out_dir)
     prompts, paths = [], {}
     for number, split in enumerate(RICH_HF_SPLITS):
+        if split not in sizes:
+            continue
         records = []
-        for index in range(sizes.get(split, 0)):
+        for index in range(sizes[split]):
             rng = np.random.default_rng([seed, 11, number, index])
             objects = draw_scene(rng)
             uid = f"mini-{split}-{index:06d}"
@@ -200,7 +206,7 @@ def write_mini_judgments(coco_root: str | os.PathLike, out_dir: str | os.PathLik
             flickr[str(image_id)] = {"image_id": str(image_id), "image_path": image_path, "ground_truth": others, "human_judgement": judgements}
         else:
             polaris += [{"refs": others, "cand": text, "img": image_path, "human_score": (float(np.mean(r)) - 1) / 3} for text, r in rated]
-    paths = {"flickr8k": out_dir / "flickr8k.json", "polaris": out_dir / "polaris.parquet"}
+    paths = {name: out_dir / file_name for name, file_name in MINI_JUDGMENT_FILES.items()}
     with atomic_path(paths["flickr8k"]) as tmp:
         tmp.write_text(json.dumps(flickr))
     write_parquet(pl.DataFrame(polaris), paths["polaris"])

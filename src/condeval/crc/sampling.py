@@ -25,7 +25,7 @@ from PIL import Image
 from condeval.crc.pos import PosTagger, maskable_words
 from condeval.encoders.features import ClipEncoder
 
-__all__ = ["CLIPSCORE_WEIGHT", "IMAGE_MASKINGS", "clipscore", "PairSamples", "AttentionMaskSampler", "word_error_scores"]
+__all__ = ["CLIPSCORE_WEIGHT", "IMAGE_MASKINGS", "clipscore", "PairSamples", "AttentionMaskSampler", "word_error_scores", "sample_captions"]
 
 CLIPSCORE_WEIGHT = 2.5  # Appendix A, Eq. 16
 IMAGE_MASKINGS = ("patches", "attention_entries")
@@ -184,3 +184,42 @@ class AttentionMaskSampler:
         texts, masks = self.text_embeddings(list(words), rng)
         scores = clipscore(texts, images, self.weight).cpu().numpy().astype(np.float64)
         return PairSamples(scores=scores, text_masks=masks, words=list(words))
+
+
+def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: Sequence[Sequence[str]], keys: Sequence[int], *,
+                    seed: int, keep_distribution: bool = False, progress: bool = True) -> "pl.DataFrame":  # fmt: skip
+    """Attention-mask samples of many pairs, one row per pair.
+
+    Each pair's masks are seeded by ``(seed, key)``, so a pair's results do not depend on how the
+    pairs are sharded or ordered.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``key``, ``clipscore`` (unmasked), ``mean`` and ``std`` of the I×T masked CLIPScores,
+        ``word_scores`` (f_v per word), ``has_valid_words``, and with ``keep_distribution`` the
+        I×T ``samples`` themselves.
+
+    Raises
+    ------
+    FloatingPointError
+        When a pair's scores are not finite (naming the pair's key and image).
+    """
+    import polars as pl
+    from tqdm.auto import tqdm
+
+    rows = []
+    for path, caption, key in tqdm(list(zip(paths, words, keys)), desc="attention-mask sampling", unit="pair", disable=not progress, mininterval=10):
+        with Image.open(path) as image:
+            pair = sampler.sample(image, list(caption), seed=int(np.random.SeedSequence([seed, int(key)]).generate_state(1)[0]))
+        if not np.isfinite(pair.scores).all():
+            raise FloatingPointError(f"non-finite CLIPScores for pair key {key} ({path})")
+        row = {"key": int(key), "clipscore": pair.clipscore, "mean": float(pair.distribution.mean()), "std": float(pair.distribution.std()),
+               "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words}  # fmt: skip
+        if keep_distribution:
+            row["samples"] = pair.distribution.astype(np.float32).tolist()
+        rows.append(row)
+    schema = {"key": pl.Int64, "clipscore": pl.Float64, "mean": pl.Float64, "std": pl.Float64, "word_scores": pl.List(pl.Float64), "has_valid_words": pl.Boolean}
+    if keep_distribution:
+        schema["samples"] = pl.List(pl.Float32)
+    return pl.DataFrame(rows, schema=schema)

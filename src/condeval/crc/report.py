@@ -1,0 +1,198 @@
+"""Tables 1–5 and Fig. 1 of the CLIPScore risk-control paper, with word-example panels (Figs. 4–6).
+
+Numbers are percentages as in the paper. A model configured with ``paper: B`` or ``paper: H``
+(the paper config) gets the paper's numbers beside ours; rows of other methods are the paper's
+citations, labelled as cited.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from condeval.core.tables import markdown_table  # noqa: E402
+from condeval.crc import paper  # noqa: E402
+
+__all__ = ["sweep_markdown", "table2_markdown", "table4_markdown", "table5_markdown", "signal_markdown", "plot_violins", "plot_word_examples", "WORD_COLOURS"]
+
+#: Word colours of the caption panels (the paper's Figs. 4–6 code the same three outcomes).
+WORD_COLOURS = {"tp": "#2ca02c", "fn": "#ff7f0e", "fp": "#d62728", "tn": "#333333"}
+_RISK = {"fdr": "FDR", "fpr": "FPR"}
+
+
+def _pct(value) -> str:
+    return "–" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{100 * value:.2f}"
+
+
+def _paper(value) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def sweep_markdown(sweep: pl.DataFrame, risk: str, paper_model: str | None = None) -> str:
+    """Table 1 (FDR, FOIL-it) or Table 3 (FPR, RichHF-18K): the α sweep, calibration and test columns.
+
+    The α with the best calibration F1 (the one Tables 2 and 4 use) is in bold.
+    """
+    best = sweep.sort("calibration_f1", "alpha", descending=[True, False])["alpha"][0]
+    name = _RISK[risk]
+    tests = ["la", "la_set"] if risk == "fdr" else ["precision", "recall", "word_f1"]
+    labels = {"la": "LA", "la_set": "LA_set", "precision": "PREC", "recall": "REC", "word_f1": "word F1"}
+    reference = (paper.TABLE1_B if risk == "fdr" else paper.TABLE3_B) if paper_model == "B" else {}
+    rows = []
+    for r in sweep.sort("alpha").iter_rows(named=True):
+        mark = "**" if r["alpha"] == best else ""
+        row = {"α": f"{mark}{100 * r['alpha']:g}%{mark}", "λ̂": f"{r['lambda_hat']:.4f}", f"cal. {name}": _pct(r["calibration_risk"]),
+               "cal. F1": _pct(r["calibration_f1"]), f"test {name}": _pct(r["test_risk"]), "test AP": _pct(r["test_ap"]),
+               "test F1": _pct(r["test_f1"]), **{f"test {labels[k]}": _pct(r[f"test_{k}"]) for k in tests},
+               "words flagged / caption": f"{r['test_set_size']:.2f}"}  # fmt: skip
+        cited = reference.get(round(r["alpha"], 2))
+        if cited:
+            row |= {f"paper test {name}": _paper(cited["test_risk"]), "paper test F1": _paper(cited["test_f1"])}
+        rows.append(row)
+    return markdown_table(pl.DataFrame(rows))
+
+
+def _label(model: str, labels: dict[str, str]) -> str:
+    return labels.get(model, model)
+
+
+def table2_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], paper_models: dict[str, str]) -> str:
+    """Table 2: FDR, AP and LA on FOIL-it and FOIL-nocaps (overall, in, near, out) at the selected α.
+
+    ``selected`` maps a model to its FOIL-it ``selected.parquet`` rows; the paper's rows follow.
+    """
+    groups = [("foil_it", "overall", "FOIL-it"), ("foil_nocaps", "overall", "nocaps overall"), ("foil_nocaps", "in", "in"),
+              ("foil_nocaps", "near", "near"), ("foil_nocaps", "out", "out")]  # fmt: skip
+    rows = []
+    for model, frame in selected.items():
+        row = {"model": f"ours, {_label(model, labels)} (α = {100 * frame['alpha'][0]:g}%)"}
+        for benchmark, domain, title in groups:
+            hit = frame.filter((pl.col("benchmark") == benchmark) & (pl.col("domain") == domain))
+            for metric, name in (("risk", "FDR"), ("ap", "AP"), ("la", "LA")):
+                row[f"{title} {name}"] = _pct(hit[metric][0]) if len(hit) else "–"
+        rows.append(row)
+    keys = {"foil_it": "FOIL-it", "overall": "nocaps overall", "in": "in", "near": "near", "out": "out"}
+    for method, entry in paper.TABLE2.items():
+        if not entry["cited"] and method not in paper_models.values():
+            continue
+        name = f"{method} (cited)" if entry["cited"] else f"paper: ours, {paper.PAPER_MODELS[method]}"
+        row = {"model": name}
+        for group, title in keys.items():
+            for metric, label in (("risk", "FDR"), ("ap", "AP"), ("la", "LA")):
+                row[f"{title} {label}"] = _paper(entry[group][metric])
+        rows.append(row)
+    return markdown_table(pl.DataFrame(rows))
+
+
+def table4_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], paper_models: dict[str, str]) -> str:
+    """Table 4: word precision, recall and F1 on RichHF-18K's test split at the selected α."""
+    rows = []
+    for model, frame in selected.items():
+        hit = frame.filter(pl.col("domain") == "overall")
+        rows.append({"model": f"ours, {_label(model, labels)} (α = {100 * frame['alpha'][0]:g}%)", "ft.": "",
+                     "PREC": _pct(hit["precision"][0]), "REC": _pct(hit["recall"][0]), "F1": _pct(hit["word_f1"][0]), "FPR": _pct(hit["risk"][0])})  # fmt: skip
+    for method, entry in paper.TABLE4.items():
+        if not entry["cited"] and method not in paper_models.values():
+            continue
+        name = f"{method} (cited)" if entry["cited"] else f"paper: ours, {paper.PAPER_MODELS[method]}"
+        rows.append({"model": name, "ft.": "✓" if entry["fine_tuned"] else "", "PREC": _paper(entry["precision"]),
+                     "REC": _paper(entry["recall"]), "F1": _paper(entry["word_f1"]), "FPR": "–"})  # fmt: skip
+    return markdown_table(pl.DataFrame(rows))
+
+
+def table5_markdown(tables: dict[str, pl.DataFrame], labels: dict[str, str], paper_models: dict[str, str]) -> str:
+    """Table 5: UPS and τ_c before (PRE) and after (POS) calibration, one row per model and stage."""
+    datasets = list(dict.fromkeys(name for frame in tables.values() for name in frame["dataset"]))
+    rows = []
+    for model, frame in tables.items():
+        for stage in ("pre", "pos"):
+            part = frame.filter(pl.col("stage") == stage)
+            scale = part["lambda"][0]
+            setting = "no λ controls the risk" if np.isnan(scale) else f"λ = {scale:g}"
+            row = {"method": f"{_label(model, labels)}-{stage.upper()} ({setting})"}
+            for name in datasets:
+                hit = part.filter(pl.col("dataset") == name)
+                row |= {f"{name} UPS": _pct(hit["ups"][0]), f"{name} τ_c": _pct(hit["tau_c"][0])}
+            rows.append(row)
+        code = paper_models.get(model)
+        for stage in ("pre", "pos") if code else ():
+            cited = paper.TABLE5[(code, stage)]
+            row = {"method": f"paper: {code}-{stage.upper()}"}
+            for name in datasets:
+                entry = cited.get(name, {"ups": None, "tau_c": None})
+                row |= {f"{name} UPS": _paper(entry["ups"]), f"{name} τ_c": _paper(entry["tau_c"])}
+            rows.append(row)
+    return markdown_table(pl.DataFrame(rows))
+
+
+def signal_markdown(signals: dict[tuple[str, str], dict]) -> str:
+    """Does the CLIP find the wrong words? AP and LA (top word) beside chance, per model and benchmark."""
+    rows = [{"model": model, "benchmark": benchmark, "test captions": s["n_captions"], "with an error": s["n_with_error"],
+             "AP": _pct(s["ap"]), "AP by chance": _pct(s["ap_chance"]), "LA (top word)": _pct(s["la"]), "LA, random valid word": _pct(s["la_chance"])}
+            for (model, benchmark), s in signals.items()]  # fmt: skip
+    return markdown_table(pl.DataFrame(rows))
+
+
+def plot_violins(pairs: pl.DataFrame, seed: int, title: str):
+    """Fig. 1: the masked-CLIPScore distributions of a random pair and of the highest- and lowest-variance pairs.
+
+    ``pairs`` has ``samples`` (the I×T scores), ``std``, ``clipscore``, ``words`` and ``human_score``.
+    """
+    random_row = int(np.random.default_rng(seed).integers(len(pairs)))
+    order = pairs.with_row_index("row").sort("std")
+    chosen = [("random pair", random_row), ("highest variance", int(order["row"][-1])), ("lowest variance", int(order["row"][0]))]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    data = [np.asarray(pairs["samples"][row], dtype=float) for _, row in chosen]
+    parts = ax.violinplot(data, showmedians=True, showextrema=True)
+    for body in parts["bodies"]:
+        body.set_alpha(0.5)
+    for k, (_, row) in enumerate(chosen, start=1):
+        ax.scatter([k], [pairs["clipscore"][row]], marker="D", color="black", zorder=3, label="unmasked CLIPScore" if k == 1 else None)
+    ticks = [f"{name}\n\"{textwrap.shorten(' '.join(pairs['words'][row]), 38)}\"\nhuman {pairs['human_score'][row]:.2f}" for name, row in chosen]
+    ax.set_xticks(range(1, 4), ticks, fontsize=8)
+    ax.set_ylabel("CLIPScore")
+    ax.set_title(title)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _outcome(flagged: bool, error: bool) -> str:
+    return {(True, True): "tp", (False, True): "fn", (True, False): "fp", (False, False): "tn"}[(flagged, error)]
+
+
+def plot_word_examples(examples: pl.DataFrame, threshold: float, title: str):
+    """Caption panels: each example's image and its words coloured by outcome at λ̂.
+
+    Green: a wrong word flagged (true positive); orange: a wrong word missed (false negative); red:
+    a right word flagged (false positive); dark: a right word left alone.
+    """
+    n = len(examples)
+    fig, axes = plt.subplots(n, 2, figsize=(9, 1.45 * n), gridspec_kw={"width_ratios": [1, 5]}, squeeze=False)
+    for (image_ax, text_ax), row in zip(axes, examples.iter_rows(named=True)):
+        with Image.open(row["path"]) as image:
+            image_ax.imshow(image.convert("RGB"))
+        image_ax.axis("off")
+        text_ax.axis("off")
+        x = 0.0
+        renderer = fig.canvas.get_renderer()
+        for word, score, label in zip(row["words"], row["word_scores"], row["labels"]):
+            colour = WORD_COLOURS[_outcome(score > threshold, bool(label))]
+            text = text_ax.text(x, 0.55, word, color=colour, fontsize=10, transform=text_ax.transAxes, va="center",
+                                fontweight="bold" if colour != WORD_COLOURS["tn"] else "normal")  # fmt: skip
+            box = text.get_window_extent(renderer=renderer).transformed(text_ax.transAxes.inverted())
+            text_ax.text(x + box.width / 2, 0.12, f"{score:.2f}", color="#777777", fontsize=6, ha="center", transform=text_ax.transAxes)
+            x += box.width + 0.012
+    handles = [plt.Line2D([], [], color=c, marker="s", linestyle="", label=l) for l, c in
+               (("true positive", WORD_COLOURS["tp"]), ("false negative", WORD_COLOURS["fn"]), ("false positive", WORD_COLOURS["fp"]))]  # fmt: skip
+    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle(title, y=1.0, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return fig

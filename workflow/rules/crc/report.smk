@@ -1,0 +1,71 @@
+# Reports of the CLIPScore risk-control track: Tables 1–5, the detection signal, Fig. 1 and the
+# word-example panels, collected with captions by `snakemake --report`.
+
+
+rule crc_tables:
+    input:
+        sweeps=expand("results/crc/{model}/{word_benchmark}/sweep.parquet", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)),
+        selected=expand("results/crc/{model}/{word_benchmark}/selected.parquet", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)),
+        signals=expand("results/crc/{model}/{word_benchmark}/signal.json", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)),
+        intervals=expand("results/crc/{model}/intervals/table5.parquet", model=CRC_MODELS),
+    output:
+        table1=report(expand("reports/crc/table1_{model}.md", model=CRC_MODELS), caption="../../report/crc/table1.rst", category="CLIPScore risk control"),
+        table2=report("reports/crc/table2.md", caption="../../report/crc/table2.rst", category="CLIPScore risk control"),
+        table3=report(expand("reports/crc/table3_{model}.md", model=CRC_MODELS), caption="../../report/crc/table3.rst", category="CLIPScore risk control"),
+        table4=report("reports/crc/table4.md", caption="../../report/crc/table4.rst", category="CLIPScore risk control"),
+        table5=report("reports/crc/table5.md", caption="../../report/crc/table5.rst", category="CLIPScore risk control"),
+        signal=report("reports/crc/signal.md", caption="../../report/crc/signal.rst", category="CLIPScore risk control"),
+    params:
+        models=CRC_MODELS,
+        sweeps=list(CRC_SWEEPS),
+        labels=crc_model_labels(),
+        paper_models=crc_paper_models(),
+    log:
+        "logs/crc/tables.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crc/tables.py"
+
+
+rule crc_fig1:
+    input:
+        captions=f"results/crc/captions/{CRC['intervals']['calibration']['dataset']}.parquet",
+        samples=crc_interval_calibration_samples,
+    output:
+        report("reports/crc/fig1_violins_{model}.png", caption="../../report/crc/fig1.rst", category="CLIPScore risk control"),
+    wildcard_constraints:
+        **CRC_WILDCARDS,
+    params:
+        seed=CRC["seed"],
+        dataset=CRC["intervals"]["calibration"]["dataset"],
+    log:
+        "logs/crc/fig1_{model}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crc/fig1.py"
+
+
+rule crc_word_examples:
+    input:
+        captions=expand("results/crc/captions/{word_benchmark}.parquet", word_benchmark=list(CRC_SWEEPS)),
+        samples=crc_sweep_samples,
+        selected=expand("results/crc/{{model}}/{word_benchmark}/selected.parquet", word_benchmark=list(CRC_SWEEPS)),
+    output:
+        report("reports/crc/word_examples_{model}.png", caption="../../report/crc/word_examples.rst", category="CLIPScore risk control"),
+    wildcard_constraints:
+        **CRC_WILDCARDS,
+    params:
+        seed=CRC["seed"],
+        benchmarks=list(CRC_SWEEPS),
+        per_benchmark=4,
+    log:
+        "logs/crc/word_examples_{model}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crc/word_examples.py"

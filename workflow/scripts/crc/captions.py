@@ -1,0 +1,18 @@
+"""Snakemake adapter: one benchmark's caption table through its real loader."""
+from condeval.core.io import write_parquet
+from condeval.core.logs import log_to_file
+from condeval.crc import benchmarks
+
+log = log_to_file(snakemake.log[0])
+name, p, files = snakemake.wildcards.benchmark, dict(snakemake.params.benchmark), snakemake.input
+if name == "foil_it":
+    table = benchmarks.foil_it_captions(files.annotations, p["images"], calibration_fraction=p["calibration_fraction"], seed=p["seed"])
+elif name == "foil_nocaps":
+    table = benchmarks.foil_nocaps_captions(files.annotations, p["images"])
+elif name == "rich_hf":
+    table = benchmarks.rich_hf_captions(files.calibration, files.test, files.prompts, p["images"])
+else:
+    table = benchmarks.judged_captions(p["format"], files.annotations, p["images"], allow_pickle=p["allow_pickle"],
+                                       calibration_fraction=p["calibration_fraction"], seed=p["seed"])  # fmt: skip
+write_parquet(table, snakemake.output[0])
+log.info("%s: %d captions, %s", name, len(table), dict(table.group_by("subset").len().iter_rows()))
