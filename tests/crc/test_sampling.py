@@ -116,3 +116,22 @@ def test_word_error_scores_follow_equations_1_to_3():
     v = np.array([((0.6 - 0.8) + (0.7 - 0.6)) / 2, ((1.0 - 0.8) + (0.9 - 0.6)) / 2, ((0.9 - 0.8) + (0.5 - 0.6)) / 2])
     V = np.array([(v[0] + v[2]) / 2, (v[1] + v[2]) / 2, v[1]])
     np.testing.assert_allclose(word_error_scores(scores, masks), np.append(1 / (1 + np.exp(-V)), 0.0))
+
+
+def test_sample_captions_seeds_each_pair_by_its_key(encoder, image, tmp_path):
+    """A pair's samples depend on (seed, key) only: any sharding or order gives the same rows."""
+    from condeval.crc.sampling import sample_captions
+
+    path = tmp_path / "scene.png"
+    image.save(path)
+    captions = ["a red star above two blue rings".split(), "a blue ring".split(), "above a".split()]
+    sampler = _sampler(encoder)
+    whole = sample_captions(sampler, [path] * 3, captions, [10, 11, 12], seed=0, keep_distribution=True, progress=False)
+    parts = [sample_captions(sampler, [path], [captions[k]], [10 + k], seed=0, keep_distribution=True, progress=False) for k in (2, 0, 1)]
+    import polars as pl
+
+    assert pl.concat(parts).sort("key").equals(whole)
+    assert whole["has_valid_words"].to_list() == [True, True, False]  # "above a": no maskable word
+    assert whole["word_scores"][2].to_list() == [0.0, 0.0]
+    assert len(whole["samples"][0]) == 6 * 8
+    assert sample_captions(sampler, [path], [captions[0]], [10], seed=1, progress=False)["mean"][0] != whole["mean"][0]

@@ -97,8 +97,9 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
     Raises
     ------
     ValueError
-        On NaN or mismatched lengths, fewer than 3 pairs, an uncalibrated UPS ≤ 0 (α would be 1:
-        nothing to improve on); :class:`NoValidLambdaError` (a ``ValueError``) when no λ on the grid rejects.
+        On NaN or mismatched lengths, or fewer than 3 pairs; :class:`NoValidLambdaError` (a
+        ``ValueError``) when no λ on the grid rejects, or when the uncalibrated UPS ≤ 0 (α would be
+        1: nothing to improve on).
     """
     mean, std, human = (np.asarray(a, dtype=float) for a in (mean, std, human))
     if not mean.shape == std.shape == human.shape or mean.ndim != 1:
@@ -113,7 +114,7 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
     risks = np.array([ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in lambdas])
     alpha = ups_risk(*truncated_gaussian(mean, std, 1.0, lower, upper)[:2], human)
     if alpha >= 1.0:
-        raise ValueError("the uncalibrated UPS is <= 0, so alpha = R(1) = 1: there is no risk level to improve on")
+        raise NoValidLambdaError("the uncalibrated UPS is <= 0, so alpha = R(1) = 1: there is no risk level to improve on")
     p_values = hb_p_value(risks, len(mean), alpha)
     valid = learn_then_test(p_values, delta, method)
     if len(valid) == 0:

@@ -1,0 +1,54 @@
+"""Benchmark caption tables: subsets drawn by image, clear errors for missing images and pickles."""
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from condeval.crc.benchmarks import foil_it_captions, image_subsets, judged_captions
+from condeval.crc.miniature import write_mini_foil_it, write_mini_judgments
+from condeval.datasets import DatasetFormatError
+from condeval.datasets.miniworld import write_split
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("coco")
+    write_split(root, "val", 80, seed=0)
+    return root
+
+
+def test_image_subsets_draw_whole_images():
+    images = pl.Series(np.repeat(np.arange(50), 3))
+    subset = image_subsets(images, 0.2, seed=0)
+    per_image = pl.DataFrame({"image": images, "subset": subset}).group_by("image").agg(pl.col("subset").n_unique())
+    assert (per_image["subset"] == 1).all()
+    assert (subset == "calibration").sum() == 30  # 10 images of 50, 3 rows each
+    assert not image_subsets(images, 0.2, seed=1).equals(subset)
+
+
+def test_foil_it_pairs_never_straddle_the_subsets(world, tmp_path):
+    paths = write_mini_foil_it(world, tmp_path, seed=0)
+    table = foil_it_captions(paths["test"], world / "val2014", calibration_fraction=0.3, seed=0)
+    assert table["key"].to_list() == list(range(len(table)))
+    assert (table.group_by("pair_id").agg(pl.col("subset").n_unique())["subset"] == 1).all()
+    assert 0.15 < (table["subset"] == "calibration").mean() < 0.45
+
+
+def test_judged_captions_name_a_missing_image_and_refuse_pickles(world, tmp_path):
+    paths = write_mini_judgments(world, tmp_path, n_images=10, seed=0)
+    table = judged_captions("polaris", paths["polaris"], world, calibration_fraction=0.5, seed=0)
+    assert set(table["subset"]) == {"calibration", "test"} and table["human_score"].is_between(0, 1).all()
+    flickr = judged_captions("flickr8k", paths["flickr8k"], world)
+    assert set(flickr["subset"]) == {"test"} and flickr["human_score"].is_between(1, 4).all()
+    document = json.loads(paths["flickr8k"].read_text())
+    first = next(iter(document.values()))
+    first["image_path"] = "val2014/absent.jpg"
+    for judgement in first["human_judgement"]:
+        judgement["image_path"] = "val2014/absent.jpg"
+    paths["flickr8k"].write_text(json.dumps(document))
+    with pytest.raises(DatasetFormatError, match="absent.jpg is missing"):
+        judged_captions("flickr8k", paths["flickr8k"], world)
+    (tmp_path / "vicr.pkl").write_bytes(b"not even a pickle")
+    with pytest.raises(DatasetFormatError, match="allow_pickle"):
+        judged_captions("pickle", tmp_path / "vicr.pkl", world)
