@@ -1,0 +1,80 @@
+"""The CLIPScore risk-control track end to end on a miniature of the miniature (CI), and what may rerun."""
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+SAMPLING_OR_EARLIER = {"miniworld_split", "word_tokenizer", "train_clip", "crc_mini_foil_it", "crc_mini_foil_nocaps", "crc_mini_rich_hf",
+                       "crc_mini_judgments", "crc_captions", "crc_sample"}  # fmt: skip
+
+
+def _snakemake(workdir, *args, configs=("config/config.yaml", "config/crc.yaml")):
+    configs = [str(Path(workdir) / name) for name in configs]
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args, "--configfile", *configs]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+
+
+def _edited_jobs(workdir, edit) -> dict[str, int]:
+    """The jobs a dry run plans after ``edit`` changes the crc section."""
+    config = yaml.safe_load((workdir / "config/crc.yaml").read_text())
+    edit(config["crc"])
+    (workdir / "config/edited.yaml").write_text(yaml.safe_dump(config))
+    result = _snakemake(workdir, "crc", "-n", "--quiet", "rules", configs=("config/config.yaml", "config/edited.yaml"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.M) if rule != "total"}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("crc")
+    (workdir / "config").mkdir()
+    shutil.copy(REPO / ".test/config/config.yaml", workdir / "config/config.yaml")
+    shutil.copy(REPO / ".test/config/crc.yaml", workdir / "config/crc.yaml")
+    started = time.perf_counter()
+    result = _snakemake(workdir, "crc")
+    print(f"CLIPScore risk-control miniature: {time.perf_counter() - started:.0f} s")
+    assert result.returncode == 0, result.stderr[-5000:]
+    return workdir
+
+
+def test_every_table_and_figure_is_written(finished):
+    reports = finished / "reports/crc"
+    for name in ("table1_tiny-clip.md", "table2.md", "table3_tiny-clip.md", "table4.md", "table5.md", "signal.md",
+                 "fig1_violins_tiny-clip.png", "word_examples_tiny-clip.png"):  # fmt: skip
+        assert (reports / name).stat().st_size > 0, name
+    table2 = (reports / "table2.md").read_text()
+    assert all(column in table2 for column in ("FOIL-it FDR", "in LA", "near LA", "out LA")) and "(cited)" in table2
+    table1 = (reports / "table1_tiny-clip.md").read_text()
+    assert table1.count("**") == 2  # exactly one α, the best calibration F1, in bold
+
+
+def test_thresholds_control_the_risk_on_the_calibration_captions(finished):
+    for name in ("foil_it", "rich_hf"):
+        sweep = pl.read_parquet(finished / f"results/crc/tiny-clip/{name}/sweep.parquet")
+        assert (sweep["calibration_risk"] <= sweep["alpha"]).all(), sweep
+
+
+def test_sampling_logs_captions_without_a_maskable_word(finished):
+    logs = list((finished / "logs/crc").glob("sample_tiny-clip_*_shard-*.log"))
+    assert len(logs) == 5 * 2  # five benchmarks, two shards
+    for log in logs:
+        assert re.search(r"\d+ captions have no maskable word", log.read_text()), log
+
+
+def test_an_alpha_or_delta_edit_never_resamples(finished):
+    jobs = _edited_jobs(finished, lambda crc: crc["words"].update(alphas=[0.2, 0.4], delta=0.2))
+    assert jobs.get("crc_word_sweep") == 2 and "crc_tables" in jobs
+    assert not SAMPLING_OR_EARLIER & set(jobs), jobs
+    jobs = _edited_jobs(finished, lambda crc: crc["intervals"].update(delta=0.2))
+    assert jobs.get("crc_intervals") == 1 and "crc_word_sweep" not in jobs
+    assert not SAMPLING_OR_EARLIER & set(jobs), jobs
+    jobs = _edited_jobs(finished, lambda crc: crc["sampling"]["words"].update(n_text=7))  # a sampling edit does resample
+    assert jobs.get("crc_sample") == 3 * 2, jobs  # the three word benchmarks, two shards each
