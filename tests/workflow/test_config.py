@@ -106,3 +106,45 @@ def test_invalid_image_to_text_config_is_refused_before_any_job(tmp_path, mutate
     assert key in result.stderr + result.stdout
     for generated in ("data", "results", "logs"):
         assert not (tmp_path / generated).exists(), generated
+
+
+def _with_crc(mutate):
+    """The tiny config plus the CLIPScore risk-control sections (.test/config/crc.yaml), then ``mutate``."""
+
+    def apply(config):
+        config.update(yaml.safe_load((REPO / ".test/config/crc.yaml").read_text()))
+        mutate(config)
+
+    return apply
+
+
+def _crc(*keys, **update):
+    def mutate(config):
+        section = config["crc"]
+        for key in keys:
+            section = section[key]
+        section.update(**update)
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (_crc("intervals", "calibration", dataset="vicr"), "crc.intervals.calibration.dataset"),
+        (_crc("data", "judgments", flickr8k={"format": "pickle", "file": "data/vicr.pkl", "images": "data"}), "crc.allow_pickle"),
+        (_crc("words", alphas=[0.2, 1.2]), "alphas"),
+        (_crc("sampling", "words", text_ratio=1.0), "text_ratio"),
+        (_crc(clipscore_weight="cosine"), "clipscore_weight"),
+        (_crc("tagger", kind="stanza"), "model_dir"),
+        (lambda c: c["coco"]["miniworld"].update(novel_shapes=["hexagon"]), "coco.miniworld.novel_shapes"),
+        (lambda c: c["coco"]["miniworld"].pop("novel_shapes"), "crc.miniature"),
+    ],
+)  # fmt: skip
+def test_invalid_crc_config_is_refused_before_any_job(tmp_path, mutate, key):
+    _write_config(tmp_path, _with_crc(mutate))
+    result = _snakemake(tmp_path, "crc")
+    assert result.returncode != 0
+    assert key in result.stderr + result.stdout, result.stderr[-2000:]
+    for generated in ("data", "results", "logs"):
+        assert not (tmp_path / generated).exists(), generated
