@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -109,10 +110,11 @@ def test_invalid_image_to_text_config_is_refused_before_any_job(tmp_path, mutate
 
 
 def _with_crc(mutate):
-    """The tiny config plus the CLIPScore risk-control sections (.test/config/crc.yaml), then ``mutate``."""
+    """The tiny config with .test/config/i2t.yaml and crc.yaml merged in, then ``mutate``."""
 
     def apply(config):
-        config.update(yaml.safe_load((REPO / ".test/config/crc.yaml").read_text()))
+        config.clear()
+        config.update(tiny_config("i2t", "crc"))
         mutate(config)
 
     return apply

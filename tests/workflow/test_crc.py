@@ -16,7 +16,7 @@ SAMPLING_OR_EARLIER = {"miniworld_split", "word_tokenizer", "train_clip", "crc_m
                        "crc_mini_judgments", "crc_captions", "crc_sample"}  # fmt: skip
 
 
-def _snakemake(workdir, *args, configs=("config/config.yaml", "config/crc.yaml")):
+def _snakemake(workdir, *args, configs=("config/config.yaml", "config/i2t.yaml", "config/crc.yaml")):
     configs = [str(Path(workdir) / name) for name in configs]
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args, "--configfile", *configs]
     return subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -27,7 +27,7 @@ def _edited_jobs(workdir, edit) -> dict[str, int]:
     config = yaml.safe_load((workdir / "config/crc.yaml").read_text())
     edit(config["crc"])
     (workdir / "config/edited.yaml").write_text(yaml.safe_dump(config))
-    result = _snakemake(workdir, "crc", "-n", "--quiet", "rules", configs=("config/config.yaml", "config/edited.yaml"))
+    result = _snakemake(workdir, "crc", "-n", "--quiet", "rules", configs=("config/config.yaml", "config/i2t.yaml", "config/edited.yaml"))
     assert result.returncode == 0, result.stderr[-3000:]
     return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.M) if rule != "total"}
 
@@ -37,6 +37,7 @@ def finished(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("crc")
     (workdir / "config").mkdir()
     shutil.copy(REPO / ".test/config/config.yaml", workdir / "config/config.yaml")
+    shutil.copy(REPO / ".test/config/i2t.yaml", workdir / "config/i2t.yaml")
     shutil.copy(REPO / ".test/config/crc.yaml", workdir / "config/crc.yaml")
     started = time.perf_counter()
     result = _snakemake(workdir, "crc")

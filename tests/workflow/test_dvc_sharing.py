@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -69,22 +70,14 @@ def _edit_config(clone, edit):
     path.write_text(yaml.safe_dump(config))
 
 
-def _tiny_config_with_i2t() -> dict:
-    """The tiny config of both CReL stages: .test/config/config.yaml plus .test/config/i2t.yaml."""
-    config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())
-    extra = yaml.safe_load((REPO / ".test/config/i2t.yaml").read_text())
-    config["crel"].update(extra.pop("crel"))
-    return {**config, **extra}
-
-
 @pytest.fixture(scope="module")
 def shared_run(tmp_path_factory):
-    """Member A: the project with the tiny config as its config, run through `dvc repro`, pushed."""
+    """Member A: the project with the tiny config (every stage's sections) as its config, `dvc repro`, pushed."""
     root = tmp_path_factory.mktemp("lab")
     lab, remote = root / "lab", root / "remote"
     lab.mkdir()
     _project_copy(lab)
-    (lab / "config/config.yaml").write_text(yaml.safe_dump(_tiny_config_with_i2t()))
+    (lab / "config/config.yaml").write_text(yaml.safe_dump(tiny_config("i2t", "crc")))
     _git(lab, "init", "-q")
     _git(lab, "add", ".")
     _git(lab, "commit", "-qm", "project")

@@ -13,9 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # starts Snakemake
 
 #: Jobs of `all ablations scaling` under config/paper.yaml; update when the DAG changes on purpose.
-EXPECTED_JOBS = 876
+EXPECTED_JOBS = 1174
 #: Image-to-text rules that must run on a GPU node under profiles/slurm.
-I2T_GPU_RULES = ("generate_captions", "image_features", "text_features", "i2t_fit", "i2t_evaluate")
+I2T_GPU_RULES = ("generate_captions", "image_features", "text_features", "i2t_fit", "i2t_evaluate", "crc_sample")
 
 
 def _stand_ins(workdir: Path) -> dict:
@@ -27,6 +27,14 @@ def _stand_ins(workdir: Path) -> dict:
         (annotations / f"captions_{split}2014.json").write_text("{}")
     folders = [m["path"] for m in config["crel"]["image_to_text"]["models"].values()]
     folders += [config["encoders"][name]["path"] for name in ("clip", "bert")]
+    crc = config["crc"]
+    folders += [m[key] for m in crc["models"].values() for key in ("path", "tokenizer", "image_processor") if key in m]
+    data = crc["data"]
+    files = [data["foil_it"]["file"], data["foil_nocaps"]["file"], *(data["rich_hf"][k] for k in ("calibration", "test", "prompts"))]
+    files += [section["file"] for section in data["judgments"].values()]
+    for file in files:
+        (workdir / file).parent.mkdir(parents=True, exist_ok=True)
+        (workdir / file).write_text("")
     for folder in folders:
         (workdir / folder).mkdir(parents=True)
     return config
@@ -58,6 +66,10 @@ def test_paper_config_dry_run_resolves_every_target(tmp_path):
     assert int(counts["i2t_fit"]) == int(counts["i2t_evaluate"]) == models * 2  # 4 captioners x CLIP-SIM, BERT-SIM
     assert int(counts["generate_captions"]) == models * shards
     assert int(counts["text_features"]) == 2 * (1 + models) * shards  # CLIP and BERT of references and of each model's captions
+    crc = config["crc"]
+    benchmarks = 3 + len(crc["data"]["judgments"])  # FOIL-it, FOIL-nocaps, RichHF-18K and the judgment sets
+    assert int(counts["crc_sample"]) == len(crc["models"]) * benchmarks * crc["shards"]
+    assert int(counts["crc_word_sweep"]) == len(crc["models"]) * 2 and int(counts["crc_intervals"]) == len(crc["models"])
     # CPU time, not wall time: the bound must hold on a loaded CI machine too
     assert cpu < 10, f"the paper config's dry run took {cpu:.1f} s of CPU (goal: under 10 s)"
 

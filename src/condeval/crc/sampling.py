@@ -174,8 +174,7 @@ class AttentionMaskSampler:
                 masks[t, j] = True
                 attention[1 + t, positions[j]] = 0
         input_ids = tokens["input_ids"].repeat(1 + self.n_text, 1).to(self.encoder.device)
-        out = self.model.get_text_features(input_ids=input_ids, attention_mask=attention.to(self.encoder.device))
-        return out.pooler_output, masks
+        return self.encoder.text_embeddings(input_ids, attention.to(self.encoder.device)), masks
 
     def sample(self, image: Image.Image, words: Sequence[str], seed: int) -> PairSamples:
         """All samples of one pair; the same ``seed`` gives the same masks."""

@@ -61,17 +61,34 @@ class ClipEncoder:
         Torch device (default CPU).
     max_length : int, optional
         Token cap (default: the text tower's position embeddings).
+    tokenizer, image_processor : path-like, optional
+        Folders to read them from instead of ``path``.
+    trust_remote_code : bool
+        For the converted multilingual LAION checkpoints (an XLM-R text tower, ``calpt/CLIP-ViT-*-xlm-roberta-*``),
+        which transformers has no class for: their text tower is the checkpoint's own code
+        (``AutoModel.from_pretrained(..., trust_remote_code=True)``), their vision tower is read
+        into a ``CLIPModel``, as the CLIPScore risk-control code loads them. Runs the folder's code:
+        only for checkpoints you trust.
     """
 
-    def __init__(self, path: str | os.PathLike, device: str | None = None, max_length: int | None = None):
-        from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
+    def __init__(self, path: str | os.PathLike, device: str | None = None, max_length: int | None = None, *,
+                 tokenizer: str | os.PathLike | None = None, image_processor: str | os.PathLike | None = None,
+                 trust_remote_code: bool = False):  # fmt: skip
+        from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, CLIPModel
 
         self.path = Path(path)
         self.device = torch.device(device or "cpu")
         self.model = CLIPModel.from_pretrained(str(path)).eval().to(self.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path))
-        self.image_processor = AutoImageProcessor.from_pretrained(str(path))
-        self.max_length = max_length or self.model.config.text_config.max_position_embeddings
+        # The tower get_text_features is called on: the CLIPModel itself, or the remote-code model.
+        self.text_model = AutoModel.from_pretrained(str(path), trust_remote_code=True).eval().to(self.device) if trust_remote_code else self.model
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer or path))
+        self.image_processor = AutoImageProcessor.from_pretrained(str(image_processor or path))
+        self.max_length = max_length or getattr(self.model.config.text_config, "max_position_embeddings", 77)
+
+    def text_embeddings(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Projected, unnormalised caption embeddings of token ids (whichever tower holds the text)."""
+        out = self.text_model.get_text_features(input_ids=input_ids, attention_mask=attention_mask)
+        return out if isinstance(out, torch.Tensor) else out.pooler_output  # remote code may return the tensor
 
     @property
     def identity(self) -> dict:
@@ -97,8 +114,7 @@ class ClipEncoder:
         chunks = []
         for batch in _batches(list(texts), batch_size, "CLIP texts"):
             tokens = self.tokenizer(list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt").to(self.device)
-            out = self.model.get_text_features(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"])
-            chunks.append(_unit_rows(out.pooler_output))
+            chunks.append(_unit_rows(self.text_embeddings(tokens["input_ids"], tokens["attention_mask"])))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
 
 

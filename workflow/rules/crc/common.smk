@@ -101,6 +101,12 @@ def crc_caption_params(wildcards):
     return canonical({**section, "calibration_fraction": fraction, "seed": CRC["seed"], "allow_pickle": CRC.get("allow_pickle", False)})
 
 
+def crc_model_loading(wildcards):
+    """How the sampler loads the model: tokenizer and image-processor folders, remote code."""
+    section = CRC["models"][wildcards.model]
+    return canonical({key: section[key] for key in ("tokenizer", "image_processor", "trust_remote_code") if key in section})
+
+
 def crc_sampling_params(wildcards):
     kind = "words" if wildcards.benchmark in WORD_BENCHMARKS else "intervals"
     return canonical({**CRC["sampling"][kind], "weight": CRC["clipscore_weight"]})

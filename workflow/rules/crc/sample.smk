@@ -14,6 +14,7 @@ rule crc_sample:
         **CRC_WILDCARDS,
     params:
         sampling=crc_sampling_params,
+        loading=crc_model_loading,
         tagger=canonical(CRC["tagger"]),
         shards=CRC["shards"],
         seed=CRC["seed"],
