@@ -11,7 +11,7 @@ LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
     --emit-find-links --extra workflow --extra test --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup lock run report ablations scaling test test-fast bench bench-i2t lint share fetch clean
+.PHONY: setup lock run report ablations scaling test test-fast bench bench-crc bench-i2t lint share fetch clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,9 @@ bench: setup
 	$(BIN)/python benchmarks/bench_paper_scale.py --out benchmarks/out/paper_scale.json
 
 # Encoders' and captioners' items per second, on the models of a finished `make run`.
+bench-crc: setup
+	$(BIN)/python benchmarks/bench_crc.py --out benchmarks/out/crc.json
+
 bench-i2t: setup
 	$(BIN)/python benchmarks/bench_i2t_throughput.py --run-dir . --out benchmarks/out/i2t_throughput.json
 

