@@ -1,25 +1,16 @@
 """The CLIPScore risk-control track end to end on a miniature of the miniature (CI), and what may rerun."""
 import re
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
+from conftest import dry_run_jobs, finished_run
 pytestmark = pytest.mark.slow
 SAMPLING_OR_EARLIER = {"miniworld_split", "word_tokenizer", "train_clip", "crc_mini_foil_it", "crc_mini_foil_nocaps", "crc_mini_rich_hf",
                        "crc_mini_judgments", "crc_captions", "crc_sample"}  # fmt: skip
 
 
-def _snakemake(workdir, *args, configs=("config/config.yaml", "config/i2t.yaml", "config/crc.yaml")):
-    configs = [str(Path(workdir) / name) for name in configs]
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args, "--configfile", *configs]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+CONFIGS = ("config/config.yaml", "config/i2t.yaml", "config/crc.yaml")
 
 
 def _edited_jobs(workdir, edit) -> dict[str, int]:
@@ -27,23 +18,12 @@ def _edited_jobs(workdir, edit) -> dict[str, int]:
     config = yaml.safe_load((workdir / "config/crc.yaml").read_text())
     edit(config["crc"])
     (workdir / "config/edited.yaml").write_text(yaml.safe_dump(config))
-    result = _snakemake(workdir, "crc", "-n", "--quiet", "rules", configs=("config/config.yaml", "config/i2t.yaml", "config/edited.yaml"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.M) if rule != "total"}
+    return dry_run_jobs(workdir, "crc", ("config/config.yaml", "config/i2t.yaml", "config/edited.yaml"))
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("crc")
-    (workdir / "config").mkdir()
-    shutil.copy(REPO / ".test/config/config.yaml", workdir / "config/config.yaml")
-    shutil.copy(REPO / ".test/config/i2t.yaml", workdir / "config/i2t.yaml")
-    shutil.copy(REPO / ".test/config/crc.yaml", workdir / "config/crc.yaml")
-    started = time.perf_counter()
-    result = _snakemake(workdir, "crc")
-    print(f"CLIPScore risk-control miniature: {time.perf_counter() - started:.0f} s")
-    assert result.returncode == 0, result.stderr[-5000:]
-    return workdir
+    return finished_run(tmp_path_factory.mktemp("crc"), "crc", ("i2t", "crc"))
 
 
 def test_every_table_and_figure_is_written(finished):

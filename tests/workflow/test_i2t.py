@@ -1,43 +1,24 @@
 """The image-to-text track end to end on a miniature of the miniature (CI), and what may rerun."""
 import json
-import re
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import yaml
+from conftest import dry_run_jobs, finished_run, run_snakemake
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 TRAINING_OR_GENERATION = {"miniworld_split", "word_tokenizer", "train_clip", "train_bert", "train_captioner", "generate_captions", "image_features", "text_features", "i2t_fit"}
 
 
-def _snakemake(workdir, *args, configs=("config/config.yaml", "config/i2t.yaml")):
-    configs = [str(Path(workdir) / name) for name in configs]
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args, "--configfile", *configs]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+CONFIGS = ("config/config.yaml", "config/i2t.yaml")
 
 
-def _dry_run_jobs(workdir, *configs) -> dict[str, int]:
-    result = _snakemake(workdir, "crel_i2t", "-n", "--quiet", "rules", **({"configs": configs} if configs else {}))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.M) if rule != "total"}
+def _snakemake(workdir, *args, configs=CONFIGS):
+    return run_snakemake(workdir, *args, configs=configs)
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("i2t")
-    (workdir / "config").mkdir()
-    shutil.copy(REPO / ".test/config/config.yaml", workdir / "config/config.yaml")
-    shutil.copy(REPO / ".test/config/i2t.yaml", workdir / "config/i2t.yaml")
-    started = time.perf_counter()
-    result = _snakemake(workdir, "crel_i2t")
-    print(f"image-to-text miniature: {time.perf_counter() - started:.0f} s")
-    assert result.returncode == 0, result.stderr[-5000:]
-    return workdir
+    return finished_run(tmp_path_factory.mktemp("i2t"), "crel_i2t", ("i2t",))
 
 
 def test_every_output_of_the_track_is_written(finished):
@@ -83,6 +64,6 @@ def test_an_alpha_edit_reruns_no_training_and_no_generation(finished):
     config = yaml.safe_load((finished / "config/i2t.yaml").read_text())
     config["crel"]["image_to_text"]["alpha"] = 0.1
     (finished / "config/alpha.yaml").write_text(yaml.safe_dump(config))
-    jobs = _dry_run_jobs(finished, "config/config.yaml", "config/alpha.yaml")
+    jobs = dry_run_jobs(finished, "crel_i2t", ("config/config.yaml", "config/alpha.yaml"))
     assert jobs["i2t_evaluate"] == 4  # 2 models x 2 metrics, recalibrated
     assert not TRAINING_OR_GENERATION & set(jobs), jobs
