@@ -34,11 +34,13 @@ def test_a_sweep_controls_the_test_risk_and_loosens_with_alpha(risk):
 
 def test_detection_signal_against_chance():
     frame = pl.DataFrame({"key": [0, 1, 2], "labels": [[0, 1, 0], [0, 0], [1, 0, 0, 0]],
-                          "word_scores": [[0.2, 0.9, 0.0], [0.3, 0.4], [0.8, 0.1, 0.7, 0.0]]})  # fmt: skip
+                          "word_scores": [[0.2, 0.9, 0.0], [0.3, 0.4], [0.8, 0.1, 0.7, 0.0]],
+                          "pos": [["ADJ", "NOUN", "DET"], ["NOUN", "VERB"], ["NOUN", "ADP", "NOUN", "DET"]]})  # fmt: skip
     signal = detection_signal(frame)
     assert signal["la"] == 1.0 and signal["ap"] == 1.0
     assert signal["ap_chance"] == pytest.approx(2 / 3)
-    assert signal["la_chance"] == pytest.approx((1 / 2 + 1 / 3) / 2)  # valid words: f_v > 0 (ever masked)
+    assert signal["la_chance"] == pytest.approx((1 / 2 + 1 / 2) / 2)  # valid words: NOUN, PROPN, NUM, VERB, ADJ, ADV
+    assert signal["la_noun_chance"] == pytest.approx((1 / 1 + 1 / 2) / 2)
     flipped = frame.with_columns(pl.col("word_scores").list.eval(1 - pl.element()))
     assert detection_signal(flipped)["la"] < 1.0
 

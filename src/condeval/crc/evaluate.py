@@ -13,6 +13,7 @@ import polars as pl
 from condeval.crc.intervals import NoValidLambdaError, calibrate_intervals, truncated_gaussian, truncation_bounds
 from condeval.crc.metrics import (fdr, fpr, instance_ap, instance_f1, kendall_tau_c, location_accuracy, location_accuracy_set,
                                   ups, word_precision_recall_f1)  # fmt: skip
+from condeval.crc.pos import MASKABLE_UPOS
 from condeval.crc.word_risk import calibrate_threshold
 
 __all__ = ["RISKS", "join_samples", "word_arrays", "set_metrics", "risk_sweep", "select_alpha", "domain_metrics", "detection_signal", "interval_metrics"]
@@ -98,15 +99,20 @@ def domain_metrics(frame: pl.DataFrame, threshold: float, risk: str = "fdr") -> 
 def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
     """Does the CLIP find the wrong words at all? AP and LA (top word, no threshold) beside chance.
 
-    Chance: a caption's "top word" drawn uniformly from its valid (ever-masked) words gives
-    LA = mean 1/#valid words over the captions with an error; random caption scores give AP equal
-    to the share of captions with an error.
+    Chance: a caption's "top word" drawn uniformly from its valid (maskable) words gives LA = the
+    mean of 1/#valid words over the captions with an error; drawn from its nouns (FOIL's errors are
+    nouns, so this is the stronger baseline there), the mean over those captions of the share of
+    nouns that are errors; random caption scores give AP equal to the share of captions with an error.
     """
     scores, labels, groups = word_arrays(frame)
     with_error = frame.filter(pl.col("labels").list.sum() > 0)
-    valid = with_error["word_scores"].list.eval(pl.element() > 0).list.sum().to_numpy()
+    valid = with_error["pos"].list.eval(pl.element().is_in(list(MASKABLE_UPOS))).list.sum().to_numpy()
+    nouns = with_error["pos"].list.eval(pl.element().is_in(["NOUN", "PROPN"]))
+    noun_errors = [sum(l for l, n in zip(labels_, is_noun) if n) for labels_, is_noun in zip(with_error["labels"], nouns)]
+    n_nouns = nouns.list.sum().to_numpy()
     return {"ap": instance_ap(scores, labels, groups), "la": location_accuracy(scores, labels, groups, -np.inf),
             "ap_chance": len(with_error) / len(frame), "la_chance": float(np.mean(1.0 / np.maximum(valid, 1))),
+            "la_noun_chance": float(np.mean(np.divide(noun_errors, np.maximum(n_nouns, 1)))),
             "n_captions": len(frame), "n_with_error": len(with_error)}  # fmt: skip
 
 

@@ -135,7 +135,8 @@ def table5_markdown(tables: dict[str, pl.DataFrame], labels: dict[str, str], pap
 def signal_markdown(signals: dict[tuple[str, str], dict]) -> str:
     """Does the CLIP find the wrong words? AP and LA (top word) beside chance, per model and benchmark."""
     rows = [{"model": model, "benchmark": benchmark, "test captions": s["n_captions"], "with an error": s["n_with_error"],
-             "AP": _pct(s["ap"]), "AP by chance": _pct(s["ap_chance"]), "LA (top word)": _pct(s["la"]), "LA, random valid word": _pct(s["la_chance"])}
+             "AP": _pct(s["ap"]), "AP by chance": _pct(s["ap_chance"]), "LA (top word)": _pct(s["la"]), "LA, random valid word": _pct(s["la_chance"]),
+             "LA, random noun": _pct(s["la_noun_chance"])}
             for (model, benchmark), s in signals.items()]  # fmt: skip
     return markdown_table(pl.DataFrame(rows))
 

@@ -196,8 +196,8 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
     -------
     polars.DataFrame
         ``key``, ``clipscore`` (unmasked), ``mean`` and ``std`` of the I×T masked CLIPScores,
-        ``word_scores`` (f_v per word), ``has_valid_words``, and with ``keep_distribution`` the
-        I×T ``samples`` themselves.
+        ``word_scores`` (f_v per word), ``has_valid_words``, ``pos`` (each word's UPOS tag), and
+        with ``keep_distribution`` the I×T ``samples`` themselves.
 
     Raises
     ------
@@ -214,11 +214,12 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
         if not np.isfinite(pair.scores).all():
             raise FloatingPointError(f"non-finite CLIPScores for pair key {key} ({path})")
         row = {"key": int(key), "clipscore": pair.clipscore, "mean": float(pair.distribution.mean()), "std": float(pair.distribution.std()),
-               "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words}  # fmt: skip
+               "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words, "pos": sampler.tagger.tag(list(caption))}  # fmt: skip
         if keep_distribution:
             row["samples"] = pair.distribution.astype(np.float32).tolist()
         rows.append(row)
-    schema = {"key": pl.Int64, "clipscore": pl.Float64, "mean": pl.Float64, "std": pl.Float64, "word_scores": pl.List(pl.Float64), "has_valid_words": pl.Boolean}
+    schema = {"key": pl.Int64, "clipscore": pl.Float64, "mean": pl.Float64, "std": pl.Float64, "word_scores": pl.List(pl.Float64),
+              "has_valid_words": pl.Boolean, "pos": pl.List(pl.String)}  # fmt: skip
     if keep_distribution:
         schema["samples"] = pl.List(pl.Float32)
     return pl.DataFrame(rows, schema=schema)
