@@ -169,8 +169,11 @@ def _outcome(flagged: bool, error: bool) -> str:
     return {(True, True): "tp", (False, True): "fn", (True, False): "fp", (False, False): "tn"}[(flagged, error)]
 
 
-def plot_word_examples(examples: pl.DataFrame, threshold: float, title: str):
-    """Caption panels: each example's image and its words coloured by outcome at λ̂.
+def plot_word_examples(examples: pl.DataFrame, title: str):
+    """Caption panels: each example's image and its words coloured by outcome at its ``threshold`` (λ̂).
+
+    ``examples`` has ``path``, ``words``, ``word_scores`` (f_v, printed under the words that were
+    ever masked), ``labels`` and ``threshold``.
 
     Green: a wrong word flagged (true positive); orange: a wrong word missed (false negative); red:
     a right word flagged (false positive); dark: a right word left alone.
@@ -182,18 +185,21 @@ def plot_word_examples(examples: pl.DataFrame, threshold: float, title: str):
             image_ax.imshow(image.convert("RGB"))
         image_ax.axis("off")
         text_ax.axis("off")
-        x = 0.0
-        renderer = fig.canvas.get_renderer()
+        previous = None
         for word, score, label in zip(row["words"], row["word_scores"], row["labels"]):
-            colour = WORD_COLOURS[_outcome(score > threshold, bool(label))]
-            text = text_ax.text(x, 0.55, word, color=colour, fontsize=10, transform=text_ax.transAxes, va="center",
-                                fontweight="bold" if colour != WORD_COLOURS["tn"] else "normal")  # fmt: skip
-            box = text.get_window_extent(renderer=renderer).transformed(text_ax.transAxes.inverted())
-            text_ax.text(x + box.width / 2, 0.12, f"{score:.2f}", color="#777777", fontsize=6, ha="center", transform=text_ax.transAxes)
-            x += box.width + 0.012
+            colour = WORD_COLOURS[_outcome(score > row["threshold"], bool(label))]
+            style = {"color": colour, "fontsize": 10, "fontweight": "normal" if colour == WORD_COLOURS["tn"] else "bold"}
+            # Each word is placed against the previous one, so the line survives any re-layout.
+            if previous is None:
+                previous = text_ax.text(0.0, 0.55, word, transform=text_ax.transAxes, va="baseline", **style)
+            else:
+                previous = text_ax.annotate(word, xy=(1, 0), xycoords=previous, xytext=(4, 0), textcoords="offset points", va="bottom", **style)
+            if score > 0:  # never-masked words (not a valid POS) have no score
+                text_ax.annotate(f"{score:.2f}", xy=(0.5, 0), xycoords=previous, xytext=(0, -4), textcoords="offset points",
+                                 ha="center", va="top", fontsize=6, color="#777777")  # fmt: skip
     handles = [plt.Line2D([], [], color=c, marker="s", linestyle="", label=l) for l, c in
                (("true positive", WORD_COLOURS["tp"]), ("false negative", WORD_COLOURS["fn"]), ("false positive", WORD_COLOURS["fp"]))]  # fmt: skip
-    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=8, frameon=False)
-    fig.suptitle(title, y=1.0, fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.suptitle(title, fontsize=10)
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
     return fig
