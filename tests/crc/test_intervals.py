@@ -20,6 +20,9 @@ def test_truncated_gaussian():
     np.testing.assert_allclose(s, std)
     np.testing.assert_allclose(high - mean, 1.959964 * std, rtol=1e-5)
     assert truncation_bounds([0.9, 1.8, 0.45]) == pytest.approx((0.25, 3.24))
+    # A degenerate pair (all masked scores 0) below the bounds: all mass at the lower bound, not NaN.
+    m, s, low, high = truncated_gaussian(np.array([0.0, 1.0]), np.array([0.0, 0.2]), 1.0, 0.02, 2.5)
+    assert m[0] == low[0] == high[0] == 0.02 and s[0] == 0.0 and np.isfinite([m, s, low, high]).all()
 
 
 def _judged_pairs(n, rng):

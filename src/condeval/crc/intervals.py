@@ -42,8 +42,15 @@ def truncated_gaussian(mean, std, scale: float, lower: float, upper: float, leve
     mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
     sigma = np.maximum(std * scale, _MIN_SCALE)
     a, b = (lower - mean) / sigma, (upper - mean) / sigma
-    low, high = truncnorm.interval(level, a, b, loc=mean, scale=sigma)
-    return truncnorm.mean(a, b, loc=mean, scale=sigma), truncnorm.std(a, b, loc=mean, scale=sigma), low, high
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        low, high = truncnorm.interval(level, a, b, loc=mean, scale=sigma)
+        moments = truncnorm.mean(a, b, loc=mean, scale=sigma), truncnorm.std(a, b, loc=mean, scale=sigma)
+    # A (near-)degenerate pair far outside [lower, upper] (e.g. every masked score 0): scipy gives
+    # NaN there; the limit puts all the mass at the nearest bound.
+    degenerate = ~(np.isfinite(moments[0]) & np.isfinite(moments[1]) & np.isfinite(low) & np.isfinite(high))
+    nearest = np.clip(mean, lower, upper)
+    return (np.where(degenerate, nearest, moments[0]), np.where(degenerate, 0.0, moments[1]),
+            np.where(degenerate, nearest, low), np.where(degenerate, nearest, high))  # fmt: skip
 
 
 def truncation_bounds(means, factor: float = 1.8) -> tuple[float, float]:
