@@ -64,3 +64,18 @@ def test_intervals_without_a_valid_lambda_say_so():
     assert result is None
     assert table.filter(pl.col("stage") == "pos")["ups"].is_nan().all() and table.filter(pl.col("stage") == "pre")["ups"].is_finite().all()
     assert table["n"].to_list() == [40, 40, 30, 30]
+
+
+def test_read_sampled_sets_pairs_each_table_with_its_own_shards(tmp_path):
+    from condeval.crc.evaluate import read_sampled_sets
+
+    paths = {}
+    for name, offset in (("a", 0.0), ("b", 1.0)):  # the same keys in both sets, told apart by their files
+        pl.DataFrame({"key": [0, 1], "labels": [[0], [1]]}).write_parquet(tmp_path / f"{name}.parquet")
+        for shard, key in enumerate((0, 1)):
+            pl.DataFrame({"key": [key], "clipscore": [offset + key], "mean": [0.5], "std": [0.1], "samples": [[0.5]]}).write_parquet(tmp_path / f"{name}-{shard}.parquet")
+        paths[name] = [tmp_path / f"{name}-{shard}.parquet" for shard in (0, 1)]
+    a, b = read_sampled_sets([tmp_path / "a.parquet", tmp_path / "b.parquet"], paths["a"] + paths["b"], keep_distribution=False)
+    assert a["clipscore"].to_list() == [0.0, 1.0] and b["clipscore"].to_list() == [1.0, 2.0] and "samples" not in a.columns
+    with pytest.raises(ValueError, match="evenly"):
+        read_sampled_sets([tmp_path / "a.parquet", tmp_path / "b.parquet"], paths["a"] + paths["b"][:1])

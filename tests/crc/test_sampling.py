@@ -135,3 +135,5 @@ def test_sample_captions_seeds_each_pair_by_its_key(encoder, image, tmp_path):
     assert whole["word_scores"][2].to_list() == [0.0, 0.0]
     assert len(whole["samples"][0]) == 6 * 8
     assert sample_captions(sampler, [path], [captions[0]], [10], seed=1, progress=False)["mean"][0] != whole["mean"][0]
+    twins = sample_captions(sampler, [path] * 2, [captions[0]] * 2, [10, 20], seed=0, progress=False)
+    assert twins["mean"][0] == whole["mean"][0] and twins["mean"][1] != twins["mean"][0]  # each pair its own masks

@@ -16,7 +16,7 @@ from condeval.crc.metrics import (fdr, fpr, instance_ap, instance_f1, kendall_ta
 from condeval.crc.pos import MASKABLE_UPOS
 from condeval.crc.word_risk import calibrate_threshold
 
-__all__ = ["RISKS", "join_samples", "word_arrays", "set_metrics", "risk_sweep", "select_alpha", "domain_metrics", "detection_signal", "interval_metrics"]
+__all__ = ["RISKS", "join_samples", "read_sampled", "read_sampled_sets", "word_arrays", "set_metrics", "risk_sweep", "select_alpha", "domain_metrics", "detection_signal", "interval_metrics"]
 
 #: The controlled risk per benchmark: FDR on the multi-class FOIL sets, FPR on multi-label RichHF-18K.
 RISKS = {"foil_it": "fdr", "foil_nocaps": "fdr", "rich_hf": "fpr"}
@@ -34,6 +34,23 @@ def join_samples(captions: pl.DataFrame, samples: pl.DataFrame, where: str = "sa
         if joined[column].is_nan().any():
             raise FloatingPointError(f"{where}: NaN {column} at caption key {joined.filter(pl.col(column).is_nan())['key'][0]}")
     return joined
+
+
+def read_sampled(captions, shards, keep_distribution: bool = True) -> pl.DataFrame:
+    """One benchmark's caption table (Parquet) joined with its sample shards (Parquet files)."""
+    samples = pl.concat([pl.read_parquet(shard) for shard in shards])
+    if not keep_distribution:
+        samples = samples.drop("samples", strict=False)
+    return join_samples(pl.read_parquet(captions), samples, where=str(captions))
+
+
+def read_sampled_sets(captions, shards, keep_distribution: bool = True) -> list[pl.DataFrame]:
+    """:func:`read_sampled` for several benchmarks; ``shards`` lists each one's shards in turn, equally many."""
+    captions, shards = list(captions), list(shards)
+    if not captions or len(shards) % len(captions):
+        raise ValueError(f"{len(shards)} sample shards cannot be split evenly over {len(captions)} benchmarks")
+    per_set = len(shards) // len(captions)
+    return [read_sampled(path, shards[k * per_set : (k + 1) * per_set], keep_distribution) for k, path in enumerate(captions)]
 
 
 def word_arrays(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -4,17 +4,13 @@ import polars as pl
 
 from condeval.core.io import write_json, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.crc.evaluate import interval_metrics, join_samples
+from condeval.crc.evaluate import interval_metrics, read_sampled_sets
 
 log = log_to_file(snakemake.log[0])
 p = snakemake.params
 config = dict(p.intervals)
-shards = list(snakemake.input.samples)
-per_set = len(shards) // len(p.names)  # the inputs list each set's shards in turn
-tables = {}
-for number, (name, captions) in enumerate(zip(p.names, snakemake.input.captions)):
-    samples = pl.concat([pl.read_parquet(path) for path in shards[number * per_set : (number + 1) * per_set]])
-    tables[name] = join_samples(pl.read_parquet(captions), samples.drop("samples", strict=False), where=str(captions))
+# The inputs list each set's shards in turn; the I×T samples themselves are not needed here.
+tables = dict(zip(p.names, read_sampled_sets(snakemake.input.captions, snakemake.input.samples, keep_distribution=False)))
 calibration_set = config["calibration"]["dataset"]
 calibration = tables[calibration_set].filter(pl.col("subset") == "calibration")
 evaluations = {name: table.filter(pl.col("subset") == "test") for name, table in tables.items()}

@@ -4,17 +4,15 @@ import polars as pl
 
 from condeval.core.io import atomic_path
 from condeval.core.logs import log_to_file
-from condeval.crc.evaluate import join_samples
+from condeval.crc.evaluate import read_sampled_sets
 from condeval.crc.report import plot_word_examples
 
 log = log_to_file(snakemake.log[0])
 p = snakemake.params
-shards = list(snakemake.input.samples)
-per_set = len(shards) // len(p.benchmarks)  # the inputs list each benchmark's shards in turn
 frames, thresholds = [], []
-for number, (name, captions, selected) in enumerate(zip(p.benchmarks, snakemake.input.captions, snakemake.input.selected)):
-    samples = pl.concat([pl.read_parquet(s) for s in shards[number * per_set : (number + 1) * per_set]])
-    test = join_samples(pl.read_parquet(captions), samples, where=captions).filter((pl.col("subset") == "test") & (pl.col("labels").list.sum() > 0))
+tables = read_sampled_sets(snakemake.input.captions, snakemake.input.samples)  # each benchmark's shards in turn
+for name, table, selected in zip(p.benchmarks, tables, snakemake.input.selected):
+    test = table.filter((pl.col("subset") == "test") & (pl.col("labels").list.sum() > 0))
     rows = sorted(np.random.default_rng(p.seed).choice(len(test), size=min(p.per_benchmark, len(test)), replace=False).tolist())
     threshold = pl.read_parquet(selected).filter(pl.col("benchmark") == name)["lambda_hat"][0]
     frames.append(test[rows].select("path", "words", "word_scores", "labels").with_columns(pl.lit(threshold).alias("threshold")))

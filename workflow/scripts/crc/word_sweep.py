@@ -3,24 +3,20 @@ import polars as pl
 
 from condeval.core.io import write_json, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.crc.evaluate import detection_signal, domain_metrics, join_samples, risk_sweep, select_alpha
+from condeval.crc.evaluate import detection_signal, domain_metrics, read_sampled, risk_sweep, select_alpha
 
 log = log_to_file(snakemake.log[0])
 p, files, name = snakemake.params, snakemake.input, snakemake.wildcards.word_benchmark
 
 
-def sampled(captions, shards):
-    return join_samples(pl.read_parquet(captions), pl.concat([pl.read_parquet(s) for s in shards]), where=str(captions))
-
-
-table = sampled(files.captions, files.samples)
+table = read_sampled(files.captions, files.samples)
 calibration, test = table.filter(pl.col("subset") == "calibration"), table.filter(pl.col("subset") == "test")
 sweep = risk_sweep(calibration, test, p.alphas, p.delta, p.risk)
 alpha = select_alpha(sweep)
 threshold = sweep.filter(pl.col("alpha") == alpha)["lambda_hat"][0]
 selected = [domain_metrics(test, threshold, p.risk).with_columns(pl.lit(name).alias("benchmark"))]
 if "shift_captions" in files.keys():
-    selected.append(domain_metrics(sampled(files.shift_captions, files.shift_samples), threshold, p.risk).with_columns(pl.lit("foil_nocaps").alias("benchmark")))
+    selected.append(domain_metrics(read_sampled(files.shift_captions, files.shift_samples), threshold, p.risk).with_columns(pl.lit("foil_nocaps").alias("benchmark")))
 selected = pl.concat(selected, how="diagonal_relaxed").with_columns(pl.lit(alpha).alias("alpha"), pl.lit(threshold).alias("lambda_hat"))
 write_parquet(sweep, snakemake.output.sweep)
 write_parquet(selected, snakemake.output.selected)
