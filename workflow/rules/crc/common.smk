@@ -29,7 +29,7 @@ def _check_crc_config():
     if pickled and not CRC.get("allow_pickle", False):
         raise ValueError(
             f"config key 'crc.data.judgments': {pickled} ship only as pickles, which run code when loaded; "
-            "set crc.allow_pickle: true only if you trust those files"
+            "set crc.allow_pickle: true only if you trust those files (e.g. add --configfile config/trust_pickles.yaml after the config)"
         )
     if CRC["tagger"]["kind"] == "lexicon" and COCO["source"] != "miniworld":
         raise ValueError("config key 'crc.tagger.kind': the lexicon tagger knows only the mini-world's words; use stanza on real data")
