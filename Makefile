@@ -69,6 +69,7 @@ bench-crc: setup
 
 bench-i2t: setup
 	$(BIN)/python benchmarks/bench_i2t_throughput.py --run-dir . --out benchmarks/out/i2t_throughput.json
+	$(BIN)/python benchmarks/bench_allocator.py --out benchmarks/out/allocator.json
 
 lint: setup
 	$(BIN)/snakemake --lint

@@ -1,5 +1,6 @@
 # Helpers every track needs. Track helpers live in workflow/rules/<track>/common.smk; input
 # functions live there too, never lambdas inside rules.
+import os
 import sys
 from pathlib import Path
 
@@ -12,7 +13,13 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from condeval.core.config import alpha_labels, canonical  # noqa: E402
+from condeval.core.devices import JOB_ENVIRONMENT  # noqa: E402
 from condeval.core.io import MANIFEST_SUFFIX  # noqa: E402
+
+# Jobs inherit this process's environment: the allocator settings that keep the latent DQR's
+# large activations in the heap (condeval.core.devices.JOB_ENVIRONMENT). A value set by the user wins.
+for _variable, _value in JOB_ENVIRONMENT.items():
+    os.environ.setdefault(_variable, _value)
 
 
 validate(config, schema="../schemas/config.schema.yaml")

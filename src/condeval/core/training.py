@@ -34,6 +34,7 @@ from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader, TensorDataset
 
+from condeval.core.devices import accelerator_for_gpus, device_for_gpus, select_accelerator  # noqa: F401 (re-exported)
 from condeval.core.io import atomic_path, read_json, write_json
 
 __all__ = [
@@ -138,40 +139,6 @@ def _last_checkpoint(dirpath: Path) -> ModelCheckpoint:
 
 
 # ------------------------------------------------------------------ helpers
-def select_accelerator(requested: str = "auto") -> str:
-    """Lightning accelerator name: ``"gpu"`` if CUDA is available else ``"cpu"``.
-
-    Parameters
-    ----------
-    requested : {"auto", "cpu", "gpu", "cuda"}
-        ``"auto"`` picks; an explicit ``"gpu"``/``"cuda"`` without CUDA raises.
-    """
-    requested = requested.lower()
-    if requested == "auto":
-        return "gpu" if torch.cuda.is_available() else "cpu"
-    if requested == "cpu":
-        return "cpu"
-    if requested in ("gpu", "cuda"):
-        if not torch.cuda.is_available():
-            raise RuntimeError("accelerator 'gpu' requested but torch.cuda.is_available() is False")
-        return "gpu"
-    raise ValueError(f"unknown accelerator {requested!r}; expected 'auto', 'cpu' or 'gpu'")
-
-
-def accelerator_for_gpus(gpus: int) -> str:
-    """Lightning accelerator of a workflow job granted ``gpus`` GPUs (its ``gpu`` resource).
-
-    Zero keeps the CPU; one or more asks for CUDA and raises if the job landed on a node
-    without it, rather than silently training on the CPU.
-    """
-    return select_accelerator("gpu" if int(gpus) > 0 else "cpu")
-
-
-def device_for_gpus(gpus: int) -> str | None:
-    """Torch device of a workflow job granted ``gpus`` GPUs: ``"cuda"``, or ``None`` for the CPU path."""
-    return "cuda" if accelerator_for_gpus(gpus) == "gpu" else None
-
-
 def _as_batch_tensor(array: np.ndarray) -> torch.Tensor:
     array = np.asarray(array)
     dtype = torch.int64 if np.issubdtype(array.dtype, np.integer) or array.dtype == bool else torch.float32

@@ -4,7 +4,7 @@ import torch
 
 from condeval.core.io import saved_folder, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.core.training import device_for_gpus
+from condeval.core.devices import device_for_gpus
 from condeval.crc.pos import LexiconTagger, StanzaTagger
 from condeval.crc.sampling import AttentionMaskSampler, sample_captions
 from condeval.datasets.coco import shard_image_ids

@@ -6,7 +6,7 @@ from condeval.crel import CReL
 from condeval.crel.folds import load_fold
 from condeval.core.io import matrix_columns, read_parquet, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.core.training import device_for_gpus
+from condeval.core.devices import device_for_gpus
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

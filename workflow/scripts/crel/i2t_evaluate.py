@@ -4,7 +4,7 @@ import torch
 
 from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
-from condeval.core.training import device_for_gpus
+from condeval.core.devices import device_for_gpus
 from condeval.crel import CReL
 from condeval.crel.image_to_text import evaluate_crel, item_arrays, num_z0_curve
 

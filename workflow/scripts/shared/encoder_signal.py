@@ -3,7 +3,7 @@ import torch
 
 from condeval.core.io import saved_folder, write_json
 from condeval.core.logs import log_to_file
-from condeval.core.training import device_for_gpus
+from condeval.core.devices import device_for_gpus
 from condeval.datasets.coco import coco_root
 from condeval.encoders.features import BertEncoder, ClipEncoder
 from condeval.encoders.signal import bert_signal, clip_signal

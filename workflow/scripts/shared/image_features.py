@@ -3,7 +3,7 @@ import torch
 
 from condeval.core.io import saved_folder
 from condeval.core.logs import log_to_file
-from condeval.core.training import device_for_gpus
+from condeval.core.devices import device_for_gpus
 from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions, shard_image_ids
 from condeval.encoders.features import ClipEncoder, write_feature_shard
 

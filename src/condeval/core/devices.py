@@ -1,0 +1,55 @@
+"""Where a job computes: the CPU, or the GPU its scheduler granted.
+
+Kept apart from :mod:`condeval.core.training` so that jobs which only run models (feature
+extraction, generation, attention-mask sampling) do not import Lightning, a few seconds of
+start-up per job on the 2-core machine.
+"""
+
+from __future__ import annotations
+
+
+def select_accelerator(requested: str = "auto") -> str:
+    """Lightning accelerator name: ``"gpu"`` if CUDA is available else ``"cpu"``.
+
+    Parameters
+    ----------
+    requested : {"auto", "cpu", "gpu", "cuda"}
+        ``"auto"`` picks; an explicit ``"gpu"``/``"cuda"`` without CUDA raises.
+    """
+    import torch  # here, so that the Snakefile can read JOB_ENVIRONMENT without torch
+
+    requested = requested.lower()
+    if requested == "auto":
+        return "gpu" if torch.cuda.is_available() else "cpu"
+    if requested == "cpu":
+        return "cpu"
+    if requested in ("gpu", "cuda"):
+        if not torch.cuda.is_available():
+            raise RuntimeError("accelerator 'gpu' requested but torch.cuda.is_available() is False")
+        return "gpu"
+    raise ValueError(f"unknown accelerator {requested!r}; expected 'auto', 'cpu' or 'gpu'")
+
+
+def accelerator_for_gpus(gpus: int) -> str:
+    """Lightning accelerator of a workflow job granted ``gpus`` GPUs (its ``gpu`` resource).
+
+    Zero keeps the CPU; one or more asks for CUDA and raises if the job landed on a node
+    without it, rather than silently training on the CPU.
+    """
+    return select_accelerator("gpu" if int(gpus) > 0 else "cpu")
+
+
+def device_for_gpus(gpus: int) -> str | None:
+    """Torch device of a workflow job granted ``gpus`` GPUs: ``"cuda"``, or ``None`` for the CPU path."""
+    return "cuda" if accelerator_for_gpus(gpus) == "gpu" else None
+
+
+#: Environment the workflow gives its jobs. glibc hands every freed block over 32 MB back to the
+#: system, so a job that allocates large activations at every step (the latent DQR's (batch,
+#: directions, width) tensors: 67 MB at 256 x 1024 x 64) faults the same pages in again each
+#: time; keeping such blocks in the heap makes that training step about 2x faster
+#: (``benchmarks/bench_allocator.py``). glibc reads these only when a process starts.
+JOB_ENVIRONMENT = {
+    "MALLOC_MMAP_THRESHOLD_": str(256 * 2**20),
+    "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20),
+}
