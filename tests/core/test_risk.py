@@ -148,3 +148,12 @@ def test_learn_then_test_picks_a_lambda_whose_true_risk_is_at_most_alpha(method)
         chosen = lambdas[valid.min()]
         failures += (1 - chosen) > alpha
     assert failures / 1000 <= delta
+
+
+def test_bentkus_count_is_rounded_before_the_ceiling():
+    # 1000 losses of 0.1 summed in float64 give n·r̂ = 100.00000000000001; ⌈·⌉ must still be 100.
+    risk_hat = np.full(1000, 0.1).sum() / 1000
+    assert 1000 * risk_hat > 100
+    for alpha in (0.11, 0.12, 0.13):
+        assert hb_p_value(risk_hat, 1000, alpha) == hb_p_value(0.1, 1000, alpha)
+    assert hb_ucb(risk_hat, 1000, 0.05) == pytest.approx(hb_ucb(0.1, 1000, 0.05), abs=1e-12)

@@ -9,6 +9,9 @@ the upper confidence bound R̂⁺ = sup{R : g(r̂; R) ≥ δ}, solved on the sam
 
 Two errors of widely copied bound code are not repeated here: the Hoeffding term uses
 min(r̂, R) (so it binds whenever r̂ < R, not never), and the Bentkus term uses the ceiling ⌈n r̂⌉.
+MAPIE takes that ceiling of n·r̂ as float64 computes it, and a mean accumulated in float64 lands
+just above an integer (1000 losses of 0.1: n·r̂ = 100.00000000000001), where ⌈·⌉ adds one; n·r̂
+is snapped to the nearest integer first when within 1e-9 (relative) of it, so the bound is Eq. 7's there.
 """
 
 from __future__ import annotations
@@ -65,9 +68,21 @@ def hb_p_value(risk_hat, n: int, alpha: float) -> np.ndarray:
     """
     from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value
 
+    from scipy.stats import binom
+
     risks, n, alpha = _check_risks(risk_hat), _check_n(n), _check_open_unit(alpha, "alpha")
     flat = compute_hoeffding_bentkus_p_value(risks.reshape(-1), n, alpha)[:, 0]
-    return np.minimum(flat, 1.0).reshape(risks.shape)
+    # MAPIE's Bentkus count ⌈n·r̂⌉ can be one too many (module docstring); the exact count never
+    # exceeds it, so its tail is the smaller one and the minimum is the exact bound.
+    exact_bentkus = np.e * binom.cdf(_exact_ceiling(n * risks.reshape(-1)), n, alpha)
+    return np.minimum(np.minimum(flat, exact_bentkus), 1.0).reshape(risks.shape)
+
+
+def _exact_ceiling(counts: np.ndarray) -> np.ndarray:
+    """⌈x⌉ of sums computed in float64, after snapping those within 1e-9 (relative) of an integer to it."""
+    nearest = np.round(counts)
+    snapped = np.where(np.isclose(counts, nearest, rtol=1e-9, atol=1e-9), nearest, counts)
+    return np.ceil(snapped)
 
 
 def hb_ucb(risk_hat, n: int, delta: float) -> np.ndarray:
