@@ -9,7 +9,7 @@ LOCK := requirements/lock.txt
 LOCK_VENV := $(VENV)/lock-tools
 LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
-    --emit-find-links --extra workflow --extra test --output-file $(LOCK) pyproject.toml
+    --emit-find-links --extra workflow --extra test --extra lint --output-file $(LOCK) pyproject.toml
 
 .PHONY: setup lock run report ablations scaling test test-fast bench bench-crc bench-i2t lint share fetch clean
 
