@@ -140,3 +140,29 @@ def test_a_processed_file_with_a_gap_is_refused_by_load_fold(tmp_path):
     write_parquet(frame, path)
     with pytest.raises(DataFileError, match=r"processed\.parquet: required field 'x1' is missing"):
         load_fold(path, "cal")
+
+
+def _loads_a_checkpoint(function: "ast.Attribute") -> bool:
+    import ast
+
+    torch_load = function.attr == "load" and isinstance(function.value, ast.Name) and function.value.id == "torch"
+    return torch_load or function.attr == "load_from_checkpoint"
+
+
+def _checkpoint_loads_without_weights_only(path: Path) -> list[str]:
+    """``file:line`` of each ``load_from_checkpoint``/``torch.load`` call lacking an explicit ``weights_only``."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _loads_a_checkpoint(node.func):
+            if not any(keyword.arg == "weights_only" for keyword in node.keywords):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    return found
+
+
+def test_every_checkpoint_load_says_weights_only():
+    """A checkpoint from a shared remote must not unpickle code: every load states ``weights_only``."""
+    files = [p for folder in ("src", "workflow", "tests", "benchmarks", "tools") for p in sorted((REPO / folder).rglob("*.py"))]
+    offenders = [hit for path in files for hit in _checkpoint_loads_without_weights_only(path)]
+    assert offenders == []

@@ -106,7 +106,7 @@ def dqr(data, ddpms, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("dqr")
     best = fit(model, (data["dqr"][0], codes["dqr"]), (data["dqr_val"][0], codes["dqr_val"]), run_dir,
                max_epochs=6, batch_size=100, seed=0, **FIT)  # fmt: skip
-    return DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu").eval(), Path(best)
+    return DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval(), Path(best)
 
 
 # -------------------------------------------------------------- architecture

@@ -169,12 +169,12 @@ def test_vae_and_dqr_reload_from_checkpoint(tmp_path):
                batch_size=50, seed=0, progress=False)
     exported = export_best(best, tmp_path / "export" / "vae.ckpt")
     assert exported.read_bytes() == Path(best).read_bytes()
-    loaded = LatentVAE.load_from_checkpoint(exported)
+    loaded = LatentVAE.load_from_checkpoint(exported, weights_only=True)
     assert loaded.hparams.metric == "mae" and loaded.hparams.cond_dim == 3
     assert torch.allclose(loaded.encode(y, x), vae.encode(y, x))
 
     dqr, best = _fit_small_dqr(tmp_path / "dqr", max_epochs=1)
-    loaded = DirectionalQuantileRegressor.load_from_checkpoint(best)
+    loaded = DirectionalQuantileRegressor.load_from_checkpoint(best, weights_only=True)
     xs = _gaussian_linear(10)[0]
     assert torch.equal(loaded.directions, dqr.directions)
     assert torch.allclose(loaded.offsets(xs), dqr.offsets(xs))

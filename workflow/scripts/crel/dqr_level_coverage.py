@@ -13,7 +13,7 @@ cal = load_fold(snakemake.input.processed, "cal")
 z_cal = load_latents(snakemake.input.latents, cal.rows)
 coverage = {}
 for level, path in zip(snakemake.params.levels, snakemake.input.models):
-    dqr = DirectionalQuantileRegressor.load_from_checkpoint(path, map_location="cpu").eval()
+    dqr = DirectionalQuantileRegressor.load_from_checkpoint(path, map_location="cpu", weights_only=True).eval()
     with torch.no_grad():
         b = dqr.offsets(torch.as_tensor(cal.X, dtype=torch.float32)).double().numpy()
     coverage[level] = float(np.mean(in_region(dqr.directions.double().numpy(), b, z_cal)))

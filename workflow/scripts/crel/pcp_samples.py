@@ -13,7 +13,7 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 seed = int(snakemake.wildcards.seed)  # run s draws calibration samples with seed 2s, test samples with 2s+1
-cvae = LatentVAE.load_from_checkpoint(snakemake.input.cvae, map_location="cpu").eval()
+cvae = LatentVAE.load_from_checkpoint(snakemake.input.cvae, map_location="cpu", weights_only=True).eval()
 sampler = lgm_sampler(cvae)
 cal = load_fold(snakemake.input.processed, "cal")
 scores = pcp_scores(draw_samples(sampler, cal.X, p.n_samples, seed=2 * seed), cal.Y)

@@ -14,7 +14,7 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 train = load_fold(snakemake.input.processed, "lgm", val=False)
 val = load_fold(snakemake.input.processed, "lgm", val=True)
-vae = LatentVAE.load_from_checkpoint(snakemake.input.vae, map_location="cpu")
+vae = LatentVAE.load_from_checkpoint(snakemake.input.vae, map_location="cpu", weights_only=True)
 pl.seed_everything(p.seed, workers=True)
 model = LatentDDPM.from_vae(
     vae,
