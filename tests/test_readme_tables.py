@@ -1,0 +1,74 @@
+"""tools/readme_tables.py fills the marked tables of docs/*.md from a run and nothing else."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from condeval.crel.design import ABLATION_TABLES
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("readme_tables", ROOT / "tools" / "readme_tables.py")
+readme_tables = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(readme_tables)
+
+
+def _fake_run(tmp_path: Path) -> Path:
+    reports = tmp_path / "reports"
+    (reports / "ablations").mkdir(parents=True)
+    pl.DataFrame(
+        {
+            "alpha": [0.1, 0.1, 0.05],
+            "method": ["crel", "dqr", "crel"],
+            "detail": ["", "DQR-0.01 (level)", ""],
+            "coverage_z": [0.891, 0.925, 0.95],
+            "coverage_y": [0.8965, 0.9295, 0.95],
+            "area": [782.14, 967.3, 500.0],
+            "paper_coverage_z": [0.8953, 0.8823, None],
+            "paper_coverage_y": [0.8915, 0.9145, None],
+            "paper_area": [232.7, 287.4, None],
+        }
+    ).write_csv(reports / "table1.csv")
+    (reports / "ablations" / "table4_beta.md").write_text("| setting |\n|---|\n| 0.1 |\n")
+    return reports
+
+
+def test_write_fills_marked_blocks_and_keeps_the_prose(tmp_path):
+    reports = _fake_run(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / "crel.md"
+    page.write_text(
+        "Reading before.\n\n<!-- generated: table1 -->\n\nold table\n\n<!-- /generated: table1 -->\n\nBetween.\n\n"
+        "<!-- generated: table4_beta -->\nstale\n<!-- /generated: table4_beta -->\nAfter.\n"
+    )
+    blocks = readme_tables.generated_blocks(reports, tmp_path / "no-i2t", tmp_path / "no-signal.json")
+
+    placed = readme_tables.write_docs(docs, blocks)
+
+    assert placed == {"table1", "table4_beta"}
+    text = page.read_text()
+    assert "old table" not in text and "stale" not in text
+    assert "| 0.1 | CReL | 0.8910 (0.8953) | 0.8965 (0.8915) | 782.1 (232.7) |" in text
+    assert "| 0.1 | DQR-0.01 |" in text and "| 0.05 |" not in text  # only the alphas the paper reports
+    assert text.startswith("Reading before.\n\n<!-- generated: table1 -->\n\n| α |")
+    assert "|\n\n<!-- /generated: table1 -->\n\nBetween.\n\n<!-- generated: table4_beta -->\n\n| setting |" in text
+    assert text.endswith("| 0.1 |\n\n<!-- /generated: table4_beta -->\nAfter.\n")
+    assert readme_tables.write_docs(docs, blocks) == placed and page.read_text() == text  # idempotent
+
+
+def test_an_unclosed_marker_names_the_file_and_block(tmp_path):
+    page = tmp_path / "crel.md"
+    page.write_text("<!-- generated: table1 -->\n| a |\n")
+    with pytest.raises(ValueError, match=r"crel\.md: block 'table1'"):
+        readme_tables.write_docs(tmp_path, {"table1": "| b |"})
+    assert page.read_text() == "<!-- generated: table1 -->\n| a |\n"
+
+
+def test_docs_mark_table1_and_every_appendix_c_table():
+    text = (ROOT / "docs" / "crel.md").read_text()
+    marked = {match["name"] for match in readme_tables.MARKED_BLOCK.finditer(text)}
+    assert {"table1", *ABLATION_TABLES} <= marked
