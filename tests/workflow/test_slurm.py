@@ -184,7 +184,7 @@ def test_tables_match_a_local_run(runs):
 def test_a_failing_job_fails_the_run(runs, tmp_path):
     """Corrupt a data file of a copy of the SLURM run: its consumer reruns through sbatch and fails.
 
-    Run from the repository root with the profile's short name, as the README types it.
+    Run from the repository root with the profile's short name, as docs/workflow.md types it.
     """
     broken = tmp_path / "broken"
     shutil.copytree(runs["slurm"], broken, ignore=shutil.ignore_patterns("slurm_logs", "log"))

@@ -1,6 +1,6 @@
 """The CReL paper's reported numbers, read once from ``paper.yaml`` beside this module.
 
-Every table, figure, report caption and README table that prints a paper number takes it
+Every table, figure, report caption and docs table that prints a paper number takes it
 from here, so each number is typed in one place.
 """
 
