@@ -48,7 +48,10 @@ SHAPES: dict[str, tuple[str, ...]] = {
     "semicircle": ("semicircle", "dome"),
     "hourglass": ("hourglass",),
 }
-#: colour -> RGB.
+#: colour -> RGB. Every colour lies well outside the background's range, so every object stands out
+#: from the field around it (tests measure it in rendered pixels): mid-gray (128, 128, 128) sat inside
+#: 95-160 and was invisible (1.5 RGB units from its surround at worst), so "gray" is a light gray,
+#: 78 units from white and at least 115 from the field around it.
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 30, 30),
     "green": (30, 170, 50),
@@ -61,7 +64,7 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "cyan": (40, 210, 220),
     "white": (245, 245, 245),
     "black": (15, 15, 15),
-    "gray": (128, 128, 128),
+    "gray": (200, 200, 200),
 }
 # The background: a smooth colour field drawn from BACKGROUND_RANGE per channel, plus pixel noise.
 # A high-contrast field (40–215, noise 12) hid the outlines from a tiny ViT: trained contrastively it
