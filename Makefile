@@ -11,7 +11,7 @@ LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
     --emit-find-links --extra workflow --extra test --extra lint --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup lock run report ablations scaling test test-fast bench bench-crc bench-i2t lint share fetch clean
+.PHONY: setup lock envs run report ablations scaling test test-fast bench bench-crc bench-i2t lint share fetch clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ lock:
 	$(LOCK_VENV)/bin/pip install -q --group dev
 	CUSTOM_COMPILE_COMMAND="make lock  [= pip-tools 7.6.2: pip-compile $(LOCK_ARGS)]" \
 	    $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --quiet $(LOCK_ARGS)
+
+# The rules' conda environments (envs/*.yaml) from $(LOCK): run after `make lock` (tests/workflow/test_envs.py
+# fails while they are stale).
+envs: setup
+	$(BIN)/python tools/make_envs.py
 
 run: setup
 	$(BIN)/snakemake --profile profiles/local
