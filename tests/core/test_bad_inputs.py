@@ -1,4 +1,5 @@
 """Malformed, truncated or NaN-laden inputs stop with a message naming the file and the field."""
+import ast
 import shutil
 import subprocess
 import sys
@@ -142,22 +143,18 @@ def test_a_processed_file_with_a_gap_is_refused_by_load_fold(tmp_path):
         load_fold(path, "cal")
 
 
-def _loads_a_checkpoint(function: "ast.Attribute") -> bool:
-    import ast
-
+def _loads_a_checkpoint(function: ast.Attribute) -> bool:
     torch_load = function.attr == "load" and isinstance(function.value, ast.Name) and function.value.id == "torch"
     return torch_load or function.attr == "load_from_checkpoint"
 
 
 def _checkpoint_loads_without_weights_only(path: Path) -> list[str]:
     """``file:line`` of each ``load_from_checkpoint``/``torch.load`` call lacking an explicit ``weights_only``."""
-    import ast
-
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _loads_a_checkpoint(node.func):
-            if not any(keyword.arg == "weights_only" for keyword in node.keywords):
-                found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+        is_load = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _loads_a_checkpoint(node.func)
+        if is_load and not any(keyword.arg == "weights_only" for keyword in node.keywords):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}")
     return found
 
 

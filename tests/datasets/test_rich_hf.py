@@ -53,7 +53,7 @@ def test_bad_records_are_named(tmp_path):
         read_rich_hf(path, PROMPTS)
     write_rich_hf(path, [{"filename": "u3.png", "prompt_misalignment_label": "1 1"}] * 3)
     path.write_bytes(path.read_bytes()[:-10])
-    with pytest.raises(DatasetFormatError, match="train.tfrecord: record 2 is unreadable"):
+    with pytest.raises(DatasetFormatError, match="train.tfrecord: record 2 is truncated"):
         read_rich_hf(path, PROMPTS)
     with pytest.raises(DatasetFormatError, match="file not found"):
         read_rich_hf(tmp_path / "absent.tfrecord", PROMPTS)

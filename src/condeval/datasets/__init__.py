@@ -1,15 +1,36 @@
 """Dataset loaders shared by every track, each for its dataset's real file format.
 
-A malformed file raises :class:`DatasetFormatError` naming the file and the offending record.
+A malformed file raises :class:`DatasetFormatError` naming the file and the offending record:
+a field of the wrong type, a null, bytes that are not UTF-8, an empty or white-space caption, a
+NaN or infinite score, or a path that leaves the data root. A record dropped on purpose (a
+documented reason, e.g. FOIL's pairs whose token counts differ) is logged with its reason and
+counted by every :func:`counting_dropped_rows` block that is open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import math
 import os
-from pathlib import Path
+from collections import Counter
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Iterator, Mapping
 
-__all__ = ["DatasetFormatError", "read_json"]
+__all__ = [
+    "DatasetFormatError",
+    "DroppedRows",
+    "counting_dropped_rows",
+    "report_rows",
+    "read_json",
+    "text_field",
+    "integer_field",
+    "finite_number",
+    "relative_path",
+]
+
+log = logging.getLogger("condeval")
 
 
 class DatasetFormatError(ValueError):
@@ -20,11 +41,94 @@ def read_json(path: str | os.PathLike, expected: type) -> object:
     """The JSON document of a released file, which must be a ``expected`` (dict or list)."""
     path = Path(path)
     try:
-        document = json.loads(path.read_text())
+        document = json.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise DatasetFormatError(f"{path}: file not found") from None
+    except UnicodeDecodeError as error:
+        raise DatasetFormatError(f"{path}: not UTF-8 text (byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(document, expected):
         raise DatasetFormatError(f"{path}: expected a JSON {'object' if expected is dict else 'list'}, found {type(document).__name__}")
     return document
+
+
+def text_field(value: object, where: str, field: str) -> str:
+    """``value`` stripped; raises naming ``where`` and ``field`` unless it is a string with text in it."""
+    if not isinstance(value, str) or not value.strip():
+        raise DatasetFormatError(f"{where}: '{field}' must be a non-empty string, found {value!r}")
+    return value.strip()
+
+
+def integer_field(value: object, where: str, field: str) -> int:
+    """``value``, which must be a JSON integer (not a bool, float or string)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise DatasetFormatError(f"{where}: '{field}' must be an integer, found {value!r}")
+    return value
+
+
+def finite_number(value: object, where: str, field: str) -> float:
+    """``value`` as a float; raises unless it is a finite number (not a bool, string, NaN or ±inf)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise DatasetFormatError(f"{where}: '{field}' must be a finite number, found {value!r}")
+    return float(value)
+
+
+def relative_path(value: object, where: str, field: str) -> str:
+    """A path from a data file, which must stay under its data root: relative, without ``..``."""
+    text = text_field(value, where, field)
+    posix, windows = PurePosixPath(text), PureWindowsPath(text)
+    if posix.is_absolute() or windows.is_absolute() or windows.drive or ".." in windows.parts:
+        raise DatasetFormatError(f"{where}: '{field}' {text!r} leaves the data root (absolute, or with '..')")
+    return text
+
+
+class DroppedRows:
+    """Rows the loaders dropped on purpose, by file and reason (the per-benchmark summary).
+
+    Every file a loader reads inside :func:`counting_dropped_rows` is listed, with ``{}`` when
+    nothing was dropped, so a summary shows that a file was read and kept whole.
+    """
+
+    def __init__(self) -> None:
+        self.by_file: dict[str, Counter] = {}
+
+    def add(self, path: str | os.PathLike, dropped: Mapping[str, int]) -> None:
+        """Count ``dropped`` (reason → rows) for ``path``."""
+        self.by_file.setdefault(str(path), Counter()).update({reason: n for reason, n in dropped.items() if n})
+
+    def total(self) -> int:
+        """Rows dropped over all files and reasons."""
+        return sum(sum(counts.values()) for counts in self.by_file.values())
+
+    def as_dict(self) -> dict[str, dict[str, int]]:
+        """File → reason → rows dropped, as JSON-ready plain dicts."""
+        return {path: dict(sorted(counts.items())) for path, counts in sorted(self.by_file.items())}
+
+    def write(self, path: str | os.PathLike) -> None:
+        """Write :meth:`as_dict` as a JSON summary, atomically."""
+        from condeval.core.io import write_json
+
+        write_json(self.as_dict(), path)
+
+
+_OPEN_COUNTERS: list[DroppedRows] = []
+
+
+@contextlib.contextmanager
+def counting_dropped_rows() -> Iterator[DroppedRows]:
+    """Collect what every loader called inside the block drops: ``with counting_dropped_rows() as dropped:``."""
+    dropped = DroppedRows()
+    _OPEN_COUNTERS.append(dropped)
+    try:
+        yield dropped
+    finally:
+        _OPEN_COUNTERS.remove(dropped)
+
+
+def report_rows(path: str | os.PathLike, kept: int, dropped: Mapping[str, int], unit: str = "records") -> None:
+    """Log what a loader kept and dropped (by reason), and count the drops in every open counter."""
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items()) if n)
+    log.info("%s: %d %s kept, %d dropped%s", path, kept, unit, sum(dropped.values()), f" ({reasons})" if reasons else "")
+    for counter in _OPEN_COUNTERS:
+        counter.add(path, dropped)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.datasets import DatasetFormatError, read_json
+from condeval.datasets import DatasetFormatError, integer_field, read_json, relative_path, text_field
 
 __all__ = ["load_captions", "evaluation_pairs", "shard_image_ids", "coco_root", "image_dir", "read_coco_json", "with_image_paths"]
 
@@ -22,14 +22,34 @@ _IMAGE_FIELDS = ("id", "file_name")
 _ANNOTATION_FIELDS = ("id", "image_id", "caption")
 
 
+def _boolean(value: object, where: str, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise DatasetFormatError(f"{where}: '{field}' must be true or false, found {value!r}")
+    return value
+
+
+def _word(value: object, where: str, field: str) -> str:
+    if not isinstance(value, str):
+        raise DatasetFormatError(f"{where}: '{field}' must be a string, found {value!r}")
+    return value
+
+
+# How each field of a COCO-layout record is checked; a path must stay under the image folder.
+_FIELD_CHECKS = {"id": integer_field, "image_id": integer_field, "file_name": relative_path, "caption": text_field,
+                 "foil": _boolean, "target_word": _word, "foil_word": _word}  # fmt: skip
+
+
 def _records(document: dict, key: str, fields: tuple[str, ...], path: Path) -> list[dict]:
     if key not in document or not isinstance(document[key], list):
         raise DatasetFormatError(f"{path}: top-level field '{key}' is missing or not a list")
     for index, record in enumerate(document[key]):
         missing = [f for f in fields if not isinstance(record, dict) or f not in record]
+        ident = record.get("id", "?") if isinstance(record, dict) else "?"
+        where = f"{path}: {key}[{index}] (id {ident})"
         if missing:
-            ident = record.get("id", "?") if isinstance(record, dict) else "?"
-            raise DatasetFormatError(f"{path}: {key}[{index}] (id {ident}) lacks field '{missing[0]}'")
+            raise DatasetFormatError(f"{where} lacks field '{missing[0]}'")
+        for field in fields:
+            _FIELD_CHECKS[field](record[field], where, field)
     return document[key]
 
 

@@ -11,24 +11,22 @@ first position where the two differ.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from pathlib import Path
 
 import polars as pl
 
-from condeval.datasets import DatasetFormatError, read_json
+from condeval.datasets import DatasetFormatError, read_json, relative_path, report_rows, text_field
 from condeval.datasets.coco import read_coco_json, with_image_paths
 
 __all__ = ["normalize_caption", "load_foil_it", "load_foil_nocaps", "NOCAPS_DOMAINS"]
-
-log = logging.getLogger("condeval")
 
 _FOIL_FIELDS = ("id", "image_id", "caption", "foil", "target_word", "foil_word")
 _NOCAPS_FIELDS = ("image_path", "references", "baseline", "foil", "replacement", "domain")
 NOCAPS_DOMAINS = ("in", "near", "out")
 _NOT_WORD = re.compile(r"[^\w\s]")
+_COUNTS_DIFFER = "token counts differ"
 
 WORD_CAPTION_SCHEMA = {
     "pair_id": pl.Int64,
@@ -104,10 +102,29 @@ def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLi
                 "labels": [int(is_foil and i == error) for i in range(len(words))],
                 "target_word": record["target_word"], "foil_word": record["foil_word"],
             })  # fmt: skip
-    log.info("%s: %d pairs kept, %d dropped (token counts differ)", path, len(rows) // 2, dropped)
+    report_rows(path, len(rows) // 2, {_COUNTS_DIFFER: dropped}, "pairs")
     schema = {**WORD_CAPTION_SCHEMA, "target_word": pl.String, "foil_word": pl.String}
     frame = pl.DataFrame(rows, schema=schema)
     return with_image_paths(frame, file_names, image_dir, path) if image_dir is not None else frame
+
+
+def _check_nocaps_record(record: object, where: str) -> None:
+    """Raise naming ``where`` unless a FOIL-nocaps record has every field, each of its type."""
+    missing = [f for f in _NOCAPS_FIELDS if not isinstance(record, dict) or f not in record]
+    if missing:
+        raise DatasetFormatError(f"{where} lacks field '{missing[0]}'")
+    if record["domain"] not in NOCAPS_DOMAINS:
+        raise DatasetFormatError(f"{where} has domain {record['domain']!r}, not one of {NOCAPS_DOMAINS}")
+    replacement = record["replacement"]
+    if not (isinstance(replacement, list) and len(replacement) == 2 and all(isinstance(w, str) for w in replacement)):
+        raise DatasetFormatError(f"{where}: 'replacement' must be [original word, foil word]")
+    if not isinstance(record["references"], list):
+        raise DatasetFormatError(f"{where}: 'references' must be a list of captions, found {record['references']!r}")
+    for number, reference in enumerate(record["references"]):
+        text_field(reference, where, f"references[{number}]")
+    text_field(record["baseline"], where, "baseline")
+    text_field(record["foil"], where, "foil")
+    relative_path(record["image_path"], where, "image_path")
 
 
 def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | None = None) -> pl.DataFrame:
@@ -133,14 +150,7 @@ def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | No
     records = read_json(path, list)
     rows, dropped = [], 0
     for index, record in enumerate(records):
-        missing = [f for f in _NOCAPS_FIELDS if not isinstance(record, dict) or f not in record]
-        if missing:
-            raise DatasetFormatError(f"{path}: record {index} lacks field '{missing[0]}'")
-        if record["domain"] not in NOCAPS_DOMAINS:
-            raise DatasetFormatError(f"{path}: record {index} has domain {record['domain']!r}, not one of {NOCAPS_DOMAINS}")
-        replacement = record["replacement"]
-        if not (isinstance(replacement, list) and len(replacement) == 2):
-            raise DatasetFormatError(f"{path}: record {index}: 'replacement' must be [original word, foil word]")
+        _check_nocaps_record(record, f"{path}: record {index}")
         labelled = _labelled_pair(record["baseline"], record["foil"], f"{path}: record {index}")
         if labelled is None:
             dropped += 1
@@ -150,9 +160,9 @@ def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | No
             rows.append({
                 "pair_id": index, "image_path": record["image_path"], "domain": record["domain"], "caption": caption.strip(),
                 "foil": is_foil, "words": words, "labels": [int(is_foil and i == error) for i in range(len(words))],
-                "references": list(record["references"]),
+                "references": [reference.strip() for reference in record["references"]],
             })  # fmt: skip
-    log.info("%s: %d pairs kept, %d dropped (token counts differ)", path, len(rows) // 2, dropped)
+    report_rows(path, len(rows) // 2, {_COUNTS_DIFFER: dropped}, "pairs")
     schema = {"pair_id": pl.Int64, "image_path": pl.String, "domain": pl.String, "caption": pl.String, "foil": pl.Boolean,
               "words": pl.List(pl.String), "labels": pl.List(pl.Int8), "references": pl.List(pl.String)}  # fmt: skip
     frame = pl.DataFrame(rows, schema=schema)

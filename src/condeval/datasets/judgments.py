@@ -11,13 +11,14 @@ DataFrames. Unpickling runs code from the file, so :func:`load_pickled_judgments
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from condeval.datasets import DatasetFormatError, read_json
+from condeval.datasets import DatasetFormatError, finite_number, read_json, relative_path, report_rows, text_field
 
 __all__ = ["load_flickr8k_expert", "load_polaris", "load_pickled_judgments", "JUDGMENT_SCHEMA"]
 
@@ -36,23 +37,38 @@ def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
     document = read_json(path, dict)
     ratings: dict[tuple[str, str], list[float]] = {}
     references: dict[str, list[str]] = {}
+    unrated = 0
     for key, entry in document.items():
         for field in ("image_path", "ground_truth", "human_judgement"):
             if not isinstance(entry, dict) or field not in entry:
                 raise DatasetFormatError(f"{path}: image {key} lacks field '{field}'")
-        references[entry["image_path"]] = [str(r) for r in entry["ground_truth"]]
+        image = relative_path(entry["image_path"], f"{path}: image {key}", "image_path")
+        references[image] = _captions(entry["ground_truth"], f"{path}: image {key}", "ground_truth")
+        if not isinstance(entry["human_judgement"], list):
+            raise DatasetFormatError(f"{path}: image {key}: 'human_judgement' must be a list")
         for number, judgement in enumerate(entry["human_judgement"]):
+            where = f"{path}: image {key}, judgement {number}"
             if not isinstance(judgement, dict) or "caption" not in judgement or "rating" not in judgement:
-                raise DatasetFormatError(f"{path}: image {key}, judgement {number} lacks 'caption' or 'rating'")
-            rating = float(judgement["rating"])
-            if np.isnan(rating):
-                continue  # the release marks unrated entries with NaN
+                raise DatasetFormatError(f"{where} lacks 'caption' or 'rating'")
+            rating = judgement["rating"]
+            if isinstance(rating, float) and math.isnan(rating):
+                unrated += 1  # the release marks unrated entries with NaN
+                continue
+            rating = finite_number(rating, where, "rating")
             if not 1 <= rating <= 4:
-                raise DatasetFormatError(f"{path}: image {key}, judgement {number}: rating {rating} is outside 1-4")
-            ratings.setdefault((entry["image_path"], judgement["caption"].strip()), []).append(rating)
+                raise DatasetFormatError(f"{where}: rating {rating} is outside 1-4")
+            ratings.setdefault((image, text_field(judgement["caption"], where, "caption")), []).append(rating)
+    report_rows(path, len(ratings), {"unrated judgements (NaN rating)": unrated}, "judged captions")
     rows = [{"image": image, "caption": caption, "references": references[image], "human_score": float(np.mean(values))}
             for (image, caption), values in ratings.items()]  # fmt: skip
     return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA)
+
+
+def _captions(values: object, where: str, field: str) -> list[str]:
+    """A list of non-empty caption strings, or :class:`DatasetFormatError` naming the bad entry."""
+    if not isinstance(values, list):
+        raise DatasetFormatError(f"{where}: '{field}' must be a list of captions, found {values!r}")
+    return [text_field(value, where, f"{field}[{number}]") for number, value in enumerate(values)]
 
 
 def load_polaris(path: str | os.PathLike) -> pl.DataFrame:
@@ -72,11 +88,27 @@ def load_polaris(path: str | os.PathLike) -> pl.DataFrame:
         raise DatasetFormatError(f"{path}: column '{missing[0]}' is missing (has {frame.columns})")
     image = pl.col("img").struct.field("path") if isinstance(frame.schema["img"], pl.Struct) else pl.col("img")
     refs = pl.col("refs") if isinstance(frame.schema["refs"], pl.List) else pl.col("refs").str.json_decode(pl.List(pl.String))
-    frame = frame.select(image.alias("image"), pl.col("cand").alias("caption"), refs.alias("references"), pl.col("human_score").cast(pl.Float64))
-    bad = frame.with_row_index().filter(pl.col("human_score").is_null() | pl.col("human_score").is_nan())
-    if len(bad):
-        raise DatasetFormatError(f"{path}: row {bad['index'][0]} has no human_score")
-    return frame
+    try:
+        frame = frame.select(image.alias("image"), pl.col("cand").alias("caption"), refs.alias("references"), pl.col("human_score"))
+    except pl.exceptions.PolarsError as error:
+        raise DatasetFormatError(f"{path}: 'img' must hold image paths and 'refs' lists of captions ({error})") from None
+    return _checked_judgments(frame.rows(), path)
+
+
+def _checked_judgments(rows: list[tuple], path: Path) -> pl.DataFrame:
+    """(image, caption, references, human score) rows as a judgment table, each field checked.
+
+    Raises :class:`DatasetFormatError` naming ``path`` and the row: a null or non-string caption,
+    an image path that leaves the data root, a score that is not a finite number.
+    """
+    checked = []
+    for number, (image, caption, references, score) in enumerate(rows):
+        where = f"{path}: row {number}"
+        if score is None or (isinstance(score, float) and math.isnan(score)):
+            raise DatasetFormatError(f"{where} has no human_score")
+        checked.append((relative_path(image, where, "image"), text_field(caption, where, "caption"),
+                        _captions(list(references), where, "references"), finite_number(score, where, "human_score")))  # fmt: skip
+    return pl.DataFrame(checked, schema=JUDGMENT_SCHEMA, orient="row")
 
 
 def load_pickled_judgments(path: str | os.PathLike, allow_pickle: bool = False) -> pl.DataFrame:
@@ -99,9 +131,19 @@ def load_pickled_judgments(path: str | os.PathLike, allow_pickle: bool = False) 
     missing = [c for c in ("candidates", "image_path", "human_scores") if c not in table.columns]
     if missing:
         raise DatasetFormatError(f"{path}: column '{missing[0]}' is missing (has {list(table.columns)})")
-    references = table["refs"].map(lambda r: [str(x) for x in r]) if "refs" in table.columns else [[] for _ in range(len(table))]
-    return pl.DataFrame(
-        {"image": table["image_path"].astype(str).tolist(), "caption": table["candidates"].astype(str).tolist(),
-         "references": list(references), "human_score": [float(np.mean(s)) for s in table["human_scores"]]},
-        schema=JUDGMENT_SCHEMA,
-    )  # fmt: skip
+    references = table["refs"].map(list).tolist() if "refs" in table.columns else [[] for _ in range(len(table))]
+    scores = [_mean_score(scores, f"{path}: row {number}") for number, scores in enumerate(table["human_scores"])]
+    return _checked_judgments(list(zip(table["image_path"].tolist(), table["candidates"].tolist(), references, scores)), path)
+
+
+def _mean_score(scores: object, where: str) -> float:
+    """The mean of one caption's human scores, each a finite number."""
+    values = list(scores) if isinstance(scores, (list, tuple, np.ndarray)) else [scores]
+    if not values:
+        raise DatasetFormatError(f"{where} has no human_scores")
+    return float(np.mean([finite_number(_plain(value), where, "human_scores") for value in values]))
+
+
+def _plain(value: object) -> object:
+    """A NumPy scalar as the Python number it holds (pickled frames keep NumPy types)."""
+    return value.item() if isinstance(value, np.generic) else value

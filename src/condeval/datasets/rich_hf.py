@@ -6,24 +6,27 @@ float scores. The prompts are not in the file: they are joined from Pick-a-Pic v
 (the filename without its extension). Prompt tokens are split as the dataset's own script splits
 them (on ``,.?!":;`` and space, empty tokens dropped); a record whose token count differs from its
 label count is dropped and counted in the log.
+
+Every record's two checksums (the masked CRC-32C of its length and of its payload, TFRecord's
+framing) are verified with the ``tfrecord`` package's own ``masked_crc``: a flipped byte stops the
+read naming the record, instead of silently changing a label.
 """
 
 from __future__ import annotations
 
-import logging
+import math
 import os
 import re
+import struct
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import polars as pl
 
 from condeval.core.io import atomic_path
-from condeval.datasets import DatasetFormatError
+from condeval.datasets import DatasetFormatError, relative_path, report_rows, text_field
 
 __all__ = ["split_prompt", "read_rich_hf", "write_rich_hf", "pick_a_pic_prompts", "SCORES"]
-
-log = logging.getLogger("condeval")
 
 SCORES = ("aesthetics_score", "artifact_score", "misalignment_score", "overall_score")
 _DELIMITERS = re.compile("|".join(map(re.escape, ',.?!":; ')))
@@ -34,26 +37,59 @@ def split_prompt(prompt: str) -> list[str]:
     return [token for token in _DELIMITERS.split(prompt) if token]
 
 
+def _framed_records(handle, path: Path) -> Iterable[bytes]:
+    """The payload of each TFRecord frame (length, CRC of length, payload, CRC of payload), CRCs checked."""
+    from tfrecord.writer import TFRecordWriter
+
+    index = 0
+    while header := handle.read(12):
+        if len(header) < 12:
+            raise DatasetFormatError(f"{path}: record {index} is truncated (incomplete length header)")
+        length_bytes, length_crc = header[:8], header[8:]
+        if TFRecordWriter.masked_crc(length_bytes) != length_crc:
+            raise DatasetFormatError(f"{path}: record {index}: CRC of the length does not match (corrupted file)")
+        (length,) = struct.unpack("<Q", length_bytes)
+        payload, payload_crc = handle.read(length), handle.read(4)
+        if len(payload) < length or len(payload_crc) < 4:
+            raise DatasetFormatError(f"{path}: record {index} is truncated ({len(payload)} of {length} bytes)")
+        if TFRecordWriter.masked_crc(payload) != payload_crc:
+            raise DatasetFormatError(f"{path}: record {index}: CRC of the data does not match (corrupted file)")
+        yield payload
+        index += 1
+
+
 def _examples(path: Path) -> Iterable[tuple[int, dict]]:
-    from tfrecord.reader import tfrecord_iterator
+    from google.protobuf.message import DecodeError
     from tfrecord import example_pb2
 
-    index = -1
-    try:
-        for index, raw in enumerate(tfrecord_iterator(str(path))):
+    if not path.is_file():
+        raise DatasetFormatError(f"{path}: file not found")
+    with open(path, "rb") as handle:
+        for index, payload in enumerate(_framed_records(handle, path)):
             example = example_pb2.Example()
-            example.ParseFromString(raw)
+            try:
+                example.ParseFromString(payload)
+            except DecodeError as error:
+                raise DatasetFormatError(f"{path}: record {index} is not a tf.train.Example ({error})") from None
             yield index, example.features.feature
-    except FileNotFoundError:
-        raise DatasetFormatError(f"{path}: file not found") from None
-    except Exception as error:  # the reader's RuntimeError (truncation), protobuf's DecodeError
-        raise DatasetFormatError(f"{path}: record {index + 1} is unreadable ({error})") from None
 
 
 def _bytes(features, key: str, path: Path, index: int) -> str:
     if key not in features or not features[key].bytes_list.value:
         raise DatasetFormatError(f"{path}: record {index} lacks field '{key}'")
-    return features[key].bytes_list.value[0].decode()
+    try:
+        return features[key].bytes_list.value[0].decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DatasetFormatError(f"{path}: record {index}: '{key}' is not UTF-8 (byte {error.start})") from None
+
+
+def _scores(features, path: Path, index: int, filename: str) -> dict[str, float]:
+    """The float scores a record holds, each finite."""
+    scores = {key: float(features[key].float_list.value[0]) for key in SCORES if key in features and features[key].float_list.value}
+    bad = next((key for key, value in scores.items() if not math.isfinite(value)), None)
+    if bad is not None:
+        raise DatasetFormatError(f"{path}: record {index} ({filename}): '{bad}' must be a finite number, found {scores[bad]}")
+    return scores
 
 
 def read_rich_hf(path: str | os.PathLike, prompts: Mapping[str, str], image_dir: str | os.PathLike | None = None) -> pl.DataFrame:
@@ -78,21 +114,21 @@ def read_rich_hf(path: str | os.PathLike, prompts: Mapping[str, str], image_dir:
     path = Path(path)
     rows, dropped = [], 0
     for index, features in _examples(path):
-        filename = _bytes(features, "filename", path, index)
+        filename = relative_path(_bytes(features, "filename", path, index), f"{path}: record {index}", "filename")
         raw_labels = _bytes(features, "prompt_misalignment_label", path, index).split()
         if not all(label in ("0", "1") for label in raw_labels):
             raise DatasetFormatError(f"{path}: record {index} ({filename}): prompt_misalignment_label must hold 0/1 values")
         uid = Path(filename).stem
         if uid not in prompts:
             raise DatasetFormatError(f"{path}: record {index} ({filename}): no Pick-a-Pic prompt for image uid {uid}")
-        words = split_prompt(prompts[uid])
+        words = split_prompt(text_field(prompts[uid], f"{path}: record {index} ({filename})", "prompt"))
         if len(words) != len(raw_labels):
             dropped += 1
             continue
-        scores = {key: float(features[key].float_list.value[0]) for key in SCORES if key in features and features[key].float_list.value}
+        scores = _scores(features, path, index, filename)
         rows.append({"filename": filename, "image_uid": uid, "caption": prompts[uid], "words": words,
                      "labels": [1 - int(label) for label in raw_labels], **scores})  # fmt: skip
-    log.info("%s: %d records kept, %d dropped (token and label counts differ)", path, len(rows), dropped)
+    report_rows(path, len(rows), {"token and label counts differ": dropped})
     schema = {"filename": pl.String, "image_uid": pl.String, "caption": pl.String, "words": pl.List(pl.String), "labels": pl.List(pl.Int8)}
     frame = pl.DataFrame(rows, schema={**schema, **{key: pl.Float64 for key in SCORES if rows and key in rows[0]}})
     if image_dir is not None:
