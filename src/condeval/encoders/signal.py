@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from condeval.datasets.miniworld import swap_shape_noun
+from condeval.datasets.miniworld import SHAPES, swap_shape_noun
 
-__all__ = ["retrieval_at_k", "clip_signal", "bert_signal"]
+__all__ = ["retrieval_at_k", "clip_signal", "shape_naming", "bert_signal"]
 
 
 def retrieval_at_k(image_features: np.ndarray, text_features: np.ndarray, ks=(1, 5)) -> dict[str, float]:
@@ -42,14 +42,40 @@ def clip_signal(encoder, image_paths: list[str], captions: list[str], seed: int 
     true_sim = np.sum(images[keep] * texts[keep], axis=1)
     foil_sim = np.sum(images[keep] * foils, axis=1)
     gap = true_sim - foil_sim
+    matching = np.sum(images * texts, axis=1)
     return {
         "gallery": len(image_paths),
         **retrieval_at_k(images, texts),
+        # CLIPScore is w·max(cos, 0): the share of true pairs it clips to 0, and where their cosines sit
+        "matching_cos_mean": float(matching.mean()),
+        "matching_cos_le_0": float(np.mean(matching <= 0)),
         "foil_pairs": int(keep.sum()),
         "foil_gap_mean": float(gap.mean()),
         "foil_gap_std": float(gap.std(ddof=1)),
         "foil_true_wins": float(np.mean(gap > 0)),
     }
+
+
+def shape_naming(encoder, image_paths: list[str], scenes: list[list[dict]], shapes: list[str] | None = None) -> dict:
+    """How often CLIP names the shape of a lone object: "a {colour} {noun}" over every shape's noun.
+
+    ``scenes[i]`` are image i's objects (the mini-world's scenes sidecar: dicts with ``shape`` and
+    ``colour``). Only images of exactly one object of ``shapes`` count; each is scored against one
+    caption per shape of ``shapes`` (default all), its canonical noun with the object's true colour,
+    so only the shape decides. A tie with a wrong shape counts as a miss.
+    """
+    shapes = list(SHAPES) if shapes is None else list(shapes)
+    lone = [(path, objects[0]) for path, objects in zip(image_paths, scenes) if len(objects) == 1 and objects[0]["shape"] in shapes]
+    if not lone:
+        raise ValueError(f"no image holds a single object of {shapes}")
+    images = encoder.image_features([path for path, _ in lone])
+    prompts = [f"a {obj['colour']} {SHAPES[shape][0]}" for _, obj in lone for shape in shapes]
+    texts = encoder.text_features(prompts).reshape(len(lone), len(shapes), -1)
+    scores = np.einsum("id,isd->is", images, texts)
+    truth = np.array([shapes.index(obj["shape"]) for _, obj in lone])
+    true_score = scores[np.arange(len(lone)), truth]
+    named = (scores >= true_score[:, None]).sum(axis=1) == 1  # only the true shape reaches its score
+    return {"naming_images": len(lone), "naming_shapes": len(shapes), "naming_accuracy": float(named.mean()), "naming_chance": 1 / len(shapes)}
 
 
 def bert_signal(encoder, captions: list[list[str]], seed: int = 0) -> dict:

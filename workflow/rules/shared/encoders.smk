@@ -92,6 +92,7 @@ rule encoder_signal:
     params:
         bert_max_length=ENCODERS["bert"].get("max_length", 50),
         gallery=1000,
+        novel_shapes=NOVEL_SHAPES,
     log:
         "logs/shared/encoder_signal.log",
     conda:

@@ -1,0 +1,57 @@
+"""The encoder-signal measures on encoders whose answers are known: one that reads shapes, one blind."""
+import numpy as np
+import pytest
+
+from condeval.datasets.miniworld import SHAPES, plural
+from condeval.encoders.signal import clip_signal, shape_naming
+
+NOUN_SHAPE = {n: shape for shape, nouns in SHAPES.items() for noun in nouns for n in (noun, plural(noun))}
+
+
+class ShapeReader:
+    """Image i's feature is the one-hot of its shape (all zeros when blind), a text's the one-hot of its first shape noun."""
+
+    def __init__(self, shape_of_path: dict[str, str], blind: bool = False):
+        self.shape_of_path, self.blind = shape_of_path, blind
+
+    @staticmethod
+    def _one_hot(shape: str) -> np.ndarray:
+        return np.eye(len(SHAPES), dtype=np.float32)[list(SHAPES).index(shape)]
+
+    def image_features(self, paths):
+        if self.blind:
+            return np.zeros((len(paths), len(SHAPES)), np.float32)
+        return np.stack([self._one_hot(self.shape_of_path[p]) for p in paths])
+
+    def text_features(self, texts):
+        return np.stack([self._one_hot(next(NOUN_SHAPE[w] for w in t.split() if w in NOUN_SHAPE)) for t in texts])
+
+
+def _lone(shape: str, colour: str = "red") -> list[dict]:
+    return [{"shape": shape, "colour": colour}]
+
+
+def test_shape_naming_counts_lone_objects_and_a_tie_is_a_miss():
+    shapes = ["circle", "star", "ring", "cross"]
+    paths = [f"{k}.jpg" for k in range(6)]
+    scenes = [_lone("circle"), _lone("star"), _lone("ring"), _lone("cross"), _lone("star") * 2, _lone("arrow")]
+    reader = ShapeReader(dict(zip(paths, ["circle", "star", "ring", "cross", "star", "arrow"])))
+    named = shape_naming(reader, paths, scenes, shapes)
+    assert named == {"naming_images": 4, "naming_shapes": 4, "naming_accuracy": 1.0, "naming_chance": 0.25}
+    # a blind encoder scores every shape alike: an arg-max would still name the first shape's images
+    assert shape_naming(ShapeReader({}, blind=True), paths, scenes, shapes)["naming_accuracy"] == 0.0
+    assert shape_naming(reader, paths, scenes)["naming_shapes"] == len(SHAPES)
+
+
+def test_shape_naming_needs_a_lone_object():
+    with pytest.raises(ValueError, match="single object"):
+        shape_naming(ShapeReader({}), ["a.jpg"], [_lone("star") * 2], ["star"])
+
+
+def test_clip_signal_reports_the_share_of_true_pairs_clipped_at_zero():
+    paths = [f"{k}.jpg" for k in range(4)]
+    captions = ["a red circle", "a blue star", "a big ring", "a cross"]
+    reader = ShapeReader(dict(zip(paths, ["circle", "star", "ring", "star"])))
+    signal = clip_signal(reader, paths, captions)
+    assert signal["matching_cos_le_0"] == 0.25 and signal["matching_cos_mean"] == 0.75
+    assert signal["foil_true_wins"] == 0.75 and signal["R@1"] == 0.75
