@@ -1,0 +1,180 @@
+"""condeval.core.fetch against a loopback HTTP server serving small fixtures (127.0.0.1 only)."""
+import hashlib
+import http.server
+import io
+import json
+import socket
+import threading
+import zipfile
+from functools import partial
+
+import pytest
+
+from condeval.core.fetch import FetchError, fetch_source, preflight, resolve_sources
+
+HOST = "data.example.org"  # the catalogue's host; the mirror serves it as <mirror>/<HOST>/<path>
+RECORDS = json.dumps([{"image_path": "a.jpg", "caption": "a red cube"}]).encode()
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    """Files under the served folder; ``/cut/...`` promises 1,000 bytes and closes after 100."""
+
+    def do_GET(self):
+        if self.path.startswith("/cut/"):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b"x" * 100)
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A loopback server of the fixture files: its base URL; stopped after the test."""
+    served = tmp_path / "served" / HOST
+    served.mkdir(parents=True)
+    (served / "records.json").write_bytes(RECORDS)
+    (served / "images.zip").write_bytes(_zip({"images/a.jpg": b"jpeg-a", "images/sub/b.jpg": b"jpeg-b", "notes.txt": b"n"}))
+    (served / "evil.zip").write_bytes(_zip({"images/a.jpg": b"ok", "images/../../escape.txt": b"gotcha"}))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(tmp_path / "served")))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    thread.join(timeout=5)
+
+
+def _closed_port_url() -> str:
+    """A loopback URL nothing listens on (connections are refused at once)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+CONFIG = {"crc": {"data": {"records": "data/bench/records.json", "images": "data/bench"}, "tagger": "models/stanza"}}
+
+
+def _source(catalog_entry: dict, config=CONFIG, name="bench"):
+    return resolve_sources({"sources": {name: {"about": "a test benchmark", **catalog_entry}}}, config)[0]
+
+
+def _records_source(sha256, tmp_path, size=None):
+    item = {"url": f"http://{HOST}/records.json", "sha256": sha256, "to": "crc.data.records"}
+    if size is not None:
+        item["size"] = size
+    config = {"crc": {"data": {"records": str(tmp_path / "data/bench/records.json")}}}
+    return _source({"http": [item]}, config), tmp_path / "data/bench"
+
+
+def test_a_good_download_lands_with_the_pinned_bytes_and_nothing_else(server, tmp_path):
+    source, folder = _records_source(_sha(RECORDS), tmp_path, size=len(RECORDS))
+    fetch_source(source, mirror=server, log=lambda message: None)
+    assert (folder / "records.json").read_bytes() == RECORDS
+    assert [p.name for p in folder.iterdir()] == ["records.json"]  # no temporary file left beside it
+
+
+def test_a_wrong_checksum_is_refused_naming_the_source_and_leaves_no_file(server, tmp_path):
+    source, folder = _records_source("0" * 64, tmp_path)
+    with pytest.raises(FetchError, match=r"bench: .*records\.json has sha256 " + _sha(RECORDS) + ".*pins 0{64}"):
+        fetch_source(source, mirror=server)
+    assert not (folder / "records.json").exists() and list(folder.iterdir()) == []
+
+
+def test_an_unpinned_download_is_refused_with_its_sha256_unless_opted_in(server, tmp_path):
+    source, folder = _records_source(None, tmp_path)
+    with pytest.raises(FetchError, match=f"no sha256 in the catalogue; it gave sha256 {_sha(RECORDS)}.*unpinned: true"):
+        fetch_source(source, mirror=server)
+    assert list(folder.iterdir()) == []
+    fetch_source(source, mirror=server, unpinned=True, log=lambda message: None)
+    assert (folder / "records.json").read_bytes() == RECORDS
+
+
+def test_a_cut_download_leaves_no_output(server, tmp_path):
+    source, folder = _records_source(_sha(b"x" * 1000), tmp_path)
+    with pytest.raises(FetchError, match="bench: download of .*failed"):
+        fetch_source(source, mirror=f"{server}/cut")
+    assert list(folder.iterdir()) == []
+
+
+def test_an_archive_folder_member_is_extracted_whole_and_only_it(server, tmp_path):
+    item = {"url": f"http://{HOST}/images.zip", "sha256": _sha((tmp_path / "served" / HOST / "images.zip").read_bytes()),
+            "extract": ["images/"], "to": "crc.data.root"}  # fmt: skip
+    source = _source({"http": [item]}, {"crc": {"data": {"root": str(tmp_path / "out")}}})
+    assert source.folders == (str(tmp_path / "out/images"),)
+    fetch_source(source, mirror=server, log=lambda message: None)
+    assert (tmp_path / "out/images/a.jpg").read_bytes() == b"jpeg-a" and (tmp_path / "out/images/sub/b.jpg").read_bytes() == b"jpeg-b"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["images"]  # notes.txt not taken, no archive left
+
+
+def test_an_archive_member_climbing_out_of_its_folder_is_refused(server, tmp_path):
+    item = {"url": f"http://{HOST}/evil.zip", "sha256": _sha((tmp_path / "served" / HOST / "evil.zip").read_bytes()),
+            "extract": ["images/"], "to": "crc.data.root"}  # fmt: skip
+    source = _source({"http": [item]}, {"crc": {"data": {"root": str(tmp_path / "out/deep")}}})
+    with pytest.raises(FetchError, match=r"evil\.zip: member 'images/\.\./\.\./escape\.txt' would land outside"):
+        fetch_source(source, mirror=server)
+    assert not list((tmp_path / "out").rglob("*.txt")) and not (tmp_path / "out/deep/images").exists()
+
+
+def _every_kind(tmp_path):
+    config = {"crc": {"data": {"records": str(tmp_path / "d/records.json"), "images": str(tmp_path / "d/images")},
+                      "model": str(tmp_path / "m/clip"), "tagger": str(tmp_path / "m/stanza")}}  # fmt: skip
+    catalog = {"sources": {
+        "records": {"about": "records", "http": [{"url": f"http://{HOST}/records.json", "sha256": _sha(RECORDS), "to": "crc.data.records"}]},
+        "images": {"about": "images", "http": [{"url": f"http://{HOST}/images.zip", "sha256": None, "extract": ["images/"], "to": "crc.data.images"}]},
+        "clip": {"about": "a CLIP", "hub": [{"repo": "org/clip", "revision": "a" * 40, "to": "crc.model"}]},
+        "tagger": {"about": "tagger models", "manual": "run the tagger's download", "folders": ["crc.tagger"]},
+    }}  # fmt: skip
+    return resolve_sources(catalog, config)
+
+
+def test_offline_one_message_lists_every_missing_source_and_where_to_place_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", _closed_port_url())
+    sources = _every_kind(tmp_path)
+    with pytest.raises(FetchError) as refused:
+        preflight(sources, mirror=_closed_port_url(), unpinned=True)
+    message = str(refused.value)
+    assert message.startswith("4 source(s) of the config are missing and cannot be fetched now")
+    for source in sources:
+        assert f"- {source.name}: " in message
+        for path in source.outputs:
+            assert path in message
+    assert "offline: http://127.0.0.1:" in message and "run the tagger's download" in message
+
+
+def test_online_the_preflight_refuses_only_manual_and_unpinned_sources(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", server)  # answers 404 to the hub API: reachable
+    sources = _every_kind(tmp_path)
+    with pytest.raises(FetchError) as refused:
+        preflight(sources, mirror=server)
+    message = str(refused.value)
+    assert message.startswith("2 source(s)") and "- images: " in message and "- tagger: " in message
+    assert "- records: " not in message and "offline" not in message
+    preflight([s for s in sources if s.name in ("records", "clip")], mirror=server)  # nothing to refuse
+
+
+def test_a_source_of_a_track_the_config_lacks_is_left_out_and_a_bad_key_is_named():
+    catalog = {"sources": {"trust": {"about": "x", "manual": "y", "files": ["trust.data.file"]},
+                           "typo": {"about": "x", "manual": "y", "files": ["crc.data.recrods"]}}}  # fmt: skip
+    with pytest.raises(FetchError, match="source 'typo': config key 'crc.data.recrods' is not in the config"):
+        resolve_sources(catalog, CONFIG)
+    del catalog["sources"]["typo"]
+    assert resolve_sources(catalog, CONFIG) == []
