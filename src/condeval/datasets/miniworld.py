@@ -31,7 +31,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from condeval.core.io import atomic_path
 
-__all__ = ["SHAPES", "COLOURS", "SceneObject", "plural", "vocabulary", "swap_shape_noun", "corrupt_caption", "Caption", "draw_scene", "render_scene", "captions_for", "write_split", "images_with_shapes"]
+__all__ = ["SHAPES", "COLOURS", "SceneObject", "plural", "vocabulary", "noun_shapes", "swap_shape_noun", "corrupt_caption", "Caption", "draw_scene", "render_scene", "captions_for", "write_split", "images_with_shapes"]
 
 #: shape -> nouns a caption may use for it (the first is the canonical one).
 SHAPES: dict[str, tuple[str, ...]] = {
@@ -290,7 +290,7 @@ def captions_for(objects: list[SceneObject], rng: np.random.Generator, n: int = 
     return captions
 
 
-def _noun_shapes() -> dict[str, tuple[str, bool]]:
+def noun_shapes() -> dict[str, tuple[str, bool]]:
     """Every shape noun, singular and plural -> (its shape, whether it is plural)."""
     table = {}
     for shape, nouns in SHAPES.items():
@@ -306,7 +306,7 @@ def swap_shape_noun(tokens: list[str], rng: np.random.Generator, shapes: list[st
     exactly one object. ``shapes`` limits the replacement shapes (default: all). Returns the new
     tokens and the swapped position, or None if the caption names no shape.
     """
-    table = _noun_shapes()
+    table = noun_shapes()
     positions = [k for k, token in enumerate(tokens) if token in table]
     if not positions:
         return None
@@ -331,7 +331,7 @@ def _alternatives(word: str) -> list[str]:
             return [w for other, ws in _SIZE_WORDS.items() if other != size for w in ws]
     if word in _NUMBERS.values():
         return [n for n in _NUMBERS.values() if n != word]
-    table = _noun_shapes()
+    table = noun_shapes()
     if word in table:
         shape, is_plural = table[word]
         return [plural(n) if is_plural else n for other, nouns in SHAPES.items() if other != shape for n in nouns]
