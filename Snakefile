@@ -1,6 +1,8 @@
 # condeval: three papers on judging conditional generative models, from raw data to figures.
 # One folder of rules per paper track (workflow/rules/<track>/), each with its own config
-# section (`crel:`, later `crc:`, `trust:`) and schema (workflow/schemas/<track>.schema.yaml).
+# section (`crel:`, `crc:`, later `trust:`) and schema (workflow/schemas/<track>.schema.yaml).
+# A track's rules are included only when its section is present, so a config holding one track
+# runs on its own; shared rules (workflow/rules/shared/) name no track's outputs.
 
 # The offline default, unless configs are named on the command line: `--configfile config/paper.yaml`
 # then stands alone, rather than being merged into the miniature's settings (which would, e.g., add
@@ -11,79 +13,105 @@ if not workflow.overwrite_configfiles:
 
 
 include: "workflow/rules/common.smk"
+# Raw data in (config `fetch:`, the paper config): localrules that download each dataset and checkpoint first.
+include: "workflow/rules/shared/fetch.smk"
 
 
 # The COCO-format data and encoders shared by the image-text tracks (config `coco:`, `encoders:`).
 if "coco" in config:
 
     include: "workflow/rules/shared/common.smk"
-    include: "workflow/rules/shared/coco.smk"
-    include: "workflow/rules/shared/encoders.smk"
-    include: "workflow/rules/shared/features.smk"
 
 
-include: "workflow/rules/crel/common.smk"
-include: "workflow/rules/crel/data.smk"
-include: "workflow/rules/crel/train.smk"
-include: "workflow/rules/crel/calibrate.smk"
-include: "workflow/rules/crel/baselines.smk"
-include: "workflow/rules/crel/report.smk"
-include: "workflow/rules/crel/ablations.smk"
-include: "workflow/rules/crel/scaling.smk"
+# Each track's helpers first: they declare what the shared rules produce for them (e.g. the
+# generated captions whose features shared/features.smk extracts) before those rules are defined.
+if "crel" in config:
 
+    include: "workflow/rules/crel/common.smk"
 
-# CReL on image-to-text (config `crel.image_to_text:`), on the shared COCO data and encoders.
-if "image_to_text" in config.get("crel", {}):
+    # CReL on image-to-text (config `crel.image_to_text:`), on the shared COCO data and encoders.
+    if "image_to_text" in config["crel"]:
 
-    include: "workflow/rules/crel/i2t_common.smk"
-    include: "workflow/rules/crel/i2t.smk"
-    include: "workflow/rules/crel/i2t_report.smk"
+        include: "workflow/rules/crel/i2t_common.smk"
 
 
 # Conformal risk control for CLIPScore (config `crc:`), on the shared COCO data and CLIP.
 if "crc" in config:
 
     include: "workflow/rules/crc/common.smk"
+
+
+if "coco" in config:
+
+    include: "workflow/rules/shared/coco.smk"
+    include: "workflow/rules/shared/encoders.smk"
+    include: "workflow/rules/shared/features.smk"
+
+
+if "crel" in config:
+
+    include: "workflow/rules/crel/data.smk"
+    include: "workflow/rules/crel/train.smk"
+    include: "workflow/rules/crel/calibrate.smk"
+    include: "workflow/rules/crel/baselines.smk"
+    include: "workflow/rules/crel/report.smk"
+    include: "workflow/rules/crel/ablations.smk"
+    include: "workflow/rules/crel/scaling.smk"
+
+    declare_targets("crel", crel_synthetic_targets())
+    declare_targets("ablations", crel_ablation_targets())
+    declare_targets("scaling", crel_scaling_targets())
+
+    if "image_to_text" in config["crel"]:
+
+        include: "workflow/rules/crel/i2t.smk"
+        include: "workflow/rules/crel/i2t_report.smk"
+
+        declare_targets("crel_i2t", i2t_targets())
+
+
+if "crc" in config:
+
     include: "workflow/rules/crc/data.smk"
     include: "workflow/rules/crc/sample.smk"
     include: "workflow/rules/crc/evaluate.smk"
     include: "workflow/rules/crc/report.smk"
 
+    declare_targets("crc", crc_targets())
+
 
 rule crel:
     """CReL on the synthetic data: Table 1, Figs. 2 and 5, CReL-rho, LGM cost (DVC stage `crel`)."""
     input:
-        crel_synthetic_targets(),
+        target_inputs("crel", section="crel"),
 
 
 rule crel_i2t:
     """CReL on image-to-text (Section 4.2): Table 2, Figs. 3, 4 and 6, reliability cards."""
     input:
-        i2t_targets() if "image_to_text" in config.get("crel", {}) else [],
+        target_inputs("crel_i2t", section="crel.image_to_text"),
 
 
 rule crc:
     """Conformal risk control for CLIPScore: Tables 1–5, Fig. 1, word examples (DVC stage `crc`)."""
     input:
-        crc_targets() if "crc" in config else [],
+        target_inputs("crc", section="crc"),
 
 
 rule all:
-    """Every track's default targets (`make run`)."""
+    """Every configured track's default targets (`make run`)."""
     input:
-        rules.crel.input,
-        rules.crel_i2t.input,
-        rules.crc.input,
+        default_targets("crel", "crel_i2t", "crc"),
     default_target: True
 
 
 rule ablations:
     """Appendix C of CReL on the synthetic data (`make ablations`)."""
     input:
-        crel_ablation_targets(),
+        target_inputs("ablations", section="crel"),
 
 
 rule scaling:
     """Appendix E of CReL: calibration runtime against the latent dimension (`make scaling`)."""
     input:
-        crel_scaling_targets(),
+        target_inputs("scaling", section="crel"),

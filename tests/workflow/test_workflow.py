@@ -1,13 +1,13 @@
 """End to end: the tiny config runs the whole DAG; an alpha edit reruns only alpha-dependent jobs."""
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
+from conftest import dry_run_jobs, run_bounded, run_snakemake, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
@@ -28,11 +28,8 @@ ALPHA_RULES = {
 pytestmark = pytest.mark.slow
 
 
-def _snakemake(workdir, *args, timeout=600):
-    result = subprocess.run(
-        SNAKEMAKE + ["-d", str(workdir), "--cores", "2", *args], capture_output=True, text=True, timeout=timeout
-    )
-    return result
+def _snakemake(workdir, *args, budget_s=600):
+    return run_bounded(SNAKEMAKE + ["-d", str(workdir), "--cores", "2", *args], budget_s)
 
 
 def _job_counts(dry_run_stdout):
@@ -120,7 +117,7 @@ ABLATION_TABLES = (
 def finished_ablations(finished_run):
     plan = _snakemake(finished_run, "-n", "ablations")
     assert plan.returncode == 0, plan.stderr[-3000:]
-    result = _snakemake(finished_run, "ablations", timeout=900)
+    result = _snakemake(finished_run, "ablations", budget_s=900)
     assert result.returncode == 0, result.stderr[-5000:]
     return finished_run, _job_counts(plan.stdout)
 
@@ -168,3 +165,41 @@ def test_ablation_alpha_edit_retrains_nothing(finished_ablations):
     assert result.returncode == 0, result.stderr[-3000:]
     counts = _job_counts(result.stdout)
     assert counts and not (set(counts) & (TRAINING_RULES | {"train_ddpm", "train_vae_long", "crel_latent_scores"})), counts
+
+
+# ---------------------------------------------------------------- one track per config
+def _single_track_config(workdir: Path, track: str) -> tuple[str, ...]:
+    """A config holding one track: the tiny CReL (no image_to_text), or the tiny crc with only its COCO world and CLIP."""
+    sections = {"crel": ("crel",), "crc": ("coco", "encoders", "crc")}[track]
+    merged = tiny_config("i2t", "crc")
+    config = {key: merged[key] for key in sections}
+    if track == "crel":
+        config["crel"].pop("image_to_text")
+    (workdir / "config").mkdir(exist_ok=True)
+    (workdir / "config/config.yaml").write_text(yaml.safe_dump(config))
+    return ("config/config.yaml",)
+
+
+@pytest.mark.parametrize(
+    ("track", "present", "absent"),
+    [
+        ("crel", {"train_vae", "crel_reliability"}, {"miniworld_split", "crc_sample", "generate_captions"}),
+        ("crc", {"miniworld_split", "crc_sample", "train_clip"}, {"train_vae", "generate_captions", "text_features"}),
+    ],
+)
+def test_a_config_with_one_track_dry_runs_that_track_alone(tmp_path, track, present, absent):
+    jobs = dry_run_jobs(tmp_path, "all", _single_track_config(tmp_path, track))
+    assert present <= set(jobs) and not (absent & set(jobs)), jobs
+
+
+def test_a_target_of_an_absent_track_names_its_config_section(tmp_path):
+    configs = _single_track_config(tmp_path, "crc")
+    result = run_snakemake(tmp_path, "crel", "-n", configs=configs)
+    assert result.returncode != 0 and "config section 'crel'" in result.stderr + result.stdout
+
+
+def test_shared_rules_name_no_track_output():
+    """workflow/rules/shared/ knows no track's paths: tracks declare what they want from it."""
+    shared = REPO / "workflow/rules/shared"
+    named = [(path.name, track) for path in shared.glob("*.smk") for track in ("crel", "crc", "trust") if f"/{track}" in path.read_text()]
+    assert not named, named

@@ -39,3 +39,28 @@ def track_config(track):
         raise ValueError(f"config section '{track}' is invalid: {error}") from None
     return section
 
+
+# Target rules (Snakefile) read their files here: each configured track declares its own when its
+# rules are included, so a target rule names no function of a track that may be absent.
+TRACK_TARGETS = {}
+
+
+def declare_targets(name, files):
+    """The files that target rule ``name`` builds, declared by the track that defines them."""
+    TRACK_TARGETS[name] = list(files)
+
+
+def target_inputs(name, section):
+    """Input function of target rule ``name``: its declared files, or an error naming the missing config section."""
+
+    def inputs(wildcards):
+        if name not in TRACK_TARGETS:
+            raise ValueError(f"target '{name}' needs the config section '{section}', which this config lacks")
+        return TRACK_TARGETS[name]
+
+    return inputs
+
+
+def default_targets(*names):
+    """Files of the named targets whose tracks are configured (rule `all`)."""
+    return [path for name in names for path in TRACK_TARGETS.get(name, [])]

@@ -42,7 +42,7 @@ rule generate_captions:
         captions=coco_captions("val"),
         model=captioner_inputs,
     output:
-        "results/crel_i2t/captions/{model}/shard-{shard}.parquet",
+        GENERATED_CAPTIONS.format(name="{model}", shard="{shard}"),
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:

@@ -14,6 +14,11 @@ I2T_WILDCARDS = {
     "alpha": r"0\.\d+|\de-\d+",
 }
 
+# The captions each model samples (rule generate_captions); the shared text_features rule extracts
+# their features as source "captions-<model>".
+GENERATED_CAPTIONS = "results/crel_i2t/captions/{name}/shard-{shard}.parquet"
+register_caption_source("captions", GENERATED_CAPTIONS)
+
 
 def captioner_inputs(wildcards):
     """A captioner as an input: the manifest of the folder train_captioner saves, or the configured folder."""
@@ -42,7 +47,7 @@ def i2t_feature_inputs(wildcards):
     """Every shard CReL needs for one model: image and reference features, the model's caption features."""
     return {
         "image": feature_shards("clip", "val-images"),
-        "reference_bert": feature_shards("bert", "val-reference"),
+        "reference_bert": feature_shards("bert", REFERENCE_SOURCE),
         "caption_clip": feature_shards("clip", f"captions-{wildcards.model}"),
         "caption_bert": feature_shards("bert", f"captions-{wildcards.model}"),
     }
@@ -68,8 +73,8 @@ def i2t_example_inputs(wildcards):
         "scores": i2t_scores(wildcards),
         "lgms": expand("results/crel_i2t/{model}/{metric}/lgm.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
         "dqrs": expand("results/crel_i2t/{model}/{metric}/dqr.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
-        "reference_clip": feature_shards("clip", "val-reference"),
-        "reference_bert": feature_shards("bert", "val-reference"),
-        "generated": expand("results/crel_i2t/captions/{model}/shard-{shard}.parquet", model=I2T_MODELS, shard=SHARDS),
+        "reference_clip": feature_shards("clip", REFERENCE_SOURCE),
+        "reference_bert": feature_shards("bert", REFERENCE_SOURCE),
+        "generated": expand(GENERATED_CAPTIONS, name=I2T_MODELS, shard=SHARDS),
         "captions": coco_captions("val"),
     }

@@ -5,6 +5,8 @@
 #
 # Feature rules and training rules declare `gpu=0` (the CPU is the default); a site raises it
 # with --set-resources (profiles/slurm does) and the job runs on CUDA.
+import re
+
 from condeval.datasets.miniworld import SHAPES  # noqa: E402
 
 COCO = track_config("coco")
@@ -71,12 +73,38 @@ def feature_shards(encoder, source):
     return expand("results/features/{encoder}/{source}/shard-{shard}.safetensors", encoder=encoder, source=source, shard=SHARDS)
 
 
+# Generated texts whose features the shared text_features rule extracts, declared by the tracks
+# that generate them (shared rules know no track's outputs): feature source "<prefix>-<name>"
+# reads the shard that CAPTION_SOURCES[prefix] names. A track registers its prefix in its helpers,
+# which the Snakefile includes before the shared rules.
+CAPTION_SOURCES = {}
+REFERENCE_SOURCE = "val-reference"
+
+
+def register_caption_source(prefix, pattern):
+    """Declare that feature source ``<prefix>-<name>`` reads the parquet shard ``pattern`` (with {name}, {shard})."""
+    if not re.fullmatch(r"[a-z][a-z0-9]*", prefix) or REFERENCE_SOURCE.startswith(f"{prefix}-"):
+        raise ValueError(f"caption source prefix {prefix!r} must be lower-case letters and digits, and not 'val'")
+    missing = [field for field in ("{name}", "{shard}") if field not in pattern]
+    if missing:
+        raise ValueError(f"caption source {prefix!r}: pattern {pattern!r} lacks {missing}")
+    if CAPTION_SOURCES.get(prefix, pattern) != pattern:
+        raise ValueError(f"caption source {prefix!r} is registered twice, as {CAPTION_SOURCES[prefix]!r} and {pattern!r}")
+    CAPTION_SOURCES[prefix] = pattern
+
+
+def text_source_constraint():
+    """Wildcard constraint of {source} in text features: the references or a registered caption source."""
+    return "|".join([REFERENCE_SOURCE, *(rf"{prefix}-[a-z0-9-]+" for prefix in CAPTION_SOURCES)])
+
+
 def text_source_inputs(wildcards):
-    """Texts of a feature source: the val evaluation captions, or a model's sampled captions shard."""
-    if wildcards.source == "val-reference":
+    """Texts of a feature source: the val evaluation captions, or a registered source's generated shard."""
+    if wildcards.source == REFERENCE_SOURCE:
         return {"captions": coco_captions("val")}
-    model = wildcards.source.removeprefix("captions-")
-    return {"captions": coco_captions("val"), "generated": f"results/crel_i2t/captions/{model}/shard-{wildcards.shard}.parquet"}
+    prefix, name = wildcards.source.split("-", 1)
+    generated = CAPTION_SOURCES[prefix].format(name=name, shard=wildcards.shard)
+    return {"captions": coco_captions("val"), "generated": generated}
 
 
 def wildcard_encoder_inputs(wildcards):

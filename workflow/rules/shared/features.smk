@@ -36,7 +36,7 @@ rule text_features:
         "results/features/{encoder}/{source}/shard-{shard}.safetensors",
     wildcard_constraints:
         **SHARED_WILDCARDS,
-        source=r"val-reference|captions-[a-z0-9-]+",
+        source=text_source_constraint(),
     params:
         max_length=wildcard_encoder_max_length,
         shards=COCO["shards"],
