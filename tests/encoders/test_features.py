@@ -1,8 +1,11 @@
 """Feature shards: unit rows, provenance in the header, clear refusals."""
+import json
+
 import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
-from condeval.encoders.features import read_feature_shards, write_feature_shard
+from condeval.encoders.features import FeatureShardError, check_one_encoder, model_identity, read_feature_shards, write_feature_shard
 
 META = {"encoder": {"name": "clip", "weights_sha256": "abc"}, "input": "val images"}
 
@@ -28,7 +31,7 @@ def test_a_nan_feature_is_refused_naming_the_row(tmp_path):
 
 def test_shards_of_different_encoders_do_not_mix(tmp_path):
     write_feature_shard(tmp_path / "a.safetensors", np.arange(2), np.ones((2, 2)), META)
-    write_feature_shard(tmp_path / "b.safetensors", np.arange(2, 4), np.ones((2, 2)), {**META, "encoder": {"name": "bert"}})
+    write_feature_shard(tmp_path / "b.safetensors", np.arange(2, 4), np.ones((2, 2)), {**META, "encoder": {"name": "bert", "weights_sha256": "def"}})
     with pytest.raises(ValueError, match="another encoder"):
         read_feature_shards([tmp_path / "a.safetensors", tmp_path / "b.safetensors"])
 
@@ -51,3 +54,62 @@ def test_clip_encoder_reads_tokenizer_and_processor_from_their_own_folders(tmp_p
     encoder = ClipEncoder(tmp_path / "model", tokenizer=tmp_path / "tokenizer", image_processor=tmp_path / "processor")
     assert encoder.image_processor.size["shortest_edge"] == 96 and encoder.text_model is encoder.model
     assert encoder.text_features(["a red star"]).shape == (1, 8)
+
+
+def _shard(path, ids=(0, 1), features=None, meta=META):
+    write_feature_shard(path, np.asarray(ids), np.ones((len(ids), 2)) if features is None else features, meta)
+    return path
+
+
+def test_a_shard_of_another_encoder_than_the_rules_is_refused(tmp_path):
+    """A stale shard (made before the encoder was retrained) must not be read as the new encoder's."""
+    path = _shard(tmp_path / "shard-0.safetensors")
+    read_feature_shards([path], encoder={"weights_sha256": "abc"})
+    with pytest.raises(FeatureShardError, match=r"shard-0.safetensors: made by encoder weights abc, but this rule uses 0123"):
+        read_feature_shards([path], encoder={"weights_sha256": "0123"})
+
+
+def test_the_expected_encoder_can_be_its_saved_folder(tmp_path):
+    folder = tmp_path / "clip"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"weights")
+    identity = model_identity(folder)
+    path = _shard(tmp_path / "s.safetensors", meta={"encoder": identity})
+    read_feature_shards([path], encoder=folder)
+    (folder / "model.safetensors").write_bytes(b"retrained")
+    with pytest.raises(FeatureShardError, match=r"s.safetensors: made by encoder weights .* but this rule uses"):
+        read_feature_shards([path], encoder=folder)
+
+
+def test_image_and_caption_features_must_share_one_encoder(tmp_path):
+    _, _, image = read_feature_shards([_shard(tmp_path / "image.safetensors")])
+    _, _, caption = read_feature_shards([_shard(tmp_path / "caption.safetensors", meta={"encoder": {"weights_sha256": "fff"}})])
+    check_one_encoder({"image": image, "caption_clip": image})
+    with pytest.raises(FeatureShardError, match=r"one encoder.*image: abc, caption_clip: fff"):
+        check_one_encoder({"image": image, "caption_clip": caption})
+
+
+def _rewrite(path, **arrays):
+    """A shard written past write_feature_shard's checks, as a damaged or foreign file would be."""
+    save_file({key: np.asarray(value) for key, value in arrays.items()}, str(path), metadata={"encoder": json.dumps(META["encoder"])})
+    return path
+
+
+def test_nan_truncated_idless_and_hashless_shards_are_refused_naming_the_file(tmp_path):
+    nan = np.ones((2, 2), np.float32)
+    nan[1, 1] = np.nan
+    with pytest.raises(FeatureShardError, match=r"nan.safetensors: features hold NaN or inf \(row 1\)"):
+        read_feature_shards([_rewrite(tmp_path / "nan.safetensors", ids=np.arange(2), features=nan)])
+    with pytest.raises(FeatureShardError, match=r"noids.safetensors: the shard has no 'ids' array"):
+        read_feature_shards([_rewrite(tmp_path / "noids.safetensors", features=np.ones((2, 2), np.float32))])
+    with pytest.raises(FeatureShardError, match=r"short.safetensors: need features \(n, d\) and ids \(n,\)"):
+        read_feature_shards([_rewrite(tmp_path / "short.safetensors", ids=np.arange(3), features=np.ones((2, 2), np.float32))])
+    truncated = _shard(tmp_path / "cut.safetensors")
+    truncated.write_bytes(truncated.read_bytes()[:-5])
+    with pytest.raises(FeatureShardError, match=r"cut.safetensors: not a readable feature shard"):
+        read_feature_shards([truncated])
+    hashless = _shard(tmp_path / "anon.safetensors", meta={"encoder": {"name": "clip"}})
+    with pytest.raises(FeatureShardError, match=r"anon.safetensors: the shard's metadata names no encoder weights hash"):
+        read_feature_shards([hashless])
+    with pytest.raises(FeatureShardError, match=r"gone.safetensors: feature shard not found"):
+        read_feature_shards([tmp_path / "gone.safetensors"])
