@@ -3,11 +3,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from condeval.crc.evaluate import detection_signal, interval_metrics, join_samples, risk_sweep, select_alpha
+from condeval.crc.evaluate import detection_signal, interval_metrics, join_samples, refuse_truncated, risk_sweep, select_alpha, word_arrays
+from condeval.crc.metrics import fpr
 
 
-def _captions(n: int, rng: np.random.Generator, separation: float = 2.0) -> pl.DataFrame:
-    """Simulated captions: 3–8 words, half with one error; f_v = σ(separation·label + noise)."""
+def _captions(n: int, rng: np.random.Generator, separation: float = 2.0, function_words: int = 0) -> pl.DataFrame:
+    """Simulated captions, two per image: 3–8 valid words, half with one error; f_v = σ(separation·label + noise).
+
+    ``function_words`` correct DET words are appended to each caption, scored 0 (never masked).
+    """
     rows = []
     for key in range(n):
         length = int(rng.integers(3, 9))
@@ -15,8 +19,10 @@ def _captions(n: int, rng: np.random.Generator, separation: float = 2.0) -> pl.D
         if rng.random() < 0.5:
             labels[rng.integers(length)] = 1
         scores = 1 / (1 + np.exp(-(separation * labels - 1 + rng.normal(0, 1, length))))
-        rows.append({"key": key, "labels": labels.tolist(), "word_scores": scores.tolist()})
-    return pl.DataFrame(rows, schema={"key": pl.Int64, "labels": pl.List(pl.Int64), "word_scores": pl.List(pl.Float64)})
+        rows.append({"key": key, "path": f"image-{key // 2}.jpg", "labels": labels.tolist() + [0] * function_words,
+                     "word_scores": scores.tolist() + [0.0] * function_words, "pos": ["NOUN"] * length + ["DET"] * function_words})  # fmt: skip
+    return pl.DataFrame(rows, schema={"key": pl.Int64, "path": pl.String, "labels": pl.List(pl.Int64), "word_scores": pl.List(pl.Float64),
+                                      "pos": pl.List(pl.String)})  # fmt: skip
 
 
 @pytest.mark.parametrize("risk", ["fdr", "fpr"])
@@ -30,6 +36,27 @@ def test_a_sweep_controls_the_test_risk_and_loosens_with_alpha(risk):
     assert sweep["test_set_size"][0] > 0.05  # not trivially empty sets
     best = sweep.sort("calibration_f1")["alpha"][-1]
     assert select_alpha(sweep) == best
+
+
+def test_fpr_is_controlled_over_the_valid_words():
+    """Never-masked words (f_v = 0) are not true negatives: with them counted the sets' FPR on the
+    words they can flag exceeded α."""
+    rng = np.random.default_rng(1)
+    calibration, test = _captions(2000, rng, function_words=5), _captions(4000, rng, function_words=5)
+    sweep = risk_sweep(calibration, test, [0.1, 0.2, 0.3], delta=0.05, risk="fpr")
+    for alpha, threshold in zip(sweep["alpha"], sweep["lambda_hat"]):
+        scores, labels, groups = word_arrays(test)
+        valid = np.asarray([p != "DET" for p in test["pos"].explode()])
+        assert fpr((scores > threshold)[valid], labels[valid], groups[valid]) <= alpha + 0.01
+    assert sweep["test_unscored_words"][0] == pytest.approx(5 * 4000 / test["labels"].list.len().sum())
+    assert (sweep["test_unscored_errors"] == 0).all() and (sweep["n_units"] == 1000).all() and (sweep["unit"] == "image").all()
+
+
+def test_captions_with_truncated_words_are_refused_and_counted():
+    frame = pl.DataFrame({"key": [0, 1, 2], "truncated_words": [0, 12, 0]})
+    kept, refused = refuse_truncated(frame)
+    assert kept["key"].to_list() == [0, 2] and refused == 1
+    assert refuse_truncated(frame.drop("truncated_words"))[1] == 0
 
 
 def test_detection_signal_against_chance():
@@ -59,7 +86,8 @@ def test_join_samples_refuses_gaps_duplicates_and_nan():
 
 def test_intervals_without_a_valid_lambda_say_so():
     rng = np.random.default_rng(0)
-    frame = lambda n: pl.DataFrame({"mean": rng.uniform(0.5, 1.0, n), "std": rng.uniform(0.01, 0.05, n), "human_score": rng.uniform(0, 1, n)})  # noqa: E731
+    frame = lambda n: pl.DataFrame({"mean": rng.uniform(0.5, 1.0, n), "std": rng.uniform(0.01, 0.05, n), "human_score": rng.uniform(0, 1, n),  # noqa: E731
+                                    "path": [f"image-{k // 4}.jpg" for k in range(n)]})  # fmt: skip
     table, result = interval_metrics(frame(60), {"a": frame(40), "b": frame(30)}, delta=0.05, lambdas=np.linspace(1, 5, 5), method="bonferroni", truncation_factor=1.8)
     assert result is None
     assert table.filter(pl.col("stage") == "pos")["ups"].is_nan().all() and table.filter(pl.col("stage") == "pre")["ups"].is_finite().all()

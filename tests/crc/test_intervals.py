@@ -35,7 +35,7 @@ def _judged_pairs(n, rng):
 
 def test_lambda_hat_is_the_lowest_risk_among_the_rejected():
     mean, std, human = _judged_pairs(400, np.random.default_rng(0))
-    result = calibrate_intervals(mean, std, human, delta=0.05)
+    result = calibrate_intervals(mean, std, human, delta=0.05, unit="caption")
     lower, upper = result.bounds
     expected_risks = [ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in PAPER_LAMBDAS]
     np.testing.assert_allclose(result.risks, expected_risks)
@@ -46,24 +46,49 @@ def test_lambda_hat_is_the_lowest_risk_among_the_rejected():
     assert 0 not in result.valid  # λ = 1 cannot beat itself
     assert result.lambda_hat == PAPER_LAMBDAS[result.valid[np.argmin(result.risks[result.valid])]]
     assert result.risks.min() < result.alpha  # on this data, scaling σ does raise the UPS
-    holm = calibrate_intervals(mean, std, human, delta=0.05, method="holm")
+    holm = calibrate_intervals(mean, std, human, delta=0.05, method="holm", unit="caption")
     assert set(result.valid) <= set(holm.valid)
 
 
 def test_bad_input_is_refused():
     mean, std, human = _judged_pairs(50, np.random.default_rng(1))
     with pytest.raises(ValueError, match="one length"):
-        calibrate_intervals(mean[:-1], std, human)
+        calibrate_intervals(mean[:-1], std, human, unit="caption")
     with pytest.raises(ValueError, match="std contains NaN"):
-        calibrate_intervals(mean, np.where(np.arange(50) == 7, np.nan, std), human)
+        calibrate_intervals(mean, np.where(np.arange(50) == 7, np.nan, std), human, unit="caption")
     with pytest.raises(ValueError, match="at least 3 pairs"):
-        calibrate_intervals(mean[:2], std[:2], human[:2])
+        calibrate_intervals(mean[:2], std[:2], human[:2], unit="caption")
     with pytest.raises(ValueError, match="uncalibrated UPS is <= 0"):
-        calibrate_intervals(human + (0.32 - std), std, human)  # the error shrinks as σ grows: UPS < 0
+        calibrate_intervals(human + (0.32 - std), std, human, unit="caption")  # the error shrinks as σ grows: UPS < 0
     with pytest.raises(ValueError, match="UPS is undefined"):
         ups_risk(human, std, human)  # no error at all
     # 12 pairs whose error tracks σ (0 < α < 1): too few for any p-value to reach δ/50.
     human, std = np.arange(12) % 4 + 1.0, np.linspace(0.02, 0.3, 12)
     mean = human + 2 * std + np.random.default_rng(2).normal(0, 0.05, 12)
     with pytest.raises(ValueError, match="no lambda on the grid controls the risk"):
+        calibrate_intervals(mean, std, human, unit="caption")
+
+
+def test_the_image_is_the_unit_of_the_p_values():
+    mean, std, human = _judged_pairs(400, np.random.default_rng(0))
+    images = np.where(np.arange(400) < 160, np.arange(400) // 4, np.arange(400))  # 160 pairs four to an image: 280 images
+    grid = np.array([1.0, 2.0, 50.0])  # λ = 50 has the highest UPS on these pairs
+    by_image = calibrate_intervals(mean, std, human, delta=0.05, lambdas=grid, images=images)
+    np.testing.assert_allclose(by_image.p_values, hb_p_value(by_image.risks, 280, by_image.alpha))
+    by_pair = calibrate_intervals(mean, std, human, delta=0.05, lambdas=grid, unit="caption")
+    assert (by_image.p_values >= by_pair.p_values).all() and set(by_image.valid) <= set(by_pair.valid)
+    with pytest.raises(ValueError, match="unit='image' needs each pair's image"):
         calibrate_intervals(mean, std, human)
+    with pytest.raises(ValueError, match="one image per pair"):
+        calibrate_intervals(mean, std, human, images=images[:-1])
+
+
+@pytest.mark.parametrize("setting,value,message", [("lambdas", [1.0, 0.0, 2.0], "lambdas must be"), ("lambdas", [1.0, np.nan], "lambdas must be"),
+                                                   ("lambdas", [-1.0, 2.0], "lambdas must be"), ("bounds_factor", 1.0, "bounds_factor must be"),
+                                                   ("bounds_factor", 0.5, "bounds_factor must be"), ("bounds_factor", np.inf, "bounds_factor must be"),
+                                                   ("delta", 1.0, "delta must lie"), ("delta", 0.0, "delta must lie"), ("unit", "pair", "unit must be")])  # fmt: skip
+def test_settings_are_checked_by_name(setting, value, message):
+    mean, std, human = _judged_pairs(100, np.random.default_rng(3))
+    settings = {"unit": "caption", setting: value}
+    with pytest.raises(ValueError, match=message):
+        calibrate_intervals(mean, std, human, **settings)

@@ -5,6 +5,7 @@ import pytest
 
 from condeval.core.risk import hb_p_value
 from condeval.crc import calibrate_threshold, set_risk_curve
+from condeval.crc.word_risk import min_calibration_units
 
 
 def _captions(n, rng, errors_per_caption=1, separation=3.0, decimals=None):
@@ -66,7 +67,7 @@ def test_threshold_controls_the_risk_with_probability_one_minus_delta(risk, alph
     exceed, recall, set_size = 0, [], []
     for _ in range(draws):
         words = np.concatenate([words_of[c] for c in rng.choice(len(words_of), n_cal, replace=False)])
-        lam = calibrate_threshold(*(a[words] for a in population), risk=risk, alpha=alpha, delta=delta)
+        lam = calibrate_threshold(*(a[words] for a in population), risk=risk, alpha=alpha, delta=delta, unit="caption")
         exceed += _population_risk(curve, lam) > alpha
         scores, labels, _ = population
         recall.append(np.mean(scores[labels == 1] > lam))
@@ -86,7 +87,7 @@ def test_threshold_is_equation_7_on_a_non_monotone_risk():
     labels = np.tile([0, 1, 1, 1], n)
     scores = np.tile([0.9, 0.8, 0.7, 0.6], n)
     scores[labels == 0] = np.where(rng.uniform(size=n) < 0.5, 0.9, 0.1)  # half the captions: a top false alarm
-    lam = calibrate_threshold(scores, labels, groups, "fdr", alpha=0.2, delta=0.05)
+    lam = calibrate_threshold(scores, labels, groups, "fdr", alpha=0.2, delta=0.05, unit="caption")
     thresholds, risks, _ = set_risk_curve(scores, labels, groups, "fdr")
     controlled = hb_p_value(risks, n, 0.2) <= 0.05
     assert controlled[thresholds >= lam].all()
@@ -97,19 +98,86 @@ def test_threshold_is_equation_7_on_a_non_monotone_risk():
 
 def test_bad_input_is_refused():
     scores, labels, groups = _captions(30, np.random.default_rng(6))
+    caption = dict(unit="caption")
     with pytest.raises(ValueError, match="differ in length"):
-        calibrate_threshold(scores[:-1], labels, groups)
+        calibrate_threshold(scores[:-1], labels, groups, **caption)
     with pytest.raises(ValueError, match="NaN"):
-        calibrate_threshold(np.where(np.arange(len(scores)) == 3, np.nan, scores), labels, groups)
+        calibrate_threshold(np.where(np.arange(len(scores)) == 3, np.nan, scores), labels, groups, **caption)
     with pytest.raises(ValueError, match="labels must be 0"):
-        calibrate_threshold(scores, labels * 2, groups)
+        calibrate_threshold(scores, labels * 2, groups, **caption)
     with pytest.raises(ValueError, match="risk must be one of"):
-        calibrate_threshold(scores, labels, groups, risk="fnr")
+        calibrate_threshold(scores, labels, groups, risk="fnr", **caption)
     with pytest.raises(ValueError, match="1-D"):
-        calibrate_threshold(scores[:, None], labels, groups)
+        calibrate_threshold(scores[:, None], labels, groups, **caption)
     few = groups < 10  # 10 captions: empty sets (risk 0) have p-value (1 − 0.2)^10 = 0.107 > δ
-    with pytest.raises(ValueError, match="10 calibration captions are too few"):
-        calibrate_threshold(scores[few], labels[few], groups[few], alpha=0.2, delta=0.05)
+    with pytest.raises(ValueError, match="10 calibration captions are too few.*14 are needed"):
+        calibrate_threshold(scores[few], labels[few], groups[few], alpha=0.2, delta=0.05, **caption)
+
+
+@pytest.mark.parametrize("name,value", [("delta", 1.0), ("delta", 0.0), ("delta", np.nan), ("alpha", 1.0), ("alpha", 0.0), ("alpha", -0.1)])
+def test_alpha_and_delta_outside_the_open_unit_interval_are_named(name, value):
+    # δ = 1 used to return the threshold that flags every word; δ = 0 blamed too few captions.
+    scores, labels, groups = _captions(300, np.random.default_rng(6))
+    with pytest.raises(ValueError, match=f"{name} must lie in \\(0, 1\\)"):
+        calibrate_threshold(scores, labels, groups, unit="caption", **{name: value})
+
+
+def test_the_unit_is_checked():
+    scores, labels, groups = _captions(300, np.random.default_rng(6))
+    with pytest.raises(ValueError, match="unit='image' needs each word's image"):
+        calibrate_threshold(scores, labels, groups)
+    with pytest.raises(ValueError, match="unit must be one of"):
+        calibrate_threshold(scores, labels, groups, images=groups // 2, unit="pair")
+    images = groups // 2
+    images[np.flatnonzero(groups == 3)[-1]] = 99  # the last word of caption 3 on another image
+    with pytest.raises(ValueError, match="more than one image"):
+        calibrate_threshold(scores, labels, groups, images=images)
+
+
+def test_min_calibration_units_is_where_the_empty_set_first_passes():
+    for alpha, delta in [(0.1, 0.05), (0.2, 0.05), (0.3, 0.1), (0.5, 0.01)]:
+        n = min_calibration_units(alpha, delta)
+        assert hb_p_value(0.0, n, alpha) <= delta < hb_p_value(0.0, n - 1, alpha)
+
+
+def test_image_level_risk_averages_each_images_captions():
+    rng = np.random.default_rng(8)
+    scores, labels, groups = _captions(60, rng)
+    images = groups // 3 + (groups >= 30) * 100  # captions 0–29 in threes, 30–59 in threes too, ids apart
+    images[groups == 59] = 5000  # one image with a single caption
+    thresholds, risks, n = set_risk_curve(scores, labels, groups, "fdr", images=images)
+    image_of = {g: i for g, i in zip(groups, images)}
+    assert n == len(set(image_of.values()))
+    for lam, value in zip(thresholds[::7], risks[::7]):
+        per_image = {}
+        for caption in np.unique(groups):
+            in_caption = groups == caption
+            per_image.setdefault(image_of[caption], []).append(_loop_risk(scores[in_caption], labels[in_caption], groups[in_caption], lam, "fdr"))
+        assert value == pytest.approx(np.mean([np.mean(v) for v in per_image.values()]), abs=1e-12)
+
+
+def _correlated_images(n_images, captions_per_image, rng):
+    """Each image's captions share one correct word's score (FPR is 1{score > λ}): R(λ) = 1 − λ."""
+    shared = rng.uniform(size=n_images)
+    noise = rng.normal(scale=0.01, size=(n_images, captions_per_image))
+    scores = np.clip(shared[:, None] + noise, 0.0, 1.0).ravel()
+    groups = np.arange(n_images * captions_per_image)
+    return scores, np.zeros(len(scores), dtype=int), groups, groups // captions_per_image
+
+
+@pytest.mark.slow
+def test_image_unit_keeps_the_guarantee_that_correlated_captions_break():
+    rng = np.random.default_rng(9)
+    alpha, delta, draws = 0.2, 0.1, 400
+    exceed = {"caption": 0, "image": 0}
+    for _ in range(draws):
+        scores, labels, groups, images = _correlated_images(50, 8, rng)  # 400 captions, 50 images
+        for unit in exceed:
+            lam = calibrate_threshold(scores, labels, groups, "fpr", alpha=alpha, delta=delta, images=images, unit=unit)
+            exceed[unit] += (1.0 - min(max(lam, 0.0), 1.0)) > alpha  # the population FPR, up to the noise's 0.01
+    rates = {unit: count / draws for unit, count in exceed.items()}
+    print(rates)
+    assert rates["caption"] > delta + 0.1 and rates["image"] <= delta, rates
 
 
 @pytest.mark.parametrize("risk", ["fdr", "fpr"])
@@ -126,4 +194,4 @@ def test_grid_threshold_is_equation_7_over_the_grid(risk, grid):
     p = hb_p_value(loop, 300, 0.3)
     controlled_from = np.flatnonzero(np.concatenate([~(p[::-1] <= 0.1), [True]]))[0]  # grid points from the top that pass
     expected = values[::-1][controlled_from - 1]
-    assert calibrate_threshold(scores, labels, groups, risk=risk, alpha=0.3, delta=0.1, grid=grid) == expected
+    assert calibrate_threshold(scores, labels, groups, risk=risk, alpha=0.3, delta=0.1, grid=grid, unit="caption") == expected

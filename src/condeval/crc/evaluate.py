@@ -3,6 +3,11 @@ comparison by domain (Tables 2 and 4) and the interval calibration before and af
 
 Inputs are a benchmark's caption table (:mod:`condeval.crc.benchmarks`) joined with its samples
 (:func:`condeval.crc.sampling.sample_captions`) on ``key``.
+
+The sets only ever flag valid words (NOUN, PROPN, NUM, VERB, ADJ, ADV: the words attention-mask
+sampling masks); the others score f_v = 0 and could only count as true negatives. The risk, as
+the paper's, is over valid words, and the share of words and of errors that are never scored is
+reported apart (``unscored_words``, ``unscored_errors``).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from condeval.crc.metrics import (fdr, fpr, instance_ap, instance_f1, kendall_ta
 from condeval.crc.pos import MASKABLE_UPOS
 from condeval.crc.word_risk import calibrate_threshold
 
-__all__ = ["RISKS", "join_samples", "read_sampled", "read_sampled_sets", "word_arrays", "set_metrics", "risk_sweep", "select_alpha", "domain_metrics", "detection_signal", "interval_metrics"]
+__all__ = ["RISKS", "join_samples", "read_sampled", "read_sampled_sets", "word_arrays", "word_images", "valid_words", "refuse_truncated", "set_metrics", "risk_sweep", "select_alpha", "domain_metrics", "detection_signal", "interval_metrics"]
 
 #: The controlled risk per benchmark: FDR on the multi-class FOIL sets, FPR on multi-label RichHF-18K.
 RISKS = {"foil_it": "fdr", "foil_nocaps": "fdr", "rich_hf": "fpr"}
@@ -53,8 +58,38 @@ def read_sampled_sets(captions, shards, keep_distribution: bool = True) -> list[
     return [read_sampled(path, shards[k * per_set : (k + 1) * per_set], keep_distribution) for k, path in enumerate(captions)]
 
 
-def word_arrays(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Flat per-word ``(scores, labels, groups)`` of a caption table with ``word_scores`` and ``labels``."""
+def valid_words(frame: pl.DataFrame) -> np.ndarray:
+    """Flat per word: is it valid (its ``pos`` is maskable, so it can be scored and flagged)? All, without ``pos``."""
+    if "pos" not in frame.columns:
+        return np.ones(int(frame["labels"].list.len().sum()), dtype=bool)
+    return frame["pos"].explode().is_in(list(MASKABLE_UPOS)).to_numpy().astype(bool)
+
+
+def refuse_truncated(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """The captions whose every valid word the tokenizer kept, and how many were refused.
+
+    A valid word past the tokenizer's ``max_length`` is never masked (f_v = 0) and could never be
+    flagged, so such a caption is left out of calibration and evaluation, and counted.
+    """
+    if "truncated_words" not in frame.columns:
+        return frame, 0
+    kept = frame.filter(pl.col("truncated_words") == 0)
+    return kept, len(frame) - len(kept)
+
+
+def word_images(frame: pl.DataFrame, valid_only: bool = False) -> np.ndarray:
+    """Flat per word: its caption's image file (``path``), the unit of exchangeability."""
+    if "path" not in frame.columns:
+        raise ValueError("the caption table has no 'path' column: the image of each caption is needed for calibration_unit 'image'")
+    images = np.repeat(frame["path"].to_numpy(), frame["labels"].list.len().to_numpy())
+    return images[valid_words(frame)] if valid_only else images
+
+
+def word_arrays(frame: pl.DataFrame, valid_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Flat per-word ``(scores, labels, groups)`` of a caption table with ``word_scores`` and ``labels``.
+
+    With ``valid_only``, only the valid words (:func:`valid_words`); a caption without one drops out.
+    """
     lengths = frame["labels"].list.len().to_numpy()
     if not np.array_equal(lengths, frame["word_scores"].list.len().to_numpy()):
         bad = int(np.flatnonzero(lengths != frame["word_scores"].list.len().to_numpy())[0])
@@ -62,6 +97,9 @@ def word_arrays(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray
     scores = frame["word_scores"].explode().to_numpy().astype(float)
     labels = frame["labels"].explode().to_numpy().astype(int)
     groups = np.repeat(frame["key"].to_numpy(), lengths)
+    if valid_only:
+        keep = valid_words(frame)
+        return scores[keep], labels[keep], groups[keep]
     return scores, labels, groups
 
 
@@ -70,12 +108,17 @@ def set_metrics(frame: pl.DataFrame, threshold: float, risk: str) -> dict[str, f
 
     FDR benchmarks report FDR, AP, instance F1, LA and LA_set (LA on the captions with an error);
     FPR benchmarks report FPR, AP, instance F1 and word precision, recall and F1. ``set_size`` is
-    the mean number of flagged words per caption.
+    the mean number of flagged words per caption. The risk is over the valid words, as calibrated;
+    ``unscored_words`` and ``unscored_errors`` are the shares of all words and of all errors that
+    are not valid (never flagged).
     """
     scores, labels, groups = word_arrays(frame)
-    flags = scores > threshold
-    metrics = {"risk": fdr(flags, labels, groups) if risk == "fdr" else fpr(flags, labels, groups), "ap": instance_ap(scores, labels, groups),
-               "f1": instance_f1(flags, labels, groups), "set_size": float(flags.sum() / len(frame))}  # fmt: skip
+    valid = valid_words(frame)
+    flags = (scores > threshold) & valid
+    on_valid = flags[valid], labels[valid], groups[valid]
+    metrics = {"risk": fdr(*on_valid) if risk == "fdr" else fpr(*on_valid), "ap": instance_ap(scores, labels, groups),
+               "f1": instance_f1(flags, labels, groups), "set_size": float(flags.sum() / len(frame)),
+               "unscored_words": float(np.mean(~valid)), "unscored_errors": float(np.sum(~valid & (labels == 1)) / max(labels.sum(), 1))}  # fmt: skip
     if risk == "fdr":
         metrics |= {"la": location_accuracy(scores, labels, groups, threshold), "la_set": location_accuracy_set(flags, labels, groups)}
     else:
@@ -83,16 +126,23 @@ def set_metrics(frame: pl.DataFrame, threshold: float, risk: str) -> dict[str, f
     return metrics
 
 
-def risk_sweep(calibration: pl.DataFrame, test: pl.DataFrame, alphas, delta: float, risk: str) -> pl.DataFrame:
-    """λ̂ per α on the calibration captions and the metrics of its sets on both subsets (Tables 1, 3).
+def risk_sweep(calibration: pl.DataFrame, test: pl.DataFrame, alphas, delta: float, risk: str, unit: str = "image") -> pl.DataFrame:
+    """λ̂ per α on the calibration captions' valid words and the metrics of its sets on both subsets (Tables 1, 3).
 
-    Returns one row per α: ``alpha``, ``delta``, ``lambda_hat``, ``n_calibration``, then
-    ``calibration_<metric>`` and ``test_<metric>`` for every metric of :func:`set_metrics`.
+    ``unit`` is the unit of exchangeability (:func:`condeval.crc.calibrate_threshold`): "image"
+    (the ``path`` column) or "caption" (the paper's reading).
+
+    Returns one row per α: ``alpha``, ``delta``, ``lambda_hat``, ``unit``, ``n_calibration``
+    (captions), ``n_units`` (images or captions), then ``calibration_<metric>`` and
+    ``test_<metric>`` for every metric of :func:`set_metrics`.
     """
+    words = word_arrays(calibration, valid_only=True)
+    images = word_images(calibration, valid_only=True) if unit == "image" else None
+    n_units = len(np.unique(images if images is not None else words[2]))
     rows = []
     for alpha in alphas:
-        threshold = calibrate_threshold(*word_arrays(calibration), risk=risk, alpha=float(alpha), delta=delta)
-        row = {"alpha": float(alpha), "delta": float(delta), "lambda_hat": threshold, "n_calibration": len(calibration)}
+        threshold = calibrate_threshold(*words, risk=risk, alpha=float(alpha), delta=delta, images=images, unit=unit)
+        row = {"alpha": float(alpha), "delta": float(delta), "lambda_hat": threshold, "unit": unit, "n_calibration": len(calibration), "n_units": n_units}
         for name, frame in (("calibration", calibration), ("test", test)):
             row |= {f"{name}_{key}": value for key, value in set_metrics(frame, threshold, risk).items()}
         rows.append(row)
@@ -134,7 +184,7 @@ def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
 
 
 def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFrame], *, delta: float, lambdas, method: str,
-                     truncation_factor: float) -> tuple[pl.DataFrame, object]:  # fmt: skip
+                     truncation_factor: float, unit: str = "image") -> tuple[pl.DataFrame, object]:  # fmt: skip
     """Table 5: UPS and Kendall τ_c of the intervals before (λ = 1) and after (λ̂) calibration.
 
     Parameters
@@ -143,6 +193,8 @@ def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFr
         Calibration pairs with ``mean``, ``std`` and ``human_score``.
     evaluations : dict of str to polars.DataFrame
         The evaluation pairs of each dataset.
+    unit : {"image", "caption"}
+        What n counts in the Learn-then-Test p-values: the calibration pairs' images (``path``) or the pairs.
 
     Returns
     -------
@@ -153,7 +205,8 @@ def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFr
     """
     mean, std, human = (calibration[c].to_numpy() for c in ("mean", "std", "human_score"))
     try:
-        result = calibrate_intervals(mean, std, human, delta=delta, lambdas=lambdas, method=method, bounds_factor=truncation_factor)
+        images = calibration["path"].to_numpy() if unit == "image" else None
+        result = calibrate_intervals(mean, std, human, delta=delta, lambdas=lambdas, method=method, bounds_factor=truncation_factor, images=images, unit=unit)
         stages, bounds = (("pre", 1.0), ("pos", result.lambda_hat)), result.bounds
     except NoValidLambdaError:
         # Learn-then-Test's answer is "no λ": the table says so (POS = NaN) rather than inventing one.

@@ -5,11 +5,13 @@ is the truncated Gaussian with mean μ and scale λσ on [lower, upper]; its mea
 deviation σ̂(λ) are what Eq. 11 scores. The risk R(λ) = 1 − ReLU(UPS), UPS the Pearson correlation
 of |μ̂(λ) − y| with σ̂(λ) over the calibration pairs, y the human score. α is R(1), the
 uncalibrated risk (Eq. 13); every λ on the grid gets the HB p-value of H0: R(λ) > α with n the
-number of calibration pairs, an FWER procedure keeps the λ that reject, and the pick is the one with
-the lowest risk (the highest UPS).
+number of calibration units, an FWER procedure keeps the λ that reject, and the pick is the one
+with the lowest risk (the highest UPS). The unit is the image by default (a judgment set has
+several candidates per image), the pair with ``unit="caption"`` (the paper's n).
 
-R(λ) is one correlation over the calibration set, not a mean of per-pair losses, so the HB p-value
-is the paper's device rather than a guarantee in the sense of Section 4; we follow the paper.
+R(λ) is one correlation over the calibration set, not a mean of bounded per-pair losses, so the HB
+p-value gives no guarantee for it (Section 4's needs i.i.d. losses in [0, 1] and their mean); it is
+the paper's device, which we follow, and λ̂ is a heuristic choice, not a certified one.
 Truncation bounds: the paper does not give them; the official code uses min(μ)/1.8 and max(μ)·1.8
 over the calibration pairs (``bounds_factor``).
 """
@@ -22,6 +24,7 @@ import numpy as np
 
 from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import ups
+from condeval.crc.word_risk import UNITS
 
 __all__ = ["NoValidLambdaError", "truncated_gaussian", "truncation_bounds", "ups_risk", "IntervalCalibration", "calibrate_intervals", "PAPER_LAMBDAS"]
 
@@ -67,6 +70,26 @@ def ups_risk(mean, std, human) -> float:
     return 1.0 - max(score, 0.0)
 
 
+def _check_interval_settings(delta, lambdas, bounds_factor, images, unit: str, n_pairs: int) -> tuple[np.ndarray, int]:
+    """The grid as an array and the number of units, after checking each setting by name."""
+    if not 0.0 < float(delta) < 1.0:
+        raise ValueError(f"delta must lie in (0, 1); got {delta!r}")
+    lambdas = np.asarray(lambdas, dtype=float)
+    if lambdas.ndim != 1 or lambdas.size == 0 or not (np.isfinite(lambdas) & (lambdas > 0)).all():
+        raise ValueError(f"lambdas must be a non-empty 1-D grid of positive finite sigma scales; got {lambdas!r}")
+    if not (np.isfinite(bounds_factor) and bounds_factor > 1.0):
+        raise ValueError(f"bounds_factor must be a finite number > 1 (the truncation interval must contain every mean); got {bounds_factor!r}")
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}; got {unit!r}")
+    if unit == "caption":
+        return lambdas, n_pairs
+    if images is None:
+        raise ValueError("unit='image' needs each pair's image (images=...); unit='caption' is the paper's pair-level reading")
+    if len(images) != n_pairs:
+        raise ValueError(f"images must give one image per pair; got {len(images)} for {n_pairs} pairs")
+    return lambdas, len(np.unique(np.asarray(images)))
+
+
 class NoValidLambdaError(ValueError):
     """Learn-then-Test rejected no λ on the grid: no σ scale is shown to beat the uncalibrated risk."""
 
@@ -85,7 +108,7 @@ class IntervalCalibration:
 
 
 def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_LAMBDAS, method: str = "bonferroni",
-                        bounds_factor: float = 1.8) -> IntervalCalibration:  # fmt: skip
+                        bounds_factor: float = 1.8, images=None, unit: str = "image") -> IntervalCalibration:  # fmt: skip
     """λ̂, the scale of σ whose intervals' uncertainty best tracks the error against human scores.
 
     Parameters
@@ -100,11 +123,19 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
         The grid Λ of σ scales (the paper's: 1, 2, …, 50).
     method : {"bonferroni", "holm", "fixed_sequence"}
         The FWER procedure (the paper: Bonferroni).
+    bounds_factor : float
+        The truncation interval is min(μ)/factor to max(μ)·factor (> 1, the official code's 1.8).
+    images : array_like, optional
+        Per pair, its image; required with ``unit="image"``.
+    unit : {"image", "caption"}
+        What n in the HB p-value counts: images (default) or pairs (the paper's).
 
     Raises
     ------
     ValueError
-        On NaN or mismatched lengths, or fewer than 3 pairs; :class:`NoValidLambdaError` (a
+        On NaN or mismatched lengths, fewer than 3 pairs, δ outside (0, 1), a λ that is not a
+        positive finite number, ``bounds_factor`` ≤ 1 or not finite, an unknown unit or missing
+        ``images`` (each named); :class:`NoValidLambdaError` (a
         ``ValueError``) when no λ on the grid rejects, or when the uncalibrated UPS ≤ 0 (α would be
         1: nothing to improve on).
     """
@@ -116,15 +147,15 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
     for name, values in (("mean", mean), ("std", std), ("human", human)):
         if not np.isfinite(values).all():
             raise ValueError(f"{name} contains NaN or inf (first at pair {int(np.flatnonzero(~np.isfinite(values))[0])})")
+    lambdas, n_units = _check_interval_settings(delta, lambdas, bounds_factor, images, unit, len(mean))
     lower, upper = truncation_bounds(mean, bounds_factor)
-    lambdas = np.asarray(lambdas, dtype=float)
     risks = np.array([ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in lambdas])
     alpha = ups_risk(*truncated_gaussian(mean, std, 1.0, lower, upper)[:2], human)
     if alpha >= 1.0:
         raise NoValidLambdaError("the uncalibrated UPS is <= 0, so alpha = R(1) = 1: there is no risk level to improve on")
-    p_values = hb_p_value(risks, len(mean), alpha)
+    p_values = hb_p_value(risks, n_units, alpha)
     valid = learn_then_test(p_values, delta, method)
     if len(valid) == 0:
-        raise NoValidLambdaError(f"no lambda on the grid controls the risk below alpha = {alpha:.4f} at delta = {delta} ({len(mean)} pairs)")
+        raise NoValidLambdaError(f"no lambda on the grid controls the risk below alpha = {alpha:.4f} at delta = {delta} ({n_units} {unit}s)")
     best = valid[np.argmin(risks[valid])]
     return IntervalCalibration(lambdas, risks, p_values, valid, alpha, float(lambdas[best]), (lower, upper))

@@ -2,26 +2,34 @@
 
 Each word of a caption has a score f_v (Eq. 3); the set S_λ(x) flags the words with f_v > λ.
 The risk of a caption is the FDR of its set (multi-class benchmarks: FOIL-it, FOIL-nocaps) or its
-FPR (multi-label: Rich-HF), and R̂(λ) is the mean over the n calibration captions, so every loss
-lies in [0, 1] and the Hoeffding–Bentkus bound holds with n = the number of captions.
+FPR (multi-label: Rich-HF), so every caption's loss lies in [0, 1].
+
+The unit of exchangeability. The Hoeffding–Bentkus bound needs i.i.d. losses, but an original
+caption and its foil share the image and all words but one, and a judgment set has several
+candidates per image: their losses are not independent. By default (``unit="image"``) the loss
+of an image is the mean loss of its captions (still in [0, 1]), R̂(λ) is the mean over images and
+n the number of images, which makes the guarantee hold when images are drawn i.i.d. With
+``unit="caption"`` (the paper's reading) R̂ averages captions and n counts them: the guarantee
+then assumes independent captions, which these benchmarks do not have.
 
 λ̂ is Eq. 7 evaluated exactly: the smallest λ such that R̂⁺(λ') ≤ α for every λ' ≥ λ. Since
 R̂⁺(λ) ≤ α exactly when the HB p-value of H0: R(λ) > α is ≤ δ, and S_λ changes only at the
-scores, the risk is swept once over all distinct scores (O(N log N)) and no root is searched.
-The official code instead runs brentq on R̂⁺(R̂(λ)) − α over λ ∈ [0, 1], which assumes the risk
-is monotone in λ; the FDR need not be.
+scores, the risk is swept once over all distinct scores (O(N log N)), the λ are tested from the
+largest down by fixed-sequence testing, and no root is searched. The official code instead runs
+brentq on R̂⁺(R̂(λ)) − α over λ ∈ [0, 1], which assumes the risk is monotone in λ; the FDR need not be.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from condeval.core.risk import hb_p_value
+from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import caption_index, caption_losses
 
-__all__ = ["RISKS", "set_risk_curve", "calibrate_threshold"]
+__all__ = ["RISKS", "UNITS", "set_risk_curve", "calibrate_threshold", "min_calibration_units"]
 
 RISKS = ("fdr", "fpr")
+UNITS = ("image", "caption")
 
 
 def _check_words(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -41,7 +49,25 @@ def _check_words(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.nda
     return scores, labels.astype(np.int64), caption_index(groups)
 
 
-def set_risk_curve(scores, labels, groups, risk: str = "fdr", grid=None) -> tuple[np.ndarray, np.ndarray, int]:
+def _caption_weights(group: np.ndarray, images) -> tuple[np.ndarray, int]:
+    """Per caption, its weight in the mean over units, and the number of units (images or captions)."""
+    n_captions = int(group.max()) + 1
+    if images is None:
+        return np.ones(n_captions), n_captions
+    images = np.asarray(images)
+    if images.shape != group.shape:
+        raise ValueError(f"images must give one image per word; got {images.shape[0] if images.ndim else 0} for {len(group)} words")
+    image_of_caption = np.empty(n_captions, dtype=np.int64)
+    image = caption_index(images)
+    image_of_caption[group] = image
+    split = np.flatnonzero(image_of_caption[group] != image)
+    if len(split):
+        raise ValueError(f"the caption of word {int(split[0])} has words on more than one image")
+    captions_per_image = np.bincount(image_of_caption)
+    return 1.0 / captions_per_image[image_of_caption], len(captions_per_image)
+
+
+def set_risk_curve(scores, labels, groups, risk: str = "fdr", grid=None, *, images=None) -> tuple[np.ndarray, np.ndarray, int]:
     """Empirical risk R̂(λ) of S_λ = {words with score > λ} at every λ where S_λ changes (or on a grid).
 
     Parameters
@@ -49,9 +75,12 @@ def set_risk_curve(scores, labels, groups, risk: str = "fdr", grid=None) -> tupl
     scores, labels, groups : array_like
         Per word: its error score, 1 if it is an error, and the caption it belongs to.
     risk : {"fdr", "fpr"}
-        The per-caption loss, averaged over captions.
+        The per-caption loss.
     grid : int or array_like, optional
         Evaluate at these λ instead (a count: evenly spaced on [0, 1]); see :func:`calibrate_threshold`.
+    images : array_like, optional
+        Per word, the image of its caption: R̂ is then the mean over images of the mean loss of
+        their captions. Without it, R̂ is the mean over captions.
 
     Returns
     -------
@@ -60,14 +89,15 @@ def set_risk_curve(scores, labels, groups, risk: str = "fdr", grid=None) -> tupl
         below the smallest score (every word flagged); or the grid, descending.
     risks : ndarray
         R̂ at each threshold.
-    n_captions : int
-        The number of captions the risks average.
+    n_units : int
+        The number of units (images, or captions without ``images``) the risks average.
     """
     if risk not in RISKS:
         raise ValueError(f"risk must be one of {RISKS}; got {risk!r}")
     if grid is not None:
-        return _grid_risk_curve(scores, labels, groups, risk, grid)
+        return _grid_risk_curve(scores, labels, groups, risk, grid, images)
     scores, labels, group = _check_words(scores, labels, groups)
+    weight, n_units = _caption_weights(group, images)
     n_captions = int(group.max()) + 1
     order = np.lexsort((group, -scores))  # by descending score, ties by caption
     scores, labels, group = scores[order], labels[order], group[order]
@@ -82,13 +112,14 @@ def set_risk_curve(scores, labels, groups, risk: str = "fdr", grid=None) -> tupl
     gain = caption_losses(errors_after, correct_after, correct_total, risk) - caption_losses(
         errors_after - labels, correct_after - (1 - labels), correct_total, risk
     )
+    gain = gain * weight[group]
     # Words sharing a score join together: one step of the curve per distinct score.
     distinct, first = np.unique(-scores, return_index=True)
     step = np.add.reduceat(gain, first)
-    risks = np.concatenate([[0.0], np.cumsum(step)]) / n_captions
+    risks = np.concatenate([[0.0], np.cumsum(step)]) / n_units
     risks = np.clip(risks, 0.0, 1.0)  # only rounding can leave [0, 1]
     thresholds = np.concatenate([-distinct, [np.nextafter(scores[-1], -np.inf)]])
-    return thresholds, risks, n_captions
+    return thresholds, risks, n_units
 
 
 def _cumsum_within(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -99,7 +130,25 @@ def _cumsum_within(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return total - offsets[block]
 
 
-def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float = 0.2, delta: float = 0.05, grid=None) -> float:
+def min_calibration_units(alpha: float, delta: float) -> int:
+    """The fewest units with which any λ controls the risk: the empty set's p-value (1 − α)^n ≤ δ.
+
+    With fewer, :func:`calibrate_threshold` refuses for every input, so a workflow can refuse
+    such an α before computing anything.
+    """
+    alpha, delta = _check_level(alpha, "alpha"), _check_level(delta, "delta")
+    return int(np.ceil(np.log(delta) / np.log1p(-alpha) - 1e-9))
+
+
+def _check_level(value, name: str) -> float:
+    value = float(value)
+    if not 0.0 < value < 1.0:  # NaN fails too
+        raise ValueError(f"{name} must lie in (0, 1); got {value!r}")
+    return value
+
+
+def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float = 0.2, delta: float = 0.05, grid=None, *,
+                        images=None, unit: str = "image") -> float:  # fmt: skip
     """λ̂ such that flagging the words with score > λ̂ has risk ≤ α with probability ≥ 1 − δ.
 
     Parameters
@@ -111,7 +160,7 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
     groups : array_like
         Per word, the caption it belongs to (any hashable id).
     risk : {"fdr", "fpr"}
-        The mean over captions of the per-caption FDR (0 for an empty set) or FPR.
+        The per-caption FDR (0 for an empty set) or FPR, averaged over the units.
     alpha : float
         Risk tolerance in (0, 1).
     delta : float
@@ -121,31 +170,41 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
         [0, 1] (f_v is a sigmoid), or the given values. Eq. 7 is then taken over the grid, as the
         official code's search over λ ∈ [0, 1] is; sorting grid indices instead of raw scores
         makes it about twice as fast on 10⁶ words.
+    images : array_like, optional
+        Per word, the image of its caption; required with ``unit="image"``.
+    unit : {"image", "caption"}
+        The unit of exchangeability (module docstring): "image" (default) averages each image's
+        captions and counts images; "caption" (the paper's reading) counts captions as independent.
 
     Returns
     -------
     float
-        λ̂ (Eq. 7 with the Hoeffding–Bentkus UCB, n = the number of captions).
+        λ̂ (Eq. 7 with the Hoeffding–Bentkus UCB, n = the number of units).
 
     Raises
     ------
     ValueError
-        On mismatched lengths, NaN, labels other than 0/1, or when no λ controls the risk (too
-        few captions for α and δ: even the empty set's bound exceeds α).
+        On mismatched lengths, NaN, labels other than 0/1, α or δ outside (0, 1), an unknown unit
+        or a missing ``images``, or when no λ controls the risk (too few units for α and δ: even
+        the empty set's bound exceeds α).
     """
-    thresholds, risks, n_captions = set_risk_curve(scores, labels, groups, risk, grid)
-    controlled = hb_p_value(risks, n_captions, alpha) <= delta
-    failures = np.flatnonzero(~controlled)
-    last = failures[0] if len(failures) else len(thresholds)
-    if last == 0:
+    alpha, delta = _check_level(alpha, "alpha"), _check_level(delta, "delta")
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}; got {unit!r}")
+    if unit == "image" and images is None:
+        raise ValueError("unit='image' needs each word's image (images=...); unit='caption' is the paper's caption-level reading")
+    thresholds, risks, n_units = set_risk_curve(scores, labels, groups, risk, grid, images=images if unit == "image" else None)
+    # From the largest λ (empty sets) down, each λ is certified only if every larger one is.
+    certified = learn_then_test(hb_p_value(risks, n_units, alpha), delta, "fixed_sequence")
+    if len(certified) == 0:
         raise ValueError(
-            f"no threshold controls the {risk.upper()} at alpha={alpha} with delta={delta}: "
-            f"{n_captions} calibration captions are too few (the bound of an empty set already exceeds alpha)"
+            f"no threshold controls the {risk.upper()} at alpha={alpha} with delta={delta}: {n_units} calibration "
+            f"{unit}s are too few (the bound of an empty set already exceeds alpha; {min_calibration_units(alpha, delta)} are needed)"
         )
-    return float(thresholds[last - 1])
+    return float(thresholds[len(certified) - 1])
 
 
-def _grid_risk_curve(scores, labels, groups, risk: str, grid) -> tuple[np.ndarray, np.ndarray, int]:
+def _grid_risk_curve(scores, labels, groups, risk: str, grid, images) -> tuple[np.ndarray, np.ndarray, int]:
     """R̂ at each grid λ, descending: the exact curve of the scores' grid positions, read at the grid.
 
     A score s lies above grid point G[j] exactly when more than j grid points lie below s, so the
@@ -156,8 +215,8 @@ def _grid_risk_curve(scores, labels, groups, risk: str, grid) -> tuple[np.ndarra
         raise ValueError("grid must be a positive count or finite values")
     scores, _, _ = _check_words(scores, labels, groups)
     positions = np.searchsorted(values, scores, side="left").astype(float)
-    thresholds, risks, n_captions = set_risk_curve(positions, labels, groups, risk)
+    thresholds, risks, n_units = set_risk_curve(positions, labels, groups, risk, images=images)
     index = np.arange(len(values))[::-1]
     # The first curve step at or below each j; below every position all words are flagged (the last step).
     at_grid = np.minimum(np.searchsorted(-thresholds, -index, side="left"), len(risks) - 1)
-    return values[::-1], risks[at_grid], n_captions
+    return values[::-1], risks[at_grid], n_units

@@ -19,6 +19,7 @@ rule crc_word_sweep:
         alphas=CRC["words"]["alphas"],
         delta=CRC["words"]["delta"],
         risk=crc_sweep_risk,
+        unit=CRC["calibration_unit"],
     log:
         "logs/crc/word_sweep_{model}_{word_benchmark}.log",
     conda:
@@ -42,6 +43,7 @@ rule crc_intervals:
         **CRC_WILDCARDS,
     params:
         intervals=canonical(CRC["intervals"]),
+        unit=CRC["calibration_unit"],
         names=JUDGMENT_SETS,
     log:
         "logs/crc/intervals_{model}.log",
