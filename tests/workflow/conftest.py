@@ -1,11 +1,15 @@
 """Helpers of the workflow tests: the tiny test configs, merged as Snakemake merges --configfile."""
+import math
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,11 +31,46 @@ def tiny_config(*extras: str) -> dict:
     return config
 
 
-def run_snakemake(workdir: Path, *args: str, configs: tuple[str, ...]) -> subprocess.CompletedProcess:
+# A test must not fail because the machine is busy. Sharing the cores stretches a command's wall-clock
+# time but not its CPU time, so each command gets a CPU-time limit (per process: Snakemake and each of its
+# jobs, inherited) of CORES x its budget, and a wall-clock limit HANG_FACTOR x its budget that only guards
+# against a hang. A budget is a generous idle time on 2 cores.
+CORES = 2
+HANG_FACTOR = 10
+
+
+def run_bounded(command: list[str], budget_s: float, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(command)`` (output captured as text) within ``budget_s`` on 2 idle cores.
+
+    Each process may use ``CORES * budget_s`` CPU seconds (SIGXCPU ends it, no core file); the whole
+    command ``HANG_FACTOR * budget_s`` wall-clock seconds. Either limit fails the test, saying which.
+    """
+    cpu_s = math.ceil(CORES * budget_s)
+
+    def limit_cpu():
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 30))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    wall_s = HANG_FACTOR * budget_s
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=wall_s, preexec_fn=limit_cpu, **kwargs)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"{' '.join(map(str, command))} ran {wall_s:.0f} s wall-clock, {HANG_FACTOR}x its budget: hung?\n{_tail(error.stderr)}")
+    if result.returncode in (-signal.SIGXCPU, -signal.SIGKILL) or "SIGXCPU" in result.stderr:
+        pytest.fail(f"{' '.join(map(str, command))} (or one of its jobs) used over {cpu_s} CPU seconds:\n{result.stderr[-3000:]}")
+    return result
+
+
+def _tail(output) -> str:
+    text = output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+    return text[-3000:]
+
+
+def run_snakemake(workdir: Path, *args: str, configs: tuple[str, ...], budget_s: float = 900) -> subprocess.CompletedProcess:
     """Snakemake on the repo's Snakefile in ``workdir`` (2 cores) with ``configs`` relative to it."""
     paths = [str(Path(workdir) / name) for name in configs]
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args, "--configfile", *paths]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+    return run_bounded(command, budget_s)
 
 
 def dry_run_jobs(workdir: Path, target: str, configs: tuple[str, ...]) -> dict[str, int]:

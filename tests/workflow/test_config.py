@@ -1,11 +1,10 @@
 """An invalid config is refused before any job starts, and the error names the key."""
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_config
+from conftest import run_bounded, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -20,12 +19,7 @@ def _write_config(workdir, mutate):
 
 
 def _snakemake(workdir, *args):
-    return subprocess.run(
-        SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return run_bounded(SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", *args], budget_s=180)
 
 
 def test_valid_test_config_dry_runs(tmp_path):

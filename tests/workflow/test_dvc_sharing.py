@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_config
+from conftest import run_bounded, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -27,8 +27,8 @@ DATA_RULES = {"generate_synthetic", "split_folds", "preprocess", "output_grid"}
 LGM_DOWNSTREAM = {"train_vae", "encode_latents", "train_dqr", "crel_latent_scores", "evaluate_crel"}
 
 
-def _run(args, cwd, timeout=900, check=True):
-    result = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=ENV)
+def _run(args, cwd, budget_s=900, check=True):
+    result = run_bounded(args, budget_s, cwd=cwd, env=ENV)
     if check:
         assert result.returncode == 0, f"{args}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_bounded
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # starts Snakemake
@@ -41,18 +42,18 @@ def _stand_ins(workdir: Path) -> dict:
 
 
 def _dry_run(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_bounded(
         [sys.executable, "-m", "snakemake", "all", "ablations", "scaling", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
          "--configfile", str(REPO / "config/paper.yaml"), str(REPO / "config/trust_pickles.yaml"), "-n", *extra],
-        capture_output=True, text=True, timeout=300,
+        budget_s=300,
     )  # fmt: skip
 
 
 def test_paper_config_refuses_its_pickles_until_trusted(tmp_path):
     _stand_ins(tmp_path)
-    result = subprocess.run(
+    result = run_bounded(
         [sys.executable, "-m", "snakemake", "crc", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile", str(REPO / "config/paper.yaml"), "-n"],
-        capture_output=True, text=True, timeout=300,
+        budget_s=300,
     )  # fmt: skip
     assert result.returncode != 0 and "crc.allow_pickle" in result.stderr + result.stdout
 
