@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from condeval.core.io import write_json
-from condeval.crel.captioners import Captioner
+from condeval.generators.captioners import Captioner
 from condeval.datasets.coco import evaluation_pairs, load_captions
 from condeval.encoders.features import BertEncoder, ClipEncoder
 

@@ -8,7 +8,7 @@ import pytest
 MODEL_ONLY = (
     "condeval.core.devices",
     "condeval.encoders.features",
-    "condeval.crel.captioners",
+    "condeval.generators.captioners",
     "condeval.crc.sampling",
     "condeval.datasets.coco",
 )

@@ -69,8 +69,8 @@ def test_clip_and_bert_round_trip(tmp_path, tokenizer, images):
 
 
 @pytest.mark.parametrize("architecture", ["blip", "git"])
-def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, architecture):
-    from condeval.crel.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
+def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, architecture, capsys):
+    from condeval.generators.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
 
     torch.manual_seed(0)
     config = tiny_captioner_config(architecture, tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1)
@@ -84,12 +84,22 @@ def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, archit
     assert first == captioner.generate(images, seed=3, do_sample=True, max_new_tokens=6)  # seeded
     greedy = captioner.generate(images[:1], seed=0, do_sample=False, max_new_tokens=1)[0]
     assert len(greedy.split()) <= 1 and "[" not in greedy  # one step; no special token is sampled
+    assert "captions: 100%" in capsys.readouterr().err  # progress reaches a non-terminal stderr (a job's log)
+
+
+def test_captioners_moved_to_generators_stay_importable_from_crel():
+    from condeval.crel import captioner_training as old_training
+    from condeval.crel import captioners as old
+    from condeval.generators import captioner_training, captioners
+
+    assert old.Captioner is captioners.Captioner and old.tiny_captioner_config is captioners.tiny_captioner_config
+    assert old_training.train_captioner is captioner_training.train_captioner
 
 
 def test_captioner_refuses_a_folder_of_another_model(tmp_path, tokenizer):
     from transformers import BertConfig, BertModel
 
-    from condeval.crel.captioners import Captioner
+    from condeval.generators.captioners import Captioner
 
     BertModel(BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="not a BLIP or GIT"):

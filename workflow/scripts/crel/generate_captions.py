@@ -5,7 +5,7 @@ import torch
 from condeval.core.io import saved_folder, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.core.devices import device_for_gpus
-from condeval.crel.captioners import Captioner
+from condeval.generators.captioners import Captioner
 from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions, shard_image_ids
 
 log = log_to_file(snakemake.log[0])

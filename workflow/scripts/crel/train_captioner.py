@@ -5,7 +5,7 @@ from condeval.core.io import fingerprint, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
 from condeval.datasets.coco import coco_root
 from condeval.core.training import accelerator_for_gpus
-from condeval.crel.captioner_training import train_captioner
+from condeval.generators.captioner_training import train_captioner
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
