@@ -137,3 +137,17 @@ def test_sample_captions_seeds_each_pair_by_its_key(encoder, image, tmp_path):
     assert sample_captions(sampler, [path], [captions[0]], [10], seed=1, progress=False)["mean"][0] != whole["mean"][0]
     twins = sample_captions(sampler, [path] * 2, [captions[0]] * 2, [10, 20], seed=0, progress=False)
     assert twins["mean"][0] == whole["mean"][0] and twins["mean"][1] != twins["mean"][0]  # each pair its own masks
+
+
+def test_words_past_the_tokenizers_max_length_are_counted(encoder, image, tmp_path):
+    """The tiny CLIP reads 32 tokens: a 42-word caption loses its last 12 words, 28 words fit."""
+    from condeval.crc.sampling import sample_captions
+
+    path = tmp_path / "scene.png"
+    image.save(path)
+    block = "a red star above two blue rings".split()  # red, star, two, blue, rings are valid
+    assert encoder.max_length == 32
+    rows = sample_captions(_sampler(encoder), [path] * 2, [block * 6, block * 4], [0, 1], seed=0, progress=False)
+    # 30 word tokens fit beside the start and end tokens: words 30–41 are cut, 9 of them valid.
+    assert rows["truncated_words"].to_list() == [9, 0]
+    assert np.all(np.asarray(rows["word_scores"][0])[30:] == 0.0)

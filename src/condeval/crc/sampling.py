@@ -159,6 +159,11 @@ class AttentionMaskSampler:
         positions = [[p for p, (a, b) in enumerate(offsets) if b > a and start <= a and b <= start + len(word)] for word, start in zip(words, starts)]
         return tokens, positions
 
+    def truncated_words(self, words: Sequence[str]) -> int:
+        """How many valid words the tokenizer's ``max_length`` cuts off: never masked, they score f_v = 0."""
+        _, positions = self._word_tokens(words)
+        return sum(1 for j in maskable_words(self.tagger, words) if not positions[j])
+
     @torch.no_grad()
     def text_embeddings(self, words: Sequence[str], rng: np.random.Generator) -> tuple[torch.Tensor, np.ndarray]:
         """(1 + T, projection_dim) caption embeddings (row 0 unmasked) and the (T, n_words) masks."""
@@ -196,7 +201,8 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
     -------
     polars.DataFrame
         ``key``, ``clipscore`` (unmasked), ``mean`` and ``std`` of the I×T masked CLIPScores,
-        ``word_scores`` (f_v per word), ``has_valid_words``, ``pos`` (each word's UPOS tag), and
+        ``word_scores`` (f_v per word), ``has_valid_words``, ``pos`` (each word's UPOS tag),
+        ``truncated_words`` (valid words past the tokenizer's ``max_length``, never scored), and
         with ``keep_distribution`` the I×T ``samples`` themselves.
 
     Raises
@@ -214,12 +220,13 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
         if not np.isfinite(pair.scores).all():
             raise FloatingPointError(f"non-finite CLIPScores for pair key {key} ({path})")
         row = {"key": int(key), "clipscore": pair.clipscore, "mean": float(pair.distribution.mean()), "std": float(pair.distribution.std()),
-               "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words, "pos": sampler.tagger.tag(list(caption))}  # fmt: skip
+               "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words, "pos": sampler.tagger.tag(list(caption)),
+               "truncated_words": sampler.truncated_words(list(caption))}  # fmt: skip
         if keep_distribution:
             row["samples"] = pair.distribution.astype(np.float32).tolist()
         rows.append(row)
     schema = {"key": pl.Int64, "clipscore": pl.Float64, "mean": pl.Float64, "std": pl.Float64, "word_scores": pl.List(pl.Float64),
-              "has_valid_words": pl.Boolean, "pos": pl.List(pl.String)}  # fmt: skip
+              "has_valid_words": pl.Boolean, "pos": pl.List(pl.String), "truncated_words": pl.Int64}  # fmt: skip
     if keep_distribution:
         schema["samples"] = pl.List(pl.Float32)
     return pl.DataFrame(rows, schema=schema)
