@@ -19,22 +19,21 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 
 from condeval.crc.pos import PosTagger, maskable_words
 from condeval.encoders.features import ClipEncoder
+from condeval.metrics import CLIPSCORE_WEIGHT, cosine_similarity
+from condeval.metrics import clipscore as clipscore_of_cosine
 
 __all__ = ["CLIPSCORE_WEIGHT", "IMAGE_MASKINGS", "clipscore", "PairSamples", "AttentionMaskSampler", "word_error_scores", "sample_captions"]
 
-CLIPSCORE_WEIGHT = 2.5  # Appendix A, Eq. 16
 IMAGE_MASKINGS = ("patches", "attention_entries")
 
 
 def clipscore(text_embeddings: torch.Tensor, image_embeddings: torch.Tensor, weight: float) -> torch.Tensor:
-    """w · max(cos, 0) between every text row and every image row: shape (n_image, n_text)."""
-    cos = F.normalize(image_embeddings.float(), dim=-1) @ F.normalize(text_embeddings.float(), dim=-1).T
-    return weight * cos.clamp_min(0.0)
+    """w · max(cos, 0) between every text row and every image row: shape (n_image, n_text) (formula in condeval.metrics)."""
+    return clipscore_of_cosine(cosine_similarity(image_embeddings.float(), text_embeddings.float(), pairwise=True), weight)
 
 
 def word_error_scores(scores: np.ndarray, text_masks: np.ndarray) -> np.ndarray:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch.nn.functional as F
 from torch import Tensor
+
+from condeval.metrics import cosine_similarity
 
 __all__ = ["METRICS", "reconstruction_loss", "similarity"]
 
@@ -48,8 +49,7 @@ def _mae(y_hat: Tensor, y: Tensor) -> Tensor:
 
 
 def _cosine_similarity(y_hat: Tensor, y: Tensor) -> Tensor:
-    y_hat, y = _flat(y_hat, y)
-    return F.cosine_similarity(y_hat, y, dim=1, eps=1e-8)
+    return cosine_similarity(*_flat(y_hat, y))
 
 
 def _negative_cosine(y_hat: Tensor, y: Tensor) -> Tensor:
