@@ -11,7 +11,7 @@ LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
     --emit-find-links --extra workflow --extra test --extra lint --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup lock envs run report ablations scaling test test-fast bench bench-crc bench-i2t lint share fetch clean
+.PHONY: setup lock envs run report ablations scaling test test-fast bench bench-crc bench-i2t lint format share fetch clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -76,8 +76,21 @@ bench-i2t: setup
 	$(BIN)/python benchmarks/bench_i2t_throughput.py --run-dir . --out benchmarks/out/i2t_throughput.json
 	$(BIN)/python benchmarks/bench_allocator.py --out benchmarks/out/allocator.json
 
+# Snakemake's linter, ruff (rules in pyproject.toml [tool.ruff]), ruff's formatter and snakefmt
+# ([tool.snakefmt]) in check mode; all four run, and any finding fails the target. `make format`
+# applies the fixable lints and both formatters.
 lint: setup
-	$(BIN)/snakemake --lint
+	status=0; \
+	$(BIN)/snakemake --lint || status=1; \
+	$(BIN)/ruff check . || status=1; \
+	$(BIN)/ruff format --check . || status=1; \
+	$(BIN)/snakefmt --check . || status=1; \
+	exit $$status
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+	$(BIN)/snakefmt .
 
 # Share a run with the lab (dvc.yaml): `dvc repro` records every track's outputs and Snakemake's
 # metadata (nothing to redo after `make run`), `dvc push` uploads them, git keeps dvc.lock.

@@ -70,8 +70,18 @@ ENVIRONMENTS = (
 # torch, lightning and diffusers): `variables:` puts the repo's src/ on PYTHONPATH when Snakemake activates
 # the env, relative to the job's working directory (the repo root).
 """,
-        packages=("numpy", "scipy", "scikit-learn", "polars", "matplotlib", "pyyaml", "pandas", "mapie",
-                  "tfrecord", "protobuf"),
+        packages=(
+            "numpy",
+            "scipy",
+            "scikit-learn",
+            "polars",
+            "matplotlib",
+            "pyyaml",
+            "pandas",
+            "mapie",
+            "tfrecord",
+            "protobuf",
+        ),
         variables=(("PYTHONPATH", "src"),),
     ),
     Environment(
@@ -164,8 +174,15 @@ def package_set(environment: Environment, pins=None, required_by=None) -> dict[s
 def render(environment: Environment, pins=None, required_by=None) -> str:
     """The text of envs/<name>.yaml."""
     packages = package_set(environment, pins, required_by)
-    lines = [environment.purpose.rstrip("\n"), COMMON_HEADER.rstrip("\n"), f"name: condeval-{environment.name}",
-             "channels:", "  - conda-forge", "  - nodefaults", "dependencies:"]
+    lines = [
+        environment.purpose.rstrip("\n"),
+        COMMON_HEADER.rstrip("\n"),
+        f"name: condeval-{environment.name}",
+        "channels:",
+        "  - conda-forge",
+        "  - nodefaults",
+        "dependencies:",
+    ]
     lines += [f"  - {spec}" for spec in INTERPRETER]
     lines += ["  - pip:"] + [f"      - {name}=={version}" for name, version in packages.items()]
     lines += [f"      - {line}" for line in environment.pip_tail]

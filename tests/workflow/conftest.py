@@ -1,4 +1,5 @@
 """Helpers of the workflow tests: the tiny test configs, merged as Snakemake merges --configfile."""
+
 import math
 import re
 import resource
@@ -19,7 +20,9 @@ def merge(base: dict, extra: dict) -> dict:
     """``extra`` over ``base``, nested mappings merged key by key (Snakemake's --configfile semantics)."""
     merged = dict(base)
     for key, value in extra.items():
-        merged[key] = merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        merged[key] = (
+            merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
     return merged
 
 
@@ -55,9 +58,13 @@ def run_bounded(command: list[str], budget_s: float, **kwargs) -> subprocess.Com
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=wall_s, preexec_fn=limit_cpu, **kwargs)
     except subprocess.TimeoutExpired as error:
-        pytest.fail(f"{' '.join(map(str, command))} ran {wall_s:.0f} s wall-clock, {HANG_FACTOR}x its budget: hung?\n{_tail(error.stderr)}")
+        pytest.fail(
+            f"{' '.join(map(str, command))} ran {wall_s:.0f} s wall-clock, {HANG_FACTOR}x its budget: hung?\n{_tail(error.stderr)}"
+        )
     if result.returncode in (-signal.SIGXCPU, -signal.SIGKILL) or "SIGXCPU" in result.stderr:
-        pytest.fail(f"{' '.join(map(str, command))} (or one of its jobs) used over {cpu_s} CPU seconds:\n{result.stderr[-3000:]}")
+        pytest.fail(
+            f"{' '.join(map(str, command))} (or one of its jobs) used over {cpu_s} CPU seconds:\n{result.stderr[-3000:]}"
+        )
     return result
 
 
@@ -66,10 +73,13 @@ def _tail(output) -> str:
     return text[-3000:]
 
 
-def run_snakemake(workdir: Path, *args: str, configs: tuple[str, ...], budget_s: float = 900) -> subprocess.CompletedProcess:
+def run_snakemake(
+    workdir: Path, *args: str, configs: tuple[str, ...], budget_s: float = 900
+) -> subprocess.CompletedProcess:
     """Snakemake on the repo's Snakefile in ``workdir`` (2 cores) with ``configs`` relative to it."""
     paths = [str(Path(workdir) / name) for name in configs]
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "2", *args, "--configfile", *paths]
+    where = ["-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    command = [sys.executable, "-m", "snakemake", *where, "--cores", "2", *args, "--configfile", *paths]
     return run_bounded(command, budget_s)
 
 

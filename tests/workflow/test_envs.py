@@ -115,7 +115,12 @@ def parse(path: Path, name: str) -> Module:
     if "__getattr__" in definitions:  # the names it serves and the modules it imports them from
         assignments = [n for n in top_nodes if isinstance(n, (ast.Assign, ast.AnnAssign))]
         lazy = _unit(assignments, package)
-        lazy.mentions = {n.value for a in assignments for n in ast.walk(a) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        lazy.mentions = {
+            n.value
+            for a in assignments
+            for n in ast.walk(a)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
         lazy.imports |= definitions["__getattr__"].imports
         top_nodes = [n for n in top_nodes if not isinstance(n, (ast.Assign, ast.AnnAssign))]
     return Module(_unit(top_nodes, package), definitions, lazy)
@@ -185,7 +190,7 @@ def environment_packages(path: Path) -> dict[str, str]:
     """Normalized distribution -> version pinned in the ``pip:`` list of a conda environment file."""
     pip = [entry["pip"] for entry in yaml.safe_load(path.read_text())["dependencies"] if isinstance(entry, dict)]
     pins = {}
-    for spec in (pip[0] if pip else []):
+    for spec in pip[0] if pip else []:
         if not spec.startswith("-"):
             requirement = Requirement(spec)
             pins[make_envs.normalize(requirement.name)] = str(requirement.specifier).removeprefix("==")
@@ -207,7 +212,9 @@ def missing_modules(script: Path, environment: Path) -> list[str]:
             continue
         distributions = {make_envs.normalize(d) for d in providers().get(module, [])}
         if not distributions:
-            missing.append(f"{module} (imported by {importer}) is not installed in the test venv: add it to pyproject.toml")
+            missing.append(
+                f"{module} (imported by {importer}) is not installed in the test venv: add it to pyproject.toml"
+            )
         elif not distributions & packages.keys():
             missing.append(f"{module} (imported by {importer}; distribution {sorted(distributions)[0]})")
     return missing

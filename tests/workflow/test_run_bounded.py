@@ -1,4 +1,5 @@
 """run_bounded: a busy machine stretches a command's wall-clock time, which must not fail a test."""
+
 import sys
 
 import pytest
