@@ -99,6 +99,7 @@ def test_report_builds_offline(finished_run):
     assert result.returncode == 0, result.stderr[-3000:]
     html = (finished_run / "report.html").read_text(errors="ignore")
     assert "Table 1" in html
+    assert "system-message" not in html, "a caption renders as a docutils error (see tests/workflow/test_report.py)"
 
 
 ABLATION_TABLES = (
