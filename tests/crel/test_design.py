@@ -88,6 +88,23 @@ def test_config_check_uses_the_real_calibration_fold_size(cfg):
     design.check_config(small)
 
 
+def test_config_check_accepts_exactly_the_alphas_the_conformal_core_can_calibrate(cfg):
+    from condeval.core.conformal import conformal_rank
+
+    small = copy.deepcopy(cfg)
+    small["synthetic"]["n"] = 1000
+    n_cal = fold_sizes(1000, small["synthetic"]["splits"])["cal"]
+    for alpha in (1 / (n_cal + 1), 1 / n_cal, 0.0099, 0.01, 0.0101, 0.05):
+        small["calibration"]["alphas"] = [alpha]
+        try:
+            conformal_rank(n_cal, alpha)
+        except ValueError:
+            with pytest.raises(ValueError, match="crel.calibration.alphas"):
+                design.check_config(small)
+        else:
+            design.check_config(small)
+
+
 def test_config_check_refuses_alphas_that_name_one_job(cfg):
     clash = copy.deepcopy(cfg)
     clash["calibration"]["alphas"] = [0.1, 0.1000001]

@@ -22,6 +22,7 @@ import math
 import re
 
 from condeval.core.config import alpha_label, alpha_labels, canonical
+from condeval.core.conformal import conformal_rank
 from condeval.crel.synthetic import FOLDS, fold_sizes
 
 __all__ = [
@@ -179,13 +180,13 @@ def ablation_rows(cfg: dict, table: str) -> list[dict]:
 
 
 def _check_alphas(key: str, alphas: list[float], n_cal: int) -> None:
+    """Every alpha has a conformal rank within the calibration fold (:func:`conformal_rank`)."""
     alpha_labels(alphas, key)
     for alpha in alphas:
-        if math.ceil(round((n_cal + 1) * (1 - alpha), 9)) > n_cal:
-            raise ValueError(
-                f"config key '{key}' holds {alpha}, but the calibration fold has only "
-                f"{n_cal} points: at least {math.ceil(1 / alpha) - 1} are needed"
-            )
+        try:
+            conformal_rank(n_cal, alpha)
+        except ValueError as error:
+            raise ValueError(f"config key '{key}' holds {alpha}, but the calibration fold has only {n_cal} points: {error}") from None
 
 
 def _check_splits(key: str, splits: dict) -> None:
