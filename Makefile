@@ -30,11 +30,12 @@ lock:
 	$(LOCK_VENV)/bin/pip install -q --group dev
 	CUSTOM_COMPILE_COMMAND="make lock  [= pip-tools 7.6.2: pip-compile $(LOCK_ARGS)]" \
 	    $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --quiet $(LOCK_ARGS)
+	$(PYTHON) tools/make_envs.py
 
-# The rules' conda environments (envs/*.yaml) from $(LOCK): run after `make lock` (tests/workflow/test_envs.py
-# fails while they are stale).
-envs: setup
-	$(BIN)/python tools/make_envs.py
+# The rules' conda environments (envs/*.yaml) from $(LOCK) (standard library only; `make lock` ends with it).
+# tests/workflow/test_envs.py fails while they are stale.
+envs:
+	$(PYTHON) tools/make_envs.py
 
 run: setup
 	$(BIN)/snakemake --profile profiles/local
