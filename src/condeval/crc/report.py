@@ -56,7 +56,17 @@ def sweep_markdown(sweep: pl.DataFrame, risk: str, paper_model: str | None = Non
         if cited:
             row |= {f"paper test {name}": _paper(cited["test_risk"]), "paper test F1": _paper(cited["test_f1"])}
         rows.append(row)
-    return markdown_table(pl.DataFrame(rows))
+    return markdown_table(pl.DataFrame(rows)) + _sweep_footer(sweep)
+
+
+def _sweep_footer(sweep: pl.DataFrame) -> str:
+    """What the sets could not see: the calibration units, refused captions and never-scored words."""
+    first = sweep.row(0, named=True)
+    unit = first.get("unit", "caption")
+    return (f"\nCalibrated on {first['n_calibration']} captions, n = {first.get('n_units', first['n_calibration'])} {unit}s. "
+            f"Refused (a valid word past the tokenizer's max_length): {first.get('n_refused_truncated', 0)} captions. "
+            f"Never scored (not a valid POS, risk not counted there): {_pct(first.get('test_unscored_words'))}% of test words, "
+            f"{_pct(first.get('test_unscored_errors'))}% of test errors.\n")  # fmt: skip
 
 
 def _label(model: str, labels: dict[str, str]) -> str:
@@ -88,7 +98,7 @@ def table2_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], p
             for metric, label in (("risk", "FDR"), ("ap", "AP"), ("la", "LA")):
                 row[f"{title} {label}"] = _paper(entry[group][metric])
         rows.append(row)
-    return markdown_table(pl.DataFrame(rows))
+    return markdown_table(pl.DataFrame(rows)) + _refused_footer(selected, labels)
 
 
 def table4_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], paper_models: dict[str, str]) -> str:
@@ -104,7 +114,14 @@ def table4_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], p
         name = f"{method} (cited)" if entry["cited"] else f"paper: ours, {paper.PAPER_MODELS[method]}"
         rows.append({"model": name, "ft.": "✓" if entry["fine_tuned"] else "", "PREC": _paper(entry["precision"]),
                      "REC": _paper(entry["recall"]), "F1": _paper(entry["word_f1"]), "FPR": "–"})  # fmt: skip
-    return markdown_table(pl.DataFrame(rows))
+    return markdown_table(pl.DataFrame(rows)) + _refused_footer(selected, labels)
+
+
+def _refused_footer(selected: dict[str, pl.DataFrame], labels: dict[str, str]) -> str:
+    """Per model and benchmark, the test captions left out for a valid word past the tokenizer's max_length."""
+    counts = [f"{_label(model, labels)} on {benchmark}: {count}" for model, frame in selected.items() if "n_refused_truncated" in frame.columns
+              for benchmark, count in frame.select("benchmark", "n_refused_truncated").unique(maintain_order=True).iter_rows()]  # fmt: skip
+    return f"\nCaptions refused (a valid word past the tokenizer's max_length): {'; '.join(counts)}.\n" if counts else ""
 
 
 def table5_markdown(tables: dict[str, pl.DataFrame], labels: dict[str, str], paper_models: dict[str, str]) -> str:

@@ -1,0 +1,38 @@
+"""The crc tables say what the sets could not see: calibration units, refused captions, never-scored words."""
+import polars as pl
+
+from condeval.crc.report import sweep_markdown, table4_markdown
+
+
+def _sweep():
+    row = {"alpha": 0.2, "lambda_hat": 0.7, "calibration_risk": 0.1, "calibration_f1": 0.5, "test_risk": 0.12, "test_ap": 0.6, "test_f1": 0.5,
+           "test_precision": 0.4, "test_recall": 0.6, "test_word_f1": 0.48, "test_set_size": 1.2, "unit": "image", "n_calibration": 398,
+           "n_units": 199, "n_refused_truncated": 3, "test_unscored_words": 0.43, "test_unscored_errors": 0.1}  # fmt: skip
+    return pl.DataFrame([row])
+
+
+def test_sweep_table_counts_units_refusals_and_never_scored_words():
+    text = sweep_markdown(_sweep(), "fpr")
+    assert "Calibrated on 398 captions, n = 199 images" in text
+    assert "max_length): 3 captions" in text
+    assert "43.00% of test words, 10.00% of test errors" in text
+
+
+def test_selected_tables_count_refusals_per_benchmark():
+    selected = pl.DataFrame({"domain": ["overall"], "benchmark": ["rich_hf"], "alpha": [0.2], "precision": [0.4], "recall": [0.6], "word_f1": [0.48],
+                             "risk": [0.1], "n_refused_truncated": [5]})  # fmt: skip
+    assert "tiny CLIP on rich_hf: 5" in table4_markdown({"tiny-clip": selected}, {"tiny-clip": "tiny CLIP"}, {})
+
+
+def test_report_captions_are_valid_restructuredtext():
+    """Snakemake renders the captions with docutils: a stray |…| is read as a substitution and fails."""
+    from pathlib import Path
+
+    from docutils import nodes
+    from docutils.core import publish_doctree
+    from docutils.utils import Reporter
+
+    for caption in sorted(Path(__file__).parents[2].joinpath("workflow", "report", "crc").glob("*.rst")):
+        tree = publish_doctree(caption.read_text(), settings_overrides={"report_level": Reporter.INFO_LEVEL, "halt_level": Reporter.SEVERE_LEVEL + 1, "warning_stream": False})
+        problems = [node.astext() for node in tree.findall(lambda node: isinstance(node, (nodes.problematic, nodes.system_message)))]
+        assert not problems, (caption.name, problems)
