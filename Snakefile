@@ -80,6 +80,10 @@ if "crc" in config:
     declare_targets("crc", crc_targets())
 
 
+# Every rule is defined: refuse, in one message, configured data and checkpoints that are missing and no rule writes.
+check_configured_inputs()
+
+
 rule crel:
     """CReL on the synthetic data: Table 1, Figs. 2 and 5, CReL-rho, LGM cost (DVC stage `crel`)."""
     input:

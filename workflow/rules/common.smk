@@ -64,3 +64,58 @@ def target_inputs(name, section):
 def default_targets(*names):
     """Files of the named targets whose tracks are configured (rule `all`)."""
     return [path for name in names for path in TRACK_TARGETS.get(name, [])]
+
+
+# Every file and folder the config names as raw input (data, checkpoints) must exist before any
+# job, unless a rule of this workflow writes it (the fetch rules, the miniature writers): one
+# error lists each missing one with its config key, instead of a job failing hours in.
+def _config_paths(section, key, fields):
+    """``{key}.{field}: path`` for each of ``fields`` that ``section`` holds."""
+    return {f"{key}.{field}": section[field] for field in fields if isinstance(section, dict) and field in section}
+
+
+def configured_input_paths():
+    """Config key → path of every file or folder that the config names as raw input."""
+    paths = {}
+    coco = config.get("coco", {})
+    if coco.get("source") == "files":
+        for split in ("train", "val"):
+            paths[f"coco.root (annotations/captions_{split}2014.json)"] = f"{coco['root']}/annotations/captions_{split}2014.json"
+        paths["coco.root (val2014/)"] = f"{coco['root']}/val2014"
+    for name in ("clip", "bert"):
+        paths |= _config_paths(config.get("encoders", {}).get(name), f"encoders.{name}", ("path",))
+    for name, model in config.get("crel", {}).get("image_to_text", {}).get("models", {}).items():
+        paths |= _config_paths(model, f"crel.image_to_text.models.{name}", ("path",))
+    crc = config.get("crc", {})
+    for name, model in crc.get("models", {}).items():
+        paths |= _config_paths(model, f"crc.models.{name}", ("path", "tokenizer", "image_processor"))
+    paths |= _config_paths(crc.get("tagger"), "crc.tagger", ("model_dir",))
+    data = crc.get("data", {})
+    for name in ("foil_it", "foil_nocaps", "rich_hf"):
+        paths |= _config_paths(data.get(name), f"crc.data.{name}", ("file", "images", "calibration", "test", "prompts"))
+    for name, section in data.get("judgments", {}).items():
+        paths |= _config_paths(section, f"crc.data.judgments.{name}", ("file", "images"))
+    return paths
+
+
+def _written_by(output, path):
+    """Whether a rule output writes ``path``: the very file, a folder holding it, or files inside it."""
+    pattern = str(output).rstrip("/")
+    return output.match(path) or path.startswith(pattern + "/") or pattern.split("{", 1)[0].startswith(path.rstrip("/") + "/")
+
+
+def check_configured_inputs():
+    """Raise, listing every missing one with its config key, if a configured input no rule writes is absent.
+
+    Called by the Snakefile once every rule is defined. Skipped with ``--config check_inputs=False`` (Snakemake reads only True/False as booleans)
+    (documented in docs/workflow.md) for a dry run on a machine without the data.
+    """
+    if config.get("check_inputs", True) is False:
+        return
+    missing = {
+        key: path for key, path in configured_input_paths().items()
+        if not os.path.exists(path) and not any(_written_by(output, path) for rule in workflow.rules for output in rule.output)
+    }  # fmt: skip
+    if missing:
+        listing = "\n".join(f"  {key}: {path}" for key, path in missing.items())
+        raise ValueError(f"{len(missing)} configured input(s) are missing and no rule of this workflow writes them:\n{listing}")
