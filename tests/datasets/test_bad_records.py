@@ -255,3 +255,11 @@ def test_a_file_read_whole_is_listed_with_nothing_dropped(tmp_path):
     with counting_dropped_rows() as dropped:
         read_rich_hf(_rich_hf(tmp_path), PROMPTS)
     assert dropped.as_dict() == {str(tmp_path / "dev.tfrecord"): {}}
+
+
+def test_a_pick_a_pic_file_that_is_not_parquet_is_named(tmp_path):
+    from condeval.datasets.rich_hf import pick_a_pic_prompts
+
+    (tmp_path / "pap.parquet").write_bytes(b"PAR1 truncated")
+    with pytest.raises(DatasetFormatError, match=r"pap.parquet: not a readable Parquet file"):
+        pick_a_pic_prompts([tmp_path / "pap.parquet"])

@@ -165,6 +165,8 @@ def pick_a_pic_prompts(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
             raise DatasetFormatError(f"{path}: file not found") from None
         except pl.exceptions.ColumnNotFoundError as error:
             raise DatasetFormatError(f"{path}: Pick-a-Pic column missing ({error})") from None
+        except (pl.exceptions.PolarsError, OSError) as error:  # not Parquet, truncated
+            raise DatasetFormatError(f"{path}: not a readable Parquet file ({error})") from None
         for column in ("image_0_uid", "image_1_uid"):
             prompts.update(zip(frame[column].to_list(), frame["caption"].to_list()))
     return prompts
