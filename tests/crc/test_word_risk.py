@@ -195,3 +195,11 @@ def test_grid_threshold_is_equation_7_over_the_grid(risk, grid):
     controlled_from = np.flatnonzero(np.concatenate([~(p[::-1] <= 0.1), [True]]))[0]  # grid points from the top that pass
     expected = values[::-1][controlled_from - 1]
     assert calibrate_threshold(scores, labels, groups, risk=risk, alpha=0.3, delta=0.1, grid=grid, unit="caption") == expected
+
+
+def test_alphas_too_small_for_the_calibration_set_are_refused_by_key():
+    from condeval.crc.word_risk import check_alphas
+
+    check_alphas([0.1, 0.3], 0.05, 29, "image", "foil_it")  # (0.9)^29 = 0.047 <= 0.05
+    with pytest.raises(ValueError, match=r"config key 'crc.words.alphas': foil_it has 28 calibration images.*alpha 0.1 needs 29"):
+        check_alphas([0.1, 0.3], 0.05, 28, "image", "foil_it")

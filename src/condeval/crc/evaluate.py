@@ -21,7 +21,7 @@ from condeval.crc.metrics import (fdr, fpr, instance_ap, instance_f1, kendall_ta
 from condeval.crc.pos import MASKABLE_UPOS
 from condeval.crc.word_risk import calibrate_threshold
 
-__all__ = ["RISKS", "join_samples", "read_sampled", "read_sampled_sets", "word_arrays", "word_images", "valid_words", "refuse_truncated", "set_metrics", "risk_sweep", "select_alpha", "domain_metrics", "detection_signal", "interval_metrics"]
+__all__ = ["RISKS", "join_samples", "read_sampled", "read_sampled_sets", "word_arrays", "word_images", "valid_words", "refuse_truncated", "calibration_units", "set_metrics", "risk_sweep", "select_alpha", "domain_metrics", "detection_signal", "interval_metrics"]
 
 #: The controlled risk per benchmark: FDR on the multi-class FOIL sets, FPR on multi-label RichHF-18K.
 RISKS = {"foil_it": "fdr", "foil_nocaps": "fdr", "rich_hf": "fpr"}
@@ -75,6 +75,12 @@ def refuse_truncated(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
         return frame, 0
     kept = frame.filter(pl.col("truncated_words") == 0)
     return kept, len(frame) - len(kept)
+
+
+def calibration_units(table: pl.DataFrame, unit: str) -> int:
+    """How many units (distinct images, or captions) a caption table's calibration subset has."""
+    calibration = table.filter(pl.col("subset") == "calibration")
+    return calibration["path"].n_unique() if unit == "image" else len(calibration)
 
 
 def word_images(frame: pl.DataFrame, valid_only: bool = False) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import caption_index, caption_losses
 
-__all__ = ["RISKS", "UNITS", "set_risk_curve", "calibrate_threshold", "min_calibration_units"]
+__all__ = ["RISKS", "UNITS", "set_risk_curve", "calibrate_threshold", "min_calibration_units", "check_alphas"]
 
 RISKS = ("fdr", "fpr")
 UNITS = ("image", "caption")
@@ -138,6 +138,21 @@ def min_calibration_units(alpha: float, delta: float) -> int:
     """
     alpha, delta = _check_level(alpha, "alpha"), _check_level(delta, "delta")
     return int(np.ceil(np.log(delta) / np.log1p(-alpha) - 1e-9))
+
+
+def check_alphas(alphas, delta: float, n_units: int, unit: str, source: str, key: str = "crc.words.alphas") -> None:
+    """Refuse, naming ``key``, every α for which ``n_units`` calibration units are too few.
+
+    Raises
+    ------
+    ValueError
+        When some α needs more than ``n_units`` units (:func:`min_calibration_units`).
+    """
+    short = [(float(alpha), min_calibration_units(alpha, delta)) for alpha in alphas if min_calibration_units(alpha, delta) > n_units]
+    if short:
+        needs = ", ".join(f"alpha {alpha:g} needs {needed}" for alpha, needed in short)
+        raise ValueError(f"config key '{key}': {source} has {n_units} calibration {unit}s, too few at delta {delta:g} ({needs}); "
+                         "raise alpha or delta, or calibrate on more")  # fmt: skip
 
 
 def _check_level(value, name: str) -> float:

@@ -56,6 +56,25 @@ def _check_crc_config():
 
 _check_crc_config()
 
+
+def _check_calibration_sizes():
+    """An α too small for a swept benchmark's calibration units is refused before any job, from its
+    caption table where an earlier run wrote one (the crc_captions job checks a new table itself)."""
+    import polars
+
+    from condeval.crc.evaluate import calibration_units
+    from condeval.crc.word_risk import check_alphas
+
+    unit = CRC["calibration_unit"]
+    for name in CRC_SWEEPS:
+        table = Path(f"results/crc/captions/{name}.parquet")
+        if table.is_file():
+            n_units = calibration_units(polars.read_parquet(table, columns=["subset", "path"]), unit)
+            check_alphas(CRC["words"]["alphas"], CRC["words"]["delta"], n_units, unit, str(table))
+
+
+_check_calibration_sizes()
+
 CRC_WILDCARDS = {
     "benchmark": "|".join(CRC_BENCHMARKS),
     "word_benchmark": "|".join(CRC_SWEEPS),

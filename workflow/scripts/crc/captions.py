@@ -2,6 +2,8 @@
 from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
 from condeval.crc import benchmarks
+from condeval.crc.evaluate import calibration_units
+from condeval.crc.word_risk import check_alphas
 
 log = log_to_file(snakemake.log[0])
 name, p, files = snakemake.wildcards.benchmark, dict(snakemake.params.benchmark), snakemake.input
@@ -14,5 +16,11 @@ elif name == "rich_hf":
 else:
     table = benchmarks.judged_captions(p["format"], files.annotations, p["images"], allow_pickle=p["allow_pickle"],
                                        calibration_fraction=p["calibration_fraction"], seed=p["seed"])  # fmt: skip
+if name in ("foil_it", "rich_hf"):
+    # An α too small for the calibration units is refused here, before any sampling; read from the
+    # config, not params, so that an α edit does not rerun this job (later runs check at parse time).
+    crc = snakemake.config["crc"]
+    unit = crc.get("calibration_unit", "image")
+    check_alphas(crc["words"]["alphas"], crc["words"]["delta"], calibration_units(table, unit), unit, f"{name} ({snakemake.output[0]})")
 write_parquet(table, snakemake.output[0])
 log.info("%s: %d captions, %s", name, len(table), dict(table.group_by("subset").len().iter_rows()))
