@@ -476,27 +476,37 @@ def cannot_fetch(sources: Sequence[Source], reasons: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
-def preflight(missing: Sequence[Source], mirror: str | None = None, unpinned: bool = False) -> None:
-    """Before any download: refuse in one message if some missing source cannot be fetched now.
+def preflight(needed: Sequence[Source], mirror: str | None = None, unpinned: bool = False, others: Sequence[Source] = ()) -> None:
+    """Before any download: refuse in one message if a needed source cannot be fetched now.
 
     A source cannot be fetched when it is manual, unpinned without the user's opt-in, or when
-    the host of any automatic source does not answer (then every missing source is listed, since
-    offline each must be placed by hand).
+    the host of any automatic source does not answer (offline, every automatic source must then
+    be placed by hand).
+
+    Parameters
+    ----------
+    needed : sequence of Source
+        The missing sources this run fetches.
+    mirror, unpinned
+        The config's ``fetch.mirror`` and ``fetch.unpinned``.
+    others : sequence of Source
+        Missing sources this run does not need: they never cause a refusal, but a refusal lists
+        them too, so that one message says everything to place.
 
     Raises
     ------
     FetchError
-        Listing every such source with where it comes from and the paths to place it at.
+        Listing every source that cannot be fetched now, where it comes from and where it goes.
     """
-    reasons = {s.name: f"unpinned: pin it in the catalogue, or rerun with {OPT_IN}" for s in missing if _unpinned(s) and not unpinned}
-    automatic = [s for s in missing if s.kind != "manual"]
+    everything = [*needed, *others]
+    reasons = {s.name: f"unpinned: pin it in the catalogue, or rerun with {OPT_IN}" for s in everything if _unpinned(s) and not unpinned}
+    automatic = [s for s in everything if s.kind != "manual"]
     failures = [error for error in map(_probe, _probe_urls(automatic, mirror).values()) if error]
     if failures:
         offline = "offline: " + "; ".join(failures)
         reasons |= {s.name: offline for s in automatic}
-    blocked = [s for s in missing if s.kind == "manual" or s.name in reasons]
-    if blocked:
-        raise FetchError(cannot_fetch(blocked, reasons))
+    if any(s.kind == "manual" or s.name in reasons for s in needed):
+        raise FetchError(cannot_fetch([s for s in everything if s.kind == "manual" or s.name in reasons], reasons))
 
 
 def read_catalog(path: str | os.PathLike) -> dict:
@@ -512,16 +522,13 @@ def read_catalog(path: str | os.PathLike) -> dict:
     return catalog
 
 
-def run_preflight(missing: Sequence[Source], marker: str | os.PathLike, log_path: str | os.PathLike,
-                  mirror: str | None = None, unpinned: bool = False) -> None:  # fmt: skip
-    """The preflight job: its verdict to ``log_path``, a small marker listing what will be fetched."""
-    from condeval.core.io import write_json
-
+def run_preflight(needed: Sequence[Source], others: Sequence[Source], log_path: str | os.PathLike, mirror: str | None = None,
+                  unpinned: bool = False) -> None:  # fmt: skip
+    """The workflow's preflight: ``preflight`` with its verdict written to ``log_path``."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     try:
-        preflight(missing, mirror, unpinned)
+        preflight(needed, mirror, unpinned, others)
     except FetchError as error:
         Path(log_path).write_text(f"{error}\n")
         raise
-    Path(log_path).write_text(f"{len(missing)} source(s) to fetch: {', '.join(s.name for s in missing)}\n")
-    write_json({"fetching": [s.name for s in missing]}, marker)
+    Path(log_path).write_text(f"{len(needed)} source(s) to fetch: {', '.join(s.name for s in needed)}\n")

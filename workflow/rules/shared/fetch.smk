@@ -1,0 +1,49 @@
+# Raw data in (config `fetch:`): one localrule `fetch_<name>` per source of the catalogue that
+# `fetch.sources` names (config/sources.yaml), writing exactly the paths the config holds at the
+# source's keys, so a run from an empty tree schedules these first. They run on the submitting
+# (login) node, the one with a network. The offline default has no `fetch:` section: no rule here.
+#
+# Before any job starts (onstart: not in a dry run), the sources of the fetch jobs this run will
+# execute are checked at once: if any is manual, unpinned without opt-in, or its host does not
+# answer, the run stops with ONE message listing each (and every other missing source) with
+# where to place it. A preflight job
+# would not do: a job every fetch rule waits for would rerun present sources' rules whenever it ran.
+from condeval.core import fetch as fetch_sources  # noqa: E402
+
+if "fetch" in config:
+    FETCH = config["fetch"]
+    FETCH_CATALOG_FILE = str(Path(workflow.basedir) / FETCH["sources"])  # relative to the repository, like the configs
+    FETCH_CATALOG = fetch_sources.read_catalog(FETCH_CATALOG_FILE)
+    validate(FETCH_CATALOG, schema="../../schemas/sources.schema.yaml")
+    FETCH_SOURCES = {f"fetch_{source.name}": source for source in fetch_sources.resolve_sources(FETCH_CATALOG, config, FETCH_CATALOG_FILE)}
+
+    def fetch_preflight(log):
+        """onstart: refuse, in one message, the scheduled fetch jobs' sources that cannot be fetched now."""
+        scheduled = {job.rule.name for job in workflow.dag.needrun_jobs()}
+        needed = [source for rule, source in FETCH_SOURCES.items() if rule in scheduled]
+        others = [source for rule, source in FETCH_SOURCES.items() if rule not in scheduled and source.missing()]
+        if needed:
+            fetch_sources.run_preflight(needed, others, "logs/fetch/preflight.log", FETCH.get("mirror") or None, FETCH.get("unpinned", False))
+
+    onstart:
+        fetch_preflight(log)
+
+    for _rule, _source in FETCH_SOURCES.items():
+
+        rule:
+            name:
+                _rule
+            output:
+                *_source.files,
+                *[directory(folder) for folder in _source.folders],
+            params:
+                source=_source.name,
+                catalog=FETCH_CATALOG_FILE,
+                spec=_source.spec,  # a new pin refetches, so that what is on disk matches it
+            log:
+                f"logs/fetch/{_source.name}.log",
+            localrule: True
+            conda:
+                "../../../envs/torch.yaml"
+            script:
+                "../../scripts/shared/fetch.py"
