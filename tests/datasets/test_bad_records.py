@@ -155,13 +155,15 @@ def test_polaris_csv_whose_refs_are_not_json_is_named(tmp_path):
         ({"human_scores": []}, "row 1 has no human_scores"),
         ({"candidates": None}, "row 1: 'caption' must be a non-empty string, found (None|nan)"),
         ({"image_path": "../v/2.jpg"}, "row 1: 'image' '../v/2.jpg' leaves the data root"),
+        ({"refs": None}, "row 1: 'references' must be a list of captions, found None"),
+        ({"refs": ("a dog", "")}, r"row 1: 'references\[1\]' must be a non-empty string"),
     ],
 )
 def test_pickled_judgments_bad_rows_are_named(tmp_path, row, message):
-    path = tmp_path / "vicr.pkl"
-    good = {"candidates": "a dog", "image_path": "v/1.jpg", "human_scores": [3, 4], "subset": "val"}
+    path = tmp_path / "composite.pkl"
+    good = {"candidates": "a dog", "image_path": "v/1.jpg", "human_scores": [3, 4], "refs": ["a pup"]}
     pd.DataFrame([good, {**good, **row}]).to_pickle(path)
-    with pytest.raises(DatasetFormatError, match=f"vicr.pkl: {message}"):
+    with pytest.raises(DatasetFormatError, match=f"composite.pkl: {message}"):
         load_pickled_judgments(path, allow_pickle=True)
 
 

@@ -66,6 +66,7 @@ def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
 
 def _captions(values: object, where: str, field: str) -> list[str]:
     """A list of non-empty caption strings, or :class:`DatasetFormatError` naming the bad entry."""
+    values = list(values) if isinstance(values, (tuple, np.ndarray)) else values  # pickled frames hold tuples or arrays
     if not isinstance(values, list):
         raise DatasetFormatError(f"{where}: '{field}' must be a list of captions, found {values!r}")
     return [text_field(value, where, f"{field}[{number}]") for number, value in enumerate(values)]
@@ -107,7 +108,7 @@ def _checked_judgments(rows: list[tuple], path: Path) -> pl.DataFrame:
         if score is None or (isinstance(score, float) and math.isnan(score)):
             raise DatasetFormatError(f"{where} has no human_score")
         checked.append((relative_path(image, where, "image"), text_field(caption, where, "caption"),
-                        _captions(list(references), where, "references"), finite_number(score, where, "human_score")))  # fmt: skip
+                        _captions(references, where, "references"), finite_number(score, where, "human_score")))  # fmt: skip
     return pl.DataFrame(checked, schema=JUDGMENT_SCHEMA, orient="row")
 
 
@@ -131,7 +132,7 @@ def load_pickled_judgments(path: str | os.PathLike, allow_pickle: bool = False) 
     missing = [c for c in ("candidates", "image_path", "human_scores") if c not in table.columns]
     if missing:
         raise DatasetFormatError(f"{path}: column '{missing[0]}' is missing (has {list(table.columns)})")
-    references = table["refs"].map(list).tolist() if "refs" in table.columns else [[] for _ in range(len(table))]
+    references = table["refs"].tolist() if "refs" in table.columns else [[] for _ in range(len(table))]
     scores = [_mean_score(scores, f"{path}: row {number}") for number, scores in enumerate(table["human_scores"])]
     return _checked_judgments(list(zip(table["image_path"].tolist(), table["candidates"].tolist(), references, scores)), path)
 
