@@ -370,3 +370,14 @@ def test_one_dimensional_latent():
     b = np.array([[0.0, -1.0], [2.0, -3.0]])  # [0, 1] and [2, 3]
     d = polytope_distance(U, b, np.array([[1.5], [1.5]]))
     np.testing.assert_allclose(d, [0.5, 0.5])
+
+
+def test_reliability_reports_progress_in_a_log_unless_silenced(capsys):
+    """Under Snakemake stderr is the job's log, not a terminal: the PGD still reports its batches there."""
+    lo = np.zeros((4, 2))
+    U, b = box_halfspaces(lo, lo + 1.0)
+    gt = lo - 0.5
+    reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, steps=3, seed=0, batch_size=2)
+    assert "CReL reliability: 100%" in capsys.readouterr().err
+    reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, steps=3, seed=0, batch_size=2, progress=False)
+    assert "CReL reliability" not in capsys.readouterr().err

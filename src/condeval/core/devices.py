@@ -8,6 +8,23 @@ start-up per job on the 2-core machine.
 from __future__ import annotations
 
 
+def device_of(*arrays):
+    """The torch device of the first tensor among ``arrays``; the CPU when none is a tensor.
+
+    Parameters
+    ----------
+    *arrays : Tensor, ndarray or None
+        Inputs of a computation that may run on a GPU.
+
+    Returns
+    -------
+    torch.device
+    """
+    import torch
+
+    return next((a.device for a in arrays if isinstance(a, torch.Tensor)), torch.device("cpu"))
+
+
 def select_accelerator(requested: str = "auto") -> str:
     """Lightning accelerator name: ``"gpu"`` if CUDA is available else ``"cpu"``.
 

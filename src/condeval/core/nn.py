@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import torch
 from torch import nn
 
-__all__ = ["mlp"]
+__all__ = ["mlp", "random_unit_vectors"]
 
 
 def mlp(sizes: Sequence[int], negative_slope: float = 0.2, dropout: float = 0.0, batch_norm: bool = False) -> nn.Sequential:
@@ -38,3 +39,25 @@ def mlp(sizes: Sequence[int], negative_slope: float = 0.2, dropout: float = 0.0,
                 layers.append(nn.Dropout(dropout))
         layers.append(nn.Linear(fan_in, fan_out))
     return nn.Sequential(*layers)
+
+
+def random_unit_vectors(shape: Sequence[int], generator: torch.Generator, device=None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Directions drawn uniformly on the unit sphere: normalised standard normal draws.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        Leading shape, then the dimension ``r`` of the sphere's space (the last axis is normalised).
+    generator : torch.Generator
+        Private generator of the draws (the global RNG is untouched).
+    device : torch.device, optional
+        Where to draw (the generator's device).
+    dtype : torch.dtype, default float64
+
+    Returns
+    -------
+    Tensor of ``shape``
+        Rows of unit L2 norm along the last axis.
+    """
+    draws = torch.randn(*shape, generator=generator, device=device, dtype=dtype)
+    return nn.functional.normalize(draws, dim=-1, eps=1e-300)

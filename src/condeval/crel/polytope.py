@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from condeval.core.devices import device_of
+
 __all__ = [
     "EmptyRegionError",
     "polytope_distance",
@@ -109,20 +111,13 @@ def _is_torch(*arrays) -> bool:
     return any(isinstance(a, torch.Tensor) for a in arrays)
 
 
-def _device_of(*arrays):
-    for a in arrays:
-        if isinstance(a, torch.Tensor):
-            return a.device
-    return torch.device("cpu")
-
-
 def _to_output(t: torch.Tensor, like_torch: bool):
     return t if like_torch else t.cpu().numpy()
 
 
 def _prepare(U, b, Z):
     """Validate shapes and values; return float64 tensors (U unit rows, b, Z)."""
-    device = _device_of(Z, U, b)
+    device = device_of(Z, U, b)
     Z_t = _as_tensor(Z, device)
     if Z_t.ndim != 2:
         raise ValueError(f"Z must have shape (n, r); got {tuple(Z_t.shape)}")

@@ -19,8 +19,10 @@ from typing import Callable
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from condeval.core.devices import device_of
+from condeval.core.logs import progress as progress_bar
+from condeval.core.nn import random_unit_vectors
 from condeval.crel import polytope as _poly
 
 __all__ = ["reliability_score"]
@@ -90,7 +92,8 @@ def reliability_score(
         (1 is the paper's procedure; larger values guard against a start in
         the basin of a merely local minimum, at proportional cost).
     progress : bool or None
-        Show a tqdm bar over batches; None shows it only on a TTY.
+        Report progress over batches (:func:`condeval.core.logs.progress`: a bar on a terminal,
+        a line per 30 s in a job's log); None as True, False silences it.
     tol : float
         Feasibility tolerance of the projections.
     extra_starts : array_like, shape (n, r) or (n, m, r), optional
@@ -113,7 +116,7 @@ def reliability_score(
     """
     if num_z0 < 1 or steps < 0 or batch_size < 1 or refine_top < 1:
         raise ValueError("num_z0, batch_size and refine_top must be >= 1 and steps >= 0")
-    device = _device(gt, U, b)
+    device = device_of(gt, U, b)
     U_t, b_t = _poly._prepare_ub(U, b, device)
     n, r = b_t.shape[0], U_t.shape[1]
     g = _poly._gamma_vector(gamma, n, device)
@@ -133,7 +136,7 @@ def reliability_score(
     scores = np.empty(n)
     z_worst = np.empty((n, r))
     starts = range(0, n, batch_size)
-    for s in tqdm(starts, desc="CReL reliability", unit="batch", disable=_disable(progress)):
+    for s in progress_bar(starts, desc="CReL reliability", unit="batch", enabled=progress is not False):
         e = min(n, s + batch_size)
         sl = slice(s, e)
         batch = (U_t, b_t[sl], g[sl], gt_t[sl], None if x_t is None else x_t[sl], c_t[sl], None if e_t is None else e_t[sl])
@@ -144,17 +147,6 @@ def reliability_score(
         scores[sl] = val.detach().cpu().numpy()
         z_worst[sl] = z.detach().cpu().numpy()
     return scores, z_worst
-
-
-def _device(*arrays) -> torch.device:
-    for a in arrays:
-        if isinstance(a, torch.Tensor):
-            return a.device
-    return torch.device("cpu")
-
-
-def _disable(progress: bool | None) -> bool | None:
-    return None if progress is None else not progress
 
 
 def _centers(center, n: int, r: int, device) -> torch.Tensor:
@@ -218,8 +210,7 @@ def _random_starts(U, b, g, anchor, J: int, init_scale: float, gen) -> torch.Ten
     """
     B, r = anchor.shape
     dev = anchor.device
-    V = torch.randn(B, J, r, generator=gen, device=dev, dtype=torch.float64)
-    V = V / V.norm(dim=2, keepdim=True).clamp_min(1e-300)
+    V = random_unit_vectors((B, J, r), gen, device=dev)
     tau = torch.rand(B, J, generator=gen, device=dev, dtype=torch.float64) ** (1.0 / r)
     with _poly.solver_threads(dev):
         tmax = _ray_lengths(U, b, anchor, V).clamp(max=(10.0 * init_scale + g)[:, None])

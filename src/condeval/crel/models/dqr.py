@@ -35,7 +35,7 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
-from condeval.core.nn import mlp
+from condeval.core.nn import mlp, random_unit_vectors
 
 __all__ = ["DirectionalQuantileRegressor", "make_directions", "pinball_loss"]
 
@@ -64,8 +64,7 @@ def make_directions(latent_dim: int, n_directions: int, seed: int) -> Tensor:
     eye = torch.eye(latent_dim)
     axes = torch.stack([eye, -eye], dim=1).reshape(2 * latent_dim, latent_dim)
     generator = torch.Generator().manual_seed(int(seed))
-    draws = torch.randn(n_directions - 2 * latent_dim, latent_dim, generator=generator, dtype=torch.float64)
-    draws = draws / draws.norm(dim=1, keepdim=True).clamp_min(1e-12)
+    draws = random_unit_vectors((n_directions - 2 * latent_dim, latent_dim), generator)
     return torch.cat([axes, draws.float()], dim=0)
 
 
