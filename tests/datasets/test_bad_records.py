@@ -265,3 +265,10 @@ def test_a_pick_a_pic_file_that_is_not_parquet_is_named(tmp_path):
     (tmp_path / "pap.parquet").write_bytes(b"PAR1 truncated")
     with pytest.raises(DatasetFormatError, match=r"pap.parquet: not a readable Parquet file"):
         pick_a_pic_prompts([tmp_path / "pap.parquet"])
+
+
+def test_every_judgment_file_read_is_listed_in_the_summary(tmp_path):
+    polaris = _polaris(tmp_path)
+    with counting_dropped_rows() as dropped:
+        load_polaris(polaris)
+    assert dropped.as_dict() == {str(polaris): {}}

@@ -109,6 +109,7 @@ def _checked_judgments(rows: list[tuple], path: Path) -> pl.DataFrame:
             raise DatasetFormatError(f"{where} has no human_score")
         checked.append((relative_path(image, where, "image"), text_field(caption, where, "caption"),
                         _captions(references, where, "references"), finite_number(score, where, "human_score")))  # fmt: skip
+    report_rows(path, len(checked), {}, "judged captions")
     return pl.DataFrame(checked, schema=JUDGMENT_SCHEMA, orient="row")
 
 
