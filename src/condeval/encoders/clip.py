@@ -49,33 +49,36 @@ def clip_image_processor(image_size: int) -> CLIPImageProcessor:
     return CLIPImageProcessor(size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size})
 
 
-def contrastive_loss(image: torch.Tensor, text: torch.Tensor, hard: torch.Tensor | None, logit_scale: torch.Tensor, hard_weight: float = 1.0) -> torch.Tensor:
+def contrastive_loss(image: torch.Tensor, text: torch.Tensor, hard: torch.Tensor | None, logit_scale: torch.Tensor, hard_weight: float = 1.0, max_scale: float = 100.0) -> torch.Tensor:
     """Symmetric InfoNCE over a batch; image i also ranks against the hard negative texts.
 
-    ``image``, ``text``, ``hard``: L2-normalised (B, D) embeddings; ``hard[i]`` is a wrong caption
-    of image i. Image→text scores each image against all B captions and all B hard negatives;
-    ``hard_weight`` adds the two-way choice between each caption and its own hard negative.
+    ``image``, ``text``: L2-normalised (B, D) embeddings; ``hard``: L2-normalised wrong captions of
+    each image, (B, D) or (B, K, D). Image→text scores each image against all B captions and all
+    hard negatives; ``hard_weight`` adds the choice between each caption and its own K hard
+    negatives. ``max_scale`` caps the learned inverse temperature (CLIP's cap is 100).
     """
-    scale = logit_scale.exp().clamp(max=100.0)
+    scale = logit_scale.exp().clamp(max=max_scale)
     targets = torch.arange(image.shape[0], device=image.device)
-    texts = text if hard is None else torch.cat([text, hard])
+    hard = None if hard is None else hard.view(image.shape[0], -1, image.shape[1])
+    texts = text if hard is None else torch.cat([text, hard.flatten(0, 1)])
     image_to_text = scale * image @ texts.T
     text_to_image = scale * text @ image.T
     loss = 0.5 * (F.cross_entropy(image_to_text, targets) + F.cross_entropy(text_to_image, targets))
     if hard is None:
         return loss
-    # The true caption against its own foil only: among 2B candidates one hard negative is a weak
-    # signal, and this pairwise term is what makes the shape noun count.
-    pair = scale * torch.stack([(image * text).sum(-1), (image * hard).sum(-1)], dim=1)
+    # The true caption against its own foils only: among the batch's candidates they are a weak
+    # signal, and this term is what makes the shape noun count.
+    pair = scale * torch.cat([(image * text).sum(-1, keepdim=True), torch.einsum("bd,bkd->bk", image, hard)], dim=1)
     return loss + hard_weight * F.cross_entropy(pair, torch.zeros_like(targets))
 
 
 class ContrastiveCLIP(ScheduledModule):
     """Lightning wrapper: a batch is ``(pixel_values, ids, mask, hard_ids, hard_mask)`` per image.
 
-    ``ids``/``mask`` hold all of an image's captions, (B, C, L); each training step pairs every
-    image with one of them at random (and that caption's hard negative), so an epoch is one pass
-    over the images. Validation uses caption 0.
+    ``ids``/``mask`` hold all of an image's captions, (B, C, L), ``hard_ids``/``hard_mask`` each
+    caption's hard negatives, (B, C, L) or (B, C, K, L); each training step pairs every image with
+    one of its captions at random (and that caption's hard negatives), so an epoch is one pass over
+    the images. Validation uses caption 0.
 
     Parameters
     ----------
@@ -85,9 +88,14 @@ class ContrastiveCLIP(ScheduledModule):
         AdamW settings.
     warmup_steps, total_steps : int
         Linear warm-up then cosine decay to zero, per optimiser step.
+    hard_weight : float
+        Weight of each caption against its own hard negatives (:func:`contrastive_loss`).
+    max_logit_scale : float
+        Cap on the learned inverse temperature: a lower cap makes true pairs' cosines rise further
+        above the rest, so fewer fall to CLIPScore's clip at 0.
     """
 
-    def __init__(self, config: dict, lr: float = 1e-3, weight_decay: float = 0.1, warmup_steps: int = 50, total_steps: int = 1000, hard_weight: float = 1.0):
+    def __init__(self, config: dict, lr: float = 1e-3, weight_decay: float = 0.1, warmup_steps: int = 50, total_steps: int = 1000, hard_weight: float = 1.0, max_logit_scale: float = 100.0):
         super().__init__()
         self.save_hyperparameters()
         self.model = CLIPModel(CLIPConfig(**config))
@@ -108,6 +116,6 @@ class ContrastiveCLIP(ScheduledModule):
         ids, mask, hard_ids, hard_mask = (t[rows, pick] for t in texts)
         image = self.embed(pixel_values=pixel_values)
         text = self.embed(ids=ids, mask=mask)
-        hard = self.embed(ids=hard_ids, mask=hard_mask)
-        return contrastive_loss(image, text, hard, self.model.logit_scale, self.hparams.hard_weight)
+        hard = self.embed(ids=hard_ids.flatten(0, -2), mask=hard_mask.flatten(0, -2))
+        return contrastive_loss(image, text, hard, self.model.logit_scale, self.hparams.hard_weight, self.hparams.get("max_logit_scale", 100.0))
 

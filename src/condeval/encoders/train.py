@@ -43,10 +43,21 @@ def coco_split(root: str | os.PathLike, split: str, n_images: int | None = None,
     return images, captions
 
 
-def _token_cube(tokenizer, captions: list[list[str]], max_length: int) -> tuple[np.ndarray, np.ndarray]:
+def _token_cube(tokenizer, captions: list[list[str]], max_length: int, per_caption: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids and masks, (images, captions, max_length), or (images, captions, per_caption, max_length)
+    when each caption has ``per_caption`` texts in a row (its foils)."""
     ids, mask = token_arrays(tokenizer, [c for per_image in captions for c in per_image], max_length)
-    shape = (len(captions), len(captions[0]), max_length)
+    inner = (per_caption,) if per_caption > 1 else ()
+    shape = (len(captions), len(captions[0]) // per_caption, *inner, max_length)
     return ids.reshape(shape), mask.reshape(shape)
+
+
+def _foils(captions: list[list[str]], rng: np.random.Generator, shapes: list[str], per_caption: int) -> list[list[str]]:
+    """``per_caption`` one-noun foils of every caption, in a row (the caption itself if it names no shape)."""
+    def foil(caption: str) -> str:
+        return " ".join((swap_shape_noun(caption.split(), rng, shapes) or (caption.split(), 0))[0])
+
+    return [[foil(c) for c in per_image for _ in range(per_caption)] for per_image in captions]
 
 
 def _split_rows(arrays: tuple[np.ndarray, ...], n_val: int) -> tuple[tuple, tuple]:
@@ -92,10 +103,12 @@ def _steps(n_rows: int, batch_size: int, epochs: int) -> int:
     return epochs * -(-n_rows // batch_size)
 
 
-def train_clip(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float, hard_weight: float, model: dict, image_size: int, val_images: int, seed: int, exclude_shapes: Sequence[str] = (), accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
+def train_clip(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float, hard_weight: float, model: dict, image_size: int, val_images: int, seed: int, exclude_shapes: Sequence[str] = (), foils: int = 1, max_logit_scale: float = 100.0, accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
     """Train the tiny CLIP contrastively (with shape-swap hard negatives) and ``save_pretrained`` it.
 
     ``exclude_shapes`` are never seen, in images or as hard-negative words (FOIL-nocaps' novel classes).
+    Every caption meets ``foils`` shape-swapped copies of itself as its image's hard negatives;
+    ``max_logit_scale`` caps the inverse temperature (:class:`condeval.encoders.clip.ContrastiveCLIP`).
     """
     from transformers import AutoTokenizer
 
@@ -106,13 +119,13 @@ def train_clip(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_d
     frame, captions = coco_split(world, "train", images, exclude_shapes)
     rng = np.random.default_rng(seed)
     seen = [shape for shape in SHAPES if shape not in set(exclude_shapes)]
-    foils = [[" ".join((swap_shape_noun(c.split(), rng, seen) or (c.split(), 0))[0]) for c in per_image] for per_image in captions]
     length = model.get("max_length", 32)
-    arrays = (pixel_values(frame["path"].to_list(), processor), *_token_cube(tokenizer, captions, length), *_token_cube(tokenizer, foils, length))
+    hard = _token_cube(tokenizer, _foils(captions, rng, seen, foils), length, foils)
+    arrays = (pixel_values(frame["path"].to_list(), processor), *_token_cube(tokenizer, captions, length), *hard)
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_clip_config(tokenizer, image_size, **model)
     steps = _steps(len(captions) - val_images, batch_size, epochs)
-    module = ContrastiveCLIP(config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, hard_weight=hard_weight)
+    module = ContrastiveCLIP(config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, hard_weight=hard_weight, max_logit_scale=max_logit_scale)
 
     def export(trained, folder):
         trained.model.save_pretrained(folder)

@@ -1,0 +1,51 @@
+"""The tiny CLIP's loss with several shape-swap foils per caption, its temperature cap, and a short run."""
+import json
+import math
+
+import torch
+import torch.nn.functional as F
+
+from condeval.encoders.clip import contrastive_loss
+
+
+def _unit(*shape, seed=0):
+    return F.normalize(torch.randn(*shape, generator=torch.Generator().manual_seed(seed)), dim=-1)
+
+
+def test_one_foil_per_caption_reads_the_same_as_a_foil_axis_of_one():
+    image, text, hard = _unit(6, 8), _unit(6, 8, seed=1), _unit(6, 8, seed=2)
+    scale = torch.tensor(math.log(20.0))
+    assert torch.allclose(contrastive_loss(image, text, hard, scale, 2.0), contrastive_loss(image, text, hard[:, None], scale, 2.0))
+
+
+def test_every_foil_counts_against_its_own_caption():
+    image, text = _unit(4, 8), _unit(4, 8, seed=1)
+    scale = torch.tensor(0.0)
+    far = -image[:, None].expand(4, 3, 8)  # cosine -1: foils that never win
+    near = far.clone()
+    near[:, 2] = image  # one foil per image now matches the image exactly
+    def pairwise(hard):  # the hard-negative term alone: the loss at weight 1 less the loss at weight 0
+        return contrastive_loss(image, text, hard, scale, 1.0) - contrastive_loss(image, text, hard, scale, 0.0)
+
+    assert pairwise(near) > pairwise(far) + 0.1
+
+
+def test_the_temperature_cap_bounds_the_scale_the_loss_uses():
+    image, text, hard = _unit(5, 8), _unit(5, 8, seed=1), _unit(5, 2, 8, seed=2)
+    capped = contrastive_loss(image, text, hard, torch.tensor(math.log(1000.0)), 1.0, max_scale=10.0)
+    assert torch.isclose(capped, contrastive_loss(image, text, hard, torch.tensor(math.log(10.0)), 1.0))
+
+
+def test_train_clip_runs_with_several_foils_and_exports_a_loadable_clip(tmp_path):
+    from condeval.datasets.miniworld import vocabulary, write_split
+    from condeval.encoders.features import ClipEncoder
+    from condeval.encoders.tokenizer import save_word_tokenizer
+    from condeval.encoders.train import train_clip
+
+    write_split(tmp_path / "world", "train", 48, seed=0)
+    save_word_tokenizer(vocabulary(), tmp_path / "tokenizer")
+    model = dict(vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=16)
+    train_clip(tmp_path / "world", tmp_path / "tokenizer", tmp_path / "clip", images=48, epochs=1, batch_size=16, lr=1e-3, hard_weight=1.0,
+               model=model, image_size=64, val_images=8, seed=0, exclude_shapes=["arrow"], foils=3, max_logit_scale=20.0)  # fmt: skip
+    assert json.loads((tmp_path / "clip" / "training.json").read_text())
+    assert ClipEncoder(tmp_path / "clip").text_features(["a red circle"]).shape == (1, 16)
