@@ -6,9 +6,10 @@ one folder) and loaded everywhere with :func:`condeval.encoders.load_clip`, the 
 
 Why hard negatives: with the symmetric InfoNCE loss alone, a tiny CLIP retrieves well from colour,
 size and count and barely registers the shape noun (a swapped shape scored lower only 51-56% of
-the time in a try). Every caption therefore also meets, as an extra negative for its own image,
-the same caption with one shape noun swapped (:func:`condeval.datasets.miniworld.swap_shape_noun`),
-the FOIL construction the word-level track later detects.
+the time in a try). Every caption therefore also meets, as extra negatives for its own image,
+``foils`` copies of itself with one shape noun swapped (:func:`condeval.datasets.miniworld.swap_shape_noun`),
+the FOIL construction the word-level track later detects. Foils cost text-tower passes only, a
+small share of a step next to the vision tower.
 """
 
 from __future__ import annotations
