@@ -7,10 +7,13 @@ import socket
 import threading
 import zipfile
 from functools import partial
+from pathlib import Path
 
 import pytest
 
-from condeval.core.fetch import FetchError, fetch_source, preflight, resolve_sources
+from condeval.core.fetch import FetchError, fetch_source, preflight, read_catalog, resolve_sources
+
+REPO = Path(__file__).resolve().parents[2]
 
 HOST = "data.example.org"  # the catalogue's host; the mirror serves it as <mirror>/<HOST>/<path>
 RECORDS = json.dumps([{"image_path": "a.jpg", "caption": "a red cube"}]).encode()
@@ -179,3 +182,12 @@ def test_a_source_of_a_track_the_config_lacks_is_left_out_and_a_bad_key_is_named
         resolve_sources(catalog, CONFIG)
     del catalog["sources"]["typo"]
     assert resolve_sources(catalog, CONFIG) == []
+
+
+def test_the_catalogue_is_checked_against_its_schema_naming_the_entry(tmp_path):
+    schema = REPO / "workflow/schemas/sources.schema.yaml"
+    assert "coco2014" in read_catalog(REPO / "config/sources.yaml", schema)["sources"]
+    bad = tmp_path / "sources.yaml"
+    bad.write_text("sources:\n  bench:\n    about: x\n    http:\n      - {url: 'http://h/x', sha256: 'abc', to: crc.data.records}\n")
+    with pytest.raises(FetchError, match=r"sources\.yaml: sources\.bench\.http\.0\.sha256: 'abc' does not match"):
+        read_catalog(bad, schema)

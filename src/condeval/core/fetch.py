@@ -509,14 +509,29 @@ def preflight(needed: Sequence[Source], mirror: str | None = None, unpinned: boo
         raise FetchError(cannot_fetch([s for s in everything if s.kind == "manual" or s.name in reasons], reasons))
 
 
-def read_catalog(path: str | os.PathLike) -> dict:
-    """The parsed catalogue file (its schema is checked by the workflow, workflow/schemas/sources.schema.yaml)."""
+def read_catalog(path: str | os.PathLike, schema: str | os.PathLike | None = None) -> dict:
+    """The parsed catalogue file, checked against ``schema`` (workflow/schemas/sources.schema.yaml) when given.
+
+    Raises
+    ------
+    FetchError
+        Naming the file and, for a schema violation, the entry and key at fault.
+    """
+    import jsonschema
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: parsed at every DAG build
     path = Path(path)
     if not path.is_file():
         raise FetchError(f"{path}: catalogue of sources not found (config key 'fetch.sources')")
-    catalog = yaml.safe_load(path.read_text())
+    catalog = yaml.load(path.read_text(), Loader=loader)
+    if schema is not None:
+        # A validator without the metaschema check snakemake.utils.validate runs: 0.04 s, not 0.2 s, per DAG build.
+        validator = jsonschema.Draft202012Validator(yaml.load(Path(schema).read_text(), Loader=loader))
+        error = jsonschema.exceptions.best_match(validator.iter_errors(catalog))
+        if error is not None:
+            where = ".".join(str(part) for part in error.absolute_path) or "top level"
+            raise FetchError(f"{path}: {where}: {error.message}")
     if not isinstance(catalog, dict) or not isinstance(catalog.get("sources"), dict):
         raise FetchError(f"{path}: a catalogue is a mapping with a 'sources' mapping")
     return catalog

@@ -13,8 +13,7 @@ from condeval.core import fetch as fetch_sources  # noqa: E402
 if "fetch" in config:
     FETCH = config["fetch"]
     FETCH_CATALOG_FILE = str(Path(workflow.basedir) / FETCH["sources"])  # relative to the repository, like the configs
-    FETCH_CATALOG = fetch_sources.read_catalog(FETCH_CATALOG_FILE)
-    validate(FETCH_CATALOG, schema="../../schemas/sources.schema.yaml")
+    FETCH_CATALOG = fetch_sources.read_catalog(FETCH_CATALOG_FILE, Path(workflow.basedir) / "workflow/schemas/sources.schema.yaml")
     FETCH_SOURCES = {f"fetch_{source.name}": source for source in fetch_sources.resolve_sources(FETCH_CATALOG, config, FETCH_CATALOG_FILE)}
 
     def fetch_preflight(log):
