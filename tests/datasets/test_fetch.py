@@ -8,6 +8,7 @@ import threading
 import zipfile
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -191,3 +192,73 @@ def test_the_catalogue_is_checked_against_its_schema_naming_the_entry(tmp_path):
     bad.write_text("sources:\n  bench:\n    about: x\n    http:\n      - {url: 'http://h/x', sha256: 'abc', to: crc.data.records}\n")
     with pytest.raises(FetchError, match=r"sources\.yaml: sources\.bench\.http\.0\.sha256: 'abc' does not match"):
         read_catalog(bad, schema)
+
+
+class FakeHub:
+    """The hub's two calls, offline: snapshot_download writes ``served``; repo_info tells ``recorded`` hashes."""
+
+    COMMIT = "c" * 40
+
+    def __init__(self, served: dict[str, bytes], recorded: dict[str, bytes]):
+        self.served, self.recorded, self.revisions = served, recorded, []
+
+    def snapshot_download(self, repo_id, *, revision, local_dir, **options):
+        self.revisions.append(revision)
+        for name, data in self.served.items():
+            (Path(local_dir) / name).write_bytes(data)
+        (Path(local_dir) / ".cache").mkdir()
+
+    def api(self, endpoint=None):
+        hub = self
+
+        class Api:
+            def repo_info(self, repo_id, repo_type="model", revision=None, files_metadata=False):
+                siblings = [
+                    SimpleNamespace(rfilename=name, lfs=SimpleNamespace(sha256=_sha(data)) if name.endswith(".safetensors") else None,
+                                    blob_id=hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+                    for name, data in hub.recorded.items()
+                ]  # fmt: skip
+                return SimpleNamespace(sha=hub.COMMIT, siblings=siblings)
+
+        return Api()
+
+
+@pytest.fixture
+def hub(monkeypatch):
+    import huggingface_hub
+
+    files = {"config.json": b"{}", "model.safetensors": b"weights"}
+    fake = FakeHub(dict(files), files)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake.snapshot_download)
+    monkeypatch.setattr(huggingface_hub, "HfApi", fake.api)
+    return fake
+
+
+def _hub_source(tmp_path, revision):
+    config = {"encoders": {"clip": {"path": str(tmp_path / "models/clip")}}}
+    return _source({"hub": [{"repo": "org/clip", "revision": revision, "to": "encoders.clip.path"}]}, config)
+
+
+def test_a_hub_checkpoint_lands_at_its_pinned_commit_checked_file_by_file(hub, tmp_path):
+    fetch_source(_hub_source(tmp_path, "a" * 40), log=lambda message: None)
+    assert hub.revisions == ["a" * 40]
+    assert sorted(p.name for p in (tmp_path / "models/clip").iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_a_hub_file_that_differs_from_the_hubs_record_is_refused_and_nothing_kept(hub, tmp_path):
+    hub.served["model.safetensors"] = b"tampered"
+    with pytest.raises(FetchError, match="bench: org/clip@a{40} file model.safetensors does not match"):
+        fetch_source(_hub_source(tmp_path, "a" * 40))
+    hub.served["model.safetensors"], hub.served["config.json"] = b"weights", b"{ }"
+    with pytest.raises(FetchError, match="file config.json does not match"):
+        fetch_source(_hub_source(tmp_path, "a" * 40))
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_an_unpinned_hub_checkpoint_is_refused_with_its_commit_unless_opted_in(hub, tmp_path):
+    with pytest.raises(FetchError, match=f"org/clip has no revision in the catalogue; its main branch is at {FakeHub.COMMIT}"):
+        fetch_source(_hub_source(tmp_path, None))
+    assert hub.revisions == []
+    logged = []
+    fetch_source(_hub_source(tmp_path, None), unpinned=True, log=logged.append)
+    assert hub.revisions == [FakeHub.COMMIT] and any(f"revision: {FakeHub.COMMIT}" in line for line in logged)
