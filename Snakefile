@@ -61,7 +61,6 @@ if "crel" in config:
     declare_targets("crel", crel_synthetic_targets())
     declare_targets("ablations", crel_ablation_targets())
     declare_targets("scaling", crel_scaling_targets())
-
     if "image_to_text" in config["crel"]:
 
         include: "workflow/rules/crel/i2t.smk"
@@ -103,10 +102,10 @@ rule crc:
 
 
 rule all:
+    default_target: True
     """Every configured track's default targets (`make run`)."""
     input:
         default_targets("crel", "crel_i2t", "crc"),
-    default_target: True
 
 
 rule ablations:

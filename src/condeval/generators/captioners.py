@@ -13,8 +13,8 @@ and CReL measures the worst of what a model may say. The sampling settings come 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch

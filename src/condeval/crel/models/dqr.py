@@ -28,7 +28,7 @@ of the full set, not only of its first rows); validation uses all of them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytorch_lightning as pl

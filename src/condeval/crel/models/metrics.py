@@ -16,7 +16,7 @@ name          reconstruction loss ``L_rho``      similarity ``rho``
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torch import Tensor
 
