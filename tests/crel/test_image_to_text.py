@@ -3,7 +3,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from condeval.crel.image_to_text import FOLDS, assign_folds, evaluate_crel, metric_arrays, table2
+from condeval.crel.image_to_text import FOLDS, assign_folds, evaluate_crel, manifold_check, metric_arrays, nearest_distances, num_z0_curve, table2
 from condeval.datasets.coco import shard_image_ids
 
 
@@ -29,11 +29,82 @@ def test_shards_partition_the_ids_into_contiguous_ranges():
 def test_metric_arrays_pair_each_metric_with_its_ground_truth():
     image, ref, cap_clip, cap_bert = (np.full((2, 3), v) for v in (1.0, 2.0, 3.0, 4.0))
     X, Y, GT = metric_arrays("clip", image, ref, cap_clip, cap_bert)
-    assert X.shape == (2, 6) and (Y == 3).all() and (GT == 1).all()
+    assert (Y == 3).all() and (GT == 1).all()
     X, Y, GT = metric_arrays("bert", image, ref, cap_clip, cap_bert)
     assert (Y == 4).all() and (GT == 2).all()
     with pytest.raises(ValueError, match="unknown metric"):
         metric_arrays("dino", image, ref, cap_clip, cap_bert)
+
+
+def test_the_condition_is_the_image_alone_unless_the_reference_is_asked_for():
+    rng = np.random.default_rng(3)
+    image, ref, cap_clip, cap_bert = rng.normal(size=(4, 3)), rng.normal(size=(4, 5)), rng.normal(size=(4, 3)), rng.normal(size=(4, 5))
+    for metric in ("clip", "bert"):
+        X, _, GT = metric_arrays(metric, image, ref, cap_clip, cap_bert)
+        np.testing.assert_array_equal(X, image)  # BERT-SIM's ground truth is not in the condition
+        X, _, _ = metric_arrays(metric, image, ref, cap_clip, cap_bert, condition="image+reference")
+        np.testing.assert_array_equal(X, np.hstack([image, ref]))
+    _, _, GT = metric_arrays("bert", image, ref, cap_clip, cap_bert)
+    X, _, _ = metric_arrays("bert", image, ref, cap_clip, cap_bert)
+    assert not any(np.allclose(X[:, k : k + GT.shape[1]], GT) for k in range(X.shape[1] - GT.shape[1] + 1))
+    with pytest.raises(ValueError, match="crel.image_to_text.condition"):
+        metric_arrays("clip", image, ref, cap_clip, cap_bert, condition="reference")
+
+
+def test_nearest_distances_leave_a_captions_own_row_out():
+    gallery = np.array([[1.0, 0.0], [0.0, 1.0], [np.sqrt(0.5), np.sqrt(0.5)]])
+    np.testing.assert_allclose(nearest_distances(gallery, gallery), 0.0, atol=1e-12)
+    np.testing.assert_allclose(nearest_distances(gallery, gallery, exclude=np.arange(3)), [1 - np.sqrt(0.5)] * 3)
+    np.testing.assert_allclose(nearest_distances(np.array([[-1.0, -1.0]]), gallery), [1 + np.sqrt(0.5)])
+
+
+def test_manifold_check_tells_worst_cases_off_the_manifold_from_real_ones():
+    rng = np.random.default_rng(0)
+    gallery = _unit(np.abs(rng.normal(size=(500, 8))))  # real captions: one orthant
+    own = np.arange(40)
+    near = _unit(gallery[own] + 0.05 * rng.normal(size=(40, 8)))
+    out = manifold_check(-near, near, gallery, own)  # worst cases in the opposite orthant
+    assert np.median(out["caption_nn_distance"]) <= 2 * np.median(out["reference_nn_distance"])
+    assert np.all(out["worst_nn_distance"] > out["reference_nn_distance"].max())
+    on = manifold_check(near, near, gallery, own)
+    np.testing.assert_allclose(on["worst_nn_distance"], on["caption_nn_distance"])
+
+
+def _box_search(steps, **stopping):
+    """Minimise z·gt over the box [-1, 1]^3 (exact minimum −||gt||_1): a linear decoder, convex problem."""
+    import torch
+
+    from condeval.crel.reliability import reliability_score
+
+    gt = np.random.default_rng(2).normal(size=(6, 3))
+    U = np.vstack([np.eye(3), -np.eye(3)])
+    b = np.full((6, 6), -1.0)
+    out = reliability_score(lambda z, x: z, lambda y, g: (y * g).sum(dim=1), U, b, 0.0, torch.as_tensor(gt), num_z0=4, steps=steps, lr=0.2, return_info=True, **stopping)
+    return gt, out
+
+
+def test_the_search_records_convergence_and_stops_when_the_objective_is_flat():
+    gt, (scores, _, info) = _box_search(200, patience=5, min_improvement=1e-8, early_stop=True)
+    np.testing.assert_allclose(scores, -np.abs(gt).sum(axis=1), atol=1e-9)
+    assert info["converged"].all() and (info["steps_run"] < 200).all()
+    assert (info["last_improvement"] <= 1e-8).all()
+    _, (_, _, short) = _box_search(2, patience=5)
+    assert not short["converged"].any() and (short["steps_run"] == 2).all()
+    _, (full, _, record) = _box_search(200, patience=5, min_improvement=1e-8)
+    assert (record["steps_run"] == 200).all() and record["converged"].all()
+    np.testing.assert_allclose(full, scores, atol=1e-9)
+
+
+def test_table2_splits_delta_at_the_own_code():
+    scores = pl.DataFrame({
+        "model": ["a", "a", "b", "b"], "metric": ["clip"] * 4,
+        "rho": [0.3, 0.5, 0.2, 0.2], "rho_own_code": [0.2, 0.2, 0.1, 0.3], "crel_rho": [-0.2, 0.0, 0.1, 0.1],
+        "converged": [True, False, True, True],
+    })  # fmt: skip
+    a = table2(scores).filter(pl.col("model") == "a").row(0, named=True)
+    assert a["rho_own_code"] == pytest.approx(0.2) and a["converged"] == pytest.approx(0.5)
+    assert a["reconstruction"] == pytest.approx(-0.2) and a["worst_case"] == pytest.approx(-0.3)
+    assert a["reconstruction"] + a["worst_case"] == pytest.approx(a["delta"])
 
 
 def test_table2_ranks_within_each_metric():
@@ -82,3 +153,16 @@ def test_the_worst_case_is_at_most_rho_at_a_covered_items_own_code(fitted):
     assert 0.7 <= covered.mean() <= 1.0
     assert np.all(out["crel_rho"][covered] <= out["rho_own_code"][covered] + 1e-9)
     assert np.all(out["crel_rho"] <= 1.0) and np.all(out["crel_rho"] >= -1.0)
+
+
+def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
+    crel, X, Y, folds = fitted
+    cal, test = folds == "cal", folds == "test"
+    GT = _unit(X @ np.ones((4, 6)) + 0.1)
+    search = dict(steps=5, lr=0.05, seed=3, patience=2, min_improvement=1e-4)
+    out = evaluate_crel(crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=0.1, num_z0=3, **search)
+    curve = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], **search)
+    assert [point["num_z0"] for point in curve] == [1, 3]
+    assert curve[1]["crel_rho"] == np.mean(out["crel_rho"])  # exactly: the same search
+    assert curve[1]["converged"] == np.mean(out["converged"])
+    assert curve[1]["se"] == pytest.approx(np.std(out["crel_rho"], ddof=1) / np.sqrt(test.sum()))

@@ -3,7 +3,7 @@ import json
 
 import pytest
 import yaml
-from conftest import dry_run_jobs, finished_run, run_snakemake
+from conftest import REPO, dry_run_jobs, finished_run, run_snakemake
 
 pytestmark = pytest.mark.slow
 TRAINING_OR_GENERATION = {"miniworld_split", "word_tokenizer", "train_clip", "train_bert", "train_captioner", "generate_captions", "image_features", "text_features", "i2t_fit"}
@@ -27,6 +27,48 @@ def test_every_output_of_the_track_is_written(finished):
         assert (reports / name).stat().st_size > 0, name
     table = (reports / "table2_alpha0.2.md").read_text()
     assert table.count("mini-blip") == 2 and table.count("mini-git") == 2  # two metrics each
+
+
+def test_fig6_at_table2s_num_z0_is_table2s_number_and_the_search_is_recorded(finished):
+    import polars as pl
+
+    table = pl.read_parquet(finished / "results/crel_i2t/table2_alpha0.2.parquet")
+    for row in table.iter_rows(named=True):
+        curve = pl.read_parquet(finished / f"results/crel_i2t/{row['model']}/{row['metric']}/num_z0_alpha0.2.parquet")
+        assert curve.filter(pl.col("num_z0") == 4)["crel_rho"].item() == row["crel_rho"]  # the same search, exactly
+        assert {"se", "converged"} <= set(curve.columns)
+        assert row["reconstruction"] + row["worst_case"] == pytest.approx(row["delta"])
+        assert 0.0 <= row["worst_nn_distance"] <= 2.0 and 0.0 <= row["reference_nn_distance"] <= 2.0
+    markdown = (finished / "reports/crel_i2t/table2_alpha0.2.md").read_text()
+    assert "ρ at own code" in markdown and "nearest real caption" in markdown
+
+
+def test_the_temperature_ablation_samples_one_captioner_at_each_temperature(finished):
+    jobs = dry_run_jobs(finished, "crel_i2t_temperature", ("config/config.yaml", "config/i2t.yaml"))
+    assert jobs["generate_captions"] == 2 * 2 and jobs["i2t_evaluate"] == 2 * 2  # 2 temperatures x 2 shards / metrics
+    assert "train_captioner" not in jobs  # the sweep reuses the trained captioner
+    result = _snakemake(finished, "crel_i2t_temperature")
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = (finished / "reports/crel_i2t/temperature_alpha0.2.md").read_text()
+    assert table.count("| 0.7 ") == 2 and table.count("| 1.3 ") == 2, table
+
+
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ({"condition": "reference"}, "condition"),
+        ({"reliability": {"num_z0": 3, "steps": 8, "lr": 0.05}}, "num_z0_curve"),
+        ({"temperature_sweep": {"model": "mini-ofa", "temperatures": [0.7, 1.3]}}, "temperature_sweep.model"),
+    ],
+)  # fmt: skip
+def test_bad_image_to_text_options_are_refused_naming_the_key(tmp_path, section, key):
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text((REPO / ".test/config/config.yaml").read_text())
+    config = yaml.safe_load((REPO / ".test/config/i2t.yaml").read_text())
+    config["crel"]["image_to_text"].update(section)
+    (tmp_path / "config/i2t.yaml").write_text(yaml.safe_dump(config))
+    result = _snakemake(tmp_path, "crel_i2t", "-n")
+    assert result.returncode != 0 and key in result.stderr + result.stdout, result.stderr[-2000:]
 
 
 def test_the_tiny_clip_retrieves_above_its_floor(finished):

@@ -241,12 +241,15 @@ class CReL:
         seed: int = 0,
         device: str | torch.device | None = None,
         extra_starts: np.ndarray | None = None,
+        **pgd_options,
     ) -> tuple[np.ndarray, np.ndarray]:
         """CReL-ρ: min over z ∈ S^γcal(x) of ρ(Dec(z, x), gt), per row (Eq. 8).
 
         ``device`` (e.g. ``"cuda"``) runs the projected gradient descent and the decoder there;
         the default keeps everything on the CPU in numpy. ``extra_starts`` (n, r), e.g. the codes
         of the model's own outputs, join the random starts where they lie in the region.
+        ``pgd_options`` go to :func:`condeval.crel.reliability.reliability_score` (stopping rule,
+        ``return_info`` for the per-row convergence record, which then comes third).
 
         Returns
         -------
@@ -260,7 +263,7 @@ class CReL:
         if device is None:
             return reliability_score(
                 self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,
-                num_z0=num_z0, steps=steps, lr=lr, seed=seed, extra_starts=extra_starts,
+                num_z0=num_z0, steps=steps, lr=lr, seed=seed, extra_starts=extra_starts, **pgd_options,
             )  # fmt: skip
         device = torch.device(device)
         U, b, gt, X = (torch.as_tensor(a, dtype=torch.float64, device=device) for a in (U, b, gt, X))
@@ -270,7 +273,7 @@ class CReL:
         try:
             return reliability_score(
                 self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,
-                num_z0=num_z0, steps=steps, lr=lr, seed=seed, extra_starts=extra_starts,
+                num_z0=num_z0, steps=steps, lr=lr, seed=seed, extra_starts=extra_starts, **pgd_options,
             )  # fmt: skip
         finally:
             self.lgm.to("cpu")

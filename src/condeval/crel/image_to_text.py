@@ -11,8 +11,10 @@ metric    Y (what the VAE models)          ground truth GT in ρ(Ŷ, GT) = cos(�
 ``bert``  BERT [CLS] feature of the caption BERT [CLS] feature of the evaluation caption
 ========  ===============================  ==========================================
 
-The DQR's condition is the image feature and the evaluation caption's BERT feature side by side
-(the paper's "input size p + d"): both are known for a test item before any caption is sampled.
+The condition X (``crel.image_to_text.condition``) is the image feature alone (``image``, Sec. 4.2
+conditions on the image), or the image feature and the evaluation caption's BERT feature side by
+side (``image+reference``, an earlier reading of the paper's "input size p + d", which puts
+BERT-SIM's ground truth inside the condition).
 """
 
 from __future__ import annotations
@@ -21,9 +23,15 @@ import numpy as np
 import polars as pl
 
 __all__ = [
+    "CONDITIONS",
     "FOLDS",
     "FOLD_FRACTIONS",
     "METRICS",
+    "condition_features",
+    "decoded_points",
+    "nearest_distances",
+    "manifold_check",
+    "temperature_table",
     "assign_folds",
     "metric_arrays",
     "cosine_rows",
@@ -42,6 +50,7 @@ FEATURE_SOURCES = ("image", "reference_bert", "caption_clip", "caption_bert")
 FOLDS = ("vae", "dqr", "cal", "test")
 FOLD_FRACTIONS = (0.75, 0.15, 0.05, 0.05)  # Sec. 4.2: VAE, DQR, calibration, test
 METRICS = ("clip", "bert")
+CONDITIONS = ("image", "image+reference")
 
 
 def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] = FOLD_FRACTIONS) -> np.ndarray:
@@ -86,16 +95,37 @@ def aligned_features(shards: dict[str, list]) -> tuple[np.ndarray, dict[str, np.
     return ids, arrays
 
 
-def item_arrays(shards: dict[str, list], metric: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def item_arrays(shards: dict[str, list], metric: str, seed: int, condition: str = "image") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(image ids, X, Y, GT, folds) of one metric from the :data:`FEATURE_SOURCES` shard lists."""
     ids, features = aligned_features({name: shards[name] for name in FEATURE_SOURCES})
-    X, Y, GT = metric_arrays(metric, **features)
+    X, Y, GT = metric_arrays(metric, **features, condition=condition)
     return ids, X, Y, GT, assign_folds(ids, seed)
 
 
-def num_z0_curve(crel, X_test, GT_test, num_z0s, *, steps: int, lr: float, seed: int, device=None) -> list[float]:
-    """Mean CReL-ρ over the test items for each number of random PGD starts (Fig. 6); calibrated ``crel``."""
-    return [float(np.mean(crel.reliability(X_test, GT_test, num_z0=int(k), steps=steps, lr=lr, seed=seed, device=device)[0])) for k in num_z0s]
+def num_z0_curve(crel, X_test, Y_test, GT_test, num_z0s, *, steps: int, lr: float, seed: int, device=None, **stopping) -> list[dict]:
+    """CReL-ρ against the number of random PGD starts (Fig. 6); ``crel`` calibrated.
+
+    Each point runs the very search of :func:`evaluate_crel` (same seed, the items' own codes as
+    extra starts, same stopping rule), so the point at Table 2's ``num_z0`` is Table 2's CReL-ρ.
+    Returns per ``num_z0``: the mean CReL-ρ, its standard error over the items and the fraction of
+    items whose search converged.
+    """
+    curve = []
+    for k in num_z0s:
+        out = _worst_case(crel, X_test, Y_test, GT_test, num_z0=int(k), steps=steps, lr=lr, seed=seed, device=device, **stopping)
+        worst = out["crel_rho"]
+        se = float(np.std(worst, ddof=1) / np.sqrt(len(worst))) if len(worst) > 1 else float("nan")
+        curve.append({"num_z0": int(k), "crel_rho": float(np.mean(worst)), "se": se, "converged": float(np.mean(out["converged"]))})
+    return curve
+
+
+def decoded_points(crel, z: np.ndarray, X: np.ndarray | None = None) -> np.ndarray:
+    """Unit rows ``Dec(z, x) / ||Dec(z, x)||`` of latent points ``z`` (n, r) under conditions ``X``."""
+    import torch
+
+    with torch.no_grad():
+        decoded = crel.decode_torch(torch.as_tensor(np.asarray(z)), None if X is None else torch.as_tensor(X)).double().numpy()
+    return decoded / np.linalg.norm(decoded, axis=1, keepdims=True)
 
 
 def nearest_captions(crel, z: np.ndarray, gallery: np.ndarray, texts: list[str], X: np.ndarray | None = None) -> list[str]:
@@ -104,12 +134,46 @@ def nearest_captions(crel, z: np.ndarray, gallery: np.ndarray, texts: list[str],
     ``gallery`` (m, d) holds unit features of the real captions ``texts``; this is how Fig. 4 puts
     words on a model's worst case, which is a point in feature space, not a sentence.
     """
-    import torch
-
-    with torch.no_grad():
-        decoded = crel.decode_torch(torch.as_tensor(np.asarray(z)), None if X is None else torch.as_tensor(X)).double().numpy()
-    decoded /= np.linalg.norm(decoded, axis=1, keepdims=True)
+    decoded = decoded_points(crel, z, X)
     return [texts[k] for k in np.argmax(decoded @ np.asarray(gallery, np.float64).T, axis=1)]
+
+
+def nearest_distances(points: np.ndarray, gallery: np.ndarray, exclude: np.ndarray | None = None, chunk: int = 1024) -> np.ndarray:
+    """Cosine distance ``1 − max_j cos(points_i, gallery_j)`` from each point to its nearest gallery row.
+
+    ``exclude`` (n,) names, per point, one gallery row to leave out (a real caption's own row, for
+    its distance to the nearest *other* caption); -1 leaves none out.
+    """
+    points = np.asarray(points, np.float64) / np.linalg.norm(points, axis=1, keepdims=True)
+    gallery = np.asarray(gallery, np.float64) / np.linalg.norm(gallery, axis=1, keepdims=True)
+    if len(gallery) < 2:
+        raise ValueError(f"the gallery needs at least 2 rows; got {len(gallery)}")
+    out = np.empty(len(points))
+    for s in range(0, len(points), chunk):
+        cos = points[s : s + chunk] @ gallery.T
+        if exclude is not None:
+            rows = np.arange(len(cos))
+            own = np.asarray(exclude[s : s + chunk])
+            cos[rows[own >= 0], own[own >= 0]] = -np.inf
+        out[s : s + chunk] = 1.0 - cos.max(axis=1)
+    return out
+
+
+def manifold_check(worst: np.ndarray, sampled: np.ndarray, gallery: np.ndarray, own_rows: np.ndarray) -> dict[str, np.ndarray]:
+    """How far each item's worst case lies from real captions, beside how far real captions lie.
+
+    ``worst`` (n, d): decoded worst-case points; ``sampled`` (n, d): the captions the model wrote;
+    ``gallery`` (m, d): features of the real (evaluation) captions; ``own_rows`` (n,): each item's
+    own row of ``gallery``. Returns per item the cosine distance to the nearest real caption of the
+    worst case (``worst_nn_distance``) and of the sampled caption (``caption_nn_distance``), and
+    the distance of the item's own real caption to the nearest other one (``reference_nn_distance``).
+    A worst case near the feature manifold is no farther than real captions are from each other.
+    """
+    return {
+        "worst_nn_distance": nearest_distances(worst, gallery),
+        "caption_nn_distance": nearest_distances(sampled, gallery),
+        "reference_nn_distance": nearest_distances(np.asarray(gallery)[own_rows], gallery, exclude=np.asarray(own_rows)),
+    }
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -118,13 +182,26 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def metric_arrays(metric: str, image: np.ndarray, reference_bert: np.ndarray, caption_clip: np.ndarray, caption_bert: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def condition_features(condition: str, image: np.ndarray, reference_bert: np.ndarray) -> np.ndarray:
+    """The condition X of every item: ``image`` (the CLIP image feature) or ``image+reference``
+    (it and the evaluation caption's BERT feature side by side)."""
+    if condition == "image":
+        return np.asarray(image)
+    if condition == "image+reference":
+        return np.hstack([image, reference_bert])
+    raise ValueError(f"crel.image_to_text.condition: unknown condition {condition!r}; expected one of {CONDITIONS}")
+
+
+def metric_arrays(
+    metric: str, image: np.ndarray, reference_bert: np.ndarray, caption_clip: np.ndarray, caption_bert: np.ndarray, *, condition: str = "image"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(condition X, output Y, ground truth GT) of one metric, row-aligned per item.
 
     ``image``: CLIP image features; ``reference_bert``: BERT features of the evaluation captions;
-    ``caption_clip`` / ``caption_bert``: features of the model's sampled captions.
+    ``caption_clip`` / ``caption_bert``: features of the model's sampled captions; ``condition``:
+    see :func:`condition_features`.
     """
-    condition = np.hstack([image, reference_bert])
+    condition = condition_features(condition, image, reference_bert)
     if metric == "clip":
         return condition, caption_clip, image
     if metric == "bert":
@@ -132,34 +209,59 @@ def metric_arrays(metric: str, image: np.ndarray, reference_bert: np.ndarray, ca
     raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
 
 
-def evaluate_crel(crel, X_cal, Y_cal, X_test, Y_test, GT_test, *, alpha: float, num_z0: int, steps: int, lr: float, seed: int, device=None) -> dict[str, np.ndarray]:
+def evaluate_crel(crel, X_cal, Y_cal, X_test, Y_test, GT_test, *, alpha: float, num_z0: int, steps: int, lr: float, seed: int, device=None, **stopping) -> dict[str, np.ndarray]:
     """Calibrate on the calibration fold, then score every test item.
 
     Returns per test item: ``rho`` (cos of the sampled caption's feature to GT), ``crel_rho`` (the
     worst ρ in the calibrated region, Eq. 8), ``covered`` (E(y) ∈ S^γ(x)), ``rho_own_code`` (ρ of
-    the decoded latent code of the item's own caption) and ``z_worst``. The own code is one of
-    the PGD starts, so for a covered item ``crel_rho <= rho_own_code``.
+    the decoded latent code of the item's own caption), ``z_worst``, and the search's record
+    (``converged``, ``last_improvement``, ``steps_run``; ``stopping`` sets its rule, see
+    :func:`condeval.crel.reliability.reliability_score`). The own code is one of the PGD starts,
+    so for a covered item ``crel_rho <= rho_own_code``.
     """
-    import torch
-
     crel.calibrate(X_cal, Y_cal, alpha)
-    codes = crel.encode(X_test, Y_test)
-    covered = crel.contains(X_test, Y_test)
-    worst, z_worst = crel.reliability(X_test, GT_test, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, extra_starts=codes)
-    with torch.no_grad():
-        decoded = crel.decode_torch(torch.as_tensor(codes), torch.as_tensor(X_test)).double().numpy()
+    out = _worst_case(crel, X_test, Y_test, GT_test, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, **stopping)
     return {
         "rho": cosine_rows(Y_test, GT_test),
-        "crel_rho": worst,
-        "covered": covered,
-        "rho_own_code": cosine_rows(decoded, GT_test),
-        "z_worst": z_worst,
-        "gamma_cal": np.full(len(worst), crel.gamma_cal_),
+        **out,
+        "covered": crel.contains(X_test, Y_test),
+        "gamma_cal": np.full(len(X_test), crel.gamma_cal_),
     }
+
+
+def _worst_case(crel, X, Y, GT, *, num_z0: int, steps: int, lr: float, seed: int, device=None, **stopping) -> dict[str, np.ndarray]:
+    """The one search behind Table 2 and Fig. 6: ``num_z0`` random starts plus each item's own code."""
+    codes = crel.encode(X, Y)
+    worst, z_worst, info = crel.reliability(
+        X, GT, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, extra_starts=codes, return_info=True, **stopping
+    )
+    return {"crel_rho": worst, "rho_own_code": cosine_rows(decoded_points(crel, codes, X), GT), "z_worst": z_worst, **info}
+
+
+def temperature_table(scores: pl.DataFrame, temperatures: dict[str, float]) -> pl.DataFrame:
+    """Table 2's summary of one captioner sampled at several temperatures (the temperature ablation).
+
+    ``scores``: per-item scores whose ``model`` column names the variants, keys of ``temperatures``
+    (variant name → temperature). Ranks are across temperatures within a metric.
+    """
+    unknown = set(scores["model"].unique().to_list()) - set(temperatures)
+    if unknown:
+        raise ValueError(f"scores of {sorted(unknown)}, which no temperature names")
+    return table2(scores).with_columns(pl.col("model").replace_strict(temperatures, return_dtype=pl.Float64).alias("temperature"))
 
 
 def _ranks(values: pl.Expr) -> pl.Expr:
     return values.rank(method="min", descending=True).cast(pl.Int64)
+
+
+#: Optional per-item columns of the scores and how Table 2 summarises them (mean or median).
+_TABLE2_EXTRAS = {
+    "rho_own_code": pl.mean,
+    "converged": pl.mean,
+    "worst_nn_distance": pl.median,
+    "caption_nn_distance": pl.median,
+    "reference_nn_distance": pl.median,
+}
 
 
 def table2(scores: pl.DataFrame) -> pl.DataFrame:
@@ -167,10 +269,18 @@ def table2(scores: pl.DataFrame) -> pl.DataFrame:
 
     One row per (model, metric): mean ρ and its rank, CReL-ρ (the mean of the per-item worst
     cases) and its rank, Δ = CReL-ρ − ρ; rank 1 is the most reliable model of that metric.
+    Where the scores hold them: mean ρ at the items' own decoded codes (``rho_own_code``), with Δ
+    split into ``reconstruction`` = ρ(own code) − ρ and ``worst_case`` = CReL-ρ − ρ(own code);
+    the fraction of converged searches; median nearest-real-caption distances (:func:`manifold_check`).
     """
+    extras = [summarise(name).alias(name) for name, summarise in _TABLE2_EXTRAS.items() if name in scores.columns]
     summary = scores.group_by("metric", "model", maintain_order=True).agg(
-        pl.col("rho").mean().alias("mean_rho"), pl.col("crel_rho").mean().alias("crel_rho"), pl.len().alias("n_test")
+        pl.col("rho").mean().alias("mean_rho"), pl.col("crel_rho").mean().alias("crel_rho"), pl.len().alias("n_test"), *extras
     )
+    if "rho_own_code" in summary.columns:
+        summary = summary.with_columns(
+            (pl.col("rho_own_code") - pl.col("mean_rho")).alias("reconstruction"), (pl.col("crel_rho") - pl.col("rho_own_code")).alias("worst_case")
+        )
     return summary.with_columns(
         (pl.col("crel_rho") - pl.col("mean_rho")).alias("delta"),
         _ranks(pl.col("mean_rho")).over("metric").alias("rank_mean"),

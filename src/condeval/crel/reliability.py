@@ -51,7 +51,11 @@ def reliability_score(
     progress: bool | None = None,
     tol: float = 1e-9,
     extra_starts=None,
-) -> tuple[np.ndarray, np.ndarray]:
+    patience: int = 10,
+    min_improvement: float = 1e-4,
+    early_stop: bool = False,
+    return_info: bool = False,
+):
     """CReL reliability ρ_i = min over ``S^γ(x_i)`` of the similarity to ``gt_i`` (Eq. 8).
 
     Parameters
@@ -100,6 +104,15 @@ def reliability_score(
         Points evaluated beside the random starts, e.g. the latent code of the model's own
         output. Those inside ``S^γ(x_i)`` count as starts, so the score is at most the
         similarity there; those outside are replaced by a point of ``R(x_i)``.
+    patience : int, default 10
+        Window, in PGD steps, over which convergence is judged: a row has converged when its best
+        similarity fell by at most ``min_improvement`` over the last ``patience`` steps.
+    min_improvement : float, default 1e-4
+        Improvement of the best similarity below which a row counts as converged.
+    early_stop : bool, default False
+        Stop a batch once every row has converged (False runs all ``steps``, the paper's rule).
+    return_info : bool, default False
+        Also return the per-row convergence record (below).
 
     Returns
     -------
@@ -108,14 +121,18 @@ def reliability_score(
         any of the evaluated feasible starts.
     z_worst : ndarray, shape (n, r)
         The latent point of ``S^γ(x_i)`` where it is attained.
+    info : dict of ndarray, only with ``return_info``
+        ``last_improvement`` (n,): how much the best similarity fell over the last ``patience``
+        steps run; ``converged`` (n,): ``last_improvement <= min_improvement`` after at least
+        ``patience`` steps; ``steps_run`` (n,): PGD steps taken in the row's batch.
 
     Raises
     ------
     EmptyRegionError
         If some ``R(x_i)`` is empty.
     """
-    if num_z0 < 1 or steps < 0 or batch_size < 1 or refine_top < 1:
-        raise ValueError("num_z0, batch_size and refine_top must be >= 1 and steps >= 0")
+    if num_z0 < 1 or steps < 0 or batch_size < 1 or refine_top < 1 or patience < 1 or min_improvement < 0:
+        raise ValueError("num_z0, batch_size, refine_top and patience must be >= 1, steps and min_improvement >= 0")
     device = device_of(gt, U, b)
     U_t, b_t = _poly._prepare_ub(U, b, device)
     n, r = b_t.shape[0], U_t.shape[1]
@@ -131,22 +148,28 @@ def reliability_score(
     if gt_t.shape[0] != n or (x_t is not None and x_t.shape[0] != n):
         raise ValueError(f"gt and x must have {n} rows (one per row of b)")
     gen = torch.Generator(device=device).manual_seed(int(seed))
-    cfg = dict(num_z0=num_z0, steps=steps, lr=lr, init_scale=init_scale, tol=tol, gen=gen)
+    stop = dict(patience=patience, min_improvement=min_improvement, early_stop=early_stop)
+    cfg = dict(num_z0=num_z0, steps=steps, lr=lr, init_scale=init_scale, tol=tol, gen=gen, stop=stop)
     cfg["top"] = min(refine_top, num_z0)
     scores = np.empty(n)
     z_worst = np.empty((n, r))
+    improvement, steps_run = np.empty(n), np.empty(n, dtype=np.int64)
     starts = range(0, n, batch_size)
     for s in progress_bar(starts, desc="CReL reliability", unit="batch", enabled=progress is not False):
         e = min(n, s + batch_size)
         sl = slice(s, e)
         batch = (U_t, b_t[sl], g[sl], gt_t[sl], None if x_t is None else x_t[sl], c_t[sl], None if e_t is None else e_t[sl])
         try:
-            val, z = _batch_worst(decode, similarity, *batch, **cfg)
+            val, z, gain, steps_run[sl] = _batch_worst(decode, similarity, *batch, **cfg)
         except _poly.EmptyRegionError as err:  # name the row of the full input
             raise _poly.shift_row_index(err, s) from None
         scores[sl] = val.detach().cpu().numpy()
         z_worst[sl] = z.detach().cpu().numpy()
-    return scores, z_worst
+        improvement[sl] = gain.detach().cpu().numpy()
+    if not return_info:
+        return scores, z_worst
+    converged = (improvement <= min_improvement) & (steps_run >= patience)
+    return scores, z_worst, {"last_improvement": improvement, "converged": converged, "steps_run": steps_run}
 
 
 def _centers(center, n: int, r: int, device) -> torch.Tensor:
@@ -159,8 +182,8 @@ def _centers(center, n: int, r: int, device) -> torch.Tensor:
 # --------------------------------------------------------------------------- one batch
 
 
-def _batch_worst(decode, similarity, U, b, g, gt, x, center, extra, *, num_z0, steps, lr, init_scale, tol, gen, top):
-    """Multi-start PGD for one batch of rows; returns (best value, best z)."""
+def _batch_worst(decode, similarity, U, b, g, gt, x, center, extra, *, num_z0, steps, lr, init_scale, tol, gen, top, stop):
+    """Multi-start PGD for one batch of rows; returns (best value, best z, last improvement, steps run)."""
     anchor = _poly._solve(U, b, center.contiguous(), tol=tol).X
     Z0 = _random_starts(U, b, g, anchor, num_z0, init_scale, gen)  # (B, J, r)
     if extra is not None:
@@ -173,9 +196,10 @@ def _batch_worst(decode, similarity, U, b, g, gt, x, center, extra, *, num_z0, s
     z = Z0.gather(1, j[..., None].expand(B, top, r)).reshape(B * top, r)
     if top > 1:
         b, g, gt, x = b.repeat_interleave(top, 0), g.repeat_interleave(top), _repeat(gt, top), _repeat(x, top)
-    val, z = _pgd(decode, similarity, U, b, g, gt, x, z, start_val.reshape(-1), steps=steps, lr=lr, tol=tol)
+    val, z, gain, steps_run = _pgd(decode, similarity, U, b, g, gt, x, z, start_val.reshape(-1), steps=steps, lr=lr, tol=tol, **stop)
     best, k = val.reshape(B, top).min(dim=1)
-    return best, z.reshape(B, top, r)[torch.arange(B, device=z.device), k]
+    rows = torch.arange(B, device=z.device)
+    return best, z.reshape(B, top, r)[rows, k], gain.reshape(B, top)[rows, k], steps_run
 
 
 def _feasible_or_anchor(U, b, g, anchor, extra, tol):
@@ -233,23 +257,35 @@ def _ray_lengths(U, b, anchor, V, chunk: int = 128) -> torch.Tensor:
     return 1.0 / inv_t
 
 
-def _pgd(decode, similarity, U, b, g, gt, x, z, best_val, *, steps, lr, tol):
-    """Projected gradient descent on the similarity, keeping the best iterate."""
+def _pgd(decode, similarity, U, b, g, gt, x, z, best_val, *, steps, lr, tol, patience, min_improvement, early_stop):
+    """Projected gradient descent on the similarity, keeping the best iterate.
+
+    Returns the best value and point, how much the best value fell over the last ``patience``
+    steps, and the number of steps taken (fewer than ``steps`` when ``early_stop`` ends it).
+    """
     best_z = z.clone()
+    history = [best_val]  # history[t]: the best value once the iterate after step t is evaluated
     warm = None
-    for _ in range(steps):
+    for t in range(steps):
         zr = z.detach().requires_grad_(True)
         val = _evaluate(decode, similarity, zr, x, gt)
         (grad,) = torch.autograd.grad(val.sum(), zr)
         best_val, best_z = _keep_best(best_val, best_z, val.detach().double(), z)
+        if t > 0:  # the iterate after step t - 1 was just evaluated
+            history.append(best_val)
+        if early_stop and len(history) > patience and (history[-1 - patience] - best_val).max() <= min_improvement:
+            break
         step = torch.nan_to_num(grad.double(), nan=0.0, posinf=0.0, neginf=0.0)
         z, _, sol = _poly._project_region_prepared(U, b, g, z - lr * step, tol=tol, warm=warm)
         warm = (sol.A, sol.m)
-    if steps > 0:
-        with torch.no_grad():
-            val = _evaluate(decode, similarity, z, x, gt)
-        best_val, best_z = _keep_best(best_val, best_z, val.double(), z)
-    return best_val, best_z
+    else:
+        if steps > 0:
+            with torch.no_grad():
+                val = _evaluate(decode, similarity, z, x, gt)
+            best_val, best_z = _keep_best(best_val, best_z, val.double(), z)
+            history.append(best_val)
+    window = history[-1 - min(patience, len(history) - 1)]
+    return best_val, best_z, window - best_val, len(history) - 1
 
 
 def _keep_best(best_val, best_z, val, z):

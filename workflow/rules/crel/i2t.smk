@@ -77,6 +77,7 @@ rule i2t_fit:
     params:
         vae=canonical(I2T["vae"]),
         dqr=canonical({**I2T["dqr"], "quantile_level": CREL["dqr"]["quantile_level"]}),
+        condition=I2T["condition"],
         seed=I2T["seed"],
     log:
         "logs/crel_i2t/fit_{model}_{metric}.log",
@@ -93,9 +94,11 @@ rule i2t_fit:
 
 
 rule i2t_evaluate:
-    """Calibrate at alpha; rho and CReL-rho (PGD, num_z0 starts) of every test image; the num_z0 curve (Fig. 6)."""
+    """Calibrate at alpha; rho and CReL-rho (PGD, num_z0 starts) of every test image, the worst cases'
+    distance to real captions; the num_z0 curve (Fig. 6) with the same search."""
     input:
         unpack(i2t_feature_inputs),
+        unpack(i2t_evaluate_inputs),
         lgm="results/crel_i2t/{model}/{metric}/lgm.ckpt",
         dqr="results/crel_i2t/{model}/{metric}/dqr.ckpt",
     output:
@@ -105,6 +108,7 @@ rule i2t_evaluate:
         **I2T_WILDCARDS,
     params:
         reliability=canonical(I2T["reliability"]),
+        condition=I2T["condition"],
         num_z0s=I2T["num_z0_curve"],
         seed=I2T["seed"],
     log:

@@ -6,9 +6,35 @@ I2T = CREL["image_to_text"]
 I2T_MODELS = list(I2T["models"])
 I2T_METRICS = ["clip", "bert"]
 I2T_ALPHA = f"{I2T['alpha']:g}"
+if I2T["reliability"]["num_z0"] not in I2T["num_z0_curve"]:
+    raise ValueError(
+        f"crel.image_to_text.num_z0_curve {I2T['num_z0_curve']} must hold reliability.num_z0 = {I2T['reliability']['num_z0']} (Fig. 6's point there is Table 2's CReL-rho)"
+    )
+
+
+def temperature_variant(model, temperature):
+    """The name of ``model`` sampled at ``temperature`` (the temperature ablation): ``<model>-temp<100·T>``."""
+    return f"{model}-temp{round(100 * temperature):03d}"
+
+
+def temperature_variants():
+    """{variant name: (model, temperature)} of crel.image_to_text.temperature_sweep (empty without one)."""
+    sweep = I2T.get("temperature_sweep")
+    if sweep is None:
+        return {}
+    if sweep["model"] not in I2T["models"]:
+        raise ValueError(f"crel.image_to_text.temperature_sweep.model {sweep['model']!r} is not one of crel.image_to_text.models {I2T_MODELS}")
+    variants = {temperature_variant(sweep["model"], t): (sweep["model"], t) for t in sweep["temperatures"]}
+    if len(variants) != len(sweep["temperatures"]):
+        raise ValueError(f"crel.image_to_text.temperature_sweep.temperatures {sweep['temperatures']} collide at 0.01")
+    return variants
+
+
+# A variant runs the per-model rules (generation, features, fit, evaluate) like a model of its own.
+I2T_VARIANTS = temperature_variants()
 
 I2T_WILDCARDS = {
-    "model": "|".join(I2T_MODELS),
+    "model": "|".join([*I2T_MODELS, *I2T_VARIANTS]),
     "metric": "clip|bert",
     "shard": r"\d+",
     "alpha": r"0\.\d+|\de-\d+",
@@ -22,8 +48,9 @@ register_caption_source("captions", GENERATED_CAPTIONS)
 
 def captioner_inputs(wildcards):
     """A captioner as an input: the manifest of the folder train_captioner saves, or the configured folder."""
-    section = I2T["models"][wildcards.model]
-    return section["path"] if "path" in section else saved_manifest(f"results/crel_i2t/captioners/{wildcards.model}")
+    model = I2T_VARIANTS.get(wildcards.model, (wildcards.model,))[0]
+    section = I2T["models"][model]
+    return section["path"] if "path" in section else saved_manifest(f"results/crel_i2t/captioners/{model}")
 
 
 def captioner_train_inputs(wildcards):
@@ -39,8 +66,28 @@ def captioner_train_params(wildcards):
 
 
 def captioner_sampling(wildcards):
+    """generate()'s keywords: the shared crel.image_to_text.sampling, a model's own temperature if it
+    sets one (the default config sets none), a variant's sweep temperature."""
+    if wildcards.model in I2T_VARIANTS:
+        return canonical({**I2T["sampling"], "temperature": I2T_VARIANTS[wildcards.model][1]})
     section = I2T["models"][wildcards.model]
-    return canonical({**I2T["sampling"], "temperature": section.get("temperature", 1.0)})
+    return canonical({**I2T["sampling"], **({"temperature": section["temperature"]} if "temperature" in section else {})})
+
+
+def i2t_evaluate_inputs(wildcards):
+    """What i2t_evaluate reads beyond :func:`i2t_feature_inputs`: the real captions' features in the
+    metric's space (the manifold check's gallery)."""
+    return {"gallery": feature_shards(wildcards.metric, REFERENCE_SOURCE)}
+
+
+def i2t_temperature_scores(wildcards):
+    return expand("results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet", model=I2T_VARIANTS, metric=I2T_METRICS, alpha=wildcards.alpha)
+
+
+def i2t_temperature_targets(wildcards):
+    if not I2T_VARIANTS:
+        raise ValueError("target 'crel_i2t_temperature' needs the config key crel.image_to_text.temperature_sweep (model, temperatures)")
+    return [f"reports/crel_i2t/temperature_alpha{I2T_ALPHA}.md"]
 
 
 def i2t_feature_inputs(wildcards):

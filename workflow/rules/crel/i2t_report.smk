@@ -79,6 +79,8 @@ rule i2t_fig6:
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
+    params:
+        num_z0=I2T["reliability"]["num_z0"],
     log:
         "logs/crel_i2t/fig6_alpha{alpha}.log",
     conda:
@@ -109,3 +111,32 @@ rule i2t_card:
     threads: 1
     script:
         "../../scripts/crel/i2t_card.py"
+
+
+rule i2t_temperature:
+    """The temperature ablation: one captioner sampled at each temperature of crel.image_to_text.temperature_sweep."""
+    input:
+        i2t_temperature_scores,
+    output:
+        report(
+            "reports/crel_i2t/temperature_alpha{alpha}.md",
+            caption="../../report/crel/i2t_temperature.rst",
+            category="CReL image-to-text",
+        ),
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    params:
+        temperatures={name: temperature for name, (_, temperature) in I2T_VARIANTS.items()},
+    log:
+        "logs/crel_i2t/temperature_alpha{alpha}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/i2t_temperature.py"
+
+
+rule crel_i2t_temperature:
+    """Opt-in ablation: the temperature table (crel.image_to_text.temperature_sweep)."""
+    input:
+        i2t_temperature_targets,

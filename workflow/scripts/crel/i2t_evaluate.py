@@ -1,4 +1,6 @@
-"""Snakemake adapter: calibrate CReL at alpha, score every test image, and sweep num_z0 (Fig. 6)."""
+"""Snakemake adapter: calibrate CReL at alpha, score every test image, check its worst case against
+real captions, and sweep num_z0 (Fig. 6) with the same search."""
+import numpy as np
 import polars as pl
 import torch
 
@@ -6,26 +8,33 @@ from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
 from condeval.core.devices import device_for_gpus
 from condeval.crel import CReL
-from condeval.crel.image_to_text import evaluate_crel, item_arrays, num_z0_curve
+from condeval.crel.image_to_text import decoded_points, evaluate_crel, item_arrays, manifold_check, num_z0_curve
+from condeval.encoders.features import read_feature_shards
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, i, w = snakemake.params, snakemake.input, snakemake.wildcards
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
-ids, X, Y, GT, folds = item_arrays(i, w.metric, p.seed)
+ids, X, Y, GT, folds = item_arrays(i, w.metric, p.seed, condition=p.condition)
 cal, test = folds == "cal", folds == "test"
 crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine")
-rel = dict(p.reliability)
-scores = evaluate_crel(
-    crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=float(w.alpha),
-    num_z0=rel["num_z0"], steps=rel["steps"], lr=rel["lr"], seed=p.seed, device=device,
-)  # fmt: skip
+search = {**dict(p.reliability), "seed": p.seed, "device": device}
+num_z0 = search.pop("num_z0")
+scores = evaluate_crel(crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=float(w.alpha), num_z0=num_z0, **search)
+gallery_ids, gallery, _ = read_feature_shards(list(i.gallery))
+if not np.array_equal(gallery_ids, ids):
+    raise ValueError(f"{i.gallery[0]}...: the real captions' feature shards cover other image ids than the model's")
+scores.update(manifold_check(decoded_points(crel, scores["z_worst"], X[test]), Y[test], gallery, np.flatnonzero(test)))
 z_worst = scores.pop("z_worst")
 frame = pl.DataFrame({"image_id": ids[test], "model": w.model, "metric": w.metric, **scores}).with_columns(
     pl.Series("z_worst", z_worst.tolist())
 )
 write_parquet(frame, snakemake.output.scores)
-log.info("%s/%s: mean rho %.4f, CReL-rho %.4f, test coverage %.3f", w.model, w.metric, frame["rho"].mean(), frame["crel_rho"].mean(), frame["covered"].mean())
-curve = num_z0_curve(crel, X[test], GT[test], p.num_z0s, steps=rel["steps"], lr=rel["lr"], seed=p.seed, device=device)
-write_parquet(pl.DataFrame({"model": w.model, "metric": w.metric, "num_z0": list(p.num_z0s), "crel_rho": curve}), snakemake.output.num_z0)
-log.info("num_z0 curve: %s", dict(zip(p.num_z0s, curve)))
+log.info(
+    "%s/%s: mean rho %.4f, rho at own code %.4f, CReL-rho %.4f, test coverage %.3f, converged %.3f; nearest real caption: worst case %.4f, sampled %.4f, real %.4f (medians)",
+    w.model, w.metric, frame["rho"].mean(), frame["rho_own_code"].mean(), frame["crel_rho"].mean(), frame["covered"].mean(), frame["converged"].mean(),
+    frame["worst_nn_distance"].median(), frame["caption_nn_distance"].median(), frame["reference_nn_distance"].median(),
+)  # fmt: skip
+curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, **search)
+write_parquet(pl.DataFrame(curve).with_columns(pl.lit(w.model).alias("model"), pl.lit(w.metric).alias("metric")), snakemake.output.num_z0)
+log.info("num_z0 curve: %s", curve)

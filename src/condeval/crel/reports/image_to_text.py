@@ -21,6 +21,7 @@ from condeval.crel import paper  # noqa: E402
 __all__ = [
     "METRIC_LABELS",
     "table2_markdown",
+    "temperature_markdown",
     "plot_violins",
     "plot_num_z0",
     "example_images",
@@ -47,8 +48,10 @@ def table2_markdown(table: pl.DataFrame) -> str:
             "metric": METRIC_LABELS[r["metric"]],
             "model": r["model"],
             "ρ (mean)": f"{r['mean_rho']:.4f}^{r['rank_mean']}",
+            **_own_code_cells(r),
             "CReL-ρ": f"{r['crel_rho']:.4f}^{r['rank_crel']}",
             "Δ": f"{r['delta']:+.4f}",
+            **_worst_case_cells(r),
             "rank change": _rank_change(r["rank_mean"], r["rank_crel"]),
             "test images": r["n_test"],
         }
@@ -56,6 +59,47 @@ def table2_markdown(table: pl.DataFrame) -> str:
             row["paper ρ"] = _paper_cell(r["model"], r["metric"], "mean_rho", "rank_mean")
             row["paper CReL-ρ"] = _paper_cell(r["model"], r["metric"], "crel_rho", "rank_crel")
         rows.append(row)
+    return markdown_table(pl.DataFrame(rows))
+
+
+def _own_code_cells(r: dict) -> dict[str, str]:
+    """ρ at the items' own decoded codes, where the scores hold it."""
+    return {"ρ at own code": f"{r['rho_own_code']:.4f}"} if "rho_own_code" in r else {}
+
+
+def _worst_case_cells(r: dict) -> dict[str, str]:
+    """Δ split at the own code, the converged share and the manifold check, where the scores hold them."""
+    cells = {}
+    if "reconstruction" in r:
+        cells["Δ reconstruction"] = f"{r['reconstruction']:+.4f}"
+        cells["Δ worst case"] = f"{r['worst_case']:+.4f}"
+    if "converged" in r:
+        cells["converged"] = f"{r['converged']:.3f}"
+    if "worst_nn_distance" in r:
+        cells["nearest real caption: worst / sampled / real"] = (
+            f"{r['worst_nn_distance']:.3f} / {r['caption_nn_distance']:.3f} / {r['reference_nn_distance']:.3f}"
+        )
+    return cells
+
+
+def temperature_markdown(table: pl.DataFrame) -> str:
+    """The temperature ablation as Markdown: per metric and temperature, ρ, ρ at own code, CReL-ρ and Δ.
+
+    ``table``: :func:`condeval.crel.image_to_text.table2` rows with a ``temperature`` column.
+    """
+    rows = [
+        {
+            "metric": METRIC_LABELS[r["metric"]],
+            "temperature": f"{r['temperature']:g}",
+            "ρ (mean)": f"{r['mean_rho']:.4f}",
+            **_own_code_cells(r),
+            "CReL-ρ": f"{r['crel_rho']:.4f}",
+            "Δ": f"{r['delta']:+.4f}",
+            **_worst_case_cells(r),
+            "test images": r["n_test"],
+        }
+        for r in table.sort("metric", "temperature").iter_rows(named=True)
+    ]
     return markdown_table(pl.DataFrame(rows))
 
 
@@ -92,14 +136,21 @@ def plot_violins(scores: pl.DataFrame, table: pl.DataFrame, path) -> None:
     plt.close(fig)
 
 
-def plot_num_z0(curve: pl.DataFrame, path) -> None:
-    """Fig. 6: mean CReL-ρ against the number of PGD starting points, per model and metric."""
+def plot_num_z0(curve: pl.DataFrame, path, num_z0: int | None = None) -> None:
+    """Fig. 6: mean CReL-ρ against the number of PGD starting points, per model and metric.
+
+    Error bars are one standard error over the test items (where ``curve`` has ``se``); a dotted
+    line marks Table 2's ``num_z0``, where the curve should be flat within them.
+    """
     metrics = [m for m in METRIC_LABELS if m in curve["metric"].unique().to_list()]
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.8), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         for model in sorted(curve["model"].unique().to_list()):
             part = curve.filter((pl.col("metric") == metric) & (pl.col("model") == model)).sort("num_z0")
-            ax.plot(part["num_z0"], part["crel_rho"], marker="o", label=model)
+            se = part["se"] if "se" in part.columns else None
+            ax.errorbar(part["num_z0"], part["crel_rho"], yerr=se, marker="o", capsize=2, label=model)
+        if num_z0 is not None:
+            ax.axvline(num_z0, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log")
         ax.set_xlabel(r"num$_{z_0}$")
         ax.set_ylabel(f"CReL-{METRIC_LABELS[metric]}")
