@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from condeval.crel.folds import load_fold
 from condeval.core.io import DataFileError, read_json, read_matrix, read_npz, read_parquet, write_parquet
+from condeval.crel.folds import load_fold
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from condeval.encoders.features import FeatureShardError, check_one_encoder, model_identity, read_feature_shards, write_feature_shard
+from condeval.encoders.features import (
+    FeatureShardError,
+    check_one_encoder,
+    model_identity,
+    read_feature_shards,
+    write_feature_shard,
+)
 
 META = {"encoder": {"name": "clip", "weights_sha256": "abc"}, "input": "val images"}
 

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from PIL import Image
-from safetensors.numpy import load_file, save_file
 from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
 from tqdm.auto import tqdm
 
 from condeval.core.io import atomic_path, files_sha256
