@@ -163,3 +163,18 @@ def test_every_checkpoint_load_says_weights_only():
     files = [p for folder in ("src", "workflow", "tests", "benchmarks", "tools") for p in sorted((REPO / folder).rglob("*.py"))]
     offenders = [hit for path in files for hit in _checkpoint_loads_without_weights_only(path)]
     assert offenders == []
+
+
+def test_json_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / "grid.json").write_bytes(b'{"label": "caf\xe9"}')  # Latin-1
+    with pytest.raises(DataFileError, match=r"grid.json: not UTF-8 text \(byte 14\)"):
+        read_json(tmp_path / "grid.json")
+
+
+def test_a_manifest_that_is_not_utf8_is_named(tmp_path):
+    from condeval.core.io import saved_folder
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model.sha256").write_bytes(b"\xff\xfe not text")
+    with pytest.raises(DataFileError, match=r"model.sha256: not UTF-8 text"):
+        saved_folder(tmp_path / "model.sha256")

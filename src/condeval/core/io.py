@@ -198,7 +198,9 @@ def read_json(path: str | os.PathLike, required: Sequence[str] = ()) -> dict:
     if not path.exists():
         raise DataFileError(f"{path}: file not found")
     try:
-        document = json.loads(path.read_text())
+        document = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{path}: malformed JSON ({exc})") from exc
     for key in required:
@@ -308,6 +310,8 @@ def _folder_files(folder: Path) -> list[Path]:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text()
+        return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise DataFileError(f"{path}: file not found") from None
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
