@@ -119,3 +119,17 @@ def test_nan_truncated_idless_and_hashless_shards_are_refused_naming_the_file(tm
         read_feature_shards([hashless])
     with pytest.raises(FeatureShardError, match=r"gone.safetensors: feature shard not found"):
         read_feature_shards([tmp_path / "gone.safetensors"])
+
+
+def test_crel_refuses_image_and_caption_features_of_two_clips(tmp_path):
+    """CReL's CLIP metric compares image and caption features: both must come from one CLIP."""
+    from condeval.crel.image_to_text import aligned_features
+
+    image = _shard(tmp_path / "image.safetensors")
+    same = _shard(tmp_path / "caption-same.safetensors")
+    other = _shard(tmp_path / "caption-other.safetensors", meta={"encoder": {"weights_sha256": "fff"}})
+    ids, arrays = aligned_features({"image": [image], "caption_clip": [same]})
+    assert ids.tolist() == [0, 1] and set(arrays) == {"image", "caption_clip"}
+    with pytest.raises(FeatureShardError, match=r"one encoder.*image: abc, caption_clip: fff"):
+        aligned_features({"image": [image], "caption_clip": [other]})
+    aligned_features({"image": [image], "caption_bert": [other]})  # BERT features are another space, compared with BERT only

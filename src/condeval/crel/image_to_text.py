@@ -46,6 +46,8 @@ __all__ = [
 
 #: The feature shard lists every CReL job of a model reads (see :func:`metric_arrays`).
 FEATURE_SOURCES = ("image", "reference_bert", "caption_clip", "caption_bert")
+# Sources that a metric compares with each other: one encoder must have made each group.
+ONE_ENCODER_SOURCES = (("image", "caption_clip"), ("reference_bert", "caption_bert"))
 
 FOLDS = ("vae", "dqr", "cal", "test")
 FOLD_FRACTIONS = (0.75, 0.15, 0.05, 0.05)  # Sec. 4.2: VAE, DQR, calibration, test
@@ -80,18 +82,21 @@ def aligned_features(shards: dict[str, list]) -> tuple[np.ndarray, dict[str, np.
     """Read each named list of feature shards and check they cover the same image ids in order.
 
     Returns the image ids and one (n, width) array per name. Raises ``ValueError`` naming the
-    first source whose ids differ from the first one's.
+    first source whose ids differ from the first one's, and when the sources of one group of
+    :data:`ONE_ENCODER_SOURCES` come from different encoders.
     """
-    from condeval.encoders.features import read_feature_shards
+    from condeval.encoders.features import check_one_encoder, read_feature_shards
 
-    ids, arrays = None, {}
+    ids, arrays, metadata = None, {}, {}
     for name, paths in shards.items():
-        source_ids, features, _ = read_feature_shards(list(paths))
+        source_ids, features, metadata[name] = read_feature_shards(list(paths))
         if ids is None:
             ids = source_ids
         elif not np.array_equal(ids, source_ids):
             raise ValueError(f"feature shards {paths[0]}...: image ids differ from those of {next(iter(shards))}")
         arrays[name] = features.astype(np.float64)
+    for group in ONE_ENCODER_SOURCES:
+        check_one_encoder({name: metadata[name] for name in group if name in metadata})
     return ids, arrays
 
 
