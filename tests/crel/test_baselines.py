@@ -107,3 +107,34 @@ def test_table1_orders_rows_and_puts_the_papers_numbers_beside_ours():
     assert "(target not met)" in table.row(0, named=True)["detail"]
     markdown = table1_markdown(table)
     assert "0.8905 (0.8953)" in markdown and markdown.count("\n") == 2 + len(summaries)
+
+
+def test_dqr_checkpoint_is_picked_by_its_saved_level_not_by_list_order(tmp_path):
+    from condeval.crel.baselines.dqr import checkpoint_at_level
+
+    paths = []
+    for tau in (0.01, 0.05):
+        paths.append(tmp_path / f"tau{tau}.ckpt")
+        torch.save({"hyper_parameters": {"quantile_level": tau}}, paths[-1])
+    assert checkpoint_at_level(paths, 0.05) == paths[1]
+    assert checkpoint_at_level(paths[::-1], 0.05) == paths[1]
+    with pytest.raises(ValueError, match="no DQR checkpoint at quantile level 0.1"):
+        checkpoint_at_level(paths, 0.1)
+
+
+def test_fig2_panels_outline_feldman_and_the_dqr_on_the_output_grid():
+    from condeval.crel.grid import OutputGrid
+    from condeval.crel.regions import RegionCloud
+    from condeval.crel.reports.synthetic import region_panels
+
+    grid = OutputGrid(lower=np.array([-1.0, -1.0]), upper=np.array([1.0, 1.0]), points_per_axis=21)
+    point = RegionCloud(0, latent=np.zeros((1, 2)), decoded=np.zeros((1, 2)), radii=np.zeros(1))
+    wider = RegionCloud(0, latent=np.ones((1, 2)), decoded=np.zeros((1, 2)), radii=np.array([0.5]))
+    (panel,) = region_panels([point], [wider], [point], Z=np.full((1, 2), 3.0), Y=np.full((1, 2), 4.0), grid=grid, feldman_radius=0.3)
+    assert np.array_equal(panel["z_after"], wider.latent) and np.array_equal(panel["y_test"], [4.0, 4.0])
+    (gx, gy), feldman = panel["feldman"]
+    inside = np.hypot(*np.meshgrid(gx, gy, indexing="ij")) <= 0.3 + 1e-9
+    assert np.array_equal(feldman, inside)  # the decoded point grown by Feldman's radius
+    assert panel["dqr"][1].sum() >= 1  # a one-point region still shows (half a grid diagonal)
+    with pytest.raises(ValueError):
+        region_panels([point], [], [point], Z=np.zeros((1, 2)), Y=np.zeros((1, 2)), grid=grid, feldman_radius=0.3)

@@ -64,8 +64,6 @@ rule dqr_level_coverage:
         models=baseline_dqr_checkpoints,
     output:
         coverage="results/crel/{dataset}/{lgm}/dqr/level_coverage.json",
-    params:
-        levels=BASELINE_TAUS,
     log:
         "logs/crel/{dataset}/{lgm}/dqr_level_coverage.log",
     conda:
@@ -93,7 +91,6 @@ rule evaluate_dqr:
         per_point="results/crel/{dataset}/{lgm}/dqr/alpha{alpha}/per_point.parquet",
     params:
         lgm_options=lgm_options,
-        levels=BASELINE_TAUS,
         latent_points=latent_points,
         region_test_points=region_test_points,
     log:

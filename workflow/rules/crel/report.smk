@@ -95,7 +95,6 @@ rule fig2_regions:
         lgm_options=design.lgm_loading_options(MAIN_LGM),
         n_cases=CREL["evaluation"]["figure_cases"],
         latent_points=4 * CREL["grid"]["latent_points"],
-        levels=BASELINE_TAUS,
     log:
         "logs/crel/{dataset}/fig2_regions.log",
     conda:

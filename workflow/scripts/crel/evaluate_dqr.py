@@ -2,21 +2,21 @@
 import numpy as np
 import torch
 
-from condeval.crel.baselines.dqr import select_quantile_level
-from condeval.crel import CReL
-from condeval.crel.regions import in_region
-from condeval.crel.folds import load_fold, load_latents
-from condeval.crel.evaluation import cloud_set_metrics, summarize
-from condeval.crel.grid import OutputGrid
 from condeval.core.io import read_json, write_json, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel import CReL
+from condeval.crel.baselines.dqr import checkpoint_at_level, select_quantile_level
+from condeval.crel.evaluation import cloud_set_metrics, summarize
+from condeval.crel.folds import load_fold, load_latents
+from condeval.crel.grid import OutputGrid
+from condeval.crel.regions import in_region
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 alpha = float(snakemake.wildcards.alpha)
 cal_coverage = {float(k): v for k, v in read_json(snakemake.input.coverage).items()}
 level, target_met = select_quantile_level(cal_coverage, alpha)
-model_path = dict(zip(map(float, snakemake.params.levels), snakemake.input.models))[level]
+model_path = checkpoint_at_level(snakemake.input.models, level)
 crel = CReL.from_checkpoints(snakemake.input.lgm, model_path, **snakemake.params.lgm_options)
 grid = OutputGrid.from_dict(read_json(snakemake.input.grid, required=["lower", "upper", "points_per_axis"]))
 test_all = load_fold(snakemake.input.processed, "test")

@@ -8,8 +8,11 @@ least 1 − α.
 
 from __future__ import annotations
 
+import math
+import os
+from collections.abc import Sequence
 
-__all__ = ["select_quantile_level"]
+__all__ = ["checkpoint_at_level", "select_quantile_level"]
 
 
 def select_quantile_level(cal_coverage: dict[float, float], alpha: float) -> tuple[float, bool]:
@@ -33,3 +36,40 @@ def select_quantile_level(cal_coverage: dict[float, float], alpha: float) -> tup
     if meeting:
         return max(meeting), True
     return min(cal_coverage), False
+
+
+def checkpoint_at_level(paths: Sequence[str | os.PathLike], level: float) -> str | os.PathLike:
+    """The DQR checkpoint among ``paths`` trained at quantile level ``level``.
+
+    Each checkpoint's own saved ``quantile_level`` decides, so the order in which a workflow
+    lists the checkpoints does not matter.
+
+    Parameters
+    ----------
+    paths : sequence of path-like
+        Lightning checkpoints of :class:`~condeval.crel.models.dqr.DirectionalQuantileRegressor`.
+    level : float
+        The level τ chosen by :func:`select_quantile_level`.
+
+    Returns
+    -------
+    path-like
+        The element of ``paths`` trained at ``level``.
+
+    Raises
+    ------
+    ValueError
+        If none of them was, naming the levels they hold; or a checkpoint lacks its level.
+    """
+    import torch
+
+    levels = {}
+    for path in paths:
+        hyperparameters = torch.load(path, map_location="cpu", weights_only=True).get("hyper_parameters", {})
+        if "quantile_level" not in hyperparameters:
+            raise ValueError(f"{path}: the checkpoint records no hyper_parameters.quantile_level")
+        levels[path] = float(hyperparameters["quantile_level"])
+    for path, saved in levels.items():
+        if math.isclose(saved, level, rel_tol=1e-9):
+            return path
+    raise ValueError(f"no DQR checkpoint at quantile level {level}: {dict((str(p), t) for p, t in levels.items())}")

@@ -23,6 +23,8 @@ __all__ = [
     "render_table_png",
     "plot_coverage_vs_alpha",
     "figure_cases",
+    "grid_outline",
+    "region_panels",
     "plot_regions",
     "plot_vae_vs_cvae",
     "reliability_table",
@@ -163,6 +165,54 @@ def figure_cases(test_scores: np.ndarray, gamma_cal: float, n_cases: int) -> lis
     rescued = np.flatnonzero((test_scores > 0) & (test_scores <= gamma_cal))
     chosen = list(rescued[:n_cases])
     return [int(i) for i in chosen] + [i for i in range(len(test_scores)) if i not in chosen][: n_cases - len(chosen)]
+
+
+def grid_outline(grid, flat: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """A set of cells of a 2-D output grid as ``(axes, boolean image)``, ready for a contour.
+
+    Parameters
+    ----------
+    grid : condeval.crel.grid.OutputGrid
+        The 2-D Y-grid.
+    flat : ndarray of int
+        Flat indices of the cells in the set (e.g. ``grid.within(...)``).
+    """
+    mask = np.zeros(grid.size, dtype=bool)
+    mask[flat] = True
+    return grid.axes(), mask.reshape(grid.points_per_axis, grid.points_per_axis)
+
+
+def region_panels(before, after, dqr_alone, Z: np.ndarray, Y: np.ndarray, grid, feldman_radius: float) -> list[dict]:
+    """The panels of Fig. 2 (:func:`plot_regions`), one per illustrated test point.
+
+    Parameters
+    ----------
+    before, after, dqr_alone : sequence of condeval.crel.regions.RegionCloud
+        Per point: CReL's region before calibration (γ = 0) and after (γ_cal), and the region of
+        the DQR alone at its selected level, each from ``CReL.region_clouds``.
+    Z, Y : ndarray, shape (n, r) and (n, 2)
+        The points' latent codes and outputs.
+    grid : condeval.crel.grid.OutputGrid
+        The 2-D output grid on which the baselines' sets are drawn.
+    feldman_radius : float
+        Feldman et al.'s calibrated radius: their set is the decoded region grown by it.
+
+    Returns
+    -------
+    list of dict
+        ``z_before``, ``z_after``, ``y_before``, ``y_after``, ``z_test``, ``y_test`` and the
+        outlines ``feldman`` and ``dqr`` (:func:`grid_outline`); a DQR cell counts when the
+        region comes within half a grid diagonal, so thin regions still show.
+    """
+    return [
+        {
+            "z_before": b.latent, "z_after": a.latent, "y_before": b.decoded, "y_after": a.decoded,
+            "z_test": Z[i], "y_test": Y[i],
+            "feldman": grid_outline(grid, grid.within(b.decoded, b.radii + feldman_radius)),
+            "dqr": grid_outline(grid, grid.within(q.decoded, np.maximum(q.radii, grid.half_diagonal))),
+        }
+        for i, (b, a, q) in enumerate(zip(before, after, dqr_alone, strict=True))
+    ]  # fmt: skip
 
 
 def _before_after(ax, before, after, point, space: str, after_label: str, axis: str, unit: str) -> None:
