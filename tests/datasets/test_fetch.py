@@ -262,3 +262,13 @@ def test_an_unpinned_hub_checkpoint_is_refused_with_its_commit_unless_opted_in(h
     logged = []
     fetch_source(_hub_source(tmp_path, None), unpinned=True, log=logged.append)
     assert hub.revisions == [FakeHub.COMMIT] and any(f"revision: {FakeHub.COMMIT}" in line for line in logged)
+
+
+def test_an_optional_source_is_left_out_when_the_config_does_not_name_its_key():
+    catalog = {"sources": {"train": {"about": "x", "optional": True, "manual": "y", "files": ["crc.data.train"]}}}
+    assert resolve_sources(catalog, CONFIG) == []
+    with_train = {"crc": {**CONFIG["crc"], "data": {**CONFIG["crc"]["data"], "train": "data/bench/train.json"}}}
+    assert resolve_sources(catalog, with_train)[0].files == ("data/bench/train.json",)
+    del catalog["sources"]["train"]["optional"]
+    with pytest.raises(FetchError, match="config key 'crc.data.train' is not in the config"):
+        resolve_sources(catalog, CONFIG)

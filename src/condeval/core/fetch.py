@@ -139,6 +139,15 @@ def _keys(entry: Mapping) -> list[str]:
     return [item["to"] for item in entry.get("http", []) + entry.get("hub", [])] + entry.get("files", []) + entry.get("folders", [])
 
 
+def _has_key(config: Mapping, key: str) -> bool:
+    value = config
+    for part in key.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False
+        value = value[part]
+    return True
+
+
 def resolve_sources(catalog: Mapping, config: Mapping, catalog_name: str = "sources") -> list[Source]:
     """Every catalogue entry with its config keys turned into the paths it writes.
 
@@ -151,14 +160,17 @@ def resolve_sources(catalog: Mapping, config: Mapping, catalog_name: str = "sour
     catalog_name : str
         The catalogue's file name, for messages.
 
-    An entry whose keys lie in a section the config does not have (a track it does not run) is
-    left out; a key missing inside a present section is an error naming it.
+    An entry whose keys lie in a section the config does not have (a track it does not run), or
+    an ``optional`` entry whose keys the config does not all hold, is left out; any other missing
+    key is an error naming it.
     """
     sources, claimed = [], {}
     for name, entry in catalog["sources"].items():
         where = f"{catalog_name}: source '{name}'"
         if not all(key.split(".")[0] in config for key in _keys(entry)):
             continue  # a track the config does not run
+        if entry.get("optional") and not all(_has_key(config, key) for key in _keys(entry)):
+            continue  # an optional input this config does not name
         spec, extra = dict(entry), []
         if "http" in entry:
             kind = "http"
