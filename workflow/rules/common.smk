@@ -90,12 +90,16 @@ def configured_input_paths():
     for name, model in crc.get("models", {}).items():
         paths |= _config_paths(model, f"crc.models.{name}", ("path", "tokenizer", "image_processor"))
     paths |= _config_paths(crc.get("tagger"), "crc.tagger", ("model_dir",))
-    data = crc.get("data", {})
-    for name in ("foil_it", "foil_nocaps", "rich_hf"):
-        paths |= _config_paths(data.get(name), f"crc.data.{name}", ("file", "images", "calibration", "test", "prompts"))
-    for name, section in data.get("judgments", {}).items():
-        paths |= _config_paths(section, f"crc.data.judgments.{name}", ("file", "images"))
-    return paths
+    return paths | _data_paths(crc.get("data", {}), "crc.data")
+
+
+def _data_paths(section, key):
+    """``key.…: path`` for every string under a data section (its files and image folders), except formats."""
+    if isinstance(section, str):
+        return {key: section}
+    if not isinstance(section, dict):
+        return {}
+    return {leaf: path for field, value in section.items() if field != "format" for leaf, path in _data_paths(value, f"{key}.{field}").items()}
 
 
 def _written_by(output, path):
