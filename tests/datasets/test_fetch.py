@@ -1,4 +1,5 @@
 """condeval.core.fetch against a loopback HTTP server serving small fixtures (127.0.0.1 only)."""
+
 import hashlib
 import http.server
 import io
@@ -52,7 +53,9 @@ def server(tmp_path):
     served = tmp_path / "served" / HOST
     served.mkdir(parents=True)
     (served / "records.json").write_bytes(RECORDS)
-    (served / "images.zip").write_bytes(_zip({"images/a.jpg": b"jpeg-a", "images/sub/b.jpg": b"jpeg-b", "notes.txt": b"n"}))
+    (served / "images.zip").write_bytes(
+        _zip({"images/a.jpg": b"jpeg-a", "images/sub/b.jpg": b"jpeg-b", "notes.txt": b"n"})
+    )
     (served / "evil.zip").write_bytes(_zip({"images/a.jpg": b"ok", "images/../../escape.txt": b"gotcha"}))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(tmp_path / "served")))
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -125,7 +128,9 @@ def test_an_archive_folder_member_is_extracted_whole_and_only_it(server, tmp_pat
     source = _source({"http": [item]}, {"crc": {"data": {"root": str(tmp_path / "out")}}})
     assert source.folders == (str(tmp_path / "out/images"),)
     fetch_source(source, mirror=server, log=lambda message: None)
-    assert (tmp_path / "out/images/a.jpg").read_bytes() == b"jpeg-a" and (tmp_path / "out/images/sub/b.jpg").read_bytes() == b"jpeg-b"
+    assert (tmp_path / "out/images/a.jpg").read_bytes() == b"jpeg-a" and (
+        tmp_path / "out/images/sub/b.jpg"
+    ).read_bytes() == b"jpeg-b"
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["images"]  # notes.txt not taken, no archive left
 
 
@@ -173,7 +178,9 @@ def test_online_the_preflight_refuses_only_manual_and_unpinned_sources(server, t
     assert message.startswith("2 source(s)") and "- images: " in message and "- tagger: " in message
     assert "- records: " not in message and "offline" not in message
     needed = [s for s in sources if s.name in ("records", "clip")]
-    preflight(needed, mirror=server, others=[s for s in sources if s not in needed])  # nothing this run needs is refused
+    preflight(
+        needed, mirror=server, others=[s for s in sources if s not in needed]
+    )  # nothing this run needs is refused
 
 
 def test_a_source_of_a_track_the_config_lacks_is_left_out_and_a_bad_key_is_named():
@@ -189,7 +196,9 @@ def test_the_catalogue_is_checked_against_its_schema_naming_the_entry(tmp_path):
     schema = REPO / "workflow/schemas/sources.schema.yaml"
     assert "coco2014" in read_catalog(REPO / "config/sources.yaml", schema)["sources"]
     bad = tmp_path / "sources.yaml"
-    bad.write_text("sources:\n  bench:\n    about: x\n    http:\n      - {url: 'http://h/x', sha256: 'abc', to: crc.data.records}\n")
+    bad.write_text(
+        "sources:\n  bench:\n    about: x\n    http:\n      - {url: 'http://h/x', sha256: 'abc', to: crc.data.records}\n"
+    )
     with pytest.raises(FetchError, match=r"sources\.yaml: sources\.bench\.http\.0\.sha256: 'abc' does not match"):
         read_catalog(bad, schema)
 
@@ -256,7 +265,9 @@ def test_a_hub_file_that_differs_from_the_hubs_record_is_refused_and_nothing_kep
 
 
 def test_an_unpinned_hub_checkpoint_is_refused_with_its_commit_unless_opted_in(hub, tmp_path):
-    with pytest.raises(FetchError, match=f"org/clip has no revision in the catalogue; its main branch is at {FakeHub.COMMIT}"):
+    with pytest.raises(
+        FetchError, match=f"org/clip has no revision in the catalogue; its main branch is at {FakeHub.COMMIT}"
+    ):
         fetch_source(_hub_source(tmp_path, None))
     assert hub.revisions == []
     logged = []

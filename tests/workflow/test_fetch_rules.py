@@ -3,6 +3,7 @@
 Real runs fetch from a loopback HTTP server (127.0.0.1) through `fetch.mirror`, with a small
 catalogue pinned to the fixtures' sha256.
 """
+
 import hashlib
 import http.server
 import json
@@ -29,7 +30,9 @@ DAG_SOURCES = {
 RECORDS = json.dumps([{"image_path": "a.jpg", "references": ["a cube"]}]).encode()
 
 
-def _snakemake(workdir: Path, *args: str, configs=("config/paper.yaml", "config/trust_pickles.yaml")) -> subprocess.CompletedProcess:
+def _snakemake(
+    workdir: Path, *args: str, configs=("config/paper.yaml", "config/trust_pickles.yaml")
+) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", *args,
                "--configfile", *(str(REPO / c) for c in configs)]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=300)

@@ -136,7 +136,11 @@ def _manual_outputs(spec: Mapping, config: Mapping, where: str) -> tuple[list[st
 
 def _keys(entry: Mapping) -> list[str]:
     """Every config key a catalogue entry names."""
-    return [item["to"] for item in entry.get("http", []) + entry.get("hub", [])] + entry.get("files", []) + entry.get("folders", [])
+    return (
+        [item["to"] for item in entry.get("http", []) + entry.get("hub", [])]
+        + entry.get("files", [])
+        + entry.get("folders", [])
+    )
 
 
 def _has_key(config: Mapping, key: str) -> bool:
@@ -177,7 +181,10 @@ def resolve_sources(catalog: Mapping, config: Mapping, catalog_name: str = "sour
             files, folders, spec["http"] = _http_outputs(entry["http"], config, where)
         elif "hub" in entry:
             kind = "hub"
-            spec["hub"] = [{**item, "path": config_value(config, item["to"], f"{where}.hub[{index}]")} for index, item in enumerate(entry["hub"])]
+            spec["hub"] = [
+                {**item, "path": config_value(config, item["to"], f"{where}.hub[{index}]")}
+                for index, item in enumerate(entry["hub"])
+            ]
             files, folders = [], [item["path"] for item in spec["hub"]]
         else:
             kind = "manual"
@@ -231,7 +238,9 @@ def _stream(url: str, handle, label: str) -> tuple[str, int]:
     return digest.hexdigest(), count
 
 
-def _check_pin(label: str, url: str, got: str, count: int, sha256: str | None, size: int | None, unpinned: bool) -> None:
+def _check_pin(
+    label: str, url: str, got: str, count: int, sha256: str | None, size: int | None, unpinned: bool
+) -> None:
     if size is not None and count != size:
         raise FetchError(f"{label}: {url} gave {count} bytes, the catalogue pins {size}; nothing was kept")
     if sha256 is None and not unpinned:
@@ -388,7 +397,9 @@ def _verify_hub_files(label: str, hub: Mapping, revision: str, folder: Path, end
     """Check each downloaded file against the hub's record: sha256 for LFS files, the git blob id otherwise."""
     from huggingface_hub import HfApi
 
-    info = HfApi(endpoint=endpoint).repo_info(hub["repo"], repo_type=hub.get("type", "model"), revision=revision, files_metadata=True)
+    info = HfApi(endpoint=endpoint).repo_info(
+        hub["repo"], repo_type=hub.get("type", "model"), revision=revision, files_metadata=True
+    )
     for sibling in info.siblings or []:
         path = folder / sibling.rfilename
         if not path.is_file():
@@ -398,7 +409,9 @@ def _verify_hub_files(label: str, hub: Mapping, revision: str, folder: Path, end
         else:  # git's blob id: sha1 of a "blob <size>" header and the bytes
             got, want = _file_digest(path, hashlib.sha1(b"blob %d\0" % path.stat().st_size)), sibling.blob_id
         if want is not None and got != want:
-            raise FetchError(f"{label}: {hub['repo']}@{revision} file {sibling.rfilename} does not match the hub's hash; nothing was kept")
+            raise FetchError(
+                f"{label}: {hub['repo']}@{revision} file {sibling.rfilename} does not match the hub's hash; nothing was kept"
+            )
 
 
 def _file_digest(path: Path, digest) -> str:
@@ -466,7 +479,10 @@ def _where_from(source: Source) -> str:
     if source.kind == "http":
         return " + ".join(item["url"] for item in source.spec["http"])
     if source.kind == "hub":
-        return " + ".join(f"huggingface.co/{hub['repo']} at {hub.get('revision') or 'an unpinned revision'}" for hub in source.spec["hub"])
+        return " + ".join(
+            f"huggingface.co/{hub['repo']} at {hub.get('revision') or 'an unpinned revision'}"
+            for hub in source.spec["hub"]
+        )
     return source.spec["manual"]
 
 
@@ -484,11 +500,17 @@ def cannot_fetch(sources: Sequence[Source], reasons: Mapping[str, str]) -> str:
     lines = [head]
     for source in sources:
         reason = reasons.get(source.name, "fetched by hand" if source.kind == "manual" else "")
-        lines += [f"  - {source.name}: {source.about} [{reason}]", f"      from: {_where_from(source)}", f"      place at: {source.placement()}"]
+        lines += [
+            f"  - {source.name}: {source.about} [{reason}]",
+            f"      from: {_where_from(source)}",
+            f"      place at: {source.placement()}",
+        ]
     return "\n".join(lines)
 
 
-def preflight(needed: Sequence[Source], mirror: str | None = None, unpinned: bool = False, others: Sequence[Source] = ()) -> None:
+def preflight(
+    needed: Sequence[Source], mirror: str | None = None, unpinned: bool = False, others: Sequence[Source] = ()
+) -> None:
     """Before any download: refuse in one message if a needed source cannot be fetched now.
 
     A source cannot be fetched when it is manual, unpinned without the user's opt-in, or when
@@ -511,7 +533,11 @@ def preflight(needed: Sequence[Source], mirror: str | None = None, unpinned: boo
         Listing every source that cannot be fetched now, where it comes from and where it goes.
     """
     everything = [*needed, *others]
-    reasons = {s.name: f"unpinned: pin it in the catalogue, or rerun with {OPT_IN}" for s in everything if _unpinned(s) and not unpinned}
+    reasons = {
+        s.name: f"unpinned: pin it in the catalogue, or rerun with {OPT_IN}"
+        for s in everything
+        if _unpinned(s) and not unpinned
+    }
     automatic = [s for s in everything if s.kind != "manual"]
     failures = [error for error in map(_probe, _probe_urls(automatic, mirror).values()) if error]
     if failures:

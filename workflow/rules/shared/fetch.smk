@@ -13,8 +13,13 @@ from condeval.core import fetch as fetch_sources  # noqa: E402
 if "fetch" in config:
     FETCH = config["fetch"]
     FETCH_CATALOG_FILE = str(Path(workflow.basedir) / FETCH["sources"])  # relative to the repository, like the configs
-    FETCH_CATALOG = fetch_sources.read_catalog(FETCH_CATALOG_FILE, Path(workflow.basedir) / "workflow/schemas/sources.schema.yaml")
-    FETCH_SOURCES = {f"fetch_{source.name}": source for source in fetch_sources.resolve_sources(FETCH_CATALOG, config, FETCH_CATALOG_FILE)}
+    FETCH_CATALOG = fetch_sources.read_catalog(
+        FETCH_CATALOG_FILE, Path(workflow.basedir) / "workflow/schemas/sources.schema.yaml"
+    )
+    FETCH_SOURCES = {
+        f"fetch_{source.name}": source
+        for source in fetch_sources.resolve_sources(FETCH_CATALOG, config, FETCH_CATALOG_FILE)
+    }
 
     def fetch_preflight(log):
         """onstart: refuse, in one message, the scheduled fetch jobs' sources that cannot be fetched now."""
@@ -22,7 +27,9 @@ if "fetch" in config:
         needed = [source for rule, source in FETCH_SOURCES.items() if rule in scheduled]
         others = [source for rule, source in FETCH_SOURCES.items() if rule not in scheduled and source.missing()]
         if needed:
-            fetch_sources.run_preflight(needed, others, "logs/fetch/preflight.log", FETCH.get("mirror") or None, FETCH.get("unpinned", False))
+            fetch_sources.run_preflight(
+                needed, others, "logs/fetch/preflight.log", FETCH.get("mirror") or None, FETCH.get("unpinned", False)
+            )
 
     onstart:
         fetch_preflight(log)
@@ -35,14 +42,14 @@ if "fetch" in config:
             output:
                 *_source.files,
                 *[directory(folder) for folder in _source.folders],
-            params:
-                source=_source.name,
-                catalog=FETCH_CATALOG_FILE,
-                spec=_source.spec,  # a new pin refetches, so that what is on disk matches it
             log:
                 f"logs/fetch/{_source.name}.log",
             localrule: True
             conda:
                 "../../../envs/torch.yaml"
+            params:
+                source=_source.name,
+                catalog=FETCH_CATALOG_FILE,
+                spec=_source.spec,  # a new pin refetches, so that what is on disk matches it
             script:
                 "../../scripts/shared/fetch.py"
