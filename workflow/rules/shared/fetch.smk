@@ -6,8 +6,8 @@
 # Before any job starts (onstart: not in a dry run), the sources of the fetch jobs this run will
 # execute are checked at once: if any is manual, unpinned without opt-in, or its host does not
 # answer, the run stops with ONE message listing each (and every other missing source) with
-# where to place it. A preflight job
-# would not do: a job every fetch rule waits for would rerun present sources' rules whenever it ran.
+# where to place it. A preflight job would not do: a job every fetch rule waits for would rerun
+# present sources' rules whenever it ran.
 from condeval.core import fetch as fetch_sources  # noqa: E402
 
 if "fetch" in config:
