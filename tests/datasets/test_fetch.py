@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from condeval.core.fetch import FetchError, fetch_source, preflight, read_catalog, resolve_sources
+from condeval.core.fetch import FetchError, fetch_source, named_by, preflight, read_catalog, resolve_sources
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -283,3 +283,18 @@ def test_an_optional_source_is_left_out_when_the_config_does_not_name_its_key():
     del catalog["sources"]["train"]["optional"]
     with pytest.raises(FetchError, match="config key 'crc.data.train' is not in the config"):
         resolve_sources(catalog, CONFIG)
+
+
+def test_a_missing_source_a_job_names_but_no_job_writes_is_refused(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", server)
+    records, images, clip, tagger = _every_kind(tmp_path)
+    params = [f"{{'images': '{images.folders[0]}', 'seed': 0}}", "{'alpha': 0.1}"]
+    assert named_by([images, tagger, clip], params) == [images]
+    with pytest.raises(FetchError) as refused:
+        preflight([], mirror=server, unpinned=True, unscheduled=[images], others=[clip])
+    message = str(refused.value)
+    assert (
+        message.startswith("1 source(s)")
+        and "- images: " in message
+        and "run `snakemake fetch_images` first" in message
+    )

@@ -136,3 +136,27 @@ def test_offline_the_run_fails_in_one_message_listing_every_missing_source(tmp_p
         assert f"- {name}: " in output and section in output
     assert "- stanza_en: " in output and PAPER["crc"]["tagger"]["model_dir"] in output
     assert not (work / PAPER["crc"]["data"]["foil_nocaps"]["file"]).exists()
+
+
+def test_a_missing_image_folder_that_a_job_reads_stops_the_run_before_any_job(tmp_path):
+    """FOIL-nocaps' images are a parameter of its caption table, not an input: no fetch job is scheduled."""
+    work, only_images = tmp_path / "work", tmp_path / "images.yaml"
+    only_images.write_text(
+        yaml.safe_dump(
+            {
+                "sources": {
+                    "foil_nocaps_images": {"about": "x", "manual": "y", "folders": ["crc.data.foil_nocaps.images"]}
+                }
+            }
+        )
+    )
+    _stand_ins(work, only_images)
+    result = _snakemake(work, "results/crc/captions/foil_nocaps.parquet")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "source(s) of the config are missing and cannot be fetched now" in output, output[
+        -3000:
+    ]
+    assert (
+        "- foil_nocaps_images: " in output and f"place at: {PAPER['crc']['data']['foil_nocaps']['images']}/" in output
+    )
+    assert not (work / "logs/crc/captions_foil_nocaps.log").exists()  # refused before the job started

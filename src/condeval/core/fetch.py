@@ -36,6 +36,7 @@ __all__ = [
     "resolve_sources",
     "source_paths",
     "missing_sources",
+    "named_by",
     "mirrored",
     "download",
     "extract_members",
@@ -509,7 +510,11 @@ def cannot_fetch(sources: Sequence[Source], reasons: Mapping[str, str]) -> str:
 
 
 def preflight(
-    needed: Sequence[Source], mirror: str | None = None, unpinned: bool = False, others: Sequence[Source] = ()
+    needed: Sequence[Source],
+    mirror: str | None = None,
+    unpinned: bool = False,
+    others: Sequence[Source] = (),
+    unscheduled: Sequence[Source] = (),
 ) -> None:
     """Before any download: refuse in one message if a needed source cannot be fetched now.
 
@@ -526,13 +531,16 @@ def preflight(
     others : sequence of Source
         Missing sources this run does not need: they never cause a refusal, but a refusal lists
         them too, so that one message says everything to place.
+    unscheduled : sequence of Source
+        Missing sources this run reads (an image folder passed as a parameter) but no job of it
+        writes: always refused, since no job will fetch them.
 
     Raises
     ------
     FetchError
         Listing every source that cannot be fetched now, where it comes from and where it goes.
     """
-    everything = [*needed, *others]
+    everything = [*needed, *unscheduled, *others]
     reasons = {
         s.name: f"unpinned: pin it in the catalogue, or rerun with {OPT_IN}"
         for s in everything
@@ -543,7 +551,12 @@ def preflight(
     if failures:
         offline = "offline: " + "; ".join(failures)
         reasons |= {s.name: offline for s in automatic}
-    if any(s.kind == "manual" or s.name in reasons for s in needed):
+    for source in unscheduled:
+        if source.kind != "manual" and source.name not in reasons:
+            reasons[source.name] = (
+                f"read by this run, written by none of its jobs: run `snakemake fetch_{source.name}` first"
+            )
+    if unscheduled or any(s.kind == "manual" or s.name in reasons for s in needed):
         raise FetchError(cannot_fetch([s for s in everything if s.kind == "manual" or s.name in reasons], reasons))
 
 
@@ -575,13 +588,25 @@ def read_catalog(path: str | os.PathLike, schema: str | os.PathLike | None = Non
     return catalog
 
 
-def run_preflight(needed: Sequence[Source], others: Sequence[Source], log_path: str | os.PathLike, mirror: str | None = None,
-                  unpinned: bool = False) -> None:  # fmt: skip
+def run_preflight(
+    needed: Sequence[Source],
+    others: Sequence[Source],
+    log_path: str | os.PathLike,
+    mirror: str | None = None,
+    unpinned: bool = False,
+    unscheduled: Sequence[Source] = (),
+) -> None:
     """The workflow's preflight: ``preflight`` with its verdict written to ``log_path``."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     try:
-        preflight(needed, mirror, unpinned, others)
+        preflight(needed, mirror, unpinned, others, unscheduled)
     except FetchError as error:
         Path(log_path).write_text(f"{error}\n")
         raise
     Path(log_path).write_text(f"{len(needed)} source(s) to fetch: {', '.join(s.name for s in needed)}\n")
+
+
+def named_by(sources: Iterable[Source], texts: Iterable[str]) -> list[Source]:
+    """The sources one of whose paths occurs in ``texts`` (the parameters of the jobs a run executes)."""
+    joined = "\n".join(texts)
+    return [source for source in sources if any(path in joined for path in source.checked or source.outputs)]

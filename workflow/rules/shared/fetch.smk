@@ -5,8 +5,8 @@
 #
 # Before any job starts (onstart: not in a dry run), the sources of the fetch jobs this run will
 # execute are checked at once: if any is manual, unpinned without opt-in, or its host does not
-# answer, the run stops with ONE message listing each (and every other missing source) with
-# where to place it. A preflight job would not do: a job every fetch rule waits for would rerun
+# answer, or if a job of the run names (in its params) a missing source no job writes, the run
+# stops with ONE message listing each (and every other missing source) with where to place it. A preflight job would not do: a job every fetch rule waits for would rerun
 # present sources' rules whenever it ran.
 from condeval.core import fetch as fetch_sources  # noqa: E402
 
@@ -22,13 +22,24 @@ if "fetch" in config:
     }
 
     def fetch_preflight(log):
-        """onstart: refuse, in one message, the scheduled fetch jobs' sources that cannot be fetched now."""
-        scheduled = {job.rule.name for job in workflow.dag.needrun_jobs()}
+        """onstart: refuse, in one message, the sources this run needs and cannot get now."""
+        jobs = list(workflow.dag.needrun_jobs())
+        scheduled = {job.rule.name for job in jobs}
         needed = [source for rule, source in FETCH_SOURCES.items() if rule in scheduled]
-        others = [source for rule, source in FETCH_SOURCES.items() if rule not in scheduled and source.missing()]
-        if needed:
+        absent = [source for rule, source in FETCH_SOURCES.items() if rule not in scheduled and source.missing()]
+        # An image folder is a job's parameter, not its input: a job naming it needs it though no job writes it.
+        unscheduled = fetch_sources.named_by(
+            absent, (str(list(job.params)) for job in jobs if job.rule.name not in FETCH_SOURCES)
+        )
+        others = [source for source in absent if source not in unscheduled]
+        if needed or unscheduled:
             fetch_sources.run_preflight(
-                needed, others, "logs/fetch/preflight.log", FETCH.get("mirror") or None, FETCH.get("unpinned", False)
+                needed,
+                others,
+                "logs/fetch/preflight.log",
+                FETCH.get("mirror") or None,
+                FETCH.get("unpinned", False),
+                unscheduled,
             )
 
     onstart:
