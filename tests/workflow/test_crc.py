@@ -67,7 +67,7 @@ def test_an_alpha_too_small_for_the_calibration_images_is_refused_before_any_job
     (finished / "config/edited.yaml").write_text(yaml.safe_dump(config))
     result = run_snakemake(finished, "crc", "-n", configs=("config/config.yaml", "config/i2t.yaml", "config/edited.yaml"))
     assert result.returncode != 0
-    assert re.search(r"config key 'crc.words.alphas': \S+foil_it.parquet has \d+ calibration images.*alpha 0.01 needs 230", result.stderr), result.stderr[-2000:]
+    assert re.search(r"config key 'crc.words.alphas': \S+foil_it.parquet has \d+ calibration images.*alpha 0.01 needs 230", result.stderr + result.stdout), result.stdout[-2000:]
 
 
 def test_the_sweeps_count_images_and_refused_captions(finished):

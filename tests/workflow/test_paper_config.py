@@ -31,7 +31,7 @@ def _stand_ins(workdir: Path) -> dict:
     crc = config["crc"]
     folders += [m[key] for m in crc["models"].values() for key in ("path", "tokenizer", "image_processor") if key in m]
     data = crc["data"]
-    files = [data["foil_it"]["file"], data["foil_nocaps"]["file"], *(data["rich_hf"][k] for k in ("calibration", "test", "prompts"))]
+    files = [data["foil_it"]["file"], data["foil_it"]["train"], data["foil_nocaps"]["file"], *(data["rich_hf"][k] for k in ("calibration", "test", "prompts"))]
     files += [section["file"] for section in data["judgments"].values()]
     for file in files:
         (workdir / file).parent.mkdir(parents=True, exist_ok=True)

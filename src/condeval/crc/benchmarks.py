@@ -6,10 +6,13 @@ Word benchmarks (FOIL-it, FOIL-nocaps, RichHF-18K) become word-labelled captions
 ``subset`` ("calibration" or "test"); word tables add ``labels`` (1 = the word is an error) and
 ``domain``; judgment tables add ``human_score``.
 
-Calibration subsets follow the paper: a random ``calibration_fraction`` of FOIL-it's validation
-pairs, drawn by image so that no image is in both subsets (the official code draws 10% of the
-*train* file instead); RichHF-18K's dev split; a random fraction of one judgment set's images (the
-paper: VICR's validation subset).
+FOIL-it calibrates on a random ``calibration_fraction`` of the *train* file's images and tests on
+the whole test file: the paper's sizes (a 395,300-pair calibration split, about twice the train
+file's items, i.e. all of it as originals and foils; a 198,960-pair test split, the whole test
+file) and the official code (10% of the train file) both calibrate on the train file. Passing no
+train file is the other reading: a fraction of the test file's images calibrates, the rest tests.
+Every draw is by image, so no image is in both subsets. RichHF-18K calibrates on its dev split;
+a judgment set on a random fraction of one set's images (the paper: VICR's validation subset).
 """
 
 from __future__ import annotations
@@ -46,11 +49,28 @@ def _finish(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
 _WORD_COLUMNS = ["path", "words", "labels", "subset", "domain", "pair_id"]
 
 
-def foil_it_captions(annotations_json: str | os.PathLike, image_dir: str | os.PathLike, *, calibration_fraction: float, seed: int) -> pl.DataFrame:
-    """FOIL-it (originals and foils), split by image into calibration and test subsets."""
-    frame = load_foil_it(annotations_json, image_dir)
-    frame = frame.with_columns(image_subsets(frame["image_id"], calibration_fraction, seed), pl.lit(None, pl.String).alias("domain"))
-    return _finish(frame, _WORD_COLUMNS)
+def foil_it_captions(annotations_json: str | os.PathLike, image_dir: str | os.PathLike, *, calibration_fraction: float, seed: int,
+                     train_json: str | os.PathLike | None = None, train_image_dir: str | os.PathLike | None = None) -> pl.DataFrame:  # fmt: skip
+    """FOIL-it (originals and foils) as calibration and test subsets, drawn by image.
+
+    Parameters
+    ----------
+    annotations_json, image_dir : path-like
+        The test file and its images.
+    calibration_fraction : float
+        With ``train_json``: the share of the train file's images that calibrate (1: all of it, the
+        paper's sizes; 0.1: the official code's), the test file tests whole. Without: the share of
+        the test file's images that calibrate, the rest tests.
+    train_json, train_image_dir : path-like, optional
+        The train file and its images (real FOIL-it: COCO train2014).
+    """
+    domain = pl.lit(None, pl.String).alias("domain")
+    test = load_foil_it(annotations_json, image_dir)
+    if train_json is None:
+        return _finish(test.with_columns(image_subsets(test["image_id"], calibration_fraction, seed), domain), _WORD_COLUMNS)
+    train = load_foil_it(train_json, train_image_dir if train_image_dir is not None else image_dir)
+    train = train.with_columns(image_subsets(train["image_id"], calibration_fraction, seed)).filter(pl.col("subset") == "calibration")
+    return _finish(pl.concat([train, test.with_columns(pl.lit("test").alias("subset"))], how="diagonal_relaxed").with_columns(domain), _WORD_COLUMNS)
 
 
 def foil_nocaps_captions(path: str | os.PathLike, image_root: str | os.PathLike) -> pl.DataFrame:

@@ -41,6 +41,13 @@ def _check_crc_config():
         for name, section in CRC_DATA["judgments"].items():
             if (section["format"], Path(section["file"]).name) != (name, MINI_JUDGMENT_FILES[name]):
                 raise ValueError(f"config key 'crc.data.judgments.{name}': the miniature writes format {name}, file name {MINI_JUDGMENT_FILES[name]}")
+    foil_it = CRC_DATA["foil_it"]
+    if CRC["words"]["calibration_source"] == "train" and "train" not in foil_it:
+        raise ValueError("config key 'crc.data.foil_it.train': crc.words.calibration_source is train, so FOIL-it's train file is needed")
+    if "miniature" in CRC and "train" in foil_it:
+        written = Path(foil_it["file"]).with_name("foilv1.0_train_2017.json")
+        if Path(foil_it["train"]) != written or Path(foil_it.get("train_images", foil_it["images"])) != Path(foil_it["images"]):
+            raise ValueError(f"config key 'crc.data.foil_it.train': the miniature writes {written}, its images in {foil_it['images']}")
     if "miniature" in CRC:
         rich = CRC_DATA["rich_hf"]
         folder = Path(rich["test"]).parent
@@ -60,15 +67,15 @@ _check_crc_config()
 def _check_calibration_sizes():
     """An α too small for a swept benchmark's calibration units is refused before any job, from its
     caption table where an earlier run wrote one (the crc_captions job checks a new table itself)."""
-    import polars
-
-    from condeval.crc.evaluate import calibration_units
-    from condeval.crc.word_risk import check_alphas
-
     unit = CRC["calibration_unit"]
     for name in CRC_SWEEPS:
         table = Path(f"results/crc/captions/{name}.parquet")
-        if table.is_file():
+        if table.is_file():  # imported only here: parsing a fresh workflow stays fast
+            import polars
+
+            from condeval.crc.evaluate import calibration_units
+            from condeval.crc.word_risk import check_alphas
+
             n_units = calibration_units(polars.read_parquet(table, columns=["subset", "path"]), unit)
             check_alphas(CRC["words"]["alphas"], CRC["words"]["delta"], n_units, unit, str(table))
 
@@ -92,7 +99,8 @@ def crc_model_inputs(wildcards):
 def crc_source_files(benchmark):
     """The release files a benchmark's caption table is read from (with the miniature: rule outputs)."""
     if benchmark == "foil_it":
-        return {"annotations": CRC_DATA["foil_it"]["file"]}
+        train = {"train": CRC_DATA["foil_it"]["train"]} if CRC["words"]["calibration_source"] == "train" else {}
+        return {"annotations": CRC_DATA["foil_it"]["file"], **train}
     if benchmark == "foil_nocaps":
         return {"annotations": CRC_DATA["foil_nocaps"]["file"]}
     if benchmark == "rich_hf":
@@ -111,9 +119,13 @@ def crc_caption_inputs(wildcards):
 def crc_caption_params(wildcards):
     """Everything that shapes a caption table besides its files: the image folder, the subsets' draw."""
     benchmark = wildcards.benchmark
+    if benchmark == "foil_it":
+        section, words = CRC_DATA["foil_it"], CRC["words"]
+        train_images = {"train_images": section.get("train_images", section["images"])} if words["calibration_source"] == "train" else {}
+        return canonical({"images": section["images"], **train_images, "calibration_source": words["calibration_source"],
+                          "calibration_fraction": words["calibration_fraction"], "seed": CRC["seed"]})  # fmt: skip
     if benchmark in WORD_BENCHMARKS:
-        images = CRC_DATA[benchmark]["images"]
-        return canonical({"images": images, "calibration_fraction": CRC["words"]["calibration_fraction"], "seed": CRC["seed"]})
+        return canonical({"images": CRC_DATA[benchmark]["images"]})
     section = CRC_DATA["judgments"][benchmark]
     calibration = CRC["intervals"]["calibration"]
     fraction = calibration["fraction"] if calibration["dataset"] == benchmark else 0.0

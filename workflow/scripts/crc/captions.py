@@ -8,7 +8,8 @@ from condeval.crc.word_risk import check_alphas
 log = log_to_file(snakemake.log[0])
 name, p, files = snakemake.wildcards.benchmark, dict(snakemake.params.benchmark), snakemake.input
 if name == "foil_it":
-    table = benchmarks.foil_it_captions(files.annotations, p["images"], calibration_fraction=p["calibration_fraction"], seed=p["seed"])
+    train = {"train_json": files.train, "train_image_dir": p["train_images"]} if p["calibration_source"] == "train" else {}
+    table = benchmarks.foil_it_captions(files.annotations, p["images"], calibration_fraction=p["calibration_fraction"], seed=p["seed"], **train)
 elif name == "foil_nocaps":
     table = benchmarks.foil_nocaps_captions(files.annotations, p["images"])
 elif name == "rich_hf":
