@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from condeval.metrics import cosine_similarity, unit_rows
+
 __all__ = [
     "CONDITIONS",
     "FOLDS",
@@ -130,7 +132,7 @@ def decoded_points(crel, z: np.ndarray, X: np.ndarray | None = None) -> np.ndarr
 
     with torch.no_grad():
         decoded = crel.decode_torch(torch.as_tensor(np.asarray(z)), None if X is None else torch.as_tensor(X)).double().numpy()
-    return decoded / np.linalg.norm(decoded, axis=1, keepdims=True)
+    return unit_rows(decoded)
 
 
 def nearest_captions(crel, z: np.ndarray, gallery: np.ndarray, texts: list[str], X: np.ndarray | None = None) -> list[str]:
@@ -149,8 +151,7 @@ def nearest_distances(points: np.ndarray, gallery: np.ndarray, exclude: np.ndarr
     ``exclude`` (n,) names, per point, one gallery row to leave out (a real caption's own row, for
     its distance to the nearest *other* caption); -1 leaves none out.
     """
-    points = np.asarray(points, np.float64) / np.linalg.norm(points, axis=1, keepdims=True)
-    gallery = np.asarray(gallery, np.float64) / np.linalg.norm(gallery, axis=1, keepdims=True)
+    points, gallery = unit_rows(points), unit_rows(gallery)
     if len(gallery) < 2:
         raise ValueError(f"the gallery needs at least 2 rows; got {len(gallery)}")
     out = np.empty(len(points))
@@ -182,9 +183,8 @@ def manifold_check(worst: np.ndarray, sampled: np.ndarray, gallery: np.ndarray, 
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity (the features are unit rows, so this is the dot product, renormalised)."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    """Row-wise cosine similarity, float64 (:func:`condeval.metrics.cosine_similarity`)."""
+    return cosine_similarity(np.asarray(a, np.float64), np.asarray(b, np.float64))
 
 
 def condition_features(condition: str, image: np.ndarray, reference_bert: np.ndarray) -> np.ndarray:
