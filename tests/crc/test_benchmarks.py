@@ -7,7 +7,7 @@ import pytest
 
 from condeval.crc.benchmarks import foil_it_captions, image_subsets, judged_captions
 from condeval.crc.miniature import write_mini_foil_it, write_mini_judgments
-from condeval.datasets import DatasetFormatError
+from condeval.datasets import DatasetFormatError, counting_dropped_rows
 from condeval.datasets.miniworld import write_split
 
 
@@ -66,3 +66,16 @@ def test_foil_it_calibrates_on_the_train_file_and_tests_on_the_whole_test_file(w
     tenth = foil_it_captions(paths["test"], world / "val2014", calibration_fraction=0.25, seed=0, train_json=paths["train"])
     assert tenth.filter(pl.col("subset") == "calibration")["path"].n_unique() == round(0.25 * len(train_images))
     assert (tenth.group_by("pair_id", "subset").len()["len"] == 2).all()  # an original and its foil together
+
+
+def test_judged_captions_count_the_captions_left_without_words(world, tmp_path):
+    paths = write_mini_judgments(world, tmp_path, n_images=10, seed=0)
+    whole = judged_captions("flickr8k", paths["flickr8k"], world)
+    document = json.loads(paths["flickr8k"].read_text())
+    first = next(iter(document.values()))
+    first["human_judgement"].append({"caption": "...!", "rating": 2.0})  # text, but no word once normalised
+    paths["flickr8k"].write_text(json.dumps(document))
+    with counting_dropped_rows() as dropped:
+        table = judged_captions("flickr8k", paths["flickr8k"], world)
+    assert len(table) == len(whole)
+    assert dropped.as_dict()[str(paths["flickr8k"])] == {"no word left after normalisation": 1}

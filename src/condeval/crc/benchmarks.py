@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.datasets import DatasetFormatError
+from condeval.datasets import DatasetFormatError, report_rows
 from condeval.datasets.foil import load_foil_it, load_foil_nocaps, normalize_caption
 from condeval.datasets.judgments import load_flickr8k_expert, load_pickled_judgments, load_polaris
 from condeval.datasets.rich_hf import pick_a_pic_prompts, read_rich_hf
@@ -116,6 +116,9 @@ def judged_captions(fmt: str, path: str | os.PathLike, image_root: str | os.Path
     frame = frame.with_columns(
         (pl.lit(str(root) + os.sep) + pl.col("image")).alias("path"),
         pl.col("caption").map_elements(normalize_caption, return_dtype=pl.List(pl.String)).alias("words"),
-    ).filter(pl.col("words").list.len() > 0)
+    )
+    with_words = frame.filter(pl.col("words").list.len() > 0)
+    report_rows(path, len(with_words), {"no word left after normalisation": len(frame) - len(with_words)}, "judged captions")
+    frame = with_words
     subset = image_subsets(frame["image"], calibration_fraction, seed) if calibration_fraction > 0 else pl.Series("subset", ["test"] * len(frame))
     return _finish(frame.with_columns(subset), ["path", "words", "human_score", "subset"])
