@@ -1,7 +1,8 @@
 # The benchmarks of the CLIPScore risk-control track, as caption tables (one per benchmark).
 #
 #   (crc.miniature) crc_mini_*  ->  release files in their real formats under crc.data
-#   crc_captions: the release files through the real loaders -> results/crc/captions/<benchmark>.parquet
+#   crc_captions: the release files through the real loaders -> results/crc/captions/<benchmark>.parquet,
+#                 and the rows they dropped, by file and reason -> results/crc/captions/<benchmark>.dropped.json
 #
 # With `crc.miniature`, mini FOIL-it, FOIL-nocaps, RichHF-18K and the judgment sets are written
 # from the COCO world's val split (FOIL-it, judgments) or new scenes (FOIL-nocaps, RichHF-18K).
@@ -96,7 +97,8 @@ rule crc_captions:
     input:
         unpack(crc_caption_inputs),
     output:
-        "results/crc/captions/{benchmark}.parquet",
+        table="results/crc/captions/{benchmark}.parquet",
+        dropped="results/crc/captions/{benchmark}.dropped.json",
     wildcard_constraints:
         **CRC_WILDCARDS,
     params:
