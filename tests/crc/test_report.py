@@ -1,7 +1,7 @@
 """The crc tables say what the sets could not see: calibration units, refused captions, never-scored words."""
 import polars as pl
 
-from condeval.crc.report import sweep_markdown, table4_markdown
+from condeval.crc.report import dropped_rows_markdown, sweep_markdown, table4_markdown
 
 
 def _sweep():
@@ -36,3 +36,12 @@ def test_report_captions_are_valid_restructuredtext():
         tree = publish_doctree(caption.read_text(), settings_overrides={"report_level": Reporter.INFO_LEVEL, "halt_level": Reporter.SEVERE_LEVEL + 1, "warning_stream": False})
         problems = [node.astext() for node in tree.findall(lambda node: isinstance(node, (nodes.problematic, nodes.system_message)))]
         assert not problems, (caption.name, problems)
+
+
+def test_dropped_rows_table_lists_every_file_read_and_each_reason():
+    text = dropped_rows_markdown({"foil_it": {"foil/test.json": {"token counts differ": 7}, "foil/train.json": {}},
+                                  "polaris": {"polaris.parquet": {"no word left after normalisation": 2}}})  # fmt: skip
+    lines = [line.replace(" ", "") for line in text.splitlines()]
+    assert "|foil_it|foil/test.json|tokencountsdiffer|7|" in lines
+    assert "|foil_it|foil/train.json|none|0|" in lines
+    assert "|polaris|polaris.parquet|nowordleftafternormalisation|2|" in lines

@@ -1,4 +1,5 @@
 """The CLIPScore risk-control track end to end on a miniature of the miniature (CI), and what may rerun."""
+import json
 import re
 
 import polars as pl
@@ -29,12 +30,20 @@ def finished(tmp_path_factory):
 def test_every_table_and_figure_is_written(finished):
     reports = finished / "reports/crc"
     for name in ("table1_tiny-clip.md", "table2.md", "table3_tiny-clip.md", "table4.md", "table5.md", "signal.md",
-                 "fig1_violins_tiny-clip.png", "word_examples_tiny-clip.png"):  # fmt: skip
+                 "fig1_violins_tiny-clip.png", "word_examples_tiny-clip.png", "dropped_rows.md"):  # fmt: skip
         assert (reports / name).stat().st_size > 0, name
     table2 = (reports / "table2.md").read_text()
     assert all(column in table2 for column in ("FOIL-it FDR", "in LA", "near LA", "out LA")) and "(cited)" in table2
     table1 = (reports / "table1_tiny-clip.md").read_text()
     assert table1.count("**") == 2  # exactly one α, the best calibration F1, in bold
+
+
+def test_each_benchmark_counts_the_rows_its_loaders_dropped(finished):
+    table = (finished / "reports/crc/dropped_rows.md").read_text()
+    for name in ("foil_it", "foil_nocaps", "rich_hf", "flickr8k", "polaris"):
+        dropped = json.loads((finished / f"results/crc/captions/{name}.dropped.json").read_text())
+        assert dropped and all(isinstance(n, int) for reasons in dropped.values() for n in reasons.values()), name
+        assert f"| {name} " in table, name
 
 
 def test_thresholds_control_the_risk_on_the_calibration_captions(finished):

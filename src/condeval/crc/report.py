@@ -20,7 +20,7 @@ from PIL import Image  # noqa: E402
 from condeval.core.tables import markdown_table  # noqa: E402
 from condeval.crc import paper  # noqa: E402
 
-__all__ = ["sweep_markdown", "table2_markdown", "table4_markdown", "table5_markdown", "signal_markdown", "plot_violins", "plot_word_examples", "WORD_COLOURS"]
+__all__ = ["sweep_markdown", "table2_markdown", "table4_markdown", "table5_markdown", "signal_markdown", "dropped_rows_markdown", "plot_violins", "plot_word_examples", "WORD_COLOURS"]
 
 #: Word colours of the caption panels (the paper's Figs. 4–6 code the same three outcomes).
 WORD_COLOURS = {"tp": "#2ca02c", "fn": "#ff7f0e", "fp": "#d62728", "tn": "#333333"}
@@ -156,6 +156,19 @@ def signal_markdown(signals: dict[tuple[str, str], dict]) -> str:
              "LA, random noun": _pct(s["la_noun_chance"])}
             for (model, benchmark), s in signals.items()]  # fmt: skip
     return markdown_table(pl.DataFrame(rows))
+
+
+def dropped_rows_markdown(dropped: dict[str, dict[str, dict[str, int]]]) -> str:
+    """Rows the loaders dropped on purpose, one row per benchmark, file and reason.
+
+    ``dropped`` maps a benchmark to its :meth:`condeval.datasets.DroppedRows.as_dict` (file →
+    reason → rows); a file read whole gets one row with reason "none" and 0 rows, so the table
+    lists every file each benchmark read.
+    """
+    rows = [{"benchmark": benchmark, "file": file, "reason": reason, "rows": n}
+            for benchmark, files in dropped.items() for file, reasons in files.items()
+            for reason, n in (reasons.items() if reasons else [("none", 0)])]  # fmt: skip
+    return markdown_table(pl.DataFrame(rows, schema={"benchmark": pl.String, "file": pl.String, "reason": pl.String, "rows": pl.Int64}))
 
 
 def plot_violins(pairs: pl.DataFrame, seed: int, title: str):

@@ -8,6 +8,7 @@ rule crc_tables:
         selected=expand("results/crc/{model}/{word_benchmark}/selected.parquet", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)),
         signals=expand("results/crc/{model}/{word_benchmark}/signal.json", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)),
         intervals=expand("results/crc/{model}/intervals/table5.parquet", model=CRC_MODELS),
+        dropped=expand("results/crc/captions/{benchmark}.dropped.json", benchmark=CRC_BENCHMARKS),
     output:
         table1=report(expand("reports/crc/table1_{model}.md", model=CRC_MODELS), caption="../../report/crc/table1.rst", category="CLIPScore risk control"),
         table2=report("reports/crc/table2.md", caption="../../report/crc/table2.rst", category="CLIPScore risk control"),
@@ -15,8 +16,10 @@ rule crc_tables:
         table4=report("reports/crc/table4.md", caption="../../report/crc/table4.rst", category="CLIPScore risk control"),
         table5=report("reports/crc/table5.md", caption="../../report/crc/table5.rst", category="CLIPScore risk control"),
         signal=report("reports/crc/signal.md", caption="../../report/crc/signal.rst", category="CLIPScore risk control"),
+        dropped=report("reports/crc/dropped_rows.md", caption="../../report/crc/dropped_rows.rst", category="CLIPScore risk control"),
     params:
         models=CRC_MODELS,
+        benchmarks=CRC_BENCHMARKS,
         sweeps=list(CRC_SWEEPS),
         labels=crc_model_labels(),
         paper_models=crc_paper_models(),

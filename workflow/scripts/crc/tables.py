@@ -1,4 +1,4 @@
-"""Snakemake adapter: Tables 1–5 and the detection-signal table of the CLIPScore risk-control track."""
+"""Snakemake adapter: Tables 1–5, the detection-signal table and the dropped-rows table of the CLIPScore risk-control track."""
 import json
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import polars as pl
 from condeval.core.io import atomic_path
 from condeval.core.logs import log_to_file
 from condeval.crc.evaluate import RISKS
-from condeval.crc.report import signal_markdown, sweep_markdown, table2_markdown, table4_markdown, table5_markdown
+from condeval.crc.report import dropped_rows_markdown, signal_markdown, sweep_markdown, table2_markdown, table4_markdown, table5_markdown
 
 log = log_to_file(snakemake.log[0])
 p, inputs, out = snakemake.params, snakemake.input, snakemake.output
@@ -30,5 +30,8 @@ write(out.table2, table2_markdown({model: selected[(model, "foil_it")] for model
 write(out.table4, table4_markdown({model: selected[(model, "rich_hf")] for model in p.models}, labels, paper_models))
 write(out.table5, table5_markdown({model: pl.read_parquet(path) for model, path in zip(p.models, inputs.intervals)}, labels, paper_models))
 write(out.signal, signal_markdown(signals))
+dropped = {name: json.loads(Path(path).read_text()) for name, path in zip(p.benchmarks, inputs.dropped)}
+write(out.dropped, dropped_rows_markdown(dropped))
 log.info("Table 2:\n%s", Path(out.table2).read_text())
 log.info("detection signal:\n%s", Path(out.signal).read_text())
+log.info("rows the loaders dropped:\n%s", Path(out.dropped).read_text())
