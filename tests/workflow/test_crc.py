@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 import yaml
 from conftest import dry_run_jobs, finished_run, run_snakemake
+
 pytestmark = pytest.mark.slow
 SAMPLING_OR_EARLIER = {"miniworld_split", "word_tokenizer", "train_clip", "crc_mini_foil_it", "crc_mini_foil_nocaps", "crc_mini_rich_hf",
                        "crc_mini_judgments", "crc_captions", "crc_sample"}  # fmt: skip

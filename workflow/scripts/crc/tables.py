@@ -7,7 +7,14 @@ import polars as pl
 from condeval.core.io import atomic_path
 from condeval.core.logs import log_to_file
 from condeval.crc.evaluate import RISKS
-from condeval.crc.report import dropped_rows_markdown, signal_markdown, sweep_markdown, table2_markdown, table4_markdown, table5_markdown
+from condeval.crc.report import (
+    dropped_rows_markdown,
+    signal_markdown,
+    sweep_markdown,
+    table2_markdown,
+    table4_markdown,
+    table5_markdown,
+)
 
 log = log_to_file(snakemake.log[0])
 p, inputs, out = snakemake.params, snakemake.input, snakemake.output
