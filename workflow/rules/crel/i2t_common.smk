@@ -115,13 +115,26 @@ def i2t_scores(wildcards):
     return expand("results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet", model=I2T_MODELS, metric=I2T_METRICS, alpha=wildcards.alpha)
 
 
+def i2t_example_files(wildcards):
+    """Fig. 4's per-model files by name (the script's params): {"models": {model: {metric: {"lgm", "dqr"}}},
+    "generated": {model: [caption shards]}}."""
+    return {
+        "models": {
+            model: {metric: {kind: f"results/crel_i2t/{model}/{metric}/{kind}.ckpt" for kind in ("lgm", "dqr")} for metric in I2T_METRICS}
+            for model in I2T_MODELS
+        },
+        "generated": {model: expand(GENERATED_CAPTIONS, name=model, shard=SHARDS) for model in I2T_MODELS},
+    }
+
+
 def i2t_example_inputs(wildcards):
+    """Fig. 4's inputs: the files of :func:`i2t_example_files`, the scores, the references' features and captions."""
+    files = i2t_example_files(wildcards)
     return {
         "scores": i2t_scores(wildcards),
-        "lgms": expand("results/crel_i2t/{model}/{metric}/lgm.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
-        "dqrs": expand("results/crel_i2t/{model}/{metric}/dqr.ckpt", model=I2T_MODELS, metric=I2T_METRICS),
+        "checkpoints": [path for metrics in files["models"].values() for kinds in metrics.values() for path in kinds.values()],
+        "generated": [path for shards in files["generated"].values() for path in shards],
         "reference_clip": feature_shards("clip", REFERENCE_SOURCE),
         "reference_bert": feature_shards("bert", REFERENCE_SOURCE),
-        "generated": expand(GENERATED_CAPTIONS, name=I2T_MODELS, shard=SHARDS),
         "captions": coco_captions("val"),
     }

@@ -56,7 +56,7 @@ rule i2t_fig4:
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
-        models=I2T_MODELS,
+        files=i2t_example_files,
         metrics=I2T_METRICS,
         examples=I2T["examples"],
     log:

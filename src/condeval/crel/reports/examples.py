@@ -1,0 +1,97 @@
+"""Fig. 4 of CReL (Sec. 4.2): per example image, each captioner's caption and its worst case in words.
+
+A model's worst case is a point of feature space (``Dec(z_worst)``), not a sentence; it is shown
+as the real evaluation caption nearest to it (:func:`condeval.crel.image_to_text.nearest_captions`).
+Everything arrives by name (model, metric, image id), never by the order of a file list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import polars as pl
+
+from condeval.crel.image_to_text import nearest_captions
+from condeval.crel.reports.image_to_text import example_images
+
+__all__ = ["rank_models", "fig4_examples"]
+
+_SHOWN = ("rho", "rank_rho", "crel_rho", "rank_crel")
+
+
+def rank_models(scores: pl.DataFrame) -> pl.DataFrame:
+    """``scores`` with each model's rank on its image by ρ and by CReL-ρ (1 = best; ties share the best rank).
+
+    Parameters
+    ----------
+    scores : polars.DataFrame
+        Per (metric, model, image_id): ``rho`` and ``crel_rho``.
+
+    Returns
+    -------
+    polars.DataFrame
+        With ``rank_rho`` and ``rank_crel`` (Int64) added.
+    """
+    return scores.with_columns(
+        pl.col("rho").rank("min", descending=True).over("metric", "image_id").cast(pl.Int64).alias("rank_rho"),
+        pl.col("crel_rho").rank("min", descending=True).over("metric", "image_id").cast(pl.Int64).alias("rank_crel"),
+    )
+
+
+def fig4_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object], generated: pl.DataFrame, references: pl.DataFrame,
+                  galleries: Mapping[str, tuple[np.ndarray, np.ndarray]], n_examples: int) -> list[dict]:  # fmt: skip
+    """The examples that :func:`condeval.crel.reports.image_to_text.plot_examples` draws.
+
+    Parameters
+    ----------
+    scores : polars.DataFrame
+        Per (metric, model, image_id): ``rho``, ``crel_rho`` and the latent worst case ``z_worst``.
+    crels : mapping
+        The calibrated CReL of each (model, metric).
+    generated : polars.DataFrame
+        ``model``, ``image_id``, ``caption``: each model's sampled caption per image.
+    references : polars.DataFrame
+        ``image_id``, ``caption`` (the evaluation caption) and ``path`` (the image file).
+    galleries : mapping
+        Per metric: (image ids, unit features) of the evaluation captions in that metric's space.
+    n_examples : int
+        Images per metric, those whose model rankings by ρ and CReL-ρ disagree most
+        (:func:`condeval.crel.reports.image_to_text.example_images`).
+
+    Returns
+    -------
+    list of dict
+        Per example: ``metric``, ``image_path``, ``reference`` and ``models``, a list (in the
+        order of ``crels``) of dicts with ``model``, ``caption``, ``worst_caption`` and the
+        ρ / CReL-ρ values and ranks.
+
+    Raises
+    ------
+    KeyError
+        Naming the (model, metric, image) whose score or caption is missing.
+    """
+    ranked = rank_models(scores)
+    caption_of = dict(zip(references["image_id"].to_list(), references["caption"].to_list()))
+    path_of = dict(zip(references["image_id"].to_list(), references["path"].to_list()))
+    sampled = {(m, i): c for m, i, c in generated.select("model", "image_id", "caption").iter_rows()}
+    examples = []
+    for metric, (gallery_ids, gallery) in galleries.items():
+        texts = [caption_of[k] for k in gallery_ids.tolist()]
+        for image_id in example_images(scores, metric, n_examples):
+            models = [
+                _model_example(ranked, crels[model, metric], model, metric, image_id, sampled, gallery, texts)
+                for model, crel_metric in crels
+                if crel_metric == metric
+            ]
+            examples.append({"metric": metric, "image_path": path_of[image_id], "reference": caption_of[image_id], "models": models})
+    return examples
+
+
+def _model_example(ranked, crel, model, metric, image_id, sampled, gallery, texts) -> dict:
+    row = ranked.filter((pl.col("metric") == metric) & (pl.col("model") == model) & (pl.col("image_id") == image_id))
+    if row.height != 1 or (model, image_id) not in sampled:
+        raise KeyError(f"Fig. 4: no score or caption of model {model!r}, metric {metric!r}, image {image_id}")
+    row = row.row(0, named=True)
+    worst = nearest_captions(crel, np.array([row["z_worst"]]), gallery, texts)[0]
+    return {**{key: row[key] for key in _SHOWN}, "model": model, "caption": sampled[model, image_id], "worst_caption": worst}
