@@ -54,6 +54,11 @@ scaling: setup
 	$(BIN)/snakemake --profile profiles/local scaling
 	$(BIN)/snakemake --profile profiles/local --report reports/report.html all scaling
 
+# CReL image-to-text: one captioner sampled at several temperatures (crel.image_to_text.temperature_sweep).
+temperature: setup
+	$(BIN)/snakemake --profile profiles/local crel_i2t_temperature
+	$(BIN)/snakemake --profile profiles/local --report reports/report.html all crel_i2t_temperature
+
 # tests/workflow/test_slurm.py runs the workflow on a localhost SLURM cluster: root, and Debian's packages.
 test: setup slurm-deps
 	$(BIN)/pytest
@@ -85,13 +90,13 @@ lint: setup
 	$(BIN)/snakemake --lint || status=1; \
 	$(BIN)/ruff check . || status=1; \
 	$(BIN)/ruff format --check . || status=1; \
-	$(BIN)/snakefmt --check . || status=1; \
+	$(BIN)/snakefmt --no-sort --check . || status=1; \
 	exit $$status
 
 format: setup
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
-	$(BIN)/snakefmt .
+	$(BIN)/snakefmt --no-sort .
 
 # Share a run with the lab (dvc.yaml): `dvc repro` records every track's outputs and Snakemake's
 # metadata (nothing to redo after `make run`), `dvc push` uploads them, git keeps dvc.lock.

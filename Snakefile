@@ -102,10 +102,10 @@ rule crc:
 
 
 rule all:
-    default_target: True
     """Every configured track's default targets (`make run`)."""
     input:
         default_targets("crel", "crel_i2t", "crc"),
+    default_target: True
 
 
 rule ablations:

@@ -44,7 +44,9 @@ print(json.dumps({{"seconds_per_step": (time.perf_counter() - start) / {steps}}}
 
 def _time_step(steps: int, environment: dict[str, str]) -> float:
     env = {k: v for k, v in os.environ.items() if k not in JOB_ENVIRONMENT} | environment
-    result = subprocess.run([sys.executable, "-c", STEP.format(steps=steps)], env=env, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", STEP.format(steps=steps)], env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])["seconds_per_step"]
 
 
@@ -62,7 +64,9 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
     }
     write_json(result, args.out)
-    print(f"DQR step: {default:.3f} s with glibc's defaults, {tuned:.3f} s with the job environment ({default / tuned:.1f}x)")
+    print(
+        f"DQR step: {default:.3f} s with glibc's defaults, {tuned:.3f} s with the job environment ({default / tuned:.1f}x)"
+    )
 
 
 if __name__ == "__main__":

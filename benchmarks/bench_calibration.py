@@ -35,17 +35,17 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 
+from condeval.core.io import write_json
 from condeval.crel import polytope as P
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.reliability import reliability_score
 from condeval.crel.scaling import time_latent_grid_chunks
-from condeval.core.io import write_json
 
 #: Extra calibration baselines: name -> callable(U, b, Z) returning a JSON-able dict
 #: (e.g. {"seconds": ..., "max_abs_error": ...}); filled in by other benchmark modules.
@@ -118,7 +118,12 @@ def time_polytope(U, b, Z, backend: str, repeats: int) -> tuple[np.ndarray, list
 
 
 def _timing(backend: str, times: list[float]) -> dict:
-    return {"backend": backend, "seconds_min": min(times), "seconds_median": statistics.median(times), "seconds_all": times}
+    return {
+        "backend": backend,
+        "seconds_min": min(times),
+        "seconds_median": statistics.median(times),
+        "seconds_all": times,
+    }
 
 
 def bench_calibration(args) -> dict:
@@ -226,8 +231,7 @@ def bench_reliability(args) -> dict:
     m = args.rel_naive_subsample
     t0 = time.perf_counter()
     naive_scores = [
-        reliability_score(decode, similarity, U, b[i : i + 1], gamma, gt[i : i + 1], **kw)[0][0]
-        for i in range(m)
+        reliability_score(decode, similarity, U, b[i : i + 1], gamma, gt[i : i + 1], **kw)[0][0] for i in range(m)
     ]
     naive = time.perf_counter() - t0
     with torch.no_grad():

@@ -74,7 +74,9 @@ def bench_threshold(n_words: int, grid: int, repeats: int = 3) -> dict:
     alpha, delta = 0.2, 0.05
     grid_times, exact_times = [], []
     for _ in range(repeats):
-        on_grid, seconds = _time(calibrate_threshold, scores, labels, groups, "fdr", alpha, delta, grid=grid, unit="caption")
+        on_grid, seconds = _time(
+            calibrate_threshold, scores, labels, groups, "fdr", alpha, delta, grid=grid, unit="caption"
+        )
         grid_times.append(seconds)
         exact, seconds = _time(calibrate_threshold, scores, labels, groups, "fdr", alpha, delta, unit="caption")
         exact_times.append(seconds)

@@ -20,9 +20,9 @@ import torch
 import yaml
 
 from condeval.core.io import write_json
-from condeval.generators.captioners import Captioner
 from condeval.datasets.coco import evaluation_pairs, load_captions
 from condeval.encoders.features import BertEncoder, ClipEncoder
+from condeval.generators.captioners import Captioner
 
 
 def _rate(call, items: list, batch_size: int) -> float:
@@ -46,13 +46,17 @@ def main(argv=None) -> dict:
     run = Path(args.run_dir)
     config = yaml.safe_load(Path(args.config).read_text())
     root = run / config["coco"]["root"]
-    pairs = evaluation_pairs(load_captions(root / "annotations/captions_val2014.json", root / "val2014")).head(args.images)
+    pairs = evaluation_pairs(load_captions(root / "annotations/captions_val2014.json", root / "val2014")).head(
+        args.images
+    )
     paths, texts = pairs["path"].to_list(), pairs["caption"].to_list()
     device = args.device
     clip = ClipEncoder(run / "results/encoders/clip", device=device)
     bert = BertEncoder(run / "results/encoders/bert", device=device)
     rates = {
-        "clip_images_per_s": _rate(lambda x: clip.image_features(x, batch_size=args.batch_size), paths, args.batch_size),
+        "clip_images_per_s": _rate(
+            lambda x: clip.image_features(x, batch_size=args.batch_size), paths, args.batch_size
+        ),
         "clip_texts_per_s": _rate(lambda x: clip.text_features(x, batch_size=args.batch_size), texts, args.batch_size),
         "bert_texts_per_s": _rate(lambda x: bert.text_features(x, batch_size=args.batch_size), texts, args.batch_size),
     }
@@ -60,9 +64,24 @@ def main(argv=None) -> dict:
     for name, section in i2t["models"].items():
         folder = section.get("path", f"results/crel_i2t/captioners/{name}")
         captioner = Captioner(run / folder, device=device)
-        sampling = {**i2t["sampling"], "temperature": section.get("temperature", 1.0)}
-        rates[f"{name}_captions_per_s"] = _rate(lambda x: captioner.generate(x, seed=0, batch_size=args.batch_size, **sampling), paths, args.batch_size)
-    out = {"images": len(paths), "device": device, "threads": args.threads, "cpu": platform.processor() or platform.machine(), **rates}
+        sampling = {
+            **i2t["sampling"],
+            "temperature": section.get("temperature", i2t["sampling"].get("temperature", 1.0)),
+        }
+        rates[f"{name}_captions_per_s"] = _rate(
+            lambda x, captioner=captioner, sampling=sampling: captioner.generate(
+                x, seed=0, batch_size=args.batch_size, **sampling
+            ),
+            paths,
+            args.batch_size,
+        )
+    out = {
+        "images": len(paths),
+        "device": device,
+        "threads": args.threads,
+        "cpu": platform.processor() or platform.machine(),
+        **rates,
+    }
     write_json(out, args.out)
     for key, value in rates.items():
         print(f"{key:32s} {value:10.1f}")

@@ -61,7 +61,14 @@ def main(argv=None) -> dict:
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     p = d = 768
-    vae = LatentVAE(output_dim=d, latent_dim=args.r, hidden_dims=[128, 256, 512, 512, 256, 128], metric="cosine", dropout=0.1, batch_norm=True)
+    vae = LatentVAE(
+        output_dim=d,
+        latent_dim=args.r,
+        hidden_dims=[128, 256, 512, 512, 256, 128],
+        metric="cosine",
+        dropout=0.1,
+        batch_norm=True,
+    )
     dqr = DirectionalQuantileRegressor(cond_dim=p + d, latent_dim=args.r, hidden_dims=[256, 256], n_directions=args.K)
     crel = CReL(vae, dqr, metric="cosine")
     X_cal, Y_cal = _unit_rows(rng, args.n, p + d), _unit_rows(rng, args.n, d)
@@ -87,11 +94,20 @@ def main(argv=None) -> dict:
     calibration["speedup_vs_qp"] = calibration["qp_seconds_extrapolated"] / calibration["seconds_median"]
     started = time.perf_counter()
     crel.calibrate(X_cal, Y_cal, alpha=0.1)
-    pipeline = {"seconds": time.perf_counter() - started, "dqr_hidden": [256, 256], "vae_hidden": [128, 256, 512, 512, 256, 128]}
+    pipeline = {
+        "seconds": time.perf_counter() - started,
+        "dqr_hidden": [256, 256],
+        "vae_hidden": [128, 256, 512, 512, 256, 128],
+    }
 
     started = time.perf_counter()
     worst, _ = crel.reliability(X_test, GT_test, num_z0=args.num_z0, steps=args.steps, lr=0.05, seed=0)
-    reliability = {"seconds": time.perf_counter() - started, "num_z0": args.num_z0, "steps": args.steps, "mean_crel_rho": float(worst.mean())}
+    reliability = {
+        "seconds": time.perf_counter() - started,
+        "num_z0": args.num_z0,
+        "steps": args.steps,
+        "mean_crel_rho": float(worst.mean()),
+    }
 
     out = {
         "shapes": {"p": p, "d": d, "r": args.r, "K": args.K, "n_cal": args.n, "n_test": args.n},
@@ -105,7 +121,9 @@ def main(argv=None) -> dict:
     print(f"calibrate: {calibration['seconds_median']:.3f} s (per-sample QP extrapolated {calibration['qp_seconds_extrapolated']:.1f} s, "
           f"x{calibration['speedup_vs_qp']:.0f}; max |error| {calibration['max_abs_error_vs_qp']:.1e}; outside {calibration['outside_fraction']:.2f})")  # fmt: skip
     print(f"CReL.calibrate with the models: {pipeline['seconds']:.1f} s")
-    print(f"reliability: {reliability['seconds']:.1f} s for {args.n} points, num_z0 = {args.num_z0}, {args.steps} steps")
+    print(
+        f"reliability: {reliability['seconds']:.1f} s for {args.n} points, num_z0 = {args.num_z0}, {args.steps} steps"
+    )
     return out
 
 

@@ -41,10 +41,8 @@ def unit_rows(a, eps: float = _EPS):
     ndarray or Tensor, shape (..., d)
         Same kind as ``a``; a NumPy result is float64.
     """
-    if _is_torch(a):
-        import torch.nn.functional as F
-
-        return F.normalize(a, dim=-1, eps=eps)
+    if _is_torch(a):  # tensor methods only: the analysis environment has no torch to import
+        return a / a.norm(dim=-1, keepdim=True).clamp_min(eps)
     a = np.asarray(a, dtype=np.float64)
     return a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), eps)
 
@@ -78,10 +76,10 @@ def cosine_similarity(a, b, *, pairwise: bool = False, eps: float = _EPS):
         kind = "(n, d) and (m, d)" if pairwise else "the same shape"
         raise ValueError(f"cosine_similarity needs rows of {kind}; got {tuple(a.shape)} and {tuple(b.shape)}")
     if _is_torch(a, b):
-        import torch
-
-        a, b = torch.as_tensor(a), torch.as_tensor(b)
-        dtype = torch.promote_types(a.dtype, b.dtype)
+        tensor = a if _is_torch(a) else b
+        as_float64 = tensor.new_zeros(()).double()  # an array joins as float64, as torch.as_tensor reads it
+        a, b = (x if _is_torch(x) else as_float64.new_tensor(np.asarray(x, dtype=np.float64)) for x in (a, b))
+        dtype = (a.new_zeros(()) + b.new_zeros(())).dtype  # torch's type promotion
         a, b = unit_rows(a.to(dtype), eps), unit_rows(b.to(dtype), eps)
         return a @ b.T if pairwise else (a * b).sum(dim=-1)
     a, b = unit_rows(a, eps), unit_rows(b, eps)

@@ -1,4 +1,5 @@
 """Malformed, truncated or NaN-laden inputs stop with a message naming the file and the field."""
+
 import ast
 import shutil
 import subprocess
@@ -88,7 +89,9 @@ def test_workflow_stops_loudly_on_nan_in_raw_data(tmp_path):
     frame = pl.read_parquet(tmp_path / raw)
     poisoned = frame.with_columns(pl.when(pl.int_range(pl.len()) == 11).then(None).otherwise(pl.col("x3")).alias("x3"))
     poisoned.with_columns(pl.col("x3").fill_null(float("nan"))).write_parquet(tmp_path / raw)
-    result = subprocess.run(cmd + ["results/crel/nonlinear/processed.parquet"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        cmd + ["results/crel/nonlinear/processed.parquet"], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode != 0
     log = (tmp_path / "logs/crel/nonlinear/preprocess.log").read_text()
     assert "non-finite value in 'x*'" in log and "nonlinear.parquet" in log and "(11, 3)" in log
@@ -160,7 +163,11 @@ def _checkpoint_loads_without_weights_only(path: Path) -> list[str]:
 
 def test_every_checkpoint_load_says_weights_only():
     """A checkpoint from a shared remote must not unpickle code: every load states ``weights_only``."""
-    files = [p for folder in ("src", "workflow", "tests", "benchmarks", "tools") for p in sorted((REPO / folder).rglob("*.py"))]
+    files = [
+        p
+        for folder in ("src", "workflow", "tests", "benchmarks", "tools")
+        for p in sorted((REPO / folder).rglob("*.py"))
+    ]
     offenders = [hit for path in files for hit in _checkpoint_loads_without_weights_only(path)]
     assert offenders == []
 

@@ -1,4 +1,5 @@
 """The conformal order statistic: definition, edge cases and refusals."""
+
 import math
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Jobs that only run models start without Lightning; the Snakefile reads the job environment without torch."""
+
 import subprocess
 import sys
 

@@ -1,4 +1,5 @@
 """Saved-folder manifests: what makes a pulled model folder count as unchanged, and a tampered one fail."""
+
 import hashlib
 import subprocess
 

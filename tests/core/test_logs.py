@@ -1,4 +1,5 @@
 """Progress bars reach a job's log: under Snakemake stderr is a file, where tqdm hides its bars by default."""
+
 import subprocess
 import sys
 

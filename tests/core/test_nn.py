@@ -1,4 +1,5 @@
 """Shared torch helpers: random unit directions (the DQR's direction set and CReL-rho's random starts) and the device of inputs."""
+
 import numpy as np
 import torch
 

@@ -1,5 +1,6 @@
 """Hoeffding–Bentkus bounds and Learn-then-Test, against the paper's formulas written out here
 independently, and by their guarantees over many random draws."""
+
 import numpy as np
 import pytest
 from scipy.stats import binom
@@ -9,6 +10,7 @@ from condeval.core.risk import hb_p_value, hb_ucb, learn_then_test
 
 def _reference_tail(risk_hat, n, bound):
     """g(r̂; R): Propositions 2 and 3 of the CLIPScore paper, Hoeffding only where r̂ < R, ceil in Bentkus."""
+
     def kl(t, r):
         first = 0.0 if t == 0 else t * np.log(t / r)
         return first + (1 - t) * np.log((1 - t) / (1 - r))
@@ -18,7 +20,12 @@ def _reference_tail(risk_hat, n, bound):
     return min(hoeffding, bentkus, 1.0), bentkus < hoeffding
 
 
-GRID = [(r, n, a) for r in (0.0, 0.013, 0.05, 0.105, 0.155, 0.19, 0.2, 0.31, 0.6, 1.0) for n in (7, 10, 100, 333, 10_000) for a in (0.1, 0.2, 0.5)]
+GRID = [
+    (r, n, a)
+    for r in (0.0, 0.013, 0.05, 0.105, 0.155, 0.19, 0.2, 0.31, 0.6, 1.0)
+    for n in (7, 10, 100, 333, 10_000)
+    for a in (0.1, 0.2, 0.5)
+]
 
 
 def test_p_value_is_the_papers_bound():

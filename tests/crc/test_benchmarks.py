@@ -1,4 +1,5 @@
 """Benchmark caption tables: subsets drawn by image, clear errors for missing images and pickles."""
+
 import json
 
 import numpy as np
@@ -57,13 +58,25 @@ def test_judged_captions_name_a_missing_image_and_refuse_pickles(world, tmp_path
 def test_foil_it_calibrates_on_the_train_file_and_tests_on_the_whole_test_file(world, tmp_path):
     paths = write_mini_foil_it(world, tmp_path, seed=0)
     whole_test = foil_it_captions(paths["test"], world / "val2014", calibration_fraction=0.3, seed=0)
-    table = foil_it_captions(paths["test"], world / "val2014", calibration_fraction=1.0, seed=0, train_json=paths["train"], train_image_dir=world / "val2014")
+    table = foil_it_captions(
+        paths["test"],
+        world / "val2014",
+        calibration_fraction=1.0,
+        seed=0,
+        train_json=paths["train"],
+        train_image_dir=world / "val2014",
+    )
     test, calibration = table.filter(pl.col("subset") == "test"), table.filter(pl.col("subset") == "calibration")
     assert len(test) == len(whole_test) and set(test["path"]) == set(whole_test["path"])  # the whole test file
-    train_images = set(json.loads(paths["train"].read_text())["images"][k]["file_name"] for k in range(len(json.loads(paths["train"].read_text())["images"])))
+    train_images = set(
+        json.loads(paths["train"].read_text())["images"][k]["file_name"]
+        for k in range(len(json.loads(paths["train"].read_text())["images"]))
+    )
     assert {p.rsplit("/", 1)[-1] for p in calibration["path"]} == train_images  # fraction 1: all of the train file
     assert not set(calibration["path"]) & set(test["path"])
-    tenth = foil_it_captions(paths["test"], world / "val2014", calibration_fraction=0.25, seed=0, train_json=paths["train"])
+    tenth = foil_it_captions(
+        paths["test"], world / "val2014", calibration_fraction=0.25, seed=0, train_json=paths["train"]
+    )
     assert tenth.filter(pl.col("subset") == "calibration")["path"].n_unique() == round(0.25 * len(train_images))
     assert (tenth.group_by("pair_id", "subset").len()["len"] == 2).all()  # an original and its foil together
 

@@ -1,9 +1,18 @@
 """The experiment layer: sweeps control the risk on held-out captions, the α pick, signal and joins."""
+
 import numpy as np
 import polars as pl
 import pytest
 
-from condeval.crc.evaluate import detection_signal, interval_metrics, join_samples, refuse_truncated, risk_sweep, select_alpha, word_arrays
+from condeval.crc.evaluate import (
+    detection_signal,
+    interval_metrics,
+    join_samples,
+    refuse_truncated,
+    risk_sweep,
+    select_alpha,
+    word_arrays,
+)
 from condeval.crc.metrics import fpr
 
 
@@ -49,7 +58,11 @@ def test_fpr_is_controlled_over_the_valid_words():
         valid = np.asarray([p != "DET" for p in test["pos"].explode()])
         assert fpr((scores > threshold)[valid], labels[valid], groups[valid]) <= alpha + 0.01
     assert sweep["test_unscored_words"][0] == pytest.approx(5 * 4000 / test["labels"].list.len().sum())
-    assert (sweep["test_unscored_errors"] == 0).all() and (sweep["n_units"] == 1000).all() and (sweep["unit"] == "image").all()
+    assert (
+        (sweep["test_unscored_errors"] == 0).all()
+        and (sweep["n_units"] == 1000).all()
+        and (sweep["unit"] == "image").all()
+    )
 
 
 def test_captions_with_truncated_words_are_refused_and_counted():
@@ -88,9 +101,19 @@ def test_intervals_without_a_valid_lambda_say_so():
     rng = np.random.default_rng(0)
     frame = lambda n: pl.DataFrame({"mean": rng.uniform(0.5, 1.0, n), "std": rng.uniform(0.01, 0.05, n), "human_score": rng.uniform(0, 1, n),  # noqa: E731
                                     "path": [f"image-{k // 4}.jpg" for k in range(n)]})  # fmt: skip
-    table, result = interval_metrics(frame(60), {"a": frame(40), "b": frame(30)}, delta=0.05, lambdas=np.linspace(1, 5, 5), method="bonferroni", truncation_factor=1.8)
+    table, result = interval_metrics(
+        frame(60),
+        {"a": frame(40), "b": frame(30)},
+        delta=0.05,
+        lambdas=np.linspace(1, 5, 5),
+        method="bonferroni",
+        truncation_factor=1.8,
+    )
     assert result is None
-    assert table.filter(pl.col("stage") == "pos")["ups"].is_nan().all() and table.filter(pl.col("stage") == "pre")["ups"].is_finite().all()
+    assert (
+        table.filter(pl.col("stage") == "pos")["ups"].is_nan().all()
+        and table.filter(pl.col("stage") == "pre")["ups"].is_finite().all()
+    )
     assert table["n"].to_list() == [40, 40, 30, 30]
 
 
@@ -101,9 +124,15 @@ def test_read_sampled_sets_pairs_each_table_with_its_own_shards(tmp_path):
     for name, offset in (("a", 0.0), ("b", 1.0)):  # the same keys in both sets, told apart by their files
         pl.DataFrame({"key": [0, 1], "labels": [[0], [1]]}).write_parquet(tmp_path / f"{name}.parquet")
         for shard, key in enumerate((0, 1)):
-            pl.DataFrame({"key": [key], "clipscore": [offset + key], "mean": [0.5], "std": [0.1], "samples": [[0.5]]}).write_parquet(tmp_path / f"{name}-{shard}.parquet")
+            pl.DataFrame(
+                {"key": [key], "clipscore": [offset + key], "mean": [0.5], "std": [0.1], "samples": [[0.5]]}
+            ).write_parquet(tmp_path / f"{name}-{shard}.parquet")
         paths[name] = [tmp_path / f"{name}-{shard}.parquet" for shard in (0, 1)]
-    a, b = read_sampled_sets([tmp_path / "a.parquet", tmp_path / "b.parquet"], paths["a"] + paths["b"], keep_distribution=False)
-    assert a["clipscore"].to_list() == [0.0, 1.0] and b["clipscore"].to_list() == [1.0, 2.0] and "samples" not in a.columns
+    a, b = read_sampled_sets(
+        [tmp_path / "a.parquet", tmp_path / "b.parquet"], paths["a"] + paths["b"], keep_distribution=False
+    )
+    assert (
+        a["clipscore"].to_list() == [0.0, 1.0] and b["clipscore"].to_list() == [1.0, 2.0] and "samples" not in a.columns
+    )
     with pytest.raises(ValueError, match="evenly"):
         read_sampled_sets([tmp_path / "a.parquet", tmp_path / "b.parquet"], paths["a"] + paths["b"][:1])

@@ -1,4 +1,5 @@
 """Calibrated CLIPScore intervals: the truncated Gaussian and the Learn-then-Test pick of λ."""
+
 import numpy as np
 import pytest
 from scipy.stats import truncnorm
@@ -71,7 +72,9 @@ def test_bad_input_is_refused():
 
 def test_the_image_is_the_unit_of_the_p_values():
     mean, std, human = _judged_pairs(400, np.random.default_rng(0))
-    images = np.where(np.arange(400) < 160, np.arange(400) // 4, np.arange(400))  # 160 pairs four to an image: 280 images
+    images = np.where(
+        np.arange(400) < 160, np.arange(400) // 4, np.arange(400)
+    )  # 160 pairs four to an image: 280 images
     grid = np.array([1.0, 2.0, 50.0])  # λ = 50 has the highest UPS on these pairs
     by_image = calibrate_intervals(mean, std, human, delta=0.05, lambdas=grid, images=images)
     np.testing.assert_allclose(by_image.p_values, hb_p_value(by_image.risks, 280, by_image.alpha))

@@ -1,4 +1,5 @@
 """Appendix D metrics against per-caption loops written from the official definitions."""
+
 import numpy as np
 import pytest
 from scipy.stats import kendalltau
@@ -48,8 +49,12 @@ def test_instance_metrics(words):
     scores, labels, groups = words
     per = _captions(scores, labels, groups=groups)
     truth = [y.any() for _, y in per]
-    assert instance_ap(scores, labels, groups) == pytest.approx(average_precision_score(truth, [s.max() for s, _ in per]))
-    assert instance_f1(scores > 0.5, labels, groups) == pytest.approx(f1_score(truth, [(s > 0.5).any() for s, _ in per], average="macro"))
+    assert instance_ap(scores, labels, groups) == pytest.approx(
+        average_precision_score(truth, [s.max() for s, _ in per])
+    )
+    assert instance_f1(scores > 0.5, labels, groups) == pytest.approx(
+        f1_score(truth, [(s > 0.5).any() for s, _ in per], average="macro")
+    )
 
 
 def test_location_accuracies(words):
@@ -67,7 +72,9 @@ def test_word_precision_recall_f1(words):
     per = _captions(scores > 0.5, labels.astype(bool), groups=groups)
     precision = np.mean([(t & y).sum() / t.sum() if t.sum() else 0.0 for t, y in per])
     recall = np.mean([(t & y).sum() / y.sum() if y.sum() else 1.0 for t, y in per])
-    assert word_precision_recall_f1(scores > 0.5, labels, groups) == pytest.approx((precision, recall, 2 * precision * recall / (precision + recall)))
+    assert word_precision_recall_f1(scores > 0.5, labels, groups) == pytest.approx(
+        (precision, recall, 2 * precision * recall / (precision + recall))
+    )
 
 
 def test_ups_and_kendall_tau_c():

@@ -1,4 +1,5 @@
 """The mini benchmarks are written in the real formats and read back by the real loaders."""
+
 import json
 
 import numpy as np
@@ -33,7 +34,9 @@ def test_mini_foil_it_round_trips_through_the_foil_it_loader(world, tmp_path):
     # Images are listed as the world lists them (id, file name, width, height).
     world_images = {i["id"]: i for i in json.loads((world / "annotations/captions_val2014.json").read_text())["images"]}
     for image in json.loads(paths["test"].read_text())["images"]:
-        assert (image["width"], image["height"], image["file_name"]) == tuple(world_images[image["id"]][k] for k in ("width", "height", "file_name"))
+        assert (image["width"], image["height"], image["file_name"]) == tuple(
+            world_images[image["id"]][k] for k in ("width", "height", "file_name")
+        )
     # Deterministic per seed, different across seeds.
     again = write_mini_foil_it(world, tmp_path / "again", seed=0)
     assert again["test"].read_bytes() == paths["test"].read_bytes()
@@ -92,7 +95,9 @@ def test_mini_rich_hf_round_trips_through_the_tfrecord_reader(tmp_path):
     assert [len(f) for f in frames.values()] == [12, 4, 6]  # no record dropped: the split is the dataset's
     errors = [sum(labels) for f in frames.values() for labels in f["labels"].to_list()]
     assert min(errors) == 0 and max(errors) >= 2
-    assert frames["test"]["misalignment_score"].to_list() == [float(sum(l)) for l in frames["test"]["labels"].to_list()]
+    assert frames["test"]["misalignment_score"].to_list() == [
+        float(sum(labels)) for labels in frames["test"]["labels"].to_list()
+    ]
 
 
 def test_mini_judgments_round_trip_and_ratings_follow_the_errors(world, tmp_path):

@@ -1,4 +1,5 @@
 """The crc tables say what the sets could not see: calibration units, refused captions, never-scored words."""
+
 import polars as pl
 
 from condeval.crc.report import dropped_rows_markdown, sweep_markdown, table4_markdown
@@ -33,8 +34,18 @@ def test_report_captions_are_valid_restructuredtext():
     from docutils.utils import Reporter
 
     for caption in sorted(Path(__file__).parents[2].joinpath("workflow", "report", "crc").glob("*.rst")):
-        tree = publish_doctree(caption.read_text(), settings_overrides={"report_level": Reporter.INFO_LEVEL, "halt_level": Reporter.SEVERE_LEVEL + 1, "warning_stream": False})
-        problems = [node.astext() for node in tree.findall(lambda node: isinstance(node, (nodes.problematic, nodes.system_message)))]
+        tree = publish_doctree(
+            caption.read_text(),
+            settings_overrides={
+                "report_level": Reporter.INFO_LEVEL,
+                "halt_level": Reporter.SEVERE_LEVEL + 1,
+                "warning_stream": False,
+            },
+        )
+        problems = [
+            node.astext()
+            for node in tree.findall(lambda node: isinstance(node, (nodes.problematic, nodes.system_message)))
+        ]
         assert not problems, (caption.name, problems)
 
 

@@ -1,5 +1,6 @@
 """Attention-mask sampling through a saved tiny CLIPModel: unmasked rows equal the model's own
 features, masks act only through attention, and the word scores follow Eqs. 1–3."""
+
 import numpy as np
 import pytest
 import torch
@@ -8,7 +9,16 @@ from condeval.crc.pos import LexiconTagger
 from condeval.crc.sampling import AttentionMaskSampler, clipscore, word_error_scores
 from condeval.datasets.miniworld import SceneObject, render_scene, vocabulary
 
-LEXICON = {"a": "DET", "red": "ADJ", "blue": "ADJ", "star": "NOUN", "ring": "NOUN", "above": "ADP", "two": "NUM", "rings": "NOUN"}
+LEXICON = {
+    "a": "DET",
+    "red": "ADJ",
+    "blue": "ADJ",
+    "star": "NOUN",
+    "ring": "NOUN",
+    "above": "ADP",
+    "two": "NUM",
+    "rings": "NOUN",
+}
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +32,18 @@ def encoder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("clip")
     tokenizer = build_word_tokenizer(vocabulary())
     torch.manual_seed(0)
-    model = CLIPModel(tiny_clip_config(tokenizer, 64, vision_width=32, vision_layers=2, patch_size=16, text_width=32, text_layers=2, projection_dim=16))
+    model = CLIPModel(
+        tiny_clip_config(
+            tokenizer,
+            64,
+            vision_width=32,
+            vision_layers=2,
+            patch_size=16,
+            text_width=32,
+            text_layers=2,
+            projection_dim=16,
+        )
+    )
     for save in (model.eval(), tokenizer, clip_image_processor(64)):
         save.save_pretrained(folder)
     return ClipEncoder(folder)
@@ -30,7 +51,10 @@ def encoder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def image():
-    return render_scene([SceneObject("star", "red", "large", 0.3, 0.3), SceneObject("ring", "blue", "small", 0.7, 0.7)], np.random.default_rng(0))
+    return render_scene(
+        [SceneObject("star", "red", "large", 0.3, 0.3), SceneObject("ring", "blue", "small", 0.7, 0.7)],
+        np.random.default_rng(0),
+    )
 
 
 def _sampler(encoder, **kwargs):
@@ -67,7 +91,9 @@ def test_a_text_mask_equals_leaving_the_tokens_out_of_attention(encoder):
     attention = tokens["attention_mask"].clone()
     attention[0, 1 + j] = 0  # [CLS] first, one token per word
     with torch.no_grad():
-        expected = encoder.model.get_text_features(input_ids=tokens["input_ids"], attention_mask=attention).pooler_output[0]
+        expected = encoder.model.get_text_features(
+            input_ids=tokens["input_ids"], attention_mask=attention
+        ).pooler_output[0]
     torch.testing.assert_close(texts[1], expected)
 
 
@@ -89,7 +115,9 @@ def test_scores_come_from_one_batch_per_tower_and_are_seeded(encoder, image):
     assert (samples.scores >= 0).all() and (samples.scores <= 2.5).all()
     again = sampler.sample(image, "a red star above two blue rings".split(), seed=3)
     np.testing.assert_array_equal(samples.scores, again.scores)
-    assert not np.array_equal(samples.scores, sampler.sample(image, "a red star above two blue rings".split(), seed=4).scores)
+    assert not np.array_equal(
+        samples.scores, sampler.sample(image, "a red star above two blue rings".split(), seed=4).scores
+    )
 
 
 def test_attention_entry_masking_and_logit_scale_weight(encoder, image):
@@ -127,7 +155,10 @@ def test_sample_captions_seeds_each_pair_by_its_key(encoder, image, tmp_path):
     captions = ["a red star above two blue rings".split(), "a blue ring".split(), "above a".split()]
     sampler = _sampler(encoder)
     whole = sample_captions(sampler, [path] * 3, captions, [10, 11, 12], seed=0, keep_distribution=True, progress=False)
-    parts = [sample_captions(sampler, [path], [captions[k]], [10 + k], seed=0, keep_distribution=True, progress=False) for k in (2, 0, 1)]
+    parts = [
+        sample_captions(sampler, [path], [captions[k]], [10 + k], seed=0, keep_distribution=True, progress=False)
+        for k in (2, 0, 1)
+    ]
     import polars as pl
 
     assert pl.concat(parts).sort("key").equals(whole)

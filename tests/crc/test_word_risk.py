@@ -1,5 +1,6 @@
 """Word-level risk control: the risk sweep against a per-caption loop, and the guarantee
 P(risk of S_λ̂ ≤ α) ≥ 1 − δ over many calibration draws from a known population."""
+
 import numpy as np
 import pytest
 
@@ -74,7 +75,9 @@ def test_threshold_controls_the_risk_with_probability_one_minus_delta(risk, alph
         set_size.append(np.sum(scores > lam) / len(words_of))
     assert exceed / draws <= delta, exceed / draws
     # Not vacuous: the sets still find most errors.
-    print(f"{risk}: P(risk > alpha) = {exceed / draws:.3f}, mean set size {np.mean(set_size):.2f} words, recall {np.mean(recall):.2f}")
+    print(
+        f"{risk}: P(risk > alpha) = {exceed / draws:.3f}, mean set size {np.mean(set_size):.2f} words, recall {np.mean(recall):.2f}"
+    )
     assert np.mean(recall) > 0.5 and np.mean(set_size) > 0.5
 
 
@@ -114,7 +117,9 @@ def test_bad_input_is_refused():
         calibrate_threshold(scores[few], labels[few], groups[few], alpha=0.2, delta=0.05, **caption)
 
 
-@pytest.mark.parametrize("name,value", [("delta", 1.0), ("delta", 0.0), ("delta", np.nan), ("alpha", 1.0), ("alpha", 0.0), ("alpha", -0.1)])
+@pytest.mark.parametrize(
+    "name,value", [("delta", 1.0), ("delta", 0.0), ("delta", np.nan), ("alpha", 1.0), ("alpha", 0.0), ("alpha", -0.1)]
+)
 def test_alpha_and_delta_outside_the_open_unit_interval_are_named(name, value):
     # δ = 1 used to return the threshold that flags every word; δ = 0 blamed too few captions.
     scores, labels, groups = _captions(300, np.random.default_rng(6))
@@ -152,7 +157,9 @@ def test_image_level_risk_averages_each_images_captions():
         per_image = {}
         for caption in np.unique(groups):
             in_caption = groups == caption
-            per_image.setdefault(image_of[caption], []).append(_loop_risk(scores[in_caption], labels[in_caption], groups[in_caption], lam, "fdr"))
+            per_image.setdefault(image_of[caption], []).append(
+                _loop_risk(scores[in_caption], labels[in_caption], groups[in_caption], lam, "fdr")
+            )
         assert value == pytest.approx(np.mean([np.mean(v) for v in per_image.values()]), abs=1e-12)
 
 
@@ -192,14 +199,21 @@ def test_grid_threshold_is_equation_7_over_the_grid(risk, grid):
     np.testing.assert_array_equal(thresholds, values[::-1])
     np.testing.assert_allclose(risks, loop[::-1], atol=1e-12)  # ties between scores and grid points included
     p = hb_p_value(loop, 300, 0.3)
-    controlled_from = np.flatnonzero(np.concatenate([~(p[::-1] <= 0.1), [True]]))[0]  # grid points from the top that pass
+    controlled_from = np.flatnonzero(np.concatenate([~(p[::-1] <= 0.1), [True]]))[
+        0
+    ]  # grid points from the top that pass
     expected = values[::-1][controlled_from - 1]
-    assert calibrate_threshold(scores, labels, groups, risk=risk, alpha=0.3, delta=0.1, grid=grid, unit="caption") == expected
+    assert (
+        calibrate_threshold(scores, labels, groups, risk=risk, alpha=0.3, delta=0.1, grid=grid, unit="caption")
+        == expected
+    )
 
 
 def test_alphas_too_small_for_the_calibration_set_are_refused_by_key():
     from condeval.crc.word_risk import check_alphas
 
     check_alphas([0.1, 0.3], 0.05, 29, "image", "foil_it")  # (0.9)^29 = 0.047 <= 0.05
-    with pytest.raises(ValueError, match=r"config key 'crc.words.alphas': foil_it has 28 calibration images.*alpha 0.1 needs 29"):
+    with pytest.raises(
+        ValueError, match=r"config key 'crc.words.alphas': foil_it has 28 calibration images.*alpha 0.1 needs 29"
+    ):
         check_alphas([0.1, 0.3], 0.05, 28, "image", "foil_it")

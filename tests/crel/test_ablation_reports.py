@@ -1,4 +1,5 @@
 """Appendix C tables: our numbers land in the right rows, beside the paper's."""
+
 import math
 
 import polars as pl

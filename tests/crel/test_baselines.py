@@ -1,6 +1,7 @@
 """Baselines of Table 1: Feldman et al. and PCP keep the conformal guarantee over resampled splits
 (through the functions the workflow calls); DQR alone picks its level as the paper does; Table 1
 is assembled with the paper's numbers beside ours."""
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +23,7 @@ def _split_coverage(scores, n_cal, alpha, threshold, draws, seed):
     coverage = np.empty(draws)
     for i in range(draws):
         order = rng.permutation(scores.size)
-        cal, test = scores[order[:n_cal]], scores[order[n_cal:n_cal + 200]]
+        cal, test = scores[order[:n_cal]], scores[order[n_cal : n_cal + 200]]
         coverage[i] = np.mean(test <= threshold(cal, alpha))
     return coverage.mean(), coverage.std(ddof=1) / np.sqrt(draws)
 
@@ -86,7 +87,14 @@ def test_dqr_alone_takes_the_largest_level_meeting_the_target():
 
 
 def _summary(method, alpha, **extra):
-    base = {"method": method, "alpha": alpha, "coverage_y": 0.9, "coverage_y_grid": 0.89, "area": 700.0, "n_test_y": 2000}
+    base = {
+        "method": method,
+        "alpha": alpha,
+        "coverage_y": 0.9,
+        "coverage_y_grid": 0.89,
+        "area": 700.0,
+        "n_test_y": 2000,
+    }
     return base | extra
 
 
@@ -99,7 +107,13 @@ def test_table1_orders_rows_and_puts_the_papers_numbers_beside_ours():
         _summary("crel", 0.05, coverage_z=0.95, gamma_cal=0.02, gamma_init=0.5),
     ]
     table = table1(summaries)
-    assert list(zip(table["alpha"], table["method"])) == [(0.02, "dqr"), (0.05, "crel"), (0.1, "crel"), (0.1, "feldman"), (0.1, "pcp")]
+    assert list(zip(table["alpha"], table["method"])) == [
+        (0.02, "dqr"),
+        (0.05, "crel"),
+        (0.1, "crel"),
+        (0.1, "feldman"),
+        (0.1, "pcp"),
+    ]
     reported = paper.table1()
     crel = table.row(2, named=True)
     assert (crel["paper_coverage_z"], crel["paper_coverage_y"], crel["paper_area"]) == reported[("crel", 0.1)]
@@ -130,7 +144,9 @@ def test_fig2_panels_outline_feldman_and_the_dqr_on_the_output_grid():
     grid = OutputGrid(lower=np.array([-1.0, -1.0]), upper=np.array([1.0, 1.0]), points_per_axis=21)
     point = RegionCloud(0, latent=np.zeros((1, 2)), decoded=np.zeros((1, 2)), radii=np.zeros(1))
     wider = RegionCloud(0, latent=np.ones((1, 2)), decoded=np.zeros((1, 2)), radii=np.array([0.5]))
-    (panel,) = region_panels([point], [wider], [point], Z=np.full((1, 2), 3.0), Y=np.full((1, 2), 4.0), grid=grid, feldman_radius=0.3)
+    (panel,) = region_panels(
+        [point], [wider], [point], Z=np.full((1, 2), 3.0), Y=np.full((1, 2), 4.0), grid=grid, feldman_radius=0.3
+    )
     assert np.array_equal(panel["z_after"], wider.latent) and np.array_equal(panel["y_test"], [4.0, 4.0])
     (gx, gy), feldman = panel["feldman"]
     inside = np.hypot(*np.meshgrid(gx, gy, indexing="ij")) <= 0.3 + 1e-9

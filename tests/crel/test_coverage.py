@@ -3,6 +3,7 @@
 Whatever fixed region model produced the scores — here deliberately bad ones — the mean test
 coverage of S^γcal must lie in [1 − α, 1 − α + 1/(n_cal + 1)] up to Monte-Carlo error.
 """
+
 import numpy as np
 import pytest
 
@@ -49,9 +50,9 @@ def _mean_coverage(n_cal, n_test, alpha, n_splits, width, seed, threshold=confor
 @pytest.mark.parametrize(
     "n_cal, alpha, width, n_splits",
     [
-        (19, 0.1, 0.05, 1500),   # tiny n: an uncorrected or interpolated quantile visibly under-covers
+        (19, 0.1, 0.05, 1500),  # tiny n: an uncorrected or interpolated quantile visibly under-covers
         (200, 0.1, 0.2, 250),
-        (200, 0.02, 0.0, 250),   # width 0: the "region" is a single point, every score positive
+        (200, 0.02, 0.0, 250),  # width 0: the "region" is a single point, every score positive
         (500, 0.3, 0.4, 200),
     ],
 )

@@ -1,4 +1,5 @@
 """The CReL design: LGM ids, Appendix C rows, fold sizes and the config checks the DAG relies on."""
+
 import copy
 from pathlib import Path
 
@@ -72,7 +73,10 @@ def test_ablation_rows_name_valid_lgms_and_match_the_paper_settings(cfg, table):
 
 
 @pytest.mark.parametrize("n", [1000, 1006, 3001, 50000, 77])
-@pytest.mark.parametrize("fractions", [{"lgm": 0.5, "dqr": 0.3, "cal": 0.1, "test": 0.1}, {"lgm": 0.6, "dqr": 0.24, "cal": 0.08, "test": 0.08}])
+@pytest.mark.parametrize(
+    "fractions",
+    [{"lgm": 0.5, "dqr": 0.3, "cal": 0.1, "test": 0.1}, {"lgm": 0.6, "dqr": 0.24, "cal": 0.08, "test": 0.08}],
+)
 def test_fold_sizes_are_the_split_that_assign_folds_makes(n, fractions):
     labels = assign_folds(n, fractions, seed=3)
     assert fold_sizes(n, fractions) == {fold: int(np.sum(labels == fold)) for fold in fractions}

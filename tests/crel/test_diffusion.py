@@ -13,11 +13,11 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.core.conformal import coverage_bounds
+from condeval.core.training import fit, training_summary
 from condeval.crel import CReL
 from condeval.crel.models import load_lgm
 from condeval.crel.models.diffusion import LatentDDPM
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
-from condeval.core.training import fit, training_summary
 from condeval.crel.models.vae import LatentVAE
 
 torch.set_num_threads(1)
@@ -106,7 +106,9 @@ def dqr(data, ddpms, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("dqr")
     best = fit(model, (data["dqr"][0], codes["dqr"]), (data["dqr_val"][0], codes["dqr_val"]), run_dir,
                max_epochs=6, batch_size=100, seed=0, **FIT)  # fmt: skip
-    return DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval(), Path(best)
+    return DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval(), Path(
+        best
+    )
 
 
 # -------------------------------------------------------------- architecture

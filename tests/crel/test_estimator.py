@@ -1,4 +1,5 @@
 """The public CReL estimator: fit → calibrate → predict on a small synthetic problem."""
+
 import numpy as np
 import pytest
 import torch

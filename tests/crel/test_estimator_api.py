@@ -1,5 +1,6 @@
 """Fast checks of the CReL estimator's contract on small untrained models: the threshold is the
 conformal order statistic, calibration is all or nothing, and bad input names the argument."""
+
 import numpy as np
 import pytest
 import torch

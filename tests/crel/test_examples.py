@@ -1,4 +1,5 @@
 """Fig. 4's examples are assembled by name: each model's own caption, scores, ranks and worst case in words."""
+
 import numpy as np
 import polars as pl
 import pytest
@@ -26,7 +27,13 @@ def _inputs():
             "z_worst": [[0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]],
         }
     )
-    generated = pl.DataFrame({"model": ["a-model", "a-model", "b-model", "b-model"], "image_id": [20, 10, 20, 10], "caption": ["a20", "a10", "b20", "b10"]})
+    generated = pl.DataFrame(
+        {
+            "model": ["a-model", "a-model", "b-model", "b-model"],
+            "image_id": [20, 10, 20, 10],
+            "caption": ["a20", "a10", "b20", "b10"],
+        }
+    )
     references = pl.DataFrame({"image_id": ids, "caption": ["a red star", "a blue ring"], "path": ["10.png", "20.png"]})
     galleries = {"clip": (np.array(ids), np.array([[1.0, 0.0], [0.0, 1.0]]))}
     crels = {(model, "clip"): IdentityDecoder() for model in models}
@@ -40,7 +47,9 @@ def test_each_model_gets_its_own_caption_ranks_and_nearest_worst_case():
     b, a = example["models"]
     assert (b["model"], b["caption"], b["rank_rho"], b["rank_crel"]) == ("b-model", "b10", 1, 2)
     assert (a["model"], a["caption"], a["rank_rho"], a["rank_crel"]) == ("a-model", "a10", 2, 1)
-    assert b["worst_caption"] == "a blue ring" and a["worst_caption"] == "a red star"  # Dec(z_worst) nearest real caption
+    assert (
+        b["worst_caption"] == "a blue ring" and a["worst_caption"] == "a red star"
+    )  # Dec(z_worst) nearest real caption
 
 
 def test_a_missing_caption_names_the_model_and_image():

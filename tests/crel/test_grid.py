@@ -1,4 +1,5 @@
 """The shared Y-grid: indexing, cells hit, balls, round-trip."""
+
 import numpy as np
 import pytest
 

@@ -1,9 +1,19 @@
 """Image-to-text CReL: folds, shards, Table 2 and the worst case below each covered item's own code."""
+
 import numpy as np
 import polars as pl
 import pytest
 
-from condeval.crel.image_to_text import FOLDS, assign_folds, evaluate_crel, manifold_check, metric_arrays, nearest_distances, num_z0_curve, table2
+from condeval.crel.image_to_text import (
+    FOLDS,
+    assign_folds,
+    evaluate_crel,
+    manifold_check,
+    metric_arrays,
+    nearest_distances,
+    num_z0_curve,
+    table2,
+)
 from condeval.datasets.coco import shard_image_ids
 
 
@@ -38,7 +48,12 @@ def test_metric_arrays_pair_each_metric_with_its_ground_truth():
 
 def test_the_condition_is_the_image_alone_unless_the_reference_is_asked_for():
     rng = np.random.default_rng(3)
-    image, ref, cap_clip, cap_bert = rng.normal(size=(4, 3)), rng.normal(size=(4, 5)), rng.normal(size=(4, 3)), rng.normal(size=(4, 5))
+    image, ref, cap_clip, cap_bert = (
+        rng.normal(size=(4, 3)),
+        rng.normal(size=(4, 5)),
+        rng.normal(size=(4, 3)),
+        rng.normal(size=(4, 5)),
+    )
     for metric in ("clip", "bert"):
         X, _, GT = metric_arrays(metric, image, ref, cap_clip, cap_bert)
         np.testing.assert_array_equal(X, image)  # BERT-SIM's ground truth is not in the condition
@@ -79,7 +94,19 @@ def _box_search(steps, **stopping):
     gt = np.random.default_rng(2).normal(size=(6, 3))
     U = np.vstack([np.eye(3), -np.eye(3)])
     b = np.full((6, 6), -1.0)
-    out = reliability_score(lambda z, x: z, lambda y, g: (y * g).sum(dim=1), U, b, 0.0, torch.as_tensor(gt), num_z0=4, steps=steps, lr=0.2, return_info=True, **stopping)
+    out = reliability_score(
+        lambda z, x: z,
+        lambda y, g: (y * g).sum(dim=1),
+        U,
+        b,
+        0.0,
+        torch.as_tensor(gt),
+        num_z0=4,
+        steps=steps,
+        lr=0.2,
+        return_info=True,
+        **stopping,
+    )
     return gt, out
 
 

@@ -14,16 +14,16 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from condeval.crel.models.dqr import DirectionalQuantileRegressor, make_directions, pinball_loss
-from condeval.crel.models.metrics import METRICS, reconstruction_loss, similarity
 from condeval.core.training import (
     SUMMARY_NAME,
-    export_best,
     UnsafeCheckpointError,
+    export_best,
     fit,
     select_accelerator,
     training_summary,
 )
+from condeval.crel.models.dqr import DirectionalQuantileRegressor, make_directions, pinball_loss
+from condeval.crel.models.metrics import METRICS, reconstruction_loss, similarity
 from condeval.crel.models.vae import LatentVAE
 
 torch.set_num_threads(1)
@@ -70,7 +70,9 @@ def _small_dqr(**kwargs) -> DirectionalQuantileRegressor:
     return DirectionalQuantileRegressor(**options)
 
 
-def _fit_small_dqr(out_dir: Path, max_epochs: int, seed: int = 0, **kwargs) -> tuple[DirectionalQuantileRegressor, Path]:
+def _fit_small_dqr(
+    out_dir: Path, max_epochs: int, seed: int = 0, **kwargs
+) -> tuple[DirectionalQuantileRegressor, Path]:
     """A tiny DQR fit whose initial weights are seeded too."""
     x, z, _ = _gaussian_linear(600)
     pl.seed_everything(seed, verbose=False)
@@ -165,8 +167,17 @@ def test_vae_and_dqr_reload_from_checkpoint(tmp_path):
     y = _banana(200)
     x = np.random.default_rng(1).normal(size=(200, 3)).astype(np.float32)
     vae = LatentVAE(2, cond_dim=3, metric="mae", hidden_dims=[8, 8])
-    best = fit(vae, (y[:150], x[:150]), (y[150:], x[150:]), tmp_path / "vae", max_epochs=1, patience=1,
-               batch_size=50, seed=0, progress=False)
+    best = fit(
+        vae,
+        (y[:150], x[:150]),
+        (y[150:], x[150:]),
+        tmp_path / "vae",
+        max_epochs=1,
+        patience=1,
+        batch_size=50,
+        seed=0,
+        progress=False,
+    )
     exported = export_best(best, tmp_path / "export" / "vae.ckpt")
     assert exported.read_bytes() == Path(best).read_bytes()
     loaded = LatentVAE.load_from_checkpoint(exported, weights_only=True)
@@ -254,7 +265,9 @@ def test_offsets_chunking_matches_forward():
     plain = _small_dqr(structure="plain")
     pair = torch.cat([torch.from_numpy(x[:1]), plain.directions[:1]], dim=1)
     with torch.no_grad():
-        assert torch.allclose(plain.net(pair).squeeze(), plain(torch.from_numpy(x[:1]), plain.directions[:1])[0, 0], atol=1e-6)
+        assert torch.allclose(
+            plain.net(pair).squeeze(), plain(torch.from_numpy(x[:1]), plain.directions[:1])[0, 0], atol=1e-6
+        )
 
 
 @pytest.mark.slow
@@ -265,8 +278,17 @@ def test_dqr_learns_conditional_quantiles(tmp_path):
     model = DirectionalQuantileRegressor(
         cond_dim=2, latent_dim=2, quantile_level=tau, n_directions=256, directions_per_step=64, lr=1e-2
     )
-    fit(model, (x[:3000], z[:3000]), (x[3000:4000], z[3000:4000]), tmp_path, max_epochs=20, patience=100,
-        batch_size=128, seed=0, progress=False)
+    fit(
+        model,
+        (x[:3000], z[:3000]),
+        (x[3000:4000], z[3000:4000]),
+        tmp_path,
+        max_epochs=20,
+        patience=100,
+        batch_size=128,
+        seed=0,
+        progress=False,
+    )
     x_test, z_test = x[4000:], z[4000:]
     offsets = model.offsets(x_test).numpy()
     u = model.directions.numpy()
@@ -285,8 +307,7 @@ def test_vae_reconstructs_banana(tmp_path):
     y = _banana(4000)
     pl.seed_everything(0, verbose=False)
     model = LatentVAE(output_dim=2, latent_dim=2)
-    fit(model, (y[:3000],), (y[3000:],), tmp_path, max_epochs=5, patience=10, batch_size=64, seed=0,
-        progress=False)
+    fit(model, (y[:3000],), (y[3000:],), tmp_path, max_epochs=5, patience=10, batch_size=64, seed=0, progress=False)
     with torch.no_grad():
         recon = model.decode(model.encode(y[3000:])).numpy()
     mse = float(((recon - y[3000:]) ** 2).mean())

@@ -7,8 +7,10 @@ projections, and dense grids for the r = 2 cases.
 
 from __future__ import annotations
 
+import cvxpy as cp  # noqa: E402  (the lock installs both references: no silent skip)
 import numpy as np
 import pytest
+import quadprog  # noqa: E402
 import torch
 from scipy.optimize import nnls
 
@@ -20,9 +22,6 @@ from condeval.crel.polytope import (
     project_onto_region,
 )
 from condeval.crel.reliability import reliability_score
-
-import cvxpy as cp  # noqa: E402  (the lock installs both references: no silent skip)
-import quadprog  # noqa: E402
 
 CLARABEL = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=400)
 CLARABEL_SOCP = dict(CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9)

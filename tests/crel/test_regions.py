@@ -1,12 +1,13 @@
 """Latent regions: exact membership, bounding boxes, and the rasterized decoded set."""
+
 import numpy as np
 import pytest
 
 from condeval.crel.baselines.feldman import feldman_scores
-from condeval.crel.polytope import EmptyRegionError, polytope_distance
-from condeval.crel.regions import iter_region_clouds, latent_bounding_box, region_members
 from condeval.crel.evaluation import cloud_set_metrics
 from condeval.crel.grid import OutputGrid
+from condeval.crel.polytope import EmptyRegionError, polytope_distance
+from condeval.crel.regions import iter_region_clouds, latent_bounding_box, region_members
 
 
 def _square_region(n_random=200, half=0.5, seed=0):

@@ -1,4 +1,5 @@
 """Every report caption of the CReL and shared rules names the package functions that computed its numbers."""
+
 import importlib
 import re
 from pathlib import Path
@@ -17,4 +18,6 @@ def test_caption_names_functions_that_exist(caption):
     assert names, f"{caption}: the sentence names no condeval function"
     for name in names:
         module, function = name.rsplit(".", 1)
-        assert callable(getattr(importlib.import_module(module), function, None)), f"{caption}: {name} is not a function"
+        assert callable(getattr(importlib.import_module(module), function, None)), (
+            f"{caption}: {name} is not a function"
+        )

@@ -1,4 +1,5 @@
 """Fig. 8 (CReL Appendix E): calibration timings, the grid scheme's budget, the figure and the workflow target."""
+
 import subprocess
 import sys
 import time
@@ -10,8 +11,15 @@ import pytest
 import torch
 import yaml
 
-from condeval.crel.baselines.feldman import feldman_scores, feldman_threshold
 from condeval.crel import CReL
+from condeval.crel.baselines.feldman import feldman_scores, feldman_threshold
+from condeval.crel.models.dqr import DirectionalQuantileRegressor
+from condeval.crel.models.vae import LatentVAE
+from condeval.crel.reports.scaling import (
+    PAPER_FIG8,
+    plot_calibration_runtime,
+    runtime_table,
+)
 from condeval.crel.scaling import (
     GridTiming,
     feldman_output_grid,
@@ -19,13 +27,6 @@ from condeval.crel.scaling import (
     output_grid_step,
     time_crel_calibration,
     time_grid_calibration,
-)
-from condeval.crel.models.dqr import DirectionalQuantileRegressor
-from condeval.crel.models.vae import LatentVAE
-from condeval.crel.reports.scaling import (
-    PAPER_FIG8,
-    plot_calibration_runtime,
-    runtime_table,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +38,9 @@ def tiny():
     """An untrained VAE (d = 3, r = 2) and latent DQR, and a calibration fold whose codes often leave R_Z."""
     torch.manual_seed(0)
     vae = LatentVAE(output_dim=3, latent_dim=R, hidden_dims=[8, 8])
-    dqr = DirectionalQuantileRegressor(cond_dim=4, latent_dim=R, hidden_dims=[8, 8], n_directions=64, directions_per_step=32)
+    dqr = DirectionalQuantileRegressor(
+        cond_dim=4, latent_dim=R, hidden_dims=[8, 8], n_directions=64, directions_per_step=32
+    )
     rng = np.random.default_rng(0)
     return CReL(vae, dqr), rng.normal(size=(N_CAL, 4)), 5 * rng.normal(size=(N_CAL, 3))
 
@@ -94,7 +97,9 @@ def test_timed_schemes_compute_the_package_thresholds(tiny):
 
 def test_region_too_large_for_memory_is_timed_by_chunks(tiny):
     crel, X, Y = tiny
-    result = time_grid_calibration(crel, X, Y, 0.1, **_grid_kwargs(budget_s=1e6, max_region_points=8, probe_budget_s=0.2))
+    result = time_grid_calibration(
+        crel, X, Y, 0.1, **_grid_kwargs(budget_s=1e6, max_region_points=8, probe_budget_s=0.2)
+    )
     assert not result.feasible and result.reason == "memory"
     assert result.probe_points == 0 and result.chunk_timing["chunks_per_point"] == 4  # ceil(25 / 8)
     assert result.total_s > 0
@@ -129,7 +134,15 @@ def _fake_result(r, crel_s, grid_s, feasible):
         output_grid_points=300_000, probe_points=20, setup_s=0.5, latent_s=1.0, output_grid_s=2.0,
         per_point_s=grid_s / 4000, gamma=0.3 if feasible else None,
     )  # fmt: skip
-    crel = {"total_s": crel_s, "encode_s": 0.1, "offsets_s": 0.5, "distances_s": 0.2, "quantile_s": 0.0, "gamma": 0.4, "n_cal": 4000}
+    crel = {
+        "total_s": crel_s,
+        "encode_s": 0.1,
+        "offsets_s": 0.5,
+        "distances_s": 0.2,
+        "quantile_s": 0.0,
+        "gamma": 0.4,
+        "n_cal": 4000,
+    }
     return {"latent_dim": r, "crel": crel, "grid": grid.to_dict()}
 
 
@@ -141,7 +154,9 @@ def test_table_and_figure_round_trip(tmp_path):
         plot_calibration_runtime(table, tmp_path / f"fig8.{suffix}")
         assert (tmp_path / f"fig8.{suffix}").stat().st_size > 1000
     back = pl.read_csv(tmp_path / "runtime.csv")
-    assert {"paper_crel_s", "paper_grid_s", "paper_speedup", "grid_extrapolated", "grid_infeasibility_point"} <= set(back.columns)
+    assert {"paper_crel_s", "paper_grid_s", "paper_speedup", "grid_extrapolated", "grid_infeasibility_point"} <= set(
+        back.columns
+    )
     assert back["latent_dim"].to_list() == [2, 4, 8]
     assert back["paper_crel_s"].to_list() == [PAPER_FIG8[2]["crel"], None, PAPER_FIG8[8]["crel"]]
     assert back["paper_grid_s"][2] == PAPER_FIG8[8]["grid"]

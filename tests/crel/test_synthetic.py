@@ -1,4 +1,5 @@
 """Synthetic design of CReL Appendix B.1, folds and preprocessing."""
+
 import numpy as np
 import pytest
 

@@ -1,5 +1,6 @@
 """Issue 17: every loader refuses a bad record naming the file and the record, never a raw polars
 or attribute error; paths stay under their data root; dropped rows are counted by reason."""
+
 import json
 import logging
 
@@ -31,7 +32,11 @@ def _coco(tmp_path, image=None, annotation=None, name="captions_val2014.json"):
 @pytest.mark.parametrize(
     "image,annotation,message",
     [
-        ({"file_name": "../../outside.jpg"}, None, r"images\[0\] \(id 9\): 'file_name' '../../outside.jpg' leaves the data root"),
+        (
+            {"file_name": "../../outside.jpg"},
+            None,
+            r"images\[0\] \(id 9\): 'file_name' '../../outside.jpg' leaves the data root",
+        ),
         ({"file_name": "/etc/passwd"}, None, r"images\[0\] \(id 9\): 'file_name' '/etc/passwd' leaves the data root"),
         ({"file_name": None}, None, r"images\[0\] \(id 9\): 'file_name' must be a non-empty string, found None"),
         ({"id": "9"}, None, r"images\[0\] \(id 9\): 'id' must be an integer, found '9'"),
@@ -59,7 +64,9 @@ def test_foil_it_flag_must_be_a_boolean(tmp_path):
     path = tmp_path / "foilv1.0_test_2017.json"
     path.write_text(json.dumps({"images": [{"id": 9, "file_name": "a.jpg"}],
                                 "annotations": [{**common, "caption": "a dog", "foil": "no"}, {**common, "caption": "a cat", "foil": True}]}))  # fmt: skip
-    with pytest.raises(DatasetFormatError, match=r"foilv1.0_test_2017.json: annotations\[0\] \(id 1\): 'foil' must be true or false"):
+    with pytest.raises(
+        DatasetFormatError, match=r"foilv1.0_test_2017.json: annotations\[0\] \(id 1\): 'foil' must be true or false"
+    ):
         load_foil_it(path)
 
 
@@ -75,11 +82,17 @@ def _nocaps_record(**changes):
 @pytest.mark.parametrize(
     "record,message",
     [
-        (_nocaps_record(image_path="../secret/0001.jpg"), "record 1: 'image_path' '../secret/0001.jpg' leaves the data root"),
+        (
+            _nocaps_record(image_path="../secret/0001.jpg"),
+            "record 1: 'image_path' '../secret/0001.jpg' leaves the data root",
+        ),
         (_nocaps_record(image_path="/data/0001.jpg"), "record 1: 'image_path' '/data/0001.jpg' leaves the data root"),
         (_nocaps_record(baseline=" "), "record 1: 'baseline' must be a non-empty string"),
         (_nocaps_record(foil=None), "record 1: 'foil' must be a non-empty string, found None"),
-        (_nocaps_record(references=["a bus", None]), r"record 1: 'references\[1\]' must be a non-empty string, found None"),
+        (
+            _nocaps_record(references=["a bus", None]),
+            r"record 1: 'references\[1\]' must be a non-empty string, found None",
+        ),
         (_nocaps_record(references="a bus"), "record 1: 'references' must be a list of captions"),
     ],
 )
@@ -96,7 +109,18 @@ def test_foil_nocaps_bad_records_are_named(tmp_path, record, message):
 def _flickr(tmp_path, image_path="a.jpg", caption="a dog", rating=3):
     judgement = {"image_id": "1", "image_path": image_path, "caption": caption, "rating": rating}
     path = tmp_path / "flickr8k.json"
-    path.write_text(json.dumps({"1": {"image_id": "1", "image_path": image_path, "ground_truth": ["a dog runs"], "human_judgement": [judgement]}}))
+    path.write_text(
+        json.dumps(
+            {
+                "1": {
+                    "image_id": "1",
+                    "image_path": image_path,
+                    "ground_truth": ["a dog runs"],
+                    "human_judgement": [judgement],
+                }
+            }
+        )
+    )
     return path
 
 
@@ -117,7 +141,12 @@ def test_flickr8k_bad_judgements_are_named(tmp_path, fields, message):
 
 
 def _polaris(tmp_path, **changes):
-    columns = {"refs": [["a dog"], ["a pup"]], "cand": ["a cat", "a dog"], "img": ["img/1.jpg", "img/2.jpg"], "human_score": [0.25, 0.5]}
+    columns = {
+        "refs": [["a dog"], ["a pup"]],
+        "cand": ["a cat", "a dog"],
+        "img": ["img/1.jpg", "img/2.jpg"],
+        "human_score": [0.25, 0.5],
+    }
     path = tmp_path / "polaris_test.parquet"
     pl.DataFrame({**columns, **changes}, strict=False).write_parquet(path)
     return path
@@ -144,7 +173,9 @@ def test_polaris_bad_rows_are_named(tmp_path, changes, message):
 def test_polaris_csv_whose_refs_are_not_json_is_named(tmp_path):
     path = tmp_path / "polaris.csv"
     path.write_text('refs,cand,img,human_score\n"[""a dog""]",a cat,img/1.jpg,0.5\nnot json,a dog,img/2.jpg,0.5\n')
-    with pytest.raises(DatasetFormatError, match="polaris.csv: 'img' must hold image paths and 'refs' lists of captions"):
+    with pytest.raises(
+        DatasetFormatError, match="polaris.csv: 'img' must hold image paths and 'refs' lists of captions"
+    ):
         load_polaris(path)
 
 
@@ -199,7 +230,10 @@ def test_a_flipped_length_is_caught_by_its_crc(tmp_path):
 
 @pytest.mark.parametrize(
     "filename,message",
-    [("../u1.png", "'filename' '../u1.png' leaves the data root"), ("/tmp/u1.png", "'filename' '/tmp/u1.png' leaves the data root")],
+    [
+        ("../u1.png", "'filename' '../u1.png' leaves the data root"),
+        ("/tmp/u1.png", "'filename' '/tmp/u1.png' leaves the data root"),
+    ],
 )
 def test_a_rich_hf_filename_leaving_the_image_folder_is_refused(tmp_path, filename, message):
     path = _rich_hf(tmp_path, [{"filename": filename, "prompt_misalignment_label": "1 1 1"}])
@@ -210,7 +244,9 @@ def test_a_rich_hf_filename_leaving_the_image_folder_is_refused(tmp_path, filena
 @pytest.mark.parametrize("score", [float("nan"), float("inf"), float("-inf")])
 def test_a_non_finite_rich_hf_score_is_refused(tmp_path, score):
     path = _rich_hf(tmp_path, [{"filename": "u2.png", "prompt_misalignment_label": "1 1", "misalignment_score": score}])
-    with pytest.raises(DatasetFormatError, match=r"dev.tfrecord: record 0 \(u2.png\): 'misalignment_score' must be a finite number"):
+    with pytest.raises(
+        DatasetFormatError, match=r"dev.tfrecord: record 0 \(u2.png\): 'misalignment_score' must be a finite number"
+    ):
         read_rich_hf(path, PROMPTS)
 
 
@@ -225,7 +261,9 @@ def test_a_rich_hf_field_that_is_not_utf8_is_named(tmp_path):
 
 def test_an_empty_prompt_is_refused(tmp_path):
     path = _rich_hf(tmp_path, [{"filename": "u2.png", "prompt_misalignment_label": "1 1"}])
-    with pytest.raises(DatasetFormatError, match=r"dev.tfrecord: record 0 \(u2.png\): 'prompt' must be a non-empty string"):
+    with pytest.raises(
+        DatasetFormatError, match=r"dev.tfrecord: record 0 \(u2.png\): 'prompt' must be a non-empty string"
+    ):
         read_rich_hf(path, {"u2": "  "})
 
 
@@ -233,8 +271,13 @@ def test_an_empty_prompt_is_refused(tmp_path):
 
 
 def test_dropped_rows_are_counted_by_file_and_reason(tmp_path, caplog):
-    rich_hf = _rich_hf(tmp_path, [{"filename": "u1.png", "prompt_misalignment_label": "1 1 1"},
-                                  {"filename": "u2.png", "prompt_misalignment_label": "1 1 1"}])  # fmt: skip  u2 has 2 tokens
+    rich_hf = _rich_hf(
+        tmp_path,
+        [
+            {"filename": "u1.png", "prompt_misalignment_label": "1 1 1"},
+            {"filename": "u2.png", "prompt_misalignment_label": "1 1 1"},
+        ],
+    )  # fmt: skip  u2 has 2 tokens
     nocaps = tmp_path / "nocaps-val-foil.json"
     nocaps.write_text(json.dumps([_nocaps_record(), _nocaps_record(foil="a red sail boat")]))
     flickr = _flickr(tmp_path, rating=float("nan"))

@@ -1,4 +1,5 @@
 """The COCO captions loader on fixture files in the real format, and every error it must name."""
+
 import json
 
 import pytest
@@ -54,9 +55,15 @@ def test_evaluation_pairs_take_the_smallest_annotation_id_per_image(tmp_path):
         (lambda d: d["annotations"][1].pop("caption"), r"annotations\[1\] \(id 901\) lacks field 'caption'"),
         (lambda d: d["images"][0].pop("file_name"), r"images\[0\] \(id 42\) lacks field 'file_name'"),
         (lambda d: d.pop("annotations"), r"top-level field 'annotations' is missing"),
-        (lambda d: d["annotations"].append({"id": 12, "image_id": 42, "caption": "again"}), r"duplicate annotation id 12"),
+        (
+            lambda d: d["annotations"].append({"id": 12, "image_id": 42, "caption": "again"}),
+            r"duplicate annotation id 12",
+        ),
         (lambda d: d["images"].append(dict(d["images"][1])), r"duplicate image id 7"),
-        (lambda d: d["annotations"].append({"id": 5, "image_id": 99, "caption": "x"}), r"annotation 5 refers to image 99, which is not listed"),
+        (
+            lambda d: d["annotations"].append({"id": 5, "image_id": 99, "caption": "x"}),
+            r"annotation 5 refers to image 99, which is not listed",
+        ),
     ],
 )
 def test_malformed_files_name_the_file_and_the_record(tmp_path, mutate, message):

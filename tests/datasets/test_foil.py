@@ -1,4 +1,5 @@
 """FOIL-it and FOIL-nocaps loaders on fixture files in the released formats."""
+
 import json
 import logging
 
@@ -59,7 +60,10 @@ def test_image_paths_are_checked(tmp_path):
         (_pair(1, "a dog", "a cat")[1:], "annotation id 1 has no original caption"),
         (_pair(1, "a dog", "a cat") + _pair(1, "a dog", "a cow")[1:], r"duplicate annotation id \(1, True\)"),
         (_pair(1, "a dog", "A dog!"), "annotation id 1: the foil caption equals the original"),
-        ([{k: v for k, v in a.items() if k != "foil_word"} for a in _pair(4, "a dog", "a cat")], r"annotations\[0\] \(id 4\) lacks field 'foil_word'"),
+        (
+            [{k: v for k, v in a.items() if k != "foil_word"} for a in _pair(4, "a dog", "a cat")],
+            r"annotations\[0\] \(id 4\) lacks field 'foil_word'",
+        ),
         (_pair(1, "a dog", "a cat", image_id=8), "annotation 1 refers to image 8, which is not listed"),
     ],
 )
@@ -81,7 +85,9 @@ def _record(baseline="a red bus on a road", foil="a red boat on a road", domain=
 
 
 def test_foil_nocaps_records_become_word_labelled_captions(tmp_path):
-    frame = load_foil_nocaps(_nocaps(tmp_path, [_record(), _record(domain="out"), _record(foil="a red sail boat on a road")]))
+    frame = load_foil_nocaps(
+        _nocaps(tmp_path, [_record(), _record(domain="out"), _record(foil="a red sail boat on a road")])
+    )
     assert len(frame) == 4  # the third record's counts differ
     assert frame["domain"].to_list() == ["near", "near", "out", "out"]
     assert frame["labels"][1].to_list() == [0, 0, 1, 0, 0, 0]

@@ -1,4 +1,5 @@
 """Human-judgment loaders on fixtures in the released formats; pickles only when allowed."""
+
 import json
 
 import pandas as pd
@@ -30,8 +31,14 @@ def test_flickr8k_expert_averages_the_raters(tmp_path):
     [
         ([], "expected a JSON object, found list"),
         ({"7": {"image_path": "a.jpg", "ground_truth": []}}, "image 7 lacks field 'human_judgement'"),
-        ({"7": {"image_path": "a.jpg", "ground_truth": [], "human_judgement": [{"caption": "x"}]}}, "image 7, judgement 0 lacks"),
-        ({"7": {"image_path": "a.jpg", "ground_truth": [], "human_judgement": [{"caption": "x", "rating": 5}]}}, "rating 5.0 is outside 1-4"),
+        (
+            {"7": {"image_path": "a.jpg", "ground_truth": [], "human_judgement": [{"caption": "x"}]}},
+            "image 7, judgement 0 lacks",
+        ),
+        (
+            {"7": {"image_path": "a.jpg", "ground_truth": [], "human_judgement": [{"caption": "x", "rating": 5}]}},
+            "rating 5.0 is outside 1-4",
+        ),
     ],
 )
 def test_flickr8k_malformed_entries_are_named(tmp_path, document, message):
@@ -41,7 +48,14 @@ def test_flickr8k_malformed_entries_are_named(tmp_path, document, message):
 
 
 def test_polaris_parquet_with_image_structs_and_csv(tmp_path):
-    table = pl.DataFrame({"refs": [["a dog", "a pup"]], "cand": ["a cat"], "img": [{"bytes": b"", "path": "img/1.jpg"}], "human_score": [0.25]})
+    table = pl.DataFrame(
+        {
+            "refs": [["a dog", "a pup"]],
+            "cand": ["a cat"],
+            "img": [{"bytes": b"", "path": "img/1.jpg"}],
+            "human_score": [0.25],
+        }
+    )
     table.write_parquet(tmp_path / "polaris_test.parquet")
     frame = load_polaris(tmp_path / "polaris_test.parquet")
     assert frame.rows() == [("img/1.jpg", "a cat", ["a dog", "a pup"], 0.25)]
@@ -57,7 +71,9 @@ def test_polaris_parquet_with_image_structs_and_csv(tmp_path):
 
 def test_pickles_are_refused_unless_allowed(tmp_path):
     path = tmp_path / "vicr.pkl"
-    pd.DataFrame({"candidates": ["a dog"], "image_path": ["v/1.jpg"], "human_scores": [[3, 4]], "subset": ["val"]}).to_pickle(path)
+    pd.DataFrame(
+        {"candidates": ["a dog"], "image_path": ["v/1.jpg"], "human_scores": [[3, 4]], "subset": ["val"]}
+    ).to_pickle(path)
     with pytest.raises(DatasetFormatError, match="vicr.pkl: a pickle runs code .*crc.allow_pickle: true"):
         load_pickled_judgments(path)
     assert load_pickled_judgments(path, allow_pickle=True).rows() == [("v/1.jpg", "a dog", [], 3.5)]

@@ -1,4 +1,5 @@
 """The miniature COCO world: COCO's exact layout, determinism, and token labels that match the scene."""
+
 import json
 
 import numpy as np

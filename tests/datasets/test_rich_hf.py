@@ -1,4 +1,5 @@
 """RichHF-18K TFRecords: written and read back without TensorFlow, prompts joined from Pick-a-Pic."""
+
 import logging
 import struct
 
@@ -45,8 +46,16 @@ def test_the_file_is_a_real_tfrecord(tmp_path):
 
 def test_bad_records_are_named(tmp_path):
     path = tmp_path / "train.tfrecord"
-    write_rich_hf(path, [{"filename": "u1.png", "prompt_misalignment_label": "1 1 1 1 1 1"}, {"filename": "u9.png", "prompt_misalignment_label": "1"}])
-    with pytest.raises(DatasetFormatError, match=r"train.tfrecord: record 1 \(u9.png\): no Pick-a-Pic prompt for image uid u9"):
+    write_rich_hf(
+        path,
+        [
+            {"filename": "u1.png", "prompt_misalignment_label": "1 1 1 1 1 1"},
+            {"filename": "u9.png", "prompt_misalignment_label": "1"},
+        ],
+    )
+    with pytest.raises(
+        DatasetFormatError, match=r"train.tfrecord: record 1 \(u9.png\): no Pick-a-Pic prompt for image uid u9"
+    ):
         read_rich_hf(path, PROMPTS)
     write_rich_hf(path, [{"filename": "u3.png", "prompt_misalignment_label": "1 2"}])
     with pytest.raises(DatasetFormatError, match="record 0 .*must hold 0/1"):
@@ -60,7 +69,9 @@ def test_bad_records_are_named(tmp_path):
 
 
 def test_images_and_pick_a_pic_prompts(tmp_path):
-    pl.DataFrame({"caption": ["a dog", "a cat"], "image_0_uid": ["u3", "u7"], "image_1_uid": ["u4", "u8"]}).write_parquet(tmp_path / "pap.parquet")
+    pl.DataFrame(
+        {"caption": ["a dog", "a cat"], "image_0_uid": ["u3", "u7"], "image_1_uid": ["u4", "u8"]}
+    ).write_parquet(tmp_path / "pap.parquet")
     prompts = pick_a_pic_prompts([tmp_path / "pap.parquet"])
     assert prompts == {"u3": "a dog", "u4": "a dog", "u7": "a cat", "u8": "a cat"}
     path = tmp_path / "test.tfrecord"

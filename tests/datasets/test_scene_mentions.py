@@ -1,4 +1,5 @@
 """Caption grounding: colour and shape mentions against the scene, and against shuffled scenes."""
+
 import json
 import math
 
@@ -12,7 +13,10 @@ TWO = [{"colour": "blue", "shape": "star"}, {"colour": "gray", "shape": "ring"}]
 
 
 def test_mentions_fold_synonyms_and_plurals_onto_shapes():
-    assert caption_mentions("two red boxes above a Gray donut") == {"colour": ["red", "gray"], "shape": ["square", "ring"]}
+    assert caption_mentions("two red boxes above a Gray donut") == {
+        "colour": ["red", "gray"],
+        "shape": ["square", "ring"],
+    }
     assert caption_mentions("there is nothing here") == {"colour": [], "shape": []}
 
 
@@ -27,7 +31,10 @@ def test_precision_counts_mentions_and_recall_counts_the_scene():
 
 
 def test_a_captioner_that_ignores_the_image_scores_as_well_on_shuffled_scenes():
-    scenes = [[{"colour": c, "shape": s}] for c, s in [("red", "circle"), ("blue", "star"), ("green", "ring"), ("black", "cross")]]
+    scenes = [
+        [{"colour": c, "shape": s}]
+        for c, s in [("red", "circle"), ("blue", "star"), ("green", "ring"), ("black", "cross")]
+    ]
     looking = grounding(["a red circle", "a blue star", "a green ring", "a black cross"], scenes)
     assert looking["colour"]["precision"] == 1.0 and looking["colour"]["precision_shuffled"] == 0.0
     assert looking["shape"]["recall"] == 1.0 and looking["shape"]["recall_shuffled"] == 0.0

@@ -1,4 +1,5 @@
 """The tiny CLIP's loss with several shape-swap foils per caption, its temperature cap, and a short run."""
+
 import json
 import math
 
@@ -15,7 +16,9 @@ def _unit(*shape, seed=0):
 def test_one_foil_per_caption_reads_the_same_as_a_foil_axis_of_one():
     image, text, hard = _unit(6, 8), _unit(6, 8, seed=1), _unit(6, 8, seed=2)
     scale = torch.tensor(math.log(20.0))
-    assert torch.allclose(contrastive_loss(image, text, hard, scale, 2.0), contrastive_loss(image, text, hard[:, None], scale, 2.0))
+    assert torch.allclose(
+        contrastive_loss(image, text, hard, scale, 2.0), contrastive_loss(image, text, hard[:, None], scale, 2.0)
+    )
 
 
 def test_every_foil_counts_against_its_own_caption():
@@ -24,6 +27,7 @@ def test_every_foil_counts_against_its_own_caption():
     far = -image[:, None].expand(4, 3, 8)  # cosine -1: foils that never win
     near = far.clone()
     near[:, 2] = image  # one foil per image now matches the image exactly
+
     def pairwise(hard):  # the hard-negative term alone: the loss at weight 1 less the loss at weight 0
         return contrastive_loss(image, text, hard, scale, 1.0) - contrastive_loss(image, text, hard, scale, 0.0)
 

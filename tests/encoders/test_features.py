@@ -1,4 +1,5 @@
 """Feature shards: unit rows, provenance in the header, clear refusals."""
+
 import json
 
 import numpy as np
@@ -37,7 +38,12 @@ def test_a_nan_feature_is_refused_naming_the_row(tmp_path):
 
 def test_shards_of_different_encoders_do_not_mix(tmp_path):
     write_feature_shard(tmp_path / "a.safetensors", np.arange(2), np.ones((2, 2)), META)
-    write_feature_shard(tmp_path / "b.safetensors", np.arange(2, 4), np.ones((2, 2)), {**META, "encoder": {"name": "bert", "weights_sha256": "def"}})
+    write_feature_shard(
+        tmp_path / "b.safetensors",
+        np.arange(2, 4),
+        np.ones((2, 2)),
+        {**META, "encoder": {"name": "bert", "weights_sha256": "def"}},
+    )
     with pytest.raises(ValueError, match="another encoder"):
         read_feature_shards([tmp_path / "a.safetensors", tmp_path / "b.safetensors"])
 
@@ -54,7 +60,18 @@ def test_clip_encoder_reads_tokenizer_and_processor_from_their_own_folders(tmp_p
 
     tokenizer = build_word_tokenizer(vocabulary())
     torch.manual_seed(0)
-    CLIPModel(tiny_clip_config(tokenizer, 64, vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=8)).save_pretrained(tmp_path / "model")
+    CLIPModel(
+        tiny_clip_config(
+            tokenizer,
+            64,
+            vision_width=32,
+            vision_layers=1,
+            patch_size=16,
+            text_width=32,
+            text_layers=1,
+            projection_dim=8,
+        )
+    ).save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "tokenizer")
     clip_image_processor(96).save_pretrained(tmp_path / "processor")
     encoder = ClipEncoder(tmp_path / "model", tokenizer=tmp_path / "tokenizer", image_processor=tmp_path / "processor")
@@ -71,7 +88,9 @@ def test_a_shard_of_another_encoder_than_the_rules_is_refused(tmp_path):
     """A stale shard (made before the encoder was retrained) must not be read as the new encoder's."""
     path = _shard(tmp_path / "shard-0.safetensors")
     read_feature_shards([path], encoder={"weights_sha256": "abc"})
-    with pytest.raises(FeatureShardError, match=r"shard-0.safetensors: made by encoder weights abc, but this rule uses 0123"):
+    with pytest.raises(
+        FeatureShardError, match=r"shard-0.safetensors: made by encoder weights abc, but this rule uses 0123"
+    ):
         read_feature_shards([path], encoder={"weights_sha256": "0123"})
 
 
@@ -89,7 +108,9 @@ def test_the_expected_encoder_can_be_its_saved_folder(tmp_path):
 
 def test_image_and_caption_features_must_share_one_encoder(tmp_path):
     _, _, image = read_feature_shards([_shard(tmp_path / "image.safetensors")])
-    _, _, caption = read_feature_shards([_shard(tmp_path / "caption.safetensors", meta={"encoder": {"weights_sha256": "fff"}})])
+    _, _, caption = read_feature_shards(
+        [_shard(tmp_path / "caption.safetensors", meta={"encoder": {"weights_sha256": "fff"}})]
+    )
     check_one_encoder({"image": image, "caption_clip": image})
     with pytest.raises(FeatureShardError, match=r"one encoder.*image: abc, caption_clip: fff"):
         check_one_encoder({"image": image, "caption_clip": caption})
@@ -97,7 +118,11 @@ def test_image_and_caption_features_must_share_one_encoder(tmp_path):
 
 def _rewrite(path, **arrays):
     """A shard written past write_feature_shard's checks, as a damaged or foreign file would be."""
-    save_file({key: np.asarray(value) for key, value in arrays.items()}, str(path), metadata={"encoder": json.dumps(META["encoder"])})
+    save_file(
+        {key: np.asarray(value) for key, value in arrays.items()},
+        str(path),
+        metadata={"encoder": json.dumps(META["encoder"])},
+    )
     return path
 
 
@@ -109,13 +134,17 @@ def test_nan_truncated_idless_and_hashless_shards_are_refused_naming_the_file(tm
     with pytest.raises(FeatureShardError, match=r"noids.safetensors: the shard has no 'ids' array"):
         read_feature_shards([_rewrite(tmp_path / "noids.safetensors", features=np.ones((2, 2), np.float32))])
     with pytest.raises(FeatureShardError, match=r"short.safetensors: need features \(n, d\) and ids \(n,\)"):
-        read_feature_shards([_rewrite(tmp_path / "short.safetensors", ids=np.arange(3), features=np.ones((2, 2), np.float32))])
+        read_feature_shards(
+            [_rewrite(tmp_path / "short.safetensors", ids=np.arange(3), features=np.ones((2, 2), np.float32))]
+        )
     truncated = _shard(tmp_path / "cut.safetensors")
     truncated.write_bytes(truncated.read_bytes()[:-5])
     with pytest.raises(FeatureShardError, match=r"cut.safetensors: not a readable feature shard"):
         read_feature_shards([truncated])
     hashless = _shard(tmp_path / "anon.safetensors", meta={"encoder": {"name": "clip"}})
-    with pytest.raises(FeatureShardError, match=r"anon.safetensors: the shard's metadata names no encoder weights hash"):
+    with pytest.raises(
+        FeatureShardError, match=r"anon.safetensors: the shard's metadata names no encoder weights hash"
+    ):
         read_feature_shards([hashless])
     with pytest.raises(FeatureShardError, match=r"gone.safetensors: feature shard not found"):
         read_feature_shards([tmp_path / "gone.safetensors"])
@@ -132,4 +161,6 @@ def test_crel_refuses_image_and_caption_features_of_two_clips(tmp_path):
     assert ids.tolist() == [0, 1] and set(arrays) == {"image", "caption_clip"}
     with pytest.raises(FeatureShardError, match=r"one encoder.*image: abc, caption_clip: fff"):
         aligned_features({"image": [image], "caption_clip": [other]})
-    aligned_features({"image": [image], "caption_bert": [other]})  # BERT features are another space, compared with BERT only
+    aligned_features(
+        {"image": [image], "caption_bert": [other]}
+    )  # BERT features are another space, compared with BERT only

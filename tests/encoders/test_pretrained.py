@@ -1,8 +1,8 @@
 """Saved tiny models load back through from_pretrained, as the real checkpoints do on a cluster."""
+
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from condeval.datasets.miniworld import SceneObject, render_scene, vocabulary
 from condeval.encoders.tokenizer import SPECIAL_TOKENS, build_word_tokenizer
@@ -29,7 +29,9 @@ def test_tokenizer_round_trips_with_offsets(tmp_path, tokenizer):
     encoded = loaded(text, return_offsets_mapping=True)
     words = [text[a:b].lower() for a, b in encoded["offset_mapping"] if b > a]
     assert words == text.lower().split()  # every token maps back to its word
-    assert loaded.convert_ids_to_tokens(encoded.input_ids)[0] == "[CLS]" and loaded.unk_token_id not in encoded.input_ids
+    assert (
+        loaded.convert_ids_to_tokens(encoded.input_ids)[0] == "[CLS]" and loaded.unk_token_id not in encoded.input_ids
+    )
     assert loaded("a zebra").input_ids[2] == loaded.unk_token_id
     assert len(loaded) == len(SPECIAL_TOKENS) + len(vocabulary())
 
@@ -47,7 +49,11 @@ def test_clip_and_bert_round_trip(tmp_path, tokenizer, images):
     from condeval.encoders.features import BertEncoder, ClipEncoder
 
     torch.manual_seed(0)
-    clip = CLIPModel(tiny_clip_config(tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1, projection_dim=16)).eval()
+    clip = CLIPModel(
+        tiny_clip_config(
+            tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1, projection_dim=16
+        )
+    ).eval()
     for save in (clip, tokenizer, clip_image_processor(64)):
         save.save_pretrained(tmp_path / "clip")
     encoder = ClipEncoder(tmp_path / "clip")
@@ -65,7 +71,9 @@ def test_clip_and_bert_round_trip(tmp_path, tokenizer, images):
     tokens = tokenizer(["a red star"], return_tensors="pt")
     with torch.no_grad():
         cls = bert.bert(**tokens).last_hidden_state[:, 0]
-    np.testing.assert_allclose(loaded.text_features(["a red star"]), torch.nn.functional.normalize(cls, dim=-1).numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        loaded.text_features(["a red star"]), torch.nn.functional.normalize(cls, dim=-1).numpy(), atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("architecture", ["blip", "git"])
@@ -73,7 +81,9 @@ def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, archit
     from condeval.generators.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
 
     torch.manual_seed(0)
-    config = tiny_captioner_config(architecture, tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1)
+    config = tiny_captioner_config(
+        architecture, tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1
+    )
     model = _model_class(architecture)(config).eval()
     for save in (model, tokenizer, captioner_image_processor(architecture, 64)):
         save.save_pretrained(tmp_path)
@@ -101,6 +111,8 @@ def test_captioner_refuses_a_folder_of_another_model(tmp_path, tokenizer):
 
     from condeval.generators.captioners import Captioner
 
-    BertModel(BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)).save_pretrained(tmp_path)
+    BertModel(
+        BertConfig(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8)
+    ).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="not a BLIP or GIT"):
         Captioner(tmp_path)

@@ -1,4 +1,5 @@
 """The encoder-signal measures on encoders whose answers are known: one that reads shapes, one blind."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """The encoders' training split: novel shapes are held out of it entirely."""
+
 import json
 
 from condeval.datasets.miniworld import SHAPES, plural, write_split

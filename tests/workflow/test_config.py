@@ -1,4 +1,5 @@
 """An invalid config is refused before any job starts, and the error names the key."""
+
 import sys
 from pathlib import Path
 
@@ -19,7 +20,9 @@ def _write_config(workdir, mutate):
 
 
 def _snakemake(workdir, *args):
-    return run_bounded(SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", *args], budget_s=180)
+    return run_bounded(
+        SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", *args], budget_s=180
+    )
 
 
 def test_valid_test_config_dry_runs(tmp_path):

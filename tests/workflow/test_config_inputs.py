@@ -1,5 +1,6 @@
 """Issue 17: names used in paths are identifiers, and every configured data file or checkpoint that
 no rule writes must exist before any job, all missing ones listed with their config keys at once."""
+
 import copy
 import subprocess
 import sys
@@ -27,8 +28,16 @@ def _paper_without_fetch() -> dict:
     "schema,section,place",
     [
         ("crc", lambda: tiny_config("crc")["crc"], lambda s, n: s["models"].update({n: {"encoder": "clip"}})),
-        ("crc", lambda: tiny_config("crc")["crc"], lambda s, n: s["data"]["judgments"].update({n: dict(s["data"]["judgments"]["polaris"])})),
-        ("crel", lambda: tiny_config("i2t")["crel"], lambda s, n: s["image_to_text"]["models"].update({n: {"path": "models/x"}})),
+        (
+            "crc",
+            lambda: tiny_config("crc")["crc"],
+            lambda s, n: s["data"]["judgments"].update({n: dict(s["data"]["judgments"]["polaris"])}),
+        ),
+        (
+            "crel",
+            lambda: tiny_config("i2t")["crel"],
+            lambda s, n: s["image_to_text"]["models"].update({n: {"path": "models/x"}}),
+        ),
     ],
 )
 def test_names_used_in_paths_must_be_identifiers(schema, section, place, name):
@@ -56,7 +65,7 @@ def test_every_missing_configured_input_is_listed_with_its_key(tmp_path):
     result = _dry_run(tmp_path, config)
     assert result.returncode != 0
     message = result.stderr + result.stdout
-    assert "configured input(s) are missing and no rule of this workflow writes them" in message
+    assert "configured input(s) are missing, and no job of this workflow writes them" in message
     for key, path in [("coco.root (annotations/captions_val2014.json)", "data/coco2014/annotations/captions_val2014.json"),
                       ("encoders.clip.path", config["encoders"]["clip"]["path"]),
                       ("crel.image_to_text.models.git-large.path", "models/microsoft/git-large-coco"),

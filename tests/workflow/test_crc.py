@@ -1,4 +1,5 @@
 """The CLIPScore risk-control track end to end on a miniature of the miniature (CI), and what may rerun."""
+
 import json
 import re
 
@@ -67,7 +68,9 @@ def test_an_alpha_or_delta_edit_never_resamples(finished):
     jobs = _edited_jobs(finished, lambda crc: crc["intervals"].update(delta=0.2))
     assert jobs.get("crc_intervals") == 1 and "crc_word_sweep" not in jobs
     assert not SAMPLING_OR_EARLIER & set(jobs), jobs
-    jobs = _edited_jobs(finished, lambda crc: crc["sampling"]["words"].update(n_text=7))  # a sampling edit does resample
+    jobs = _edited_jobs(
+        finished, lambda crc: crc["sampling"]["words"].update(n_text=7)
+    )  # a sampling edit does resample
     assert jobs.get("crc_sample") == 3 * 2, jobs  # the three word benchmarks, two shards each
 
 
@@ -75,14 +78,21 @@ def test_an_alpha_too_small_for_the_calibration_images_is_refused_before_any_job
     config = yaml.safe_load((finished / "config/crc.yaml").read_text())
     config["crc"]["words"]["alphas"] = [0.01, 0.3]  # (0.99)^n <= 0.1 needs 230 images
     (finished / "config/edited.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(finished, "crc", "-n", configs=("config/config.yaml", "config/i2t.yaml", "config/edited.yaml"))
+    result = run_snakemake(
+        finished, "crc", "-n", configs=("config/config.yaml", "config/i2t.yaml", "config/edited.yaml")
+    )
     assert result.returncode != 0
-    assert re.search(r"config key 'crc.words.alphas': \S+foil_it.parquet has \d+ calibration images.*alpha 0.01 needs 230", result.stderr + result.stdout), result.stdout[-2000:]
+    assert re.search(
+        r"config key 'crc.words.alphas': \S+foil_it.parquet has \d+ calibration images.*alpha 0.01 needs 230",
+        result.stderr + result.stdout,
+    ), result.stdout[-2000:]
 
 
 def test_the_sweeps_count_images_and_refused_captions(finished):
     sweep = pl.read_parquet(finished / "results/crc/tiny-clip/foil_it/sweep.parquet")
-    captions = pl.read_parquet(finished / "results/crc/captions/foil_it.parquet").filter(pl.col("subset") == "calibration")
+    captions = pl.read_parquet(finished / "results/crc/captions/foil_it.parquet").filter(
+        pl.col("subset") == "calibration"
+    )
     assert (sweep["unit"] == "image").all() and (sweep["n_units"] == captions["path"].n_unique()).all()
     assert sweep["n_units"][0] < len(captions)  # originals and foils share their images
     assert "captions refused" in (finished / "logs/crc/word_sweep_tiny-clip_foil_it.log").read_text()

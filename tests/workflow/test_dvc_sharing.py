@@ -4,6 +4,7 @@ Then B edits alpha (only calibration, evaluation and reports rerun), edits the V
 and everything downstream of it rerun, the data do not), and a corrupted object in B's DVC cache
 is refused by DVC before any Snakemake job could read it.
 """
+
 import os
 import re
 import shutil
@@ -55,7 +56,9 @@ def _plan(cwd):
 
 def _project_copy(dest):
     """The checkout's tracked and untracked-but-not-ignored files, as a new git repository would hold them."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout
     for name in filter(None, files.decode().split("\0")):
         source = REPO / name
         if source.is_file():
@@ -135,7 +138,9 @@ def _corrupt_largest_cache_object(clone):
 
 
 def _workspace_files(root):
-    return {p.relative_to(root): p for d in ("data", "results", "reports") for p in (root / d).rglob("*") if p.is_file()}
+    return {
+        p.relative_to(root): p for d in ("data", "results", "reports") for p in (root / d).rglob("*") if p.is_file()
+    }
 
 
 def test_dvc_pull_refuses_a_corrupted_cache_object(shared_run, tmp_path):

@@ -1,4 +1,5 @@
 """The image-to-text track end to end on a miniature of the miniature (CI), and what may rerun."""
+
 import json
 
 import numpy as np
@@ -7,7 +8,17 @@ import yaml
 from conftest import REPO, dry_run_jobs, finished_run, run_snakemake
 
 pytestmark = pytest.mark.slow
-TRAINING_OR_GENERATION = {"miniworld_split", "word_tokenizer", "train_clip", "train_bert", "train_captioner", "generate_captions", "image_features", "text_features", "i2t_fit"}
+TRAINING_OR_GENERATION = {
+    "miniworld_split",
+    "word_tokenizer",
+    "train_clip",
+    "train_bert",
+    "train_captioner",
+    "generate_captions",
+    "image_features",
+    "text_features",
+    "i2t_fit",
+}
 
 
 CONFIGS = ("config/config.yaml", "config/i2t.yaml")
@@ -24,7 +35,14 @@ def finished(tmp_path_factory):
 
 def test_every_output_of_the_track_is_written(finished):
     reports = finished / "reports/crel_i2t"
-    for name in ("table2_alpha0.2.md", "fig3_violins_alpha0.2.png", "fig4_examples_alpha0.2.png", "fig6_num_z0_alpha0.2.png", "card_mini-blip_alpha0.2.png", "card_mini-git_alpha0.2.png"):
+    for name in (
+        "table2_alpha0.2.md",
+        "fig3_violins_alpha0.2.png",
+        "fig4_examples_alpha0.2.png",
+        "fig6_num_z0_alpha0.2.png",
+        "card_mini-blip_alpha0.2.png",
+        "card_mini-git_alpha0.2.png",
+    ):
         assert (reports / name).stat().st_size > 0, name
     table = (reports / "table2_alpha0.2.md").read_text()
     assert table.count("mini-blip") == 2 and table.count("mini-git") == 2  # two metrics each
@@ -36,7 +54,10 @@ def test_fig6_at_table2s_num_z0_is_table2s_number_and_the_search_is_recorded(fin
     table = pl.read_parquet(finished / "results/crel_i2t/table2_alpha0.2.parquet")
     for row in table.iter_rows(named=True):
         folder = finished / f"results/crel_i2t/{row['model']}/{row['metric']}"
-        curve, scores = pl.read_parquet(folder / "num_z0_alpha0.2.parquet"), pl.read_parquet(folder / "scores_alpha0.2.parquet")
+        curve, scores = (
+            pl.read_parquet(folder / "num_z0_alpha0.2.parquet"),
+            pl.read_parquet(folder / "scores_alpha0.2.parquet"),
+        )
         at_num_z0 = curve.filter(pl.col("num_z0") == 4)["crel_rho"].item()
         assert at_num_z0 == np.mean(scores["crel_rho"].to_numpy())  # the same search: the same per-item worst cases
         assert at_num_z0 == pytest.approx(row["crel_rho"], abs=1e-12)  # Table 2's mean, up to summation order
@@ -84,7 +105,9 @@ def test_the_tiny_clip_retrieves_above_its_floor(finished):
 def test_feature_shards_name_the_weights_that_made_them(finished):
     from condeval.encoders.features import model_identity, read_feature_shards
 
-    _, features, meta = read_feature_shards(sorted((finished / "results/features/clip/val-images").glob("shard-*.safetensors")))
+    _, features, meta = read_feature_shards(
+        sorted((finished / "results/features/clip/val-images").glob("shard-*.safetensors"))
+    )
     assert meta["encoder"]["weights_sha256"] == model_identity(finished / "results/encoders/clip")["weights_sha256"]
     assert meta["preprocessing"]["normalisation"] == "L2"
     assert abs(float((features**2).sum(axis=1).mean()) - 1.0) < 1e-5
@@ -103,7 +126,9 @@ def test_a_shard_reruns_alone(finished):
     assert (finished / shard).stat().st_mtime_ns > shard_before
     changed = [str(p.relative_to(finished)) for p, t in before.items() if p.stat().st_mtime_ns != t]
     assert not changed, changed
-    assert "captions/mini-git/shard-0.parquet" in " ".join(str(p) for p in before)  # the other model's shards were watched
+    assert "captions/mini-git/shard-0.parquet" in " ".join(
+        str(p) for p in before
+    )  # the other model's shards were watched
 
 
 def test_an_alpha_edit_reruns_no_training_and_no_generation(finished):

@@ -1,4 +1,5 @@
 """config/paper.yaml: the whole DAG of every paper target resolves, in a bounded Snakemake time."""
+
 import re
 import resource
 import subprocess
@@ -31,7 +32,12 @@ def _stand_ins(workdir: Path) -> dict:
     crc = config["crc"]
     folders += [m[key] for m in crc["models"].values() for key in ("path", "tokenizer", "image_processor") if key in m]
     data = crc["data"]
-    files = [data["foil_it"]["file"], data["foil_it"]["train"], data["foil_nocaps"]["file"], *(data["rich_hf"][k] for k in ("calibration", "test", "prompts"))]
+    files = [
+        data["foil_it"]["file"],
+        data["foil_it"]["train"],
+        data["foil_nocaps"]["file"],
+        *(data["rich_hf"][k] for k in ("calibration", "test", "prompts")),
+    ]
     files += [section["file"] for section in data["judgments"].values()]
     for file in files:
         (workdir / file).parent.mkdir(parents=True, exist_ok=True)
@@ -75,11 +81,15 @@ def test_paper_config_dry_run_resolves_every_target(tmp_path):
     models, shards = len(config["crel"]["image_to_text"]["models"]), config["coco"]["shards"]
     assert int(counts["i2t_fit"]) == int(counts["i2t_evaluate"]) == models * 2  # 4 captioners x CLIP-SIM, BERT-SIM
     assert int(counts["generate_captions"]) == models * shards
-    assert int(counts["text_features"]) == 2 * (1 + models) * shards  # CLIP and BERT of references and of each model's captions
+    assert (
+        int(counts["text_features"]) == 2 * (1 + models) * shards
+    )  # CLIP and BERT of references and of each model's captions
     crc = config["crc"]
     benchmarks = 3 + len(crc["data"]["judgments"])  # FOIL-it, FOIL-nocaps, RichHF-18K and the judgment sets
     assert int(counts["crc_sample"]) == len(crc["models"]) * benchmarks * crc["shards"]
-    assert int(counts["crc_word_sweep"]) == len(crc["models"]) * 2 and int(counts["crc_intervals"]) == len(crc["models"])
+    assert int(counts["crc_word_sweep"]) == len(crc["models"]) * 2 and int(counts["crc_intervals"]) == len(
+        crc["models"]
+    )
     # CPU time, not wall time: the bound must hold on a loaded CI machine too
     assert cpu < 10, f"the paper config's dry run took {cpu:.1f} s of CPU (goal: under 10 s)"
 

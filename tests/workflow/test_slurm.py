@@ -5,6 +5,7 @@ SLURM, the tables must be byte-identical, a job that fails must fail the run in 
 daemons started here must be stopped by their PIDs. Needs root and SLURM's Debian packages
 (`make slurm-deps`); when the cluster cannot start, the tests fail with the reason, they never skip.
 """
+
 import os
 import re
 import shutil
@@ -108,7 +109,10 @@ def cluster(tmp_path_factory):
         yield info
     finally:
         stop, _ = _run(["bash", str(SCRIPT), "stop", str(state_dir)], REPO, env, timeout=120)
-        print(f"\nSLURM timings: cluster start {start_s:.1f}s, " + ", ".join(f"{k} {v}" for k, v in info["timings"].items()))
+        print(
+            f"\nSLURM timings: cluster start {start_s:.1f}s, "
+            + ", ".join(f"{k} {v}" for k, v in info["timings"].items())
+        )
         assert stop.returncode == 0, stop.stderr
         left = {name: pid for name, pid in info["pids"].items() if _alive(pid, name)}
         assert not left, f"daemons still running after stop: {left}"
@@ -177,7 +181,11 @@ def test_tables_match_a_local_run(runs):
     assert slurm and set(slurm) == set(local), (sorted(slurm), sorted(local))
     names = {path.name for path in slurm}
     assert {"table1.csv", "reliability.csv"} <= names, names
-    differ = [str(rel) for rel in slurm if rel.name not in TIMING_TABLES and slurm[rel].read_bytes() != local[rel].read_bytes()]
+    differ = [
+        str(rel)
+        for rel in slurm
+        if rel.name not in TIMING_TABLES and slurm[rel].read_bytes() != local[rel].read_bytes()
+    ]
     assert not differ, differ
 
 
@@ -215,8 +223,9 @@ def test_stop_ends_the_daemons_by_pid(cluster):
         assert result.returncode == 0, result.stderr
     assert not [name for name, pid in pids.items() if _alive(pid, name)]
     assert not list((cluster["dir"] / "pids").glob("*.pid"))
-    assert not Path("/etc/slurm/slurm.conf").is_symlink() or Path("/etc/slurm/slurm.conf").resolve() != (
-        cluster["dir"] / "etc/slurm.conf"
-    ).resolve()
+    assert (
+        not Path("/etc/slurm/slurm.conf").is_symlink()
+        or Path("/etc/slurm/slurm.conf").resolve() != (cluster["dir"] / "etc/slurm.conf").resolve()
+    )
     status, _ = _run(["bash", str(SCRIPT), "status", str(cluster["dir"])], REPO, cluster["env"], timeout=60)
     assert status.returncode != 0, status.stdout

@@ -1,4 +1,5 @@
 """End to end: the tiny config runs the whole DAG; an alpha edit reruns only alpha-dependent jobs."""
+
 import re
 import shutil
 import sys
@@ -11,7 +12,15 @@ from conftest import dry_run_jobs, run_bounded, run_snakemake, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
-TRAINING_RULES = {"generate_synthetic", "split_folds", "preprocess", "train_vae", "train_cvae", "encode_latents", "train_dqr"}
+TRAINING_RULES = {
+    "generate_synthetic",
+    "split_folds",
+    "preprocess",
+    "train_vae",
+    "train_cvae",
+    "encode_latents",
+    "train_dqr",
+}
 ALPHA_RULES = {
     "evaluate_crel",
     "crel_reliability",
@@ -55,7 +64,16 @@ def finished_run(tmp_path_factory):
 
 def test_whole_dag_produces_every_table_and_figure(finished_run):
     report_dir = finished_run / "reports/crel/nonlinear"
-    for name in ("table1.csv", "table1.md", "table1.png", "coverage_vs_alpha.png", "fig2_regions.png", "fig5_vae_vs_cvae.png", "reliability.csv", "lgm_cost.csv"):
+    for name in (
+        "table1.csv",
+        "table1.md",
+        "table1.png",
+        "coverage_vs_alpha.png",
+        "fig2_regions.png",
+        "fig5_vae_vs_cvae.png",
+        "reliability.csv",
+        "lgm_cost.csv",
+    ):
         assert (report_dir / name).stat().st_size > 0, name
     table = pl.read_csv(report_dir / "table1.csv")
     assert set(table["method"]) == {"crel", "feldman", "dqr", "pcp"}
@@ -70,7 +88,9 @@ def test_every_job_wrote_its_log(finished_run):
     job_logs = set(re.findall(r"^\s+log: (\S+)$", run_logs[0].read_text(), flags=re.M))
     jobs = len(re.findall(r"^(?:local)?rule (\w+):$", run_logs[0].read_text(), flags=re.M))
     assert len(job_logs) == jobs - 1, (len(job_logs), jobs)  # every job but the target rule `all`
-    empty = [path for path in job_logs if not (finished_run / path).is_file() or (finished_run / path).stat().st_size == 0]
+    empty = [
+        path for path in job_logs if not (finished_run / path).is_file() or (finished_run / path).stat().st_size == 0
+    ]
     assert not empty, empty
 
 
@@ -140,7 +160,9 @@ def test_every_ablation_table_lists_ours_beside_the_paper(finished_ablations):
         assert table.height > 0 and table["coverage_y"].is_between(0, 1).all(), name
         assert (report_dir / f"{name}.md").read_text().count("|") > 10
     beta = pl.read_csv(report_dir / "table4_beta.csv")
-    assert {"coverage_r_z", "coverage_z", "coverage_r_y", "coverage_y", "area", "paper_coverage_r_y"} <= set(beta.columns)
+    assert {"coverage_r_z", "coverage_z", "coverage_r_y", "coverage_y", "area", "paper_coverage_r_y"} <= set(
+        beta.columns
+    )
     pcp = pl.read_csv(report_dir / "table9_pcp.csv")
     assert pcp.filter(pl.col("setting") == "PCP")["runs"].item() == 2
     checkpoints = pl.read_csv(report_dir / "table10_checkpoints.csv")
@@ -165,7 +187,9 @@ def test_ablation_alpha_edit_retrains_nothing(finished_ablations):
     result = _snakemake(workdir, "-n", "ablations")
     assert result.returncode == 0, result.stderr[-3000:]
     counts = _job_counts(result.stdout)
-    assert counts and not (set(counts) & (TRAINING_RULES | {"train_ddpm", "train_vae_long", "crel_latent_scores"})), counts
+    assert counts and not (set(counts) & (TRAINING_RULES | {"train_ddpm", "train_vae_long", "crel_latent_scores"})), (
+        counts
+    )
 
 
 # ---------------------------------------------------------------- one track per config
@@ -202,5 +226,10 @@ def test_a_target_of_an_absent_track_names_its_config_section(tmp_path):
 def test_shared_rules_name_no_track_output():
     """workflow/rules/shared/ knows no track's paths: tracks declare what they want from it."""
     shared = REPO / "workflow/rules/shared"
-    named = [(path.name, track) for path in shared.glob("*.smk") for track in ("crel", "crc", "trust") if f"/{track}" in path.read_text()]
+    named = [
+        (path.name, track)
+        for path in shared.glob("*.smk")
+        for track in ("crel", "crc", "trust")
+        if f"/{track}" in path.read_text()
+    ]
     assert not named, named

@@ -51,7 +51,7 @@ def declare_targets(name, files):
 
 
 def target_inputs(name, section):
-    """Input function of target rule ``name``: its declared files, or an error naming the missing config section."""
+    """Input function of the target ``name``, its declared files, or an error naming the missing config section."""
 
     def inputs(wildcards):
         if name not in TRACK_TARGETS:
@@ -67,7 +67,7 @@ def default_targets(*names):
 
 
 # Every file and folder the config names as raw input (data, checkpoints) must exist before any
-# job, unless a rule of this workflow writes it (the fetch rules, the miniature writers): one
+# job, unless a job of this workflow writes it (the fetch rules, the miniature writers). One
 # error lists each missing one with its config key, instead of a job failing hours in.
 def _config_paths(section, key, fields):
     """``{key}.{field}: path`` for each of ``fields`` that ``section`` holds."""
@@ -80,7 +80,9 @@ def configured_input_paths():
     coco = config.get("coco", {})
     if coco.get("source") == "files":
         for split in ("train", "val"):
-            paths[f"coco.root (annotations/captions_{split}2014.json)"] = f"{coco['root']}/annotations/captions_{split}2014.json"
+            paths[f"coco.root (annotations/captions_{split}2014.json)"] = (
+                f"{coco['root']}/annotations/captions_{split}2014.json"
+            )
         paths["coco.root (val2014/)"] = f"{coco['root']}/val2014"
     for name in ("clip", "bert"):
         paths |= _config_paths(config.get("encoders", {}).get(name), f"encoders.{name}", ("path",))
@@ -99,27 +101,38 @@ def _data_paths(section, key):
         return {key: section}
     if not isinstance(section, dict):
         return {}
-    return {leaf: path for field, value in section.items() if field != "format" for leaf, path in _data_paths(value, f"{key}.{field}").items()}
+    return {
+        leaf: path
+        for field, value in section.items()
+        if field != "format"
+        for leaf, path in _data_paths(value, f"{key}.{field}").items()
+    }
 
 
 def _written_by(output, path):
-    """Whether a rule output writes ``path``: the very file, a folder holding it, or files inside it."""
+    """Whether an output pattern writes ``path`` (the very file, a folder holding it, or files inside it)."""
     pattern = str(output).rstrip("/")
-    return output.match(path) or path.startswith(pattern + "/") or pattern.split("{", 1)[0].startswith(path.rstrip("/") + "/")
+    return (
+        output.match(path)
+        or path.startswith(f"{pattern}/")
+        or pattern.split("{", 1)[0].startswith(f"{path.rstrip('/')}/")
+    )
 
 
 def check_configured_inputs():
-    """Raise, listing every missing one with its config key, if a configured input no rule writes is absent.
+    """Raise, listing every missing one with its config key, if a configured input nothing writes is absent.
 
-    Called by the Snakefile once every rule is defined. Skipped with ``--config check_inputs=False`` (Snakemake reads only True/False as booleans)
+    Called by the Snakefile once all rules are defined. Skipped with ``--config check_inputs=False`` (Snakemake reads only True/False as booleans)
     (documented in docs/workflow.md) for a dry run on a machine without the data.
     """
     if config.get("check_inputs", True) is False:
         return
     missing = {
         key: path for key, path in configured_input_paths().items()
-        if not os.path.exists(path) and not any(_written_by(output, path) for rule in workflow.rules for output in rule.output)
+        if not os.path.exists(path) and not any(_written_by(output, path) for job_rule in workflow.rules for output in job_rule.output)
     }  # fmt: skip
     if missing:
         listing = "\n".join(f"  {key}: {path}" for key, path in missing.items())
-        raise ValueError(f"{len(missing)} configured input(s) are missing and no rule of this workflow writes them:\n{listing}")
+        raise ValueError(
+            f"{len(missing)} configured input(s) are missing, and no job of this workflow writes them:\n{listing}"
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = ["canonical", "alpha_label", "alpha_labels"]
 
@@ -13,7 +13,9 @@ def canonical(mapping: Mapping) -> dict:
     Snakemake's rerun-on-params compares the text of ``params``; sorting makes that text
     independent of the key order a config file happens to have.
     """
-    return {key: canonical(mapping[key]) if isinstance(mapping[key], Mapping) else mapping[key] for key in sorted(mapping)}
+    return {
+        key: canonical(mapping[key]) if isinstance(mapping[key], Mapping) else mapping[key] for key in sorted(mapping)
+    }
 
 
 def alpha_label(alpha: float) -> str:

@@ -13,8 +13,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -142,12 +142,16 @@ def matrix_column_names(frame: pl.DataFrame, prefix: str, path, width: int | Non
         Naming ``path`` and the missing or unexpected field.
     """
     numbered = sorted(
-        (int(c[len(prefix):]) for c in frame.columns if c.startswith(prefix) and c[len(prefix):].isdigit())
+        int(c[len(prefix) :]) for c in frame.columns if c.startswith(prefix) and c[len(prefix) :].isdigit()
     )
     expected = range(width if width is not None else (numbered[-1] + 1 if numbered else 1))
     missing = [j for j in expected if j not in set(numbered)]
     if missing:
-        what = f"the config expects {prefix}0..{prefix}{len(expected) - 1}" if width is not None else f"has {frame.columns}"
+        what = (
+            f"the config expects {prefix}0..{prefix}{len(expected) - 1}"
+            if width is not None
+            else f"has {frame.columns}"
+        )
         raise DataFileError(f"{path}: required field '{prefix}{missing[0]}' is missing ({what})")
     extra = [j for j in numbered if j not in expected]
     if extra:

@@ -49,7 +49,15 @@ class _LineWriter:
         self.stream.flush()
 
 
-def progress(iterable=None, *, desc: str, unit: str = "it", total: int | None = None, enabled: bool = True, interval: float | None = None):
+def progress(
+    iterable=None,
+    *,
+    desc: str,
+    unit: str = "it",
+    total: int | None = None,
+    enabled: bool = True,
+    interval: float | None = None,
+):
     """A tqdm progress bar that also shows when stderr is a job's log file.
 
     tqdm's ``disable=None`` hides a bar whenever stderr is not a terminal, which is always the
@@ -81,4 +89,14 @@ def progress(iterable=None, *, desc: str, unit: str = "it", total: int | None = 
     if stream.isatty():
         return tqdm(iterable, desc=desc, unit=unit, total=total, file=stream, disable=False)
     interval = LOG_INTERVAL_S if interval is None else interval
-    return tqdm(iterable, desc=desc, unit=unit, total=total, file=_LineWriter(stream), disable=False, mininterval=interval, ascii=True, ncols=100)
+    return tqdm(
+        iterable,
+        desc=desc,
+        unit=unit,
+        total=total,
+        file=_LineWriter(stream),
+        disable=False,
+        mininterval=interval,
+        ascii=True,
+        ncols=100,
+    )

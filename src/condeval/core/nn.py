@@ -10,7 +10,9 @@ from torch import nn
 __all__ = ["mlp", "random_unit_vectors"]
 
 
-def mlp(sizes: Sequence[int], negative_slope: float = 0.2, dropout: float = 0.0, batch_norm: bool = False) -> nn.Sequential:
+def mlp(
+    sizes: Sequence[int], negative_slope: float = 0.2, dropout: float = 0.0, batch_norm: bool = False
+) -> nn.Sequential:
     """Linear layers of the given sizes with LeakyReLU between them (none at the end).
 
     Between two linear layers come, in order: batch normalisation (if ``batch_norm``), the
@@ -41,7 +43,9 @@ def mlp(sizes: Sequence[int], negative_slope: float = 0.2, dropout: float = 0.0,
     return nn.Sequential(*layers)
 
 
-def random_unit_vectors(shape: Sequence[int], generator: torch.Generator, device=None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def random_unit_vectors(
+    shape: Sequence[int], generator: torch.Generator, device=None, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
     """Directions drawn uniformly on the unit sphere: normalised standard normal draws.
 
     Parameters

@@ -67,7 +67,6 @@ def hb_p_value(risk_hat, n: int, alpha: float) -> np.ndarray:
         p-values, shaped like ``risk_hat``. A small value rejects H0: the risk is controlled.
     """
     from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value
-
     from scipy.stats import binom
 
     risks, n, alpha = _check_risks(risk_hat), _check_n(n), _check_open_unit(alpha, "alpha")

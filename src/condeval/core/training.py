@@ -23,8 +23,8 @@ import resource
 import shutil
 import time
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import polars
@@ -145,9 +145,7 @@ def _as_batch_tensor(array: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(array, dtype=dtype)
 
 
-def _loader(
-    arrays: Sequence[np.ndarray], batch_size: int, generator: torch.Generator | None = None
-) -> DataLoader:
+def _loader(arrays: Sequence[np.ndarray], batch_size: int, generator: torch.Generator | None = None) -> DataLoader:
     """TensorDataset loader (floats as float32, integers such as token ids as int64); shuffled with ``generator`` if given."""
     tensors = [_as_batch_tensor(a) for a in arrays]
     lengths = {t.shape[0] for t in tensors}
@@ -299,7 +297,10 @@ class ScheduledModule(pl.LightningModule):
         trainable = [p for p in self.parameters() if p.requires_grad]
         decay = self.hparams.weight_decay
         if self.decay_matrices_only:
-            groups = [{"params": [p for p in trainable if p.ndim >= 2], "weight_decay": decay}, {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0}]
+            groups = [
+                {"params": [p for p in trainable if p.ndim >= 2], "weight_decay": decay},
+                {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0},
+            ]
         else:
             groups = [{"params": trainable, "weight_decay": decay}]
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr)

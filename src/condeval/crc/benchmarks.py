@@ -28,14 +28,22 @@ from condeval.datasets.foil import load_foil_it, load_foil_nocaps, normalize_cap
 from condeval.datasets.judgments import load_flickr8k_expert, load_pickled_judgments, load_polaris
 from condeval.datasets.rich_hf import pick_a_pic_prompts, read_rich_hf
 
-__all__ = ["SUBSETS", "WORD_BENCHMARKS", "foil_it_captions", "foil_nocaps_captions", "rich_hf_captions", "judged_captions", "image_subsets"]
+__all__ = [
+    "SUBSETS",
+    "WORD_BENCHMARKS",
+    "foil_it_captions",
+    "foil_nocaps_captions",
+    "rich_hf_captions",
+    "judged_captions",
+    "image_subsets",
+]
 
 SUBSETS = ("calibration", "test")
 WORD_BENCHMARKS = ("foil_it", "foil_nocaps", "rich_hf")
 
 
 def image_subsets(images: pl.Series, fraction: float, seed: int) -> pl.Series:
-    """"calibration" for a random ``fraction`` of the distinct images (at least one), else "test"."""
+    """ "calibration" for a random ``fraction`` of the distinct images (at least one), else "test"."""
     distinct = np.unique(images.to_numpy())
     chosen = np.random.default_rng(seed).permutation(len(distinct))[: max(1, int(round(fraction * len(distinct))))]
     calibration = set(distinct[chosen].tolist())
@@ -67,10 +75,19 @@ def foil_it_captions(annotations_json: str | os.PathLike, image_dir: str | os.Pa
     domain = pl.lit(None, pl.String).alias("domain")
     test = load_foil_it(annotations_json, image_dir)
     if train_json is None:
-        return _finish(test.with_columns(image_subsets(test["image_id"], calibration_fraction, seed), domain), _WORD_COLUMNS)
+        return _finish(
+            test.with_columns(image_subsets(test["image_id"], calibration_fraction, seed), domain), _WORD_COLUMNS
+        )
     train = load_foil_it(train_json, train_image_dir if train_image_dir is not None else image_dir)
-    train = train.with_columns(image_subsets(train["image_id"], calibration_fraction, seed)).filter(pl.col("subset") == "calibration")
-    return _finish(pl.concat([train, test.with_columns(pl.lit("test").alias("subset"))], how="diagonal_relaxed").with_columns(domain), _WORD_COLUMNS)
+    train = train.with_columns(image_subsets(train["image_id"], calibration_fraction, seed)).filter(
+        pl.col("subset") == "calibration"
+    )
+    return _finish(
+        pl.concat([train, test.with_columns(pl.lit("test").alias("subset"))], how="diagonal_relaxed").with_columns(
+            domain
+        ),
+        _WORD_COLUMNS,
+    )
 
 
 def foil_nocaps_captions(path: str | os.PathLike, image_root: str | os.PathLike) -> pl.DataFrame:
@@ -79,13 +96,21 @@ def foil_nocaps_captions(path: str | os.PathLike, image_root: str | os.PathLike)
     return _finish(frame, _WORD_COLUMNS)
 
 
-def rich_hf_captions(calibration: str | os.PathLike, test: str | os.PathLike, prompts: str | os.PathLike, image_dir: str | os.PathLike) -> pl.DataFrame:
+def rich_hf_captions(
+    calibration: str | os.PathLike, test: str | os.PathLike, prompts: str | os.PathLike, image_dir: str | os.PathLike
+) -> pl.DataFrame:
     """RichHF-18K's word-labelled prompts: the dev split calibrates, the test split tests."""
     by_uid = pick_a_pic_prompts([prompts])
     parts = []
     for subset, tfrecord in zip(SUBSETS, (calibration, test)):
         frame = read_rich_hf(tfrecord, by_uid, image_dir)
-        parts.append(frame.with_columns(pl.lit(subset).alias("subset"), pl.lit(None, pl.String).alias("domain"), pl.lit(None, pl.Int64).alias("pair_id")))
+        parts.append(
+            frame.with_columns(
+                pl.lit(subset).alias("subset"),
+                pl.lit(None, pl.String).alias("domain"),
+                pl.lit(None, pl.Int64).alias("pair_id"),
+            )
+        )
     return _finish(pl.concat(parts, how="diagonal_relaxed"), _WORD_COLUMNS)
 
 
@@ -118,7 +143,13 @@ def judged_captions(fmt: str, path: str | os.PathLike, image_root: str | os.Path
         pl.col("caption").map_elements(normalize_caption, return_dtype=pl.List(pl.String)).alias("words"),
     )
     with_words = frame.filter(pl.col("words").list.len() > 0)
-    report_rows(path, len(with_words), {"no word left after normalisation": len(frame) - len(with_words)}, "judged captions")
+    report_rows(
+        path, len(with_words), {"no word left after normalisation": len(frame) - len(with_words)}, "judged captions"
+    )
     frame = with_words
-    subset = image_subsets(frame["image"], calibration_fraction, seed) if calibration_fraction > 0 else pl.Series("subset", ["test"] * len(frame))
+    subset = (
+        image_subsets(frame["image"], calibration_fraction, seed)
+        if calibration_fraction > 0
+        else pl.Series("subset", ["test"] * len(frame))
+    )
     return _finish(frame.with_columns(subset), ["path", "words", "human_score", "subset"])

@@ -16,12 +16,37 @@ import numpy as np
 import polars as pl
 
 from condeval.crc.intervals import NoValidLambdaError, calibrate_intervals, truncated_gaussian, truncation_bounds
-from condeval.crc.metrics import (fdr, fpr, instance_ap, instance_f1, kendall_tau_c, location_accuracy, location_accuracy_set,
-                                  ups, word_precision_recall_f1)  # fmt: skip
+from condeval.crc.metrics import (
+    fdr,
+    fpr,
+    instance_ap,
+    instance_f1,
+    kendall_tau_c,
+    location_accuracy,
+    location_accuracy_set,
+    ups,  # fmt: skip
+    word_precision_recall_f1,
+)
 from condeval.crc.pos import MASKABLE_UPOS
 from condeval.crc.word_risk import calibrate_threshold
 
-__all__ = ["RISKS", "join_samples", "read_sampled", "read_sampled_sets", "word_arrays", "word_images", "valid_words", "refuse_truncated", "calibration_units", "set_metrics", "risk_sweep", "select_alpha", "domain_metrics", "detection_signal", "interval_metrics"]
+__all__ = [
+    "RISKS",
+    "join_samples",
+    "read_sampled",
+    "read_sampled_sets",
+    "word_arrays",
+    "word_images",
+    "valid_words",
+    "refuse_truncated",
+    "calibration_units",
+    "set_metrics",
+    "risk_sweep",
+    "select_alpha",
+    "domain_metrics",
+    "detection_signal",
+    "interval_metrics",
+]
 
 #: The controlled risk per benchmark: FDR on the multi-class FOIL sets, FPR on multi-label RichHF-18K.
 RISKS = {"foil_it": "fdr", "foil_nocaps": "fdr", "rich_hf": "fpr"}
@@ -30,14 +55,18 @@ RISKS = {"foil_it": "fdr", "foil_nocaps": "fdr", "rich_hf": "fpr"}
 def join_samples(captions: pl.DataFrame, samples: pl.DataFrame, where: str = "samples") -> pl.DataFrame:
     """Captions with their samples (joined on ``key``); every caption must have exactly one sample row."""
     if samples["key"].is_duplicated().any():
-        raise ValueError(f"{where}: caption key {samples.filter(pl.col('key').is_duplicated())['key'][0]} is sampled twice")
+        raise ValueError(
+            f"{where}: caption key {samples.filter(pl.col('key').is_duplicated())['key'][0]} is sampled twice"
+        )
     joined = captions.join(samples, on="key", how="left")
     missing = joined.filter(pl.col("clipscore").is_null())
     if len(missing):
         raise ValueError(f"{where}: {len(missing)} captions have no samples (first key {missing['key'][0]})")
     for column in ("clipscore", "mean", "std"):
         if joined[column].is_nan().any():
-            raise FloatingPointError(f"{where}: NaN {column} at caption key {joined.filter(pl.col(column).is_nan())['key'][0]}")
+            raise FloatingPointError(
+                f"{where}: NaN {column} at caption key {joined.filter(pl.col(column).is_nan())['key'][0]}"
+            )
     return joined
 
 
@@ -55,7 +84,10 @@ def read_sampled_sets(captions, shards, keep_distribution: bool = True) -> list[
     if not captions or len(shards) % len(captions):
         raise ValueError(f"{len(shards)} sample shards cannot be split evenly over {len(captions)} benchmarks")
     per_set = len(shards) // len(captions)
-    return [read_sampled(path, shards[k * per_set : (k + 1) * per_set], keep_distribution) for k, path in enumerate(captions)]
+    return [
+        read_sampled(path, shards[k * per_set : (k + 1) * per_set], keep_distribution)
+        for k, path in enumerate(captions)
+    ]
 
 
 def valid_words(frame: pl.DataFrame) -> np.ndarray:
@@ -86,7 +118,9 @@ def calibration_units(table: pl.DataFrame, unit: str) -> int:
 def word_images(frame: pl.DataFrame, valid_only: bool = False) -> np.ndarray:
     """Flat per word: its caption's image file (``path``), the unit of exchangeability."""
     if "path" not in frame.columns:
-        raise ValueError("the caption table has no 'path' column: the image of each caption is needed for calibration_unit 'image'")
+        raise ValueError(
+            "the caption table has no 'path' column: the image of each caption is needed for calibration_unit 'image'"
+        )
     images = np.repeat(frame["path"].to_numpy(), frame["labels"].list.len().to_numpy())
     return images[valid_words(frame)] if valid_only else images
 
@@ -99,7 +133,9 @@ def word_arrays(frame: pl.DataFrame, valid_only: bool = False) -> tuple[np.ndarr
     lengths = frame["labels"].list.len().to_numpy()
     if not np.array_equal(lengths, frame["word_scores"].list.len().to_numpy()):
         bad = int(np.flatnonzero(lengths != frame["word_scores"].list.len().to_numpy())[0])
-        raise ValueError(f"caption key {frame['key'][bad]}: {lengths[bad]} labels but {frame['word_scores'].list.len()[bad]} word scores")
+        raise ValueError(
+            f"caption key {frame['key'][bad]}: {lengths[bad]} labels but {frame['word_scores'].list.len()[bad]} word scores"
+        )
     scores = frame["word_scores"].explode().to_numpy().astype(float)
     labels = frame["labels"].explode().to_numpy().astype(int)
     groups = np.repeat(frame["key"].to_numpy(), lengths)
@@ -126,13 +162,18 @@ def set_metrics(frame: pl.DataFrame, threshold: float, risk: str) -> dict[str, f
                "f1": instance_f1(flags, labels, groups), "set_size": float(flags.sum() / len(frame)),
                "unscored_words": float(np.mean(~valid)), "unscored_errors": float(np.sum(~valid & (labels == 1)) / max(labels.sum(), 1))}  # fmt: skip
     if risk == "fdr":
-        metrics |= {"la": location_accuracy(scores, labels, groups, threshold), "la_set": location_accuracy_set(flags, labels, groups)}
+        metrics |= {
+            "la": location_accuracy(scores, labels, groups, threshold),
+            "la_set": location_accuracy_set(flags, labels, groups),
+        }
     else:
         metrics |= dict(zip(("precision", "recall", "word_f1"), word_precision_recall_f1(flags, labels, groups)))
     return metrics
 
 
-def risk_sweep(calibration: pl.DataFrame, test: pl.DataFrame, alphas, delta: float, risk: str, unit: str = "image") -> pl.DataFrame:
+def risk_sweep(
+    calibration: pl.DataFrame, test: pl.DataFrame, alphas, delta: float, risk: str, unit: str = "image"
+) -> pl.DataFrame:
     """λ̂ per α on the calibration captions' valid words and the metrics of its sets on both subsets (Tables 1, 3).
 
     ``unit`` is the unit of exchangeability (:func:`condeval.crc.calibrate_threshold`): "image"
@@ -148,7 +189,14 @@ def risk_sweep(calibration: pl.DataFrame, test: pl.DataFrame, alphas, delta: flo
     rows = []
     for alpha in alphas:
         threshold = calibrate_threshold(*words, risk=risk, alpha=float(alpha), delta=delta, images=images, unit=unit)
-        row = {"alpha": float(alpha), "delta": float(delta), "lambda_hat": threshold, "unit": unit, "n_calibration": len(calibration), "n_units": n_units}
+        row = {
+            "alpha": float(alpha),
+            "delta": float(delta),
+            "lambda_hat": threshold,
+            "unit": unit,
+            "n_calibration": len(calibration),
+            "n_units": n_units,
+        }
         for name, frame in (("calibration", calibration), ("test", test)):
             row |= {f"{name}_{key}": value for key, value in set_metrics(frame, threshold, risk).items()}
         rows.append(row)
@@ -181,7 +229,10 @@ def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
     with_error = frame.filter(pl.col("labels").list.sum() > 0)
     valid = with_error["pos"].list.eval(pl.element().is_in(list(MASKABLE_UPOS))).list.sum().to_numpy()
     nouns = with_error["pos"].list.eval(pl.element().is_in(["NOUN", "PROPN"]))
-    noun_errors = [sum(l for l, n in zip(labels_, is_noun) if n) for labels_, is_noun in zip(with_error["labels"], nouns)]
+    noun_errors = [
+        sum(label for label, noun in zip(labels_, is_noun) if noun)
+        for labels_, is_noun in zip(with_error["labels"], nouns)
+    ]
     n_nouns = nouns.list.sum().to_numpy()
     return {"ap": instance_ap(scores, labels, groups), "la": location_accuracy(scores, labels, groups, -np.inf),
             "ap_chance": len(with_error) / len(frame), "la_chance": float(np.mean(1.0 / np.maximum(valid, 1))),
@@ -212,7 +263,17 @@ def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFr
     mean, std, human = (calibration[c].to_numpy() for c in ("mean", "std", "human_score"))
     try:
         images = calibration["path"].to_numpy() if unit == "image" else None
-        result = calibrate_intervals(mean, std, human, delta=delta, lambdas=lambdas, method=method, bounds_factor=truncation_factor, images=images, unit=unit)
+        result = calibrate_intervals(
+            mean,
+            std,
+            human,
+            delta=delta,
+            lambdas=lambdas,
+            method=method,
+            bounds_factor=truncation_factor,
+            images=images,
+            unit=unit,
+        )
         stages, bounds = (("pre", 1.0), ("pos", result.lambda_hat)), result.bounds
     except NoValidLambdaError:
         # Learn-then-Test's answer is "no λ": the table says so (POS = NaN) rather than inventing one.
@@ -221,7 +282,14 @@ def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFr
     for name, frame in evaluations.items():
         human = frame["human_score"].to_numpy()
         for stage, scale in stages:
-            row = {"dataset": name, "stage": stage, "lambda": scale, "ups": float("nan"), "tau_c": float("nan"), "n": len(frame)}
+            row = {
+                "dataset": name,
+                "stage": stage,
+                "lambda": scale,
+                "ups": float("nan"),
+                "tau_c": float("nan"),
+                "n": len(frame),
+            }
             if not np.isnan(scale):
                 mean, std, _, _ = truncated_gaussian(frame["mean"].to_numpy(), frame["std"].to_numpy(), scale, *bounds)
                 row |= {"ups": ups(mean, std, human), "tau_c": kendall_tau_c(mean, human)}

@@ -26,7 +26,15 @@ from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import ups
 from condeval.crc.word_risk import UNITS
 
-__all__ = ["NoValidLambdaError", "truncated_gaussian", "truncation_bounds", "ups_risk", "IntervalCalibration", "calibrate_intervals", "PAPER_LAMBDAS"]
+__all__ = [
+    "NoValidLambdaError",
+    "truncated_gaussian",
+    "truncation_bounds",
+    "ups_risk",
+    "IntervalCalibration",
+    "calibrate_intervals",
+    "PAPER_LAMBDAS",
+]
 
 PAPER_LAMBDAS = np.linspace(1, 50, 50)  # the official code's grid of σ scales
 _MIN_SCALE = 1e-10  # a pair whose samples all agree still gets a (degenerate) distribution
@@ -78,13 +86,17 @@ def _check_interval_settings(delta, lambdas, bounds_factor, images, unit: str, n
     if lambdas.ndim != 1 or lambdas.size == 0 or not (np.isfinite(lambdas) & (lambdas > 0)).all():
         raise ValueError(f"lambdas must be a non-empty 1-D grid of positive finite sigma scales; got {lambdas!r}")
     if not (np.isfinite(bounds_factor) and bounds_factor > 1.0):
-        raise ValueError(f"bounds_factor must be a finite number > 1 (the truncation interval must contain every mean); got {bounds_factor!r}")
+        raise ValueError(
+            f"bounds_factor must be a finite number > 1 (the truncation interval must contain every mean); got {bounds_factor!r}"
+        )
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}; got {unit!r}")
     if unit == "caption":
         return lambdas, n_pairs
     if images is None:
-        raise ValueError("unit='image' needs each pair's image (images=...); unit='caption' is the paper's pair-level reading")
+        raise ValueError(
+            "unit='image' needs each pair's image (images=...); unit='caption' is the paper's pair-level reading"
+        )
     if len(images) != n_pairs:
         raise ValueError(f"images must give one image per pair; got {len(images)} for {n_pairs} pairs")
     return lambdas, len(np.unique(np.asarray(images)))
@@ -146,16 +158,22 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
         raise ValueError(f"calibrating intervals needs at least 3 pairs for a correlation; got {len(mean)}")
     for name, values in (("mean", mean), ("std", std), ("human", human)):
         if not np.isfinite(values).all():
-            raise ValueError(f"{name} contains NaN or inf (first at pair {int(np.flatnonzero(~np.isfinite(values))[0])})")
+            raise ValueError(
+                f"{name} contains NaN or inf (first at pair {int(np.flatnonzero(~np.isfinite(values))[0])})"
+            )
     lambdas, n_units = _check_interval_settings(delta, lambdas, bounds_factor, images, unit, len(mean))
     lower, upper = truncation_bounds(mean, bounds_factor)
     risks = np.array([ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in lambdas])
     alpha = ups_risk(*truncated_gaussian(mean, std, 1.0, lower, upper)[:2], human)
     if alpha >= 1.0:
-        raise NoValidLambdaError("the uncalibrated UPS is <= 0, so alpha = R(1) = 1: there is no risk level to improve on")
+        raise NoValidLambdaError(
+            "the uncalibrated UPS is <= 0, so alpha = R(1) = 1: there is no risk level to improve on"
+        )
     p_values = hb_p_value(risks, n_units, alpha)
     valid = learn_then_test(p_values, delta, method)
     if len(valid) == 0:
-        raise NoValidLambdaError(f"no lambda on the grid controls the risk below alpha = {alpha:.4f} at delta = {delta} ({n_units} {unit}s)")
+        raise NoValidLambdaError(
+            f"no lambda on the grid controls the risk below alpha = {alpha:.4f} at delta = {delta} ({n_units} {unit}s)"
+        )
     best = valid[np.argmin(risks[valid])]
     return IntervalCalibration(lambdas, risks, p_values, valid, alpha, float(lambdas[best]), (lower, upper))

@@ -39,7 +39,9 @@ def _per_caption(flags, labels, groups):
     return count(flags & labels), count(flags & ~labels), count(labels), count(~labels)
 
 
-def caption_losses(flagged_errors: np.ndarray, flagged_correct: np.ndarray, correct: np.ndarray, risk: str) -> np.ndarray:
+def caption_losses(
+    flagged_errors: np.ndarray, flagged_correct: np.ndarray, correct: np.ndarray, risk: str
+) -> np.ndarray:
     """Per-caption FDR of a flagged set (0 when nothing is flagged) or FPR (0 with no correct word)."""
     if risk == "fdr":
         flagged = flagged_errors + flagged_correct

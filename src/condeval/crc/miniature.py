@@ -24,7 +24,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-
 import polars as pl
 
 from condeval.core.io import atomic_path, write_parquet
@@ -34,7 +33,15 @@ from condeval.datasets.foil import NOCAPS_DOMAINS
 from condeval.datasets.miniworld import SHAPES, captions_for, corrupt_caption, draw_scene, render_scene, swap_shape_noun
 from condeval.datasets.rich_hf import write_rich_hf
 
-__all__ = ["write_mini_foil_it", "write_mini_foil_nocaps", "write_mini_rich_hf", "write_mini_judgments", "FOIL_IT_SPLITS", "RICH_HF_SPLITS", "MINI_JUDGMENT_FILES"]
+__all__ = [
+    "write_mini_foil_it",
+    "write_mini_foil_nocaps",
+    "write_mini_rich_hf",
+    "write_mini_judgments",
+    "FOIL_IT_SPLITS",
+    "RICH_HF_SPLITS",
+    "MINI_JUDGMENT_FILES",
+]
 
 RICH_HF_SPLITS = ("train", "dev", "test")
 
@@ -62,10 +69,17 @@ def _noun_only_swap(words: list[str], rng: np.random.Generator, tries: int = 20)
 
 def _foil_document(rows, images_by_id: dict, split: str) -> dict:
     images = [images_by_id[i] for i in sorted({r["image_id"] for r in rows})]
-    return {"info": {"description": f"condeval mini FOIL-it ({split})", "version": "1.0"}, "licenses": [], "images": images, "annotations": rows}
+    return {
+        "info": {"description": f"condeval mini FOIL-it ({split})", "version": "1.0"},
+        "licenses": [],
+        "images": images,
+        "annotations": rows,
+    }
 
 
-def write_mini_foil_it(coco_root: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int, train_fraction: float = 0.5) -> dict[str, Path]:
+def write_mini_foil_it(
+    coco_root: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int, train_fraction: float = 0.5
+) -> dict[str, Path]:
     """Write ``foilv1.0_{train,test}_2017.json`` from the world's val split.
 
     Each image's evaluation caption becomes one pair (its annotation id is the pair's ``id``): the
@@ -76,7 +90,10 @@ def write_mini_foil_it(coco_root: str | os.PathLike, out_dir: str | os.PathLike,
     captions_json = coco_root / "annotations" / "captions_val2014.json"
     captions = evaluation_pairs(load_captions(captions_json))
     # FOIL-it lists its images as COCO does (id, file name, width, height): the world's own records.
-    images_by_id = {image["id"]: {k: image[k] for k in ("id", "file_name", "width", "height")} for image in read_json(captions_json, dict)["images"]}
+    images_by_id = {
+        image["id"]: {k: image[k] for k in ("id", "file_name", "width", "height")}
+        for image in read_json(captions_json, dict)["images"]
+    }
     rng = np.random.default_rng([seed, 7])
     order = rng.permutation(len(captions))
     train_ids = set(captions["image_id"].to_numpy()[order[: int(round(train_fraction * len(captions)))]].tolist())
@@ -88,7 +105,10 @@ def write_mini_foil_it(coco_root: str | os.PathLike, out_dir: str | os.PathLike,
         tokens, k = swapped
         common = {"id": pair_id, "image_id": image_id, "target_word": caption.split()[k], "foil_word": tokens[k]}
         split = "train" if image_id in train_ids else "test"
-        rows[split] += [{**common, "caption": caption, "foil": False}, {**common, "caption": " ".join(tokens), "foil": True}]
+        rows[split] += [
+            {**common, "caption": caption, "foil": False},
+            {**common, "caption": " ".join(tokens), "foil": True},
+        ]
     paths = {}
     for split in FOIL_IT_SPLITS:
         paths[split] = out_dir / f"foilv1.0_{split}_2017.json"
@@ -110,14 +130,18 @@ def _domain_scene(domain: str, novel: list[str], rng: np.random.Generator, tries
     raise RuntimeError(f"no near-domain scene in {tries} draws; novel shapes {novel}")
 
 
-def write_mini_foil_nocaps(out_dir: str | os.PathLike, sizes: dict[str, int], novel_shapes: list[str], *, seed: int, side: int = 64) -> Path:
+def write_mini_foil_nocaps(
+    out_dir: str | os.PathLike, sizes: dict[str, int], novel_shapes: list[str], *, seed: int, side: int = 64
+) -> Path:
     """Write ``nocaps-val-foil.json`` (FOIL-nocaps' record list) and its ``images/``.
 
     ``sizes`` gives the number of scenes per domain (in, near, out); ``novel_shapes`` are the
     shapes the encoders never trained on. Returns the JSON file.
     """
     if not novel_shapes:
-        raise ValueError("the mini FOIL-nocaps needs novel shapes (coco.miniworld.novel_shapes) for its near and out domains")
+        raise ValueError(
+            "the mini FOIL-nocaps needs novel shapes (coco.miniworld.novel_shapes) for its near and out domains"
+        )
     out_dir = Path(out_dir)
     records = []
     for number, domain in enumerate(NOCAPS_DOMAINS):
@@ -140,7 +164,9 @@ def write_mini_foil_nocaps(out_dir: str | os.PathLike, sizes: dict[str, int], no
     return path
 
 
-def write_mini_rich_hf(out_dir: str | os.PathLike, sizes: dict[str, int], *, seed: int, side: int = 64, max_errors: int = 3) -> dict[str, Path]:
+def write_mini_rich_hf(
+    out_dir: str | os.PathLike, sizes: dict[str, int], *, seed: int, side: int = 64, max_errors: int = 3
+) -> dict[str, Path]:
     """Write ``{split}.tfrecord`` (RichHF-18K's records), ``images/<uid>.jpg`` and ``pickapic.parquet``.
 
     Each record is a new scene (never seen in training), rendered from its objects; its prompt is
@@ -163,7 +189,9 @@ def write_mini_rich_hf(out_dir: str | os.PathLike, sizes: dict[str, int], *, see
             words, errors = corrupt_caption(caption.tokens, int(rng.integers(0, max_errors + 1)), rng)
             records.append({"filename": f"{uid}.jpg", "prompt_misalignment_label": " ".join(str(1 - e) for e in errors),
                             "misalignment_score": float(sum(errors))})  # fmt: skip
-            prompts.append({"caption": " ".join(words), "image_0_uid": uid, "image_1_uid": f"{uid}-unrated", "split": split})
+            prompts.append(
+                {"caption": " ".join(words), "image_0_uid": uid, "image_1_uid": f"{uid}-unrated", "split": split}
+            )
         paths[split] = out_dir / f"{split}.tfrecord"
         write_rich_hf(paths[split], records)
     paths["prompts"] = out_dir / "pickapic.parquet"
@@ -171,7 +199,9 @@ def write_mini_rich_hf(out_dir: str | os.PathLike, sizes: dict[str, int], *, see
     return paths
 
 
-def _rated_candidates(tokens: list[str], rng: np.random.Generator, raters: int, max_errors: int) -> list[tuple[str, list[float]]]:
+def _rated_candidates(
+    tokens: list[str], rng: np.random.Generator, raters: int, max_errors: int
+) -> list[tuple[str, list[float]]]:
     """Candidates with 0..max_errors wrong words, each rated 4 − errors by ``raters`` noisy raters (1–4)."""
     candidates = []
     for n_errors in range(max_errors + 1):
@@ -194,7 +224,9 @@ def write_mini_judgments(coco_root: str | os.PathLike, out_dir: str | os.PathLik
     references = captions.group_by("image_id", maintain_order=True).agg(pl.col("caption"))
     refs = dict(zip(references["image_id"].to_list(), references["caption"].to_list()))
     flickr, polaris = {}, []
-    for position, (image_id, caption_id, file_name, caption) in enumerate(pairs.select("image_id", "caption_id", "file_name", "caption").iter_rows()):
+    for position, (image_id, caption_id, file_name, caption) in enumerate(
+        pairs.select("image_id", "caption_id", "file_name", "caption").iter_rows()
+    ):
         if position >= 2 * n_images:
             break
         rng = np.random.default_rng([seed, 13, caption_id])
@@ -202,10 +234,22 @@ def write_mini_judgments(coco_root: str | os.PathLike, out_dir: str | os.PathLik
         others = [c for c in refs[image_id] if c != caption]
         rated = _rated_candidates(caption.split(), rng, raters, max_errors)
         if position < n_images:
-            judgements = [{"image_id": str(image_id), "image_path": image_path, "caption": text, "rating": r} for text, ratings in rated for r in ratings]
-            flickr[str(image_id)] = {"image_id": str(image_id), "image_path": image_path, "ground_truth": others, "human_judgement": judgements}
+            judgements = [
+                {"image_id": str(image_id), "image_path": image_path, "caption": text, "rating": r}
+                for text, ratings in rated
+                for r in ratings
+            ]
+            flickr[str(image_id)] = {
+                "image_id": str(image_id),
+                "image_path": image_path,
+                "ground_truth": others,
+                "human_judgement": judgements,
+            }
         else:
-            polaris += [{"refs": others, "cand": text, "img": image_path, "human_score": (float(np.mean(r)) - 1) / 3} for text, r in rated]
+            polaris += [
+                {"refs": others, "cand": text, "img": image_path, "human_score": (float(np.mean(r)) - 1) / 3}
+                for text, r in rated
+            ]
     paths = {name: out_dir / file_name for name, file_name in MINI_JUDGMENT_FILES.items()}
     with atomic_path(paths["flickr8k"]) as tmp:
         tmp.write_text(json.dumps(flickr))

@@ -27,7 +27,16 @@ TABLE1_B = {
     }.items()
 }
 
-_T3_COLUMNS = ("calibration_risk", "calibration_f1", "test_risk", "test_ap", "test_f1", "test_precision", "test_recall", "test_word_f1")
+_T3_COLUMNS = (
+    "calibration_risk",
+    "calibration_f1",
+    "test_risk",
+    "test_ap",
+    "test_f1",
+    "test_precision",
+    "test_recall",
+    "test_word_f1",
+)
 #: Table 3: RichHF-18K, FPR controlled, ViT-B/32; per α.
 TABLE3_B = {
     alpha: dict(zip(_T3_COLUMNS, values))
@@ -55,28 +64,79 @@ def _t2(values: tuple) -> dict[str, dict[str, float | None]]:
 
 #: Table 2: FOIL-it and FOIL-nocaps by domain (FDR "None" where a method has none).
 TABLE2 = {
-    "CHAIR (Rohrbach et al., 2018)": {"cited": True, **_t2((None, 92.5, 79.0, None, 58.3, 14.4, None, 57.8, 13.5, None, 59.1, 17.6, None, 58.1, 12.2))},
-    "ALOHa (Petryk et al., 2024)": {"cited": True, **_t2((None, 61.4, 40.0, None, 69.5, 45.2, None, 71.8, 47.4, None, 66.7, 47.3, None, 70.9, 48.8))},
-    "GAE_B (Nam et al., 2024)": {"cited": True, **_t2((None, 71.4, 73.2, None, 69.0, 60.3, None, 67.3, 54.7, None, 68.4, 59.7, None, 71.3, 63.2))},
-    "GAE_H (Nam et al., 2024)": {"cited": True, **_t2((None, 80.6, 83.6, None, 79.4, 71.6, None, 78.9, 66.1, None, 79.3, 70.8, None, 80.2, 74.8))},
-    "B": {"cited": False, **_t2((20.2, 59.7, 40.2, 18.6, 64.4, 54.9, 20.4, 70.0, 53.5, 19.6, 72.2, 56.3, 16.2, 74.4, 52.6))},
-    "H": {"cited": False, **_t2((19.8, 63.4, 51.4, 19.1, 65.7, 60.3, 19.2, 70.4, 56.7, 19.4, 72.5, 63.0, 18.5, 74.0, 56.2))},
+    "CHAIR (Rohrbach et al., 2018)": {
+        "cited": True,
+        **_t2((None, 92.5, 79.0, None, 58.3, 14.4, None, 57.8, 13.5, None, 59.1, 17.6, None, 58.1, 12.2)),
+    },
+    "ALOHa (Petryk et al., 2024)": {
+        "cited": True,
+        **_t2((None, 61.4, 40.0, None, 69.5, 45.2, None, 71.8, 47.4, None, 66.7, 47.3, None, 70.9, 48.8)),
+    },
+    "GAE_B (Nam et al., 2024)": {
+        "cited": True,
+        **_t2((None, 71.4, 73.2, None, 69.0, 60.3, None, 67.3, 54.7, None, 68.4, 59.7, None, 71.3, 63.2)),
+    },
+    "GAE_H (Nam et al., 2024)": {
+        "cited": True,
+        **_t2((None, 80.6, 83.6, None, 79.4, 71.6, None, 78.9, 66.1, None, 79.3, 70.8, None, 80.2, 74.8)),
+    },
+    "B": {
+        "cited": False,
+        **_t2((20.2, 59.7, 40.2, 18.6, 64.4, 54.9, 20.4, 70.0, 53.5, 19.6, 72.2, 56.3, 16.2, 74.4, 52.6)),
+    },
+    "H": {
+        "cited": False,
+        **_t2((19.8, 63.4, 51.4, 19.1, 65.7, 60.3, 19.2, 70.4, 56.7, 19.4, 72.5, 63.0, 18.5, 74.0, 56.2)),
+    },
 }
 
 #: Table 4: RichHF-18K word precision, recall, F1 (as printed; "ft." marks fine-tuned methods).
 TABLE4 = {
-    "ALOHa (Petryk et al., 2024)": {"cited": True, "fine_tuned": False, "precision": 34.4, "recall": 31.1, "word_f1": 38.5},
-    "Rich-HF (MH) (Liang et al., 2024)": {"cited": True, "fine_tuned": True, "precision": 43.3, "recall": 62.9, "word_f1": 33.0},
-    "Rich-HF (AP) (Liang et al., 2024)": {"cited": True, "fine_tuned": True, "precision": 43.9, "recall": 61.3, "word_f1": 34.1},
-    "GAE_B (Nam et al., 2024)": {"cited": True, "fine_tuned": False, "precision": 39.8, "recall": 32.8, "word_f1": 50.4},
-    "GAE_H (Nam et al., 2024)": {"cited": True, "fine_tuned": False, "precision": 42.7, "recall": 36.5, "word_f1": 51.6},
+    "ALOHa (Petryk et al., 2024)": {
+        "cited": True,
+        "fine_tuned": False,
+        "precision": 34.4,
+        "recall": 31.1,
+        "word_f1": 38.5,
+    },
+    "Rich-HF (MH) (Liang et al., 2024)": {
+        "cited": True,
+        "fine_tuned": True,
+        "precision": 43.3,
+        "recall": 62.9,
+        "word_f1": 33.0,
+    },
+    "Rich-HF (AP) (Liang et al., 2024)": {
+        "cited": True,
+        "fine_tuned": True,
+        "precision": 43.9,
+        "recall": 61.3,
+        "word_f1": 34.1,
+    },
+    "GAE_B (Nam et al., 2024)": {
+        "cited": True,
+        "fine_tuned": False,
+        "precision": 39.8,
+        "recall": 32.8,
+        "word_f1": 50.4,
+    },
+    "GAE_H (Nam et al., 2024)": {
+        "cited": True,
+        "fine_tuned": False,
+        "precision": 42.7,
+        "recall": 36.5,
+        "word_f1": 51.6,
+    },
     "B": {"cited": False, "fine_tuned": False, "precision": 31.2, "recall": 62.6, "word_f1": 41.7},
     "H": {"cited": False, "fine_tuned": False, "precision": 32.0, "recall": 64.2, "word_f1": 42.7},
 }
 
 #: Table 5: UPS and τ_c before (pre) and after (pos) interval calibration, per model and dataset.
 TABLE5 = {
-    (model, stage): {dataset: {"ups": ups, "tau_c": tau} for dataset, (ups, tau) in zip(("vicr", "polaris", "flickr8k", "composite"), pairs)}
+    (model, stage): {
+        dataset: {"ups": ups, "tau_c": tau}
+        for dataset, (ups, tau) in zip(("vicr", "polaris", "flickr8k", "composite"), pairs)
+    }
     for (model, stage), pairs in {
         ("B", "pre"): ((22.1, 63.1), (38.1, 50.1), (2.8, 53.1), (18.3, 47.2)),
         ("B", "pos"): ((36.4, 61.5), (44.1, 49.4), (13.4, 51.9), (26.1, 46.9)),

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 from condeval.datasets import DatasetFormatError
 
@@ -51,7 +52,7 @@ class LexiconTagger:
         return [self.lexicon.get(word.lower(), "X") for word in words]
 
     @classmethod
-    def from_token_files(cls, paths: Iterable[str | os.PathLike]) -> "LexiconTagger":
+    def from_token_files(cls, paths: Iterable[str | os.PathLike]) -> LexiconTagger:
         """The lexicon of the mini-world's token sidecars (``tokens``, ``pos`` per caption)."""
         counts: dict[str, Counter] = defaultdict(Counter)
         for path in map(Path, paths):

@@ -20,7 +20,17 @@ from PIL import Image  # noqa: E402
 from condeval.core.tables import markdown_table  # noqa: E402
 from condeval.crc import paper  # noqa: E402
 
-__all__ = ["sweep_markdown", "table2_markdown", "table4_markdown", "table5_markdown", "signal_markdown", "dropped_rows_markdown", "plot_violins", "plot_word_examples", "WORD_COLOURS"]
+__all__ = [
+    "sweep_markdown",
+    "table2_markdown",
+    "table4_markdown",
+    "table5_markdown",
+    "signal_markdown",
+    "dropped_rows_markdown",
+    "plot_violins",
+    "plot_word_examples",
+    "WORD_COLOURS",
+]
 
 #: Word colours of the caption panels (the paper's Figs. 4–6 code the same three outcomes).
 WORD_COLOURS = {"tp": "#2ca02c", "fn": "#ff7f0e", "fp": "#d62728", "tn": "#333333"}
@@ -121,7 +131,9 @@ def _refused_footer(selected: dict[str, pl.DataFrame], labels: dict[str, str]) -
     """Per model and benchmark, the test captions left out for a valid word past the tokenizer's max_length."""
     counts = [f"{_label(model, labels)} on {benchmark}: {count}" for model, frame in selected.items() if "n_refused_truncated" in frame.columns
               for benchmark, count in frame.select("benchmark", "n_refused_truncated").unique(maintain_order=True).iter_rows()]  # fmt: skip
-    return f"\nCaptions refused (a valid word past the tokenizer's max_length): {'; '.join(counts)}.\n" if counts else ""
+    return (
+        f"\nCaptions refused (a valid word past the tokenizer's max_length): {'; '.join(counts)}.\n" if counts else ""
+    )
 
 
 def table5_markdown(tables: dict[str, pl.DataFrame], labels: dict[str, str], paper_models: dict[str, str]) -> str:
@@ -168,7 +180,9 @@ def dropped_rows_markdown(dropped: dict[str, dict[str, dict[str, int]]]) -> str:
     rows = [{"benchmark": benchmark, "file": file, "reason": reason, "rows": n}
             for benchmark, files in dropped.items() for file, reasons in files.items()
             for reason, n in (reasons.items() if reasons else [("none", 0)])]  # fmt: skip
-    return markdown_table(pl.DataFrame(rows, schema={"benchmark": pl.String, "file": pl.String, "reason": pl.String, "rows": pl.Int64}))
+    return markdown_table(
+        pl.DataFrame(rows, schema={"benchmark": pl.String, "file": pl.String, "reason": pl.String, "rows": pl.Int64})
+    )
 
 
 def plot_violins(pairs: pl.DataFrame, seed: int, title: str):
@@ -178,15 +192,29 @@ def plot_violins(pairs: pl.DataFrame, seed: int, title: str):
     """
     random_row = int(np.random.default_rng(seed).integers(len(pairs)))
     order = pairs.with_row_index("row").sort("std")
-    chosen = [("random pair", random_row), ("highest variance", int(order["row"][-1])), ("lowest variance", int(order["row"][0]))]
+    chosen = [
+        ("random pair", random_row),
+        ("highest variance", int(order["row"][-1])),
+        ("lowest variance", int(order["row"][0])),
+    ]
     fig, ax = plt.subplots(figsize=(9, 4.2))
     data = [np.asarray(pairs["samples"][row], dtype=float) for _, row in chosen]
     parts = ax.violinplot(data, showmedians=True, showextrema=True)
     for body in parts["bodies"]:
         body.set_alpha(0.5)
     for k, (_, row) in enumerate(chosen, start=1):
-        ax.scatter([k], [pairs["clipscore"][row]], marker="D", color="black", zorder=3, label="unmasked CLIPScore" if k == 1 else None)
-    ticks = [f"{name}\n\"{textwrap.shorten(' '.join(pairs['words'][row]), 38)}\"\nhuman {pairs['human_score'][row]:.2f}" for name, row in chosen]
+        ax.scatter(
+            [k],
+            [pairs["clipscore"][row]],
+            marker="D",
+            color="black",
+            zorder=3,
+            label="unmasked CLIPScore" if k == 1 else None,
+        )
+    ticks = [
+        f'{name}\n"{textwrap.shorten(" ".join(pairs["words"][row]), 38)}"\nhuman {pairs["human_score"][row]:.2f}'
+        for name, row in chosen
+    ]
     ax.set_xticks(range(1, 4), ticks, fontsize=8)
     ax.set_ylabel("CLIPScore")
     ax.set_title(title)
@@ -218,16 +246,22 @@ def plot_word_examples(examples: pl.DataFrame, title: str):
         previous = None
         for word, score, label in zip(row["words"], row["word_scores"], row["labels"]):
             colour = WORD_COLOURS[_outcome(score > row["threshold"], bool(label))]
-            style = {"color": colour, "fontsize": 10, "fontweight": "normal" if colour == WORD_COLOURS["tn"] else "bold"}
+            style = {
+                "color": colour,
+                "fontsize": 10,
+                "fontweight": "normal" if colour == WORD_COLOURS["tn"] else "bold",
+            }
             # Each word is placed against the previous one, so the line survives any re-layout.
             if previous is None:
                 previous = text_ax.text(0.0, 0.55, word, transform=text_ax.transAxes, va="baseline", **style)
             else:
-                previous = text_ax.annotate(word, xy=(1, 0), xycoords=previous, xytext=(4, 0), textcoords="offset points", va="bottom", **style)
+                previous = text_ax.annotate(
+                    word, xy=(1, 0), xycoords=previous, xytext=(4, 0), textcoords="offset points", va="bottom", **style
+                )
             if score > 0:  # never-masked words (not a valid POS) have no score
                 text_ax.annotate(f"{score:.2f}", xy=(0.5, 0), xycoords=previous, xytext=(0, -4), textcoords="offset points",
                                  ha="center", va="top", fontsize=6, color="#777777")  # fmt: skip
-    handles = [plt.Line2D([], [], color=c, marker="s", linestyle="", label=l) for l, c in
+    handles = [plt.Line2D([], [], color=c, marker="s", linestyle="", label=name) for name, c in
                (("true positive", WORD_COLOURS["tp"]), ("false negative", WORD_COLOURS["fn"]), ("false positive", WORD_COLOURS["fp"]))]  # fmt: skip
     fig.suptitle(title, fontsize=10)
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)

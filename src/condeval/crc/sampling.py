@@ -14,8 +14,9 @@ A word never masked (not a valid POS) scores f_v = 0, as in the official code (V
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -26,14 +27,27 @@ from condeval.encoders.features import ClipEncoder
 from condeval.metrics import CLIPSCORE_WEIGHT, cosine_similarity
 from condeval.metrics import clipscore as clipscore_of_cosine
 
-__all__ = ["CLIPSCORE_WEIGHT", "IMAGE_MASKINGS", "clipscore", "PairSamples", "AttentionMaskSampler", "word_error_scores", "sample_captions"]
+if TYPE_CHECKING:  # polars is imported where the table is built
+    import polars as pl
+
+__all__ = [
+    "CLIPSCORE_WEIGHT",
+    "IMAGE_MASKINGS",
+    "clipscore",
+    "PairSamples",
+    "AttentionMaskSampler",
+    "word_error_scores",
+    "sample_captions",
+]
 
 IMAGE_MASKINGS = ("patches", "attention_entries")
 
 
 def clipscore(text_embeddings: torch.Tensor, image_embeddings: torch.Tensor, weight: float) -> torch.Tensor:
     """w · max(cos, 0) between every text row and every image row: shape (n_image, n_text) (formula in condeval.metrics)."""
-    return clipscore_of_cosine(cosine_similarity(image_embeddings.float(), text_embeddings.float(), pairwise=True), weight)
+    return clipscore_of_cosine(
+        cosine_similarity(image_embeddings.float(), text_embeddings.float(), pairwise=True), weight
+    )
 
 
 def word_error_scores(scores: np.ndarray, text_masks: np.ndarray) -> np.ndarray:
@@ -141,7 +155,9 @@ class AttentionMaskSampler:
     @torch.no_grad()
     def image_embeddings(self, image: Image.Image, rng: np.random.Generator) -> torch.Tensor:
         """(1 + I, projection_dim): the unmasked image, then I patch-masked ones, in one batch."""
-        pixels = self.encoder.image_processor([image.convert("RGB")], return_tensors="pt")["pixel_values"].to(self.encoder.device)
+        pixels = self.encoder.image_processor([image.convert("RGB")], return_tensors="pt")["pixel_values"].to(
+            self.encoder.device
+        )
         vision = self.model.vision_model
         hidden = vision.pre_layrnorm(vision.embeddings(pixels)).expand(1 + self.n_image, -1, -1)
         mask = self._image_attention_mask(hidden.shape[1], rng).to(hidden.device, hidden.dtype)
@@ -153,9 +169,14 @@ class AttentionMaskSampler:
         """Token ids of the caption and, per word, the positions of its tokens (by offsets)."""
         text = " ".join(words)
         starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
-        tokens = self.encoder.tokenizer(text, truncation=True, max_length=self.encoder.max_length, return_offsets_mapping=True, return_tensors="pt")
+        tokens = self.encoder.tokenizer(
+            text, truncation=True, max_length=self.encoder.max_length, return_offsets_mapping=True, return_tensors="pt"
+        )
         offsets = tokens.pop("offset_mapping")[0].tolist()
-        positions = [[p for p, (a, b) in enumerate(offsets) if b > a and start <= a and b <= start + len(word)] for word, start in zip(words, starts)]
+        positions = [
+            [p for p, (a, b) in enumerate(offsets) if b > a and start <= a and b <= start + len(word)]
+            for word, start in zip(words, starts)
+        ]
         return tokens, positions
 
     def truncated_words(self, words: Sequence[str]) -> int:
@@ -190,7 +211,7 @@ class AttentionMaskSampler:
 
 
 def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: Sequence[Sequence[str]], keys: Sequence[int], *,
-                    seed: int, keep_distribution: bool = False, progress: bool = True) -> "pl.DataFrame":  # fmt: skip
+                    seed: int, keep_distribution: bool = False, progress: bool = True) -> pl.DataFrame:  # fmt: skip
     """Attention-mask samples of many pairs, one row per pair.
 
     Each pair's masks are seeded by ``(seed, key)``, so a pair's results do not depend on how the
@@ -213,9 +234,13 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
     from tqdm.auto import tqdm
 
     rows = []
-    for path, caption, key in tqdm(list(zip(paths, words, keys)), desc="attention-mask sampling", unit="pair", disable=not progress, mininterval=10):
+    for path, caption, key in tqdm(
+        list(zip(paths, words, keys)), desc="attention-mask sampling", unit="pair", disable=not progress, mininterval=10
+    ):
         with Image.open(path) as image:
-            pair = sampler.sample(image, list(caption), seed=int(np.random.SeedSequence([seed, int(key)]).generate_state(1)[0]))
+            pair = sampler.sample(
+                image, list(caption), seed=int(np.random.SeedSequence([seed, int(key)]).generate_state(1)[0])
+            )
         if not np.isfinite(pair.scores).all():
             raise FloatingPointError(f"non-finite CLIPScores for pair key {key} ({path})")
         row = {"key": int(key), "clipscore": pair.clipscore, "mean": float(pair.distribution.mean()), "std": float(pair.distribution.std()),

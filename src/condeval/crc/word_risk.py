@@ -56,7 +56,9 @@ def _caption_weights(group: np.ndarray, images) -> tuple[np.ndarray, int]:
         return np.ones(n_captions), n_captions
     images = np.asarray(images)
     if images.shape != group.shape:
-        raise ValueError(f"images must give one image per word; got {images.shape[0] if images.ndim else 0} for {len(group)} words")
+        raise ValueError(
+            f"images must give one image per word; got {images.shape[0] if images.ndim else 0} for {len(group)} words"
+        )
     image_of_caption = np.empty(n_captions, dtype=np.int64)
     image = caption_index(images)
     image_of_caption[group] = image
@@ -67,7 +69,9 @@ def _caption_weights(group: np.ndarray, images) -> tuple[np.ndarray, int]:
     return 1.0 / captions_per_image[image_of_caption], len(captions_per_image)
 
 
-def set_risk_curve(scores, labels, groups, risk: str = "fdr", grid=None, *, images=None) -> tuple[np.ndarray, np.ndarray, int]:
+def set_risk_curve(
+    scores, labels, groups, risk: str = "fdr", grid=None, *, images=None
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Empirical risk R̂(λ) of S_λ = {words with score > λ} at every λ where S_λ changes (or on a grid).
 
     Parameters
@@ -148,7 +152,11 @@ def check_alphas(alphas, delta: float, n_units: int, unit: str, source: str, key
     ValueError
         When some α needs more than ``n_units`` units (:func:`min_calibration_units`).
     """
-    short = [(float(alpha), min_calibration_units(alpha, delta)) for alpha in alphas if min_calibration_units(alpha, delta) > n_units]
+    short = [
+        (float(alpha), min_calibration_units(alpha, delta))
+        for alpha in alphas
+        if min_calibration_units(alpha, delta) > n_units
+    ]
     if short:
         needs = ", ".join(f"alpha {alpha:g} needs {needed}" for alpha, needed in short)
         raise ValueError(f"config key '{key}': {source} has {n_units} calibration {unit}s, too few at delta {delta:g} ({needs}); "
@@ -207,8 +215,12 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}; got {unit!r}")
     if unit == "image" and images is None:
-        raise ValueError("unit='image' needs each word's image (images=...); unit='caption' is the paper's caption-level reading")
-    thresholds, risks, n_units = set_risk_curve(scores, labels, groups, risk, grid, images=images if unit == "image" else None)
+        raise ValueError(
+            "unit='image' needs each word's image (images=...); unit='caption' is the paper's caption-level reading"
+        )
+    thresholds, risks, n_units = set_risk_curve(
+        scores, labels, groups, risk, grid, images=images if unit == "image" else None
+    )
     # From the largest λ (empty sets) down, each λ is certified only if every larger one is.
     certified = learn_then_test(hb_p_value(risks, n_units, alpha), delta, "fixed_sequence")
     if len(certified) == 0:

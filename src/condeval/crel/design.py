@@ -163,7 +163,9 @@ def ablation_rows(cfg: dict, table: str) -> list[dict]:
     if table == "table7_vae_vs_sd":
         sd = sd_lgm(cfg["diffusion"]["conditional"], cfg["diffusion"]["inference_steps"])
         return [
-            _row(name, lgm, alpha_label(a)) for a in ablations["lgm_alphas"] for name, lgm in (("VAE", "vae"), ("SD", sd))
+            _row(name, lgm, alpha_label(a))
+            for a in ablations["lgm_alphas"]
+            for name, lgm in (("VAE", "vae"), ("SD", sd))
         ]
     if table == "table8_mae":
         mae = vae_variant(cfg, "metric", "mae")
@@ -186,7 +188,9 @@ def _check_alphas(key: str, alphas: list[float], n_cal: int) -> None:
         try:
             conformal_rank(n_cal, alpha)
         except ValueError as error:
-            raise ValueError(f"config key '{key}' holds {alpha}, but the calibration fold has only {n_cal} points: {error}") from None
+            raise ValueError(
+                f"config key '{key}' holds {alpha}, but the calibration fold has only {n_cal} points: {error}"
+            ) from None
 
 
 def _check_splits(key: str, splits: dict) -> None:
@@ -215,7 +219,9 @@ def check_config(cfg: dict, prefix: str = "crel.") -> None:
         _check_alphas(prefix + key, alphas, n_cal)
     late = [e for e in ablations["checkpoint_epochs"] if e > ablations["long_max_epochs"]]
     if late:
-        raise ValueError(f"config key '{prefix}ablations.checkpoint_epochs' holds {late}, past ablations.long_max_epochs")
+        raise ValueError(
+            f"config key '{prefix}ablations.checkpoint_epochs' holds {late}, past ablations.long_max_epochs"
+        )
     if len(cfg["lgm"]["hidden_dims"]) % 2:
         raise ValueError(f"config key '{prefix}lgm.hidden_dims' must list encoder then decoder widths (even length)")
     scaling = cfg.get("scaling")

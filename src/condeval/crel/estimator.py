@@ -17,13 +17,13 @@ import numpy as np
 import torch
 
 from condeval.core.conformal import conformal_quantile
-from condeval.crel.polytope import polytope_distance
-from condeval.crel.regions import iter_region_clouds
-from condeval.crel.reliability import reliability_score
 from condeval.core.io import check_finite
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.metrics import similarity
 from condeval.crel.models.vae import LatentVAE
+from condeval.crel.polytope import polytope_distance
+from condeval.crel.regions import iter_region_clouds
+from condeval.crel.reliability import reliability_score
 
 __all__ = ["CReL"]
 
@@ -84,7 +84,7 @@ class CReL:
         lgm_kwargs: dict | None = None,
         dqr_kwargs: dict | None = None,
         accelerator: str = "cpu",
-    ) -> "CReL":
+    ) -> CReL:
         """Train the VAE on (X_lgm, Y_lgm), then the latent DQR on (X_dqr, E(Y_dqr)).
 
         The two folds must be disjoint from each other and from the calibration fold
@@ -103,15 +103,39 @@ class CReL:
             output_dim=Y_lgm.shape[1], latent_dim=latent_dim, beta=beta, metric=metric, **(lgm_kwargs or {})
         )
         train, val = _holdout(rng, val_fraction, check_finite(Y_lgm, "Y_lgm"))
-        best_lgm = best = fit_module(lgm, train, val, out_dir / "lgm", max_epochs=lgm_epochs, patience=20, batch_size=512, seed=seed, accelerator=accelerator)
+        best_lgm = best = fit_module(
+            lgm,
+            train,
+            val,
+            out_dir / "lgm",
+            max_epochs=lgm_epochs,
+            patience=20,
+            batch_size=512,
+            seed=seed,
+            accelerator=accelerator,
+        )
         lgm = LatentVAE.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
         with torch.no_grad():
             Z_dqr = lgm.encode(torch.as_tensor(check_finite(Y_dqr, "Y_dqr"), dtype=torch.float32)).double().numpy()
         dqr = DirectionalQuantileRegressor(
-            cond_dim=X_dqr.shape[1], latent_dim=latent_dim, quantile_level=quantile_level, direction_seed=seed, **(dqr_kwargs or {})
+            cond_dim=X_dqr.shape[1],
+            latent_dim=latent_dim,
+            quantile_level=quantile_level,
+            direction_seed=seed,
+            **(dqr_kwargs or {}),
         )
         train, val = _holdout(rng, val_fraction, check_finite(X_dqr, "X_dqr"), Z_dqr)
-        best = fit_module(dqr, train, val, out_dir / "dqr", max_epochs=dqr_epochs, patience=8, batch_size=256, seed=seed, accelerator=accelerator)
+        best = fit_module(
+            dqr,
+            train,
+            val,
+            out_dir / "dqr",
+            max_epochs=dqr_epochs,
+            patience=8,
+            batch_size=256,
+            seed=seed,
+            accelerator=accelerator,
+        )
         dqr = DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True)
         crel = cls(lgm, dqr, metric=metric)
         crel.checkpoints_ = {"lgm": Path(best_lgm), "dqr": Path(best)}
@@ -125,7 +149,7 @@ class CReL:
         metric: str | None = None,
         *,
         inference_steps: int | None = None,
-    ) -> "CReL":
+    ) -> CReL:
         """Load the LGM (LatentVAE or LatentDDPM) and DQR from Lightning checkpoints (on the CPU).
 
         ``inference_steps`` sets the DDIM steps T of a LatentDDPM (default: the saved value).
@@ -187,7 +211,7 @@ class CReL:
         return polytope_distance(self.directions, self.offsets(X), self.encode(X, Y))
 
     # -- calibration --------------------------------------------------------------------------
-    def calibrate(self, X_cal: np.ndarray, Y_cal: np.ndarray, alpha: float) -> "CReL":
+    def calibrate(self, X_cal: np.ndarray, Y_cal: np.ndarray, alpha: float) -> CReL:
         """Compute E_i⁺ on the calibration fold and γ_cal for level ``alpha``.
 
         All or nothing: a call that raises (too few points for ``alpha``, NaN, wrong shapes)
@@ -195,7 +219,7 @@ class CReL:
         """
         return self.calibrate_from_scores(self.latent_scores(X_cal, Y_cal), alpha)
 
-    def calibrate_from_scores(self, scores_cal: np.ndarray, alpha: float) -> "CReL":
+    def calibrate_from_scores(self, scores_cal: np.ndarray, alpha: float) -> CReL:
         """Calibrate from precomputed E_i⁺ (e.g. a workflow artifact); all or nothing, as :meth:`calibrate`."""
         scores_cal = check_finite(np.asarray(scores_cal, dtype=np.float64), "scores_cal")
         if scores_cal.ndim != 1:
@@ -205,7 +229,7 @@ class CReL:
         self.gamma_init_ = float(np.mean(scores_cal <= 0.0))
         return self
 
-    def set_alpha(self, alpha: float) -> "CReL":
+    def set_alpha(self, alpha: float) -> CReL:
         """Re-threshold the stored calibration scores at a new ``alpha`` (unchanged if it raises)."""
         if not hasattr(self, "scores_cal_"):
             raise RuntimeError("CReL is not calibrated: call calibrate(X_cal, Y_cal, alpha) first")

@@ -7,7 +7,7 @@ the one-row summary that Table 1 and the coverage figure read.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import polars as pl
@@ -73,8 +73,7 @@ def cloud_set_metrics(grid: OutputGrid, clouds, Y: np.ndarray, enlarge: float | 
     floor = grid.half_diagonal
     if enlarge is None:
         members = (
-            (c.index, grid.within(c.decoded, np.maximum(c.radii, floor)), c.distance(Y[c.index]) <= 0.0)
-            for c in clouds
+            (c.index, grid.within(c.decoded, np.maximum(c.radii, floor)), c.distance(Y[c.index]) <= 0.0) for c in clouds
         )
     else:
         members = (

@@ -27,7 +27,7 @@ class Fold:
         """Training arrays of an LGM: ``(Y, X)`` for a conditional one, ``(Y,)`` otherwise."""
         return (self.Y, self.X) if conditional else (self.Y,)
 
-    def head(self, n: int | None) -> "Fold":
+    def head(self, n: int | None) -> Fold:
         return self if n is None else Fold(self.rows[:n], self.X[:n], self.Y[:n])
 
 

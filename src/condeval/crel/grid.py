@@ -45,7 +45,7 @@ class OutputGrid:
     @classmethod
     def from_samples(
         cls, Y: np.ndarray, n_points: int = 20_000, quantiles=(0.01, 0.99), pad: float = 0.2
-    ) -> "OutputGrid":
+    ) -> OutputGrid:
         """Build the grid from training outputs (see module docstring)."""
         Y = np.asarray(Y, dtype=np.float64)
         lo, hi = np.quantile(Y, quantiles, axis=0)
@@ -135,7 +135,7 @@ class OutputGrid:
         }
 
     @classmethod
-    def from_dict(cls, state: dict) -> "OutputGrid":
+    def from_dict(cls, state: dict) -> OutputGrid:
         return cls(
             lower=np.asarray(state["lower"], dtype=np.float64),
             upper=np.asarray(state["upper"], dtype=np.float64),

@@ -102,14 +102,18 @@ def aligned_features(shards: dict[str, list]) -> tuple[np.ndarray, dict[str, np.
     return ids, arrays
 
 
-def item_arrays(shards: dict[str, list], metric: str, seed: int, condition: str = "image") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def item_arrays(
+    shards: dict[str, list], metric: str, seed: int, condition: str = "image"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(image ids, X, Y, GT, folds) of one metric from the :data:`FEATURE_SOURCES` shard lists."""
     ids, features = aligned_features({name: shards[name] for name in FEATURE_SOURCES})
     X, Y, GT = metric_arrays(metric, **features, condition=condition)
     return ids, X, Y, GT, assign_folds(ids, seed)
 
 
-def num_z0_curve(crel, X_test, Y_test, GT_test, num_z0s, *, steps: int, lr: float, seed: int, device=None, **stopping) -> list[dict]:
+def num_z0_curve(
+    crel, X_test, Y_test, GT_test, num_z0s, *, steps: int, lr: float, seed: int, device=None, **stopping
+) -> list[dict]:
     """CReL-ρ against the number of random PGD starts (Fig. 6); ``crel`` calibrated.
 
     Each point runs the very search of :func:`evaluate_crel` (same seed, the items' own codes as
@@ -119,10 +123,19 @@ def num_z0_curve(crel, X_test, Y_test, GT_test, num_z0s, *, steps: int, lr: floa
     """
     curve = []
     for k in num_z0s:
-        out = _worst_case(crel, X_test, Y_test, GT_test, num_z0=int(k), steps=steps, lr=lr, seed=seed, device=device, **stopping)
+        out = _worst_case(
+            crel, X_test, Y_test, GT_test, num_z0=int(k), steps=steps, lr=lr, seed=seed, device=device, **stopping
+        )
         worst = out["crel_rho"]
         se = float(np.std(worst, ddof=1) / np.sqrt(len(worst))) if len(worst) > 1 else float("nan")
-        curve.append({"num_z0": int(k), "crel_rho": float(np.mean(worst)), "se": se, "converged": float(np.mean(out["converged"]))})
+        curve.append(
+            {
+                "num_z0": int(k),
+                "crel_rho": float(np.mean(worst)),
+                "se": se,
+                "converged": float(np.mean(out["converged"])),
+            }
+        )
     return curve
 
 
@@ -131,11 +144,17 @@ def decoded_points(crel, z: np.ndarray, X: np.ndarray | None = None) -> np.ndarr
     import torch
 
     with torch.no_grad():
-        decoded = crel.decode_torch(torch.as_tensor(np.asarray(z)), None if X is None else torch.as_tensor(X)).double().numpy()
+        decoded = (
+            crel.decode_torch(torch.as_tensor(np.asarray(z)), None if X is None else torch.as_tensor(X))
+            .double()
+            .numpy()
+        )
     return unit_rows(decoded)
 
 
-def nearest_captions(crel, z: np.ndarray, gallery: np.ndarray, texts: list[str], X: np.ndarray | None = None) -> list[str]:
+def nearest_captions(
+    crel, z: np.ndarray, gallery: np.ndarray, texts: list[str], X: np.ndarray | None = None
+) -> list[str]:
     """The real caption whose feature is closest (cosine) to each decoded latent point ``Dec(z)``.
 
     ``gallery`` (m, d) holds unit features of the real captions ``texts``; this is how Fig. 4 puts
@@ -145,7 +164,9 @@ def nearest_captions(crel, z: np.ndarray, gallery: np.ndarray, texts: list[str],
     return [texts[k] for k in np.argmax(decoded @ np.asarray(gallery, np.float64).T, axis=1)]
 
 
-def nearest_distances(points: np.ndarray, gallery: np.ndarray, exclude: np.ndarray | None = None, chunk: int = 1024) -> np.ndarray:
+def nearest_distances(
+    points: np.ndarray, gallery: np.ndarray, exclude: np.ndarray | None = None, chunk: int = 1024
+) -> np.ndarray:
     """Cosine distance ``1 − max_j cos(points_i, gallery_j)`` from each point to its nearest gallery row.
 
     ``exclude`` (n,) names, per point, one gallery row to leave out (a real caption's own row, for
@@ -165,7 +186,9 @@ def nearest_distances(points: np.ndarray, gallery: np.ndarray, exclude: np.ndarr
     return out
 
 
-def manifold_check(worst: np.ndarray, sampled: np.ndarray, gallery: np.ndarray, own_rows: np.ndarray) -> dict[str, np.ndarray]:
+def manifold_check(
+    worst: np.ndarray, sampled: np.ndarray, gallery: np.ndarray, own_rows: np.ndarray
+) -> dict[str, np.ndarray]:
     """How far each item's worst case lies from real captions, beside how far real captions lie.
 
     ``worst`` (n, d): decoded worst-case points; ``sampled`` (n, d): the captions the model wrote;
@@ -178,7 +201,9 @@ def manifold_check(worst: np.ndarray, sampled: np.ndarray, gallery: np.ndarray, 
     return {
         "worst_nn_distance": nearest_distances(worst, gallery),
         "caption_nn_distance": nearest_distances(sampled, gallery),
-        "reference_nn_distance": nearest_distances(np.asarray(gallery)[own_rows], gallery, exclude=np.asarray(own_rows)),
+        "reference_nn_distance": nearest_distances(
+            np.asarray(gallery)[own_rows], gallery, exclude=np.asarray(own_rows)
+        ),
     }
 
 
@@ -198,7 +223,13 @@ def condition_features(condition: str, image: np.ndarray, reference_bert: np.nda
 
 
 def metric_arrays(
-    metric: str, image: np.ndarray, reference_bert: np.ndarray, caption_clip: np.ndarray, caption_bert: np.ndarray, *, condition: str = "image"
+    metric: str,
+    image: np.ndarray,
+    reference_bert: np.ndarray,
+    caption_clip: np.ndarray,
+    caption_bert: np.ndarray,
+    *,
+    condition: str = "image",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(condition X, output Y, ground truth GT) of one metric, row-aligned per item.
 
@@ -214,7 +245,22 @@ def metric_arrays(
     raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
 
 
-def evaluate_crel(crel, X_cal, Y_cal, X_test, Y_test, GT_test, *, alpha: float, num_z0: int, steps: int, lr: float, seed: int, device=None, **stopping) -> dict[str, np.ndarray]:
+def evaluate_crel(
+    crel,
+    X_cal,
+    Y_cal,
+    X_test,
+    Y_test,
+    GT_test,
+    *,
+    alpha: float,
+    num_z0: int,
+    steps: int,
+    lr: float,
+    seed: int,
+    device=None,
+    **stopping,
+) -> dict[str, np.ndarray]:
     """Calibrate on the calibration fold, then score every test item.
 
     Returns per test item: ``rho`` (cos of the sampled caption's feature to GT), ``crel_rho`` (the
@@ -225,7 +271,9 @@ def evaluate_crel(crel, X_cal, Y_cal, X_test, Y_test, GT_test, *, alpha: float, 
     so for a covered item ``crel_rho <= rho_own_code``.
     """
     crel.calibrate(X_cal, Y_cal, alpha)
-    out = _worst_case(crel, X_test, Y_test, GT_test, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, **stopping)
+    out = _worst_case(
+        crel, X_test, Y_test, GT_test, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, **stopping
+    )
     return {
         "rho": cosine_rows(Y_test, GT_test),
         **out,
@@ -234,13 +282,29 @@ def evaluate_crel(crel, X_cal, Y_cal, X_test, Y_test, GT_test, *, alpha: float, 
     }
 
 
-def _worst_case(crel, X, Y, GT, *, num_z0: int, steps: int, lr: float, seed: int, device=None, **stopping) -> dict[str, np.ndarray]:
+def _worst_case(
+    crel, X, Y, GT, *, num_z0: int, steps: int, lr: float, seed: int, device=None, **stopping
+) -> dict[str, np.ndarray]:
     """The one search behind Table 2 and Fig. 6: ``num_z0`` random starts plus each item's own code."""
     codes = crel.encode(X, Y)
     worst, z_worst, info = crel.reliability(
-        X, GT, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, extra_starts=codes, return_info=True, **stopping
+        X,
+        GT,
+        num_z0=num_z0,
+        steps=steps,
+        lr=lr,
+        seed=seed,
+        device=device,
+        extra_starts=codes,
+        return_info=True,
+        **stopping,
     )
-    return {"crel_rho": worst, "rho_own_code": cosine_rows(decoded_points(crel, codes, X), GT), "z_worst": z_worst, **info}
+    return {
+        "crel_rho": worst,
+        "rho_own_code": cosine_rows(decoded_points(crel, codes, X), GT),
+        "z_worst": z_worst,
+        **info,
+    }
 
 
 def temperature_table(scores: pl.DataFrame, temperatures: dict[str, float]) -> pl.DataFrame:
@@ -252,7 +316,9 @@ def temperature_table(scores: pl.DataFrame, temperatures: dict[str, float]) -> p
     unknown = set(scores["model"].unique().to_list()) - set(temperatures)
     if unknown:
         raise ValueError(f"scores of {sorted(unknown)}, which no temperature names")
-    return table2(scores).with_columns(pl.col("model").replace_strict(temperatures, return_dtype=pl.Float64).alias("temperature"))
+    return table2(scores).with_columns(
+        pl.col("model").replace_strict(temperatures, return_dtype=pl.Float64).alias("temperature")
+    )
 
 
 def _ranks(values: pl.Expr) -> pl.Expr:
@@ -280,11 +346,15 @@ def table2(scores: pl.DataFrame) -> pl.DataFrame:
     """
     extras = [summarise(name).alias(name) for name, summarise in _TABLE2_EXTRAS.items() if name in scores.columns]
     summary = scores.group_by("metric", "model", maintain_order=True).agg(
-        pl.col("rho").mean().alias("mean_rho"), pl.col("crel_rho").mean().alias("crel_rho"), pl.len().alias("n_test"), *extras
+        pl.col("rho").mean().alias("mean_rho"),
+        pl.col("crel_rho").mean().alias("crel_rho"),
+        pl.len().alias("n_test"),
+        *extras,
     )
     if "rho_own_code" in summary.columns:
         summary = summary.with_columns(
-            (pl.col("rho_own_code") - pl.col("mean_rho")).alias("reconstruction"), (pl.col("crel_rho") - pl.col("rho_own_code")).alias("worst_case")
+            (pl.col("rho_own_code") - pl.col("mean_rho")).alias("reconstruction"),
+            (pl.col("crel_rho") - pl.col("rho_own_code")).alias("worst_case"),
         )
     return summary.with_columns(
         (pl.col("crel_rho") - pl.col("mean_rho")).alias("delta"),

@@ -32,15 +32,17 @@ def table1() -> dict[tuple[str, float], tuple]:
 
 def table2() -> dict[tuple[str, str], dict]:
     """Table 2: ``(model, metric) -> {mean_rho, rank_mean, crel_rho, rank_crel}`` (metric: clip | bert)."""
-    return {(row["model"], row["metric"]): {k: row[k] for k in ("mean_rho", "rank_mean", "crel_rho", "rank_crel")} for row in paper_numbers()["table2"]}
+    return {
+        (row["model"], row["metric"]): {k: row[k] for k in ("mean_rho", "rank_mean", "crel_rho", "rank_crel")}
+        for row in paper_numbers()["table2"]
+    }
 
 
 def ablation_table(table: str) -> dict[tuple[str, float], dict]:
     """An Appendix C table: ``(setting, alpha) -> {metric: value or None}`` for :data:`ABLATION_METRICS`."""
     rows = paper_numbers()["ablations"][table]
     return {
-        (str(row["setting"]), round(row["alpha"], 6)): {key: row.get(key) for key in ABLATION_METRICS}
-        for row in rows
+        (str(row["setting"]), round(row["alpha"], 6)): {key: row.get(key) for key in ABLATION_METRICS} for row in rows
     }
 
 

@@ -204,7 +204,7 @@ class _State:
     s_p: torch.Tensor  # (L,) its slack u_p^T x − b_p (< 0 while pending)
     iters: torch.Tensor  # (L,) iterations spent
 
-    def select(self, keep: torch.Tensor) -> "_State":
+    def select(self, keep: torch.Tensor) -> _State:
         return _State(**{k: v[keep] for k, v in self.__dict__.items()})
 
 

@@ -9,13 +9,13 @@ on the shared :class:`~condeval.crel.grid.OutputGrid`.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
 
-from condeval.crel.polytope import EmptyRegionError, polytope_distance
 from condeval.crel.grid import box_grid
+from condeval.crel.polytope import EmptyRegionError, polytope_distance
 
 __all__ = [
     "axis_direction_rows",

@@ -15,7 +15,7 @@ run PGD with exact projections onto ``S^γ`` (see
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -158,7 +158,15 @@ def reliability_score(
     for s in progress_bar(starts, desc="CReL reliability", unit="batch", enabled=progress is not False):
         e = min(n, s + batch_size)
         sl = slice(s, e)
-        batch = (U_t, b_t[sl], g[sl], gt_t[sl], None if x_t is None else x_t[sl], c_t[sl], None if e_t is None else e_t[sl])
+        batch = (
+            U_t,
+            b_t[sl],
+            g[sl],
+            gt_t[sl],
+            None if x_t is None else x_t[sl],
+            c_t[sl],
+            None if e_t is None else e_t[sl],
+        )
         try:
             val, z, gain, steps_run[sl] = _batch_worst(decode, similarity, *batch, **cfg)
         except _poly.EmptyRegionError as err:  # name the row of the full input
@@ -182,7 +190,9 @@ def _centers(center, n: int, r: int, device) -> torch.Tensor:
 # --------------------------------------------------------------------------- one batch
 
 
-def _batch_worst(decode, similarity, U, b, g, gt, x, center, extra, *, num_z0, steps, lr, init_scale, tol, gen, top, stop):
+def _batch_worst(
+    decode, similarity, U, b, g, gt, x, center, extra, *, num_z0, steps, lr, init_scale, tol, gen, top, stop
+):
     """Multi-start PGD for one batch of rows; returns (best value, best z, last improvement, steps run)."""
     anchor = _poly._solve(U, b, center.contiguous(), tol=tol).X
     Z0 = _random_starts(U, b, g, anchor, num_z0, init_scale, gen)  # (B, J, r)
@@ -196,7 +206,9 @@ def _batch_worst(decode, similarity, U, b, g, gt, x, center, extra, *, num_z0, s
     z = Z0.gather(1, j[..., None].expand(B, top, r)).reshape(B * top, r)
     if top > 1:
         b, g, gt, x = b.repeat_interleave(top, 0), g.repeat_interleave(top), _repeat(gt, top), _repeat(x, top)
-    val, z, gain, steps_run = _pgd(decode, similarity, U, b, g, gt, x, z, start_val.reshape(-1), steps=steps, lr=lr, tol=tol, **stop)
+    val, z, gain, steps_run = _pgd(
+        decode, similarity, U, b, g, gt, x, z, start_val.reshape(-1), steps=steps, lr=lr, tol=tol, **stop
+    )
     best, k = val.reshape(B, top).min(dim=1)
     rows = torch.arange(B, device=z.device)
     return best, z.reshape(B, top, r)[rows, k], gain.reshape(B, top)[rows, k], steps_run

@@ -280,7 +280,9 @@ class _OutputStep:
         for cloud in clouds:
             if self.grid is not None:
                 start = time.perf_counter()
-                _, owned = output_grid_step(self.grid, cloud.decoded, cloud.radii, self.Y[offset + cloud.index], self.rng, grid_sq=self.grid_sq)
+                _, owned = output_grid_step(
+                    self.grid, cloud.decoded, cloud.radii, self.Y[offset + cloud.index], self.rng, grid_sq=self.grid_sq
+                )
                 self.seconds += time.perf_counter() - start
                 self.owned.append(owned)
             yield cloud
@@ -363,7 +365,11 @@ def time_latent_grid_chunks(
                 members = grid[max_violation(U, b[i], grid) <= 0.0]
                 members_seen, grid_seen = members_seen + members.shape[0], grid_seen + flat.size
                 if members.shape[0]:
-                    x = None if X is None else torch.as_tensor(X[i : i + 1], dtype=torch.float32).expand(members.shape[0], -1)
+                    x = (
+                        None
+                        if X is None
+                        else torch.as_tensor(X[i : i + 1], dtype=torch.float32).expand(members.shape[0], -1)
+                    )
                     decoded = decode(torch.as_tensor(members, dtype=torch.float32), x).float()
                     torch.cdist(target, decoded).min()
                     if collect is not None and kept < collect_rows:
@@ -464,14 +470,26 @@ def _time_by_chunks(U, b, decode, X, Y, output_grid, common, chunk, probe_budget
     lower, upper = latent_bounding_box(U, b)
     decoded: list[np.ndarray] = []
     record = time_latent_grid_chunks(
-        U, b, decode, Y, lower, upper, common["points_per_axis"], X=X, chunk=chunk, budget_s=probe_budget_s, collect=decoded
+        U,
+        b,
+        decode,
+        Y,
+        lower,
+        upper,
+        common["points_per_axis"],
+        X=X,
+        chunk=chunk,
+        budget_s=probe_budget_s,
+        collect=decoded,
     )
     latent_per_point = record["seconds_extrapolated"] / common["n_cal"]
     output_s, output_per_point, owned = 0.0, 0.0, None
     if output_grid is not None and decoded:
         rng = np.random.default_rng(seed)
         pool = np.vstack(decoded)
-        size = round(min(FELDMAN_REGION_SAMPLE, max(1.0, record["member_fraction"] * common["latent_points_per_region"])))
+        size = round(
+            min(FELDMAN_REGION_SAMPLE, max(1.0, record["member_fraction"] * common["latent_points_per_region"]))
+        )
         cloud = pool[rng.choice(pool.shape[0], size=size, replace=size > pool.shape[0])]
         seconds = []
         for i in range(3):  # one region's step, a few times: the median is its per-point cost
@@ -569,7 +587,11 @@ def time_grid_calibration(
     start = time.perf_counter()
     U = crel.directions
     b = crel.offsets(X_cal)
-    grid = feldman_output_grid(Y_cal if Y_ref is None else Y_ref, max_output_points, seed=seed) if max_output_points else None
+    grid = (
+        feldman_output_grid(Y_cal if Y_ref is None else Y_ref, max_output_points, seed=seed)
+        if max_output_points
+        else None
+    )
     setup_s = time.perf_counter() - start
     return time_grid_scheme(
         U, b, crel.decode_torch, X_cal, Y_cal, alpha, grid,

@@ -207,7 +207,7 @@ class Preprocessor:
     x_pipeline: Pipeline | None = None
     y_scaler: StandardScaler | None = None
 
-    def fit(self, X_lgm: np.ndarray, Y_lgm: np.ndarray) -> "Preprocessor":
+    def fit(self, X_lgm: np.ndarray, Y_lgm: np.ndarray) -> Preprocessor:
         self.x_pipeline = make_pipeline(Normalizer(norm="l2"), StandardScaler()).fit(X_lgm)
         self.y_scaler = StandardScaler().fit(Y_lgm)
         return self

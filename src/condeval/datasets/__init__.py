@@ -15,8 +15,8 @@ import logging
 import math
 import os
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Iterator, Mapping
 
 __all__ = [
     "DatasetFormatError",
@@ -49,7 +49,9 @@ def read_json(path: str | os.PathLike, expected: type) -> object:
     except json.JSONDecodeError as error:
         raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(document, expected):
-        raise DatasetFormatError(f"{path}: expected a JSON {'object' if expected is dict else 'list'}, found {type(document).__name__}")
+        raise DatasetFormatError(
+            f"{path}: expected a JSON {'object' if expected is dict else 'list'}, found {type(document).__name__}"
+        )
     return document
 
 
@@ -129,6 +131,8 @@ def counting_dropped_rows() -> Iterator[DroppedRows]:
 def report_rows(path: str | os.PathLike, kept: int, dropped: Mapping[str, int], unit: str = "records") -> None:
     """Log what a loader kept and dropped (by reason), and count the drops in every open counter."""
     reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items()) if n)
-    log.info("%s: %d %s kept, %d dropped%s", path, kept, unit, sum(dropped.values()), f" ({reasons})" if reasons else "")
+    log.info(
+        "%s: %d %s kept, %d dropped%s", path, kept, unit, sum(dropped.values()), f" ({reasons})" if reasons else ""
+    )
     for counter in _OPEN_COUNTERS:
         counter.add(path, dropped)

@@ -16,7 +16,15 @@ import polars as pl
 
 from condeval.datasets import DatasetFormatError, integer_field, read_json, relative_path, text_field
 
-__all__ = ["load_captions", "evaluation_pairs", "shard_image_ids", "coco_root", "image_dir", "read_coco_json", "with_image_paths"]
+__all__ = [
+    "load_captions",
+    "evaluation_pairs",
+    "shard_image_ids",
+    "coco_root",
+    "image_dir",
+    "read_coco_json",
+    "with_image_paths",
+]
 
 _IMAGE_FIELDS = ("id", "file_name")
 _ANNOTATION_FIELDS = ("id", "image_id", "caption")
@@ -99,7 +107,9 @@ def load_captions(annotations_json: str | os.PathLike, image_dir: str | os.PathL
     return with_image_paths(frame, file_names, image_dir, path) if image_dir is not None else frame
 
 
-def read_coco_json(path: Path, annotation_fields: tuple[str, ...] = _ANNOTATION_FIELDS, annotation_key=lambda a: a["id"]) -> tuple[dict, list[dict]]:
+def read_coco_json(
+    path: Path, annotation_fields: tuple[str, ...] = _ANNOTATION_FIELDS, annotation_key=lambda a: a["id"]
+) -> tuple[dict, list[dict]]:
     """The file name of every listed image (by id) and the annotations of a COCO-layout JSON file.
 
     Raises :class:`DatasetFormatError` naming ``path`` and the record: unreadable JSON, a missing
@@ -117,7 +127,9 @@ def read_coco_json(path: Path, annotation_fields: tuple[str, ...] = _ANNOTATION_
     file_names = {image["id"]: image["file_name"] for image in images}
     orphan = next((a for a in annotations if a["image_id"] not in file_names), None)
     if orphan is not None:
-        raise DatasetFormatError(f"{path}: annotation {orphan['id']} refers to image {orphan['image_id']}, which is not listed")
+        raise DatasetFormatError(
+            f"{path}: annotation {orphan['id']} refers to image {orphan['image_id']}, which is not listed"
+        )
     return file_names, annotations
 
 

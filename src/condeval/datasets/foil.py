@@ -88,7 +88,9 @@ def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLi
     for pair_id in sorted(by_pair):
         pair = by_pair[pair_id]
         if set(pair) != {False, True}:
-            raise DatasetFormatError(f"{path}: annotation id {pair_id} has no {'foil' if False in pair else 'original'} caption")
+            raise DatasetFormatError(
+                f"{path}: annotation id {pair_id} has no {'foil' if False in pair else 'original'} caption"
+            )
         labelled = _labelled_pair(pair[False]["caption"], pair[True]["caption"], f"{path}: annotation id {pair_id}")
         if labelled is None:
             dropped += 1

@@ -22,7 +22,12 @@ from condeval.datasets import DatasetFormatError, finite_number, read_json, rela
 
 __all__ = ["load_flickr8k_expert", "load_polaris", "load_pickled_judgments", "JUDGMENT_SCHEMA"]
 
-JUDGMENT_SCHEMA = {"image": pl.String, "caption": pl.String, "references": pl.List(pl.String), "human_score": pl.Float64}
+JUDGMENT_SCHEMA = {
+    "image": pl.String,
+    "caption": pl.String,
+    "references": pl.List(pl.String),
+    "human_score": pl.Float64,
+}
 _POLARIS_COLUMNS = ("refs", "cand", "img", "human_score")
 
 
@@ -88,11 +93,19 @@ def load_polaris(path: str | os.PathLike) -> pl.DataFrame:
     if missing:
         raise DatasetFormatError(f"{path}: column '{missing[0]}' is missing (has {frame.columns})")
     image = pl.col("img").struct.field("path") if isinstance(frame.schema["img"], pl.Struct) else pl.col("img")
-    refs = pl.col("refs") if isinstance(frame.schema["refs"], pl.List) else pl.col("refs").str.json_decode(pl.List(pl.String))
+    refs = (
+        pl.col("refs")
+        if isinstance(frame.schema["refs"], pl.List)
+        else pl.col("refs").str.json_decode(pl.List(pl.String))
+    )
     try:
-        frame = frame.select(image.alias("image"), pl.col("cand").alias("caption"), refs.alias("references"), pl.col("human_score"))
+        frame = frame.select(
+            image.alias("image"), pl.col("cand").alias("caption"), refs.alias("references"), pl.col("human_score")
+        )
     except pl.exceptions.PolarsError as error:
-        raise DatasetFormatError(f"{path}: 'img' must hold image paths and 'refs' lists of captions ({error})") from None
+        raise DatasetFormatError(
+            f"{path}: 'img' must hold image paths and 'refs' lists of captions ({error})"
+        ) from None
     return _checked_judgments(frame.rows(), path)
 
 
@@ -135,7 +148,9 @@ def load_pickled_judgments(path: str | os.PathLike, allow_pickle: bool = False) 
         raise DatasetFormatError(f"{path}: column '{missing[0]}' is missing (has {list(table.columns)})")
     references = table["refs"].tolist() if "refs" in table.columns else [[] for _ in range(len(table))]
     scores = [_mean_score(scores, f"{path}: row {number}") for number, scores in enumerate(table["human_scores"])]
-    return _checked_judgments(list(zip(table["image_path"].tolist(), table["candidates"].tolist(), references, scores)), path)
+    return _checked_judgments(
+        list(zip(table["image_path"].tolist(), table["candidates"].tolist(), references, scores)), path
+    )
 
 
 def _mean_score(scores: object, where: str) -> float:

@@ -22,16 +22,31 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from condeval.core.io import atomic_path
 
-__all__ = ["SHAPES", "COLOURS", "SceneObject", "plural", "vocabulary", "noun_shapes", "swap_shape_noun", "corrupt_caption", "Caption", "draw_scene", "render_scene", "captions_for", "write_split", "images_with_shapes"]
+__all__ = [
+    "SHAPES",
+    "COLOURS",
+    "SceneObject",
+    "plural",
+    "vocabulary",
+    "noun_shapes",
+    "swap_shape_noun",
+    "corrupt_caption",
+    "Caption",
+    "draw_scene",
+    "render_scene",
+    "captions_for",
+    "write_split",
+    "images_with_shapes",
+]
 
 #: shape -> nouns a caption may use for it (the first is the canonical one).
 SHAPES: dict[str, tuple[str, ...]] = {
@@ -79,7 +94,23 @@ _SIZE_WORDS = {"small": ("small", "little", "tiny"), "large": ("large", "big")}
 _NUMBERS = {2: "two", 3: "three", 4: "four"}
 _BACKGROUNDS = ("noisy", "textured", "blurry")
 #: every other word a template or relation may emit.
-_FUNCTION_WORDS = ("a", "an", "there", "is", "are", "and", "on", "background", "left", "right", "of", "next", "to", "above", "below")
+_FUNCTION_WORDS = (
+    "a",
+    "an",
+    "there",
+    "is",
+    "are",
+    "and",
+    "on",
+    "background",
+    "left",
+    "right",
+    "of",
+    "next",
+    "to",
+    "above",
+    "below",
+)
 
 
 @dataclass(frozen=True)
@@ -140,15 +171,26 @@ def draw_scene(rng: np.random.Generator, shapes: Sequence[str] | None = None) ->
 
 
 def _polygon(n: int, cx: float, cy: float, r: float, phase: float = -math.pi / 2) -> list[tuple[float, float]]:
-    return [(cx + r * math.cos(phase + 2 * math.pi * k / n), cy + r * math.sin(phase + 2 * math.pi * k / n)) for k in range(n)]
+    return [
+        (cx + r * math.cos(phase + 2 * math.pi * k / n), cy + r * math.sin(phase + 2 * math.pi * k / n))
+        for k in range(n)
+    ]
 
 
 def _crescent(cx: float, cy: float, r: float, samples: int = 48) -> list[tuple[float, float]]:
     """Outline of the disc (cx, cy, r) minus the disc (cx + 0.45 r, cy, 0.8 r): a moon opening right."""
     t = np.linspace(0, 2 * np.pi, samples, endpoint=False)
     offset, inner = 0.45 * r, 0.8 * r
-    outer = [(cx + r * math.cos(a), cy + r * math.sin(a)) for a in t if math.hypot(r * math.cos(a) - offset, r * math.sin(a)) > inner]
-    cut = [(cx + offset + inner * math.cos(a), cy + inner * math.sin(a)) for a in t[::-1] if math.hypot(offset + inner * math.cos(a), inner * math.sin(a)) < r]
+    outer = [
+        (cx + r * math.cos(a), cy + r * math.sin(a))
+        for a in t
+        if math.hypot(r * math.cos(a) - offset, r * math.sin(a)) > inner
+    ]
+    cut = [
+        (cx + offset + inner * math.cos(a), cy + inner * math.sin(a))
+        for a in t[::-1]
+        if math.hypot(offset + inner * math.cos(a), inner * math.sin(a)) < r
+    ]
     return outer + cut
 
 
@@ -169,7 +211,11 @@ def _draw_object(draw: ImageDraw.ImageDraw, obj: SceneObject, side: int) -> None
         draw.rectangle((cx - r, cy - w, cx + r, cy + w), fill=fill)
         draw.rectangle((cx - w, cy - r, cx + w, cy + r), fill=fill)
     elif obj.shape == "star":
-        points = [p for k in range(5) for p in (_polygon(5, cx, cy, r)[k], _polygon(5, cx, cy, 0.45 * r, -math.pi / 2 + math.pi / 5)[k])]
+        points = [
+            p
+            for k in range(5)
+            for p in (_polygon(5, cx, cy, r)[k], _polygon(5, cx, cy, 0.45 * r, -math.pi / 2 + math.pi / 5)[k])
+        ]
         draw.polygon(points, fill=fill)
     elif obj.shape == "crescent":
         draw.polygon(_crescent(cx, cy, r), fill=fill)
@@ -181,7 +227,10 @@ def _draw_object(draw: ImageDraw.ImageDraw, obj: SceneObject, side: int) -> None
         draw.polygon([(cx - w, cy + r), (cx + w, cy + r), (cx, cy)], fill=fill)
     elif obj.shape == "arrow":
         w = 0.3 * r
-        draw.polygon([(cx - r, cy - w), (cx, cy - w), (cx, cy - r), (cx + r, cy), (cx, cy + r), (cx, cy + w), (cx - r, cy + w)], fill=fill)
+        draw.polygon(
+            [(cx - r, cy - w), (cx, cy - w), (cx, cy - r), (cx + r, cy), (cx, cy + r), (cx, cy + w), (cx - r, cy + w)],
+            fill=fill,
+        )
     else:
         sides = {"triangle": 3, "diamond": 4}[obj.shape]
         phase = 0.0 if obj.shape == "diamond" else -math.pi / 2
@@ -209,7 +258,7 @@ class _Builder:
     def __init__(self) -> None:
         self.caption = Caption([], [], [])
 
-    def add(self, word: str, pos: str, obj: int = -1) -> "_Builder":
+    def add(self, word: str, pos: str, obj: int = -1) -> _Builder:
         self.caption.tokens.append(word)
         self.caption.pos.append(pos)
         self.caption.objects.append(obj)
@@ -299,7 +348,9 @@ def noun_shapes() -> dict[str, tuple[str, bool]]:
     return table
 
 
-def swap_shape_noun(tokens: list[str], rng: np.random.Generator, shapes: list[str] | None = None) -> tuple[list[str], int] | None:
+def swap_shape_noun(
+    tokens: list[str], rng: np.random.Generator, shapes: list[str] | None = None
+) -> tuple[list[str], int] | None:
     """A copy of ``tokens`` with one shape noun replaced by a noun of another shape (same number).
 
     The FOIL construction on the mini-world: the result is a fluent caption that is wrong about
@@ -413,6 +464,10 @@ def images_with_shapes(root: str | Path, split: str, shapes: Sequence[str]) -> s
     if unknown:
         raise ValueError(f"unknown shapes {sorted(unknown)}; the mini-world has {list(SHAPES)}")
     try:
-        return {int(image_id) for image_id, objects in read_json(path, dict).items() if wanted & {o["shape"] for o in objects}}
+        return {
+            int(image_id)
+            for image_id, objects in read_json(path, dict).items()
+            if wanted & {o["shape"] for o in objects}
+        }
     except (KeyError, TypeError, ValueError):
         raise DatasetFormatError(f"{path}: every image must map to a list of objects with a 'shape'") from None

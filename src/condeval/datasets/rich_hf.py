@@ -18,8 +18,8 @@ import math
 import os
 import re
 import struct
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import polars as pl
 
@@ -85,14 +85,22 @@ def _bytes(features, key: str, path: Path, index: int) -> str:
 
 def _scores(features, path: Path, index: int, filename: str) -> dict[str, float]:
     """The float scores a record holds, each finite."""
-    scores = {key: float(features[key].float_list.value[0]) for key in SCORES if key in features and features[key].float_list.value}
+    scores = {
+        key: float(features[key].float_list.value[0])
+        for key in SCORES
+        if key in features and features[key].float_list.value
+    }
     bad = next((key for key, value in scores.items() if not math.isfinite(value)), None)
     if bad is not None:
-        raise DatasetFormatError(f"{path}: record {index} ({filename}): '{bad}' must be a finite number, found {scores[bad]}")
+        raise DatasetFormatError(
+            f"{path}: record {index} ({filename}): '{bad}' must be a finite number, found {scores[bad]}"
+        )
     return scores
 
 
-def read_rich_hf(path: str | os.PathLike, prompts: Mapping[str, str], image_dir: str | os.PathLike | None = None) -> pl.DataFrame:
+def read_rich_hf(
+    path: str | os.PathLike, prompts: Mapping[str, str], image_dir: str | os.PathLike | None = None
+) -> pl.DataFrame:
     """Word-labelled prompts of one RichHF-18K split.
 
     Parameters
@@ -117,7 +125,9 @@ def read_rich_hf(path: str | os.PathLike, prompts: Mapping[str, str], image_dir:
         filename = relative_path(_bytes(features, "filename", path, index), f"{path}: record {index}", "filename")
         raw_labels = _bytes(features, "prompt_misalignment_label", path, index).split()
         if not all(label in ("0", "1") for label in raw_labels):
-            raise DatasetFormatError(f"{path}: record {index} ({filename}): prompt_misalignment_label must hold 0/1 values")
+            raise DatasetFormatError(
+                f"{path}: record {index} ({filename}): prompt_misalignment_label must hold 0/1 values"
+            )
         uid = Path(filename).stem
         if uid not in prompts:
             raise DatasetFormatError(f"{path}: record {index} ({filename}): no Pick-a-Pic prompt for image uid {uid}")
@@ -129,7 +139,13 @@ def read_rich_hf(path: str | os.PathLike, prompts: Mapping[str, str], image_dir:
         rows.append({"filename": filename, "image_uid": uid, "caption": prompts[uid], "words": words,
                      "labels": [1 - int(label) for label in raw_labels], **scores})  # fmt: skip
     report_rows(path, len(rows), {"token and label counts differ": dropped})
-    schema = {"filename": pl.String, "image_uid": pl.String, "caption": pl.String, "words": pl.List(pl.String), "labels": pl.List(pl.Int8)}
+    schema = {
+        "filename": pl.String,
+        "image_uid": pl.String,
+        "caption": pl.String,
+        "words": pl.List(pl.String),
+        "labels": pl.List(pl.Int8),
+    }
     frame = pl.DataFrame(rows, schema={**schema, **{key: pl.Float64 for key in SCORES if rows and key in rows[0]}})
     if image_dir is not None:
         root = Path(image_dir)

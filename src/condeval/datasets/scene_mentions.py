@@ -10,8 +10,8 @@ scenes give the baseline a captioner reaches by ignoring the image and following
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -69,7 +69,14 @@ def grounding(captions: Sequence[str], scenes: Sequence[Sequence[dict]], seed: i
     while np.any(order == np.arange(len(scenes))):  # a derangement: redraw (about e tries)
         order = rng.permutation(len(scenes))
     own, shuffled = mention_scores(captions, scenes), mention_scores(captions, [scenes[k] for k in order])
-    return {kind: {**own[kind], "precision_shuffled": shuffled[kind]["precision"], "recall_shuffled": shuffled[kind]["recall"]} for kind in KINDS}
+    return {
+        kind: {
+            **own[kind],
+            "precision_shuffled": shuffled[kind]["precision"],
+            "recall_shuffled": shuffled[kind]["recall"],
+        }
+        for kind in KINDS
+    }
 
 
 def read_scenes(root: str | os.PathLike, split: str) -> dict[int, list[dict]]:
@@ -79,6 +86,12 @@ def read_scenes(root: str | os.PathLike, split: str) -> dict[int, list[dict]]:
     path = Path(root) / "annotations" / f"scenes_{split}2014.json"
     scenes = read_json(path, dict)
     for image_id, objects in scenes.items():
-        if not image_id.isdigit() or not isinstance(objects, list) or not all(isinstance(o, dict) and {"colour", "shape"} <= set(o) for o in objects):
-            raise DatasetFormatError(f"{path}: image {image_id} must map to a list of objects with 'colour' and 'shape'")
+        if (
+            not image_id.isdigit()
+            or not isinstance(objects, list)
+            or not all(isinstance(o, dict) and {"colour", "shape"} <= set(o) for o in objects)
+        ):
+            raise DatasetFormatError(
+                f"{path}: image {image_id} must map to a list of objects with 'colour' and 'shape'"
+            )
     return {int(image_id): objects for image_id, objects in scenes.items()}

@@ -17,11 +17,12 @@ from transformers import AutoTokenizer, BertConfig, BertForPreTraining, DataColl
 
 from condeval.core.training import ScheduledModule
 
-
 __all__ = ["tiny_bert_config", "PretrainingBert", "caption_pairs"]
 
 
-def tiny_bert_config(tokenizer, *, width: int = 64, layers: int = 2, heads: int = 4, max_length: int = 50) -> BertConfig:
+def tiny_bert_config(
+    tokenizer, *, width: int = 64, layers: int = 2, heads: int = 4, max_length: int = 50
+) -> BertConfig:
     """A ``BertConfig`` of the real architecture at a CPU-trainable size, wired to ``tokenizer``."""
     return BertConfig(
         vocab_size=len(tokenizer), hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
@@ -50,7 +51,16 @@ class PretrainingBert(ScheduledModule):
     an uninterrupted one.
     """
 
-    def __init__(self, config: dict, tokenizer_dir: str, lr: float = 2e-3, warmup_steps: int = 50, total_steps: int = 1000, mlm_probability: float = 0.15, weight_decay: float = 0.01):
+    def __init__(
+        self,
+        config: dict,
+        tokenizer_dir: str,
+        lr: float = 2e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        mlm_probability: float = 0.15,
+        weight_decay: float = 0.01,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.model = BertForPreTraining(BertConfig(**config))
@@ -67,4 +77,3 @@ class PretrainingBert(ScheduledModule):
             labels=labels.to(ids.device), next_sentence_label=next_sentence,
         )  # fmt: skip
         return out.loss
-

@@ -20,7 +20,6 @@ from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
 from condeval.core.training import ScheduledModule
 
-
 __all__ = ["tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contrastive_loss"]
 
 
@@ -50,7 +49,14 @@ def clip_image_processor(image_size: int) -> CLIPImageProcessor:
     return CLIPImageProcessor(size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size})
 
 
-def contrastive_loss(image: torch.Tensor, text: torch.Tensor, hard: torch.Tensor | None, logit_scale: torch.Tensor, hard_weight: float = 1.0, max_scale: float = 100.0) -> torch.Tensor:
+def contrastive_loss(
+    image: torch.Tensor,
+    text: torch.Tensor,
+    hard: torch.Tensor | None,
+    logit_scale: torch.Tensor,
+    hard_weight: float = 1.0,
+    max_scale: float = 100.0,
+) -> torch.Tensor:
     """Symmetric InfoNCE over a batch; image i also ranks against the hard negative texts.
 
     ``image``, ``text``: L2-normalised (B, D) embeddings; ``hard``: L2-normalised wrong captions of
@@ -96,7 +102,16 @@ class ContrastiveCLIP(ScheduledModule):
         above the rest, so fewer fall to CLIPScore's clip at 0.
     """
 
-    def __init__(self, config: dict, lr: float = 1e-3, weight_decay: float = 0.1, warmup_steps: int = 50, total_steps: int = 1000, hard_weight: float = 1.0, max_logit_scale: float = 100.0):
+    def __init__(
+        self,
+        config: dict,
+        lr: float = 1e-3,
+        weight_decay: float = 0.1,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        hard_weight: float = 1.0,
+        max_logit_scale: float = 100.0,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.model = CLIPModel(CLIPConfig(**config))
@@ -113,10 +128,18 @@ class ContrastiveCLIP(ScheduledModule):
     def _loss(self, batch, training: bool) -> torch.Tensor:
         pixel_values, *texts = batch
         rows = torch.arange(pixel_values.shape[0], device=pixel_values.device)
-        pick = torch.randint(0, texts[0].shape[1], rows.shape, device=rows.device) if training else torch.zeros_like(rows)
+        pick = (
+            torch.randint(0, texts[0].shape[1], rows.shape, device=rows.device) if training else torch.zeros_like(rows)
+        )
         ids, mask, hard_ids, hard_mask = (t[rows, pick] for t in texts)
         image = self.embed(pixel_values=pixel_values)
         text = self.embed(ids=ids, mask=mask)
         hard = self.embed(ids=hard_ids.flatten(0, -2), mask=hard_mask.flatten(0, -2))
-        return contrastive_loss(image, text, hard, self.model.logit_scale, self.hparams.hard_weight, self.hparams.get("max_logit_scale", 100.0))
-
+        return contrastive_loss(
+            image,
+            text,
+            hard,
+            self.model.logit_scale,
+            self.hparams.hard_weight,
+            self.hparams.get("max_logit_scale", 100.0),
+        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -22,7 +22,9 @@ def pixel_values(paths: Sequence[str], image_processor, batch_size: int = 256) -
 
 def token_arrays(tokenizer, captions: Sequence[str], max_length: int) -> tuple[np.ndarray, np.ndarray]:
     """Padded ``input_ids`` and ``attention_mask`` (int64, (n, max_length)), truncated at ``max_length``."""
-    encoded = tokenizer(list(captions), padding="max_length", truncation=True, max_length=max_length, return_tensors="np")
+    encoded = tokenizer(
+        list(captions), padding="max_length", truncation=True, max_length=max_length, return_tensors="np"
+    )
     return encoded["input_ids"].astype(np.int64), encoded["attention_mask"].astype(np.int64)
 
 
@@ -31,8 +33,14 @@ def captions_per_image(captions: pl.DataFrame, per_image: int) -> tuple[pl.DataF
 
     Raises ``ValueError`` naming an image with fewer captions.
     """
-    grouped = captions.sort("image_id", "caption_id").group_by("image_id", maintain_order=True).agg(pl.col("caption"), pl.all().exclude("caption").first())
+    grouped = (
+        captions.sort("image_id", "caption_id")
+        .group_by("image_id", maintain_order=True)
+        .agg(pl.col("caption"), pl.all().exclude("caption").first())
+    )
     short = grouped.filter(pl.col("caption").list.len() < per_image)
     if short.height:
-        raise ValueError(f"image {short['image_id'][0]} has {short['caption'].list.len()[0]} captions; {per_image} are needed")
+        raise ValueError(
+            f"image {short['image_id'][0]} has {short['caption'].list.len()[0]} captions; {per_image} are needed"
+        )
     return grouped.drop("caption"), [list(c[:per_image]) for c in grouped["caption"].to_list()]

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from PIL import Image
 from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
-from tqdm.auto import tqdm
 
 from condeval.core.io import atomic_path, files_sha256
+from condeval.core.logs import progress
+from condeval.metrics import unit_rows
 
 __all__ = ["ClipEncoder", "BertEncoder", "FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards",
            "check_one_encoder"]  # fmt: skip
@@ -43,16 +43,21 @@ def model_identity(path: str | os.PathLike) -> dict:
         raise FileNotFoundError(f"{path}: no *.safetensors or *.bin weights file")
     config = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
     revision = path.name if path.parent.name == "snapshots" else None
-    return {"name": config.get("_name_or_path") or path.name, "path": str(path), "revision": revision, "weights_sha256": files_sha256(weights)}
+    return {
+        "name": config.get("_name_or_path") or path.name,
+        "path": str(path),
+        "revision": revision,
+        "weights_sha256": files_sha256(weights),
+    }
 
 
 def _batches(items: Sequence, batch_size: int, desc: str):
-    for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", disable=None):
+    for start in progress(range(0, len(items), batch_size), desc=desc, unit="batch"):
         yield items[start : start + batch_size]
 
 
 def _unit_rows(features: torch.Tensor) -> np.ndarray:
-    return F.normalize(features.float(), dim=-1).cpu().numpy().astype(np.float32)
+    return unit_rows(features.float()).cpu().numpy().astype(np.float32)
 
 
 class ClipEncoder:
@@ -85,7 +90,11 @@ class ClipEncoder:
         self.device = torch.device(device or "cpu")
         self.model = CLIPModel.from_pretrained(str(path)).eval().to(self.device)
         # The tower get_text_features is called on: the CLIPModel itself, or the remote-code model.
-        self.text_model = AutoModel.from_pretrained(str(path), trust_remote_code=True).eval().to(self.device) if trust_remote_code else self.model
+        self.text_model = (
+            AutoModel.from_pretrained(str(path), trust_remote_code=True).eval().to(self.device)
+            if trust_remote_code
+            else self.model
+        )
         self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer or path))
         self.image_processor = AutoImageProcessor.from_pretrained(str(image_processor or path))
         self.max_length = max_length or getattr(self.model.config.text_config, "max_position_embeddings", 77)
@@ -108,7 +117,9 @@ class ClipEncoder:
         """Unit-norm image embeddings (n, projection_dim); ``images`` are PIL images or file paths."""
         chunks = []
         for batch in _batches(list(images), batch_size, "CLIP images"):
-            pil = [Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i.convert("RGB") for i in batch]
+            pil = [
+                Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i.convert("RGB") for i in batch
+            ]
             pixels = self.image_processor(pil, return_tensors="pt")["pixel_values"].to(self.device)
             chunks.append(_unit_rows(self.model.get_image_features(pixel_values=pixels).pooler_output))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
@@ -118,7 +129,9 @@ class ClipEncoder:
         """Unit-norm caption embeddings (n, projection_dim)."""
         chunks = []
         for batch in _batches(list(texts), batch_size, "CLIP texts"):
-            tokens = self.tokenizer(list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt").to(self.device)
+            tokens = self.tokenizer(
+                list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            ).to(self.device)
             chunks.append(_unit_rows(self.text_embeddings(tokens["input_ids"], tokens["attention_mask"])))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
 
@@ -151,7 +164,9 @@ class BertEncoder:
         """Unit-norm [CLS] features (n, hidden_size)."""
         chunks = []
         for batch in _batches(list(texts), batch_size, "BERT texts"):
-            tokens = self.tokenizer(list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt").to(self.device)
+            tokens = self.tokenizer(
+                list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            ).to(self.device)
             chunks.append(_unit_rows(self.model(**tokens).last_hidden_state[:, 0]))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
 
@@ -187,9 +202,13 @@ def _read_shard(path: Path) -> tuple[dict, np.ndarray, np.ndarray]:
     if features.ndim != 2 or ids.shape != (features.shape[0],):
         raise FeatureShardError(f"{path}: need features (n, d) and ids (n,); found {features.shape} and {ids.shape}")
     if not np.isfinite(features).all():
-        raise FeatureShardError(f"{path}: features hold NaN or inf (row {int(np.argwhere(~np.isfinite(features))[0, 0])})")
+        raise FeatureShardError(
+            f"{path}: features hold NaN or inf (row {int(np.argwhere(~np.isfinite(features))[0, 0])})"
+        )
     if not isinstance(meta.get("encoder"), dict) or not meta["encoder"].get("weights_sha256"):
-        raise FeatureShardError(f"{path}: the shard's metadata names no encoder weights hash ('encoder.weights_sha256')")
+        raise FeatureShardError(
+            f"{path}: the shard's metadata names no encoder weights hash ('encoder.weights_sha256')"
+        )
     return meta, ids, features
 
 
@@ -202,7 +221,9 @@ def _expected_hash(encoder: str | os.PathLike | dict) -> str:
     return model_identity(saved_folder(encoder, verify=False))["weights_sha256"]
 
 
-def read_feature_shards(paths: Sequence[str | os.PathLike], encoder: str | os.PathLike | dict | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
+def read_feature_shards(
+    paths: Sequence[str | os.PathLike], encoder: str | os.PathLike | dict | None = None
+) -> tuple[np.ndarray, np.ndarray, dict]:
     """Concatenate shards in order: ids (n,), features (n, d), and the first shard's metadata.
 
     Parameters
@@ -228,13 +249,19 @@ def read_feature_shards(paths: Sequence[str | os.PathLike], encoder: str | os.Pa
         meta, shard_ids, shard_features = _read_shard(path)
         made_by = meta["encoder"]["weights_sha256"]
         if expected is not None and made_by != expected:
-            raise FeatureShardError(f"{path}: made by encoder weights {made_by[:12]}, but this rule uses {expected[:12]} ({encoder}); rerun the features")
+            raise FeatureShardError(
+                f"{path}: made by encoder weights {made_by[:12]}, but this rule uses {expected[:12]} ({encoder}); rerun the features"
+            )
         if first is None:
             first = meta
         elif made_by != first["encoder"]["weights_sha256"]:
-            raise FeatureShardError(f"{path}: made by another encoder than {paths[0]} ({meta['encoder']} vs {first['encoder']})")
+            raise FeatureShardError(
+                f"{path}: made by another encoder than {paths[0]} ({meta['encoder']} vs {first['encoder']})"
+            )
         if features and shard_features.shape[1] != features[0].shape[1]:
-            raise FeatureShardError(f"{path}: feature width {shard_features.shape[1]} differs from {features[0].shape[1]}")
+            raise FeatureShardError(
+                f"{path}: feature width {shard_features.shape[1]} differs from {features[0].shape[1]}"
+            )
         ids.append(shard_ids)
         features.append(shard_features)
     return np.concatenate(ids), np.concatenate(features), first

@@ -65,7 +65,11 @@ def shape_naming(encoder, image_paths: list[str], scenes: list[list[dict]], shap
     so only the shape decides. A tie with a wrong shape counts as a miss.
     """
     shapes = list(SHAPES) if shapes is None else list(shapes)
-    lone = [(path, objects[0]) for path, objects in zip(image_paths, scenes) if len(objects) == 1 and objects[0]["shape"] in shapes]
+    lone = [
+        (path, objects[0])
+        for path, objects in zip(image_paths, scenes)
+        if len(objects) == 1 and objects[0]["shape"] in shapes
+    ]
     if not lone:
         raise ValueError(f"no image holds a single object of {shapes}")
     images = encoder.image_features([path for path, _ in lone])
@@ -75,7 +79,12 @@ def shape_naming(encoder, image_paths: list[str], scenes: list[list[dict]], shap
     truth = np.array([shapes.index(obj["shape"]) for _, obj in lone])
     true_score = scores[np.arange(len(lone)), truth]
     named = (scores >= true_score[:, None]).sum(axis=1) == 1  # only the true shape reaches its score
-    return {"naming_images": len(lone), "naming_shapes": len(shapes), "naming_accuracy": float(named.mean()), "naming_chance": 1 / len(shapes)}
+    return {
+        "naming_images": len(lone),
+        "naming_shapes": len(shapes),
+        "naming_accuracy": float(named.mean()),
+        "naming_chance": 1 / len(shapes),
+    }
 
 
 def bert_signal(encoder, captions: list[list[str]], seed: int = 0) -> dict:

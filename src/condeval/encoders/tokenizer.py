@@ -13,7 +13,7 @@ Special tokens follow BERT: ``[PAD]`` (id 0), ``[UNK]``, ``[CLS]`` (start), ``[S
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordLevel

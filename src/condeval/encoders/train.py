@@ -9,8 +9,8 @@ folder that also holds the tokenizer and image processor, written atomically.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pytorch_lightning as pl
@@ -43,7 +43,9 @@ def coco_split(root: str | os.PathLike, split: str, n_images: int | None = None,
     return images, captions
 
 
-def _token_cube(tokenizer, captions: list[list[str]], max_length: int, per_caption: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def _token_cube(
+    tokenizer, captions: list[list[str]], max_length: int, per_caption: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """Token ids and masks, (images, captions, max_length), or (images, captions, per_caption, max_length)
     when each caption has ``per_caption`` texts in a row (its foils)."""
     ids, mask = token_arrays(tokenizer, [c for per_image in captions for c in per_image], max_length)
@@ -54,6 +56,7 @@ def _token_cube(tokenizer, captions: list[list[str]], max_length: int, per_capti
 
 def _foils(captions: list[list[str]], rng: np.random.Generator, shapes: list[str], per_caption: int) -> list[list[str]]:
     """``per_caption`` one-noun foils of every caption, in a row (the caption itself if it names no shape)."""
+
     def foil(caption: str) -> str:
         return " ".join((swap_shape_noun(caption.split(), rng, shapes) or (caption.split(), 0))[0])
 
@@ -103,7 +106,26 @@ def _steps(n_rows: int, batch_size: int, epochs: int) -> int:
     return epochs * -(-n_rows // batch_size)
 
 
-def train_clip(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float, hard_weight: float, model: dict, image_size: int, val_images: int, seed: int, exclude_shapes: Sequence[str] = (), foils: int = 1, max_logit_scale: float = 100.0, accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
+def train_clip(
+    world: str | os.PathLike,
+    tokenizer_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    images: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    hard_weight: float,
+    model: dict,
+    image_size: int,
+    val_images: int,
+    seed: int,
+    exclude_shapes: Sequence[str] = (),
+    foils: int = 1,
+    max_logit_scale: float = 100.0,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
     """Train the tiny CLIP contrastively (with shape-swap hard negatives) and ``save_pretrained`` it.
 
     ``exclude_shapes`` are never seen, in images or as hard-negative words (FOIL-nocaps' novel classes).
@@ -125,17 +147,49 @@ def train_clip(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_d
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_clip_config(tokenizer, image_size, **model)
     steps = _steps(len(captions) - val_images, batch_size, epochs)
-    module = ContrastiveCLIP(config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, hard_weight=hard_weight, max_logit_scale=max_logit_scale)
+    module = ContrastiveCLIP(
+        config.to_dict(),
+        lr=lr,
+        warmup_steps=max(1, steps // 10),
+        total_steps=steps,
+        hard_weight=hard_weight,
+        max_logit_scale=max_logit_scale,
+    )
 
     def export(trained, folder):
         trained.model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         processor.save_pretrained(folder)
 
-    return train_and_export(module, arrays, out_dir, export, val_rows=val_images, epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)
+    return train_and_export(
+        module,
+        arrays,
+        out_dir,
+        export,
+        val_rows=val_images,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )
 
 
-def train_bert(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float, model: dict, val_images: int, seed: int, accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
+def train_bert(
+    world: str | os.PathLike,
+    tokenizer_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    images: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    model: dict,
+    val_images: int,
+    seed: int,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
     """Pre-train the tiny BERT (MLM + next-sentence prediction on caption pairs); ``save_pretrained`` it.
 
     Every image gives ``CAPTIONS_PER_IMAGE`` pairs, each drawn as in :func:`condeval.encoders.bert.caption_pairs`.
@@ -149,17 +203,42 @@ def train_bert(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_d
     rng = np.random.default_rng(seed)
     pairs = [caption_pairs(captions, rng) for _ in range(CAPTIONS_PER_IMAGE)]  # pair round k: rows k*n ... (k+1)*n - 1
     firsts, seconds = [a for p in pairs for a in p[0]], [b for p in pairs for b in p[1]]
-    encoded = tokenizer(firsts, seconds, padding="max_length", truncation=True, max_length=model.get("max_length", 50), return_token_type_ids=True, return_tensors="np")
-    arrays = tuple(encoded[key].astype(np.int64) for key in ("input_ids", "attention_mask", "token_type_ids")) + (np.concatenate([p[2] for p in pairs]),)
-    image_major = np.arange(len(firsts)).reshape(CAPTIONS_PER_IMAGE, len(captions)).T.ravel()  # held-out rows = whole images
+    encoded = tokenizer(
+        firsts,
+        seconds,
+        padding="max_length",
+        truncation=True,
+        max_length=model.get("max_length", 50),
+        return_token_type_ids=True,
+        return_tensors="np",
+    )
+    arrays = tuple(encoded[key].astype(np.int64) for key in ("input_ids", "attention_mask", "token_type_ids")) + (
+        np.concatenate([p[2] for p in pairs]),
+    )
+    image_major = (
+        np.arange(len(firsts)).reshape(CAPTIONS_PER_IMAGE, len(captions)).T.ravel()
+    )  # held-out rows = whole images
     arrays = tuple(a[image_major] for a in arrays)
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_bert_config(tokenizer, **model)
     steps = _steps(len(firsts) - val_images * CAPTIONS_PER_IMAGE, batch_size, epochs)
-    module = PretrainingBert(config.to_dict(), str(tokenizer_dir), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps)
+    module = PretrainingBert(
+        config.to_dict(), str(tokenizer_dir), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps
+    )
 
     def export(trained, folder):
         trained.model.save_pretrained(folder)  # BertForPreTraining; BertModel.from_pretrained reads its encoder
         tokenizer.save_pretrained(folder)
 
-    return train_and_export(module, arrays, out_dir, export, val_rows=val_images * CAPTIONS_PER_IMAGE, epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)
+    return train_and_export(
+        module,
+        arrays,
+        out_dir,
+        export,
+        val_rows=val_images * CAPTIONS_PER_IMAGE,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )

@@ -23,7 +23,16 @@ class CaptionerModule(ScheduledModule):
     random, so an epoch is one pass over the images. Validation uses caption 0.
     """
 
-    def __init__(self, architecture: str, config: dict, lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000, freeze_vision: bool = False, weight_decay: float = 0.05):
+    def __init__(
+        self,
+        architecture: str,
+        config: dict,
+        lr: float = 1e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        freeze_vision: bool = False,
+        weight_decay: float = 0.05,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.model = _model_class(architecture)(_config_class(architecture)(**config))
@@ -51,7 +60,25 @@ def _vision_shape(vision_config) -> dict:
     return {key: getattr(vision_config, key) for key in keys}
 
 
-def train_captioner(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, out_dir: str | os.PathLike, *, architecture: str, images: int, epochs: int, batch_size: int, lr: float, model: dict, image_size: int, val_images: int, seed: int, vision_from: str | os.PathLike | None = None, freeze_vision: bool = False, accelerator: str = "cpu", fingerprint: str | None = None) -> dict:
+def train_captioner(
+    world: str | os.PathLike,
+    tokenizer_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    architecture: str,
+    images: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    model: dict,
+    image_size: int,
+    val_images: int,
+    seed: int,
+    vision_from: str | os.PathLike | None = None,
+    freeze_vision: bool = False,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
     """Train a tiny BLIP or GIT on the train split's captions and ``save_pretrained`` it into ``out_dir``.
 
     Parameters
@@ -105,7 +132,10 @@ def train_captioner(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     processor = captioner_image_processor(architecture, image_size)
     frame, captions = coco_split(world, "train", images)
-    arrays = (pixel_values(frame["path"].to_list(), processor), *_token_cube(tokenizer, captions, model.get("max_length", 32)))
+    arrays = (
+        pixel_values(frame["path"].to_list(), processor),
+        *_token_cube(tokenizer, captions, model.get("max_length", 32)),
+    )
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_captioner_config(architecture, tokenizer, image_size, **model)
     clip = None
@@ -115,7 +145,14 @@ def train_captioner(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, 
         clip = CLIPModel.from_pretrained(str(vision_from))
         config.vision_config = type(config.vision_config)(**_vision_shape(clip.config.vision_config))
     steps = _steps(len(captions) - val_images, batch_size, epochs)
-    module = CaptionerModule(architecture, config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, freeze_vision=freeze_vision)
+    module = CaptionerModule(
+        architecture,
+        config.to_dict(),
+        lr=lr,
+        warmup_steps=max(1, steps // 10),
+        total_steps=steps,
+        freeze_vision=freeze_vision,
+    )
     if clip is not None:
         module.vision_tower().vision_model.load_state_dict(clip.vision_model.state_dict())
 
@@ -124,4 +161,15 @@ def train_captioner(world: str | os.PathLike, tokenizer_dir: str | os.PathLike, 
         tokenizer.save_pretrained(folder)
         processor.save_pretrained(folder)
 
-    return train_and_export(module, arrays, out_dir, export, val_rows=val_images, epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)
+    return train_and_export(
+        module,
+        arrays,
+        out_dir,
+        export,
+        val_rows=val_images,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )

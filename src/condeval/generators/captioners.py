@@ -31,7 +31,19 @@ def _tower(width: int, layers: int, heads: int) -> dict:
     return dict(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=layers, num_attention_heads=heads)
 
 
-def tiny_captioner_config(architecture: str, tokenizer, image_size: int, *, vision_width: int, vision_layers: int, text_width: int, text_layers: int, heads: int = 4, patch_size: int = 8, max_length: int = 32):
+def tiny_captioner_config(
+    architecture: str,
+    tokenizer,
+    image_size: int,
+    *,
+    vision_width: int,
+    vision_layers: int,
+    text_width: int,
+    text_layers: int,
+    heads: int = 4,
+    patch_size: int = 8,
+    max_length: int = 32,
+):
     """A ``BlipConfig`` or ``GitConfig`` of the real architecture at a CPU-trainable size.
 
     Both start a caption at ``[CLS]`` and stop at ``[SEP]``, the ids of ``tokenizer``.
@@ -97,7 +109,9 @@ def captioner_image_processor(architecture: str, image_size: int):
     if architecture == "blip":
         return BlipImageProcessor(size={"height": image_size, "width": image_size})
     if architecture == "git":
-        return CLIPImageProcessor(size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size})
+        return CLIPImageProcessor(
+            size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
+        )
     raise ValueError(f"unknown captioner architecture {architecture!r}; expected one of {ARCHITECTURES}")
 
 
@@ -143,7 +157,15 @@ class Captioner:
         self.image_processor = AutoImageProcessor.from_pretrained(str(path))
 
     @torch.no_grad()
-    def generate(self, images: Sequence[Image.Image | str], *, seed: int, batch_size: int = 64, progress_bar: bool = True, **sampling) -> list[str]:
+    def generate(
+        self,
+        images: Sequence[Image.Image | str],
+        *,
+        seed: int,
+        batch_size: int = 64,
+        progress_bar: bool = True,
+        **sampling,
+    ) -> list[str]:
         """One sampled caption per image.
 
         Each batch seeds torch from ``(seed, batch offset)``: the same images, seed and batch size
@@ -168,11 +190,23 @@ class Captioner:
         list of str
             One caption per image, in order.
         """
-        unwanted = [self.tokenizer.convert_tokens_to_ids(t) for t in (self.tokenizer.pad_token, self.tokenizer.unk_token, self.tokenizer.mask_token, self.tokenizer.cls_token) if t is not None]
+        unwanted = [
+            self.tokenizer.convert_tokens_to_ids(t)
+            for t in (
+                self.tokenizer.pad_token,
+                self.tokenizer.unk_token,
+                self.tokenizer.mask_token,
+                self.tokenizer.cls_token,
+            )
+            if t is not None
+        ]
         sampling = {"suppress_tokens": sorted(set(unwanted)), **sampling}
         captions: list[str] = []
         for start in progress(range(0, len(images), batch_size), desc="captions", unit="batch", enabled=progress_bar):
-            batch = [Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i for i in images[start : start + batch_size]]
+            batch = [
+                Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i
+                for i in images[start : start + batch_size]
+            ]
             pixels = self.image_processor(batch, return_tensors="pt")["pixel_values"].to(self.device)
             torch.manual_seed(int(np.random.SeedSequence([seed, start]).generate_state(1)[0]))
             out = self.model.generate(pixel_values=pixels, **sampling)

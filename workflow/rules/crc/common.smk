@@ -21,7 +21,9 @@ def _check_crc_config():
         raise ValueError(f"config key 'crc.data.judgments': {sorted(clash)} are word benchmarks' names")
     calibration = CRC["intervals"]["calibration"]["dataset"]
     if calibration not in JUDGMENT_SETS:
-        raise ValueError(f"config key 'crc.intervals.calibration.dataset': {calibration!r} is not one of crc.data.judgments {JUDGMENT_SETS}")
+        raise ValueError(
+            f"config key 'crc.intervals.calibration.dataset': {calibration!r} is not one of crc.data.judgments {JUDGMENT_SETS}"
+        )
     for name, section in CRC["models"].items():
         if "encoder" in section and "clip" not in config.get("encoders", {}):
             raise ValueError(f"config key 'crc.models.{name}.encoder' needs the 'encoders' section")
@@ -32,33 +34,56 @@ def _check_crc_config():
             "set crc.allow_pickle: true only if you trust those files (e.g. add --configfile config/trust_pickles.yaml after the config)"
         )
     if CRC["tagger"]["kind"] == "lexicon" and COCO["source"] != "miniworld":
-        raise ValueError("config key 'crc.tagger.kind': the lexicon tagger knows only the mini-world's words; use stanza on real data")
+        raise ValueError(
+            "config key 'crc.tagger.kind': the lexicon tagger knows only the mini-world's words; use stanza on real data"
+        )
     if "miniature" in CRC and COCO["source"] != "miniworld":
-        raise ValueError("config key 'crc.miniature' writes the benchmarks from the mini-world; it needs coco.source: miniworld")
+        raise ValueError(
+            "config key 'crc.miniature' writes the benchmarks from the mini-world; it needs coco.source: miniworld"
+        )
     if "miniature" in CRC and set(JUDGMENT_SETS) != set(MINI_JUDGMENT_FILES):
-        raise ValueError(f"config key 'crc.data.judgments': the miniature writes exactly {sorted(MINI_JUDGMENT_FILES)}; got {JUDGMENT_SETS}")
+        raise ValueError(
+            f"config key 'crc.data.judgments': the miniature writes exactly {sorted(MINI_JUDGMENT_FILES)}; got {JUDGMENT_SETS}"
+        )
     if "miniature" in CRC:
         for name, section in CRC_DATA["judgments"].items():
             if (section["format"], Path(section["file"]).name) != (name, MINI_JUDGMENT_FILES[name]):
-                raise ValueError(f"config key 'crc.data.judgments.{name}': the miniature writes format {name}, file name {MINI_JUDGMENT_FILES[name]}")
+                raise ValueError(
+                    f"config key 'crc.data.judgments.{name}': the miniature writes format {name}, file name {MINI_JUDGMENT_FILES[name]}"
+                )
     foil_it = CRC_DATA["foil_it"]
     if CRC["words"]["calibration_source"] == "train" and "train" not in foil_it:
-        raise ValueError("config key 'crc.data.foil_it.train': crc.words.calibration_source is train, so FOIL-it's train file is needed")
+        raise ValueError(
+            "config key 'crc.data.foil_it.train': crc.words.calibration_source is train, so FOIL-it's train file is needed"
+        )
     if "miniature" in CRC and "train" in foil_it:
         written = Path(foil_it["file"]).with_name("foilv1.0_train_2017.json")
-        if Path(foil_it["train"]) != written or Path(foil_it.get("train_images", foil_it["images"])) != Path(foil_it["images"]):
-            raise ValueError(f"config key 'crc.data.foil_it.train': the miniature writes {written}, its images in {foil_it['images']}")
+        if Path(foil_it["train"]) != written or Path(foil_it.get("train_images", foil_it["images"])) != Path(
+            foil_it["images"]
+        ):
+            raise ValueError(
+                f"config key 'crc.data.foil_it.train': the miniature writes {written}, its images in {foil_it['images']}"
+            )
     if "miniature" in CRC:
         rich = CRC_DATA["rich_hf"]
         folder = Path(rich["test"]).parent
-        expected = {"calibration": folder / "dev.tfrecord", "test": folder / "test.tfrecord", "prompts": folder / "pickapic.parquet", "images": folder / "images"}
+        expected = {
+            "calibration": folder / "dev.tfrecord",
+            "test": folder / "test.tfrecord",
+            "prompts": folder / "pickapic.parquet",
+            "images": folder / "images",
+        }
         for key, path in expected.items():
             if Path(rich[key]) != path:
                 raise ValueError(f"config key 'crc.data.rich_hf.{key}': the miniature writes {path}; got {rich[key]}")
         if Path(CRC_DATA["foil_nocaps"]["images"]) != Path(CRC_DATA["foil_nocaps"]["file"]).parent:
-            raise ValueError("config key 'crc.data.foil_nocaps.images': the miniature's image paths are relative to the file's folder")
+            raise ValueError(
+                "config key 'crc.data.foil_nocaps.images': the miniature's image paths are relative to the file's folder"
+            )
     if "miniature" in CRC and not NOVEL_SHAPES:
-        raise ValueError("config key 'crc.miniature' needs coco.miniworld.novel_shapes for FOIL-nocaps' near and out domains")
+        raise ValueError(
+            "config key 'crc.miniature' needs coco.miniworld.novel_shapes for FOIL-nocaps' near and out domains"
+        )
 
 
 _check_crc_config()
@@ -121,7 +146,11 @@ def crc_caption_params(wildcards):
     benchmark = wildcards.benchmark
     if benchmark == "foil_it":
         section, words = CRC_DATA["foil_it"], CRC["words"]
-        train_images = {"train_images": section.get("train_images", section["images"])} if words["calibration_source"] == "train" else {}
+        train_images = (
+            {"train_images": section.get("train_images", section["images"])}
+            if words["calibration_source"] == "train"
+            else {}
+        )
         return canonical({"images": section["images"], **train_images, "calibration_source": words["calibration_source"],
                           "calibration_fraction": words["calibration_fraction"], "seed": CRC["seed"]})  # fmt: skip
     if benchmark in WORD_BENCHMARKS:
@@ -129,13 +158,22 @@ def crc_caption_params(wildcards):
     section = CRC_DATA["judgments"][benchmark]
     calibration = CRC["intervals"]["calibration"]
     fraction = calibration["fraction"] if calibration["dataset"] == benchmark else 0.0
-    return canonical({**section, "calibration_fraction": fraction, "seed": CRC["seed"], "allow_pickle": CRC.get("allow_pickle", False)})
+    return canonical(
+        {
+            **section,
+            "calibration_fraction": fraction,
+            "seed": CRC["seed"],
+            "allow_pickle": CRC.get("allow_pickle", False),
+        }
+    )
 
 
 def crc_model_loading(wildcards):
     """How the sampler loads the model: tokenizer and image-processor folders, remote code."""
     section = CRC["models"][wildcards.model]
-    return canonical({key: section[key] for key in ("tokenizer", "image_processor", "trust_remote_code") if key in section})
+    return canonical(
+        {key: section[key] for key in ("tokenizer", "image_processor", "trust_remote_code") if key in section}
+    )
 
 
 def crc_sampling_params(wildcards):
@@ -156,13 +194,24 @@ def crc_tagger_inputs():
 
 
 def crc_samples(model, benchmark):
-    return expand("results/crc/{model}/samples/{benchmark}/shard-{shard}.parquet", model=model, benchmark=benchmark, shard=CRC_SHARDS)
+    return expand(
+        "results/crc/{model}/samples/{benchmark}/shard-{shard}.parquet",
+        model=model,
+        benchmark=benchmark,
+        shard=CRC_SHARDS,
+    )
 
 
 def crc_sweep_inputs(wildcards):
-    inputs = {"captions": f"results/crc/captions/{wildcards.word_benchmark}.parquet", "samples": crc_samples(wildcards.model, wildcards.word_benchmark)}
+    inputs = {
+        "captions": f"results/crc/captions/{wildcards.word_benchmark}.parquet",
+        "samples": crc_samples(wildcards.model, wildcards.word_benchmark),
+    }
     if wildcards.word_benchmark == "foil_it":  # FOIL-it's λ̂ is also evaluated on FOIL-nocaps (Table 2)
-        inputs |= {"shift_captions": "results/crc/captions/foil_nocaps.parquet", "shift_samples": crc_samples(wildcards.model, "foil_nocaps")}
+        inputs |= {
+            "shift_captions": "results/crc/captions/foil_nocaps.parquet",
+            "shift_samples": crc_samples(wildcards.model, "foil_nocaps"),
+        }
     return inputs
 
 

@@ -4,19 +4,37 @@
 
 rule crc_tables:
     input:
-        sweeps=expand("results/crc/{model}/{word_benchmark}/sweep.parquet", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)),
-        selected=expand("results/crc/{model}/{word_benchmark}/selected.parquet", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)),
-        signals=expand("results/crc/{model}/{word_benchmark}/signal.json", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)),
+        sweeps=expand(
+            "results/crc/{model}/{word_benchmark}/sweep.parquet", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)
+        ),
+        selected=expand(
+            "results/crc/{model}/{word_benchmark}/selected.parquet", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)
+        ),
+        signals=expand(
+            "results/crc/{model}/{word_benchmark}/signal.json", model=CRC_MODELS, word_benchmark=list(CRC_SWEEPS)
+        ),
         intervals=expand("results/crc/{model}/intervals/table5.parquet", model=CRC_MODELS),
         dropped=expand("results/crc/captions/{benchmark}.dropped.json", benchmark=CRC_BENCHMARKS),
     output:
-        table1=report(expand("reports/crc/table1_{model}.md", model=CRC_MODELS), caption="../../report/crc/table1.rst", category="CLIPScore risk control"),
+        table1=report(
+            expand("reports/crc/table1_{model}.md", model=CRC_MODELS),
+            caption="../../report/crc/table1.rst",
+            category="CLIPScore risk control",
+        ),
         table2=report("reports/crc/table2.md", caption="../../report/crc/table2.rst", category="CLIPScore risk control"),
-        table3=report(expand("reports/crc/table3_{model}.md", model=CRC_MODELS), caption="../../report/crc/table3.rst", category="CLIPScore risk control"),
+        table3=report(
+            expand("reports/crc/table3_{model}.md", model=CRC_MODELS),
+            caption="../../report/crc/table3.rst",
+            category="CLIPScore risk control",
+        ),
         table4=report("reports/crc/table4.md", caption="../../report/crc/table4.rst", category="CLIPScore risk control"),
         table5=report("reports/crc/table5.md", caption="../../report/crc/table5.rst", category="CLIPScore risk control"),
         signal=report("reports/crc/signal.md", caption="../../report/crc/signal.rst", category="CLIPScore risk control"),
-        dropped=report("reports/crc/dropped_rows.md", caption="../../report/crc/dropped_rows.rst", category="CLIPScore risk control"),
+        dropped=report(
+            "reports/crc/dropped_rows.md",
+            caption="../../report/crc/dropped_rows.rst",
+            category="CLIPScore risk control",
+        ),
     params:
         models=CRC_MODELS,
         benchmarks=CRC_BENCHMARKS,
@@ -37,7 +55,11 @@ rule crc_fig1:
         captions=f"results/crc/captions/{CRC['intervals']['calibration']['dataset']}.parquet",
         samples=crc_interval_calibration_samples,
     output:
-        report("reports/crc/fig1_violins_{model}.png", caption="../../report/crc/fig1.rst", category="CLIPScore risk control"),
+        report(
+            "reports/crc/fig1_violins_{model}.png",
+            caption="../../report/crc/fig1.rst",
+            category="CLIPScore risk control",
+        ),
     wildcard_constraints:
         **CRC_WILDCARDS,
     params:
@@ -58,7 +80,11 @@ rule crc_word_examples:
         samples=crc_sweep_samples,
         selected=expand("results/crc/{{model}}/{word_benchmark}/selected.parquet", word_benchmark=list(CRC_SWEEPS)),
     output:
-        report("reports/crc/word_examples_{model}.png", caption="../../report/crc/word_examples.rst", category="CLIPScore risk control"),
+        report(
+            "reports/crc/word_examples_{model}.png",
+            caption="../../report/crc/word_examples.rst",
+            category="CLIPScore risk control",
+        ),
     wildcard_constraints:
         **CRC_WILDCARDS,
     params:

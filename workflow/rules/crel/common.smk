@@ -95,13 +95,19 @@ def summary_path(dataset, method, alpha, lgm=None, seed=None):
 
 def method_summaries(wildcards):
     """Every per-alpha summary that the Table 1 / coverage figure rule aggregates."""
-    return [summary_path(wildcards.dataset, method, alpha) for method in ("crel", "feldman", "dqr", "pcp") for alpha in ALPHAS]
+    return [
+        summary_path(wildcards.dataset, method, alpha)
+        for method in ("crel", "feldman", "dqr", "pcp")
+        for alpha in ALPHAS
+    ]
 
 
 def baseline_dqr_checkpoints(wildcards):
     """The DQR-alone models of an LGM (Table 1's LGM for rules without an {lgm} wildcard)."""
     lgm = getattr(wildcards, "lgm", MAIN_LGM)
-    return expand("results/crel/{dataset}/{lgm}/dqr/tau{tau}.ckpt", dataset=wildcards.dataset, lgm=lgm, tau=BASELINE_TAUS)
+    return expand(
+        "results/crel/{dataset}/{lgm}/dqr/tau{tau}.ckpt", dataset=wildcards.dataset, lgm=lgm, tau=BASELINE_TAUS
+    )
 
 
 def figure_alpha():
@@ -163,7 +169,13 @@ def num_z0_seed_inputs(wildcards):
 def ablation_lgm_cost_inputs(wildcards):
     """Training summaries of every LGM the ablations train, named as Table 11's rows."""
     lgm_dir = f"results/crel/{wildcards.dataset}/lgm"
-    names = {"vae": "vae", "cvae": "cvae", "vae_long": "vae-long-best", "ddpm_cond": "ddpm-cond", "ddpm_uncond": "ddpm-uncond"}
+    names = {
+        "vae": "vae",
+        "cvae": "cvae",
+        "vae_long": "vae-long-best",
+        "ddpm_cond": "ddpm-cond",
+        "ddpm_uncond": "ddpm-uncond",
+    }
     return {row: f"{lgm_dir}/{name}_summary.json" for row, name in names.items()}
 
 
@@ -192,7 +204,9 @@ def scaling_vae_params(wildcards):
 
 def scaling_dqr_params():
     """The configured DQR with the track's epoch cap; tau comes from the {tau} wildcard."""
-    return canonical(dqr_training_params() | {"max_epochs": SCALING.get("dqr_epochs"), "patience": SCALING.get("dqr_patience")})
+    return canonical(
+        dqr_training_params() | {"max_epochs": SCALING.get("dqr_epochs"), "patience": SCALING.get("dqr_patience")}
+    )
 
 
 def scaling_timings(wildcards):

@@ -1,7 +1,9 @@
 # Helpers of the image-to-text rules (i2t.smk, i2t_report.smk): the config section
 # crel.image_to_text, wildcard constraints and input functions.
 if "coco" not in config or "encoders" not in config:
-    raise ValueError("config key 'crel.image_to_text' needs the 'coco' and 'encoders' sections (the data and encoders it reads)")
+    raise ValueError(
+        "config key 'crel.image_to_text' needs the 'coco' and 'encoders' sections (the data and encoders it reads)"
+    )
 I2T = CREL["image_to_text"]
 I2T_MODELS = list(I2T["models"])
 I2T_METRICS = ["clip", "bert"]
@@ -23,7 +25,9 @@ def temperature_variants():
     if sweep is None:
         return {}
     if sweep["model"] not in I2T["models"]:
-        raise ValueError(f"crel.image_to_text.temperature_sweep.model {sweep['model']!r} is not one of crel.image_to_text.models {I2T_MODELS}")
+        raise ValueError(
+            f"crel.image_to_text.temperature_sweep.model {sweep['model']!r} is not one of crel.image_to_text.models {I2T_MODELS}"
+        )
     variants = {temperature_variant(sweep["model"], t): (sweep["model"], t) for t in sweep["temperatures"]}
     if len(variants) != len(sweep["temperatures"]):
         raise ValueError(f"crel.image_to_text.temperature_sweep.temperatures {sweep['temperatures']} collide at 0.01")
@@ -71,7 +75,9 @@ def captioner_sampling(wildcards):
     if wildcards.model in I2T_VARIANTS:
         return canonical({**I2T["sampling"], "temperature": I2T_VARIANTS[wildcards.model][1]})
     section = I2T["models"][wildcards.model]
-    return canonical({**I2T["sampling"], **({"temperature": section["temperature"]} if "temperature" in section else {})})
+    return canonical(
+        {**I2T["sampling"], **({"temperature": section["temperature"]} if "temperature" in section else {})}
+    )
 
 
 def i2t_evaluate_inputs(wildcards):
@@ -81,12 +87,19 @@ def i2t_evaluate_inputs(wildcards):
 
 
 def i2t_temperature_scores(wildcards):
-    return expand("results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet", model=I2T_VARIANTS, metric=I2T_METRICS, alpha=wildcards.alpha)
+    return expand(
+        "results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
+        model=I2T_VARIANTS,
+        metric=I2T_METRICS,
+        alpha=wildcards.alpha,
+    )
 
 
 def i2t_temperature_targets(wildcards):
     if not I2T_VARIANTS:
-        raise ValueError("target 'crel_i2t_temperature' needs the config key crel.image_to_text.temperature_sweep (model, temperatures)")
+        raise ValueError(
+            "target 'crel_i2t_temperature' needs the config key crel.image_to_text.temperature_sweep (model, temperatures)"
+        )
     return [f"reports/crel_i2t/temperature_alpha{I2T_ALPHA}.md"]
 
 
@@ -112,7 +125,12 @@ def i2t_targets():
 
 
 def i2t_scores(wildcards):
-    return expand("results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet", model=I2T_MODELS, metric=I2T_METRICS, alpha=wildcards.alpha)
+    return expand(
+        "results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
+        model=I2T_MODELS,
+        metric=I2T_METRICS,
+        alpha=wildcards.alpha,
+    )
 
 
 def i2t_example_files(wildcards):
@@ -120,7 +138,10 @@ def i2t_example_files(wildcards):
     "generated": {model: [caption shards]}}."""
     return {
         "models": {
-            model: {metric: {kind: f"results/crel_i2t/{model}/{metric}/{kind}.ckpt" for kind in ("lgm", "dqr")} for metric in I2T_METRICS}
+            model: {
+                metric: {kind: f"results/crel_i2t/{model}/{metric}/{kind}.ckpt" for kind in ("lgm", "dqr")}
+                for metric in I2T_METRICS
+            }
             for model in I2T_MODELS
         },
         "generated": {model: expand(GENERATED_CAPTIONS, name=model, shard=SHARDS) for model in I2T_MODELS},
@@ -132,7 +153,9 @@ def i2t_example_inputs(wildcards):
     files = i2t_example_files(wildcards)
     return {
         "scores": i2t_scores(wildcards),
-        "checkpoints": [path for metrics in files["models"].values() for kinds in metrics.values() for path in kinds.values()],
+        "checkpoints": [
+            path for metrics in files["models"].values() for kinds in metrics.values() for path in kinds.values()
+        ],
         "generated": [path for shards in files["generated"].values() for path in shards],
         "reference_clip": feature_shards("clip", REFERENCE_SOURCE),
         "reference_bert": feature_shards("bert", REFERENCE_SOURCE),

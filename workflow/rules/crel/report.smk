@@ -147,7 +147,9 @@ rule reliability_table:
     wildcard_constraints:
         **CREL_WILDCARDS,
     input:
-        reliability=expand("results/crel/{{dataset}}/{lgm}/crel/alpha{alpha}/reliability.parquet", lgm=MAIN_LGM, alpha=ALPHAS),
+        reliability=expand(
+            "results/crel/{{dataset}}/{lgm}/crel/alpha{alpha}/reliability.parquet", lgm=MAIN_LGM, alpha=ALPHAS
+        ),
     output:
         csv=report(
             "reports/crel/{dataset}/reliability.csv",

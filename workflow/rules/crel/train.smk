@@ -79,7 +79,9 @@ rule train_vae_long:
     params:
         conditional=False,
         model=design.vae_hyperparameters(CREL),
-        epochs=canonical({"max_epochs": CREL["ablations"]["long_max_epochs"], "patience": CREL["ablations"]["long_max_epochs"]}),
+        epochs=canonical(
+            {"max_epochs": CREL["ablations"]["long_max_epochs"], "patience": CREL["ablations"]["long_max_epochs"]}
+        ),
         save_epochs=CREL["ablations"]["checkpoint_epochs"],
         seed=CREL["seed"],
     log:

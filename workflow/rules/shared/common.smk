@@ -53,7 +53,9 @@ def novel_shapes():
     shapes = list(COCO["miniworld"].get("novel_shapes", []))
     unknown = [shape for shape in shapes if shape not in SHAPES]
     if unknown:
-        raise ValueError(f"config key 'coco.miniworld.novel_shapes': {unknown} are not mini-world shapes {list(SHAPES)}")
+        raise ValueError(
+            f"config key 'coco.miniworld.novel_shapes': {unknown} are not mini-world shapes {list(SHAPES)}"
+        )
     if len(shapes) >= len(SHAPES) - 1:
         raise ValueError("config key 'coco.miniworld.novel_shapes': at least two shapes must stay seen")
     return shapes
@@ -70,7 +72,9 @@ SHARDS = list(range(COCO["shards"]))
 
 
 def feature_shards(encoder, source):
-    return expand("results/features/{encoder}/{source}/shard-{shard}.safetensors", encoder=encoder, source=source, shard=SHARDS)
+    return expand(
+        "results/features/{encoder}/{source}/shard-{shard}.safetensors", encoder=encoder, source=source, shard=SHARDS
+    )
 
 
 # Generated texts whose features the shared text_features rule extracts, declared by the tracks
@@ -89,7 +93,9 @@ def register_caption_source(prefix, pattern):
     if missing:
         raise ValueError(f"caption source {prefix!r}: pattern {pattern!r} lacks {missing}")
     if CAPTION_SOURCES.get(prefix, pattern) != pattern:
-        raise ValueError(f"caption source {prefix!r} is registered twice, as {CAPTION_SOURCES[prefix]!r} and {pattern!r}")
+        raise ValueError(
+            f"caption source {prefix!r} is registered twice, as {CAPTION_SOURCES[prefix]!r} and {pattern!r}"
+        )
     CAPTION_SOURCES[prefix] = pattern
 
 

@@ -1,4 +1,5 @@
 """Snakemake adapter: one benchmark's caption table through its real loader, and the rows it dropped."""
+
 from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
 from condeval.crc import benchmarks
@@ -10,8 +11,14 @@ log = log_to_file(snakemake.log[0])
 name, p, files = snakemake.wildcards.benchmark, dict(snakemake.params.benchmark), snakemake.input
 with counting_dropped_rows() as dropped:
     if name == "foil_it":
-        train = {"train_json": files.train, "train_image_dir": p["train_images"]} if p["calibration_source"] == "train" else {}
-        table = benchmarks.foil_it_captions(files.annotations, p["images"], calibration_fraction=p["calibration_fraction"], seed=p["seed"], **train)
+        train = (
+            {"train_json": files.train, "train_image_dir": p["train_images"]}
+            if p["calibration_source"] == "train"
+            else {}
+        )
+        table = benchmarks.foil_it_captions(
+            files.annotations, p["images"], calibration_fraction=p["calibration_fraction"], seed=p["seed"], **train
+        )
     elif name == "foil_nocaps":
         table = benchmarks.foil_nocaps_captions(files.annotations, p["images"])
     elif name == "rich_hf":
@@ -24,7 +31,13 @@ if name in ("foil_it", "rich_hf"):
     # config, not params, so that an α edit does not rerun this job (later runs check at parse time).
     crc = snakemake.config["crc"]
     unit = crc.get("calibration_unit", "image")
-    check_alphas(crc["words"]["alphas"], crc["words"]["delta"], calibration_units(table, unit), unit, f"{name} ({snakemake.output.table})")
+    check_alphas(
+        crc["words"]["alphas"],
+        crc["words"]["delta"],
+        calibration_units(table, unit),
+        unit,
+        f"{name} ({snakemake.output.table})",
+    )
 write_parquet(table, snakemake.output.table)
 dropped.write(snakemake.output.dropped)
 log.info("%s: %d captions, %s", name, len(table), dict(table.group_by("subset").len().iter_rows()))

@@ -1,4 +1,5 @@
 """Snakemake adapter: Learn-then-Test calibration of the CLIPScore intervals; Table 5's rows."""
+
 import numpy as np
 import polars as pl
 
@@ -10,7 +11,9 @@ log = log_to_file(snakemake.log[0])
 p = snakemake.params
 config = dict(p.intervals)
 # The inputs list each set's shards in turn; the I×T samples themselves are not needed here.
-tables = dict(zip(p.names, read_sampled_sets(snakemake.input.captions, snakemake.input.samples, keep_distribution=False)))
+tables = dict(
+    zip(p.names, read_sampled_sets(snakemake.input.captions, snakemake.input.samples, keep_distribution=False))
+)
 calibration_set = config["calibration"]["dataset"]
 calibration = tables[calibration_set].filter(pl.col("subset") == "calibration")
 evaluations = {name: table.filter(pl.col("subset") == "test") for name, table in tables.items()}
@@ -20,8 +23,17 @@ table, result = interval_metrics(calibration, evaluations, delta=config["delta"]
 n_units = calibration["path"].n_unique() if p.unit == "image" else len(calibration)
 write_parquet(table, snakemake.output.table)
 if result is None:
-    summary = {"calibration_set": calibration_set, "n_calibration": len(calibration), "unit": p.unit, "n_units": n_units, "lambda_hat": None, "n_valid": 0}
-    log.warning("Learn-then-Test rejected no lambda on %d %s pairs: Table 5 shows no POS row", len(calibration), calibration_set)
+    summary = {
+        "calibration_set": calibration_set,
+        "n_calibration": len(calibration),
+        "unit": p.unit,
+        "n_units": n_units,
+        "lambda_hat": None,
+        "n_valid": 0,
+    }
+    log.warning(
+        "Learn-then-Test rejected no lambda on %d %s pairs: Table 5 shows no POS row", len(calibration), calibration_set
+    )
 else:
     summary = {"calibration_set": calibration_set, "n_calibration": len(calibration), "unit": p.unit, "n_units": n_units, "alpha": result.alpha, "lambda_hat": result.lambda_hat,
                "bounds": list(result.bounds), "n_valid": len(result.valid), "lambdas": result.lambdas.tolist(), "risks": result.risks.tolist(),

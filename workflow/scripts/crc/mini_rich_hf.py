@@ -1,4 +1,5 @@
 """Snakemake adapter: the mini RichHF-18K TFRecords, Pick-a-Pic prompts and images."""
+
 from pathlib import Path
 
 from condeval.core.logs import log_to_file

@@ -1,10 +1,11 @@
 """Snakemake adapter: attention-mask sampling of one benchmark shard with one CLIP model."""
+
 import polars as pl
 import torch
 
+from condeval.core.devices import device_for_gpus
 from condeval.core.io import saved_folder, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.core.devices import device_for_gpus
 from condeval.crc.pos import LexiconTagger, StanzaTagger
 from condeval.crc.sampling import AttentionMaskSampler, sample_captions
 from condeval.datasets.coco import shard_image_ids
@@ -18,14 +19,31 @@ captions = pl.read_parquet(snakemake.input.captions)
 captions = captions.filter(pl.col("key").is_in(shard_image_ids(captions["key"].to_numpy(), p.shards, shard)))
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
 tagger_config = dict(p.tagger)
-tagger = LexiconTagger.from_token_files(snakemake.input.tagger) if tagger_config["kind"] == "lexicon" else StanzaTagger(tagger_config["model_dir"], use_gpu=device == "cuda")
+tagger = (
+    LexiconTagger.from_token_files(snakemake.input.tagger)
+    if tagger_config["kind"] == "lexicon"
+    else StanzaTagger(tagger_config["model_dir"], use_gpu=device == "cuda")
+)
 sampling = dict(p.sampling)
 weight = sampling.pop("weight")
 encoder = ClipEncoder(saved_folder(snakemake.input.model), device=device, **dict(p.loading))
 sampler = AttentionMaskSampler(encoder, tagger, weight=weight, **sampling)
-samples = sample_captions(sampler, captions["path"].to_list(), captions["words"].to_list(), captions["key"].to_list(), seed=p.seed, keep_distribution=p.keep_distribution)
+samples = sample_captions(
+    sampler,
+    captions["path"].to_list(),
+    captions["words"].to_list(),
+    captions["key"].to_list(),
+    seed=p.seed,
+    keep_distribution=p.keep_distribution,
+)
 write_parquet(samples, snakemake.output[0])
 no_valid = int((~samples["has_valid_words"]).sum())
 # The paper scores such a caption by its unmasked CLIPScore alone: every f_v is 0, nothing is flagged.
-log.info("%s shard %d: %d pairs sampled; %d captions have no maskable word (NOUN/PROPN/NUM/VERB/ADJ/ADV)", snakemake.wildcards.benchmark, shard, len(samples), no_valid)
+log.info(
+    "%s shard %d: %d pairs sampled; %d captions have no maskable word (NOUN/PROPN/NUM/VERB/ADJ/ADV)",
+    snakemake.wildcards.benchmark,
+    shard,
+    len(samples),
+    no_valid,
+)
 log.info("CLIPScore mean %.4f, masked std mean %.4f", samples["clipscore"].mean(), samples["std"].mean())

@@ -1,4 +1,5 @@
 """Snakemake adapter: Tables 1–5, the detection-signal table and the dropped-rows table of the CLIPScore risk-control track."""
+
 import json
 from pathlib import Path
 
@@ -35,7 +36,12 @@ for model, table1, table3 in zip(p.models, out.table1, out.table3):
     write(table3, sweep_markdown(sweeps[(model, "rich_hf")], RISKS["rich_hf"], paper_models.get(model)))
 write(out.table2, table2_markdown({model: selected[(model, "foil_it")] for model in p.models}, labels, paper_models))
 write(out.table4, table4_markdown({model: selected[(model, "rich_hf")] for model in p.models}, labels, paper_models))
-write(out.table5, table5_markdown({model: pl.read_parquet(path) for model, path in zip(p.models, inputs.intervals)}, labels, paper_models))
+write(
+    out.table5,
+    table5_markdown(
+        {model: pl.read_parquet(path) for model, path in zip(p.models, inputs.intervals)}, labels, paper_models
+    ),
+)
 write(out.signal, signal_markdown(signals))
 dropped = {name: json.loads(Path(path).read_text()) for name, path in zip(p.benchmarks, inputs.dropped)}
 write(out.dropped, dropped_rows_markdown(dropped))

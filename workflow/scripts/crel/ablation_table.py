@@ -1,4 +1,5 @@
 """Snakemake adapter: one Appendix C table of CReL (CSV, Markdown) with the paper's numbers beside ours."""
+
 from condeval.core.io import atomic_path, read_json
 from condeval.core.logs import log_to_file
 from condeval.crel.reports.ablations import ablation_table, table_markdown
@@ -9,7 +10,9 @@ table = ablation_table(
     snakemake.wildcards.table,
     snakemake.params.settings,
     [read_json(path, required=["coverage_y", "area"]) for path in inputs.summaries],
-    uncalibrated=[read_json(path, required=["coverage_r_z", "coverage_r_y"]) for path in inputs.get("uncalibrated", [])],
+    uncalibrated=[
+        read_json(path, required=["coverage_r_z", "coverage_r_y"]) for path in inputs.get("uncalibrated", [])
+    ],
     training=[read_json(path, required=["best_val_loss"]) for path in inputs.get("training", [])],
 )
 with atomic_path(snakemake.output.csv) as tmp:

@@ -1,13 +1,14 @@
 """Snakemake adapter: calibration time of CReL and of Feldman's grid scheme at one latent dimension (Fig. 8)."""
+
 import platform
 
 import torch
 
-from condeval.crel import CReL
-from condeval.crel.scaling import time_crel_calibration, time_grid_calibration
-from condeval.crel.folds import load_fold
 from condeval.core.io import write_json
 from condeval.core.logs import log_to_file
+from condeval.crel import CReL
+from condeval.crel.folds import load_fold
+from condeval.crel.scaling import time_crel_calibration, time_grid_calibration
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -29,7 +30,11 @@ write_json(
         "alpha": p.alpha,
         "crel": ours,
         "grid": grid.to_dict(),
-        "machine": {"platform": platform.platform(), "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
+        "machine": {
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(),
+        },
     },
     snakemake.output.timing,
 )

@@ -1,4 +1,5 @@
 """Snakemake adapter: coverage against alpha with the conformal band."""
+
 from condeval.core.io import atomic_path, read_json
 from condeval.core.logs import log_to_file
 from condeval.crel.reports.synthetic import plot_coverage_vs_alpha

@@ -1,12 +1,13 @@
 """Snakemake adapter: exact E+ = dist(E(y), R_Z(x)) for the calibration and test folds."""
+
 import numpy as np
 import polars as pl
 import torch
 
-from condeval.crel import CReL
-from condeval.crel.folds import load_fold
 from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel import CReL
+from condeval.crel.folds import load_fold
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

@@ -1,4 +1,5 @@
 """Snakemake adapter: Z-coverage of each uncalibrated DQR level on the calibration fold."""
+
 import numpy as np
 import torch
 

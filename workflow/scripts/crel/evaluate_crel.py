@@ -1,13 +1,14 @@
 """Snakemake adapter: CReL at one alpha — gamma_cal, coverage in Z and Y, area in Y (Table 1)."""
+
 import numpy as np
 import torch
 
-from condeval.crel import CReL
-from condeval.crel.folds import load_fold
-from condeval.crel.evaluation import cloud_set_metrics, summarize
-from condeval.crel.grid import OutputGrid
 from condeval.core.io import read_json, read_parquet, write_json, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel import CReL
+from condeval.crel.evaluation import cloud_set_metrics, summarize
+from condeval.crel.folds import load_fold
+from condeval.crel.grid import OutputGrid
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -15,7 +16,9 @@ alpha = float(snakemake.wildcards.alpha)
 scores = read_parquet(snakemake.input.scores, columns=["fold", "score"])
 cal_scores = scores.filter(scores["fold"] == "cal")["score"].to_numpy()
 test_scores = scores.filter(scores["fold"] == "test")["score"].to_numpy()
-crel = CReL.from_checkpoints(snakemake.input.lgm, snakemake.input.dqr, **snakemake.params.lgm_options).calibrate_from_scores(cal_scores, alpha)
+crel = CReL.from_checkpoints(
+    snakemake.input.lgm, snakemake.input.dqr, **snakemake.params.lgm_options
+).calibrate_from_scores(cal_scores, alpha)
 grid = OutputGrid.from_dict(read_json(snakemake.input.grid, required=["lower", "upper", "points_per_axis"]))
 test = load_fold(snakemake.input.processed, "test").head(snakemake.params.region_test_points)
 clouds = crel.region_clouds(test.X, snakemake.params.latent_points)

@@ -1,4 +1,5 @@
 """Snakemake adapter: DQR alone at one alpha — the largest level meeting 1-alpha on the calibration fold."""
+
 import numpy as np
 import torch
 

@@ -1,13 +1,14 @@
 """Snakemake adapter: Feldman et al. at one alpha — union of balls around the decoded region."""
+
 import torch
 
-from condeval.crel.baselines.feldman import feldman_threshold
-from condeval.crel import CReL
-from condeval.crel.folds import load_fold
-from condeval.crel.evaluation import cloud_set_metrics, summarize
-from condeval.crel.grid import OutputGrid
 from condeval.core.io import read_json, read_parquet, write_json, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel import CReL
+from condeval.crel.baselines.feldman import feldman_threshold
+from condeval.crel.evaluation import cloud_set_metrics, summarize
+from condeval.crel.folds import load_fold
+from condeval.crel.grid import OutputGrid
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

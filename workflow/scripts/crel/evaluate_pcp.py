@@ -1,10 +1,11 @@
 """Snakemake adapter: PCP at one alpha — union of balls of radius sqrt(q) around the samples."""
-from condeval.crel.baselines.pcp import pcp_members, pcp_scores, pcp_threshold
-from condeval.crel.folds import load_fold
-from condeval.crel.evaluation import grid_set_metrics, summarize
-from condeval.crel.grid import OutputGrid
+
 from condeval.core.io import read_json, read_npz, read_parquet, write_json, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel.baselines.pcp import pcp_members, pcp_scores, pcp_threshold
+from condeval.crel.evaluation import grid_set_metrics, summarize
+from condeval.crel.folds import load_fold
+from condeval.crel.grid import OutputGrid
 
 log = log_to_file(snakemake.log[0])
 alpha = float(snakemake.wildcards.alpha)

@@ -1,13 +1,14 @@
 """Snakemake adapter: coverage of the uncalibrated region R_Z(x) and of its decoded image R_Y(x)."""
+
 import numpy as np
 import torch
 
-from condeval.crel import CReL
-from condeval.crel.folds import load_fold
-from condeval.crel.evaluation import cloud_set_metrics
-from condeval.crel.grid import OutputGrid
 from condeval.core.io import read_json, read_parquet, write_json
 from condeval.core.logs import log_to_file
+from condeval.crel import CReL
+from condeval.crel.evaluation import cloud_set_metrics
+from condeval.crel.folds import load_fold
+from condeval.crel.grid import OutputGrid
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

@@ -1,12 +1,13 @@
 """Snakemake adapter: Feldman et al. scores — distance of y to the decoded DQR region, calibration fold."""
+
 import polars as pl
 import torch
 
-from condeval.crel.baselines.feldman import feldman_scores
-from condeval.crel import CReL
-from condeval.crel.folds import load_fold
 from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel import CReL
+from condeval.crel.baselines.feldman import feldman_scores
+from condeval.crel.folds import load_fold
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

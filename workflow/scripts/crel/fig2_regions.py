@@ -1,4 +1,5 @@
 """Snakemake adapter: Fig. 2 — CReL regions before/after calibration for fixed x, with baselines in Y."""
+
 from condeval.core.io import atomic_path, read_json, read_parquet
 from condeval.core.logs import log_to_file
 from condeval.crel import CReL

@@ -1,4 +1,5 @@
 """Snakemake adapter: Fig. 8 (calibration time against r) and its table, beside the paper's numbers."""
+
 from condeval.core.io import atomic_path, read_json
 from condeval.core.logs import log_to_file
 from condeval.crel.reports.scaling import plot_calibration_runtime, runtime_table

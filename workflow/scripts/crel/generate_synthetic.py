@@ -1,9 +1,10 @@
 """Snakemake adapter: raw synthetic data of CReL Appendix B.1."""
+
 import polars as pl
 
-from condeval.crel.synthetic import generate
 from condeval.core.io import matrix_columns, write_npz, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel.synthetic import generate
 
 log = log_to_file(snakemake.log[0])
 p = snakemake.params

@@ -1,4 +1,5 @@
 """Snakemake adapter: one model's reliability card."""
+
 import polars as pl
 
 from condeval.core.io import atomic_path
@@ -8,4 +9,6 @@ from condeval.crel.reports.image_to_text import plot_card
 log = log_to_file(snakemake.log[0])
 scores = pl.concat([pl.read_parquet(path).drop("z_worst") for path in snakemake.input.scores])
 with atomic_path(snakemake.output[0]) as tmp:
-    plot_card(snakemake.wildcards.model, pl.read_parquet(snakemake.input.table), scores, float(snakemake.wildcards.alpha), tmp)
+    plot_card(
+        snakemake.wildcards.model, pl.read_parquet(snakemake.input.table), scores, float(snakemake.wildcards.alpha), tmp
+    )

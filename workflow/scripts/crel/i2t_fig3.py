@@ -1,4 +1,5 @@
 """Snakemake adapter: Fig. 3, violins of rho per model and metric."""
+
 import polars as pl
 
 from condeval.core.io import atomic_path

@@ -1,4 +1,5 @@
 """Snakemake adapter: Fig. 4, each model's caption and the real caption nearest its worst case."""
+
 import polars as pl
 
 from condeval.core.io import atomic_path
@@ -17,7 +18,13 @@ crels = {
     for model, metrics in files["models"].items()
     for metric, paths in metrics.items()
 }
-generated = pl.concat([pl.read_parquet(path).with_columns(model=pl.lit(model)) for model, shards in files["generated"].items() for path in shards])
+generated = pl.concat(
+    [
+        pl.read_parquet(path).with_columns(model=pl.lit(model))
+        for model, shards in files["generated"].items()
+        for path in shards
+    ]
+)
 examples = fig4_examples(
     scores=pl.concat([pl.read_parquet(path) for path in i.scores]),
     crels=crels,

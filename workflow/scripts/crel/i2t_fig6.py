@@ -1,4 +1,5 @@
 """Snakemake adapter: Fig. 6, CReL-rho against num_z0 (standard errors; Table 2's num_z0 marked)."""
+
 import polars as pl
 
 from condeval.core.io import atomic_path

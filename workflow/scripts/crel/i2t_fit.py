@@ -1,4 +1,5 @@
 """Snakemake adapter: train CReL's VAE and latent DQR for one captioner and metric."""
+
 import torch
 
 from condeval.core.logs import log_to_file
@@ -9,7 +10,9 @@ from condeval.crel.image_to_text import aligned_features, assign_folds, metric_a
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, i = snakemake.params, snakemake.input
-ids, features = aligned_features({name: i[name] for name in ("image", "reference_bert", "caption_clip", "caption_bert")})
+ids, features = aligned_features(
+    {name: i[name] for name in ("image", "reference_bert", "caption_clip", "caption_bert")}
+)
 X, Y, _ = metric_arrays(snakemake.wildcards.metric, **features, condition=p.condition)
 folds = assign_folds(ids, p.seed)
 vae, dqr = dict(p.vae), dict(p.dqr)

@@ -1,4 +1,5 @@
 """Snakemake adapter: Table 2 (mean rho, CReL-rho, delta and ranks per model and metric)."""
+
 import polars as pl
 
 from condeval.core.io import atomic_path, write_parquet

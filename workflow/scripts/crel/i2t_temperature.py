@@ -1,4 +1,5 @@
 """Snakemake adapter: the temperature ablation, one captioner's rho and CReL-rho per sampling temperature."""
+
 import polars as pl
 
 from condeval.core.io import atomic_path

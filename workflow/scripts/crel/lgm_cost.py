@@ -1,4 +1,5 @@
 """Snakemake adapter: LGM training cost (epochs, wall time, peak memory) beside the paper's Table 11."""
+
 from condeval.core.io import atomic_path, read_json
 from condeval.core.logs import log_to_file
 from condeval.crel.reports.synthetic import lgm_cost_table

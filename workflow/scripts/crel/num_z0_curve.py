@@ -1,4 +1,5 @@
 """Snakemake adapter: CReL-rho against num_z0 (curve) and its spread over optimizer seeds."""
+
 from condeval.core.io import atomic_path, read_parquet
 from condeval.core.logs import log_to_file
 from condeval.crel.reports.ablations import num_z0_table, plot_num_z0, seed_table

@@ -1,8 +1,9 @@
 """Snakemake adapter: the shared Y-grid for coverage and area."""
-from condeval.crel.folds import load_fold
-from condeval.crel.grid import OutputGrid
+
 from condeval.core.io import write_json
 from condeval.core.logs import log_to_file
+from condeval.crel.folds import load_fold
+from condeval.crel.grid import OutputGrid
 
 log = log_to_file(snakemake.log[0])
 p = snakemake.params

@@ -1,12 +1,13 @@
 """Snakemake adapter: PCP — K CVAE samples per condition; calibration scores and test samples of one run."""
+
 import numpy as np
 import polars as pl
 import torch
 
-from condeval.crel.baselines.pcp import draw_samples, lgm_sampler, pcp_scores
-from condeval.crel.folds import load_fold
 from condeval.core.io import write_npz, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel.baselines.pcp import draw_samples, lgm_sampler, pcp_scores
+from condeval.crel.folds import load_fold
 from condeval.crel.models.vae import LatentVAE
 
 log = log_to_file(snakemake.log[0])

@@ -1,9 +1,10 @@
 """Snakemake adapter: L2-normalize conditions, then standardize conditions and outputs on the LGM fold."""
+
 import polars as pl
 
-from condeval.crel.synthetic import Preprocessor
 from condeval.core.io import matrix_columns, read_matrix, read_parquet, write_json, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel.synthetic import Preprocessor
 
 log = log_to_file(snakemake.log[0])
 X = read_matrix(snakemake.input.data, "x", width=snakemake.params.p)

@@ -1,4 +1,5 @@
 """Snakemake adapter: CReL-rho summary per alpha."""
+
 from condeval.core.io import atomic_path, read_parquet
 from condeval.core.logs import log_to_file
 from condeval.crel.reports.synthetic import reliability_table

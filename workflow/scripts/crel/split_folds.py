@@ -1,10 +1,11 @@
 """Snakemake adapter: deterministic lgm/dqr/cal/test folds plus early-stopping rows."""
+
 import numpy as np
 import polars as pl
 
-from condeval.crel.synthetic import assign_folds
 from condeval.core.io import read_parquet, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.crel.synthetic import assign_folds
 
 log = log_to_file(snakemake.log[0])
 n = read_parquet(snakemake.input.data, columns=["y0"]).height

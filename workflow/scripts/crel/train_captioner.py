@@ -1,10 +1,11 @@
 """Snakemake adapter: train a tiny BLIP or GIT captioner and save_pretrained it."""
+
 import torch
 
 from condeval.core.io import fingerprint, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.datasets.coco import coco_root
 from condeval.core.training import accelerator_for_gpus
+from condeval.datasets.coco import coco_root
 from condeval.generators.captioner_training import train_captioner
 
 log = log_to_file(snakemake.log[0])

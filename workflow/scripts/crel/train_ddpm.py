@@ -1,12 +1,13 @@
 """Snakemake adapter: train the latent diffusion LGM (Appendix A.2) on the LGM fold, in a trained VAE's latent space."""
+
 import pytorch_lightning as pl
 import torch
 
-from condeval.crel.folds import load_fold
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
-from condeval.crel.models.diffusion import LatentDDPM
 from condeval.core.training import accelerator_for_gpus, fit_to_files
+from condeval.crel.folds import load_fold
+from condeval.crel.models.diffusion import LatentDDPM
 from condeval.crel.models.vae import LatentVAE
 
 log = log_to_file(snakemake.log[0])
@@ -35,6 +36,9 @@ best = fit_to_files(
     batch_size=p.model["batch_size"],
     seed=p.seed,
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "epochs": dict(p.epochs), "conditional": p.conditional, "seed": p.seed}),
+    fingerprint=fingerprint(
+        list(snakemake.input),
+        {"model": dict(p.model), "epochs": dict(p.epochs), "conditional": p.conditional, "seed": p.seed},
+    ),
 )
 log.info("best checkpoint %s", best)

@@ -1,12 +1,13 @@
 """Snakemake adapter: train the latent DQR f(x, u) at quantile level tau on the DQR fold."""
+
 import pytorch_lightning as pl
 import torch
 
-from condeval.crel.folds import load_fold, load_latents
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
-from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.core.training import accelerator_for_gpus, fit_to_files
+from condeval.crel.folds import load_fold, load_latents
+from condeval.crel.models.dqr import DirectionalQuantileRegressor
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -38,6 +39,8 @@ best = fit_to_files(
     batch_size=p.model["batch_size"],
     seed=p.seed,
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "tau": snakemake.wildcards.tau, "seed": p.seed}),
+    fingerprint=fingerprint(
+        list(snakemake.input), {"model": dict(p.model), "tau": snakemake.wildcards.tau, "seed": p.seed}
+    ),
 )
 log.info("best checkpoint %s", best)

@@ -1,11 +1,12 @@
 """Snakemake adapter: train the VAE (or the CVAE of Appendix A.1) on the LGM fold, keeping chosen epoch snapshots."""
+
 import pytorch_lightning as pl
 import torch
 
-from condeval.crel.folds import load_fold
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
 from condeval.core.training import accelerator_for_gpus, fit_to_files
+from condeval.crel.folds import load_fold
 from condeval.crel.models.vae import LatentVAE
 
 log = log_to_file(snakemake.log[0])
@@ -36,6 +37,15 @@ best = fit_to_files(
     batch_size=p.model["batch_size"],
     seed=p.seed,
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint(list(snakemake.input), {"model": dict(p.model), "epochs": dict(p.epochs), "conditional": p.conditional, "seed": p.seed, "save_epochs": list(p.save_epochs)}),
+    fingerprint=fingerprint(
+        list(snakemake.input),
+        {
+            "model": dict(p.model),
+            "epochs": dict(p.epochs),
+            "conditional": p.conditional,
+            "seed": p.seed,
+            "save_epochs": list(p.save_epochs),
+        },
+    ),
 )
 log.info("best checkpoint %s", best)

@@ -1,9 +1,10 @@
 """Snakemake adapter: measure the encoders' signal on held-out val images (README, tests)."""
+
 import torch
 
+from condeval.core.devices import device_for_gpus
 from condeval.core.io import saved_folder, write_json
 from condeval.core.logs import log_to_file
-from condeval.core.devices import device_for_gpus
 from condeval.datasets import read_json
 from condeval.datasets.coco import coco_root
 from condeval.datasets.miniworld import SHAPES

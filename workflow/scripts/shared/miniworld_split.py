@@ -1,4 +1,5 @@
 """Snakemake adapter: render one split of the miniature COCO world."""
+
 from pathlib import Path
 
 from condeval.core.logs import log_to_file

@@ -1,10 +1,11 @@
 """Snakemake adapter: CLIP-text or BERT features of one shard of captions (reference or sampled)."""
+
 import polars as pl
 import torch
 
+from condeval.core.devices import device_for_gpus
 from condeval.core.io import saved_folder
 from condeval.core.logs import log_to_file
-from condeval.core.devices import device_for_gpus
 from condeval.datasets.coco import evaluation_pairs, load_captions, shard_image_ids
 from condeval.encoders.features import BertEncoder, ClipEncoder, write_feature_shard
 
@@ -23,6 +24,11 @@ if w.encoder == "clip":
 else:
     encoder = BertEncoder(saved_folder(snakemake.input.encoder), device=device, max_length=p.max_length or 50)
 features = encoder.text_features(rows["caption"].to_list(), batch_size=p.batch_size)
-metadata = {"encoder": encoder.identity, "input": w.source, "preprocessing": encoder.preprocessing, "shard": [shard, p.shards]}
+metadata = {
+    "encoder": encoder.identity,
+    "input": w.source,
+    "preprocessing": encoder.preprocessing,
+    "shard": [shard, p.shards],
+}
 write_feature_shard(snakemake.output[0], rows["image_id"].to_numpy(), features, metadata)
 log.info("shard %d of %s: %d %s features of width %d", shard, w.source, features.shape[0], w.encoder, features.shape[1])

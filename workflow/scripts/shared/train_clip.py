@@ -1,10 +1,11 @@
 """Snakemake adapter: train the tiny CLIP on the mini-world's train split and save_pretrained it."""
+
 import torch
 
 from condeval.core.io import fingerprint, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.datasets.coco import coco_root
 from condeval.core.training import accelerator_for_gpus
+from condeval.datasets.coco import coco_root
 from condeval.encoders.train import train_clip
 
 log = log_to_file(snakemake.log[0])

@@ -1,4 +1,5 @@
 """Snakemake adapter: the mini-world's word-level tokenizer in Hugging Face format."""
+
 from condeval.core.io import write_folder_manifest
 from condeval.core.logs import log_to_file
 from condeval.datasets.miniworld import vocabulary

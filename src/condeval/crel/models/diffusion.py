@@ -172,7 +172,9 @@ class LatentDDPM(pl.LightningModule):
         super().__init__()
         vae = LatentVAE(**vae_hparams)
         if vae.is_conditional:
-            raise ValueError("the VAE of a LatentDDPM must be unconditional (cond_dim=0); condition the denoiser instead")
+            raise ValueError(
+                "the VAE of a LatentDDPM must be unconditional (cond_dim=0); condition the denoiser instead"
+            )
         if cond_dim < 0 or time_embed_dim < 1 or num_train_timesteps < 1 or not hidden_dims:
             raise ValueError(
                 f"bad sizes: cond_dim={cond_dim}, time_embed_dim={time_embed_dim}, "

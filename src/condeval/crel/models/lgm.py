@@ -41,9 +41,7 @@ def lgm_kind(path: str | os.PathLike) -> type[LatentVAE | LatentDDPM]:
         return LatentDDPM
     if _VAE_KEYS <= hparams.keys():
         return LatentVAE
-    raise ValueError(
-        f"{path} is neither a LatentVAE nor a LatentDDPM checkpoint (hyperparameters: {sorted(hparams)})"
-    )
+    raise ValueError(f"{path} is neither a LatentVAE nor a LatentDDPM checkpoint (hyperparameters: {sorted(hparams)})")
 
 
 def load_lgm(path: str | os.PathLike, inference_steps: int | None = None) -> LatentVAE | LatentDDPM:
@@ -64,7 +62,9 @@ def load_lgm(path: str | os.PathLike, inference_steps: int | None = None) -> Lat
     """
     kind = lgm_kind(path)
     if inference_steps is not None and kind is not LatentDDPM:
-        raise ValueError(f"inference_steps={inference_steps} was given but {path} holds a {kind.__name__}, not a LatentDDPM")
+        raise ValueError(
+            f"inference_steps={inference_steps} was given but {path} holds a {kind.__name__}, not a LatentDDPM"
+        )
     model = kind.load_from_checkpoint(path, map_location="cpu", weights_only=True).eval()
     if inference_steps is not None:
         model.inference_steps = inference_steps

@@ -15,12 +15,12 @@ Batches are tuples of tensors: ``(y,)`` for a VAE and ``(y, x)`` for a CVAE
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 from torch.distributions import Normal, kl_divergence
 
 from condeval.core.nn import mlp
@@ -85,7 +85,9 @@ class LatentVAE(pl.LightningModule):
             raise ValueError(f"bad dimensions: output_dim={output_dim}, latent_dim={latent_dim}, cond_dim={cond_dim}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
-        self.save_hyperparameters(_hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr, dropout, batch_norm))
+        self.save_hyperparameters(
+            _hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr, dropout, batch_norm)
+        )
         self._recon = reconstruction_loss(metric)
         half = len(hidden) // 2
         extras = dict(dropout=dropout, batch_norm=batch_norm)

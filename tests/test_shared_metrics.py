@@ -1,4 +1,5 @@
 """condeval.metrics: the one copy of cosine similarity and CLIPScore, on NumPy arrays and torch tensors alike."""
+
 import numpy as np
 import pytest
 import torch
