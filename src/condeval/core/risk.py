@@ -17,7 +17,6 @@ is snapped to the nearest integer first when within 1e-9 (relative) of it, so th
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import brentq
 
 __all__ = ["hb_p_value", "hb_ucb", "learn_then_test", "FWER_METHODS"]
 
@@ -122,6 +121,8 @@ def _ucb_one(risk: float, n: int, delta: float) -> float:
     if risk >= _R_MAX or excess(_R_MAX) >= 0:
         return 1.0
     # At R = r̂ the p-value is 1 (the Hoeffding term is exp(0)), above any δ < 1.
+    from scipy.optimize import brentq  # here, not at import: the crc rules import this package at parse time
+
     return brentq(excess, max(risk, 1e-15), _R_MAX, xtol=1e-12)
 
 

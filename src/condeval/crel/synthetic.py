@@ -26,10 +26,15 @@ which gives an oracle for tests and for the VAE-vs-CVAE figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import Normalizer, StandardScaler
+
+# scikit-learn is imported where the preprocessor is fitted: the Snakefile reads FOLDS and fold_sizes
+# at parse time, and a scikit-learn import there costs every DAG build about a CPU second.
+if TYPE_CHECKING:
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import StandardScaler
 
 __all__ = [
     "FOLDS",
@@ -208,6 +213,9 @@ class Preprocessor:
     y_scaler: StandardScaler | None = None
 
     def fit(self, X_lgm: np.ndarray, Y_lgm: np.ndarray) -> Preprocessor:
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import Normalizer, StandardScaler
+
         self.x_pipeline = make_pipeline(Normalizer(norm="l2"), StandardScaler()).fit(X_lgm)
         self.y_scaler = StandardScaler().fit(Y_lgm)
         return self
