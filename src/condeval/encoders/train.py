@@ -9,7 +9,7 @@ folder that also holds the tokenizer and image processor, written atomically.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +73,7 @@ def train_and_export(
     module: pl.LightningModule,
     arrays: tuple[np.ndarray, ...],
     out_dir: str | os.PathLike,
-    export: Callable[[pl.LightningModule, Path], None],
+    parts: Sequence = (),
     *,
     val_rows: int,
     epochs: int,
@@ -82,10 +82,12 @@ def train_and_export(
     accelerator: str = "cpu",
     fingerprint: str | None = None,
 ) -> dict:
-    """Fit ``module`` on ``arrays`` (first ``val_rows`` rows held out), export the best into ``out_dir``.
+    """Fit ``module`` on ``arrays`` (first ``val_rows`` rows held out), save the best into ``out_dir``.
 
-    The run folder is ``<out_dir>_run`` (checkpoints, CSV logs); ``export(best_module, folder)``
-    writes the saved model. Returns the training summary, also written to ``out_dir/training.json``.
+    The run folder is ``<out_dir>_run`` (checkpoints, CSV logs). The saved folder is the best
+    module's ``model`` and every one of ``parts`` (tokenizer, image processor), each written with
+    ``save_pretrained``, so ``from_pretrained(out_dir)`` loads it like a hub checkpoint. Returns the
+    training summary, also written to ``out_dir/training.json``.
     """
     out_dir = Path(out_dir)
     run_dir = out_dir.with_name(out_dir.name + "_run")
@@ -97,7 +99,8 @@ def train_and_export(
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     summary = training_summary(run_dir)
     with atomic_directory(out_dir) as folder:
-        export(trained, folder)
+        for part in (trained.model, *parts):
+            part.save_pretrained(folder)
         write_json(summary, folder / "training.json")
     return summary
 
@@ -156,16 +159,11 @@ def train_clip(
         max_logit_scale=max_logit_scale,
     )
 
-    def export(trained, folder):
-        trained.model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        processor.save_pretrained(folder)
-
     return train_and_export(
         module,
         arrays,
         out_dir,
-        export,
+        (tokenizer, processor),
         val_rows=val_images,
         epochs=epochs,
         batch_size=batch_size,
@@ -226,15 +224,12 @@ def train_bert(
         config.to_dict(), str(tokenizer_dir), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps
     )
 
-    def export(trained, folder):
-        trained.model.save_pretrained(folder)  # BertForPreTraining; BertModel.from_pretrained reads its encoder
-        tokenizer.save_pretrained(folder)
-
+    # The model saved is BertForPreTraining; BertModel.from_pretrained reads its encoder.
     return train_and_export(
         module,
         arrays,
         out_dir,
-        export,
+        (tokenizer,),
         val_rows=val_images * CAPTIONS_PER_IMAGE,
         epochs=epochs,
         batch_size=batch_size,

@@ -156,16 +156,11 @@ def train_captioner(
     if clip is not None:
         module.vision_tower().vision_model.load_state_dict(clip.vision_model.state_dict())
 
-    def export(trained, folder):
-        trained.model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        processor.save_pretrained(folder)
-
     return train_and_export(
         module,
         arrays,
         out_dir,
-        export,
+        (tokenizer, processor),
         val_rows=val_images,
         epochs=epochs,
         batch_size=batch_size,
