@@ -1,6 +1,7 @@
 """The image-to-text track end to end on a miniature of the miniature (CI), and what may rerun."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -68,6 +69,20 @@ def test_fig6_at_table2s_num_z0_is_table2s_number_and_the_search_is_recorded(fin
     assert "ρ at own code" in markdown and "nearest real caption" in markdown
 
 
+def test_the_grounding_report_scores_every_captioner_and_the_reference_captions_are_right(finished):
+    import polars as pl
+
+    table = pl.read_parquet(finished / "results/crel_i2t/grounding.parquet")
+    assert table.select("model", "kind").rows() == [
+        (model, kind) for model in ("reference", "mini-blip", "mini-git") for kind in ("colour", "shape")
+    ]
+    assert table.filter(pl.col("model") == "reference")["precision"].to_list() == [1.0, 1.0]  # written from the scenes
+    markdown = (finished / "reports/crel_i2t/grounding.md").read_text()
+    assert len(re.findall(r"^\| reference\s+\| (colour|shape)\s+\|\s+\d+\s+\| 1\.000 ", markdown, flags=re.M)) == 2, (
+        markdown
+    )
+
+
 def test_the_temperature_ablation_samples_one_captioner_at_each_temperature(finished):
     jobs = dry_run_jobs(finished, "crel_i2t_temperature", ("config/config.yaml", "config/i2t.yaml"))
     assert jobs["generate_captions"] == 2 * 2 and jobs["i2t_evaluate"] == 2 * 2  # 2 temperatures x 2 shards / metrics
@@ -119,6 +134,7 @@ def test_a_shard_reruns_alone(finished):
     mine = ("captions/mini-blip/shard-0", "captions-mini-blip/shard-0")
     untouched = [p for p in (finished / "results").rglob("*") if p.is_file() and not any(m in str(p) for m in mine)]
     untouched = [p for p in untouched if "/crel_i2t/mini-blip/" not in str(p) and "table2" not in p.name]
+    untouched = [p for p in untouched if p.name != "grounding.parquet"]  # reads every model's captions
     before = {p: p.stat().st_mtime_ns for p in untouched}
     shard_before = (finished / shard).stat().st_mtime_ns
     result = _snakemake(finished, "crel_i2t", "--forcerun", shard)

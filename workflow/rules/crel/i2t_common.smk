@@ -121,6 +121,7 @@ def i2t_targets():
         f"reports/crel_i2t/fig4_examples_alpha{I2T_ALPHA}.png",
         f"reports/crel_i2t/fig6_num_z0_alpha{I2T_ALPHA}.png",
         *expand("reports/crel_i2t/card_{model}_alpha{alpha}.png", model=I2T_MODELS, alpha=I2T_ALPHA),
+        *(["reports/crel_i2t/grounding.md"] if COCO["source"] == "miniworld" else []),  # needs the scenes
     ]
 
 
@@ -144,7 +145,21 @@ def i2t_example_files(wildcards):
             }
             for model in I2T_MODELS
         },
-        "generated": {model: expand(GENERATED_CAPTIONS, name=model, shard=SHARDS) for model in I2T_MODELS},
+        "generated": i2t_generated_captions(wildcards),
+    }
+
+
+def i2t_generated_captions(wildcards):
+    """{model: its generated caption shards}, for every model of crel.image_to_text.models."""
+    return {model: expand(GENERATED_CAPTIONS, name=model, shard=SHARDS) for model in I2T_MODELS}
+
+
+def i2t_grounding_inputs(wildcards):
+    """The grounding report's inputs: every model's caption shards, the val captions and the mini-world's scenes."""
+    return {
+        "generated": [path for shards in i2t_generated_captions(wildcards).values() for path in shards],
+        "captions": coco_captions("val"),
+        "scenes": f"{COCO_ROOT}/annotations/scenes_val2014.json",
     }
 
 

@@ -1,5 +1,6 @@
 # Reports of the image-to-text track: Table 2, Fig. 3 (violins), Fig. 4 (examples), Fig. 6
-# (num_z0 curve) and one reliability card per model, all at crel.image_to_text.alpha.
+# (num_z0 curve) and one reliability card per model, all at crel.image_to_text.alpha; on the
+# mini-world, the captioners' grounding (colour and shape mentions against the scenes).
 
 
 rule i2t_table2:
@@ -140,3 +141,29 @@ rule crel_i2t_temperature:
     """Opt-in ablation: the temperature table (crel.image_to_text.temperature_sweep)."""
     input:
         i2t_temperature_targets,
+
+
+# The scenes sidecar exists only in the mini-world; real COCO has no object truth to check captions against.
+if COCO["source"] == "miniworld":
+
+    rule i2t_grounding:
+        """Do the captioners look at the image? Colour and shape mentions against the scene and shuffled scenes."""
+        input:
+            unpack(i2t_grounding_inputs),
+        output:
+            table="results/crel_i2t/grounding.parquet",
+            markdown=report(
+                "reports/crel_i2t/grounding.md",
+                caption="../../report/crel/i2t_grounding.rst",
+                category="CReL image-to-text",
+            ),
+        params:
+            generated=i2t_generated_captions,
+            seed=I2T["seed"],
+        log:
+            "logs/crel_i2t/grounding.log",
+        conda:
+            "../../../envs/analysis.yaml"
+        threads: 1
+        script:
+            "../../scripts/crel/i2t_grounding.py"
