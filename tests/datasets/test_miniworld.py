@@ -137,3 +137,23 @@ def _object_and_surround_colours(colour: str, seed: int) -> tuple[np.ndarray, np
 def test_every_colour_stands_out_from_the_background_around_it(colour):
     contrasts = [np.linalg.norm(np.subtract(*_object_and_surround_colours(colour, seed))) for seed in range(40)]
     assert min(contrasts) >= MIN_CONTRAST, (colour, min(contrasts))
+
+
+def test_object_centres_sit_on_the_patch_grid_whole_and_apart():
+    from condeval.datasets.miniworld import POSITION_GRID
+
+    rng = np.random.default_rng(11)
+    scenes = [draw_scene(rng) for _ in range(2000)]
+    objects = [o for scene in scenes for o in scene]
+    cells = np.array([[o.x, o.y] for o in objects]) * POSITION_GRID - 0.5
+    assert np.allclose(cells, np.round(cells))  # a lattice centre, not a continuous position
+    radius = np.array([SIZES[o.size] for o in objects])
+    assert np.all(np.array([[o.x, o.y] for o in objects]).T - radius >= 0)  # never cut by the border
+    assert np.all(np.array([[o.x, o.y] for o in objects]).T + radius <= 1)
+    assert len({o.x for o in objects}) >= 6 and len({o.y for o in objects}) >= 6
+    assert all(len({(o.x, o.y) for o in scene}) == len(scene) for scene in scenes)  # never stacked
+    free = draw_scene(np.random.default_rng(11), grid=None)
+    assert not np.allclose(
+        np.array([o.x for o in free]) * POSITION_GRID - 0.5,
+        np.round(np.array([o.x for o in free]) * POSITION_GRID - 0.5),
+    )
