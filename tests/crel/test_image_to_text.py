@@ -193,3 +193,19 @@ def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
     assert curve[1]["crel_rho"] == np.mean(out["crel_rho"])  # exactly: the same search
     assert curve[1]["converged"] == np.mean(out["converged"])
     assert curve[1]["se"] == pytest.approx(np.std(out["crel_rho"], ddof=1) / np.sqrt(test.sum()))
+
+
+def test_feature_sources_made_by_another_encoder_than_the_rules_are_refused_naming_the_shard(tmp_path):
+    from condeval.crel.image_to_text import FEATURE_SOURCES, SOURCE_ENCODERS, aligned_features
+    from condeval.encoders.features import FeatureShardError, write_feature_shard
+
+    made_by = {"clip": {"weights_sha256": "c" * 64}, "bert": {"weights_sha256": "b" * 64}}
+    shards = {}
+    for name in FEATURE_SOURCES:
+        shards[name] = [tmp_path / f"{name}.safetensors"]
+        meta = {"encoder": made_by[SOURCE_ENCODERS[name]]}
+        write_feature_shard(shards[name][0], np.arange(4), np.eye(4), meta)
+    aligned_features(shards, encoders=made_by)  # every source from the encoder the rule uses
+    stale = {**made_by, "bert": {"weights_sha256": "d" * 64}}
+    with pytest.raises(FeatureShardError, match="reference_bert.safetensors.*made by encoder weights bbbb"):
+        aligned_features(shards, encoders=stale)

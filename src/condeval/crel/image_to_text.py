@@ -50,6 +50,8 @@ __all__ = [
 FEATURE_SOURCES = ("image", "reference_bert", "caption_clip", "caption_bert")
 # Sources that a metric compares with each other: one encoder must have made each group.
 ONE_ENCODER_SOURCES = (("image", "caption_clip"), ("reference_bert", "caption_bert"))
+#: the encoder (``clip`` or ``bert``) that makes each feature source.
+SOURCE_ENCODERS = {"image": "clip", "caption_clip": "clip", "reference_bert": "bert", "caption_bert": "bert"}
 
 FOLDS = ("vae", "dqr", "cal", "test")
 FOLD_FRACTIONS = (0.75, 0.15, 0.05, 0.05)  # Sec. 4.2: VAE, DQR, calibration, test
@@ -80,18 +82,22 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
     return folds.astype(str)
 
 
-def aligned_features(shards: dict[str, list]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def aligned_features(shards: dict[str, list], encoders: dict | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Read each named list of feature shards and check they cover the same image ids in order.
 
     Returns the image ids and one (n, width) array per name. Raises ``ValueError`` naming the
     first source whose ids differ from the first one's, and when the sources of one group of
-    :data:`ONE_ENCODER_SOURCES` come from different encoders.
+    :data:`ONE_ENCODER_SOURCES` come from different encoders. ``encoders`` maps ``clip`` and
+    ``bert`` to the encoder the caller uses (saved folder or its manifest): every shard of a source
+    must have been made by its :data:`SOURCE_ENCODERS` encoder, or ``FeatureShardError`` names it.
     """
     from condeval.encoders.features import check_one_encoder, read_feature_shards
 
+    encoders = encoders or {}
     ids, arrays, metadata = None, {}, {}
     for name, paths in shards.items():
-        source_ids, features, metadata[name] = read_feature_shards(list(paths))
+        encoder = encoders.get(SOURCE_ENCODERS.get(name))
+        source_ids, features, metadata[name] = read_feature_shards(list(paths), encoder=encoder)
         if ids is None:
             ids = source_ids
         elif not np.array_equal(ids, source_ids):
@@ -103,10 +109,11 @@ def aligned_features(shards: dict[str, list]) -> tuple[np.ndarray, dict[str, np.
 
 
 def item_arrays(
-    shards: dict[str, list], metric: str, seed: int, condition: str = "image"
+    shards: dict[str, list], metric: str, seed: int, condition: str = "image", encoders: dict | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(image ids, X, Y, GT, folds) of one metric from the :data:`FEATURE_SOURCES` shard lists."""
-    ids, features = aligned_features({name: shards[name] for name in FEATURE_SOURCES})
+    """(image ids, X, Y, GT, folds) of one metric from the :data:`FEATURE_SOURCES` shard lists
+    (``encoders``: as in :func:`aligned_features`)."""
+    ids, features = aligned_features({name: shards[name] for name in FEATURE_SOURCES}, encoders)
     X, Y, GT = metric_arrays(metric, **features, condition=condition)
     return ids, X, Y, GT, assign_folds(ids, seed)
 

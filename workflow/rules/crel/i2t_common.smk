@@ -104,8 +104,11 @@ def i2t_temperature_targets(wildcards):
 
 
 def i2t_feature_inputs(wildcards):
-    """Every shard CReL needs for one model: image and reference features, the model's caption features."""
+    """Every shard CReL needs for one model (image and reference features, the model's caption
+    features) and the encoders that must have made them."""
     return {
+        "clip_encoder": trained_encoder_inputs("clip"),
+        "bert_encoder": trained_encoder_inputs("bert"),
         "image": feature_shards("clip", "val-images"),
         "reference_bert": feature_shards("bert", REFERENCE_SOURCE),
         "caption_clip": feature_shards("clip", f"captions-{wildcards.model}"),

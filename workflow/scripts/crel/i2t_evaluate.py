@@ -16,7 +16,9 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, i, w = snakemake.params, snakemake.input, snakemake.wildcards
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
-ids, X, Y, GT, folds = item_arrays(i, w.metric, p.seed, condition=p.condition)
+ids, X, Y, GT, folds = item_arrays(
+    i, w.metric, p.seed, condition=p.condition, encoders={"clip": i.clip_encoder, "bert": i.bert_encoder}
+)
 cal, test = folds == "cal", folds == "test"
 crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine")
 search = {**dict(p.reliability), "seed": p.seed, "device": device}

@@ -11,7 +11,8 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, i = snakemake.params, snakemake.input
 ids, features = aligned_features(
-    {name: i[name] for name in ("image", "reference_bert", "caption_clip", "caption_bert")}
+    {name: i[name] for name in ("image", "reference_bert", "caption_clip", "caption_bert")},
+    encoders={"clip": i.clip_encoder, "bert": i.bert_encoder},
 )
 X, Y, _ = metric_arrays(snakemake.wildcards.metric, **features, condition=p.condition)
 folds = assign_folds(ids, p.seed)
