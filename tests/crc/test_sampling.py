@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from condeval.crc.pos import LexiconTagger
-from condeval.crc.sampling import AttentionMaskSampler, clipscore, word_error_scores
+from condeval.crc.sampling import AttentionMaskSampler, PairSamples, clipscore, word_error_scores
 from condeval.datasets.miniworld import SceneObject, render_scene, vocabulary
 
 LEXICON = {
@@ -137,6 +137,18 @@ def test_clipscore_is_w_times_clipped_cosine():
     np.testing.assert_allclose(clipscore(texts, images, 2.5).numpy(), [[2.5, 0.0, 2.5 / np.sqrt(2)]], rtol=1e-6)
 
 
+def _pair(scores) -> PairSamples:
+    scores = np.asarray(scores, dtype=float)
+    return PairSamples(scores=scores, text_masks=np.ones((scores.shape[1] - 1, 1), dtype=bool), words=["star"])
+
+
+def test_clipped_share_counts_the_masked_scores_at_exactly_zero():
+    """Row 0 and column 0 (the unmasked image and caption) are not masked samples: they never count."""
+    assert _pair([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]).clipped_share == 1.0
+    assert _pair([[0.0, 0.2, 0.1], [0.0, 1e-9, 0.3], [0.0, 0.4, 2.5]]).clipped_share == 0.0
+    assert _pair([[0.7, 0.0, 0.1], [0.0, 0.2, 0.3], [0.5, 0.4, 0.0]]).clipped_share == 0.25
+
+
 def test_word_error_scores_follow_equations_1_to_3():
     # 2 masked images, 3 text samples over 4 words; word 3 never masked.
     scores = np.array([[1.0, 0.9, 1.2, 1.0], [0.8, 0.6, 1.0, 0.9], [0.6, 0.7, 0.9, 0.5]])
@@ -165,6 +177,8 @@ def test_sample_captions_seeds_each_pair_by_its_key(encoder, image, tmp_path):
     assert whole["has_valid_words"].to_list() == [True, True, False]  # "above a": no maskable word
     assert whole["word_scores"][2].to_list() == [0.0, 0.0]
     assert len(whole["samples"][0]) == 6 * 8
+    clipped = [float(np.mean(np.asarray(samples) == 0.0)) for samples in whole["samples"]]
+    assert whole["clipped_share"].to_list() == clipped
     assert sample_captions(sampler, [path], [captions[0]], [10], seed=1, progress=False)["mean"][0] != whole["mean"][0]
     twins = sample_captions(sampler, [path] * 2, [captions[0]] * 2, [10, 20], seed=0, progress=False)
     assert twins["mean"][0] == whole["mean"][0] and twins["mean"][1] != twins["mean"][0]  # each pair its own masks

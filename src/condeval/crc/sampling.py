@@ -92,6 +92,12 @@ class PairSamples:
         return self.scores[1:, 1:].ravel()
 
     @property
+    def clipped_share(self) -> float:
+        """The share of the I×T masked CLIPScores at exactly 0: their cosine was at or below 0, and
+        w·max(cos, 0) cut it off, so the distribution there no longer says how wrong the pair is."""
+        return float(np.mean(self.distribution == 0.0))
+
+    @property
     def word_scores(self) -> np.ndarray:
         return word_error_scores(self.scores, self.text_masks)
 
@@ -220,7 +226,8 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
     Returns
     -------
     polars.DataFrame
-        ``key``, ``clipscore`` (unmasked), ``mean`` and ``std`` of the I×T masked CLIPScores,
+        ``key``, ``clipscore`` (unmasked; 0 when the pair itself is clipped), ``mean`` and ``std``
+        of the I×T masked CLIPScores, ``clipped_share`` (the share of them clipped at exactly 0),
         ``word_scores`` (f_v per word), ``has_valid_words``, ``pos`` (each word's UPOS tag),
         ``truncated_words`` (valid words past the tokenizer's ``max_length``, never scored), and
         with ``keep_distribution`` the I×T ``samples`` themselves.
@@ -244,13 +251,13 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
         if not np.isfinite(pair.scores).all():
             raise FloatingPointError(f"non-finite CLIPScores for pair key {key} ({path})")
         row = {"key": int(key), "clipscore": pair.clipscore, "mean": float(pair.distribution.mean()), "std": float(pair.distribution.std()),
-               "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words, "pos": sampler.tagger.tag(list(caption)),
-               "truncated_words": sampler.truncated_words(list(caption))}  # fmt: skip
+               "clipped_share": pair.clipped_share, "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words,
+               "pos": sampler.tagger.tag(list(caption)), "truncated_words": sampler.truncated_words(list(caption))}  # fmt: skip
         if keep_distribution:
             row["samples"] = pair.distribution.astype(np.float32).tolist()
         rows.append(row)
-    schema = {"key": pl.Int64, "clipscore": pl.Float64, "mean": pl.Float64, "std": pl.Float64, "word_scores": pl.List(pl.Float64),
-              "has_valid_words": pl.Boolean, "pos": pl.List(pl.String), "truncated_words": pl.Int64}  # fmt: skip
+    schema = {"key": pl.Int64, "clipscore": pl.Float64, "mean": pl.Float64, "std": pl.Float64, "clipped_share": pl.Float64,
+              "word_scores": pl.List(pl.Float64), "has_valid_words": pl.Boolean, "pos": pl.List(pl.String), "truncated_words": pl.Int64}  # fmt: skip
     if keep_distribution:
         schema["samples"] = pl.List(pl.Float32)
     return pl.DataFrame(rows, schema=schema)
