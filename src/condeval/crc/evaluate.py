@@ -46,6 +46,8 @@ __all__ = [
     "domain_metrics",
     "detection_signal",
     "interval_metrics",
+    "CLIPPED_COLUMNS",
+    "clipped_table",
 ]
 
 #: The controlled risk per benchmark: FDR on the multi-class FOIL sets, FPR on multi-label RichHF-18K.
@@ -238,6 +240,64 @@ def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
             "ap_chance": len(with_error) / len(frame), "la_chance": float(np.mean(1.0 / np.maximum(valid, 1))),
             "la_noun_chance": float(np.mean(np.divide(noun_errors, np.maximum(n_nouns, 1)))),
             "n_captions": len(frame), "n_with_error": len(with_error)}  # fmt: skip
+
+
+#: The sample columns :func:`clipped_table` reads.
+CLIPPED_COLUMNS = ("key", "clipscore", "clipped_share")
+
+
+def clipped_table(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """How often CLIPScore's clip at 0 (w·max(cos, 0)) binds, per benchmark and model.
+
+    Parameters
+    ----------
+    frames : dict of str to polars.DataFrame
+        Each benchmark's samples (:func:`condeval.crc.sampling.sample_captions` rows, one per pair)
+        with ``key``, ``clipscore`` and ``clipped_share``; a ``model`` column, where present, splits
+        them by model.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per benchmark (and model), in the order given: ``benchmark``, ``model`` (null
+        without a ``model`` column), ``pairs``, ``masked_clipped`` (the mean over pairs of
+        ``clipped_share``: every pair has I×T masked samples, so it is the share of all masked
+        samples at 0) and ``unmasked_clipped`` (the share of pairs whose unmasked CLIPScore is 0).
+
+    Raises
+    ------
+    ValueError
+        When there is no benchmark, a benchmark has no pairs or lacks a column (samples written
+        before ``clipped_share`` existed must be resampled), or a share is null or outside [0, 1]
+        (naming the benchmark and the pair's key).
+    """
+    if not frames:
+        raise ValueError("clipped_table needs at least one benchmark's samples")
+    return pl.concat([_clipped_rows(benchmark, frame) for benchmark, frame in frames.items()])
+
+
+def _clipped_rows(benchmark: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """:func:`clipped_table`'s rows of one benchmark, its samples checked first."""
+    missing = [column for column in CLIPPED_COLUMNS if column not in frame.columns]
+    if missing:
+        raise ValueError(f"benchmark {benchmark!r}: the samples have no column {missing} (resample them)")
+    if frame.is_empty():
+        raise ValueError(f"benchmark {benchmark!r}: no sampled pairs")
+    bad = frame.filter(~pl.col("clipped_share").is_between(0.0, 1.0).fill_null(False))
+    if len(bad):
+        raise ValueError(
+            f"benchmark {benchmark!r}, pair key {bad['key'][0]}: clipped_share {bad['clipped_share'][0]} is not in [0, 1]"
+        )
+    model = pl.col("model") if "model" in frame.columns else pl.lit(None, dtype=pl.String)
+    return (
+        frame.group_by(model.alias("model"), maintain_order=True)
+        .agg(
+            pairs=pl.len().cast(pl.Int64),
+            masked_clipped=pl.col("clipped_share").mean(),
+            unmasked_clipped=(pl.col("clipscore") == 0.0).mean(),
+        )
+        .select(pl.lit(benchmark).alias("benchmark"), pl.all())
+    )
 
 
 def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFrame], *, delta: float, lambdas, method: str,

@@ -27,6 +27,7 @@ __all__ = [
     "table5_markdown",
     "signal_markdown",
     "dropped_rows_markdown",
+    "clipped_markdown",
     "plot_violins",
     "plot_word_examples",
     "WORD_COLOURS",
@@ -183,6 +184,14 @@ def dropped_rows_markdown(dropped: dict[str, dict[str, dict[str, int]]]) -> str:
     return markdown_table(
         pl.DataFrame(rows, schema={"benchmark": pl.String, "file": pl.String, "reason": pl.String, "rows": pl.Int64})
     )
+
+
+def clipped_markdown(table: pl.DataFrame, labels: dict[str, str]) -> str:
+    """The share of CLIPScores clipped at 0, per benchmark and model (:func:`condeval.crc.evaluate.clipped_table`), in %."""
+    rows = [{"benchmark": row["benchmark"], "model": _label(row["model"], labels) if row["model"] else "–", "pairs": row["pairs"],
+             "masked samples at 0 (%)": _pct(row["masked_clipped"]), "unmasked pairs at 0 (%)": _pct(row["unmasked_clipped"])}
+            for row in table.iter_rows(named=True)]  # fmt: skip
+    return markdown_table(pl.DataFrame(rows))
 
 
 def plot_violins(pairs: pl.DataFrame, seed: int, title: str):

@@ -1,0 +1,57 @@
+"""The clipped-CLIPScore table: per benchmark and model, how many masked samples and unmasked pairs sit at 0."""
+
+import polars as pl
+import pytest
+
+from condeval.crc.evaluate import clipped_table
+from condeval.crc.report import clipped_markdown
+
+
+def _samples(clipscores, shares, models=None):
+    frame = pl.DataFrame({"key": range(len(shares)), "clipscore": clipscores, "clipped_share": shares})
+    return frame if models is None else frame.with_columns(model=pl.Series(models))
+
+
+def test_shares_are_means_over_pairs_per_benchmark_and_model():
+    frames = {
+        "polaris": _samples([0.0, 0.4, 0.0, 1.1], [1.0, 0.0, 0.5, 0.25], ["tiny", "tiny", "tiny", "base"]),
+        "foil_it": _samples([0.3, 0.6], [0.0, 0.0], ["tiny", "tiny"]),
+    }
+    table = clipped_table(frames)
+    assert table.columns == ["benchmark", "model", "pairs", "masked_clipped", "unmasked_clipped"]
+    assert table.rows() == [
+        ("polaris", "tiny", 3, pytest.approx(0.5), pytest.approx(2 / 3)),
+        ("polaris", "base", 1, 0.25, 0.0),
+        ("foil_it", "tiny", 2, 0.0, 0.0),
+    ]
+
+
+def test_frames_without_a_model_column_give_one_row_per_benchmark():
+    table = clipped_table({"flickr8k": _samples([0.0, 0.0], [1.0, 1.0])})
+    assert table.select("benchmark", "pairs", "masked_clipped", "unmasked_clipped").rows() == [
+        ("flickr8k", 2, 1.0, 1.0)
+    ]
+    assert table["model"].to_list() == [None]
+    assert "| flickr8k  | –     | 2     | 100.00" in clipped_markdown(table, {})
+
+
+def test_the_markdown_labels_models_and_gives_percentages():
+    table = clipped_table({"rich_hf": _samples([0.0, 0.5, 0.7, 0.9], [0.125, 0.0, 0.0, 0.0], ["tiny-clip"] * 4)})
+    text = clipped_markdown(table, {"tiny-clip": "tiny CLIP"})
+    assert "masked samples at 0 (%)" in text and "unmasked pairs at 0 (%)" in text
+    assert "| rich_hf   | tiny CLIP | 4     | 3.12" in text and "| 25.00 " in text
+
+
+@pytest.mark.parametrize(
+    ("frames", "message"),
+    [
+        ({}, "at least one benchmark"),
+        ({"polaris": _samples([0.1], [0.0]).drop("clipped_share")}, r"'polaris'.*no column \['clipped_share'\]"),
+        ({"polaris": _samples([], [])}, "'polaris': no sampled pairs"),
+        ({"foil_it": _samples([0.1, 0.2], [0.0, 1.5])}, "'foil_it', pair key 1: clipped_share 1.5"),
+        ({"foil_it": _samples([0.1, 0.2], [None, 0.5])}, "'foil_it', pair key 0: clipped_share None"),
+    ],
+)
+def test_bad_samples_are_refused_naming_the_benchmark(frames, message):
+    with pytest.raises(ValueError, match=message):
+        clipped_table(frames)
