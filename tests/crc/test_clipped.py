@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from condeval.crc.evaluate import clipped_table
+from condeval.crc.evaluate import clipped_table, read_clipped_samples
 from condeval.crc.report import clipped_markdown
 
 
@@ -55,3 +55,32 @@ def test_the_markdown_labels_models_and_gives_percentages():
 def test_bad_samples_are_refused_naming_the_benchmark(frames, message):
     with pytest.raises(ValueError, match=message):
         clipped_table(frames)
+
+
+def test_shards_are_read_per_benchmark_with_their_model(tmp_path):
+    paths = {}
+    for model, benchmark, shard, shares in [("tiny", "polaris", 0, [1.0]), ("tiny", "polaris", 1, [0.5, 0.0]),
+                                            ("base", "polaris", 0, [0.25]), ("tiny", "rich_hf", 0, [0.0])]:  # fmt: skip
+        paths[(model, benchmark, shard)] = tmp_path / f"{model}-{benchmark}-{shard}.parquet"
+        _samples([0.5] * len(shares), shares).with_columns(samples=pl.lit([0.0, 1.0])).write_parquet(
+            paths[(model, benchmark, shard)]
+        )
+    shards = {
+        "tiny": {"polaris": [paths[("tiny", "polaris", 0)], paths[("tiny", "polaris", 1)]], "rich_hf": [paths[("tiny", "rich_hf", 0)]]},
+        "base": {"polaris": [paths[("base", "polaris", 0)]]},
+    }  # fmt: skip
+    frames = read_clipped_samples(shards)
+    assert list(frames) == ["polaris", "rich_hf"] and "samples" not in frames["polaris"].columns
+    assert frames["polaris"]["model"].to_list() == ["tiny", "tiny", "tiny", "base"]
+    assert clipped_table(frames).select("benchmark", "model", "masked_clipped").rows() == [
+        ("polaris", "tiny", 0.5),
+        ("polaris", "base", 0.25),
+        ("rich_hf", "tiny", 0.0),
+    ]
+
+
+def test_a_shard_written_before_clipped_share_existed_is_named(tmp_path):
+    old = tmp_path / "shard-0.parquet"
+    _samples([0.5], [0.0]).drop("clipped_share").write_parquet(old)
+    with pytest.raises(ValueError, match=rf"{old}: the samples have no column \['clipped_share'\].*resample"):
+        read_clipped_samples({"tiny": {"polaris": [old]}})

@@ -47,6 +47,7 @@ __all__ = [
     "detection_signal",
     "interval_metrics",
     "CLIPPED_COLUMNS",
+    "read_clipped_samples",
     "clipped_table",
 ]
 
@@ -244,6 +245,40 @@ def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
 
 #: The sample columns :func:`clipped_table` reads.
 CLIPPED_COLUMNS = ("key", "clipscore", "clipped_share")
+
+
+def read_clipped_samples(shards: dict[str, dict[str, list]]) -> dict[str, pl.DataFrame]:
+    """Each benchmark's samples for :func:`clipped_table`, every model's shards with a ``model`` column.
+
+    Parameters
+    ----------
+    shards : dict of str to dict of str to list of path
+        Per model, each benchmark's sample shards (Parquet). Only :data:`CLIPPED_COLUMNS` are read,
+        never the I×T ``samples``.
+
+    Raises
+    ------
+    ValueError
+        When a shard lacks one of those columns, naming the file.
+    """
+    benchmarks = dict.fromkeys(benchmark for per_model in shards.values() for benchmark in per_model)
+    return {
+        benchmark: pl.concat(
+            [
+                _clipped_columns(path).with_columns(model=pl.lit(model))
+                for model, per_model in shards.items()
+                for path in per_model.get(benchmark, [])
+            ]
+        )
+        for benchmark in benchmarks
+    }
+
+
+def _clipped_columns(path) -> pl.DataFrame:
+    missing = [column for column in CLIPPED_COLUMNS if column not in pl.read_parquet_schema(path)]
+    if missing:
+        raise ValueError(f"{path}: the samples have no column {missing} (written before it existed: resample them)")
+    return pl.read_parquet(path, columns=list(CLIPPED_COLUMNS))
 
 
 def clipped_table(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
