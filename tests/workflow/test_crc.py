@@ -48,6 +48,18 @@ def test_each_benchmark_counts_the_rows_its_loaders_dropped(finished):
         assert f"| {name} " in table, name
 
 
+def test_the_share_of_clipped_clipscores_is_reported_per_benchmark(finished):
+    assert (finished / "reports/crc/clipped.md").stat().st_size > 0
+    table = pl.read_parquet(finished / "results/crc/clipped.parquet")
+    names = ["foil_it", "foil_nocaps", "rich_hf", "flickr8k", "polaris"]
+    assert sorted(table["benchmark"]) == sorted(names) and (table["model"] == "tiny-clip").all()
+    for name in names:  # every caption of the benchmark is one sampled pair
+        pairs = table.filter(pl.col("benchmark") == name)["pairs"][0]
+        assert pairs == len(pl.read_parquet(finished / f"results/crc/captions/{name}.parquet")), name
+    for column in ("masked_clipped", "unmasked_clipped"):
+        assert table[column].is_between(0.0, 1.0).all(), table
+
+
 def test_thresholds_control_the_risk_on_the_calibration_captions(finished):
     for name in ("foil_it", "rich_hf"):
         sweep = pl.read_parquet(finished / f"results/crc/tiny-clip/{name}/sweep.parquet")

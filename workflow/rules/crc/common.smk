@@ -247,6 +247,7 @@ def crc_paper_models():
 def crc_targets():
     return [
         "reports/crc/table2.md",
+        "reports/crc/clipped.md",
         *expand("reports/crc/fig1_violins_{model}.png", model=CRC_MODELS),
         *expand("reports/crc/word_examples_{model}.png", model=CRC_MODELS),
     ]

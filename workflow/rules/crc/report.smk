@@ -1,5 +1,5 @@
-# Reports of the CLIPScore risk-control track: Tables 1–5, the detection signal, Fig. 1 and the
-# word-example panels, collected with captions by `snakemake --report`.
+# Reports of the CLIPScore risk-control track: Tables 1–5, the detection signal, the share of clipped
+# CLIPScores, Fig. 1 and the word-example panels, collected with captions by `snakemake --report`.
 
 
 rule crc_tables:
@@ -48,6 +48,33 @@ rule crc_tables:
     threads: 1
     script:
         "../../scripts/crc/tables.py"
+
+
+rule crc_clipped:
+    input:
+        samples=expand(
+            "results/crc/{model}/samples/{benchmark}/shard-{shard}.parquet",
+            model=CRC_MODELS,
+            benchmark=CRC_BENCHMARKS,
+            shard=CRC_SHARDS,
+        ),
+    output:
+        table="results/crc/clipped.parquet",
+        markdown=report(
+            "reports/crc/clipped.md", caption="../../report/crc/clipped.rst", category="CLIPScore risk control"
+        ),
+    params:
+        shards={
+            model: {benchmark: crc_samples(model, benchmark) for benchmark in CRC_BENCHMARKS} for model in CRC_MODELS
+        },
+        labels=crc_model_labels(),
+    log:
+        "logs/crc/clipped.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crc/clipped.py"
 
 
 rule crc_fig1:
