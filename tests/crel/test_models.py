@@ -460,3 +460,11 @@ def test_fit_to_files_exports_best_snapshots_and_summary(tmp_path):
         fit_to_files(_small_dqr(), (x[:400], z[:400]), (x[400:], z[400:]), tmp_path / "n.ckpt", tmp_path / "n.json",
                      snapshot_paths=snapshots[:1], save_epochs=[1, 3], max_epochs=3, patience=10, batch_size=128,
                      seed=0, progress=False)  # fmt: skip
+
+
+def test_training_logs_one_progress_line_per_epoch(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="condeval.core.training"):
+        _fit_small_dqr(tmp_path / "dqr", max_epochs=3)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("epoch ")]
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
+    assert all("train_loss" in line and "val_loss" in line for line in lines)

@@ -73,7 +73,9 @@ class EpochSnapshots(Callback):
 
 
 class EpochTimer(Callback):
-    """Record the wall time of every training epoch (validation included)."""
+    """Record the wall time of every training epoch (validation included) and log one progress line
+    per epoch (epoch, losses, seconds): under Snakemake the progress bar is off, and a training job
+    would otherwise say nothing in its log for minutes."""
 
     def __init__(self) -> None:
         self.durations: list[float] = []
@@ -84,6 +86,12 @@ class EpochTimer(Callback):
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.durations.append(time.perf_counter() - self._start)
+        losses = " ".join(
+            f"{name} {float(value):.4g}"
+            for name, value in sorted(trainer.callback_metrics.items())
+            if name.endswith("loss")
+        )
+        log.info("epoch %d/%d: %s (%.1f s)", trainer.current_epoch + 1, trainer.max_epochs, losses, self.durations[-1])
 
 
 class RngState(Callback):
