@@ -6,6 +6,8 @@ Kept apart from :mod:`condeval.generators.captioners` so that sampling captions 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 
 import pytorch_lightning as pl
 import torch
@@ -13,7 +15,7 @@ import torch
 from condeval.core.training import ScheduledModule
 from condeval.generators.captioners import _config_class, _model_class, captioner_image_processor, tiny_captioner_config
 
-__all__ = ["CaptionerModule", "train_captioner"]
+__all__ = ["CaptionerModule", "blip_vision_from_clip", "clip_token_scale", "train_captioner"]
 
 
 class CaptionerModule(ScheduledModule):
@@ -55,9 +57,131 @@ class CaptionerModule(ScheduledModule):
 
 
 def _vision_shape(vision_config) -> dict:
-    """The CLIP vision tower's shape, which GIT's image encoder takes over with its weights."""
-    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "image_size", "patch_size")
+    """The CLIP vision tower's shape and activation, which a captioner's image encoder takes over with its weights."""
+    keys = (
+        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "image_size", "patch_size",
+        "hidden_act", "layer_norm_eps",
+    )  # fmt: skip
     return {key: getattr(vision_config, key) for key in keys}
+
+
+_CLIP_QKV = re.compile(r"^encoder\.layers\.(\d+)\.self_attn\.([qkv])_proj\.(weight|bias)$")
+
+
+def blip_vision_from_clip(
+    clip_vision_state: Mapping[str, torch.Tensor], token_scale: float | None = None
+) -> dict[str, torch.Tensor]:
+    """BLIP's vision-model state dict holding a CLIP vision tower's weights.
+
+    Both are pre-norm ViTs with the same layer layout; they differ in names and shapes only:
+
+    - q/k/v: CLIP's three projections become BLIP's fused ``qkv``, whose output BLIP reshapes to
+      ``(3, heads, head_dim)``: rows (and bias entries) are all of q, then all of k, then all of v.
+    - ``out_proj`` becomes ``projection``; layer norms, MLP and ``post_layernorm`` keep their names.
+    - Embeddings: the class embedding gains BLIP's ``(1, 1, D)`` shape, the position table becomes a
+      ``(1, P, D)`` parameter, and the bias-free CLIP patch convolution gets a zero bias.
+    - CLIP's ``pre_layrnorm`` (applied to the embeddings) has no BLIP counterpart. Without
+      ``token_scale`` it is dropped. With it, the layer norm is folded into the embeddings as the
+      affine map ``x -> weight * (x - mean(x)) / token_scale + bias``, which is the layer norm
+      itself for a token whose standard deviation is ``token_scale`` (see :func:`clip_token_scale`).
+
+    Parameters
+    ----------
+    clip_vision_state : mapping of str to torch.Tensor
+        ``CLIPModel.vision_model.state_dict()``.
+    token_scale : float, optional
+        The embedding tokens' typical standard deviation, to fold ``pre_layrnorm`` with.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        Loads into ``BlipForConditionalGeneration.vision_model`` with ``strict=True`` when the BLIP
+        vision config has the CLIP's shape and activation.
+
+    Raises
+    ------
+    ValueError
+        If a layer lacks one of its q/k/v projections, or ``token_scale`` is not positive.
+    """
+    state, qkv = {}, {}
+    for name, tensor in clip_vision_state.items():
+        if match := _CLIP_QKV.match(name):
+            layer, part, kind = match.groups()
+            qkv.setdefault((layer, kind), {})[part] = tensor
+        else:
+            state[name.replace(".self_attn.out_proj.", ".self_attn.projection.")] = tensor
+    for (layer, kind), parts in qkv.items():
+        if set(parts) != set("qkv"):
+            raise ValueError(f"CLIP layer {layer} has {kind} of {sorted(parts)} only; BLIP's qkv needs q, k and v")
+        state[f"encoder.layers.{layer}.self_attn.qkv.{kind}"] = torch.cat([parts["q"], parts["k"], parts["v"]])
+    norm = {key: state.pop(f"pre_layrnorm.{key}") for key in ("weight", "bias")}
+    patches = state["embeddings.patch_embedding.weight"]
+    embeddings = {
+        "embeddings.class_embedding": state["embeddings.class_embedding"].reshape(1, 1, -1),
+        "embeddings.patch_embedding.weight": patches,
+        "embeddings.patch_embedding.bias": patches.new_zeros(patches.shape[0]),
+        "embeddings.position_embedding": state.pop("embeddings.position_embedding.weight")[None],
+    }
+    if token_scale is not None:
+        embeddings = _fold_layer_norm(embeddings, norm, token_scale)
+    return {**state, **embeddings}
+
+
+def _fold_layer_norm(embeddings: dict, norm: dict, token_scale: float) -> dict:
+    """The embeddings followed by the affine map ``x -> weight * (x - mean(x)) / token_scale + bias``.
+
+    Every embedding token is a sum of the class or patch term and its position row, so the linear
+    part maps each term and the bias joins the position rows.
+    """
+    if not token_scale > 0:
+        raise ValueError(f"token_scale must be positive, got {token_scale}")
+    width = norm["weight"].shape[0]
+    centring = torch.eye(width) - torch.full((width, width), 1.0 / width)
+    linear = norm["weight"][:, None] * centring / token_scale
+    patches = embeddings["embeddings.patch_embedding.weight"]
+    return {
+        "embeddings.class_embedding": embeddings["embeddings.class_embedding"] @ linear.T,
+        "embeddings.patch_embedding.weight": torch.einsum("oi,ichw->ochw", linear, patches),
+        "embeddings.patch_embedding.bias": linear @ embeddings["embeddings.patch_embedding.bias"],
+        "embeddings.position_embedding": embeddings["embeddings.position_embedding"] @ linear.T + norm["bias"],
+    }
+
+
+@torch.no_grad()
+def clip_token_scale(clip_vision: torch.nn.Module, pixel_values: torch.Tensor) -> float:
+    """The mean over images and tokens of the standard deviation ``pre_layrnorm`` divides by.
+
+    Parameters
+    ----------
+    clip_vision : torch.nn.Module
+        ``CLIPModel.vision_model``.
+    pixel_values : torch.Tensor
+        Processed images, (N, 3, H, W).
+
+    Returns
+    -------
+    float
+    """
+    tokens = clip_vision.embeddings(pixel_values)
+    variance = tokens.var(dim=-1, unbiased=False) + clip_vision.pre_layrnorm.eps
+    return variance.sqrt().mean().item()
+
+
+_SCALE_IMAGES = 1024  # training images whose embedding tokens set the folded pre_layrnorm's scale
+
+
+def _load_clip_vision(module: CaptionerModule, clip, pixels) -> None:
+    """Copy the CLIP's vision tower into the captioner's image encoder (every parameter, strictly).
+
+    BLIP gets the CLIP's ``pre_layrnorm`` folded into its embeddings at the scale of ``pixels``'
+    tokens (training images only).
+    """
+    state = clip.vision_model.state_dict()
+    if module.hparams.architecture == "git":
+        module.vision_tower().vision_model.load_state_dict(state)
+        return
+    scale = clip_token_scale(clip.vision_model, torch.as_tensor(pixels[:_SCALE_IMAGES]))
+    module.vision_tower().load_state_dict(blip_vision_from_clip(state, token_scale=scale))
 
 
 def train_captioner(
@@ -104,9 +228,13 @@ def train_captioner(
     seed : int
         Seed of the weights, the order and the caption picked per image.
     vision_from : path-like, optional
-        A saved CLIP folder whose vision transformer initialises GIT's image encoder, as the real
-        GIT starts from a CLIP ViT (same architecture and parameter names). Its tower's shape then
-        comes from the CLIP config, not from ``model``.
+        A saved CLIP folder whose vision transformer initialises the image encoder: GIT's as the real
+        GIT starts from a CLIP ViT (same parameter names); BLIP's through
+        :func:`blip_vision_from_clip`, as the real BLIP starts from a pre-trained ViT (the CLIP's is
+        the mini-world's only one), its ``pre_layrnorm`` folded in at the scale of the training
+        images' tokens. The tower's shape and activation then come from the CLIP config,
+        and ``model``'s ``vision_width``, ``vision_layers``, ``heads`` and ``patch_size`` are ignored
+        for it.
     freeze_vision : bool, default False
         Keep the image encoder fixed.
     accelerator : str, default "cpu"
@@ -118,11 +246,6 @@ def train_captioner(
     -------
     dict
         The training summary of :func:`condeval.encoders.train.train_and_export`.
-
-    Raises
-    ------
-    ValueError
-        If ``vision_from`` is given for BLIP, which has its own ViT.
     """
     from transformers import AutoTokenizer, CLIPModel
 
@@ -140,9 +263,14 @@ def train_captioner(
     config = tiny_captioner_config(architecture, tokenizer, image_size, **model)
     clip = None
     if vision_from is not None:
-        if architecture != "git":
-            raise ValueError("vision_from initialises GIT's CLIP image encoder; BLIP has its own ViT")
         clip = CLIPModel.from_pretrained(str(vision_from))
+        if clip.config.vision_config.image_size != image_size:
+            raise ValueError(
+                f"{vision_from}: the CLIP reads {clip.config.vision_config.image_size}-pixel images, "
+                f"the captioner is trained on {image_size}"
+            )
+        # CaptionerModule rebuilds the config from this dict, so BLIP's text decoder takes the new
+        # vision width for its cross-attention (BlipConfig sets encoder_hidden_size from it).
         config.vision_config = type(config.vision_config)(**_vision_shape(clip.config.vision_config))
     steps = _steps(len(captions) - val_images, batch_size, epochs)
     module = CaptionerModule(
@@ -154,7 +282,7 @@ def train_captioner(
         freeze_vision=freeze_vision,
     )
     if clip is not None:
-        module.vision_tower().vision_model.load_state_dict(clip.vision_model.state_dict())
+        _load_clip_vision(module, clip, arrays[0][val_images:])
 
     return train_and_export(
         module,
