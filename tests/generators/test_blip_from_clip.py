@@ -1,5 +1,7 @@
 """BLIP's ViT starts from the tiny CLIP's vision tower, as the real BLIP starts from a pre-trained ViT."""
 
+import logging
+
 import numpy as np
 import pytest
 import torch
@@ -128,10 +130,12 @@ def _train(world, out, **overrides):
     return train_captioner(world, world / "tokenizer", out, **{**settings, **overrides})
 
 
-def test_train_captioner_starts_blip_from_the_clip(world, clip, tmp_path):
+def test_train_captioner_starts_blip_from_the_clip(world, clip, tmp_path, caplog):
     from transformers import BlipForConditionalGeneration
 
-    _train(world, tmp_path / "blip", freeze_vision=True)
+    with caplog.at_level(logging.INFO, logger="condeval"):
+        _train(world, tmp_path / "blip", freeze_vision=True)
+    assert "'hidden_size': 32" in caplog.text and "vision_width and vision_layers ignored" in caplog.text
     saved = BlipForConditionalGeneration.from_pretrained(tmp_path / "blip")
     assert saved.config.vision_config.hidden_size == WIDTH  # the CLIP's shape, not model's vision_width
     assert saved.config.text_config.encoder_hidden_size == WIDTH  # the decoder cross-attends to it

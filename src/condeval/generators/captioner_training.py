@@ -5,6 +5,7 @@ Kept apart from :mod:`condeval.generators.captioners` so that sampling captions 
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -16,6 +17,8 @@ from condeval.core.training import ScheduledModule
 from condeval.generators.captioners import _config_class, _model_class, captioner_image_processor, tiny_captioner_config
 
 __all__ = ["CaptionerModule", "blip_vision_from_clip", "clip_token_scale", "train_captioner"]
+
+log = logging.getLogger(__name__)
 
 
 class CaptionerModule(ScheduledModule):
@@ -182,6 +185,7 @@ def _load_clip_vision(module: CaptionerModule, clip, pixels) -> None:
         return
     scale = clip_token_scale(clip.vision_model, torch.as_tensor(pixels[:_SCALE_IMAGES]))
     module.vision_tower().load_state_dict(blip_vision_from_clip(state, token_scale=scale))
+    log.info("BLIP's ViT from the CLIP's, pre_layrnorm folded at token scale %.4f", scale)
 
 
 def train_captioner(
@@ -272,6 +276,8 @@ def train_captioner(
         # CaptionerModule rebuilds the config from this dict, so BLIP's text decoder takes the new
         # vision width for its cross-attention (BlipConfig sets encoder_hidden_size from it).
         config.vision_config = type(config.vision_config)(**_vision_shape(clip.config.vision_config))
+        log.info("image encoder from %s: %s (model's vision_width and vision_layers ignored)", vision_from,
+                 _vision_shape(clip.config.vision_config))  # fmt: skip
     steps = _steps(len(captions) - val_images, batch_size, epochs)
     module = CaptionerModule(
         architecture,
