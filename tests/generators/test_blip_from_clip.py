@@ -1,10 +1,15 @@
 """BLIP's ViT starts from the tiny CLIP's vision tower, as the real BLIP starts from a pre-trained ViT."""
 
 import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from condeval.generators.captioner_training import _vision_shape, blip_vision_from_clip, train_captioner
 
@@ -155,3 +160,22 @@ def test_conversion_refuses_a_layer_without_its_value_projection(clip):
     state = {k: v for k, v in clip.vision_model.state_dict().items() if k != "encoder.layers.1.self_attn.v_proj.bias"}
     with pytest.raises(ValueError, match=r"CLIP layer 1 has bias of \['k', 'q'\] only"):
         blip_vision_from_clip(state)
+
+
+@pytest.mark.slow
+def test_the_default_configs_blip_captioners_train_from_the_clip_and_fine_tune_it(tmp_path):
+    """The BLIPs fine-tune a ViT started from the CLIP's (the real BLIP fine-tunes its pre-trained ViT)."""
+    repo = Path(__file__).resolve().parents[2]
+    models = yaml.safe_load((repo / "config/config.yaml").read_text())["crel"]["image_to_text"]["models"]
+    blips = [name for name, model in models.items() if model.get("train", {}).get("architecture") == "blip"]
+    assert blips and not any(models[name]["train"].get("freeze_vision") for name in blips)
+    targets = [f"results/crel_i2t/captioners/{name}" for name in blips]
+    command = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(tmp_path),
+               "--configfile", str(repo / "config/config.yaml"), "-n", *targets]  # fmt: skip
+    # a dry run takes ~10 s on an idle machine; the limit only guards against a hang
+    dry = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True).stdout
+    jobs = [job for job in dry.split("\nrule ") if job.startswith("train_captioner:")]
+    trained = {re.search(r"wildcards: model=(\S+)", job).group(1): job for job in jobs}
+    assert sorted(trained) == sorted(blips)
+    for name, job in trained.items():
+        assert "results/encoders/clip.sha256" in re.search(r"input: (.*)", job).group(1), name
