@@ -299,19 +299,26 @@ class ScheduledModule(pl.LightningModule):
     def validation_step(self, batch, batch_idx):
         self.log("val_loss", self._loss(batch, training=False), prog_bar=True)
 
+    def lr_scale(self, name: str) -> float:
+        """Factor on ``lr`` for the parameter called ``name`` (1 here; a subclass may slow a pre-trained part)."""
+        return 1.0
+
     def configure_optimizers(self):
         from transformers import get_cosine_schedule_with_warmup
 
-        trainable = [p for p in self.parameters() if p.requires_grad]
-        decay = self.hparams.weight_decay
-        if self.decay_matrices_only:
-            groups = [
-                {"params": [p for p in trainable if p.ndim >= 2], "weight_decay": decay},
-                {"params": [p for p in trainable if p.ndim < 2], "weight_decay": 0.0},
-            ]
-        else:
-            groups = [{"params": trainable, "weight_decay": decay}]
-        optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr)
+        groups: dict[tuple[float, float], list] = {}
+        for name, parameter in self.named_parameters():
+            if parameter.requires_grad:
+                decays = parameter.ndim >= 2 or not self.decay_matrices_only
+                key = (self.hparams.weight_decay if decays else 0.0, self.lr_scale(name))
+                groups.setdefault(key, []).append(parameter)
+        optimizer = torch.optim.AdamW(
+            [
+                {"params": params, "weight_decay": decay, "lr": self.hparams.lr * scale}
+                for (decay, scale), params in sorted(groups.items(), key=lambda item: (-item[0][0], -item[0][1]))
+            ],
+            lr=self.hparams.lr,
+        )
         schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 

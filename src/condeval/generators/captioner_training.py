@@ -25,7 +25,8 @@ class CaptionerModule(ScheduledModule):
     """Lightning wrapper: captioning cross-entropy of a BLIP or GIT on ``(pixel_values, ids, mask)``.
 
     ``ids``/``mask`` hold all of an image's captions (B, C, L); each step trains on one of them at
-    random, so an epoch is one pass over the images. Validation uses caption 0.
+    random, so an epoch is one pass over the images. Validation uses caption 0. The image encoder
+    learns at ``vision_lr_scale`` times ``lr`` (a pre-trained tower fine-tuned gently).
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class CaptionerModule(ScheduledModule):
         total_steps: int = 1000,
         freeze_vision: bool = False,
         weight_decay: float = 0.05,
+        vision_lr_scale: float = 1.0,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -49,6 +51,10 @@ class CaptionerModule(ScheduledModule):
         if self.hparams.architecture == "git":
             return self.model.git.image_encoder
         return self.model.vision_model
+
+    def lr_scale(self, name: str) -> float:
+        tower = "model.git.image_encoder." if self.hparams.architecture == "git" else "model.vision_model."
+        return self.hparams.vision_lr_scale if name.startswith(tower) else 1.0
 
     def _loss(self, batch, training: bool) -> torch.Tensor:
         pixel_values, ids, mask = batch
@@ -204,6 +210,7 @@ def train_captioner(
     seed: int,
     vision_from: str | os.PathLike | None = None,
     freeze_vision: bool = False,
+    vision_lr_scale: float = 1.0,
     accelerator: str = "cpu",
     fingerprint: str | None = None,
 ) -> dict:
@@ -241,6 +248,8 @@ def train_captioner(
         for it.
     freeze_vision : bool, default False
         Keep the image encoder fixed.
+    vision_lr_scale : float, default 1.0
+        The image encoder's learning rate as a fraction of ``lr`` (when it is not frozen).
     accelerator : str, default "cpu"
         Lightning accelerator.
     fingerprint : str, optional
@@ -286,6 +295,7 @@ def train_captioner(
         warmup_steps=max(1, steps // 10),
         total_steps=steps,
         freeze_vision=freeze_vision,
+        vision_lr_scale=vision_lr_scale,
     )
     if clip is not None:
         _load_clip_vision(module, clip, arrays[0][val_images:])

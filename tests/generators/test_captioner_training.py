@@ -1,0 +1,49 @@
+"""The captioner's optimizer: the image encoder learns at ``vision_lr_scale`` times the text side's rate."""
+
+import pytest
+
+from condeval.generators.captioner_training import CaptionerModule
+from condeval.generators.captioners import tiny_captioner_config
+
+LR = 2e-3
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from condeval.datasets.miniworld import vocabulary
+    from condeval.encoders.tokenizer import build_word_tokenizer
+
+    return build_word_tokenizer(vocabulary())
+
+
+def _learning_rates(module) -> dict[int, float]:
+    """Parameter id -> the peak learning rate of the one optimizer group that holds it."""
+    optimizer = module.configure_optimizers()["optimizer"]
+    rates = {}
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            assert id(parameter) not in rates, "a parameter sits in two optimizer groups"
+            rates[id(parameter)] = group["initial_lr"]  # the peak; the warm-up schedule starts at 0
+    return rates
+
+
+@pytest.mark.parametrize("architecture", ["blip", "git"])
+@pytest.mark.parametrize("scale", [1.0, 0.1])
+def test_the_image_encoder_learns_at_its_scale_and_everything_else_at_lr(tokenizer, architecture, scale):
+    config = tiny_captioner_config(architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16,
+                                   text_layers=1)  # fmt: skip
+    module = CaptionerModule(architecture, config.to_dict(), lr=LR, vision_lr_scale=scale)
+    rates = _learning_rates(module)
+    vision = {id(p) for p in module.vision_tower().parameters()}
+    trainable = {id(p) for p in module.parameters() if p.requires_grad}
+    assert set(rates) == trainable and vision < trainable
+    assert [rates[i] for i in vision] == pytest.approx([LR * scale] * len(vision))
+    assert [rates[i] for i in trainable - vision] == pytest.approx([LR] * len(trainable - vision))
+
+
+def test_a_frozen_image_encoder_has_no_optimizer_group(tokenizer):
+    config = tiny_captioner_config("git", tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1)
+    module = CaptionerModule("git", config.to_dict(), lr=LR, freeze_vision=True, vision_lr_scale=0.1)
+    rates = _learning_rates(module)
+    assert not {id(p) for p in module.vision_tower().parameters()} & set(rates)
+    assert list(rates.values()) == pytest.approx([LR] * len(rates))
