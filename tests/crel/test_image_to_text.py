@@ -193,6 +193,25 @@ def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
     assert curve[1]["crel_rho"] == np.mean(out["crel_rho"])  # exactly: the same search
     assert curve[1]["converged"] == np.mean(out["converged"])
     assert curve[1]["se"] == pytest.approx(np.std(out["crel_rho"], ddof=1) / np.sqrt(test.sum()))
+    reused = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], searched={3: out}, **search)
+    assert reused == curve  # Table 2's search stands in for the point it would rerun
+
+
+def test_a_search_given_to_the_num_z0_curve_is_not_run_again(fitted, monkeypatch):
+    import condeval.crel.image_to_text as i2t
+
+    crel, X, Y, folds = fitted
+    test = folds == "test"
+    GT = _unit(X @ np.ones((4, 6)) + 0.1)
+    known = {"crel_rho": np.full(test.sum(), -0.5), "converged": np.ones(test.sum(), dtype=bool)}
+    searches = []
+    monkeypatch.setattr(i2t, "_worst_case", lambda *args, **kw: searches.append(kw["num_z0"]) or known)
+    curve = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], steps=5, lr=0.05, seed=0, searched={3: known})
+    assert searches == [1] and curve[1]["crel_rho"] == -0.5
+    with pytest.raises(ValueError, match="num_z0 = 3 scored 2 items"):
+        num_z0_curve(
+            crel, X[test], Y[test], GT[test], [3], steps=5, lr=0.05, seed=0, searched={3: {"crel_rho": [0, 0]}}
+        )
 
 
 def test_feature_sources_made_by_another_encoder_than_the_rules_are_refused_naming_the_shard(tmp_path):

@@ -19,6 +19,8 @@ BERT-SIM's ground truth inside the condition).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import polars as pl
 
@@ -119,19 +121,40 @@ def item_arrays(
 
 
 def num_z0_curve(
-    crel, X_test, Y_test, GT_test, num_z0s, *, steps: int, lr: float, seed: int, device=None, **stopping
+    crel,
+    X_test,
+    Y_test,
+    GT_test,
+    num_z0s,
+    *,
+    steps: int,
+    lr: float,
+    seed: int,
+    device=None,
+    searched: Mapping[int, Mapping[str, np.ndarray]] | None = None,
+    **stopping,
 ) -> list[dict]:
     """CReL-ρ against the number of random PGD starts (Fig. 6); ``crel`` calibrated.
 
     Each point runs the very search of :func:`evaluate_crel` (same seed, the items' own codes as
     extra starts, same stopping rule), so the point at Table 2's ``num_z0`` is Table 2's CReL-ρ.
+    ``searched`` holds searches already run with this setting on these items, by ``num_z0`` (Table
+    2's: :func:`evaluate_crel`'s ``crel_rho`` and ``converged``); their points are not searched again.
     Returns per ``num_z0``: the mean CReL-ρ, its standard error over the items and the fraction of
     items whose search converged.
     """
+    searched = searched or {}
+    for k, out in searched.items():
+        if len(out["crel_rho"]) != len(X_test):
+            raise ValueError(f"the search at num_z0 = {k} scored {len(out['crel_rho'])} items, not {len(X_test)}")
     curve = []
     for k in num_z0s:
-        out = _worst_case(
-            crel, X_test, Y_test, GT_test, num_z0=int(k), steps=steps, lr=lr, seed=seed, device=device, **stopping
+        out = (
+            searched[int(k)]
+            if int(k) in searched
+            else _worst_case(
+                crel, X_test, Y_test, GT_test, num_z0=int(k), steps=steps, lr=lr, seed=seed, device=device, **stopping
+            )
         )
         worst = out["crel_rho"]
         se = float(np.std(worst, ddof=1) / np.sqrt(len(worst))) if len(worst) > 1 else float("nan")

@@ -38,7 +38,7 @@ log.info(
     w.model, w.metric, frame["rho"].mean(), frame["rho_own_code"].mean(), frame["crel_rho"].mean(), frame["covered"].mean(), frame["converged"].mean(),
     frame["worst_nn_distance"].median(), frame["caption_nn_distance"].median(), frame["reference_nn_distance"].median(),
 )  # fmt: skip
-curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, **search)
+curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, searched={num_z0: scores}, **search)
 write_parquet(
     pl.DataFrame(curve).with_columns(pl.lit(w.model).alias("model"), pl.lit(w.metric).alias("metric")),
     snakemake.output.num_z0,
