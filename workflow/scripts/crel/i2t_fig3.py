@@ -10,3 +10,7 @@ log = log_to_file(snakemake.log[0])
 scores = pl.concat([pl.read_parquet(path).drop("z_worst") for path in snakemake.input.scores])
 with atomic_path(snakemake.output[0]) as tmp:
     plot_violins(scores, pl.read_parquet(snakemake.input.table), tmp)
+log.info(
+    "Fig. 3: violins of %d test scores (%d models x %d metrics) -> %s",
+    scores.height, scores["model"].n_unique(), scores["metric"].n_unique(), snakemake.output[0],
+)  # fmt: skip
