@@ -6,27 +6,25 @@ import re
 import polars as pl
 import pytest
 import yaml
-from conftest import dry_run_jobs, finished_run, run_snakemake
+from conftest import copy_run, dry_run_jobs, run_snakemake
 
 pytestmark = pytest.mark.slow
 SAMPLING_OR_EARLIER = {"miniworld_split", "word_tokenizer", "train_clip", "crc_mini_foil_it", "crc_mini_foil_nocaps", "crc_mini_rich_hf",
                        "crc_mini_judgments", "crc_captions", "crc_sample"}  # fmt: skip
 
 
-CONFIGS = ("config/config.yaml", "config/i2t.yaml", "config/crc.yaml")
-
-
 def _edited_jobs(workdir, edit) -> dict[str, int]:
     """The jobs a dry run plans after ``edit`` changes the crc section."""
-    config = yaml.safe_load((workdir / "config/crc.yaml").read_text())
+    config = yaml.safe_load((workdir / "config/config.yaml").read_text())
     edit(config["crc"])
     (workdir / "config/edited.yaml").write_text(yaml.safe_dump(config))
-    return dry_run_jobs(workdir, "crc", ("config/config.yaml", "config/i2t.yaml", "config/edited.yaml"))
+    return dry_run_jobs(workdir, "crc", ("config/edited.yaml",))
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    return finished_run(tmp_path_factory.mktemp("crc"), "crc", ("i2t", "crc"))
+def finished(tiny_run, tmp_path_factory):
+    """A copy of the session's run of every track on the tiny config (this module edits it)."""
+    return copy_run(tiny_run, tmp_path_factory.mktemp("crc"))
 
 
 def test_every_table_and_figure_is_written(finished):
@@ -87,12 +85,10 @@ def test_an_alpha_or_delta_edit_never_resamples(finished):
 
 
 def test_an_alpha_too_small_for_the_calibration_images_is_refused_before_any_job(finished):
-    config = yaml.safe_load((finished / "config/crc.yaml").read_text())
+    config = yaml.safe_load((finished / "config/config.yaml").read_text())
     config["crc"]["words"]["alphas"] = [0.01, 0.3]  # (0.99)^n <= 0.1 needs 230 images
     (finished / "config/edited.yaml").write_text(yaml.safe_dump(config))
-    result = run_snakemake(
-        finished, "crc", "-n", configs=("config/config.yaml", "config/i2t.yaml", "config/edited.yaml")
-    )
+    result = run_snakemake(finished, "crc", "-n", configs=("config/edited.yaml",))
     assert result.returncode != 0
     assert re.search(
         r"config key 'crc.words.alphas': \S+foil_it.parquet has \d+ calibration images.*alpha 0.01 needs 230",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_bounded, tiny_config
+from conftest import ALL_TRACKS, copy_run, run_bounded, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -74,13 +74,18 @@ def _edit_config(clone, edit):
 
 
 @pytest.fixture(scope="module")
-def shared_run(tmp_path_factory):
-    """Member A: the project with the tiny config (every stage's sections) as its config, `dvc repro`, pushed."""
+def shared_run(tiny_run, tmp_path_factory):
+    """Member A: the project with the tiny config (every stage's sections) as its config, run (`make run`),
+    then `dvc repro` (which finds nothing to do) and pushed.
+
+    The run is the session's (conftest ``tiny_run``, the same config), copied into the project.
+    """
     root = tmp_path_factory.mktemp("lab")
     lab, remote = root / "lab", root / "remote"
     lab.mkdir()
     _project_copy(lab)
-    (lab / "config/config.yaml").write_text(yaml.safe_dump(tiny_config("i2t", "crc")))
+    copy_run(tiny_run, lab)
+    assert yaml.safe_load((lab / "config/config.yaml").read_text()) == tiny_config(*ALL_TRACKS)
     _git(lab, "init", "-q")
     _git(lab, "add", ".")
     _git(lab, "commit", "-qm", "project")

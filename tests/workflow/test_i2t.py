@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, dry_run_jobs, finished_run, run_snakemake
+from conftest import REPO, copy_run, dry_run_jobs, run_snakemake
 
 pytestmark = pytest.mark.slow
 TRAINING_OR_GENERATION = {
@@ -22,7 +22,7 @@ TRAINING_OR_GENERATION = {
 }
 
 
-CONFIGS = ("config/config.yaml", "config/i2t.yaml")
+CONFIGS = ("config/config.yaml",)
 
 
 def _snakemake(workdir, *args, configs=CONFIGS):
@@ -30,8 +30,9 @@ def _snakemake(workdir, *args, configs=CONFIGS):
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    return finished_run(tmp_path_factory.mktemp("i2t"), "crel_i2t", ("i2t",))
+def finished(tiny_run, tmp_path_factory):
+    """A copy of the session's run of every track on the tiny config (this module reruns parts of it)."""
+    return copy_run(tiny_run, tmp_path_factory.mktemp("i2t"))
 
 
 def test_every_output_of_the_track_is_written(finished):
@@ -84,7 +85,7 @@ def test_the_grounding_report_scores_every_captioner_and_the_reference_captions_
 
 
 def test_the_temperature_ablation_samples_one_captioner_at_each_temperature(finished):
-    jobs = dry_run_jobs(finished, "crel_i2t_temperature", ("config/config.yaml", "config/i2t.yaml"))
+    jobs = dry_run_jobs(finished, "crel_i2t_temperature", CONFIGS)
     assert jobs["generate_captions"] == 2 * 2 and jobs["i2t_evaluate"] == 2 * 2  # 2 temperatures x 2 shards / metrics
     assert "train_captioner" not in jobs  # the sweep reuses the trained captioner
     result = _snakemake(finished, "crel_i2t_temperature")
@@ -107,7 +108,7 @@ def test_bad_image_to_text_options_are_refused_naming_the_key(tmp_path, section,
     config = yaml.safe_load((REPO / ".test/config/i2t.yaml").read_text())
     config["crel"]["image_to_text"].update(section)
     (tmp_path / "config/i2t.yaml").write_text(yaml.safe_dump(config))
-    result = _snakemake(tmp_path, "crel_i2t", "-n")
+    result = _snakemake(tmp_path, "crel_i2t", "-n", configs=("config/config.yaml", "config/i2t.yaml"))
     assert result.returncode != 0 and key in result.stderr + result.stdout, result.stderr[-2000:]
 
 
@@ -148,9 +149,9 @@ def test_a_shard_reruns_alone(finished):
 
 
 def test_an_alpha_edit_reruns_no_training_and_no_generation(finished):
-    config = yaml.safe_load((finished / "config/i2t.yaml").read_text())
+    config = yaml.safe_load((finished / "config/config.yaml").read_text())
     config["crel"]["image_to_text"]["alpha"] = 0.1
     (finished / "config/alpha.yaml").write_text(yaml.safe_dump(config))
-    jobs = dry_run_jobs(finished, "crel_i2t", ("config/config.yaml", "config/alpha.yaml"))
+    jobs = dry_run_jobs(finished, "crel_i2t", ("config/alpha.yaml",))
     assert jobs["i2t_evaluate"] == 4  # 2 models x 2 metrics, recalibrated
     assert not TRAINING_OR_GENERATION & set(jobs), jobs

@@ -1,7 +1,7 @@
 """`snakemake --profile slurm` on a real single-node SLURM cluster on localhost (tools/slurm-localhost.sh).
 
-The tiny config runs once through sbatch and once locally (side by side); every job must have gone through
-SLURM, the tables must be byte-identical, a job that fails must fail the run in bounded time, and the
+The tiny config runs through sbatch; every job must have gone through SLURM, its tables must be
+byte-identical to those of the session's local run of the same config (conftest ``tiny_run``), a job that fails must fail the run in bounded time, and the
 daemons started here must be stopped by their PIDs. Needs root and SLURM's Debian packages
 (`make slurm-deps`); when the cluster cannot start, the tests fail with the reason, they never skip.
 """
@@ -119,37 +119,26 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(cluster, tmp_path_factory):
-    """The tiny config through SLURM (profile by path, run from the workdir) and, side by side, locally."""
+def runs(tiny_run, cluster, tmp_path_factory):
+    """The tiny config through SLURM (profile by path, run from the workdir), beside the session's local run.
+
+    The local run is conftest's ``tiny_run`` (every track; its CReL section is the tiny config's).
+    """
     env = cluster["env"]
     slurm_dir = _workdir(tmp_path_factory.mktemp("slurm_run"))
-    local_dir = _workdir(tmp_path_factory.mktemp("local_run"))
-    local_log = local_dir / "snakemake.out"
-    with local_log.open("w") as sink:
-        local = subprocess.Popen(
-            SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(local_dir), "--cores", "2"],
-            cwd=local_dir, env=env, stdout=sink, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        result, wall_s = _run(
-            SNAKEMAKE + [
-                "-s", str(REPO / "Snakefile"), "-d", str(slurm_dir), "--profile", str(REPO / "profiles/slurm"),
-                "--slurm-init-seconds-before-status-checks", "5",
-                "--set-resources",
-                *(f"{rule}:{assign}" for rule in sorted(GPU_RULES) for assign in ("gpu=0", "gres='gpu:1'", "slurm_partition='gpu'")),
-            ],
-            slurm_dir, env, timeout=1500,
-        )  # fmt: skip
-        local.wait(timeout=1500)
-    finally:
-        if local.poll() is None:
-            local.kill()
-            local.wait()
+    result, wall_s = _run(
+        SNAKEMAKE + [
+            "-s", str(REPO / "Snakefile"), "-d", str(slurm_dir), "--profile", str(REPO / "profiles/slurm"),
+            "--slurm-init-seconds-before-status-checks", "5",
+            "--set-resources",
+            *(f"{rule}:{assign}" for rule in sorted(GPU_RULES) for assign in ("gpu=0", "gres='gpu:1'", "slurm_partition='gpu'")),
+        ],
+        slurm_dir, env, timeout=1500,
+    )  # fmt: skip
     log = result.stdout + result.stderr
     assert result.returncode == 0, _tail(log, 8000)
-    assert local.returncode == 0, _tail(local_log.read_text(), 8000)
     cluster["timings"]["slurm run"] = f"{wall_s:.0f}s"
-    return {"slurm": slurm_dir, "local": local_dir, "log": log, "env": env}
+    return {"slurm": slurm_dir, "local": tiny_run, "log": log, "env": env}
 
 
 def test_every_job_went_through_sbatch(runs):
@@ -174,8 +163,9 @@ def test_every_job_went_through_sbatch(runs):
 
 
 def test_tables_match_a_local_run(runs):
-    def tables(root):
-        return {p.relative_to(root): p for p in (root / "reports").rglob("*") if p.suffix in {".csv", ".md"}}
+    def tables(root):  # the CReL tables: the local run has every track's
+        reports = root / "reports/crel"
+        return {p.relative_to(reports): p for p in reports.rglob("*") if p.suffix in {".csv", ".md"}}
 
     slurm, local = tables(runs["slurm"]), tables(runs["local"])
     assert slurm and set(slurm) == set(local), (sorted(slurm), sorted(local))

@@ -1,14 +1,15 @@
-"""End to end: the tiny config runs the whole DAG; an alpha edit reruns only alpha-dependent jobs."""
+"""End to end: the tiny config runs the whole DAG; an alpha edit reruns only alpha-dependent jobs.
+
+The synthetic track's checks read a copy of the session's run of every track (conftest ``tiny_run``)."""
 
 import re
-import shutil
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
-from conftest import dry_run_jobs, run_bounded, run_snakemake, tiny_config
+from conftest import copy_run, dry_run_jobs, run_bounded, run_snakemake, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
@@ -53,13 +54,9 @@ def _job_counts(dry_run_stdout):
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("workflow")
-    (workdir / "config").mkdir()
-    shutil.copy(REPO / ".test/config/config.yaml", workdir / "config/config.yaml")
-    result = _snakemake(workdir)
-    assert result.returncode == 0, result.stderr[-5000:]
-    return workdir
+def finished_run(tiny_run, tmp_path_factory):
+    """A copy of the session's run of every track on the tiny config (this module edits and reruns it)."""
+    return copy_run(tiny_run, tmp_path_factory.mktemp("workflow"))
 
 
 def test_whole_dag_produces_every_table_and_figure(finished_run):
