@@ -3,6 +3,7 @@
 import json
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -53,3 +54,26 @@ def test_train_clip_runs_with_several_foils_and_exports_a_loadable_clip(tmp_path
                model=model, image_size=64, val_images=8, seed=0, exclude_shapes=["arrow"], foils=3, max_logit_scale=20.0)  # fmt: skip
     assert json.loads((tmp_path / "clip" / "training.json").read_text())
     assert ClipEncoder(tmp_path / "clip").text_features(["a red circle"]).shape == (1, 16)
+
+
+def test_the_contrastive_loss_on_padding_cut_batches_is_the_loss_on_full_length_ones():
+    """Training cuts the columns that are padding in every caption (and every foil); the loss must not move."""
+    from condeval.datasets.miniworld import vocabulary
+    from condeval.encoders.clip import ContrastiveCLIP, tiny_clip_config
+    from condeval.encoders.data import token_arrays
+    from condeval.encoders.tokenizer import build_word_tokenizer
+
+    tokenizer = build_word_tokenizer(vocabulary())
+    config = tiny_clip_config(tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1)
+    module = ContrastiveCLIP(config.to_dict(), hard_weight=2.0).eval()
+    texts = [token_arrays(tokenizer, c, 32) for c in (["a red star", "there is a blue box next to a ring"],
+                                                      ["a red box", "there is a blue star next to a ring"])]  # fmt: skip
+    (ids, mask), (hard_ids, hard_mask) = ([torch.as_tensor(a)[:, None] for a in t] for t in texts)
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    assert mask.sum(dim=-1).max() < 32
+    with torch.no_grad():
+        cut = module._loss((pixels, ids, mask, hard_ids, hard_mask), training=False)
+        image = module.embed(pixel_values=pixels)
+        text, hard = (module.embed(ids=i[:, 0], mask=m[:, 0]) for i, m in ((ids, mask), (hard_ids, hard_mask)))
+        full = contrastive_loss(image, text, hard, module.model.logit_scale, 2.0, module.hparams.max_logit_scale)
+    assert float(cut) == pytest.approx(float(full), rel=1e-5)

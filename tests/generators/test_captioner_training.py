@@ -47,3 +47,30 @@ def test_a_frozen_image_encoder_has_no_optimizer_group(tokenizer):
     rates = _learning_rates(module)
     assert not {id(p) for p in module.vision_tower().parameters()} & set(rates)
     assert list(rates.values()) == pytest.approx([LR] * len(rates))
+
+
+def _padded_batch(tokenizer, captions, length, image_size=32, seed=0):
+    import torch
+
+    from condeval.encoders.data import token_arrays
+
+    ids, mask = token_arrays(tokenizer, captions, length)
+    pixels = torch.randn(len(captions), 3, image_size, image_size, generator=torch.Generator().manual_seed(seed))
+    return pixels, torch.as_tensor(ids)[:, None], torch.as_tensor(mask)[:, None]  # one caption per image
+
+
+@pytest.mark.parametrize("architecture", ["blip", "git"])
+def test_the_loss_on_padding_cut_batches_is_the_loss_on_full_length_ones(tokenizer, architecture):
+    """Training cuts the columns that are padding in every caption; the captioning loss must not move."""
+    import torch
+
+    config = tiny_captioner_config(architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16,
+                                   text_layers=1, dropout=0.0)  # fmt: skip
+    module = CaptionerModule(architecture, config.to_dict()).eval()
+    pixels, ids, mask = _padded_batch(tokenizer, ["a red star", "there is a small blue box next to a ring"], 32)
+    assert mask[:, 0].sum(dim=1).max() < 32  # there is padding to cut
+    labels = ids[:, 0].masked_fill(mask[:, 0] == 0, -100)
+    with torch.no_grad():
+        full = module.model(pixel_values=pixels, input_ids=ids[:, 0], attention_mask=mask[:, 0], labels=labels).loss
+        cut = module._loss((pixels, ids, mask), training=False)
+    assert float(cut) == pytest.approx(float(full), rel=1e-5)

@@ -16,6 +16,7 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertForPreTraining, DataCollatorForLanguageModeling
 
 from condeval.core.training import ScheduledModule
+from condeval.encoders.data import trim_padding
 
 __all__ = ["tiny_bert_config", "PretrainingBert", "caption_pairs"]
 
@@ -70,6 +71,7 @@ class PretrainingBert(ScheduledModule):
 
     def _loss(self, batch, training: bool) -> torch.Tensor:
         ids, attention, types, next_sentence = batch
+        attention, ids, types = trim_padding(attention, ids, types)
         special = torch.isin(ids, self.special_ids) | (attention == 0)
         masked, labels = self.collator.torch_mask_tokens(ids.cpu().clone(), special.cpu())
         out = self.model(

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
 from condeval.core.training import ScheduledModule
+from condeval.encoders.data import trim_padding
 
 __all__ = ["tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contrastive_loss"]
 
@@ -132,6 +133,8 @@ class ContrastiveCLIP(ScheduledModule):
             torch.randint(0, texts[0].shape[1], rows.shape, device=rows.device) if training else torch.zeros_like(rows)
         )
         ids, mask, hard_ids, hard_mask = (t[rows, pick] for t in texts)
+        mask, ids = trim_padding(mask, ids)
+        hard_mask, hard_ids = trim_padding(hard_mask, hard_ids)
         image = self.embed(pixel_values=pixel_values)
         text = self.embed(ids=ids, mask=mask)
         hard = self.embed(ids=hard_ids.flatten(0, -2), mask=hard_mask.flatten(0, -2))

@@ -14,6 +14,7 @@ import pytorch_lightning as pl
 import torch
 
 from condeval.core.training import ScheduledModule
+from condeval.encoders.data import trim_padding
 from condeval.generators.captioners import _config_class, _model_class, captioner_image_processor, tiny_captioner_config
 
 __all__ = ["CaptionerModule", "blip_vision_from_clip", "clip_token_scale", "train_captioner"]
@@ -60,7 +61,7 @@ class CaptionerModule(ScheduledModule):
         pixel_values, ids, mask = batch
         rows = torch.arange(ids.shape[0], device=ids.device)
         pick = torch.randint(0, ids.shape[1], rows.shape, device=ids.device) if training else torch.zeros_like(rows)
-        ids, mask = ids[rows, pick], mask[rows, pick]
+        mask, ids = trim_padding(mask[rows, pick], ids[rows, pick])
         labels = ids.masked_fill(mask == 0, -100)
         return self.model(pixel_values=pixel_values, input_ids=ids, attention_mask=mask, labels=labels).loss
 
