@@ -90,7 +90,7 @@ rule crel:
 
 
 rule crel_i2t:
-    """CReL on image-to-text (Section 4.2): Table 2, Figs. 3, 4 and 6, reliability cards."""
+    """CReL on image-to-text (Section 4.2): Table 2, Figs. 3 and 4, reliability cards (Fig. 6: crel_i2t_num_z0)."""
     input:
         target_inputs("crel_i2t", section="crel.image_to_text"),
 

@@ -43,6 +43,16 @@ def test_mini_foil_it_round_trips_through_the_foil_it_loader(world, tmp_path):
     assert write_mini_foil_it(world, tmp_path / "other", seed=1)["test"].read_bytes() != paths["test"].read_bytes()
 
 
+def test_mini_foil_it_takes_as_many_images_per_file_as_asked_and_refuses_more_than_there_are(world, tmp_path):
+    paths = write_mini_foil_it(world, tmp_path, seed=0, images={"train": 30, "test": 12})
+    images = {split: {i["id"] for i in json.loads(path.read_text())["images"]} for split, path in paths.items()}
+    assert not images["train"] & images["test"]
+    # An image whose caption names no shape has no foil and is left out; at most a few are.
+    assert 27 <= len(images["train"]) <= 30 and 10 <= len(images["test"]) <= 12
+    with pytest.raises(ValueError, match="45 train and 20 test images asked, 60 there"):
+        write_mini_foil_it(world, tmp_path / "many", seed=0, images={"train": 45, "test": 20})
+
+
 def _shape_nouns(shapes):
     return {n for shape in shapes for noun in SHAPES[shape] for n in (noun, plural(noun))}
 

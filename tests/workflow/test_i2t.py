@@ -32,7 +32,10 @@ def _snakemake(workdir, *args, configs=CONFIGS):
 @pytest.fixture(scope="module")
 def finished(tiny_run, tmp_path_factory):
     """A copy of the session's run of every track on the tiny config (this module reruns parts of it)."""
-    return copy_run(tiny_run, tmp_path_factory.mktemp("i2t"))
+    workdir = copy_run(tiny_run, tmp_path_factory.mktemp("i2t"))
+    result = run_snakemake(workdir, "crel_i2t_num_z0", configs=("config/config.yaml",), budget_s=300)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return workdir
 
 
 def test_every_output_of_the_track_is_written(finished):

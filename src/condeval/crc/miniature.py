@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -78,13 +79,25 @@ def _foil_document(rows, images_by_id: dict, split: str) -> dict:
 
 
 def write_mini_foil_it(
-    coco_root: str | os.PathLike, out_dir: str | os.PathLike, *, seed: int, train_fraction: float = 0.5
+    coco_root: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    seed: int,
+    train_fraction: float = 0.5,
+    images: Mapping[str, int] | None = None,
 ) -> dict[str, Path]:
     """Write ``foilv1.0_{train,test}_2017.json`` from the world's val split.
 
     Each image's evaluation caption becomes one pair (its annotation id is the pair's ``id``): the
     original, and the foil with one shape noun swapped. Images are split at random (``seed``)
-    into train (``train_fraction``) and test. Returns the two files by split.
+    into train (``train_fraction``) and test, or, with ``images`` (``{"train": n, "test": m}``),
+    the first n images of that order are train, the next m test and the rest unused. Returns the
+    two files by split.
+
+    Raises
+    ------
+    ValueError
+        If ``images`` asks for more images than the val split has.
     """
     coco_root, out_dir = Path(coco_root), Path(out_dir)
     captions_json = coco_root / "annotations" / "captions_val2014.json"
@@ -95,16 +108,25 @@ def write_mini_foil_it(
         for image in read_json(captions_json, dict)["images"]
     }
     rng = np.random.default_rng([seed, 7])
-    order = rng.permutation(len(captions))
-    train_ids = set(captions["image_id"].to_numpy()[order[: int(round(train_fraction * len(captions)))]].tolist())
+    order = captions["image_id"].to_numpy()[rng.permutation(len(captions))]
+    if images is None:
+        n_train = int(round(train_fraction * len(captions)))
+        split_of = {image_id: "train" if k < n_train else "test" for k, image_id in enumerate(order.tolist())}
+    else:
+        if images["train"] + images["test"] > len(order):
+            raise ValueError(
+                f"{captions_json}: {images['train']} train and {images['test']} test images asked, {len(order)} there"
+            )
+        split_of = dict.fromkeys(order[: images["train"]].tolist(), "train")
+        split_of.update(dict.fromkeys(order[images["train"] : images["train"] + images["test"]].tolist(), "test"))
     rows: dict[str, list[dict]] = {split: [] for split in FOIL_IT_SPLITS}
     for image_id, pair_id, caption in captions.select("image_id", "caption_id", "caption").iter_rows():
-        swapped = _noun_only_swap(caption.split(), np.random.default_rng([seed, pair_id]))
+        split = split_of.get(image_id)
+        swapped = None if split is None else _noun_only_swap(caption.split(), np.random.default_rng([seed, pair_id]))
         if swapped is None:
             continue
         tokens, k = swapped
         common = {"id": pair_id, "image_id": image_id, "target_word": caption.split()[k], "foil_word": tokens[k]}
-        split = "train" if image_id in train_ids else "test"
         rows[split] += [
             {**common, "caption": caption, "foil": False},
             {**common, "caption": " ".join(tokens), "foil": True},

@@ -17,6 +17,7 @@ if "miniature" in CRC:
             test=str(Path(CRC_DATA["foil_it"]["file"]).with_name("foilv1.0_test_2017.json")),
         params:
             seed=CRC["miniature"]["seed"],
+            images=canonical(CRC["miniature"]["foil_it"]) if "foil_it" in CRC["miniature"] else None,
         log:
             "logs/crc/mini_foil_it.log",
         conda:

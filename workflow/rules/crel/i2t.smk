@@ -95,7 +95,7 @@ rule i2t_fit:
 
 rule i2t_evaluate:
     """Calibrate at alpha; rho and CReL-rho (PGD, num_z0 starts) of every test image, the worst cases'
-    distance to real captions; the num_z0 curve (Fig. 6) with the same search."""
+    distance to real captions."""
     input:
         unpack(i2t_feature_inputs),
         unpack(i2t_evaluate_inputs),
@@ -103,13 +103,11 @@ rule i2t_evaluate:
         dqr="results/crel_i2t/{model}/{metric}/dqr.ckpt",
     output:
         scores="results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
-        num_z0="results/crel_i2t/{model}/{metric}/num_z0_alpha{alpha}.parquet",
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
         reliability=canonical(I2T["reliability"]),
         condition=I2T["condition"],
-        num_z0s=I2T["num_z0_curve"],
         seed=I2T["seed"],
     log:
         "logs/crel_i2t/evaluate_{model}_{metric}_alpha{alpha}.log",
@@ -123,3 +121,33 @@ rule i2t_evaluate:
         gpu=0,
     script:
         "../../scripts/crel/i2t_evaluate.py"
+
+
+rule i2t_num_z0:
+    """The num_z0 curve (Fig. 6, Appendix C.8): Table 2's search at every num_z0 of
+    crel.image_to_text.num_z0_curve; the point at reliability.num_z0 is read from Table 2's scores."""
+    input:
+        unpack(i2t_feature_inputs),
+        scores="results/crel_i2t/{model}/{metric}/scores_alpha{alpha}.parquet",
+        lgm="results/crel_i2t/{model}/{metric}/lgm.ckpt",
+        dqr="results/crel_i2t/{model}/{metric}/dqr.ckpt",
+    output:
+        num_z0="results/crel_i2t/{model}/{metric}/num_z0_alpha{alpha}.parquet",
+    wildcard_constraints:
+        **I2T_WILDCARDS,
+    params:
+        reliability=canonical(I2T["reliability"]),
+        condition=I2T["condition"],
+        num_z0s=I2T["num_z0_curve"],
+        seed=I2T["seed"],
+    log:
+        "logs/crel_i2t/num_z0_{model}_{metric}_alpha{alpha}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/crel/i2t_num_z0.py"

@@ -1,5 +1,5 @@
 """Snakemake adapter: calibrate CReL at alpha, score every test image, check its worst case against
-real captions, and sweep num_z0 (Fig. 6) with the same search."""
+real captions."""
 
 import numpy as np
 import polars as pl
@@ -9,7 +9,7 @@ from condeval.core.devices import device_for_gpus
 from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
 from condeval.crel import CReL
-from condeval.crel.image_to_text import decoded_points, evaluate_crel, item_arrays, manifold_check, num_z0_curve
+from condeval.crel.image_to_text import decoded_points, evaluate_crel, item_arrays, manifold_check
 from condeval.encoders.features import read_feature_shards
 
 log = log_to_file(snakemake.log[0])
@@ -38,9 +38,3 @@ log.info(
     w.model, w.metric, frame["rho"].mean(), frame["rho_own_code"].mean(), frame["crel_rho"].mean(), frame["covered"].mean(), frame["converged"].mean(),
     frame["worst_nn_distance"].median(), frame["caption_nn_distance"].median(), frame["reference_nn_distance"].median(),
 )  # fmt: skip
-curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, searched={num_z0: scores}, **search)
-write_parquet(
-    pl.DataFrame(curve).with_columns(pl.lit(w.model).alias("model"), pl.lit(w.metric).alias("metric")),
-    snakemake.output.num_z0,
-)
-log.info("num_z0 curve: %s", curve)
