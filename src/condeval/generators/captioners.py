@@ -43,7 +43,7 @@ def tiny_captioner_config(
     heads: int = 4,
     patch_size: int = 8,
     max_length: int = 32,
-    dropout: float = 0.1,
+    dropout: float | None = None,
 ):
     """A ``BlipConfig`` or ``GitConfig`` of the real architecture at a CPU-trainable size.
 
@@ -63,9 +63,9 @@ def tiny_captioner_config(
         Side of a vision patch, in pixels.
     max_length : int, default 32
         Longest caption, in tokens (the text position embeddings).
-    dropout : float, default 0.1
-        Dropout of the text tower's hidden states and attention probabilities (the transformers
-        default; the vision tower has none, as in CLIP).
+    dropout : float, optional
+        Dropout of the text tower's hidden states and attention probabilities; by default each
+        family's transformers default (BLIP's text tower 0.0, GIT 0.1). The vision tower has none.
 
     Returns
     -------
@@ -80,7 +80,7 @@ def tiny_captioner_config(
 
     vision = dict(_tower(vision_width, vision_layers, heads), image_size=image_size, patch_size=patch_size)
     ids = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id)
-    drop = dict(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    drop = {} if dropout is None else dict(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     if architecture == "blip":
         text = dict(
             _tower(text_width, text_layers, heads), vocab_size=len(tokenizer), max_position_embeddings=max_length,
