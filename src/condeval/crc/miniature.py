@@ -109,16 +109,12 @@ def write_mini_foil_it(
     }
     rng = np.random.default_rng([seed, 7])
     order = captions["image_id"].to_numpy()[rng.permutation(len(captions))]
-    if images is None:
-        n_train = int(round(train_fraction * len(captions)))
-        split_of = {image_id: "train" if k < n_train else "test" for k, image_id in enumerate(order.tolist())}
-    else:
-        if images["train"] + images["test"] > len(order):
-            raise ValueError(
-                f"{captions_json}: {images['train']} train and {images['test']} test images asked, {len(order)} there"
-            )
-        split_of = dict.fromkeys(order[: images["train"]].tolist(), "train")
-        split_of.update(dict.fromkeys(order[images["train"] : images["train"] + images["test"]].tolist(), "test"))
+    n_train = images["train"] if images else int(round(train_fraction * len(order)))
+    n_test = images["test"] if images else len(order) - n_train
+    if n_train + n_test > len(order):
+        raise ValueError(f"{captions_json}: {n_train} train and {n_test} test images asked, {len(order)} there")
+    split_of = dict.fromkeys(order[:n_train].tolist(), "train")
+    split_of.update(dict.fromkeys(order[n_train : n_train + n_test].tolist(), "test"))
     rows: dict[str, list[dict]] = {split: [] for split in FOIL_IT_SPLITS}
     for image_id, pair_id, caption in captions.select("image_id", "caption_id", "caption").iter_rows():
         split = split_of.get(image_id)
