@@ -74,3 +74,37 @@ def test_the_loss_on_padding_cut_batches_is_the_loss_on_full_length_ones(tokeniz
         full = module.model(pixel_values=pixels, input_ids=ids[:, 0], attention_mask=mask[:, 0], labels=labels).loss
         cut = module._loss((pixels, ids, mask), training=False)
     assert float(cut) == pytest.approx(float(full), rel=1e-5)
+
+
+@pytest.mark.parametrize("architecture", ["blip", "git"])
+def test_a_frozen_encoder_trains_on_its_precomputed_tokens_at_the_same_loss(tokenizer, architecture):
+    """Training a frozen encoder's captioner on tokens computed once must give the loss and gradients of pixels."""
+    import torch
+
+    config = tiny_captioner_config(architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16,
+                                   text_layers=1, dropout=0.0)  # fmt: skip
+    module = CaptionerModule(architecture, config.to_dict(), freeze_vision=True).train()
+    pixels, ids, mask = _padded_batch(tokenizer, ["a red star", "there is a small blue box next to a ring"], 32)
+    tokens = module.image_tokens(pixels)
+    assert module.vision_tower().training  # image_tokens restores the mode it found
+    losses, grads = [], []
+    for images in (pixels, tokens):
+        module.zero_grad()
+        loss = module._loss((images, ids, mask), training=False)
+        loss.backward()
+        losses.append(float(loss))
+        grads.append(torch.cat([p.grad.flatten() for p in module.parameters() if p.requires_grad]))
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-6)
+    assert sum(p.numel() for p in module.vision_tower().parameters()) > 0  # the real encoder is back in place
+
+
+def test_precomputed_tokens_are_refused_for_an_encoder_that_trains(tokenizer):
+    import torch
+
+    config = tiny_captioner_config("git", tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1)
+    module = CaptionerModule("git", config.to_dict())
+    pixels, ids, mask = _padded_batch(tokenizer, ["a red star"], 32)
+    with pytest.raises(ValueError, match="freeze_vision"):
+        module._loss((module.image_tokens(pixels), ids, mask), training=False)
+    assert isinstance(module._loss((pixels, ids, mask), training=False), torch.Tensor)

@@ -5,6 +5,7 @@ Kept apart from :mod:`condeval.generators.captioners` so that sampling captions 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -28,6 +29,10 @@ class CaptionerModule(ScheduledModule):
     ``ids``/``mask`` hold all of an image's captions (B, C, L); each step trains on one of them at
     random, so an epoch is one pass over the images. Validation uses caption 0. The image encoder
     learns at ``vision_lr_scale`` times ``lr`` (a pre-trained tower fine-tuned gently).
+
+    With ``freeze_vision``, a batch may carry the encoder's output tokens (B, T, D) from
+    :meth:`image_tokens` in place of ``pixel_values``: a frozen encoder gives the same tokens every
+    epoch, so they are computed once and the encoder is skipped in training (same loss).
     """
 
     def __init__(
@@ -53,6 +58,28 @@ class CaptionerModule(ScheduledModule):
             return self.model.git.image_encoder
         return self.model.vision_model
 
+    @torch.no_grad()
+    def image_tokens(self, pixel_values: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+        """The image encoder's last hidden states (N, T, D) of ``pixel_values`` (N, 3, H, W), in eval mode."""
+        tower = self.vision_tower()
+        was_training = tower.training
+        tower.eval()
+        tokens = [tower(pixel_values=chunk).last_hidden_state for chunk in pixel_values.split(batch_size)]
+        tower.train(was_training)
+        return torch.cat(tokens)
+
+    @contextlib.contextmanager
+    def _encoder_given_tokens(self):
+        """Swap the image encoder for :class:`_GivenTokens` while a batch of precomputed tokens runs."""
+        parent, name = (self.model.git, "image_encoder") if self.hparams.architecture == "git" else (
+            self.model, "vision_model")  # fmt: skip
+        tower = getattr(parent, name)
+        setattr(parent, name, _GivenTokens())
+        try:
+            yield
+        finally:
+            setattr(parent, name, tower)
+
     def lr_scale(self, name: str) -> float:
         tower = "model.git.image_encoder." if self.hparams.architecture == "git" else "model.vision_model."
         return self.hparams.vision_lr_scale if name.startswith(tower) else 1.0
@@ -63,7 +90,22 @@ class CaptionerModule(ScheduledModule):
         pick = torch.randint(0, ids.shape[1], rows.shape, device=ids.device) if training else torch.zeros_like(rows)
         mask, ids = trim_padding(mask[rows, pick], ids[rows, pick])
         labels = ids.masked_fill(mask == 0, -100)
-        return self.model(pixel_values=pixel_values, input_ids=ids, attention_mask=mask, labels=labels).loss
+        if pixel_values.ndim == 4:
+            return self.model(pixel_values=pixel_values, input_ids=ids, attention_mask=mask, labels=labels).loss
+        if not self.hparams.freeze_vision:
+            raise ValueError("precomputed image tokens need freeze_vision: a trained encoder changes its tokens")
+        with self._encoder_given_tokens():  # rank 4 on the way in: GIT takes only rank-4 or 5 pixel batches
+            return self.model(pixel_values=pixel_values[:, None], input_ids=ids, attention_mask=mask,
+                              labels=labels).loss  # fmt: skip
+
+
+class _GivenTokens(torch.nn.Module):
+    """Stands in for a frozen image encoder: returns the tokens (B, 1, T, D) it is passed as (B, T, D)."""
+
+    def forward(self, pixel_values: torch.Tensor, **kwargs):
+        from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+        return BaseModelOutputWithPooling(last_hidden_state=pixel_values[:, 0])
 
 
 def _vision_shape(vision_config) -> dict:
@@ -248,7 +290,8 @@ def train_captioner(
         and ``model``'s ``vision_width``, ``vision_layers``, ``heads`` and ``patch_size`` are ignored
         for it.
     freeze_vision : bool, default False
-        Keep the image encoder fixed.
+        Keep the image encoder fixed. Its tokens of the training images are then computed once
+        (:meth:`CaptionerModule.image_tokens`) and every epoch trains the text side on them.
     vision_lr_scale : float, default 1.0
         The image encoder's learning rate as a fraction of ``lr`` (when it is not frozen).
     accelerator : str, default "cpu"
@@ -300,6 +343,9 @@ def train_captioner(
     )
     if clip is not None:
         _load_clip_vision(module, clip, arrays[0][val_images:])
+    if freeze_vision:
+        arrays = (module.image_tokens(torch.as_tensor(arrays[0])).numpy(), *arrays[1:])
+        log.info("image encoder frozen: its tokens %s computed once for every epoch", tuple(arrays[0].shape))
 
     return train_and_export(
         module,
