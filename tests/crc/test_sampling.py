@@ -184,6 +184,30 @@ def test_sample_captions_seeds_each_pair_by_its_key(encoder, image, tmp_path):
     assert twins["mean"][0] == whole["mean"][0] and twins["mean"][1] != twins["mean"][0]  # each pair its own masks
 
 
+def test_an_images_masked_embeddings_are_computed_once_for_all_its_captions(encoder, image, tmp_path, monkeypatch):
+    """Two images, five captions in interleaved order: two image forwards; rows come back in the order given."""
+    from condeval.crc.sampling import sample_captions
+
+    paths = [tmp_path / "a.png", tmp_path / "b.png"]
+    image.save(paths[0])
+    image.transpose(0).save(paths[1])  # a mirrored scene: another image
+    sampler = _sampler(encoder)
+    calls = []
+    forward = sampler.image_embeddings
+    monkeypatch.setattr(sampler, "image_embeddings", lambda im, rng: calls.append(1) or forward(im, rng))
+    order = [0, 1, 0, 1, 0]
+    captions = ["a red star".split(), "two blue rings".split(), "a blue ring".split(), "a red star".split(),
+                "two red stars".split()]  # fmt: skip
+    rows = sample_captions(sampler, [paths[i] for i in order], captions, [5, 4, 3, 2, 1], seed=0, progress=False)
+    assert len(calls) == 2 and rows["key"].to_list() == [5, 4, 3, 2, 1]
+    alone = [sample_captions(sampler, [paths[i]], [c], [k], seed=0, progress=False)
+             for i, c, k in zip(order, captions, [5, 4, 3, 2, 1])]  # fmt: skip
+    import polars as pl
+
+    assert pl.concat(alone).equals(rows)  # sharing changes no pair's samples
+    assert rows["mean"][0] != rows["mean"][3]  # one caption, two images
+
+
 def test_words_past_the_tokenizers_max_length_are_counted(encoder, image, tmp_path):
     """The tiny CLIP reads 32 tokens: a 42-word caption loses its last 12 words, 28 words fit."""
     from condeval.crc.sampling import sample_captions

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -210,18 +211,28 @@ class AttentionMaskSampler:
     def sample(self, image: Image.Image, words: Sequence[str], seed: int) -> PairSamples:
         """All samples of one pair; the same ``seed`` gives the same masks."""
         rng = np.random.default_rng(seed)
-        images = self.image_embeddings(image, rng)
+        return self.score(self.image_embeddings(image, rng), words, rng)
+
+    def score(self, image_embeddings: torch.Tensor, words: Sequence[str], rng: np.random.Generator) -> PairSamples:
+        """The samples of one caption against an image's ``(1 + I)`` :meth:`image_embeddings`.
+
+        One image's embeddings serve all of its captions (:func:`sample_captions`): the image
+        forwards are most of a pair's cost.
+        """
         texts, masks = self.text_embeddings(list(words), rng)
-        scores = clipscore(texts, images, self.weight).cpu().numpy().astype(np.float64)
+        scores = clipscore(texts, image_embeddings, self.weight).cpu().numpy().astype(np.float64)
         return PairSamples(scores=scores, text_masks=masks, words=list(words))
 
 
 def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: Sequence[Sequence[str]], keys: Sequence[int], *,
                     seed: int, keep_distribution: bool = False, progress: bool = True) -> pl.DataFrame:  # fmt: skip
-    """Attention-mask samples of many pairs, one row per pair.
+    """Attention-mask samples of many pairs, one row per pair, in the order given.
 
-    Each pair's masks are seeded by ``(seed, key)``, so a pair's results do not depend on how the
-    pairs are sharded or ordered.
+    An image's I masked embeddings are computed once and shared by all of its captions, seeded by
+    ``(seed, the image file's name)``; each caption's T text masks are seeded by ``(seed, key)``. So a
+    pair's results do not depend on how the pairs are sharded or ordered. Captions of one image
+    share its image masks as they share the image: the calibration unit is the image
+    (``crc.calibration_unit``), not the caption.
 
     Returns
     -------
@@ -240,24 +251,44 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
     import polars as pl
     from tqdm.auto import tqdm
 
-    rows = []
-    for path, caption, key in tqdm(
-        list(zip(paths, words, keys)), desc="attention-mask sampling", unit="pair", disable=not progress, mininterval=10
-    ):
+    by_image: dict[str, list[int]] = {}
+    for index, path in enumerate(paths):
+        by_image.setdefault(str(path), []).append(index)
+    rows: list[dict | None] = [None] * len(paths)
+    bar = tqdm(total=len(paths), desc="attention-mask sampling", unit="pair", disable=not progress, mininterval=10)
+    for path, indices in by_image.items():
         with Image.open(path) as image:
-            pair = sampler.sample(
-                image, list(caption), seed=int(np.random.SeedSequence([seed, int(key)]).generate_state(1)[0])
-            )
-        if not np.isfinite(pair.scores).all():
-            raise FloatingPointError(f"non-finite CLIPScores for pair key {key} ({path})")
-        row = {"key": int(key), "clipscore": pair.clipscore, "mean": float(pair.distribution.mean()), "std": float(pair.distribution.std()),
-               "clipped_share": pair.clipped_share, "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words,
-               "pos": sampler.tagger.tag(list(caption)), "truncated_words": sampler.truncated_words(list(caption))}  # fmt: skip
-        if keep_distribution:
-            row["samples"] = pair.distribution.astype(np.float32).tolist()
-        rows.append(row)
+            images = sampler.image_embeddings(image, np.random.default_rng(_seed(seed, _name_key(path))))
+        for index in indices:
+            caption, key = list(words[index]), int(keys[index])
+            pair = sampler.score(images, caption, np.random.default_rng(_seed(seed, key)))
+            if not np.isfinite(pair.scores).all():
+                raise FloatingPointError(f"non-finite CLIPScores for pair key {key} ({path})")
+            rows[index] = _sample_row(sampler, pair, key, keep_distribution)
+            bar.update()
+    bar.close()
     schema = {"key": pl.Int64, "clipscore": pl.Float64, "mean": pl.Float64, "std": pl.Float64, "clipped_share": pl.Float64,
               "word_scores": pl.List(pl.Float64), "has_valid_words": pl.Boolean, "pos": pl.List(pl.String), "truncated_words": pl.Int64}  # fmt: skip
     if keep_distribution:
         schema["samples"] = pl.List(pl.Float32)
     return pl.DataFrame(rows, schema=schema)
+
+
+def _seed(seed: int, key: int) -> int:
+    return int(np.random.SeedSequence([seed, key]).generate_state(1)[0])
+
+
+def _name_key(path) -> int:
+    """A stable integer of an image file's name: its masks do not move with the data root."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(Path(path).name.encode(), digest_size=8).digest(), "little")
+
+
+def _sample_row(sampler: AttentionMaskSampler, pair: PairSamples, key: int, keep_distribution: bool) -> dict:
+    row = {"key": key, "clipscore": pair.clipscore, "mean": float(pair.distribution.mean()), "std": float(pair.distribution.std()),
+           "clipped_share": pair.clipped_share, "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words,
+           "pos": sampler.tagger.tag(pair.words), "truncated_words": sampler.truncated_words(pair.words)}  # fmt: skip
+    if keep_distribution:
+        row["samples"] = pair.distribution.astype(np.float32).tolist()
+    return row
