@@ -13,9 +13,11 @@ LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --
 
 .PHONY: setup lock envs run report ablations scaling test test-fast bench bench-crc bench-i2t lint format share fetch clean
 
+# --no-compile: Python writes each module's bytecode when it is first imported, for the modules the
+# jobs use; compiling every installed module up front took half of a fresh install (3 min 55 s vs 1 min 51 s).
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-compile --require-hashes -r $(LOCK)
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
