@@ -18,7 +18,15 @@ pytestmark = pytest.mark.slow  # starts Snakemake
 #: build) under config/paper.yaml; update when the DAG changes on purpose.
 EXPECTED_JOBS = 1184
 #: Image-to-text rules that must run on a GPU node under profiles/slurm.
-I2T_GPU_RULES = ("generate_captions", "image_features", "text_features", "i2t_fit", "i2t_evaluate", "i2t_num_z0", "crc_sample")
+I2T_GPU_RULES = (
+    "generate_captions",
+    "image_features",
+    "text_features",
+    "i2t_fit",
+    "i2t_evaluate",
+    "i2t_num_z0",
+    "crc_sample",
+)
 
 
 def _stand_ins(workdir: Path) -> dict:
