@@ -52,11 +52,15 @@ class CaptionerModule(ScheduledModule):
         if freeze_vision:
             self.vision_tower().requires_grad_(False)
 
+    def _tower_slot(self) -> tuple[torch.nn.Module, str]:
+        """The module holding the image encoder and the encoder's attribute name there."""
+        if self.hparams.architecture == "git":
+            return self.model.git, "image_encoder"
+        return self.model, "vision_model"
+
     def vision_tower(self) -> torch.nn.Module:
         """The image encoder (GIT: a CLIP vision transformer; BLIP: its own ViT)."""
-        if self.hparams.architecture == "git":
-            return self.model.git.image_encoder
-        return self.model.vision_model
+        return getattr(*self._tower_slot())
 
     @torch.no_grad()
     def image_tokens(self, pixel_values: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
@@ -71,8 +75,7 @@ class CaptionerModule(ScheduledModule):
     @contextlib.contextmanager
     def _encoder_given_tokens(self):
         """Swap the image encoder for :class:`_GivenTokens` while a batch of precomputed tokens runs."""
-        parent, name = (self.model.git, "image_encoder") if self.hparams.architecture == "git" else (
-            self.model, "vision_model")  # fmt: skip
+        parent, name = self._tower_slot()
         tower = getattr(parent, name)
         setattr(parent, name, _GivenTokens())
         try:
