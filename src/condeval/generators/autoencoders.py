@@ -1,0 +1,190 @@
+"""The latent autoencoders of the text-to-image pipelines: a diffusers ``AutoencoderKL`` (SD3, FLUX)
+and a ``VQModel`` MoVQ (Kandinsky 2.2), at tiny sizes, trained here in Lightning on mini-world images.
+
+Both are fully convolutional (no mid-block attention), so they train on random crops of the images
+and apply to whole ones. The KL autoencoder's ``scaling_factor`` and ``shift_factor`` are set, as
+SD3's are, so that scaled latents of the training images have zero mean and unit variance, which is
+what the pipelines assume when they start from unit Gaussian noise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import torch
+
+from condeval.core.training import ScheduledModule
+
+__all__ = ["tiny_autoencoder_kl", "tiny_movq", "AutoencoderModule", "train_autoencoder", "latent_statistics"]
+
+log = logging.getLogger(__name__)
+
+
+def tiny_autoencoder_kl(
+    image_size: int, *, channels: tuple[int, ...] = (32, 64, 64), latent_channels: int = 4, layers_per_block: int = 1
+):
+    """An ``AutoencoderKL`` that downsamples by ``2 ** (len(channels) - 1)`` into ``latent_channels`` maps.
+
+    ``use_quant_conv`` is off as in SD3's and FLUX's autoencoders; the mid block has no attention.
+    """
+    from diffusers import AutoencoderKL
+
+    return AutoencoderKL(
+        in_channels=3, out_channels=3, latent_channels=latent_channels, sample_size=image_size,
+        down_block_types=("DownEncoderBlock2D",) * len(channels), up_block_types=("UpDecoderBlock2D",) * len(channels),
+        block_out_channels=tuple(channels), layers_per_block=layers_per_block, norm_num_groups=8,
+        use_quant_conv=False, use_post_quant_conv=False, mid_block_add_attention=False, shift_factor=0.0,
+        scaling_factor=1.0,
+    )  # fmt: skip
+
+
+def tiny_movq(
+    image_size: int, *, channels: tuple[int, ...] = (32, 64, 64), latent_channels: int = 4, num_vq_embeddings: int = 256,
+    layers_per_block: int = 1,
+):  # fmt: skip
+    """A ``VQModel`` as Kandinsky 2.2's MoVQ: spatially normalised decoder (``norm_type="spatial"``, whose
+    ``SpatialNorm`` has 32 groups: every width a multiple of 32)."""
+    from diffusers import VQModel
+
+    return VQModel(
+        in_channels=3, out_channels=3, latent_channels=latent_channels, vq_embed_dim=latent_channels,
+        num_vq_embeddings=num_vq_embeddings, sample_size=image_size, norm_type="spatial",
+        down_block_types=("DownEncoderBlock2D",) * len(channels), up_block_types=("UpDecoderBlock2D",) * len(channels),
+        block_out_channels=tuple(channels), layers_per_block=layers_per_block,
+        norm_num_groups=8, mid_block_add_attention=False,
+    )  # fmt: skip
+
+
+class AutoencoderModule(ScheduledModule):
+    """Lightning wrapper: reconstruction (L1 + MSE) plus ``kl_weight`` · KL (``AutoencoderKL``) or the
+    VQ commitment loss (``VQModel``) on batches of images in [-1, 1], (B, 3, H, W).
+
+    Training batches are cut to a random ``crop``-pixel square (the same for the whole batch): the
+    models are convolutional, so a crop costs a fraction of a whole image and teaches the same filters.
+    """
+
+    def __init__(
+        self, kind: str, config: dict, lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000,
+        kl_weight: float = 1e-6, crop: int | None = None, weight_decay: float = 0.0,
+    ):  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters()
+        self.model = _autoencoder_class(kind).from_config(config)
+
+    def _crop(self, images: torch.Tensor) -> torch.Tensor:
+        crop, side = self.hparams.crop, images.shape[-1]
+        if not crop or crop >= side:
+            return images
+        top, left = (int(v) for v in torch.randint(0, side - crop + 1, (2,)))
+        return images[..., top : top + crop, left : left + crop]
+
+    def _loss(self, batch, training: bool) -> torch.Tensor:
+        (images,) = batch
+        images = self._crop(images) if training else images
+        if self.hparams.kind == "kl":
+            posterior = self.model.encode(images).latent_dist
+            latents = posterior.sample() if training else posterior.mode()
+            regulariser = self.hparams.kl_weight * posterior.kl().mean() / images[0].numel()
+            decoded = self.model.decode(latents).sample
+        else:
+            output = self.model(images, return_dict=True)
+            decoded, regulariser = output.sample, output.commit_loss.mean()
+        error = decoded - images
+        return error.abs().mean() + error.square().mean() + regulariser
+
+
+def _autoencoder_class(kind: str):
+    from diffusers import AutoencoderKL, VQModel
+
+    classes = {"kl": AutoencoderKL, "vq": VQModel}
+    if kind not in classes:
+        raise ValueError(f"autoencoder kind must be one of {sorted(classes)}, got {kind!r}")
+    return classes[kind]
+
+
+@torch.no_grad()
+def latent_statistics(vae, images: torch.Tensor, batch_size: int = 256) -> tuple[float, float]:
+    """(mean, standard deviation) of an ``AutoencoderKL``'s latent means over ``images``."""
+    latents = torch.cat([vae.encode(chunk).latent_dist.mode() for chunk in images.split(batch_size)])
+    return float(latents.mean()), float(latents.std())
+
+
+def train_autoencoder(
+    images: np.ndarray,
+    out_dir: str | os.PathLike,
+    *,
+    kind: str,
+    model: dict,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    val_images: int,
+    seed: int,
+    crop: int | None = None,
+    kl_weight: float = 1e-6,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
+    """Train a tiny ``AutoencoderKL`` (``kind="kl"``) or MoVQ ``VQModel`` (``"vq"``) and ``save_pretrained`` it.
+
+    Parameters
+    ----------
+    images : ndarray
+        Training images in [-1, 1], float32 (N, 3, H, W); the first ``val_images`` validate.
+    out_dir : path-like
+        Folder receiving the model (``AutoencoderKL.from_pretrained(out_dir)`` loads it).
+    kind : {"kl", "vq"}
+    model : dict
+        Keyword arguments of :func:`tiny_autoencoder_kl` or :func:`tiny_movq`.
+    epochs, batch_size : int
+    lr : float
+        Peak learning rate (warm-up then cosine decay).
+    val_images, seed : int
+    crop : int, optional
+        Side of the random training crop (whole images when ``None``).
+    kl_weight : float
+        Weight of the KL term (``"kl"`` only), per pixel value.
+    accelerator : str
+    fingerprint : str, optional
+        Identity of the run (a changed setting trains afresh instead of resuming).
+
+    Returns
+    -------
+    dict
+        The training summary; for ``"kl"`` it holds the ``scaling_factor`` and ``shift_factor`` set.
+    """
+    import pytorch_lightning as pl
+
+    from condeval.encoders.train import _steps, train_and_export
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    side = images.shape[-1]
+    build = tiny_autoencoder_kl if kind == "kl" else tiny_movq
+    config = dict(build(side, **model).config)
+    steps = _steps(len(images) - val_images, batch_size, epochs)
+    module = AutoencoderModule(kind, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
+                               kl_weight=kl_weight, crop=crop)  # fmt: skip
+    summary = train_and_export(
+        module, (images,), out_dir, val_rows=val_images, epochs=epochs, batch_size=batch_size, seed=seed,
+        accelerator=accelerator, fingerprint=fingerprint,
+    )  # fmt: skip
+    if kind == "kl":
+        summary.update(_set_latent_scale(out_dir, images[val_images : val_images + 2048]))
+    return summary
+
+
+def _set_latent_scale(out_dir: str | os.PathLike, images: np.ndarray) -> dict:
+    """Store ``shift_factor`` and ``scaling_factor`` (SD3's latent normalisation) in the saved config."""
+    from diffusers import AutoencoderKL
+
+    from condeval.core.io import atomic_directory
+
+    vae = AutoencoderKL.from_pretrained(str(out_dir)).eval()
+    mean, std = latent_statistics(vae, torch.as_tensor(images))
+    vae.register_to_config(shift_factor=mean, scaling_factor=1.0 / std)
+    with atomic_directory(out_dir) as folder:
+        vae.save_pretrained(folder)
+    log.info("latent shift_factor %.4f, scaling_factor %.4f", mean, 1.0 / std)
+    return {"shift_factor": mean, "scaling_factor": 1.0 / std}

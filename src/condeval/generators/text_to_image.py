@@ -1,0 +1,264 @@
+"""Text-to-image generators as the real diffusers pipelines, at tiny sizes for the mini-world.
+
+Four families, each assembled from components of the real classes and saved with
+``save_pretrained`` as a complete pipeline folder, so that ``DiffusionPipeline.from_pretrained(path)``
+loads it as it loads the hub checkpoints:
+
+==================  =================================  ==========================================
+family              pipeline                           denoiser
+==================  =================================  ==========================================
+``sd3``             ``StableDiffusion3Pipeline``       ``SD3Transformer2DModel`` (SD3-M, SD3.5-L)
+``flux``            ``FluxPipeline``                   ``FluxTransformer2DModel``, guidance embedded
+``kandinsky``       ``KandinskyV22PriorPipeline`` +    ``PriorTransformer`` (text -> image embedding),
+                    ``KandinskyV22Pipeline``           ``UNet2DConditionModel`` on ``VQModel`` latents
+==================  =================================  ==========================================
+
+Text encoders come from the shared tiny CLIP (:func:`clip_text_encoder`): its text tower, as
+``CLIPTextModelWithProjection`` (SD3's two CLIP encoders, Kandinsky's prior) or ``CLIPTextModel``
+(FLUX's pooled vector). A tiny ``T5EncoderModel`` (:func:`tiny_t5_encoder`) is the sequence encoder
+of FLUX and SD3.5. Kandinsky's prior needs its text width, its projection and its image-embedding
+width to be one number; the shared CLIP's are 64 and 128, so Kandinsky gets its own CLIP space
+(:func:`kandinsky_clip`), as the real Kandinsky 2.2 has its own CLIP (ViT-bigG).
+
+Every pipeline is called as on a cluster: ``pipe(prompt, num_inference_steps=..., guidance_scale=...,
+generator=...)``. :mod:`condeval.generators.text_to_image_training` trains the denoisers.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+
+import torch
+
+__all__ = [
+    "FAMILIES",
+    "clip_text_encoder",
+    "pipeline_tokenizer",
+    "tiny_t5_encoder",
+    "tiny_sd3_transformer",
+    "tiny_flux_transformer",
+    "tiny_kandinsky_prior",
+    "tiny_kandinsky_unet",
+    "kandinsky_clip",
+    "build_sd3_pipeline",
+    "build_flux_pipeline",
+    "build_kandinsky_pipelines",
+    "load_text_to_image",
+    "PRIOR_FOLDER",
+    "DECODER_FOLDER",
+]
+
+FAMILIES = ("sd3", "flux", "kandinsky")
+#: Kandinsky 2.2 is two hub repositories (``-prior`` and ``-decoder``); a saved mini-kandinsky
+#: folder holds both, under these names.
+PRIOR_FOLDER, DECODER_FOLDER = "prior", "decoder"
+_HEAD_DIM = 16
+
+
+# ------------------------------------------------------------------------------------- text
+def clip_text_encoder(clip, projection: bool = True):
+    """The text tower of a ``CLIPModel`` as ``CLIPTextModelWithProjection`` (or ``CLIPTextModel``).
+
+    The weights are the CLIP's own (tower and, with ``projection``, ``text_projection``), so
+    ``text_embeds`` equal ``clip.get_text_features`` and the pooled output is the tower's.
+    """
+    from transformers import CLIPTextModel, CLIPTextModelWithProjection
+
+    config = copy.deepcopy(clip.config.text_config)
+    config.projection_dim = clip.config.projection_dim
+    if not projection:  # transformers 5: CLIPTextModel is the tower itself (no ``text_model`` child)
+        encoder = CLIPTextModel(config)
+        encoder.load_state_dict(clip.text_model.state_dict())
+        return encoder.eval()
+    encoder = CLIPTextModelWithProjection(config)
+    encoder.text_model.load_state_dict(clip.text_model.state_dict())
+    encoder.text_projection.load_state_dict(clip.text_projection.state_dict())
+    return encoder.eval()
+
+
+def pipeline_tokenizer(tokenizer, max_length: int):
+    """A copy of ``tokenizer`` that pads prompts to ``max_length`` (the pipelines pad to ``model_max_length``)."""
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.model_max_length = max_length
+    return tokenizer
+
+
+def tiny_t5_encoder(tokenizer, width: int, layers: int = 2, heads: int = 4):
+    """A ``T5EncoderModel`` over ``tokenizer``'s vocabulary (T5's relative-position attention)."""
+    from transformers import T5Config, T5EncoderModel
+
+    config = T5Config(
+        vocab_size=len(tokenizer), d_model=width, d_kv=width // heads, d_ff=2 * width, num_layers=layers,
+        num_heads=heads, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id,
+        relative_attention_num_buckets=16, relative_attention_max_distance=32, dropout_rate=0.0,
+    )  # fmt: skip
+    return T5EncoderModel(config).eval()
+
+
+# ------------------------------------------------------------------------------- denoisers
+def tiny_sd3_transformer(
+    latent_size: int, latent_channels: int, *, layers: int, heads: int, joint_attention_dim: int,
+    pooled_projection_dim: int, patch_size: int = 2, qk_norm: str | None = None,
+):  # fmt: skip
+    """An ``SD3Transformer2DModel`` (MMDiT) on ``latent_size``² latents; width ``heads`` × 16."""
+    from diffusers import SD3Transformer2DModel
+
+    return SD3Transformer2DModel(
+        sample_size=latent_size, patch_size=patch_size, in_channels=latent_channels, out_channels=latent_channels,
+        num_layers=layers, attention_head_dim=_HEAD_DIM, num_attention_heads=heads,
+        joint_attention_dim=joint_attention_dim, caption_projection_dim=heads * _HEAD_DIM,
+        pooled_projection_dim=pooled_projection_dim, pos_embed_max_size=latent_size // patch_size, qk_norm=qk_norm,
+    )  # fmt: skip
+
+
+def tiny_flux_transformer(
+    latent_channels: int, *, layers: int, single_layers: int, heads: int, joint_attention_dim: int,
+    pooled_projection_dim: int, guidance_embeds: bool = True,
+):  # fmt: skip
+    """A ``FluxTransformer2DModel`` on 2×2-packed latents; rotary axes (4, 6, 6) sum to the head width 16."""
+    from diffusers import FluxTransformer2DModel
+
+    return FluxTransformer2DModel(
+        patch_size=1, in_channels=4 * latent_channels, num_layers=layers, num_single_layers=single_layers,
+        attention_head_dim=_HEAD_DIM, num_attention_heads=heads, joint_attention_dim=joint_attention_dim,
+        pooled_projection_dim=pooled_projection_dim, guidance_embeds=guidance_embeds, axes_dims_rope=(4, 6, 6),
+    )  # fmt: skip
+
+
+def tiny_kandinsky_prior(embedding_dim: int, text_length: int, *, layers: int, heads: int):
+    """A ``PriorTransformer`` from text (``embedding_dim``-wide tokens and pooled vector) to an image embedding."""
+    from diffusers import PriorTransformer
+
+    return PriorTransformer(
+        num_attention_heads=heads, attention_head_dim=_HEAD_DIM, num_layers=layers, embedding_dim=embedding_dim,
+        num_embeddings=text_length, additional_embeddings=4,
+    )  # fmt: skip
+
+
+def tiny_kandinsky_unet(latent_size: int, latent_channels: int, image_embed_dim: int, *, channels: tuple[int, ...]):
+    """Kandinsky 2.2's decoder ``UNet2DConditionModel``: conditioned on an image embedding only
+    (``addition_embed_type="image"``, ``encoder_hid_dim_type="image_proj"``); twice the latent channels
+    out (noise and variance, as Kandinsky's; the fixed-variance scheduler reads the noise half)."""
+    from diffusers import UNet2DConditionModel
+
+    depth = len(channels)
+    return UNet2DConditionModel(
+        sample_size=latent_size, in_channels=latent_channels, out_channels=2 * latent_channels,
+        block_out_channels=tuple(channels), layers_per_block=1,
+        down_block_types=("ResnetDownsampleBlock2D",) + ("SimpleCrossAttnDownBlock2D",) * (depth - 1),
+        up_block_types=("SimpleCrossAttnUpBlock2D",) * (depth - 1) + ("ResnetUpsampleBlock2D",),
+        mid_block_type="UNetMidBlock2DSimpleCrossAttn", attention_head_dim=_HEAD_DIM,
+        cross_attention_dim=channels[-1], encoder_hid_dim=image_embed_dim, encoder_hid_dim_type="image_proj",
+        addition_embed_type="image", class_embed_type=None, norm_num_groups=8, only_cross_attention=False,
+        resnet_time_scale_shift="scale_shift",
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- schedulers
+def flow_scheduler(shift: float = 1.0, dynamic: bool = False, tokens: int = 64):
+    """``FlowMatchEulerDiscreteScheduler``: SD3's fixed ``shift``, or FLUX's resolution-dependent one."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    if not dynamic:
+        return FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=shift)
+    return FlowMatchEulerDiscreteScheduler(
+        num_train_timesteps=1000, shift=shift, use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15,
+        base_image_seq_len=tokens, max_image_seq_len=4 * tokens,
+    )  # fmt: skip
+
+
+def kandinsky_schedulers():
+    """(prior, decoder) schedulers as Kandinsky 2.2's: ``UnCLIPScheduler`` predicting the embedding,
+    ``DDPMScheduler`` predicting noise."""
+    from diffusers import DDPMScheduler, UnCLIPScheduler
+
+    prior = UnCLIPScheduler(variance_type="fixed_small_log", prediction_type="sample", num_train_timesteps=1000,
+                            clip_sample=True, clip_sample_range=10.0)  # fmt: skip
+    decoder = DDPMScheduler(num_train_timesteps=1000, beta_schedule="linear", beta_start=0.00085, beta_end=0.012,
+                            clip_sample=False, prediction_type="epsilon", steps_offset=1)  # fmt: skip
+    return prior, decoder
+
+
+# ------------------------------------------------------------------------------- assembly
+def build_sd3_pipeline(transformer, vae, clip, tokenizer, t5, *, shift: float = 1.0):
+    """A ``StableDiffusion3Pipeline``: the CLIP's text tower as both CLIP encoders, ``t5`` as the
+    third and a flow-matching Euler scheduler with a fixed ``shift``."""
+    from diffusers import StableDiffusion3Pipeline
+
+    text = clip_text_encoder(clip)
+    return StableDiffusion3Pipeline(
+        transformer=transformer, scheduler=flow_scheduler(shift), vae=vae,
+        text_encoder=text, tokenizer=tokenizer, text_encoder_2=copy.deepcopy(text), tokenizer_2=tokenizer,
+        text_encoder_3=t5, tokenizer_3=tokenizer,
+    )  # fmt: skip
+
+
+def build_flux_pipeline(transformer, vae, clip, tokenizer, t5):
+    """A ``FluxPipeline``: the CLIP's text tower for the pooled vector, ``t5`` for the sequence."""
+    from diffusers import FluxPipeline
+
+    return FluxPipeline(
+        scheduler=flow_scheduler(dynamic=True), vae=vae, text_encoder=clip_text_encoder(clip, projection=False),
+        tokenizer=tokenizer, text_encoder_2=t5, tokenizer_2=tokenizer, transformer=transformer,
+    )  # fmt: skip
+
+
+def build_kandinsky_pipelines(prior, unet, movq, text_encoder, image_encoder, tokenizer, image_processor):
+    """(``KandinskyV22PriorPipeline``, ``KandinskyV22Pipeline``) over Kandinsky's own CLIP space."""
+    from diffusers import KandinskyV22Pipeline, KandinskyV22PriorPipeline
+
+    prior_scheduler, decoder_scheduler = kandinsky_schedulers()
+    prior_pipe = KandinskyV22PriorPipeline(
+        prior=prior, image_encoder=image_encoder, text_encoder=text_encoder, tokenizer=tokenizer,
+        scheduler=prior_scheduler, image_processor=image_processor,
+    )  # fmt: skip
+    return prior_pipe, KandinskyV22Pipeline(unet=unet, scheduler=decoder_scheduler, movq=movq)
+
+
+def kandinsky_clip(clip, basis: torch.Tensor):
+    """Kandinsky's (text encoder, image encoder): the shared CLIP's towers, their projections composed
+    with ``basis`` (k, projection_dim), e.g. the top principal axes of the CLIP's embeddings, so that
+    the text width, the projection and the image embeddings are all ``k`` wide (the prior needs one width).
+    """
+    from transformers import CLIPVisionModelWithProjection
+
+    k = basis.shape[0]
+    if k != clip.config.text_config.hidden_size:
+        raise ValueError(f"Kandinsky's prior needs k = the text width {clip.config.text_config.hidden_size}, got {k}")
+    text = clip_text_encoder(clip)
+    text.config.projection_dim = k
+    text.text_projection = torch.nn.Linear(text.config.hidden_size, k, bias=False)
+    text.text_projection.weight.data = basis @ clip.text_projection.weight.data
+    vision_config = copy.deepcopy(clip.config.vision_config)
+    vision_config.projection_dim = k
+    image = CLIPVisionModelWithProjection(vision_config)
+    image.vision_model.load_state_dict(clip.vision_model.state_dict())
+    image.visual_projection.weight.data = basis @ clip.visual_projection.weight.data
+    return text.eval(), image.eval()
+
+
+def load_text_to_image(path: str | os.PathLike, device: str | torch.device = "cpu"):
+    """A saved generator folder as a callable pipeline: ``DiffusionPipeline.from_pretrained`` for SD3
+    and FLUX; Kandinsky's ``prior/`` and ``decoder/`` folders as the ``KandinskyV22CombinedPipeline``
+    the two make (the hub's ``kandinsky-2-2-decoder`` loads the same way with its prior)."""
+    from diffusers import (
+        DiffusionPipeline,
+        KandinskyV22CombinedPipeline,
+        KandinskyV22Pipeline,
+        KandinskyV22PriorPipeline,
+    )
+
+    path = Path(path)
+    if (path / PRIOR_FOLDER).is_dir():
+        prior = KandinskyV22PriorPipeline.from_pretrained(str(path / PRIOR_FOLDER))
+        decoder = KandinskyV22Pipeline.from_pretrained(str(path / DECODER_FOLDER))
+        pipe = KandinskyV22CombinedPipeline(
+            unet=decoder.unet, scheduler=decoder.scheduler, movq=decoder.movq, prior_prior=prior.prior,
+            prior_image_encoder=prior.image_encoder, prior_text_encoder=prior.text_encoder,
+            prior_tokenizer=prior.tokenizer, prior_scheduler=prior.scheduler, prior_image_processor=prior.image_processor,
+        )  # fmt: skip
+    else:
+        pipe = DiffusionPipeline.from_pretrained(str(path))
+    return pipe.to(device)
