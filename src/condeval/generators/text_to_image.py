@@ -46,6 +46,8 @@ __all__ = [
     "build_flux_pipeline",
     "build_kandinsky_pipelines",
     "load_text_to_image",
+    "image_seed",
+    "generate_images",
     "PRIOR_FOLDER",
     "DECODER_FOLDER",
 ]
@@ -262,3 +264,53 @@ def load_text_to_image(path: str | os.PathLike, device: str | torch.device = "cp
     else:
         pipe = DiffusionPipeline.from_pretrained(str(path))
     return pipe.to(device)
+
+
+def image_seed(seed: int, image_id: int) -> int:
+    """The seed of one image's noise: a function of ``(seed, image_id)`` only, so that an image is the
+    same whatever the shard or batch it is drawn in."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(seed), int(image_id)]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+@torch.no_grad()
+def generate_images(
+    pipe, prompts, image_ids, *, seed: int, batch_size: int = 64, progress_bar: bool = True, **call
+) -> list:
+    """One image per prompt through the pipeline's ``__call__``, each from its own seeded generator.
+
+    Parameters
+    ----------
+    pipe : diffusers pipeline
+        From :func:`load_text_to_image` (or any text-to-image pipeline taking ``prompt`` and a list
+        of ``generator``).
+    prompts : sequence of str
+    image_ids : sequence of int
+        The id each prompt belongs to; with ``seed`` it seeds that image's CPU generator
+        (:func:`image_seed`), so images do not depend on batching, sharding or the device's RNG.
+    seed : int
+    batch_size : int, default 64
+        Prompts per ``__call__``.
+    progress_bar : bool, default True
+        Report progress over batches (:func:`condeval.core.logs.progress`); the pipeline's own bar is off.
+    **call
+        Keyword arguments of ``__call__``: ``num_inference_steps``, ``guidance_scale``, ``height``,
+        ``width``, ``max_sequence_length``, ...
+
+    Returns
+    -------
+    list of PIL.Image.Image
+    """
+    from condeval.core.logs import progress
+
+    if len(prompts) != len(image_ids):
+        raise ValueError(f"{len(prompts)} prompts but {len(image_ids)} image ids")
+    pipe.set_progress_bar_config(disable=True)
+    images = []
+    for start in progress(range(0, len(prompts), batch_size), desc="images", unit="batch", enabled=progress_bar):
+        ids = image_ids[start : start + batch_size]
+        generators = [torch.Generator().manual_seed(image_seed(seed, i)) for i in ids]
+        batch = list(prompts[start : start + batch_size])
+        images += pipe(prompt=batch, generator=generators, output_type="pil", **call).images
+    return images

@@ -1,0 +1,420 @@
+"""Training the tiny text-to-image generators of :mod:`condeval.generators.text_to_image` (Lightning).
+
+Every denoiser trains on latents of the mini-world's train images, computed once by the frozen
+autoencoder, and on text embeddings computed each step by the pipeline's own ``encode_prompt``
+(frozen encoders), so training and sampling condition through the same code:
+
+- **SD3 / SD3.5** (``SD3Transformer2DModel``) and **FLUX** (``FluxTransformer2DModel``): rectified
+  flow, as in the SD3 paper. ``x_t = (1 - σ) x_0 + σ ε`` with ``σ`` logit-normal, the model predicts
+  the velocity ``ε - x_0``; captions drop to ``""`` at ``caption_dropout`` (the pipelines'
+  classifier-free guidance uses the ``""`` prompt as its unconditional branch).
+- **FLUX's guidance embedding** (FLUX.1-dev is guidance-distilled: one forward, ``guidance_scale``
+  fed to the model): after ``distill_start`` of the steps, each batch adds a self-distillation term.
+  The model at guidance input 1 gives conditional and ``""`` velocities; their classifier-free
+  combination at a random ``g`` in ``guidance_range``, held fixed (no gradient), is the target of
+  the model's prediction at guidance input ``g``.
+- **Kandinsky 2.2**: the prior (``PriorTransformer``) learns the image embedding from the text
+  (x_0-prediction, UnCLIP's cosine schedule, normalised by ``clip_mean``/``clip_std``), the decoder
+  ``UNet2DConditionModel`` the noise of MoVQ latents given the image's own embedding (dropped to the
+  empty image's embedding, the pipeline's negative, at ``caption_dropout``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from condeval.core.training import ScheduledModule
+
+__all__ = ["FlowMatchingModule", "KandinskyPriorModule", "KandinskyDecoderModule", "T5FromClipModule", "logit_normal"]
+
+log = logging.getLogger(__name__)
+
+
+def logit_normal(n: int, generator: torch.Generator | None = None, device=None) -> torch.Tensor:
+    """``σ = sigmoid(u)``, ``u ~ N(0, 1)``: SD3's timestep density for rectified-flow training."""
+    return torch.sigmoid(torch.randn(n, generator=generator, device=device))
+
+
+class _TextConditioned(ScheduledModule):
+    """A denoiser trained on (latents or embeddings, image index) rows, with the image's captions
+    (``captions[index]``, a list per image) encoded each step by the frozen ``encode`` callable.
+
+    ``encode`` and ``captions`` are attached with :meth:`attach` and are not part of the
+    checkpoint: only the denoiser is.
+    """
+
+    def attach(self, encode, captions: list[list[str]]) -> _TextConditioned:
+        self._encode, self._captions = encode, captions
+        return self
+
+    def _prompts(self, index: torch.Tensor, generator: torch.Generator | None) -> list[str]:
+        """One of each image's captions at random, ``""`` at ``caption_dropout`` (training only)."""
+        n = len(index)
+        pick = torch.rand(n, generator=generator)
+        dropped = (
+            torch.rand(n) < self.hparams.caption_dropout if generator is None else torch.zeros(n, dtype=torch.bool)
+        )
+        prompts = []
+        for i, u, drop in zip(index.tolist(), pick.tolist(), dropped.tolist(), strict=True):
+            captions = self._captions[i]
+            prompts.append("" if drop else captions[int(u * len(captions))])
+        return prompts
+
+    def _randomness(self, training: bool, batch_idx_seed: int) -> torch.Generator | None:
+        """None (the global, seeded RNG) in training; a fixed generator per validation batch."""
+        return None if training else torch.Generator().manual_seed(batch_idx_seed)
+
+    def validation_step(self, batch, batch_idx):
+        self._val_batch = batch_idx
+        super().validation_step(batch, batch_idx)
+
+
+class FlowMatchingModule(_TextConditioned):
+    """Rectified-flow training of an SD3 (``family="sd3"``) or FLUX (``"flux"``) transformer."""
+
+    def __init__(
+        self, family: str, config: dict, lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000,
+        weight_decay: float = 0.0, caption_dropout: float = 0.1, distill_start: float = 0.7,
+        guidance_range: tuple[float, float] = (1.0, 8.0),
+    ):  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters()
+        from diffusers import FluxTransformer2DModel, SD3Transformer2DModel
+
+        self.transformer = {"sd3": SD3Transformer2DModel, "flux": FluxTransformer2DModel}[family].from_config(config)
+
+    def velocity(self, x_t, sigma, text, guidance=None):
+        """The transformer's velocity at noise level ``sigma`` (B,) for latents ``x_t`` (B, C, H, W)."""
+        embeds, pooled, text_ids = text
+        if self.hparams.family == "sd3":
+            return self.transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=embeds,
+                                    pooled_projections=pooled).sample  # fmt: skip
+        from diffusers import FluxPipeline
+
+        b, c, h, w = x_t.shape
+        packed = FluxPipeline._pack_latents(x_t, b, c, h, w)
+        image_ids = FluxPipeline._prepare_latent_image_ids(b, h // 2, w // 2, x_t.device, x_t.dtype)
+        if guidance is None and self.transformer.config.guidance_embeds:
+            guidance = torch.ones_like(sigma)
+        out = self.transformer(hidden_states=packed, timestep=sigma, guidance=guidance, pooled_projections=pooled,
+                               encoder_hidden_states=embeds, txt_ids=text_ids, img_ids=image_ids).sample  # fmt: skip
+        return out.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
+
+    def _loss(self, batch, training: bool) -> torch.Tensor:
+        latents, index = batch
+        generator = self._randomness(training, getattr(self, "_val_batch", 0))
+        n = len(latents)
+        sigma = logit_normal(n, generator).to(latents)
+        noise = torch.randn(latents.shape, generator=generator).to(latents)
+        x_t = (1 - sigma[:, None, None, None]) * latents + sigma[:, None, None, None] * noise
+        text = self._encode(self._prompts(index, generator))
+        loss = (self.velocity(x_t, sigma, text) - (noise - latents)).square().mean()
+        if training and self._distilling():
+            loss = loss + self._distillation_loss(x_t, sigma, text)
+        return loss
+
+    def _distilling(self) -> bool:
+        return (
+            self.hparams.family == "flux"
+            and self.transformer.config.guidance_embeds
+            and self.global_step >= self.hparams.distill_start * self.hparams.total_steps
+        )
+
+    def _distillation_loss(self, x_t, sigma, text) -> torch.Tensor:
+        """The model at guidance ``g`` against its own classifier-free guidance at ``g`` (no gradient)."""
+        low, high = self.hparams.guidance_range
+        g = low + (high - low) * torch.rand(len(x_t)).to(x_t)
+        with torch.no_grad():
+            unconditional = self._encode([""] * len(x_t))
+            v_text = self.velocity(x_t, sigma, text)
+            v_empty = self.velocity(x_t, sigma, unconditional)
+            target = v_empty + g[:, None, None, None] * (v_text - v_empty)
+        return (self.velocity(x_t, sigma, text, guidance=g) - target).square().mean()
+
+
+class KandinskyPriorModule(_TextConditioned):
+    """The prior: x_0-prediction of the normalised image embedding under UnCLIP's cosine noise schedule."""
+
+    def __init__(
+        self, config: dict, clip_mean: list[float], clip_std: list[float], lr: float = 1e-3, warmup_steps: int = 50,
+        total_steps: int = 1000, weight_decay: float = 0.0, caption_dropout: float = 0.1,
+    ):  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters()
+        from diffusers import DDPMScheduler, PriorTransformer
+
+        self.prior = PriorTransformer.from_config(config)
+        self.prior.clip_mean.data = torch.tensor(clip_mean)[None]
+        self.prior.clip_std.data = torch.tensor(clip_std)[None]
+        self.prior.clip_mean.requires_grad_(False)
+        self.prior.clip_std.requires_grad_(False)
+        self.noise_schedule = DDPMScheduler(num_train_timesteps=1000, beta_schedule="squaredcos_cap_v2")
+
+    def _loss(self, batch, training: bool) -> torch.Tensor:
+        embeddings, index = batch
+        generator = self._randomness(training, getattr(self, "_val_batch", 0))
+        x0 = (embeddings - self.prior.clip_mean) / self.prior.clip_std
+        t = torch.randint(0, 1000, (len(x0),), generator=generator).to(x0.device)
+        noisy = self.noise_schedule.add_noise(x0, torch.randn(x0.shape, generator=generator).to(x0), t)
+        pooled, hidden, mask = self._encode(self._prompts(index, generator))
+        predicted = self.prior(noisy, timestep=t, proj_embedding=pooled, encoder_hidden_states=hidden,
+                               attention_mask=mask).predicted_image_embedding  # fmt: skip
+        return (predicted - x0).square().mean()
+
+
+class KandinskyDecoderModule(ScheduledModule):
+    """The decoder UNet: noise prediction on MoVQ latents given the image's embedding, rows
+    (latents, embedding); the embedding drops to ``negative`` (the empty image's) at ``caption_dropout``."""
+
+    def __init__(
+        self, config: dict, negative: list[float], lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000,
+        weight_decay: float = 0.0, caption_dropout: float = 0.1,
+    ):  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters()
+        from diffusers import DDPMScheduler, UNet2DConditionModel
+
+        from condeval.generators.text_to_image import kandinsky_schedulers
+
+        self.unet = UNet2DConditionModel.from_config(config)
+        self.noise_schedule = DDPMScheduler.from_config(kandinsky_schedulers()[1].config)
+        self.register_buffer("negative", torch.tensor(negative)[None], persistent=False)
+
+    def _loss(self, batch, training: bool) -> torch.Tensor:
+        latents, embeddings = batch
+        generator = None if training else torch.Generator().manual_seed(0)
+        n = len(latents)
+        if training:
+            dropped = torch.rand(n, device=latents.device) < self.hparams.caption_dropout
+            embeddings = torch.where(dropped[:, None], self.negative.to(embeddings), embeddings)
+        t = torch.randint(0, 1000, (n,), generator=generator).to(latents.device)
+        noise = torch.randn(latents.shape, generator=generator).to(latents)
+        noisy = self.noise_schedule.add_noise(latents, noise, t)
+        out = self.unet(noisy, t, encoder_hidden_states=None, added_cond_kwargs={"image_embeds": embeddings}).sample
+        return (out[:, : latents.shape[1]] - noise).square().mean()
+
+
+class T5FromClipModule(ScheduledModule):
+    """A tiny ``T5EncoderModel`` distilled from the CLIP text tower: a linear head on its last hidden
+    state regresses the tower's last hidden state at every real token (rows: ids, mask)."""
+
+    def __init__(self, config: dict, clip_text_config: dict, clip_state: dict | None = None, lr: float = 1e-3,
+                 warmup_steps: int = 50, total_steps: int = 1000, weight_decay: float = 0.0):  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters(ignore=["clip_state"])
+        from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
+
+        self.t5 = T5EncoderModel(T5Config(**config))
+        self.head = torch.nn.Linear(self.t5.config.d_model, clip_text_config["hidden_size"])
+        self.teacher = CLIPTextModel(CLIPTextConfig(**clip_text_config)).requires_grad_(False).eval()
+        if clip_state is not None:
+            self.teacher.load_state_dict(clip_state)
+
+    def _loss(self, batch, training: bool) -> torch.Tensor:
+        ids, mask = batch
+        with torch.no_grad():
+            target = self.teacher(input_ids=ids).last_hidden_state
+        predicted = self.head(self.t5(input_ids=ids, attention_mask=mask).last_hidden_state)
+        weights = mask[..., None].to(target)
+        return ((predicted - target).square() * weights).sum() / (weights.sum() * target.shape[-1])
+
+
+def latents_of(vae, images: np.ndarray, batch_size: int = 256) -> np.ndarray:
+    """Scaled latent means of ``images`` in [-1, 1]: ``(mode - shift_factor) * scaling_factor`` (KL)
+    or the MoVQ's pre-quantisation latents (the space Kandinsky's decoder denoises)."""
+    out = []
+    with torch.no_grad():
+        for chunk in torch.as_tensor(images).split(batch_size):
+            encoded = vae.encode(chunk)
+            if hasattr(encoded, "latent_dist"):
+                shift = vae.config.shift_factor or 0.0
+                out.append((encoded.latent_dist.mode() - shift) * vae.config.scaling_factor)
+            else:
+                out.append(encoded.latents)
+    return torch.cat(out).numpy()
+
+
+# ------------------------------------------------------------------------------ orchestration
+def world_images(paths, side: int) -> np.ndarray:
+    """Image files as the autoencoders read them: RGB resized to ``side``², in [-1, 1], float32 (N, 3, side, side)."""
+    from diffusers.image_processor import VaeImageProcessor
+    from PIL import Image
+
+    processor = VaeImageProcessor(vae_scale_factor=1, do_resize=True)
+    chunks = []
+    for start in range(0, len(paths), 512):
+        images = [Image.open(path).convert("RGB") for path in paths[start : start + 512]]
+        chunks.append(processor.preprocess(images, height=side, width=side).numpy())
+    return np.concatenate(chunks).astype(np.float32)
+
+
+def _flow_encoder(pipe, family: str, max_length: int):
+    """prompts -> (sequence embeddings, pooled, text ids) by the pipeline's own ``encode_prompt``."""
+
+    def encode(prompts: list[str]):
+        with torch.no_grad():
+            if family == "sd3":
+                embeds, _, pooled, _ = pipe.encode_prompt(
+                    prompt=prompts, prompt_2=None, prompt_3=None, do_classifier_free_guidance=False,
+                    max_sequence_length=max_length, device=pipe.transformer.device,
+                )  # fmt: skip
+                return embeds, pooled, None
+            return pipe.encode_prompt(prompt=prompts, prompt_2=None, max_sequence_length=max_length,
+                                      device=pipe.transformer.device)  # fmt: skip
+
+    return encode
+
+
+def _flow_pipeline(family: str, transformer, vae, clip, tokenizer, t5, shift: float):
+    from condeval.generators.text_to_image import build_flux_pipeline, build_sd3_pipeline
+
+    if family == "sd3":
+        return build_sd3_pipeline(transformer, vae, clip, tokenizer, t5, shift=shift)
+    return build_flux_pipeline(transformer, vae, clip, tokenizer, t5)
+
+
+def _flow_transformer_config(family: str, latents: np.ndarray, clip, t5, transformer: dict) -> dict:
+    """The denoiser's config: ``transformer``'s depth and heads, the rest fixed by the latents and text encoders."""
+    from condeval.generators.text_to_image import tiny_flux_transformer, tiny_sd3_transformer
+
+    channels, side = latents.shape[1], latents.shape[-1]
+    if family == "sd3":  # pooled: both CLIP encoders' projections side by side
+        model = tiny_sd3_transformer(side, channels, joint_attention_dim=t5.config.d_model,
+                                     pooled_projection_dim=2 * clip.config.projection_dim, **transformer)  # fmt: skip
+    else:  # pooled: CLIPTextModel's pooler output
+        model = tiny_flux_transformer(channels, joint_attention_dim=t5.config.d_model,
+                                      pooled_projection_dim=clip.config.text_config.hidden_size, **transformer)  # fmt: skip
+    return dict(model.config)
+
+
+def train_flow_generator(
+    images: np.ndarray,
+    captions: list[list[str]],
+    out_dir,
+    *,
+    family: str,
+    clip,
+    tokenizer,
+    vae,
+    t5,
+    transformer: dict,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    val_images: int,
+    seed: int,
+    max_length: int = 32,
+    caption_dropout: float = 0.1,
+    distill_start: float = 0.7,
+    guidance_range: tuple[float, float] = (1.0, 8.0),
+    shift: float = 1.0,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
+    """Train an SD3 (``family="sd3"``) or FLUX (``"flux"``) transformer and save the whole pipeline.
+
+    Parameters
+    ----------
+    images : ndarray
+        Training images in [-1, 1], (N, 3, H, W); the first ``val_images`` validate.
+    captions : list of list of str
+        Each image's captions (one is drawn per step).
+    out_dir : path-like
+        Receives the pipeline (``DiffusionPipeline.from_pretrained(out_dir)``); its run folder is ``<out_dir>_run``.
+    family : {"sd3", "flux"}
+    clip, tokenizer, vae, t5
+        The shared ``CLIPModel``, the pipeline tokenizer, the trained ``AutoencoderKL`` and ``T5EncoderModel``.
+    transformer : dict
+        Depth and heads: ``layers``, ``heads`` (and ``qk_norm`` for SD3, ``single_layers`` and
+        ``guidance_embeds`` for FLUX).
+    epochs, batch_size, val_images, seed : int
+    lr : float
+    max_length : int
+        Tokens of the T5 sequence (the pipelines' ``max_sequence_length``).
+    caption_dropout, distill_start, guidance_range, shift
+        See :class:`FlowMatchingModule`; ``shift`` is SD3's scheduler shift.
+    accelerator : str
+    fingerprint : str, optional
+
+    Returns
+    -------
+    dict
+        The training summary (also ``out_dir/training.json``).
+    """
+    import pytorch_lightning as pl
+
+    from condeval.encoders.train import _steps
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    latents = latents_of(vae, images)
+    config = _flow_transformer_config(family, latents, clip, t5, transformer)
+    steps = _steps(len(images) - val_images, batch_size, epochs)
+    module = FlowMatchingModule(
+        family, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
+        distill_start=distill_start, guidance_range=tuple(guidance_range),
+    )  # fmt: skip
+    pipe = _flow_pipeline(family, module.transformer, vae, clip, tokenizer, t5, shift)
+    module.attach(_flow_encoder(pipe, family, max_length), captions)
+    rows = (latents, np.arange(len(latents)))
+
+    def save(trained, folder):
+        pipe.register_modules(transformer=trained.transformer)
+        pipe.save_pretrained(folder)
+
+    return _fit_and_save(module, rows, out_dir, save, val_images=val_images, epochs=epochs, batch_size=batch_size,
+                         seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+
+
+def _fit_and_save(
+    module, rows, out_dir, save, *, val_images, epochs, batch_size, seed, accelerator, fingerprint
+) -> dict:
+    """:func:`~condeval.core.training.fit` (resumable), then ``save(best module, folder)`` into ``out_dir`` atomically."""
+    from pathlib import Path
+
+    from condeval.core.io import atomic_directory, write_json
+    from condeval.core.training import fit, training_summary
+    from condeval.encoders.train import _split_rows
+
+    out_dir = Path(out_dir)
+    run_dir = out_dir.with_name(out_dir.name + "_run")
+    train, val = _split_rows(rows, val_images)
+    best = fit(module, train, val, run_dir, max_epochs=epochs, patience=max(2, epochs), batch_size=batch_size,
+               seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+    trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
+    summary = training_summary(run_dir)
+    with atomic_directory(out_dir) as folder:
+        save(trained, folder)
+        write_json(summary, folder / "training.json")
+    return summary
+
+
+def train_t5_from_clip(
+    captions: list[list[str]], out_dir, *, clip, tokenizer, width: int, layers: int, epochs: int, batch_size: int,
+    lr: float, val_images: int, seed: int, max_length: int = 32, accelerator: str = "cpu", fingerprint: str | None = None,
+) -> dict:  # fmt: skip
+    """Distil a tiny ``T5EncoderModel`` from the CLIP's text tower (:class:`T5FromClipModule`) on every
+    caption of the training images, and ``save_pretrained`` it with the tokenizer into ``out_dir``."""
+    import pytorch_lightning as pl
+
+    from condeval.encoders.data import token_arrays
+    from condeval.encoders.train import _steps
+    from condeval.generators.text_to_image import tiny_t5_encoder
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    ids, mask = token_arrays(tokenizer, [c for per_image in captions for c in per_image], max_length)
+    per_image = len(captions[0])
+    steps = _steps(len(ids) - val_images * per_image, batch_size, epochs)
+    module = T5FromClipModule(
+        tiny_t5_encoder(tokenizer, width, layers).config.to_dict(), clip.config.text_config.to_dict(),
+        clip.text_model.state_dict(), lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
+    )  # fmt: skip
+
+    def save(trained, folder):
+        trained.t5.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return _fit_and_save(module, (ids, mask), out_dir, save, val_images=val_images * per_image, epochs=epochs,
+                         batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
