@@ -34,6 +34,11 @@ if "crel" in config:
 
         include: "workflow/rules/crel/i2t_common.smk"
 
+    # CReL on text-to-image (config `crel.text_to_image:`), on the shared COCO data, CLIP and DINOv2.
+    if "text_to_image" in config["crel"]:
+
+        include: "workflow/rules/crel/t2i_common.smk"
+
 
 # Conformal risk control for CLIPScore (config `crc:`), on the shared COCO data and CLIP.
 if "crc" in config:
@@ -67,6 +72,11 @@ if "crel" in config:
         include: "workflow/rules/crel/i2t_report.smk"
 
         declare_targets("crel_i2t", i2t_targets())
+    if "text_to_image" in config["crel"]:
+
+        include: "workflow/rules/crel/t2i.smk"
+
+        declare_targets("crel_t2i", t2i_targets())
 
 
 if "crc" in config:
@@ -95,6 +105,12 @@ rule crel_i2t:
         target_inputs("crel_i2t", section="crel.image_to_text"),
 
 
+rule crel_t2i:
+    """CReL on text-to-image (Section 4.3): Table 3, Fig. 11, the generators' signal (Fig. 7: crel_t2i_num_z0)."""
+    input:
+        target_inputs("crel_t2i", section="crel.text_to_image"),
+
+
 rule crc:
     """Conformal risk control for CLIPScore: Tables 1–5, Fig. 1, word examples (DVC stage `crc`)."""
     input:
@@ -104,7 +120,7 @@ rule crc:
 rule all:
     """Every configured track's default targets (`make run`)."""
     input:
-        default_targets("crel", "crel_i2t", "crc"),
+        default_targets("crel", "crel_i2t", "crel_t2i", "crc"),
     default_target: True
 
 

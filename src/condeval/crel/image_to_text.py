@@ -84,30 +84,54 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
     return folds.astype(str)
 
 
-def aligned_features(shards: dict[str, list], encoders: dict | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def aligned_features(
+    shards: dict[str, list],
+    encoders: dict | None = None,
+    source_encoders: Mapping[str, str] | None = None,
+    groups: tuple[tuple[str, ...], ...] = ONE_ENCODER_SOURCES,
+    subset: bool = False,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Read each named list of feature shards and check they cover the same image ids in order.
+
+    With ``subset``, the first source's ids are the items and every other source may hold more
+    images: its rows of those ids are taken (a missing id is an error naming the source).
 
     Returns the image ids and one (n, width) array per name. Raises ``ValueError`` naming the
     first source whose ids differ from the first one's, and when the sources of one group of
-    :data:`ONE_ENCODER_SOURCES` come from different encoders. ``encoders`` maps ``clip`` and
-    ``bert`` to the encoder the caller uses (saved folder or its manifest): every shard of a source
-    must have been made by its :data:`SOURCE_ENCODERS` encoder, or ``FeatureShardError`` names it.
+    ``groups`` (default :data:`ONE_ENCODER_SOURCES`) come from different encoders. ``encoders`` maps
+    an encoder name (``clip``, ``bert``) to the encoder the caller uses (saved folder or its
+    manifest): every shard of a source must have been made by its ``source_encoders`` encoder
+    (default :data:`SOURCE_ENCODERS`), or ``FeatureShardError`` names it.
     """
     from condeval.encoders.features import check_one_encoder, read_feature_shards
 
     encoders = encoders or {}
+    source_encoders = SOURCE_ENCODERS if source_encoders is None else source_encoders
     ids, arrays, metadata = None, {}, {}
     for name, paths in shards.items():
-        encoder = encoders.get(SOURCE_ENCODERS.get(name))
+        encoder = encoders.get(source_encoders.get(name))
         source_ids, features, metadata[name] = read_feature_shards(list(paths), encoder=encoder)
         if ids is None:
             ids = source_ids
+        elif subset and not np.array_equal(ids, source_ids):
+            features = features[_rows_of(ids, source_ids, f"feature shards {paths[0]}...")]
         elif not np.array_equal(ids, source_ids):
             raise ValueError(f"feature shards {paths[0]}...: image ids differ from those of {next(iter(shards))}")
         arrays[name] = features.astype(np.float64)
-    for group in ONE_ENCODER_SOURCES:
+    for group in groups:
         check_one_encoder({name: metadata[name] for name in group if name in metadata})
     return ids, arrays
+
+
+def _rows_of(ids: np.ndarray, source_ids: np.ndarray, source: str) -> np.ndarray:
+    """Row of each of ``ids`` in ``source_ids`` (``ValueError`` naming ``source`` if one is absent)."""
+    order = np.argsort(source_ids, kind="stable")
+    found = np.searchsorted(source_ids, ids, sorter=order)
+    rows = order[np.minimum(found, len(order) - 1)]
+    missing = ids[source_ids[rows] != ids] if len(order) else ids
+    if len(missing):
+        raise ValueError(f"{source}: no features of image ids {missing[:5].tolist()} ({len(missing)} missing)")
+    return rows
 
 
 def item_arrays(

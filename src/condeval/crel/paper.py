@@ -11,7 +11,7 @@ from importlib import resources
 
 import yaml
 
-__all__ = ["paper_numbers", "table1", "table2", "ablation_table", "table11", "table13_std", "fig8"]
+__all__ = ["paper_numbers", "table1", "table2", "table3", "ablation_table", "table11", "table13_std", "fig8"]
 
 ABLATION_METRICS = ("coverage_r_z", "coverage_z", "coverage_r_y", "coverage_y", "area", "loss")
 
@@ -35,6 +35,14 @@ def table2() -> dict[tuple[str, str], dict]:
     return {
         (row["model"], row["metric"]): {k: row[k] for k in ("mean_rho", "rank_mean", "crel_rho", "rank_crel")}
         for row in paper_numbers()["table2"]
+    }
+
+
+def table3() -> dict[tuple[str, str], dict]:
+    """Table 3: ``(model, metric) -> {mean_rho, rank_mean, crel_rho, rank_crel}`` (metric: clip | dino)."""
+    return {
+        (row["model"], row["metric"]): {k: row[k] for k in ("mean_rho", "rank_mean", "crel_rho", "rank_crel")}
+        for row in paper_numbers()["table3"]
     }
 
 

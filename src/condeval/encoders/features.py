@@ -28,7 +28,7 @@ from condeval.core.logs import progress
 from condeval.metrics import unit_rows
 
 __all__ = ["ClipEncoder", "BertEncoder", "FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards",
-           "check_one_encoder"]  # fmt: skip
+           "check_one_encoder", "image_encoder"]  # fmt: skip
 
 
 class FeatureShardError(ValueError):
@@ -169,6 +169,18 @@ class BertEncoder:
             ).to(self.device)
             chunks.append(_unit_rows(self.model(**tokens).last_hidden_state[:, 0]))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
+
+
+def image_encoder(name: str, path: str | os.PathLike, device: str | None = None):
+    """The image encoder ``name`` (``clip``: :class:`ClipEncoder`; ``dino``:
+    :class:`condeval.encoders.dino.DinoEncoder`) loaded from ``path``."""
+    if name == "clip":
+        return ClipEncoder(path, device=device)
+    if name == "dino":
+        from condeval.encoders.dino import DinoEncoder
+
+        return DinoEncoder(path, device=device)
+    raise ValueError(f"no image encoder {name!r}; expected 'clip' or 'dino'")
 
 
 def write_feature_shard(path: str | os.PathLike, ids: np.ndarray, features: np.ndarray, metadata: dict) -> None:

@@ -61,6 +61,10 @@ class AutoencoderModule(ScheduledModule):
     """Lightning wrapper: reconstruction (L1 + MSE) plus ``kl_weight`` · KL (``AutoencoderKL``) or the
     VQ commitment loss (``VQModel``) on batches of images in [-1, 1], (B, 3, H, W).
 
+    The MoVQ is trained on the path Kandinsky 2.2's pipeline decodes by: the denoised latents go to
+    ``decode(..., force_not_quantize=True)``, so the decoder learns unquantised latents, and the
+    commitment loss keeps them near the codebook.
+
     Training batches are cut to a random ``crop``-pixel square (the same for the whole batch): the
     models are convolutional, so a crop costs a fraction of a whole image and teaches the same filters.
     """
@@ -88,9 +92,10 @@ class AutoencoderModule(ScheduledModule):
             latents = posterior.sample() if training else posterior.mode()
             regulariser = self.hparams.kl_weight * posterior.kl().mean() / images[0].numel()
             decoded = self.model.decode(latents).sample
-        else:
-            output = self.model(images, return_dict=True)
-            decoded, regulariser = output.sample, output.commit_loss.mean()
+        else:  # decoded as Kandinsky's pipeline decodes: the latents themselves (force_not_quantize)
+            latents = self.model.encode(images).latents
+            _, commit_loss, _ = self.model.quantize(latents)
+            decoded, regulariser = self.model.decode(latents, force_not_quantize=True).sample, commit_loss.mean()
         error = decoded - images
         return error.abs().mean() + error.square().mean() + regulariser
 

@@ -47,6 +47,7 @@ __all__ = [
     "build_kandinsky_pipelines",
     "load_text_to_image",
     "image_seed",
+    "sampling_call",
     "generate_images",
     "PRIOR_FOLDER",
     "DECODER_FOLDER",
@@ -264,6 +265,15 @@ def load_text_to_image(path: str | os.PathLike, device: str | torch.device = "cp
     else:
         pipe = DiffusionPipeline.from_pretrained(str(path))
     return pipe.to(device)
+
+
+def sampling_call(family: str, sampling: dict, image_size: int, max_length: int) -> dict:
+    """Keyword arguments of a ``family`` pipeline's ``__call__``: ``sampling`` (steps, guidance, ...),
+    the image side and, for SD3 and FLUX, the T5 sequence length (Kandinsky has no T5)."""
+    call = {**sampling, "height": image_size, "width": image_size}
+    if family != "kandinsky":
+        call["max_sequence_length"] = max_length
+    return call
 
 
 def image_seed(seed: int, image_id: int) -> int:

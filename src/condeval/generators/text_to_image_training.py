@@ -368,26 +368,38 @@ def train_flow_generator(
                          seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
 
 
-def _fit_and_save(
-    module, rows, out_dir, save, *, val_images, epochs, batch_size, seed, accelerator, fingerprint
-) -> dict:
-    """:func:`~condeval.core.training.fit` (resumable), then ``save(best module, folder)`` into ``out_dir`` atomically."""
-    from pathlib import Path
-
-    from condeval.core.io import atomic_directory, write_json
+def _fit_best(module, rows, run_dir, *, val_rows, epochs, batch_size, seed, accelerator, fingerprint):
+    """:func:`~condeval.core.training.fit` (resumable) in ``run_dir``; (best module, training summary)."""
     from condeval.core.training import fit, training_summary
     from condeval.encoders.train import _split_rows
 
-    out_dir = Path(out_dir)
-    run_dir = out_dir.with_name(out_dir.name + "_run")
-    train, val = _split_rows(rows, val_images)
+    train, val = _split_rows(rows, val_rows)
     best = fit(module, train, val, run_dir, max_epochs=epochs, patience=max(2, epochs), batch_size=batch_size,
                seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
-    summary = training_summary(run_dir)
+    return trained, training_summary(run_dir)
+
+
+def _save_folder(out_dir, save, summary: dict) -> None:
+    """``save(folder)`` and ``training.json`` into ``out_dir``, atomically."""
+    from condeval.core.io import atomic_directory, write_json
+
     with atomic_directory(out_dir) as folder:
-        save(trained, folder)
+        save(folder)
         write_json(summary, folder / "training.json")
+
+
+def _fit_and_save(
+    module, rows, out_dir, save, *, val_images, epochs, batch_size, seed, accelerator, fingerprint
+) -> dict:
+    """Fit in ``<out_dir>_run``, then ``save(best module, folder)`` into ``out_dir`` atomically."""
+    from pathlib import Path
+
+    out_dir = Path(out_dir)
+    trained, summary = _fit_best(module, rows, out_dir.with_name(out_dir.name + "_run"), val_rows=val_images,
+                                 epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator,
+                                 fingerprint=fingerprint)  # fmt: skip
+    _save_folder(out_dir, lambda folder: save(trained, folder), summary)
     return summary
 
 
@@ -418,3 +430,196 @@ def train_t5_from_clip(
 
     return _fit_and_save(module, (ids, mask), out_dir, save, val_images=val_images * per_image, epochs=epochs,
                          batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+
+
+def kandinsky_basis(clip, pixel_values: np.ndarray, ids: np.ndarray, k: int) -> torch.Tensor:
+    """The top ``k`` principal axes (k, projection_dim) of the CLIP's image and caption embeddings
+    (scikit-learn's PCA), the projection of Kandinsky's CLIP space (:func:`~condeval.generators.text_to_image.kandinsky_clip`)."""
+    from sklearn.decomposition import PCA
+
+    with torch.no_grad():
+        images = torch.cat([clip.get_image_features(pixel_values=c).pooler_output
+                            for c in torch.as_tensor(pixel_values).split(256)])  # fmt: skip
+        texts = torch.cat([clip.get_text_features(input_ids=c).pooler_output for c in torch.as_tensor(ids).split(512)])
+    pca = PCA(n_components=k, svd_solver="full").fit(torch.cat([images, texts]).numpy())
+    return torch.as_tensor(pca.components_, dtype=torch.float32)
+
+
+def train_kandinsky(
+    images: np.ndarray,
+    clip_pixels: np.ndarray,
+    captions: list[list[str]],
+    out_dir,
+    *,
+    clip,
+    tokenizer,
+    movq,
+    image_processor,
+    prior: dict,
+    unet: dict,
+    prior_epochs: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    val_images: int,
+    seed: int,
+    caption_dropout: float = 0.1,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
+    """Train a mini Kandinsky 2.2: its CLIP space, the prior, then the decoder; save ``prior/`` and ``decoder/``.
+
+    Parameters
+    ----------
+    images : ndarray
+        Training images in [-1, 1] at the generator's size, (N, 3, H, W) (the MoVQ's input).
+    clip_pixels : ndarray
+        The same images as the CLIP's image processor makes them (its image encoder's input).
+    captions : list of list of str
+    out_dir : path-like
+        Receives ``prior/`` (``KandinskyV22PriorPipeline``) and ``decoder/`` (``KandinskyV22Pipeline``);
+        runs in ``<out_dir>_run/{prior,decoder}``.
+    clip, tokenizer, movq, image_processor
+        The shared ``CLIPModel``, the pipeline tokenizer, the trained ``VQModel`` and the CLIP's image processor.
+    prior, unet : dict
+        ``layers``/``heads`` of the ``PriorTransformer``; ``channels`` of the decoder UNet.
+    prior_epochs, epochs, batch_size, val_images, seed : int
+    lr, caption_dropout : float
+    accelerator : str
+    fingerprint : str, optional
+
+    Returns
+    -------
+    dict
+        {"prior": summary, "decoder": summary}.
+    """
+    from pathlib import Path
+
+    import pytorch_lightning as pl
+
+    from condeval.encoders.data import token_arrays
+    from condeval.encoders.train import _steps
+    from condeval.generators.text_to_image import (
+        DECODER_FOLDER,
+        PRIOR_FOLDER,
+        build_kandinsky_pipelines,
+        kandinsky_clip,
+        tiny_kandinsky_prior,
+        tiny_kandinsky_unet,
+    )  # fmt: skip
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    out_dir = Path(out_dir)
+    run_dir = out_dir.with_name(out_dir.name + "_run")
+    width = clip.config.text_config.hidden_size
+    ids, _ = token_arrays(tokenizer, [c for per_image in captions for c in per_image], tokenizer.model_max_length)
+    text, image = kandinsky_clip(clip, kandinsky_basis(clip, clip_pixels, ids, width))
+    with torch.no_grad():
+        embeddings = torch.cat([image(pixel_values=c).image_embeds for c in torch.as_tensor(clip_pixels).split(256)])
+    latents = latents_of(movq, images)
+    prior_model = tiny_kandinsky_prior(width, tokenizer.model_max_length, **prior)
+    unet_model = tiny_kandinsky_unet(latents.shape[-1], latents.shape[1], width, **unet)
+    prior_pipe, decoder_pipe = build_kandinsky_pipelines(prior_model, unet_model, movq, text, image, tokenizer,
+                                                         image_processor)  # fmt: skip
+    n_train = len(images) - val_images
+    steps = _steps(n_train, batch_size, prior_epochs)
+    prior_module = KandinskyPriorModule(
+        dict(prior_model.config), embeddings.mean(0).tolist(), embeddings.std(0).tolist(), lr=lr,
+        warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
+    ).attach(lambda prompts: prior_pipe._encode_prompt(prompts, prior_module.device, 1, False), captions)  # fmt: skip
+    fit = {"val_rows": val_images, "batch_size": batch_size, "seed": seed, "accelerator": accelerator}
+    trained_prior, prior_summary = _fit_best(prior_module, (embeddings.numpy(), np.arange(len(images))),
+                                             run_dir / PRIOR_FOLDER, epochs=prior_epochs,
+                                             fingerprint=fingerprint and f"{fingerprint}-prior", **fit)  # fmt: skip
+    steps = _steps(n_train, batch_size, epochs)
+    decoder_module = KandinskyDecoderModule(
+        dict(unet_model.config), prior_pipe.get_zero_embed().squeeze(0).tolist(), lr=lr,
+        warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
+    )  # fmt: skip
+    trained_decoder, decoder_summary = _fit_best(decoder_module, (latents, embeddings.numpy()), run_dir / DECODER_FOLDER,
+                                                 epochs=epochs, fingerprint=fingerprint and f"{fingerprint}-decoder",
+                                                 **fit)  # fmt: skip
+    prior_pipe.register_modules(prior=trained_prior.prior)
+    decoder_pipe.register_modules(unet=trained_decoder.unet)
+    summary = {"prior": prior_summary, "decoder": decoder_summary}
+
+    def save(folder):
+        prior_pipe.save_pretrained(folder / PRIOR_FOLDER)
+        decoder_pipe.save_pretrained(folder / DECODER_FOLDER)
+
+    _save_folder(out_dir, save, summary)
+    return summary
+
+
+def train_text_to_image(
+    world,
+    out_dir,
+    *,
+    family: str,
+    train: dict,
+    tokenizer_dir,
+    clip_dir,
+    autoencoder_dir,
+    t5_dir=None,
+    image_size: int,
+    clip_image_size: int,
+    max_length: int,
+    seed: int,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
+    """Train one mini generator of ``family`` on the world's train split from saved components.
+
+    Parameters
+    ----------
+    world : path-like
+        The COCO-format root (``annotations/captions_train2014.json``, ``train2014/``).
+    out_dir : path-like
+        The pipeline folder to save.
+    family : {"sd3", "flux", "kandinsky"}
+    train : dict
+        ``images``, ``epochs``, ``batch_size``, ``lr`` and the family's keys (``transformer``;
+        Kandinsky: ``prior``, ``unet``, ``prior_epochs``; optional ``val_images``,
+        ``caption_dropout``, ``shift``, ``distill_start``, ``guidance_range``).
+    tokenizer_dir, clip_dir, autoencoder_dir, t5_dir : path-like
+        Saved word tokenizer, CLIP, autoencoder (``AutoencoderKL``; Kandinsky: ``VQModel``) and T5.
+    image_size, clip_image_size : int
+        Generated side; the CLIP's input side (Kandinsky's image encoder reads the images at it).
+    max_length : int
+        Prompt tokens.
+    seed : int
+    accelerator : str
+    fingerprint : str, optional
+
+    Returns
+    -------
+    dict
+        The training summary.
+    """
+    from transformers import AutoTokenizer, CLIPModel, T5EncoderModel
+
+    from condeval.encoders.train import coco_split
+    from condeval.generators.autoencoders import _autoencoder_class
+    from condeval.generators.text_to_image import pipeline_tokenizer
+
+    train = dict(train)
+    frame, captions = coco_split(world, "train", train.pop("images"))
+    paths = frame["path"].to_list()
+    clip = CLIPModel.from_pretrained(str(clip_dir)).eval()
+    tokenizer = pipeline_tokenizer(AutoTokenizer.from_pretrained(str(tokenizer_dir)), max_length)
+    images = world_images(paths, image_size)
+    common = {"val_images": train.pop("val_images", 200), "seed": seed, "accelerator": accelerator,
+              "fingerprint": fingerprint}  # fmt: skip
+    autoencoder = (
+        _autoencoder_class("vq" if family == "kandinsky" else "kl").from_pretrained(str(autoencoder_dir)).eval()
+    )
+    if family == "kandinsky":
+        from condeval.encoders.clip import clip_image_processor
+        from condeval.encoders.data import pixel_values
+
+        processor = clip_image_processor(clip_image_size)
+        return train_kandinsky(images, pixel_values(paths, processor), captions, out_dir, clip=clip, tokenizer=tokenizer,
+                               movq=autoencoder, image_processor=processor, **train, **common)  # fmt: skip
+    t5 = T5EncoderModel.from_pretrained(str(t5_dir)).eval()
+    return train_flow_generator(images, captions, out_dir, family=family, clip=clip, tokenizer=tokenizer, vae=autoencoder,
+                                t5=t5, max_length=max_length, **train, **common)  # fmt: skip

@@ -16,7 +16,7 @@ ENCODER_NAMES = ("clip", "bert")
 
 SHARED_WILDCARDS = {
     "split": "train|val",
-    "encoder": "clip|bert",
+    "encoder": "clip|bert|dino",
     "shard": r"\d+",
 }
 
@@ -111,6 +111,38 @@ def text_source_inputs(wildcards):
     prefix, name = wildcards.source.split("-", 1)
     generated = CAPTION_SOURCES[prefix].format(name=name, shard=wildcards.shard)
     return {"captions": coco_captions("val"), "generated": generated}
+
+
+# Generated images whose features the shared image_features rule extracts, declared like caption
+# sources: feature source "<prefix>-<name>" reads the images that the manifest (a parquet of
+# image_id and file) IMAGE_SOURCES[prefix] names. The val images themselves are source "val-images".
+IMAGE_SOURCES = {}
+VAL_IMAGES_SOURCE = "val-images"
+
+
+def register_image_source(prefix, pattern):
+    """Declare that image feature source ``<prefix>-<name>`` reads the image manifest ``pattern`` (with {name}, {shard})."""
+    if not re.fullmatch(r"[a-z][a-z0-9]*", prefix) or prefix == "val" or prefix in CAPTION_SOURCES:
+        raise ValueError(f"image source prefix {prefix!r} must be lower-case letters and digits, not 'val' nor a caption source")
+    missing = [field for field in ("{name}", "{shard}") if field not in pattern]
+    if missing:
+        raise ValueError(f"image source {prefix!r}: pattern {pattern!r} lacks {missing}")
+    if IMAGE_SOURCES.get(prefix, pattern) != pattern:
+        raise ValueError(f"image source {prefix!r} is registered twice, as {IMAGE_SOURCES[prefix]!r} and {pattern!r}")
+    IMAGE_SOURCES[prefix] = pattern
+
+
+def image_source_constraint():
+    """Wildcard constraint of {source} in image features: the val images or a registered image source."""
+    return "|".join([VAL_IMAGES_SOURCE, *(rf"{prefix}-[a-z0-9-]+" for prefix in IMAGE_SOURCES)])
+
+
+def image_source_inputs(wildcards):
+    """Images of a feature source: the val split, or a registered source's manifest of generated images."""
+    if wildcards.source == VAL_IMAGES_SOURCE:
+        return {"captions": coco_captions("val")}
+    prefix, name = wildcards.source.split("-", 1)
+    return {"captions": coco_captions("val"), "generated": IMAGE_SOURCES[prefix].format(name=name, shard=wildcards.shard)}
 
 
 def wildcard_encoder_inputs(wildcards):

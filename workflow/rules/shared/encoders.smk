@@ -77,6 +77,34 @@ if "train" in ENCODERS["bert"]:
             "../../scripts/shared/train_bert.py"
 
 
+if "train" in ENCODERS.get("dino", {}):
+
+    rule train_dino:
+        """The tiny DINOv2 of DINO-SIM, self-supervised on the train split's images and fresh renders of their scenes."""
+        input:
+            captions=coco_world(),
+        output:
+            model=directory("results/encoders/dino"),
+            manifest=saved_manifest("results/encoders/dino"),
+            run=update(directory("results/encoders/dino_run")),
+        params:
+            train=canonical(ENCODERS["dino"]["train"]),
+            image_size=ENCODERS["image_size"],
+            seed=ENCODERS["seed"],
+        log:
+            "logs/shared/train_dino.log",
+        conda:
+            "../../../envs/torch.yaml"
+        threads: 1
+        priority: 40
+        resources:
+            mem_mb=4000,
+            runtime=60,
+            gpu=0,
+        script:
+            "../../scripts/shared/train_dino.py"
+
+
 rule encoder_signal:
     """CLIP retrieval R@1/R@5 in a 1,000-way gallery and the one-noun foil gap; BERT same-image agreement."""
     input:

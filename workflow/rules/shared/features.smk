@@ -4,18 +4,20 @@
 
 
 rule image_features:
+    """Image features (CLIP or DINOv2) of the val images or of a registered source of generated images."""
     input:
-        captions=coco_captions("val"),
-        encoder=trained_encoder_inputs("clip"),
+        unpack(image_source_inputs),
+        encoder=wildcard_encoder_inputs,
     output:
-        "results/features/clip/val-images/shard-{shard}.safetensors",
+        "results/features/{encoder}/{source}/shard-{shard}.safetensors",
     wildcard_constraints:
-        **SHARED_WILDCARDS,
+        **{**SHARED_WILDCARDS, "encoder": "clip|dino"},
+        source=image_source_constraint(),
     params:
         shards=COCO["shards"],
         batch_size=ENCODERS["batch_size"],
     log:
-        "logs/shared/features/clip/val-images/shard-{shard}.log",
+        "logs/shared/features/{encoder}/{source}/shard-{shard}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1
@@ -35,7 +37,7 @@ rule text_features:
     output:
         "results/features/{encoder}/{source}/shard-{shard}.safetensors",
     wildcard_constraints:
-        **SHARED_WILDCARDS,
+        **{**SHARED_WILDCARDS, "encoder": "clip|bert"},
         source=text_source_constraint(),
     params:
         max_length=wildcard_encoder_max_length,

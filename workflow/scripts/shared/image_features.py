@@ -1,4 +1,5 @@
-"""Snakemake adapter: CLIP image features of one image-id shard of the val split."""
+"""Snakemake adapter: image features (CLIP or DINOv2) of one image-id shard of the val split, or of
+one shard of generated images (a registered image source's manifest)."""
 
 import torch
 
@@ -6,21 +7,25 @@ from condeval.core.devices import device_for_gpus
 from condeval.core.io import saved_folder
 from condeval.core.logs import log_to_file
 from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions, shard_image_ids
-from condeval.encoders.features import ClipEncoder, write_feature_shard
+from condeval.encoders.features import image_encoder, write_feature_shard
+from condeval.generators.images import read_image_manifest
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
-p = snakemake.params
-pairs = evaluation_pairs(load_captions(snakemake.input.captions, image_dir(snakemake.input.captions)))
-shard = int(snakemake.wildcards.shard)
-rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
-encoder = ClipEncoder(saved_folder(snakemake.input.encoder), device=device_for_gpus(snakemake.resources.get("gpu", 0)))
-features = encoder.image_features(rows["path"].to_list(), batch_size=p.batch_size)
-metadata = {
-    "encoder": encoder.identity,
-    "input": "val images",
-    "preprocessing": encoder.preprocessing,
-    "shard": [shard, p.shards],
-}
-write_feature_shard(snakemake.output[0], rows["image_id"].to_numpy(), features, metadata)
-log.info("shard %d: %d image features of width %d", shard, *features.shape)
+p, w = snakemake.params, snakemake.wildcards
+shard = int(w.shard)
+if "generated" in snakemake.input.keys():
+    ids, paths = read_image_manifest(snakemake.input.generated)
+    described = f"generated images ({snakemake.input.generated})"
+else:
+    pairs = evaluation_pairs(load_captions(snakemake.input.captions, image_dir(snakemake.input.captions)))
+    rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
+    ids, paths = rows["image_id"].to_numpy(), rows["path"].to_list()
+    described = "val images"
+device = device_for_gpus(snakemake.resources.get("gpu", 0))
+encoder = image_encoder(w.encoder, saved_folder(snakemake.input.encoder), device=device)
+features = encoder.image_features(paths, batch_size=p.batch_size)
+metadata = {"encoder": encoder.identity, "input": described, "preprocessing": encoder.preprocessing,
+            "shard": [shard, p.shards]}  # fmt: skip
+write_feature_shard(snakemake.output[0], ids, features, metadata)
+log.info("shard %d: %d %s features of width %d (%s)", shard, features.shape[0], w.encoder, features.shape[1], described)

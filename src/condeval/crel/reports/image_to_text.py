@@ -29,20 +29,25 @@ __all__ = [
     "plot_card",
 ]
 
-METRIC_LABELS = {"clip": "CLIP-SIM", "bert": "BERT-SIM"}
+METRIC_LABELS = {"clip": "CLIP-SIM", "bert": "BERT-SIM", "dino": "DINO-SIM"}
 PAPER_TABLE2 = paper.table2()
 _OURS, _WORSE, _BETTER = "#1f77b4", "#d62728", "#2ca02c"
 
 
-def _paper_cell(model: str, metric: str, value: str, rank: str) -> str:
-    row = PAPER_TABLE2.get((model, metric))
+def _paper_cell(published: dict, model: str, metric: str, value: str, rank: str) -> str:
+    row = published.get((model, metric))
     return "" if row is None else f"{row[value]:.4f}^{row[rank]}"
 
 
-def table2_markdown(table: pl.DataFrame) -> str:
-    """Table 2 as Markdown: per metric and model, mean ρ and CReL-ρ with ranks as superscripts, Δ."""
+def table2_markdown(table: pl.DataFrame, published: dict | None = None) -> str:
+    """Table 2 (or 3) as Markdown: per metric and model, mean ρ and CReL-ρ with ranks as superscripts, Δ.
+
+    ``published``: the paper's rows by (model, metric) (default Table 2's), shown beside ours when
+    every model carries a paper name.
+    """
+    published = PAPER_TABLE2 if published is None else published
     rows = []
-    with_paper = all((r["model"], r["metric"]) in PAPER_TABLE2 for r in table.iter_rows(named=True))
+    with_paper = all((r["model"], r["metric"]) in published for r in table.iter_rows(named=True))
     for r in table.iter_rows(named=True):
         row = {
             "metric": METRIC_LABELS[r["metric"]],
@@ -56,8 +61,8 @@ def table2_markdown(table: pl.DataFrame) -> str:
             "test images": r["n_test"],
         }
         if with_paper:
-            row["paper ρ"] = _paper_cell(r["model"], r["metric"], "mean_rho", "rank_mean")
-            row["paper CReL-ρ"] = _paper_cell(r["model"], r["metric"], "crel_rho", "rank_crel")
+            row["paper ρ"] = _paper_cell(published, r["model"], r["metric"], "mean_rho", "rank_mean")
+            row["paper CReL-ρ"] = _paper_cell(published, r["model"], r["metric"], "crel_rho", "rank_crel")
         rows.append(row)
     return markdown_table(pl.DataFrame(rows))
 
@@ -109,7 +114,7 @@ def _rank_change(before: int, after: int) -> str:
     return f"{before}→{after} ({'up' if after < before else 'down'})"
 
 
-def _violin_panel(ax, scores: pl.DataFrame, table: pl.DataFrame, metric: str, models: list[str]) -> None:
+def _violin_panel(ax, scores: pl.DataFrame, table: pl.DataFrame, metric: str, models: list[str], panel: int) -> None:
     data = [scores.filter((pl.col("metric") == metric) & (pl.col("model") == m))["rho"].to_numpy() for m in models]
     parts = ax.violinplot(data, showmedians=True, showextrema=True)
     for body in parts["bodies"]:
@@ -120,16 +125,17 @@ def _violin_panel(ax, scores: pl.DataFrame, table: pl.DataFrame, metric: str, mo
         ax.scatter([k], [row["crel_rho"]], marker="v", color=_WORSE, zorder=3, label="CReL-ρ" if k == 1 else None)
     ax.set_xticks(range(1, len(models) + 1), models, rotation=20)
     ax.set_ylabel(f"ρ = {METRIC_LABELS[metric]}")
-    ax.set_title(f"({'ab'[list(METRIC_LABELS).index(metric)]}) {METRIC_LABELS[metric]} distributions")
+    ax.set_title(f"({'ab'[panel]}) {METRIC_LABELS[metric]} distributions")
 
 
 def plot_violins(scores: pl.DataFrame, table: pl.DataFrame, path) -> None:
-    """Fig. 3: violins of ρ on the test images, per model and metric, with mean ρ and CReL-ρ marked."""
+    """Fig. 3 (Fig. 11 for text-to-image): violins of ρ on the test images, per model and metric, with
+    mean ρ and CReL-ρ marked."""
     models = sorted(scores["model"].unique().to_list())
     metrics = [m for m in METRIC_LABELS if m in scores["metric"].unique().to_list()]
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 4), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
-        _violin_panel(ax, scores, table, metric, models)
+    for panel, (ax, metric) in enumerate(zip(axes[0], metrics)):
+        _violin_panel(ax, scores, table, metric, models, panel)
     axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=150)

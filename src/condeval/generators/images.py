@@ -1,0 +1,75 @@
+"""Generated images on disk: one folder of PNG files per shard and a Parquet manifest beside it.
+
+The layout any generator's samples can be placed in, so that a lab scores its own model's images
+without this package's generators::
+
+    <shard>/                 <image_id:012d>.png, one per item
+    <shard>.parquet          image_id (int64), prompt (str), file (str: relative to the manifest's folder),
+                             seed (uint64: the seed of the image's noise; 0 when unknown)
+
+:func:`read_image_manifest` checks the columns, that every file exists and that no file lies outside
+the manifest's folder.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from condeval.core.io import DataFileError, atomic_directory, read_parquet, write_parquet
+
+__all__ = ["MANIFEST_COLUMNS", "write_generated_images", "read_image_manifest"]
+
+MANIFEST_COLUMNS = ("image_id", "prompt", "file", "seed")
+
+
+def write_generated_images(images, image_ids, prompts, seeds, folder: str | os.PathLike,
+                           manifest: str | os.PathLike) -> pl.DataFrame:  # fmt: skip
+    """Save ``images`` (PIL) as ``folder/<image_id>.png`` (the folder atomically) and their manifest.
+
+    Returns the manifest frame. ``folder`` must lie beside or below the manifest's folder.
+    """
+    folder, manifest = Path(folder), Path(manifest)
+    with atomic_directory(folder) as tmp:
+        for image, image_id in zip(images, image_ids, strict=True):
+            image.save(tmp / f"{int(image_id):012d}.png")
+    relative = os.path.relpath(folder, manifest.parent)
+    frame = pl.DataFrame({
+        "image_id": np.asarray(image_ids, dtype=np.int64), "prompt": list(prompts),
+        "file": [f"{relative}/{int(i):012d}.png" for i in image_ids], "seed": np.asarray(seeds, dtype=np.uint64),
+    })  # fmt: skip
+    write_parquet(frame, manifest)
+    return frame
+
+
+def read_image_manifest(path: str | os.PathLike) -> tuple[np.ndarray, list[str]]:
+    """(image ids, absolute image paths) of a manifest, checked.
+
+    Raises
+    ------
+    DataFileError
+        Naming the manifest and the record: a missing column, a duplicate image id, a file that
+        does not exist or that leaves the manifest's folder.
+    """
+    path = Path(path)
+    frame = read_parquet(path)
+    missing = [c for c in ("image_id", "file") if c not in frame.columns]
+    if missing:
+        raise DataFileError(f"{path}: image manifest lacks column(s) {missing} (has {frame.columns})")
+    ids = frame["image_id"].to_numpy()
+    unique, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise DataFileError(f"{path}: image id {int(unique[counts > 1][0])} appears more than once")
+    root = path.parent.resolve()
+    paths = []
+    for row, (image_id, file) in enumerate(zip(ids, frame["file"].to_list(), strict=True)):
+        resolved = (root / file).resolve()
+        if not resolved.is_relative_to(root):
+            raise DataFileError(f"{path}: record {row} (image id {image_id}): file {file!r} leaves {root}")
+        if not resolved.is_file():
+            raise DataFileError(f"{path}: record {row} (image id {image_id}): file {file!r} does not exist")
+        paths.append(str(resolved))
+    return ids, paths

@@ -1,0 +1,99 @@
+# Helpers of the text-to-image rules (t2i.smk, t2i_report.smk): the config section
+# crel.text_to_image, wildcard constraints and input functions.
+if "coco" not in config or "encoders" not in config or "dino" not in config["encoders"]:
+    raise ValueError(
+        "config key 'crel.text_to_image' needs the 'coco' and 'encoders' sections, with encoders.dino (DINO-SIM's encoder)"
+    )
+T2I = CREL["text_to_image"]
+T2I_MODELS = list(T2I["models"])
+T2I_METRICS = ["clip", "dino"]
+T2I_ALPHA = f"{T2I['alpha']:g}"
+for _metric, _starts in T2I["num_z0"].items():
+    if _starts not in T2I["num_z0_curve"]:
+        raise ValueError(
+            f"crel.text_to_image.num_z0_curve {T2I['num_z0_curve']} must hold num_z0.{_metric} = {_starts} (Fig. 7's point there is Table 3's CReL-rho)"
+        )
+
+T2I_WILDCARDS = {
+    "model": "|".join(T2I_MODELS),
+    "metric": "clip|dino",
+    "shard": r"\d+",
+    "alpha": r"0\.\d+|\de-\d+",
+    "kind": "kl|vq",
+}
+
+# The images each model draws (rule generate_images): a folder of PNGs and its manifest per shard;
+# the shared image_features rule extracts their features as source "generated-<model>".
+GENERATED_IMAGES = "results/crel_t2i/images/{name}/shard-{shard}.parquet"
+register_image_source("generated", GENERATED_IMAGES)
+# Which autoencoder each family's pipeline holds.
+FAMILY_AUTOENCODER = {"sd3": "kl", "flux": "kl", "kandinsky": "vq"}
+
+
+def t2i_trained(model):
+    return "train" in T2I["models"][model]
+
+
+def generator_inputs(wildcards):
+    """A generator as an input: the manifest of the folder train_t2i_generator saves, or the configured folder."""
+    section = T2I["models"][wildcards.model]
+    return section["path"] if "path" in section else saved_manifest(f"results/crel_t2i/generators/{wildcards.model}")
+
+
+def generator_train_inputs(wildcards):
+    """What training one generator reads: the world, tokenizer, CLIP, its family's autoencoder (and T5)."""
+    family = T2I["models"][wildcards.model]["family"]
+    inputs = {
+        "captions": coco_world(),
+        "tokenizer": saved_manifest("results/encoders/tokenizer"),
+        "clip": trained_encoder_inputs("clip"),
+        "autoencoder": saved_manifest(f"results/crel_t2i/autoencoders/{FAMILY_AUTOENCODER[family]}"),
+    }
+    if family != "kandinsky":
+        inputs["t5"] = saved_manifest("results/crel_t2i/t5")
+    return inputs
+
+
+def generator_train_params(wildcards):
+    section = T2I["models"][wildcards.model]
+    return canonical({"family": section["family"], **section["train"]})
+
+
+def t2i_feature_inputs(wildcards):
+    """Every shard CReL needs for one model, by :data:`condeval.crel.text_to_image.FEATURE_SOURCES`
+    name, and the encoders that must have made them."""
+    return {
+        "clip_encoder": trained_encoder_inputs("clip"),
+        "dino_encoder": trained_encoder_inputs("dino"),
+        "generated_clip": feature_shards("clip", f"generated-{wildcards.model}"),
+        "caption_clip": feature_shards("clip", REFERENCE_SOURCE),
+        "real_dino": feature_shards("dino", VAL_IMAGES_SOURCE),
+        "generated_dino": feature_shards("dino", f"generated-{wildcards.model}"),
+    }
+
+
+def t2i_scores(wildcards):
+    return expand(
+        "results/crel_t2i/{model}/{metric}/scores_alpha{alpha}.parquet",
+        model=T2I_MODELS,
+        metric=T2I_METRICS,
+        alpha=wildcards.alpha,
+    )
+
+
+def t2i_generated(wildcards=None):
+    """Every model's image manifests."""
+    return expand(GENERATED_IMAGES, name=T2I_MODELS, shard=SHARDS)
+
+
+def t2i_targets():
+    return [
+        "results/crel_t2i/signal.json",
+        f"reports/crel_t2i/table3_alpha{T2I_ALPHA}.md",
+        f"reports/crel_t2i/fig11_violins_alpha{T2I_ALPHA}.png",
+    ]
+
+
+def t2i_num_z0_targets():
+    """Fig. 7 (Appendix C.8), opt-in as Fig. 6: it repeats Table 3's search at each num_z0."""
+    return [f"reports/crel_t2i/fig7_num_z0_alpha{T2I_ALPHA}.png"]

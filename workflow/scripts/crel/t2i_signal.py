@@ -1,0 +1,51 @@
+"""Snakemake adapter: the text-to-image generators' signal (CLIP retrieval, requested colour and
+shape) and DINO-SIM's same-scene AUC, on the items' val images."""
+
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from condeval.core.io import read_json, saved_folder, write_json
+from condeval.core.logs import log_to_file
+from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions
+from condeval.encoders.dino import DinoEncoder, dino_signal
+from condeval.encoders.features import ClipEncoder
+from condeval.generators.images import read_image_manifest
+from condeval.generators.signal import generation_signal
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p, i = snakemake.params, snakemake.input
+pairs = evaluation_pairs(load_captions(i.captions, image_dir(i.captions))).sort("image_id")
+scenes_file = Path(i.captions).parent / "scenes_val2014.json"
+scenes = read_json(scenes_file) if scenes_file.exists() else None
+clip = ClipEncoder(saved_folder(i.clip))
+out = {"models": {}}
+manifests = [list(i.generated)[k * p.shards : (k + 1) * p.shards] for k in range(len(p.models))]
+for model, shards in zip(p.models, manifests, strict=True):
+    ids, paths = [], []
+    for manifest in shards:
+        shard_ids, shard_paths = read_image_manifest(manifest)
+        ids += shard_ids.tolist()
+        paths += shard_paths
+    rows = pairs.filter(pairs["image_id"].is_in(ids)).sort("image_id")
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    generated = [paths[k] for k in order]
+    # The same reader on the real images at the generated size (the ceiling a generator at this size can reach)
+    real = [
+        Image.open(path).convert("RGB").resize((p.image_size, p.image_size), Image.LANCZOS) for path in rows["path"]
+    ]
+    item_scenes = [scenes[str(k)] for k in rows["image_id"]] if scenes else [[] for _ in range(rows.height)]
+    out["models"][model] = generation_signal(
+        clip, generated, real, rows["caption"].to_list(), item_scenes, gallery=p.gallery
+    )
+    log.info("%s: %s", model, out["models"][model])
+if scenes:
+    dino = DinoEncoder(saved_folder(i.dino))
+    head = pairs.head(1000)
+    out["dino"] = dino_signal(
+        dino, head["path"].to_list(), [scenes[str(k)] for k in head["image_id"]], head["image_id"].to_list()
+    )
+    log.info("DINO: %s", out["dino"])
+write_json(out, snakemake.output[0])
