@@ -34,10 +34,11 @@ if "crel" in config:
 
         include: "workflow/rules/crel/i2t_common.smk"
 
-    # CReL on text-to-image (config `crel.text_to_image:`), on the shared COCO data, CLIP and DINOv2.
-    if "text_to_image" in config["crel"]:
 
-        include: "workflow/rules/crel/t2i_common.smk"
+# CReL on text-to-image (config `crel.text_to_image:`), on the shared COCO data, CLIP and DINOv2.
+if "text_to_image" in config.get("crel", {}):
+
+    include: "workflow/rules/crel/t2i_common.smk"
 
 
 # Conformal risk control for CLIPScore (config `crc:`), on the shared COCO data and CLIP.
@@ -72,11 +73,13 @@ if "crel" in config:
         include: "workflow/rules/crel/i2t_report.smk"
 
         declare_targets("crel_i2t", i2t_targets())
-    if "text_to_image" in config["crel"]:
 
-        include: "workflow/rules/crel/t2i.smk"
 
-        declare_targets("crel_t2i", t2i_targets())
+if "text_to_image" in config.get("crel", {}):
+
+    include: "workflow/rules/crel/t2i.smk"
+
+    declare_targets("crel_t2i", t2i_targets())
 
 
 if "crc" in config:

@@ -198,9 +198,7 @@ rule t2i_evaluate:
     wildcard_constraints:
         **T2I_WILDCARDS,
     params:
-        reliability=lambda wildcards: canonical(
-            {**T2I["reliability"], "num_z0": T2I["num_z0"][wildcards.metric]}
-        ),
+        reliability=lambda wildcards: canonical({**T2I["reliability"], "num_z0": T2I["num_z0"][wildcards.metric]}),
         seed=T2I["seed"],
     log:
         "logs/crel_t2i/evaluate_{model}_{metric}_alpha{alpha}.log",

@@ -123,7 +123,9 @@ VAL_IMAGES_SOURCE = "val-images"
 def register_image_source(prefix, pattern):
     """Declare that image feature source ``<prefix>-<name>`` reads the image manifest ``pattern`` (with {name}, {shard})."""
     if not re.fullmatch(r"[a-z][a-z0-9]*", prefix) or prefix == "val" or prefix in CAPTION_SOURCES:
-        raise ValueError(f"image source prefix {prefix!r} must be lower-case letters and digits, not 'val' nor a caption source")
+        raise ValueError(
+            f"image source prefix {prefix!r} must be lower-case letters and digits, not 'val' nor a caption source"
+        )
     missing = [field for field in ("{name}", "{shard}") if field not in pattern]
     if missing:
         raise ValueError(f"image source {prefix!r}: pattern {pattern!r} lacks {missing}")
@@ -142,7 +144,10 @@ def image_source_inputs(wildcards):
     if wildcards.source == VAL_IMAGES_SOURCE:
         return {"captions": coco_captions("val")}
     prefix, name = wildcards.source.split("-", 1)
-    return {"captions": coco_captions("val"), "generated": IMAGE_SOURCES[prefix].format(name=name, shard=wildcards.shard)}
+    return {
+        "captions": coco_captions("val"),
+        "generated": IMAGE_SOURCES[prefix].format(name=name, shard=wildcards.shard),
+    }
 
 
 def wildcard_encoder_inputs(wildcards):
