@@ -22,7 +22,7 @@ T2I_WILDCARDS = {
     "kind": "kl|vq",
 }
 
-# The images each model draws (rule generate_images): a folder of PNGs and its manifest per shard;
+# The images each model draws (generate_images): a folder of PNGs and its manifest per shard;
 # the shared image_features rule extracts their features as source "generated-<model>".
 GENERATED_IMAGES = "results/crel_t2i/images/{name}/shard-{shard}.parquet"
 register_image_source("generated", GENERATED_IMAGES)
