@@ -91,7 +91,7 @@ def dry_run_jobs(workdir: Path, target: str, configs: tuple[str, ...]) -> dict[s
 
 
 # The tiny config of every track, run once per session and shared by the end-to-end tests.
-ALL_TRACKS = ("i2t", "crc")
+ALL_TRACKS = ("i2t", "t2i", "crc")
 
 
 @pytest.fixture(scope="session")

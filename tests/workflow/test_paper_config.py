@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # starts Snakemake
 
 #: Jobs of `all ablations crel_i2t_num_z0 scaling` (what `make run`, `make ablations` and `make scaling`
 #: build) under config/paper.yaml; update when the DAG changes on purpose.
-EXPECTED_JOBS = 1184
+EXPECTED_JOBS = 1723
 #: Image-to-text rules that must run on a GPU node under profiles/slurm.
 I2T_GPU_RULES = (
     "generate_captions",
@@ -27,6 +27,8 @@ I2T_GPU_RULES = (
     "i2t_num_z0",
     "crc_sample",
 )
+#: Text-to-image rules that must run on a GPU node under profiles/slurm (generation and features).
+T2I_GPU_RULES = ("generate_images", "t2i_fit", "t2i_evaluate", "t2i_signal")
 
 
 def _stand_ins(workdir: Path) -> dict:
@@ -37,7 +39,9 @@ def _stand_ins(workdir: Path) -> dict:
     for split in ("train", "val"):
         (annotations / f"captions_{split}2014.json").write_text("{}")
     folders = [m["path"] for m in config["crel"]["image_to_text"]["models"].values()]
-    folders += [config["encoders"][name]["path"] for name in ("clip", "bert")]
+    folders += [config["encoders"][name]["path"] for name in ("clip", "bert", "dino")]
+    generators = config["crel"]["text_to_image"]["models"].values()
+    folders += [m[key] for m in generators for key in ("path", "prior_path") if key in m]
     crc = config["crc"]
     folders += [m[key] for m in crc["models"].values() for key in ("path", "tokenizer", "image_processor") if key in m]
     data = crc["data"]
@@ -93,6 +97,12 @@ def test_paper_config_dry_run_resolves_every_target(tmp_path):
     assert (
         int(counts["text_features"]) == 2 * (1 + models) * shards
     )  # CLIP and BERT of references and of each model's captions
+    t2i = config["crel"]["text_to_image"]["models"]
+    assert int(counts["generate_images"]) == len(t2i) * shards
+    assert int(counts["t2i_fit"]) == int(counts["t2i_evaluate"]) == len(t2i) * 2  # CLIP-SIM, DINO-SIM
+    # CLIP and DINO of each model's images, DINO of the val images (CLIP's val images: image-to-text's)
+    assert int(counts["image_features"]) == (2 * len(t2i) + 2) * shards
+    assert "t2i_autoencoder" not in counts and "train_t2i_generator" not in counts  # the hub's pipelines
     crc = config["crc"]
     benchmarks = 3 + len(crc["data"]["judgments"])  # FOIL-it, FOIL-nocaps, RichHF-18K and the judgment sets
     assert int(counts["crc_sample"]) == len(crc["models"]) * benchmarks * crc["shards"]
@@ -111,7 +121,7 @@ def test_generation_features_and_training_ask_for_a_gpu_under_slurm(tmp_path):
     seen = set()
     for block in blocks:
         rule = re.match(r"(?:local)?rule (\w+):", block)
-        if rule and rule.group(1) in I2T_GPU_RULES + ("train_vae", "train_dqr"):
+        if rule and rule.group(1) in I2T_GPU_RULES + T2I_GPU_RULES + ("train_vae", "train_dqr"):
             seen.add(rule.group(1))
             assert "gpu=1" in block and "slurm_partition=gpu" in block, block[:800]
-    assert seen == set(I2T_GPU_RULES) | {"train_vae", "train_dqr"}
+    assert seen == set(I2T_GPU_RULES) | set(T2I_GPU_RULES) | {"train_vae", "train_dqr"}

@@ -242,10 +242,15 @@ def kandinsky_clip(clip, basis: torch.Tensor):
     return text.eval(), image.eval()
 
 
-def load_text_to_image(path: str | os.PathLike, device: str | torch.device = "cpu"):
-    """A saved generator folder as a callable pipeline: ``DiffusionPipeline.from_pretrained`` for SD3
-    and FLUX; Kandinsky's ``prior/`` and ``decoder/`` folders as the ``KandinskyV22CombinedPipeline``
-    the two make (the hub's ``kandinsky-2-2-decoder`` loads the same way with its prior)."""
+def load_text_to_image(
+    path: str | os.PathLike, device: str | torch.device = "cpu", prior: str | os.PathLike | None = None
+):
+    """A saved generator as a callable pipeline.
+
+    SD3 and FLUX: ``DiffusionPipeline.from_pretrained(path)``. Kandinsky 2.2: the prior pipeline
+    (``prior``, default ``path/prior``) and the decoder pipeline (``path/decoder`` if it exists, else
+    ``path``, as the hub's ``kandinsky-2-2-decoder``) joined as ``KandinskyV22CombinedPipeline``.
+    """
     from diffusers import (
         DiffusionPipeline,
         KandinskyV22CombinedPipeline,
@@ -254,13 +259,16 @@ def load_text_to_image(path: str | os.PathLike, device: str | torch.device = "cp
     )
 
     path = Path(path)
-    if (path / PRIOR_FOLDER).is_dir():
-        prior = KandinskyV22PriorPipeline.from_pretrained(str(path / PRIOR_FOLDER))
-        decoder = KandinskyV22Pipeline.from_pretrained(str(path / DECODER_FOLDER))
+    prior = Path(prior) if prior is not None else path / PRIOR_FOLDER
+    if prior.is_dir():
+        prior_pipe = KandinskyV22PriorPipeline.from_pretrained(str(prior))
+        decoder_dir = path / DECODER_FOLDER if (path / DECODER_FOLDER).is_dir() else path
+        decoder = KandinskyV22Pipeline.from_pretrained(str(decoder_dir))
         pipe = KandinskyV22CombinedPipeline(
-            unet=decoder.unet, scheduler=decoder.scheduler, movq=decoder.movq, prior_prior=prior.prior,
-            prior_image_encoder=prior.image_encoder, prior_text_encoder=prior.text_encoder,
-            prior_tokenizer=prior.tokenizer, prior_scheduler=prior.scheduler, prior_image_processor=prior.image_processor,
+            unet=decoder.unet, scheduler=decoder.scheduler, movq=decoder.movq, prior_prior=prior_pipe.prior,
+            prior_image_encoder=prior_pipe.image_encoder, prior_text_encoder=prior_pipe.text_encoder,
+            prior_tokenizer=prior_pipe.tokenizer, prior_scheduler=prior_pipe.scheduler,
+            prior_image_processor=prior_pipe.image_processor,
         )  # fmt: skip
     else:
         pipe = DiffusionPipeline.from_pretrained(str(path))

@@ -37,32 +37,34 @@ rule t2i_autoencoder:
         "../../scripts/crel/t2i_autoencoder.py"
 
 
-rule t2i_t5:
-    """The tiny T5EncoderModel of SD3 and FLUX, distilled from the CLIP's text tower."""
-    input:
-        captions=coco_world(),
-        tokenizer=saved_manifest("results/encoders/tokenizer"),
-        clip=trained_encoder_inputs("clip"),
-    output:
-        model=directory("results/crel_t2i/t5"),
-        manifest=saved_manifest("results/crel_t2i/t5"),
-        run=update(directory("results/crel_t2i/t5_run")),
-    params:
-        train=canonical(T2I["t5"]),
-        max_length=T2I["max_length"],
-        seed=T2I["seed"],
-    log:
-        "logs/crel_t2i/t5.log",
-    conda:
-        "../../../envs/torch.yaml"
-    threads: 1
-    priority: 15
-    resources:
-        mem_mb=4000,
-        runtime=60,
-        gpu=0,
-    script:
-        "../../scripts/crel/t2i_t5.py"
+if "t5" in T2I:
+
+    rule t2i_t5:
+        """The tiny T5EncoderModel of SD3 and FLUX, distilled from the CLIP's text tower."""
+        input:
+            captions=coco_world(),
+            tokenizer=saved_manifest("results/encoders/tokenizer"),
+            clip=trained_encoder_inputs("clip"),
+        output:
+            model=directory("results/crel_t2i/t5"),
+            manifest=saved_manifest("results/crel_t2i/t5"),
+            run=update(directory("results/crel_t2i/t5_run")),
+        params:
+            train=canonical(T2I["t5"]),
+            max_length=T2I["max_length"],
+            seed=T2I["seed"],
+        log:
+            "logs/crel_t2i/t5.log",
+        conda:
+            "../../../envs/torch.yaml"
+        threads: 1
+        priority: 15
+        resources:
+            mem_mb=4000,
+            runtime=60,
+            gpu=0,
+        script:
+            "../../scripts/crel/t2i_t5.py"
 
 
 rule train_t2i_generator:
@@ -97,8 +99,8 @@ rule train_t2i_generator:
 rule generate_images:
     """One image per evaluation caption of one image-id shard of the items, through the pipeline's __call__."""
     input:
+        unpack(generator_inputs),
         captions=coco_captions("val"),
-        model=generator_inputs,
     output:
         images=directory("results/crel_t2i/images/{model}/shard-{shard}"),
         manifest=GENERATED_IMAGES.format(name="{model}", shard="{shard}"),

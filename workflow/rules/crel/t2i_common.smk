@@ -14,6 +14,16 @@ for _metric, _starts in T2I["num_z0"].items():
             f"crel.text_to_image.num_z0_curve {T2I['num_z0_curve']} must hold num_z0.{_metric} = {_starts} (Fig. 7's point there is Table 3's CReL-rho)"
         )
 
+_TRAINED_FAMILIES = {T2I["models"][m]["family"] for m in T2I_MODELS if "train" in T2I["models"][m]}
+for _family in _TRAINED_FAMILIES:
+    _needs = ["autoencoders." + ("vq" if _family == "kandinsky" else "kl"), *(["t5"] if _family != "kandinsky" else [])]
+    for _key in _needs:
+        _section, _, _kind = _key.partition(".")
+        if _section not in T2I or (_kind and _kind not in T2I[_section]):
+            raise ValueError(
+                f"config key 'crel.text_to_image.{_key}' is missing: a trained {_family} generator needs it"
+            )
+
 T2I_WILDCARDS = {
     "model": "|".join(T2I_MODELS),
     "metric": "clip|dino",
@@ -35,9 +45,12 @@ def t2i_trained(model):
 
 
 def generator_inputs(wildcards):
-    """A generator as an input: the manifest of the folder train_t2i_generator saves, or the configured folder."""
+    """A generator as inputs: ``model``, the manifest of the folder train_t2i_generator saves or the
+    configured folder, and for a configured Kandinsky with ``prior_path``, ``prior``."""
     section = T2I["models"][wildcards.model]
-    return section["path"] if "path" in section else saved_manifest(f"results/crel_t2i/generators/{wildcards.model}")
+    if "path" not in section:
+        return {"model": saved_manifest(f"results/crel_t2i/generators/{wildcards.model}")}
+    return {"model": section["path"], **({"prior": section["prior_path"]} if "prior_path" in section else {})}
 
 
 def generator_train_inputs(wildcards):

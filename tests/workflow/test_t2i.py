@@ -1,0 +1,105 @@
+"""The text-to-image track end to end on a miniature of the miniature (CI), and what may rerun."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from conftest import copy_run, dry_run_jobs, run_snakemake
+
+pytestmark = pytest.mark.slow
+MODELS = ("mini-sd3", "mini-flux", "mini-kandinsky")
+TRAINING_OR_GENERATION = {
+    "miniworld_split",
+    "word_tokenizer",
+    "train_clip",
+    "train_dino",
+    "t2i_autoencoder",
+    "t2i_t5",
+    "train_t2i_generator",
+    "generate_images",
+    "image_features",
+    "text_features",
+    "t2i_fit",
+}
+
+
+@pytest.fixture(scope="module")
+def finished(tiny_run, tmp_path_factory):
+    """A copy of the session's run of every track on the tiny config (this module reruns parts of it)."""
+    return copy_run(tiny_run, tmp_path_factory.mktemp("t2i"))
+
+
+def _snakemake(workdir, *args):
+    return run_snakemake(workdir, *args, configs=("config/config.yaml",))
+
+
+def test_every_output_of_the_track_is_written(finished):
+    reports = finished / "reports/crel_t2i"
+    for name in ("table3_alpha0.2.md", "fig11_violins_alpha0.2.png"):
+        assert (reports / name).stat().st_size > 0, name
+    table = (reports / "table3_alpha0.2.md").read_text()
+    for model in MODELS:
+        assert table.count(model) == 2, model  # CLIP-SIM and DINO-SIM
+    assert "DINO-SIM" in table and "CLIP-SIM" in table
+
+
+def test_generated_images_are_the_items_at_the_configured_size(finished):
+    from PIL import Image
+
+    from condeval.generators.images import read_image_manifest
+
+    ids = []
+    for shard in (0, 1):
+        shard_ids, paths = read_image_manifest(finished / f"results/crel_t2i/images/mini-flux/shard-{shard}.parquet")
+        ids += shard_ids.tolist()
+        assert Image.open(paths[0]).size == (32, 32)
+    assert len(ids) == len(set(ids)) == 200
+
+
+def test_the_signal_report_reads_every_generator_and_dino(finished):
+    signal = json.loads((finished / "results/crel_t2i/signal.json").read_text())
+    assert set(signal["models"]) == set(MODELS)
+    for model in MODELS:
+        attributes = signal["models"][model]["attributes"]
+        assert {"generated", "real", "shuffled", "chance"} <= set(attributes)
+        assert signal["models"][model]["gallery"] == 200
+    assert 0.0 <= signal["dino"]["auc"] <= 1.0
+
+
+def test_a_generation_shard_reruns_alone(finished):
+    """Rerunning one generation shard (as after its job failed) rewrites no other model's or shard's images."""
+    shard = "results/crel_t2i/images/mini-sd3/shard-0.parquet"
+    watched = [p for p in (finished / "results/crel_t2i/images").rglob("*.png") if "mini-sd3/shard-0" not in str(p)]
+    watched += [p for p in (finished / "results/crel_t2i/generators").rglob("*") if p.is_file()]
+    before = {p: p.stat().st_mtime_ns for p in watched}
+    shard_before = (finished / shard).stat().st_mtime_ns
+    result = _snakemake(finished, "crel_t2i", "--forcerun", shard)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (finished / shard).stat().st_mtime_ns > shard_before
+    changed = [str(p.relative_to(finished)) for p, t in before.items() if p.stat().st_mtime_ns != t]
+    assert not changed, changed
+    assert any("mini-sd3/shard-1" in str(p) for p in before)
+
+
+def test_an_alpha_edit_reruns_no_training_and_no_generation(finished):
+    config = yaml.safe_load((finished / "config/config.yaml").read_text())
+    config["crel"]["text_to_image"]["alpha"] = 0.1
+    (finished / "config/alpha.yaml").write_text(yaml.safe_dump(config))
+    jobs = dry_run_jobs(finished, "crel_t2i", ("config/alpha.yaml",))
+    assert jobs["t2i_evaluate"] == 6  # 3 models x 2 metrics, recalibrated
+    assert not TRAINING_OR_GENERATION & set(jobs), jobs
+
+
+def test_the_same_seed_draws_the_same_images(finished, tmp_path):
+    """Generation is deterministic per (seed, image id): a second run of a shard gives the same pixels."""
+    from PIL import Image
+
+    from condeval.generators.images import read_image_manifest
+
+    _, paths = read_image_manifest(finished / "results/crel_t2i/images/mini-kandinsky/shard-1.parquet")
+    first = np.stack([np.asarray(Image.open(p)) for p in paths])
+    result = _snakemake(finished, "crel_t2i", "--forcerun", "results/crel_t2i/images/mini-kandinsky/shard-1.parquet")
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = np.stack([np.asarray(Image.open(p)) for p in paths])
+    np.testing.assert_array_equal(first, again)
