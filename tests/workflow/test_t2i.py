@@ -26,8 +26,11 @@ TRAINING_OR_GENERATION = {
 
 @pytest.fixture(scope="module")
 def finished(tiny_run, tmp_path_factory):
-    """A copy of the session's run of every track on the tiny config (this module reruns parts of it)."""
-    return copy_run(tiny_run, tmp_path_factory.mktemp("t2i"))
+    """A copy of the session's run of every track on the tiny config, with Fig. 7 (this module reruns parts of it)."""
+    workdir = copy_run(tiny_run, tmp_path_factory.mktemp("t2i"))
+    result = run_snakemake(workdir, "crel_t2i_num_z0", configs=("config/config.yaml",), budget_s=300)
+    assert result.returncode == 0, result.stderr[-5000:]
+    return workdir
 
 
 def _snakemake(workdir, *args):
@@ -36,12 +39,23 @@ def _snakemake(workdir, *args):
 
 def test_every_output_of_the_track_is_written(finished):
     reports = finished / "reports/crel_t2i"
-    for name in ("table3_alpha0.2.md", "fig11_violins_alpha0.2.png"):
+    for name in ("table3_alpha0.2.md", "fig11_violins_alpha0.2.png", "fig7_num_z0_alpha0.2.png"):
         assert (reports / name).stat().st_size > 0, name
     table = (reports / "table3_alpha0.2.md").read_text()
     for model in MODELS:
         assert table.count(model) == 2, model  # CLIP-SIM and DINO-SIM
     assert "DINO-SIM" in table and "CLIP-SIM" in table
+
+
+def test_fig7_at_table3s_num_z0_is_table3s_number(finished):
+    import polars as pl
+
+    table = pl.read_parquet(finished / "results/crel_t2i/table3_alpha0.2.parquet")
+    for row in table.iter_rows(named=True):
+        folder = finished / f"results/crel_t2i/{row['model']}/{row['metric']}"
+        curve = pl.read_parquet(folder / "num_z0_alpha0.2.parquet")
+        starts = {"clip": 4, "dino": 8}[row["metric"]]  # .test/config/t2i.yaml num_z0
+        assert curve.filter(pl.col("num_z0") == starts)["crel_rho"].item() == pytest.approx(row["crel_rho"], abs=1e-12)
 
 
 def test_generated_images_are_the_items_at_the_configured_size(finished):

@@ -256,3 +256,60 @@ rule t2i_fig11:
     threads: 1
     script:
         "../../scripts/crel/i2t_fig3.py"
+
+
+rule t2i_num_z0:
+    """The num_z0 curve (Fig. 7, Appendix C.8): Table 3's search at every num_z0 of
+    crel.text_to_image.num_z0_curve; the point at the metric's num_z0 is read from Table 3's scores."""
+    input:
+        unpack(t2i_feature_inputs),
+        scores="results/crel_t2i/{model}/{metric}/scores_alpha{alpha}.parquet",
+        lgm="results/crel_t2i/{model}/{metric}/lgm.ckpt",
+        dqr="results/crel_t2i/{model}/{metric}/dqr.ckpt",
+    output:
+        num_z0="results/crel_t2i/{model}/{metric}/num_z0_alpha{alpha}.parquet",
+    wildcard_constraints:
+        **T2I_WILDCARDS,
+    params:
+        reliability=lambda wildcards: canonical({**T2I["reliability"], "num_z0": T2I["num_z0"][wildcards.metric]}),
+        num_z0s=T2I["num_z0_curve"],
+        seed=T2I["seed"],
+    log:
+        "logs/crel_t2i/num_z0_{model}_{metric}_alpha{alpha}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/crel/t2i_num_z0.py"
+
+
+rule t2i_fig7:
+    input:
+        expand("results/crel_t2i/{model}/{metric}/num_z0_alpha{{alpha}}.parquet", model=T2I_MODELS, metric=T2I_METRICS),
+    output:
+        report(
+            "reports/crel_t2i/fig7_num_z0_alpha{alpha}.png",
+            caption="../../report/crel/t2i_fig7.rst",
+            category="CReL text-to-image",
+        ),
+    wildcard_constraints:
+        **T2I_WILDCARDS,
+    params:
+        num_z0=dict(T2I["num_z0"]),
+    log:
+        "logs/crel_t2i/fig7_alpha{alpha}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/i2t_fig6.py"
+
+
+rule crel_t2i_num_z0:
+    """Opt-in ablation: Fig. 7, CReL-rho against num_z0 (crel.text_to_image.num_z0_curve)."""
+    input:
+        t2i_num_z0_targets(),

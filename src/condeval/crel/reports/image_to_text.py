@@ -142,11 +142,13 @@ def plot_violins(scores: pl.DataFrame, table: pl.DataFrame, path) -> None:
     plt.close(fig)
 
 
-def plot_num_z0(curve: pl.DataFrame, path, num_z0: int | None = None) -> None:
-    """Fig. 6: mean CReL-ρ against the number of PGD starting points, per model and metric.
+def plot_num_z0(curve: pl.DataFrame, path, num_z0: int | dict | None = None) -> None:
+    """Fig. 6 (Fig. 7 for text-to-image): mean CReL-ρ against the number of PGD starting points, per
+    model and metric.
 
     Error bars are one standard error over the test items (where ``curve`` has ``se``); a dotted
-    line marks Table 2's ``num_z0``, where the curve should be flat within them.
+    line marks the table's ``num_z0`` (one number, or one per metric), where the curve should be
+    flat within them.
     """
     metrics = [m for m in METRIC_LABELS if m in curve["metric"].unique().to_list()]
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.5 * len(metrics), 3.8), squeeze=False)
@@ -155,8 +157,9 @@ def plot_num_z0(curve: pl.DataFrame, path, num_z0: int | None = None) -> None:
             part = curve.filter((pl.col("metric") == metric) & (pl.col("model") == model)).sort("num_z0")
             se = part["se"] if "se" in part.columns else None
             ax.errorbar(part["num_z0"], part["crel_rho"], yerr=se, marker="o", capsize=2, label=model)
-        if num_z0 is not None:
-            ax.axvline(num_z0, color="grey", linestyle=":", linewidth=1)
+        marked = num_z0.get(metric) if isinstance(num_z0, dict) else num_z0
+        if marked is not None:
+            ax.axvline(marked, color="grey", linestyle=":", linewidth=1)
         ax.set_xscale("log")
         ax.set_xlabel(r"num$_{z_0}$")
         ax.set_ylabel(f"CReL-{METRIC_LABELS[metric]}")

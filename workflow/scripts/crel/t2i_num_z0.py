@@ -1,0 +1,33 @@
+"""Snakemake adapter: CReL-rho against num_z0 (Fig. 7), Table 3's search; its num_z0 point from Table 3's scores."""
+
+import numpy as np
+import polars as pl
+import torch
+
+from condeval.core.devices import device_for_gpus
+from condeval.core.io import read_parquet, write_parquet
+from condeval.core.logs import log_to_file
+from condeval.crel import CReL
+from condeval.crel.image_to_text import num_z0_curve
+from condeval.crel.text_to_image import FEATURE_SOURCES, item_arrays
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p, i, w = snakemake.params, snakemake.input, snakemake.wildcards
+ids, X, Y, GT, folds = item_arrays(
+    {name: i[name] for name in FEATURE_SOURCES}, w.metric, p.seed, encoders={"clip": i.clip_encoder, "dino": i.dino_encoder}
+)  # fmt: skip
+cal, test = folds == "cal", folds == "test"
+table3 = read_parquet(i.scores, columns=["image_id", "crel_rho", "converged"])
+if not np.array_equal(table3["image_id"].to_numpy(), ids[test]):
+    raise ValueError(f"{i.scores}: its test items are not those of the features' test fold")
+crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine").calibrate(X[cal], Y[cal], float(w.alpha))
+search = {**dict(p.reliability), "seed": p.seed, "device": device_for_gpus(snakemake.resources.get("gpu", 0))}
+num_z0 = search.pop("num_z0")
+searched = {num_z0: {name: table3[name].to_numpy() for name in ("crel_rho", "converged")}}
+curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, searched=searched, **search)
+write_parquet(
+    pl.DataFrame(curve).with_columns(pl.lit(w.model).alias("model"), pl.lit(w.metric).alias("metric")),
+    snakemake.output.num_z0,
+)
+log.info("%s/%s num_z0 curve: %s", w.model, w.metric, curve)
