@@ -313,3 +313,26 @@ rule crel_t2i_num_z0:
     """Opt-in ablation: Fig. 7, CReL-rho against num_z0 (crel.text_to_image.num_z0_curve)."""
     input:
         t2i_num_z0_targets(),
+
+
+rule t2i_card:
+    input:
+        scores=t2i_scores,
+        table="results/crel_t2i/table3_alpha{alpha}.parquet",
+    output:
+        report(
+            "reports/crel_t2i/card_{model}_alpha{alpha}.png",
+            caption="../../report/crel/t2i_card.rst",
+            category="CReL text-to-image",
+            subcategory="Reliability cards",
+            labels={"model": "{model}"},
+        ),
+    wildcard_constraints:
+        **T2I_WILDCARDS,
+    log:
+        "logs/crel_t2i/card_{model}_alpha{alpha}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/i2t_card.py"

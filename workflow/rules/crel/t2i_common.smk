@@ -104,6 +104,7 @@ def t2i_targets():
         "results/crel_t2i/signal.json",
         f"reports/crel_t2i/table3_alpha{T2I_ALPHA}.md",
         f"reports/crel_t2i/fig11_violins_alpha{T2I_ALPHA}.png",
+        *expand("reports/crel_t2i/card_{model}_alpha{alpha}.png", model=T2I_MODELS, alpha=T2I_ALPHA),
     ]
 
 
