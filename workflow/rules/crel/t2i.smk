@@ -336,3 +336,27 @@ rule t2i_card:
     threads: 1
     script:
         "../../scripts/crel/i2t_card.py"
+
+
+rule t2i_fig12:
+    input:
+        unpack(t2i_example_inputs),
+    output:
+        report(
+            "reports/crel_t2i/fig12_examples_alpha{alpha}.png",
+            caption="../../report/crel/t2i_fig12.rst",
+            category="CReL text-to-image",
+        ),
+    wildcard_constraints:
+        **T2I_WILDCARDS,
+    params:
+        files=t2i_example_files,
+        metrics=T2I_METRICS,
+        examples=T2I["examples"],
+    log:
+        "logs/crel_t2i/fig12_alpha{alpha}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    script:
+        "../../scripts/crel/t2i_fig12.py"

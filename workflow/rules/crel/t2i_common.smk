@@ -99,11 +99,43 @@ def t2i_generated(wildcards=None):
     return expand(GENERATED_IMAGES, name=T2I_MODELS, shard=SHARDS)
 
 
+def t2i_example_files(wildcards):
+    """Fig. 12's per-model files by name (the script's params): {"models": {model: {metric: {"lgm", "dqr"}}},
+    "generated": {model: [image manifests]}}."""
+    return {
+        "models": {
+            model: {
+                metric: {kind: f"results/crel_t2i/{model}/{metric}/{kind}.ckpt" for kind in ("lgm", "dqr")}
+                for metric in T2I_METRICS
+            }
+            for model in T2I_MODELS
+        },
+        "generated": {model: expand(GENERATED_IMAGES, name=model, shard=SHARDS) for model in T2I_MODELS},
+    }
+
+
+def t2i_example_inputs(wildcards):
+    """Fig. 12's inputs: the files of :func:`t2i_example_files`, the scores, the real images' features
+    in each metric's space and the captions."""
+    files = t2i_example_files(wildcards)
+    return {
+        "scores": t2i_scores(wildcards),
+        "checkpoints": [
+            path for metrics in files["models"].values() for kinds in metrics.values() for path in kinds.values()
+        ],
+        "generated": [path for manifests in files["generated"].values() for path in manifests],
+        "real_clip": feature_shards("clip", VAL_IMAGES_SOURCE),
+        "real_dino": feature_shards("dino", VAL_IMAGES_SOURCE),
+        "captions": coco_captions("val"),
+    }
+
+
 def t2i_targets():
     return [
         "results/crel_t2i/signal.json",
         f"reports/crel_t2i/table3_alpha{T2I_ALPHA}.md",
         f"reports/crel_t2i/fig11_violins_alpha{T2I_ALPHA}.png",
+        f"reports/crel_t2i/fig12_examples_alpha{T2I_ALPHA}.png",
         *expand("reports/crel_t2i/card_{model}_alpha{alpha}.png", model=T2I_MODELS, alpha=T2I_ALPHA),
     ]
 

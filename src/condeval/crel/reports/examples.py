@@ -15,7 +15,7 @@ import polars as pl
 from condeval.crel.image_to_text import nearest_captions
 from condeval.crel.reports.image_to_text import example_images
 
-__all__ = ["rank_models", "fig4_examples"]
+__all__ = ["rank_models", "fig4_examples", "fig12_examples"]
 
 _SHOWN = ("rho", "rank_rho", "crel_rho", "rank_crel")
 
@@ -71,16 +71,38 @@ def fig4_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object],
     KeyError
         Naming the (model, metric, image) whose score or caption is missing.
     """
-    ranked = rank_models(scores)
     caption_of = dict(zip(references["image_id"].to_list(), references["caption"].to_list()))
     path_of = dict(zip(references["image_id"].to_list(), references["path"].to_list()))
     sampled = {(m, i): c for m, i, c in generated.select("model", "image_id", "caption").iter_rows()}
+    labelled = {metric: (ids, features, [caption_of[k] for k in ids.tolist()]) for metric, (ids, features) in galleries.items()}
+    return _examples(scores, crels, sampled, labelled, caption_of, path_of, n_examples, "caption", "worst_caption")
+
+
+def fig12_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object], generated: Mapping[tuple[str, int], str],
+                   references: pl.DataFrame, galleries: Mapping[str, tuple[np.ndarray, np.ndarray]], n_examples: int) -> list[dict]:  # fmt: skip
+    """Fig. 12's examples (text-to-image): per test caption, each model's image and the real image nearest
+    its worst case.
+
+    As :func:`fig4_examples`, with ``generated`` mapping (model, image id) to the generated image's
+    file and ``galleries`` holding, per metric, the real val images' (ids, unit features) in that
+    metric's space (CLIP-SIM: CLIP image features; DINO-SIM: DINO features). Per model the dicts hold
+    ``image`` and ``worst_image`` (a real image's file) beside the ρ / CReL-ρ values and ranks.
+    """
+    caption_of = dict(zip(references["image_id"].to_list(), references["caption"].to_list()))
+    path_of = dict(zip(references["image_id"].to_list(), references["path"].to_list()))
+    labelled = {metric: (ids, features, [path_of[k] for k in ids.tolist()]) for metric, (ids, features) in galleries.items()}
+    return _examples(scores, crels, dict(generated), labelled, caption_of, path_of, n_examples, "image", "worst_image")
+
+
+def _examples(scores, crels, sampled, galleries, caption_of, path_of, n_examples, shown, worst) -> list[dict]:
+    """The examples per metric: the items whose rankings by ρ and CReL-ρ disagree most, each model's
+    output (``sampled[model, id]``) and the gallery label nearest its decoded worst case."""
+    ranked = rank_models(scores)
     examples = []
-    for metric, (gallery_ids, gallery) in galleries.items():
-        texts = [caption_of[k] for k in gallery_ids.tolist()]
+    for metric, (_, gallery, labels) in galleries.items():
         for image_id in example_images(scores, metric, n_examples):
             models = [
-                _model_example(ranked, crels[model, metric], model, metric, image_id, sampled, gallery, texts)
+                _model_example(ranked, crels[model, metric], model, metric, image_id, sampled, gallery, labels, shown, worst)
                 for model, crel_metric in crels
                 if crel_metric == metric
             ]
@@ -88,10 +110,10 @@ def fig4_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object],
     return examples
 
 
-def _model_example(ranked, crel, model, metric, image_id, sampled, gallery, texts) -> dict:
+def _model_example(ranked, crel, model, metric, image_id, sampled, gallery, labels, shown, worst) -> dict:
     row = ranked.filter((pl.col("metric") == metric) & (pl.col("model") == model) & (pl.col("image_id") == image_id))
     if row.height != 1 or (model, image_id) not in sampled:
-        raise KeyError(f"Fig. 4: no score or caption of model {model!r}, metric {metric!r}, image {image_id}")
+        raise KeyError(f"no score or {shown} of model {model!r}, metric {metric!r}, image {image_id}")
     row = row.row(0, named=True)
-    worst = nearest_captions(crel, np.array([row["z_worst"]]), gallery, texts)[0]
-    return {**{key: row[key] for key in _SHOWN}, "model": model, "caption": sampled[model, image_id], "worst_caption": worst}
+    nearest = nearest_captions(crel, np.array([row["z_worst"]]), gallery, labels)[0]
+    return {**{key: row[key] for key in _SHOWN}, "model": model, shown: sampled[model, image_id], worst: nearest}
