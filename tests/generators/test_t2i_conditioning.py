@@ -13,6 +13,7 @@ import torch
 from condeval.datasets.miniworld import COLOURS, SceneObject, render_scene
 from condeval.generators import text_to_image as t2i
 
+pytestmark = pytest.mark.slow  # trains an autoencoder and a generator (about 90 s on 2 cores)
 SIDE = 32
 PALETTE = ("red", "blue", "green", "yellow")
 SHAPES = ("circle", "square")
