@@ -46,6 +46,8 @@ __all__ = [
     "item_arrays",
     "num_z0_curve",
     "nearest_captions",
+    "fit_on_folds",
+    "crels_from_files",
 ]
 
 #: The feature shard lists every CReL job of a model reads (see :func:`metric_arrays`).
@@ -415,3 +417,29 @@ def table2(scores: pl.DataFrame) -> pl.DataFrame:
         _ranks(pl.col("mean_rho")).over("metric").alias("rank_mean"),
         _ranks(pl.col("crel_rho")).over("metric").alias("rank_crel"),
     ).sort("metric", "model")
+
+
+def fit_on_folds(X, Y, folds, run_dir, *, vae: Mapping, dqr: Mapping, seed: int, accelerator: str = "cpu"):
+    """:meth:`condeval.crel.CReL.fit` on the VAE and DQR folds with a track's ``vae`` and ``dqr`` settings
+    (cosine metric); the image-to-text and text-to-image fits both go through here."""
+    from condeval.crel import CReL
+
+    return CReL.fit(
+        X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"], run_dir,
+        latent_dim=vae["latent_dim"], beta=vae["beta"], metric="cosine", quantile_level=dqr["quantile_level"],
+        lgm_epochs=vae["max_epochs"], dqr_epochs=dqr["max_epochs"], seed=seed,
+        lgm_kwargs={"hidden_dims": list(vae["hidden_dims"]), "dropout": vae["dropout"], "batch_norm": vae["batch_norm"], "lr": vae["lr"]},
+        dqr_kwargs={"hidden_dims": list(dqr["hidden_dims"]), "n_directions": dqr["n_directions"], "directions_per_step": dqr["directions_per_step"]},
+        accelerator=accelerator,
+    )  # fmt: skip
+
+
+def crels_from_files(models: Mapping[str, Mapping[str, Mapping[str, str]]]) -> dict:
+    """{(model, metric): CReL} from ``{model: {metric: {"lgm": ckpt, "dqr": ckpt}}}`` (Figs. 4 and 12)."""
+    from condeval.crel import CReL
+
+    return {
+        (model, metric): CReL.from_checkpoints(paths["lgm"], paths["dqr"], metric="cosine")
+        for model, metrics in models.items()
+        for metric, paths in metrics.items()
+    }

@@ -4,7 +4,7 @@ import polars as pl
 
 from condeval.core.io import atomic_path
 from condeval.core.logs import log_to_file
-from condeval.crel import CReL
+from condeval.crel.image_to_text import crels_from_files
 from condeval.crel.reports.examples import fig4_examples
 from condeval.crel.reports.image_to_text import plot_examples
 from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions
@@ -13,11 +13,7 @@ from condeval.encoders.features import read_feature_shards
 log = log_to_file(snakemake.log[0])
 p, i = snakemake.params, snakemake.input
 files = p.files  # named: {"models": {model: {metric: {"lgm", "dqr"}}}, "generated": {model: [shards]}}
-crels = {
-    (model, metric): CReL.from_checkpoints(paths["lgm"], paths["dqr"], metric="cosine")
-    for model, metrics in files["models"].items()
-    for metric, paths in metrics.items()
-}
+crels = crels_from_files(files["models"])
 generated = pl.concat(
     [
         pl.read_parquet(path).with_columns(model=pl.lit(model))

@@ -4,8 +4,7 @@ import torch
 
 from condeval.core.logs import log_to_file
 from condeval.core.training import accelerator_for_gpus, export_best
-from condeval.crel import CReL
-from condeval.crel.image_to_text import aligned_features, assign_folds, metric_arrays
+from condeval.crel.image_to_text import aligned_features, assign_folds, fit_on_folds, metric_arrays
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -16,15 +15,8 @@ ids, features = aligned_features(
 )
 X, Y, _ = metric_arrays(snakemake.wildcards.metric, **features, condition=p.condition)
 folds = assign_folds(ids, p.seed)
-vae, dqr = dict(p.vae), dict(p.dqr)
-crel = CReL.fit(
-    X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"], snakemake.output.run,
-    latent_dim=vae["latent_dim"], beta=vae["beta"], metric="cosine", quantile_level=dqr["quantile_level"],
-    lgm_epochs=vae["max_epochs"], dqr_epochs=dqr["max_epochs"], seed=p.seed,
-    lgm_kwargs={"hidden_dims": list(vae["hidden_dims"]), "dropout": vae["dropout"], "batch_norm": vae["batch_norm"], "lr": vae["lr"]},
-    dqr_kwargs={"hidden_dims": list(dqr["hidden_dims"]), "n_directions": dqr["n_directions"], "directions_per_step": dqr["directions_per_step"]},
-    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-)  # fmt: skip
+crel = fit_on_folds(X, Y, folds, snakemake.output.run, vae=dict(p.vae), dqr=dict(p.dqr), seed=p.seed,
+                    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)))  # fmt: skip
 export_best(crel.checkpoints_["lgm"], snakemake.output.lgm)
 export_best(crel.checkpoints_["dqr"], snakemake.output.dqr)
 log.info("fitted on %d VAE and %d DQR images", (folds == "vae").sum(), (folds == "dqr").sum())

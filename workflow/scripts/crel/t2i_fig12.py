@@ -4,7 +4,7 @@ import polars as pl
 
 from condeval.core.io import atomic_path
 from condeval.core.logs import log_to_file
-from condeval.crel import CReL
+from condeval.crel.image_to_text import crels_from_files
 from condeval.crel.reports.examples import fig12_examples
 from condeval.crel.reports.text_to_image import plot_t2i_examples
 from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions
@@ -14,11 +14,7 @@ from condeval.generators.images import read_image_manifest
 log = log_to_file(snakemake.log[0])
 p, i = snakemake.params, snakemake.input
 files = p.files  # named: {"models": {model: {metric: {"lgm", "dqr"}}}, "generated": {model: [manifests]}}
-crels = {
-    (model, metric): CReL.from_checkpoints(paths["lgm"], paths["dqr"], metric="cosine")
-    for model, metrics in files["models"].items()
-    for metric, paths in metrics.items()
-}
+crels = crels_from_files(files["models"])
 generated = {}
 for model, manifests in files["generated"].items():
     for manifest in manifests:
