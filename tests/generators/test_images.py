@@ -1,0 +1,45 @@
+"""The generated-image layout: PNGs and a Parquet manifest that round-trip, and bad manifests refused by name."""
+
+import numpy as np
+import polars as pl
+import pytest
+from PIL import Image
+
+from condeval.core.io import DataFileError
+from condeval.generators.images import read_image_manifest, write_generated_images
+
+
+def _images(n):
+    rng = np.random.default_rng(0)
+    return [Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)) for _ in range(n)]
+
+
+def test_images_round_trip_through_the_manifest(tmp_path):
+    images = _images(3)
+    write_generated_images(
+        images, [5, 9, 11], ["a", "b", "c"], [1, 2, 3], tmp_path / "shard-0", tmp_path / "shard-0.parquet"
+    )
+    ids, paths = read_image_manifest(tmp_path / "shard-0.parquet")
+    assert ids.tolist() == [5, 9, 11]
+    for image, path in zip(images, paths):
+        np.testing.assert_array_equal(np.asarray(Image.open(path)), np.asarray(image))  # PNG is lossless
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        ({"image_id": [1], "file": ["../outside.png"]}, "leaves"),
+        ({"image_id": [1, 1], "file": ["a.png", "a.png"]}, "more than once"),
+        ({"image_id": [1], "file": ["missing.png"]}, "does not exist"),
+        ({"image_id": [1]}, "lacks column"),
+    ],
+)
+def test_a_bad_manifest_is_refused_naming_the_file_and_record(tmp_path, frame, message):
+    (tmp_path / "data").mkdir()
+    _images(1)[0].save(tmp_path / "data" / "a.png")
+    _images(1)[0].save(tmp_path / "outside.png")
+    manifest = tmp_path / "data" / "manifest.parquet"
+    pl.DataFrame(frame).write_parquet(manifest)
+    with pytest.raises(DataFileError, match=message) as error:
+        read_image_manifest(manifest)
+    assert "manifest.parquet" in str(error.value)
