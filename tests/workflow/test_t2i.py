@@ -122,3 +122,26 @@ def test_the_same_seed_draws_the_same_images(finished, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     again = np.stack([np.asarray(Image.open(p)) for p in paths])
     np.testing.assert_array_equal(first, again)
+
+
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ({"num_z0": {"clip": 5, "dino": 8}}, "num_z0_curve"),
+        ({"models": {"mini-sd3": {"family": "dalle", "sampling": {"num_inference_steps": 2, "guidance_scale": 1.0},
+                                  "path": "x"}}}, "family"),
+        ({"autoencoders": {"vq": {"images": 10, "epochs": 1, "batch_size": 8, "lr": 0.1, "model": {}}}}, "autoencoders.kl"),
+        ({"reliability": {"num_z0": 4, "steps": 8, "lr": 0.05}}, "reliability"),
+    ],
+)  # fmt: skip
+def test_bad_text_to_image_options_are_refused_naming_the_key(tmp_path, section, key):
+    from conftest import tiny_config
+
+    (tmp_path / "config").mkdir()
+    config = tiny_config("i2t", "t2i")
+    t2i = config["crel"]["text_to_image"]
+    for name, value in section.items():
+        t2i[name] = value if name != "models" else {**t2i["models"], **value}
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(tmp_path, "crel_t2i", "-n", configs=("config/config.yaml",))
+    assert result.returncode != 0 and key in result.stderr + result.stdout, result.stderr[-2000:]
