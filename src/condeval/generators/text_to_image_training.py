@@ -9,7 +9,8 @@ autoencoder, and on text embeddings computed each step by the pipeline's own ``e
   the velocity ``ε - x_0``; captions drop to ``""`` at ``caption_dropout`` (the pipelines'
   classifier-free guidance uses the ``""`` prompt as its unconditional branch).
 - **FLUX's guidance embedding** (FLUX.1-dev is guidance-distilled: one forward, ``guidance_scale``
-  fed to the model): after ``distill_start`` of the steps, each batch adds a self-distillation term.
+  fed to the model): after ``distill_start`` of the steps, each batch adds a self-distillation term
+  (the validation loss always holds it, so the kept checkpoint is judged on the guided prediction).
   The model at guidance input 1 gives conditional and ``""`` velocities; their classifier-free
   combination at a random ``g`` in ``guidance_range``, held fixed (no gradient), is the target of
   the model's prediction at guidance input ``g``.
@@ -112,21 +113,23 @@ class FlowMatchingModule(_TextConditioned):
         x_t = (1 - sigma[:, None, None, None]) * latents + sigma[:, None, None, None] * noise
         text = self._encode(self._prompts(index, generator))
         loss = (self.velocity(x_t, sigma, text) - (noise - latents)).square().mean()
-        if training and self._distilling():
-            loss = loss + self._distillation_loss(x_t, sigma, text)
+        if self._guidance_embedded() and (
+            not training or self.global_step >= self.hparams.distill_start * self.hparams.total_steps
+        ):
+            loss = loss + self._distillation_loss(x_t, sigma, text, generator)
         return loss
 
-    def _distilling(self) -> bool:
-        return (
-            self.hparams.family == "flux"
-            and self.transformer.config.guidance_embeds
-            and self.global_step >= self.hparams.distill_start * self.hparams.total_steps
-        )
+    def _guidance_embedded(self) -> bool:
+        return self.hparams.family == "flux" and self.transformer.config.guidance_embeds
 
-    def _distillation_loss(self, x_t, sigma, text) -> torch.Tensor:
-        """The model at guidance ``g`` against its own classifier-free guidance at ``g`` (no gradient)."""
+    def _distillation_loss(self, x_t, sigma, text, generator=None) -> torch.Tensor:
+        """The model at guidance ``g`` against its own classifier-free guidance at ``g`` (no gradient).
+
+        Validation always adds it (with its own seeded g), so the best checkpoint is the best at the
+        guided prediction the pipeline uses, not only at guidance 1.
+        """
         low, high = self.hparams.guidance_range
-        g = low + (high - low) * torch.rand(len(x_t)).to(x_t)
+        g = low + (high - low) * torch.rand(len(x_t), generator=generator).to(x_t)
         with torch.no_grad():
             unconditional = self._encode([""] * len(x_t))
             v_text = self.velocity(x_t, sigma, text)
