@@ -110,8 +110,9 @@ def test_paper_config_dry_run_resolves_every_target(tmp_path):
         crc["models"]
     )
     # CPU time, not wall time: the bound must hold on a loaded CI machine too. About 6 ms of Snakemake per
-    # job: 10 s held at 1,184 jobs; text-to-image's 40 shards x 4 generators brought 1,728 (11.0 s measured).
-    assert cpu < 15, f"the paper config's dry run took {cpu:.1f} s of CPU (goal: under 15 s for {EXPECTED_JOBS} jobs)"
+    # job: 10 s held at 1,184 jobs; text-to-image's 40 shards x 4 generators brought 1,728 (11.0 s measured
+    # alone, 12.6 s beside other jobs on 2 cores).
+    assert cpu < 20, f"the paper config's dry run took {cpu:.1f} s of CPU (goal: under 20 s for {EXPECTED_JOBS} jobs)"
 
 
 def test_generation_features_and_training_ask_for_a_gpu_under_slurm(tmp_path):
