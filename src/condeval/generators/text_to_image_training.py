@@ -435,14 +435,13 @@ def train_t5_from_clip(
                          batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
 
 
-def kandinsky_basis(clip, pixel_values: np.ndarray, ids: np.ndarray, k: int) -> torch.Tensor:
-    """The top ``k`` principal axes (k, projection_dim) of the CLIP's image and caption embeddings
-    (scikit-learn's PCA), the projection of Kandinsky's CLIP space (:func:`~condeval.generators.text_to_image.kandinsky_clip`)."""
+def kandinsky_basis(clip, images: torch.Tensor, ids: np.ndarray, k: int) -> torch.Tensor:
+    """The top ``k`` principal axes (k, projection_dim) of the CLIP's image embeddings ``images`` and
+    caption embeddings (scikit-learn's PCA), the projection of Kandinsky's CLIP space
+    (:func:`~condeval.generators.text_to_image.kandinsky_clip`)."""
     from sklearn.decomposition import PCA
 
     with torch.no_grad():
-        images = torch.cat([clip.get_image_features(pixel_values=c).pooler_output
-                            for c in torch.as_tensor(pixel_values).split(256)])  # fmt: skip
         texts = torch.cat([clip.get_text_features(input_ids=c).pooler_output for c in torch.as_tensor(ids).split(512)])
     pca = PCA(n_components=k, svd_solver="full").fit(torch.cat([images, texts]).numpy())
     return torch.as_tensor(pca.components_, dtype=torch.float32)
@@ -516,9 +515,12 @@ def train_kandinsky(
     run_dir = out_dir.with_name(out_dir.name + "_run")
     width = clip.config.text_config.hidden_size
     ids, _ = token_arrays(tokenizer, [c for per_image in captions for c in per_image], tokenizer.model_max_length)
-    text, image = kandinsky_clip(clip, kandinsky_basis(clip, clip_pixels, ids, width))
-    with torch.no_grad():
-        embeddings = torch.cat([image(pixel_values=c).image_embeds for c in torch.as_tensor(clip_pixels).split(256)])
+    with torch.no_grad():  # the CLIP reads each image once: Kandinsky's image embedding is basis @ its projection
+        projected = torch.cat([clip.get_image_features(pixel_values=c).pooler_output
+                               for c in torch.as_tensor(clip_pixels).split(256)])  # fmt: skip
+    basis = kandinsky_basis(clip, projected, ids, width)
+    text, image = kandinsky_clip(clip, basis)
+    embeddings = projected @ basis.T
     latents = latents_of(movq, images)
     prior_model = tiny_kandinsky_prior(width, tokenizer.model_max_length, **prior)
     unet_model = tiny_kandinsky_unet(latents.shape[-1], latents.shape[1], width, **unet)
