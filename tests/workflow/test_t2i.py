@@ -86,21 +86,6 @@ def test_the_signal_report_reads_every_generator_and_dino(finished):
     assert 0.0 <= signal["dino"]["auc"] <= 1.0
 
 
-def test_a_generation_shard_reruns_alone(finished):
-    """Rerunning one generation shard (as after its job failed) rewrites no other model's or shard's images."""
-    shard = "results/crel_t2i/images/mini-sd3/shard-0.parquet"
-    watched = [p for p in (finished / "results/crel_t2i/images").rglob("*.png") if "mini-sd3/shard-0" not in str(p)]
-    watched += [p for p in (finished / "results/crel_t2i/generators").rglob("*") if p.is_file()]
-    before = {p: p.stat().st_mtime_ns for p in watched}
-    shard_before = (finished / shard).stat().st_mtime_ns
-    result = _snakemake(finished, "crel_t2i", "--forcerun", shard)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert (finished / shard).stat().st_mtime_ns > shard_before
-    changed = [str(p.relative_to(finished)) for p, t in before.items() if p.stat().st_mtime_ns != t]
-    assert not changed, changed
-    assert any("mini-sd3/shard-1" in str(p) for p in before)
-
-
 def test_an_alpha_edit_reruns_no_training_and_no_generation(finished):
     config = yaml.safe_load((finished / "config/config.yaml").read_text())
     config["crel"]["text_to_image"]["alpha"] = 0.1
@@ -110,15 +95,31 @@ def test_an_alpha_edit_reruns_no_training_and_no_generation(finished):
     assert not TRAINING_OR_GENERATION & set(jobs), jobs
 
 
+def test_a_generation_shard_reruns_alone(finished):
+    """Rerunning one generation shard (as after its job failed) rewrites no other model's or shard's images."""
+    shard = "results/crel_t2i/images/mini-sd3/shard-0.parquet"
+    watched = [p for p in (finished / "results/crel_t2i/images").rglob("*.png") if "mini-sd3/shard-0" not in str(p)]
+    watched += [p for p in (finished / "results/crel_t2i/generators").rglob("*") if p.is_file()]
+    before = {p: p.stat().st_mtime_ns for p in watched}
+    shard_before = (finished / shard).stat().st_mtime_ns
+    result = _snakemake(finished, shard, "--forcerun", shard)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (finished / shard).stat().st_mtime_ns > shard_before
+    changed = [str(p.relative_to(finished)) for p, t in before.items() if p.stat().st_mtime_ns != t]
+    assert not changed, changed
+    assert any("mini-sd3/shard-1" in str(p) for p in before)
+
+
 def test_the_same_seed_draws_the_same_images(finished, tmp_path):
     """Generation is deterministic per (seed, image id): a second run of a shard gives the same pixels."""
     from PIL import Image
 
     from condeval.generators.images import read_image_manifest
 
-    _, paths = read_image_manifest(finished / "results/crel_t2i/images/mini-kandinsky/shard-1.parquet")
+    shard = "results/crel_t2i/images/mini-kandinsky/shard-1.parquet"
+    _, paths = read_image_manifest(finished / shard)
     first = np.stack([np.asarray(Image.open(p)) for p in paths])
-    result = _snakemake(finished, "crel_t2i", "--forcerun", "results/crel_t2i/images/mini-kandinsky/shard-1.parquet")
+    result = _snakemake(finished, shard, "--forcerun", shard)
     assert result.returncode == 0, result.stderr[-3000:]
     again = np.stack([np.asarray(Image.open(p)) for p in paths])
     np.testing.assert_array_equal(first, again)
