@@ -8,12 +8,13 @@ autoencoder, and on text embeddings computed each step by the pipeline's own ``e
   flow, as in the SD3 paper. ``x_t = (1 - σ) x_0 + σ ε`` with ``σ`` logit-normal, the model predicts
   the velocity ``ε - x_0``; captions drop to ``""`` at ``caption_dropout`` (the pipelines'
   classifier-free guidance uses the ``""`` prompt as its unconditional branch).
-- **FLUX's guidance embedding** (FLUX.1-dev is guidance-distilled: one forward, ``guidance_scale``
-  fed to the model): after ``distill_start`` of the steps, each batch adds a self-distillation term
-  (the validation loss always holds it, so the kept checkpoint is judged on the guided prediction).
-  The model at guidance input 1 gives conditional and ``""`` velocities; their classifier-free
-  combination at a random ``g`` in ``guidance_range``, held fixed (no gradient), is the target of
-  the model's prediction at guidance input ``g``.
+- **FLUX's guidance embedding** (FLUX.1-dev is guidance-distilled from a teacher: one forward,
+  ``guidance_scale`` fed to the model): after the base training (guidance input 1), a student copy
+  of the trained transformer learns, at guidance input ``g`` drawn from ``guidance_range``, the
+  frozen teacher's classifier-free combination ``v("") + g (v(caption) - v(""))``
+  (:class:`GuidanceDistillationModule`, ``distill_epochs``, in the run folder's ``distill/``).
+  The teacher never changes, so the base model cannot drift, and the validation loss (the same
+  term at seeded ``g``) judges the guided prediction the pipeline uses.
 - **Kandinsky 2.2**: the prior (``PriorTransformer``) learns the image embedding from the text
   (x_0-prediction, UnCLIP's cosine schedule, normalised by ``clip_mean``/``clip_std``), the decoder
   ``UNet2DConditionModel`` the noise of MoVQ latents given the image's own embedding (dropped to the
@@ -23,13 +24,21 @@ autoencoder, and on text embeddings computed each step by the pipeline's own ``e
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from condeval.core.training import ScheduledModule
 
-__all__ = ["FlowMatchingModule", "KandinskyPriorModule", "KandinskyDecoderModule", "T5FromClipModule", "logit_normal"]
+__all__ = [
+    "FlowMatchingModule",
+    "GuidanceDistillationModule",
+    "KandinskyPriorModule",
+    "KandinskyDecoderModule",
+    "T5FromClipModule",
+    "logit_normal",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +82,42 @@ class _TextConditioned(ScheduledModule):
         super().validation_step(batch, batch_idx)
 
 
+def flow_velocity(transformer, x_t, sigma, text, guidance=None) -> torch.Tensor:
+    """An SD3 or FLUX ``transformer``'s velocity at noise level ``sigma`` (B,) for latents ``x_t`` (B, C, H, W).
+
+    ``text`` is ``(sequence embeddings, pooled, text ids)`` as :func:`_flow_encoder` gives it;
+    ``guidance`` (B,), FLUX's guidance-embedding input, defaults to 1 (the undistilled prediction).
+    """
+    from diffusers import FluxPipeline, SD3Transformer2DModel
+
+    embeds, pooled, text_ids = text
+    if isinstance(transformer, SD3Transformer2DModel):
+        return transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=embeds,
+                           pooled_projections=pooled).sample  # fmt: skip
+    b, c, h, w = x_t.shape
+    packed = FluxPipeline._pack_latents(x_t, b, c, h, w)
+    image_ids = FluxPipeline._prepare_latent_image_ids(b, h // 2, w // 2, x_t.device, x_t.dtype)
+    if guidance is None and transformer.config.guidance_embeds:
+        guidance = torch.ones_like(sigma)
+    out = transformer(hidden_states=packed, timestep=sigma, guidance=guidance, pooled_projections=pooled,
+                      encoder_hidden_states=embeds, txt_ids=text_ids, img_ids=image_ids).sample  # fmt: skip
+    return out.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
+
+
+def _noised(latents: torch.Tensor, generator: torch.Generator | None):
+    """(σ, ε, x_t): a logit-normal noise level per row and the rectified-flow interpolant."""
+    sigma = logit_normal(len(latents), generator).to(latents)
+    noise = torch.randn(latents.shape, generator=generator).to(latents)
+    x_t = (1 - sigma[:, None, None, None]) * latents + sigma[:, None, None, None] * noise
+    return sigma, noise, x_t
+
+
 class FlowMatchingModule(_TextConditioned):
-    """Rectified-flow training of an SD3 (``family="sd3"``) or FLUX (``"flux"``) transformer."""
+    """Rectified-flow training of an SD3 (``family="sd3"``) or FLUX (``"flux"``) transformer (FLUX at guidance input 1)."""
 
     def __init__(
         self, family: str, config: dict, lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000,
-        weight_decay: float = 0.0, caption_dropout: float = 0.1, distill_start: float = 0.7,
-        guidance_range: tuple[float, float] = (1.0, 8.0),
+        weight_decay: float = 0.0, caption_dropout: float = 0.1,
     ):  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
@@ -87,55 +125,54 @@ class FlowMatchingModule(_TextConditioned):
 
         self.transformer = {"sd3": SD3Transformer2DModel, "flux": FluxTransformer2DModel}[family].from_config(config)
 
-    def velocity(self, x_t, sigma, text, guidance=None):
-        """The transformer's velocity at noise level ``sigma`` (B,) for latents ``x_t`` (B, C, H, W)."""
-        embeds, pooled, text_ids = text
-        if self.hparams.family == "sd3":
-            return self.transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=embeds,
-                                    pooled_projections=pooled).sample  # fmt: skip
-        from diffusers import FluxPipeline
+    def _loss(self, batch, training: bool) -> torch.Tensor:
+        latents, index = batch
+        generator = self._randomness(training, getattr(self, "_val_batch", 0))
+        sigma, noise, x_t = _noised(latents, generator)
+        text = self._encode(self._prompts(index, generator))
+        return (flow_velocity(self.transformer, x_t, sigma, text) - (noise - latents)).square().mean()
 
-        b, c, h, w = x_t.shape
-        packed = FluxPipeline._pack_latents(x_t, b, c, h, w)
-        image_ids = FluxPipeline._prepare_latent_image_ids(b, h // 2, w // 2, x_t.device, x_t.dtype)
-        if guidance is None and self.transformer.config.guidance_embeds:
-            guidance = torch.ones_like(sigma)
-        out = self.transformer(hidden_states=packed, timestep=sigma, guidance=guidance, pooled_projections=pooled,
-                               encoder_hidden_states=embeds, txt_ids=text_ids, img_ids=image_ids).sample  # fmt: skip
-        return out.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
+
+class GuidanceDistillationModule(_TextConditioned):
+    """FLUX.1-dev's guidance distillation: a student transformer, at guidance input ``g``, learns its
+    frozen teacher's classifier-free guidance at ``g``.
+
+    Both start as ``teacher_state`` (the base model); only the student trains and is saved in the
+    pipeline. The teacher lives in the checkpoint too, so a resumed run distils from the same teacher.
+    """
+
+    def __init__(
+        self, config: dict, teacher_state: dict | None = None, lr: float = 1e-3, warmup_steps: int = 50,
+        total_steps: int = 1000, weight_decay: float = 0.0, guidance_range: tuple[float, float] = (1.0, 5.0),
+        caption_dropout: float = 0.0,
+    ):  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters(ignore=["teacher_state"])
+        from diffusers import FluxTransformer2DModel
+
+        self.transformer = FluxTransformer2DModel.from_config(config)
+        self.teacher = FluxTransformer2DModel.from_config(config).requires_grad_(False).eval()
+        if teacher_state is not None:
+            self.transformer.load_state_dict(teacher_state)
+            self.teacher.load_state_dict(teacher_state)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.teacher.eval()
+        return self
 
     def _loss(self, batch, training: bool) -> torch.Tensor:
         latents, index = batch
         generator = self._randomness(training, getattr(self, "_val_batch", 0))
-        n = len(latents)
-        sigma = logit_normal(n, generator).to(latents)
-        noise = torch.randn(latents.shape, generator=generator).to(latents)
-        x_t = (1 - sigma[:, None, None, None]) * latents + sigma[:, None, None, None] * noise
+        sigma, _, x_t = _noised(latents, generator)
         text = self._encode(self._prompts(index, generator))
-        loss = (self.velocity(x_t, sigma, text) - (noise - latents)).square().mean()
-        if self._guidance_embedded() and (
-            not training or self.global_step >= self.hparams.distill_start * self.hparams.total_steps
-        ):
-            loss = loss + self._distillation_loss(x_t, sigma, text, generator)
-        return loss
-
-    def _guidance_embedded(self) -> bool:
-        return self.hparams.family == "flux" and self.transformer.config.guidance_embeds
-
-    def _distillation_loss(self, x_t, sigma, text, generator=None) -> torch.Tensor:
-        """The model at guidance ``g`` against its own classifier-free guidance at ``g`` (no gradient).
-
-        Validation always adds it (with its own seeded g), so the best checkpoint is the best at the
-        guided prediction the pipeline uses, not only at guidance 1.
-        """
         low, high = self.hparams.guidance_range
         g = low + (high - low) * torch.rand(len(x_t), generator=generator).to(x_t)
         with torch.no_grad():
-            unconditional = self._encode([""] * len(x_t))
-            v_text = self.velocity(x_t, sigma, text)
-            v_empty = self.velocity(x_t, sigma, unconditional)
+            v_text = flow_velocity(self.teacher, x_t, sigma, text)
+            v_empty = flow_velocity(self.teacher, x_t, sigma, self._encode([""] * len(x_t)))
             target = v_empty + g[:, None, None, None] * (v_text - v_empty)
-        return (self.velocity(x_t, sigma, text, guidance=g) - target).square().mean()
+        return (flow_velocity(self.transformer, x_t, sigma, text, guidance=g) - target).square().mean()
 
 
 class KandinskyPriorModule(_TextConditioned):
@@ -311,8 +348,9 @@ def train_flow_generator(
     seed: int,
     max_length: int = 32,
     caption_dropout: float = 0.1,
-    distill_start: float = 0.7,
-    guidance_range: tuple[float, float] = (1.0, 8.0),
+    distill_epochs: int = 1,
+    distill_lr: float | None = None,
+    guidance_range: tuple[float, float] = (1.0, 5.0),
     shift: float = 1.0,
     accelerator: str = "cpu",
     fingerprint: str | None = None,
@@ -326,7 +364,8 @@ def train_flow_generator(
     captions : list of list of str
         Each image's captions (one is drawn per step).
     out_dir : path-like
-        Receives the pipeline (``DiffusionPipeline.from_pretrained(out_dir)``); its run folder is ``<out_dir>_run``.
+        Receives the pipeline (``DiffusionPipeline.from_pretrained(out_dir)``); its run folder is
+        ``<out_dir>_run`` (FLUX's guidance distillation: its ``distill/`` subfolder).
     family : {"sd3", "flux"}
     clip, tokenizer, vae, t5
         The shared ``CLIPModel``, the pipeline tokenizer, the trained ``AutoencoderKL`` and ``T5EncoderModel``.
@@ -337,15 +376,21 @@ def train_flow_generator(
     lr : float
     max_length : int
         Tokens of the T5 sequence (the pipelines' ``max_sequence_length``).
-    caption_dropout, distill_start, guidance_range, shift
-        See :class:`FlowMatchingModule`; ``shift`` is SD3's scheduler shift.
+    caption_dropout : float
+        See :class:`FlowMatchingModule`.
+    distill_epochs, distill_lr, guidance_range
+        FLUX: epochs and learning rate (default ``lr``) of :class:`GuidanceDistillationModule`, and the
+        guidance values it distils.
+    shift : float
+        SD3's scheduler shift.
     accelerator : str
     fingerprint : str, optional
 
     Returns
     -------
     dict
-        The training summary (also ``out_dir/training.json``).
+        The training summary (also ``out_dir/training.json``); FLUX's holds the distillation's under
+        ``"guidance_distillation"``.
     """
     import pytorch_lightning as pl
 
@@ -355,20 +400,31 @@ def train_flow_generator(
     latents = latents_of(vae, images)
     config = _flow_transformer_config(family, latents, clip, t5, transformer)
     steps = _steps(len(images) - val_images, batch_size, epochs)
-    module = FlowMatchingModule(
-        family, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
-        distill_start=distill_start, guidance_range=tuple(guidance_range),
-    )  # fmt: skip
+    module = FlowMatchingModule(family, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
+                                caption_dropout=caption_dropout)  # fmt: skip
     pipe = _flow_pipeline(family, module.transformer, vae, clip, tokenizer, t5, shift)
-    module.attach(_flow_encoder(pipe, family, max_length), captions)
+    encode = _flow_encoder(pipe, family, max_length)
     rows = (latents, np.arange(len(latents)))
+    fit = dict(val_rows=val_images, batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)
+    out_dir = Path(out_dir)
+    trained, summary = _fit_best(module.attach(encode, captions), rows, _run_dir(out_dir), epochs=epochs, **fit)
+    if family == "flux" and transformer.get("guidance_embeds", True):
+        distill_steps = _steps(len(images) - val_images, batch_size, distill_epochs)
+        student = GuidanceDistillationModule(
+            config, trained.transformer.state_dict(), lr=distill_lr or lr, warmup_steps=max(1, distill_steps // 20),
+            total_steps=distill_steps, guidance_range=tuple(guidance_range),
+        )  # fmt: skip
+        trained, distilled = _fit_best(student.attach(encode, captions), rows, _run_dir(out_dir) / "distill",
+                                       epochs=distill_epochs, **fit)  # fmt: skip
+        summary = {**summary, "guidance_distillation": distilled}
+    pipe.register_modules(transformer=trained.transformer)
+    _save_folder(out_dir, pipe.save_pretrained, summary)
+    return summary
 
-    def save(trained, folder):
-        pipe.register_modules(transformer=trained.transformer)
-        pipe.save_pretrained(folder)
 
-    return _fit_and_save(module, rows, out_dir, save, val_images=val_images, epochs=epochs, batch_size=batch_size,
-                         seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+def _run_dir(out_dir: Path) -> Path:
+    """``<out_dir>_run``: the Lightning run folder of a saved model."""
+    return out_dir.with_name(f"{out_dir.name}_run")
 
 
 def _fit_best(module, rows, run_dir, *, val_rows, epochs, batch_size, seed, accelerator, fingerprint):
@@ -396,10 +452,8 @@ def _fit_and_save(
     module, rows, out_dir, save, *, val_images, epochs, batch_size, seed, accelerator, fingerprint
 ) -> dict:
     """Fit in ``<out_dir>_run``, then ``save(best module, folder)`` into ``out_dir`` atomically."""
-    from pathlib import Path
-
     out_dir = Path(out_dir)
-    trained, summary = _fit_best(module, rows, out_dir.with_name(out_dir.name + "_run"), val_rows=val_images,
+    trained, summary = _fit_best(module, rows, _run_dir(out_dir), val_rows=val_images,
                                  epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator,
                                  fingerprint=fingerprint)  # fmt: skip
     _save_folder(out_dir, lambda folder: save(trained, folder), summary)
@@ -495,8 +549,6 @@ def train_kandinsky(
     dict
         {"prior": summary, "decoder": summary}.
     """
-    from pathlib import Path
-
     import pytorch_lightning as pl
 
     from condeval.encoders.data import token_arrays
@@ -512,7 +564,7 @@ def train_kandinsky(
 
     pl.seed_everything(seed, workers=True, verbose=False)
     out_dir = Path(out_dir)
-    run_dir = out_dir.with_name(out_dir.name + "_run")
+    run_dir = _run_dir(out_dir)
     width = clip.config.text_config.hidden_size
     ids, _ = token_arrays(tokenizer, [c for per_image in captions for c in per_image], tokenizer.model_max_length)
     with torch.no_grad():  # the CLIP reads each image once: Kandinsky's image embedding is basis @ its projection
@@ -585,7 +637,7 @@ def train_text_to_image(
     train : dict
         ``images``, ``epochs``, ``batch_size``, ``lr`` and the family's keys (``transformer``;
         Kandinsky: ``prior``, ``unet``, ``prior_epochs``; optional ``val_images``,
-        ``caption_dropout``, ``shift``, ``distill_start``, ``guidance_range``).
+        ``caption_dropout``, ``shift``; FLUX: ``distill_epochs``, ``distill_lr``, ``guidance_range``).
     tokenizer_dir, clip_dir, autoencoder_dir, t5_dir : path-like
         Saved word tokenizer, CLIP, autoencoder (``AutoencoderKL``; Kandinsky: ``VQModel``) and T5.
     image_size, clip_image_size : int
