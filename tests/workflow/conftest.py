@@ -90,6 +90,18 @@ def dry_run_jobs(workdir: Path, target: str, configs: tuple[str, ...]) -> dict[s
     return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", result.stdout, flags=re.M) if rule != "total"}
 
 
+def dry_run_after_edit(workdir: Path, target: str, section: tuple[str, ...], **values) -> dict[str, int]:
+    """Jobs per rule a dry run of ``target`` plans once ``values`` are set in the config's ``section``
+    (written as ``config/edited.yaml`` beside the run's ``config/config.yaml``)."""
+    config = yaml.safe_load((workdir / "config/config.yaml").read_text())
+    node = config
+    for key in section:
+        node = node[key]
+    node.update(values)
+    (workdir / "config/edited.yaml").write_text(yaml.safe_dump(config))
+    return dry_run_jobs(workdir, target, ("config/edited.yaml",))
+
+
 # The tiny config of every track, run once per session and shared by the end-to-end tests.
 ALL_TRACKS = ("i2t", "t2i", "crc")
 

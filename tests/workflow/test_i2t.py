@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, copy_run, dry_run_jobs, run_snakemake
+from conftest import REPO, copy_run, dry_run_after_edit, dry_run_jobs, run_snakemake
 
 pytestmark = pytest.mark.slow
 TRAINING_OR_GENERATION = {
@@ -133,10 +133,7 @@ def test_feature_shards_name_the_weights_that_made_them(finished):
 
 
 def test_an_alpha_edit_reruns_no_training_and_no_generation(finished):
-    config = yaml.safe_load((finished / "config/config.yaml").read_text())
-    config["crel"]["image_to_text"]["alpha"] = 0.1
-    (finished / "config/alpha.yaml").write_text(yaml.safe_dump(config))
-    jobs = dry_run_jobs(finished, "crel_i2t", ("config/alpha.yaml",))
+    jobs = dry_run_after_edit(finished, "crel_i2t", ("crel", "image_to_text"), alpha=0.1)
     assert jobs["i2t_evaluate"] == 4  # 2 models x 2 metrics, recalibrated
     assert not TRAINING_OR_GENERATION & set(jobs), jobs
 

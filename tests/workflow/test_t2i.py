@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from conftest import copy_run, dry_run_jobs, run_snakemake
+from conftest import copy_run, dry_run_after_edit, run_snakemake
 
 pytestmark = pytest.mark.slow
 MODELS = ("mini-sd3", "mini-flux", "mini-kandinsky")
@@ -87,10 +87,7 @@ def test_the_signal_report_reads_every_generator_and_dino(finished):
 
 
 def test_an_alpha_edit_reruns_no_training_and_no_generation(finished):
-    config = yaml.safe_load((finished / "config/config.yaml").read_text())
-    config["crel"]["text_to_image"]["alpha"] = 0.1
-    (finished / "config/alpha.yaml").write_text(yaml.safe_dump(config))
-    jobs = dry_run_jobs(finished, "crel_t2i", ("config/alpha.yaml",))
+    jobs = dry_run_after_edit(finished, "crel_t2i", ("crel", "text_to_image"), alpha=0.1)
     assert jobs["t2i_evaluate"] == 6  # 3 models x 2 metrics, recalibrated
     assert not TRAINING_OR_GENERATION & set(jobs), jobs
 
