@@ -4,7 +4,10 @@ and a ``VQModel`` MoVQ (Kandinsky 2.2), at tiny sizes, trained here in Lightning
 Both are fully convolutional (no mid-block attention), so they train on random crops of the images
 and apply to whole ones. The KL autoencoder's ``scaling_factor`` and ``shift_factor`` are set, as
 SD3's are, so that scaled latents of the training images have zero mean and unit variance, which is
-what the pipelines assume when they start from unit Gaussian noise.
+what the pipelines assume when they start from unit Gaussian noise. Kandinsky's pipelines apply no
+latent scaling (the MoVQ's own latents are the diffusion's data), so the MoVQ's scale is folded into
+its weights instead (:func:`fold_movq_scale`): trained here, its latents came out with a standard
+deviation of 0.1, a tenth of the noise the decoder UNet starts from, and the UNet drew noise.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ import torch
 
 from condeval.core.training import ScheduledModule
 
-__all__ = ["tiny_autoencoder_kl", "tiny_movq", "AutoencoderModule", "train_autoencoder", "latent_statistics"]
+__all__ = [
+    "tiny_autoencoder_kl",
+    "tiny_movq",
+    "AutoencoderModule",
+    "train_autoencoder",
+    "latent_statistics",
+    "fold_movq_scale",
+]
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +121,38 @@ def _autoencoder_class(kind: str):
 
 @torch.no_grad()
 def latent_statistics(vae, images: torch.Tensor, batch_size: int = 256) -> tuple[float, float]:
-    """(mean, standard deviation) of an ``AutoencoderKL``'s latent means over ``images``."""
-    latents = torch.cat([vae.encode(chunk).latent_dist.mode() for chunk in images.split(batch_size)])
+    """(mean, standard deviation) of the latents of ``images``: an ``AutoencoderKL``'s latent means
+    or a ``VQModel``'s unquantised latents."""
+
+    def encode(chunk):
+        encoded = vae.encode(chunk)
+        return encoded.latent_dist.mode() if hasattr(encoded, "latent_dist") else encoded.latents
+
+    latents = torch.cat([encode(chunk) for chunk in images.split(batch_size)])
     return float(latents.mean()), float(latents.std())
+
+
+@torch.no_grad()
+def fold_movq_scale(movq, factor: float):
+    """Multiply a ``VQModel``'s latents by ``factor`` without changing what it reconstructs.
+
+    The encoder's last convolution (and the codebook) scale by ``factor``; every convolution that
+    reads the latent divides by it: ``post_quant_conv`` and the ``conv_y`` / ``conv_b`` of the
+    decoder's spatial norms (biases unchanged, since each of these is linear in the latent).
+    ``decode(encode(x).latents * 1)`` is unchanged, up to float rounding. Returns ``movq``.
+    """
+    from diffusers.models.attention_processor import SpatialNorm
+
+    movq.quant_conv.weight.mul_(factor)
+    movq.quant_conv.bias.mul_(factor)
+    movq.quantize.embedding.weight.mul_(factor)
+    readers = [movq.post_quant_conv]
+    readers += [
+        conv for norm in movq.decoder.modules() if isinstance(norm, SpatialNorm) for conv in (norm.conv_y, norm.conv_b)
+    ]
+    for conv in readers:
+        conv.weight.div_(factor)
+    return movq
 
 
 def train_autoencoder(
@@ -158,7 +197,8 @@ def train_autoencoder(
     Returns
     -------
     dict
-        The training summary; for ``"kl"`` it holds the ``scaling_factor`` and ``shift_factor`` set.
+        The training summary, with the ``scaling_factor`` and ``shift_factor`` set (``"kl"``) or the
+        latent mean and the standard deviation folded into the weights (``"vq"``).
     """
     import pytorch_lightning as pl
 
@@ -175,21 +215,25 @@ def train_autoencoder(
         module, (images,), out_dir, val_rows=val_images, epochs=epochs, batch_size=batch_size, seed=seed,
         accelerator=accelerator, fingerprint=fingerprint,
     )  # fmt: skip
-    if kind == "kl":
-        summary.update(_set_latent_scale(out_dir, images[val_images : val_images + 2048]))
+    summary.update(_normalise_latents(out_dir, kind, images[val_images : val_images + 2048]))
     return summary
 
 
-def _set_latent_scale(out_dir: str | os.PathLike, images: np.ndarray) -> dict:
-    """Store ``shift_factor`` and ``scaling_factor`` (SD3's latent normalisation) in the saved config."""
-    from diffusers import AutoencoderKL
-
+def _normalise_latents(out_dir: str | os.PathLike, kind: str, images: np.ndarray) -> dict:
+    """Unit-variance latents for the saved model: ``shift_factor`` and ``scaling_factor`` in an
+    ``AutoencoderKL``'s config (SD3's normalisation, applied by the pipelines), the scale folded into
+    a MoVQ's weights (:func:`fold_movq_scale`; its mean, about 0, is left)."""
     from condeval.core.io import atomic_directory
 
-    vae = AutoencoderKL.from_pretrained(str(out_dir)).eval()
-    mean, std = latent_statistics(vae, torch.as_tensor(images))
-    vae.register_to_config(shift_factor=mean, scaling_factor=1.0 / std)
+    model = _autoencoder_class(kind).from_pretrained(str(out_dir)).eval()
+    mean, std = latent_statistics(model, torch.as_tensor(images))
+    if kind == "kl":
+        model.register_to_config(shift_factor=mean, scaling_factor=1.0 / std)
+        normalised = {"shift_factor": mean, "scaling_factor": 1.0 / std}
+    else:
+        fold_movq_scale(model, 1.0 / std)
+        normalised = {"latent_mean": mean, "latent_std_folded": std}
     with atomic_directory(out_dir) as folder:
-        vae.save_pretrained(folder)
-    log.info("latent shift_factor %.4f, scaling_factor %.4f", mean, 1.0 / std)
-    return {"shift_factor": mean, "scaling_factor": 1.0 / std}
+        model.save_pretrained(folder)
+    log.info("latents normalised: %s", normalised)
+    return normalised
