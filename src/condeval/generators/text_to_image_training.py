@@ -57,7 +57,7 @@ class _TextConditioned(ScheduledModule):
     """
 
     def attach(self, encode, captions: list[list[str]]) -> _TextConditioned:
-        self._encode, self._captions = encode, captions
+        self._encode, self._captions, self._empty = encode, captions, None
         return self
 
     def _prompts(self, index: torch.Tensor, generator: torch.Generator | None) -> list[str]:
@@ -161,6 +161,13 @@ class GuidanceDistillationModule(_TextConditioned):
         self.teacher.eval()
         return self
 
+    def _empty_prompt(self, n: int):
+        """The ``""`` prompt's encoding, computed once and repeated ``n`` times."""
+        if self._empty is None:
+            self._empty = self._encode([""])
+        embeds, pooled, text_ids = self._empty
+        return embeds.expand(n, -1, -1), pooled.expand(n, -1), text_ids
+
     def _loss(self, batch, training: bool) -> torch.Tensor:
         latents, index = batch
         generator = self._randomness(training, getattr(self, "_val_batch", 0))
@@ -170,7 +177,7 @@ class GuidanceDistillationModule(_TextConditioned):
         g = low + (high - low) * torch.rand(len(x_t), generator=generator).to(x_t)
         with torch.no_grad():
             v_text = flow_velocity(self.teacher, x_t, sigma, text)
-            v_empty = flow_velocity(self.teacher, x_t, sigma, self._encode([""] * len(x_t)))
+            v_empty = flow_velocity(self.teacher, x_t, sigma, self._empty_prompt(len(x_t)))
             target = v_empty + g[:, None, None, None] * (v_text - v_empty)
         return (flow_velocity(self.transformer, x_t, sigma, text, guidance=g) - target).square().mean()
 
