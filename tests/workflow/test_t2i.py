@@ -80,8 +80,8 @@ def test_the_signal_report_reads_every_generator_and_dino(finished):
     signal = json.loads((finished / "results/crel_t2i/signal.json").read_text())
     assert set(signal["models"]) == set(MODELS)
     for model in MODELS:
-        attributes = signal["models"][model]["attributes"]
-        assert {"generated", "real", "shuffled", "chance"} <= set(attributes)
+        for reader in ("attributes", "attributes_probe"):  # CLIP zero-shot; the probe trained on train images
+            assert {"generated", "real", "shuffled", "chance"} <= set(signal["models"][model][reader])
         assert signal["models"][model]["gallery"] == 200
     assert 0.0 <= signal["dino"]["auc"] <= 1.0
 

@@ -2,11 +2,14 @@
 
 - **Retrieval.** Each generated image's own caption among a gallery of val captions (image→text
   R@k), beside the same for the real images of those captions.
-- **Requested attributes.** On captions of single-object scenes, the CLIP names the object's colour
-  and shape zero-shot: each image against ``"a {colour} {shape}"`` for every colour and shape of the
-  mini-world, the best prompt's colour and shape read off. Reported for the generated images, for
-  the real images (the reader's own ceiling) and for a shuffled-caption baseline: the generated
-  images read against another caption's request (what a generator ignoring its prompt would score).
+- **Requested attributes.** On captions of single-object scenes, two readers name the object's
+  colour and shape. Zero-shot, the CLIP matches each image against ``"a {colour} {shape}"`` for every
+  colour and shape of the mini-world and reads off the best prompt's. The probe
+  (:class:`AttributeProbe`) is a small classifier trained on real mini-world images: scikit-learn
+  logistic regressions on the CLIP's image features of single-object train images at the generated
+  size. Each is reported for the generated images, for the real images (the reader's own ceiling) and
+  for a shuffled-caption baseline: the generated images read against another caption's request (what
+  a generator ignoring its prompt would score).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import numpy as np
 from condeval.datasets.miniworld import COLOURS, SHAPES
 from condeval.encoders.signal import retrieval_at_k
 
-__all__ = ["read_attributes", "attribute_accuracy", "generation_signal"]
+__all__ = ["AttributeProbe", "read_attributes", "attribute_accuracy", "generation_signal", "single_objects"]
 
 
 def read_attributes(encoder, images, colours=None, shapes=None) -> tuple[np.ndarray, np.ndarray]:
@@ -41,6 +44,45 @@ def read_attributes(encoder, images, colours=None, shapes=None) -> tuple[np.ndar
     return np.array([prompts[i][0] for i in best]), np.array([prompts[i][1] for i in best])
 
 
+class AttributeProbe:
+    """Colour and shape read by logistic regressions (scikit-learn) on the CLIP's image features.
+
+    Parameters
+    ----------
+    encoder : condeval.encoders.features.ClipEncoder
+        The shared CLIP, whose image features the probes read.
+    C : float
+        Inverse regularisation strength of both regressions.
+    """
+
+    def __init__(self, encoder, C: float = 10.0):
+        self.encoder, self.C = encoder, C
+
+    def fit(self, images, objects: list[dict]) -> AttributeProbe:
+        """Train on ``images`` of single objects, ``objects[i]`` (``{"colour", "shape"}``) the object of ``images[i]``."""
+        from sklearn.linear_model import LogisticRegression
+
+        features = self.encoder.image_features(list(images))
+        self.probes_ = {
+            attribute: LogisticRegression(C=self.C, max_iter=2000).fit(features, [obj[attribute] for obj in objects])
+            for attribute in ("colour", "shape")
+        }
+        return self
+
+    def read(self, images) -> tuple[np.ndarray, np.ndarray]:
+        """(colour, shape) predicted for each image."""
+        features = self.encoder.image_features(list(images))
+        return self.probes_["colour"].predict(features), self.probes_["shape"].predict(features)
+
+
+def single_objects(scenes: list[list[dict]], captions: list[str] | None = None) -> list[int]:
+    """Indices of the scenes holding one object (and, given ``captions``, whose caption names its colour and shape)."""
+    return [
+        i for i, objects in enumerate(scenes)
+        if len(objects) == 1 and (captions is None or _names(captions[i], objects[0]))
+    ]  # fmt: skip
+
+
 def attribute_accuracy(read: tuple[np.ndarray, np.ndarray], requested: list[dict]) -> dict:
     """Share of images whose read colour and shape are the requested object's (``{"colour", "shape"}``)."""
     colour, shape = read
@@ -51,8 +93,9 @@ def attribute_accuracy(read: tuple[np.ndarray, np.ndarray], requested: list[dict
 
 
 def generation_signal(
-    encoder, generated, real, captions: list[str], scenes: list[list[dict]], gallery: int = 1000, seed: int = 0
-) -> dict:
+    encoder, generated, real, captions: list[str], scenes: list[list[dict]], gallery: int = 1000, seed: int = 0,
+    probe: AttributeProbe | None = None,
+) -> dict:  # fmt: skip
     """Retrieval and requested-attribute accuracy of ``generated[i]``, drawn for ``captions[i]`` of ``real[i]``.
 
     Parameters
@@ -69,12 +112,15 @@ def generation_signal(
         Captions per retrieval gallery (the first ``gallery`` items).
     seed : int
         Seed of the shuffled-caption permutation.
+    probe : AttributeProbe, optional
+        A fitted probe: its readings are reported as ``attributes_probe``.
 
     Returns
     -------
     dict
-        ``generated``/``real`` retrieval (R@1, R@5, chance), and ``attributes`` with ``generated``,
-        ``real`` and ``shuffled`` colour/shape accuracy on the ``single_object`` captions, and chance.
+        ``generated``/``real`` retrieval (R@1, R@5, chance), and ``attributes`` (zero-shot; with a
+        probe, ``attributes_probe`` too) with ``generated``, ``real`` and ``shuffled`` colour/shape
+        accuracy on the ``single_object`` captions, and chance.
     """
     n = min(gallery, len(captions))
     texts = encoder.text_features(captions[:n])
@@ -83,17 +129,21 @@ def generation_signal(
         "generated": retrieval_at_k(encoder.image_features(list(generated[:n])), texts),
         "real": retrieval_at_k(encoder.image_features(list(real[:n])), texts),
     }
-    lone = [i for i, objects in enumerate(scenes) if len(objects) == 1 and _names(captions[i], objects[0])]
+    lone = single_objects(scenes, captions)
     requested = [scenes[i][0] for i in lone]
-    read_generated = read_attributes(encoder, [generated[i] for i in lone])
     permutation = np.random.default_rng(seed).permutation(len(lone))
-    out["attributes"] = {
-        "single_object": len(lone),
-        "generated": attribute_accuracy(read_generated, requested),
-        "real": attribute_accuracy(read_attributes(encoder, [real[i] for i in lone]), requested),
-        "shuffled": attribute_accuracy(read_generated, [requested[j] for j in permutation]),
-        "chance": {"colour": 1 / len(COLOURS), "shape": 1 / len(SHAPES)},
-    }
+    readers = {"attributes": lambda images: read_attributes(encoder, images)}
+    if probe is not None:
+        readers["attributes_probe"] = probe.read
+    for key, read in readers.items():
+        read_generated = read([generated[i] for i in lone])
+        out[key] = {
+            "single_object": len(lone),
+            "generated": attribute_accuracy(read_generated, requested),
+            "real": attribute_accuracy(read([real[i] for i in lone]), requested),
+            "shuffled": attribute_accuracy(read_generated, [requested[j] for j in permutation]),
+            "chance": {"colour": 1 / len(COLOURS), "shape": 1 / len(SHAPES)},
+        }
     return out
 
 

@@ -134,6 +134,7 @@ rule t2i_signal:
     and a shuffled-caption baseline; DINO-SIM's same-scene AUC."""
     input:
         captions=coco_captions("val"),
+        train_captions=coco_captions("train"),
         clip=trained_encoder_inputs("clip"),
         dino=trained_encoder_inputs("dino"),
         generated=t2i_generated,
@@ -148,6 +149,7 @@ rule t2i_signal:
         shards=len(SHARDS),
         image_size=T2I["image_size"],
         gallery=1000,
+        probe_images=3000,
     log:
         "logs/crel_t2i/signal.log",
     conda:
