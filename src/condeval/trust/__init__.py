@@ -1,0 +1,11 @@
+"""Trust score under compositional shift (the trust-score paper): a per-sample score of conditional
+samples fitted only on real training-support features, and the KID it is judged by.
+
+``TrustScorer`` (:mod:`condeval.trust.score`) fits on real features and attribute values and scores
+any generated sample; ``kid`` is :func:`condeval.metrics.kid`, shared with every track.
+"""
+
+from condeval.metrics import kid
+from condeval.trust.score import REGULARIZATION, TrustScorer
+
+__all__ = ["REGULARIZATION", "TrustScorer", "kid"]

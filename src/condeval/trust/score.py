@@ -1,0 +1,282 @@
+"""The trust score of a conditional sample (Section 3 of the trust-score paper): global realism plus
+attribute-wise faithfulness, fitted only on real features of the training support.
+
+With ``z`` the L2-normalised feature of a sample requested with attribute values ``c = (c_1, …, c_K)``:
+
+- **Realism.** ``E(z) = (z − μ)ᵀ Σ⁻¹ (z − μ)``, the squared Mahalanobis energy to the real features'
+  mean under their Ledoit–Wolf covariance plus ``1e-5 · I``; z-scored on real calibration features.
+- **Faithfulness.** For attribute ``k`` and value ``v``, ``E_k(z, v) = (z − μ_kv)ᵀ P_k (z − μ_kv)``, with
+  ``μ_kv`` the mean of the real features whose ``k``-th value is ``v`` and ``P_k`` the inverse of the
+  pooled within-value covariance, shrunk towards ``tr(S)/d · I`` by the Ledoit–Wolf intensity of the
+  residuals (plus ``1e-5 · I``). The margin ``E_k(z, c_k) − min_{v ≠ c_k} E_k(z, v)`` is negative when
+  ``z`` is closer to the requested value than to every other; each attribute's margin is z-scored on
+  real calibration features (the real rows' own values requested), and faithfulness is their mean.
+- **Trust** = realism + faithfulness (both z-scored): lower is better.
+
+Calibration rows are held out of the fit by default (``calibration=0.2`` of each condition's rows), so
+that the z-scores and the P95 thresholds are set on real features the statistics never saw. The
+official code calibrates in-sample, on the rows it fitted: ``calibration=0`` (documented in
+docs/trust.md). The z-scores are one-sided (signed), as in the paper; the official code's ``z²``
+"two-sided" realism is not used.
+
+The faithfulness margin needs no quadratic form: ``E_k(z, v) = zᵀP_k z − 2 μ_kvᵀ P_k z + μ_kvᵀ P_k μ_kv``
+and the first term is common to every value, so margins cost one (d × V) product per attribute. Only
+realism needs a (d × d) product per sample.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import polars as pl
+
+from condeval.metrics import unit_rows
+
+__all__ = ["REGULARIZATION", "TrustScorer"]
+
+log = logging.getLogger(__name__)
+
+#: Ridge added to every covariance before inversion (the paper's and the official code's).
+REGULARIZATION = 1e-5
+
+#: Rows per block of the scoring products. Every block is padded to this size, so a row goes through
+#: the same matrix product whatever its batch: its score does not depend on the batch (to the bit).
+_BLOCK = 1024
+
+
+def _blocks(rows: np.ndarray):
+    """``(block, n)``: ``rows`` in consecutive zero-padded blocks of :data:`_BLOCK` rows, ``n`` of them real."""
+    for start in range(0, len(rows), _BLOCK):
+        part = rows[start : start + _BLOCK]
+        if len(part) < _BLOCK:
+            part = np.concatenate([part, np.zeros((_BLOCK - len(part), rows.shape[1]), rows.dtype)])
+        yield part, min(_BLOCK, len(rows) - start)
+
+
+def _precision(covariance: np.ndarray, regularization: float) -> np.ndarray:
+    """``(covariance + regularization · I)⁻¹`` by Cholesky, the pseudo-inverse if that fails."""
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    regularized = covariance + regularization * np.eye(len(covariance))
+    try:
+        return cho_solve(cho_factor(regularized), np.eye(len(covariance)))
+    except LinAlgError:
+        log.warning("covariance not positive definite: using its pseudo-inverse")
+        return np.linalg.pinv(regularized)
+
+
+def _pooled_within_precision(z: np.ndarray, codes: np.ndarray, n_values: int, regularization: float):
+    """(value means (V, d), precision (d, d)) of one attribute: the pooled within-value scatter
+    ``S = Σ rᵀr / N`` shrunk as ``(1 − s) S + s tr(S)/d I``, ``s`` the Ledoit–Wolf intensity of the residuals."""
+    from sklearn.covariance import LedoitWolf
+
+    means = np.stack([z[codes == v].mean(axis=0) for v in range(n_values)])
+    residuals = z - means[codes]
+    scatter = residuals.T @ residuals / len(z)
+    shrinkage = LedoitWolf().fit(residuals).shrinkage_
+    d = z.shape[1]
+    shrunk = (1 - shrinkage) * scatter + shrinkage * np.trace(scatter) / d * np.eye(d)
+    return means, _precision(shrunk, regularization)
+
+
+class TrustScorer:
+    """Per-sample trust of conditional samples, from real training-support features alone.
+
+    Parameters
+    ----------
+    calibration : float, default 0.2
+        Share of each condition's real rows held out of the fit to z-score realism and margins
+        and to set acceptance thresholds. ``0`` calibrates in-sample on the fitted rows (the official
+        code's reading).
+    regularization : float, default 1e-5
+        Ridge added to every covariance (:data:`REGULARIZATION`).
+    names : sequence of str, optional
+        Attribute names (the ``margin_<name>`` columns); default ``a0, a1, …``.
+    seed : int, default 0
+        Seed of the calibration hold-out.
+
+    Attributes
+    ----------
+    calibration_ : polars.DataFrame
+        The calibration rows' scores (as :meth:`score` returns them) and their attribute values, one
+        column per attribute name: what thresholds are read from.
+    calibration_rows_ : ndarray of int
+        Which rows of the fitted arrays calibrate (all of them when ``calibration=0``).
+    values_ : list of ndarray
+        The values seen for each attribute in the fit.
+    """
+
+    def __init__(self, calibration: float = 0.2, regularization: float = REGULARIZATION, names=None, seed: int = 0):
+        if not 0 <= calibration < 1:
+            raise ValueError(f"calibration must be in [0, 1); got {calibration}")
+        self.calibration, self.regularization, self.names, self.seed = calibration, regularization, names, seed
+
+    # ----------------------------------------------------------------------------------- fit
+    def fit(self, features, attributes) -> TrustScorer:
+        """Fit the real statistics and calibrate on real rows.
+
+        Parameters
+        ----------
+        features : array-like, shape (N, D)
+            Real features of the training support (normalised inside).
+        attributes : array-like of int, shape (N, K)
+            Each row's attribute values.
+
+        Returns
+        -------
+        TrustScorer
+            ``self``.
+        """
+        from sklearn.covariance import LedoitWolf
+
+        z, attributes = self._checked(features, attributes, fitting=True)
+        fit_rows, calibration_rows = self._split(attributes)
+        self.calibration_rows_ = calibration_rows
+        fitted = z[fit_rows]
+        self.mean_ = fitted.mean(axis=0)
+        self.precision_ = _precision(LedoitWolf().fit(fitted).covariance_, self.regularization)
+        self.values_, self._means, self._projections, self._offsets = [], [], [], []
+        for k in range(attributes.shape[1]):
+            values, codes = np.unique(attributes[fit_rows, k], return_inverse=True)
+            if len(values) < 2:
+                raise ValueError(f"attribute {self.names_[k]!r} takes one value in the fit; faithfulness needs two")
+            means, precision = _pooled_within_precision(fitted, codes, len(values), self.regularization)
+            self.values_.append(values)
+            self._means.append(means)
+            self._projections.append(precision @ means.T)  # (d, V): P_k μ_kv
+            self._offsets.append(np.einsum("vd,dv->v", means, self._projections[-1]))  # μ_kvᵀ P_k μ_kv
+        self._calibrate(z[calibration_rows], attributes[calibration_rows])
+        return self
+
+    def _split(self, attributes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(fit rows, calibration rows): ``calibration`` of each condition's rows held out, at random."""
+        everything = np.arange(len(attributes))
+        if self.calibration == 0:
+            return everything, everything
+        rng = np.random.default_rng(self.seed)
+        _, condition = np.unique(attributes, axis=0, return_inverse=True)
+        held_out = []
+        for c in np.unique(condition):
+            rows = rng.permutation(np.flatnonzero(condition == c))
+            held_out.append(rows[: int(round(self.calibration * len(rows)))])
+        held = np.zeros(len(attributes), dtype=bool)
+        held[np.concatenate(held_out)] = True
+        return everything[~held], everything[held]
+
+    def _calibrate(self, z: np.ndarray, attributes: np.ndarray) -> None:
+        if len(z) < 2:
+            raise ValueError(f"calibration needs at least 2 real rows; got {len(z)}")
+        energy = self._energy(z)
+        margins = self._margins(z, attributes)
+        self.energy_calibration_ = (float(energy.mean()), float(energy.std(ddof=1)))
+        self.margin_calibration_ = [(float(m.mean()), float(m.std(ddof=1))) for m in margins.T]
+        scores = self._scores(energy, margins)
+        self.calibration_ = scores.with_columns(
+            pl.Series(name, attributes[:, k]) for k, name in enumerate(self.names_)
+        )  # fmt: skip
+
+    def thresholds(self, quantile: float = 0.95) -> pl.DataFrame:
+        """Each calibrated condition's acceptance threshold: the ``quantile`` of its real calibration
+        rows' trust (linear interpolation), with ``n_real``, their number (the P95-real rule at 0.95)."""
+        return (
+            self.calibration_.group_by(self.names_)
+            .agg(pl.col("trust").quantile(quantile, "linear").alias("threshold"), pl.len().alias("n_real"))
+            .sort(self.names_)
+        )
+
+    # --------------------------------------------------------------------------------- score
+    def score(self, features, attributes) -> pl.DataFrame:
+        """Realism, faithfulness and trust of each sample (lower is better).
+
+        Parameters
+        ----------
+        features : array-like, shape (N, D)
+            Sample features in the fitted extractor's space.
+        attributes : array-like of int, shape (N, K)
+            The values each sample was requested with.
+
+        Returns
+        -------
+        polars.DataFrame
+            One row per sample: ``realism`` and ``faithfulness`` (both z-scored), ``trust`` (their
+            sum) and ``margin_<name>`` (each attribute's raw margin).
+
+        Raises
+        ------
+        ValueError
+            On a feature width other than the fit's, NaN or infinite features, a wrong attribute
+            shape, or an attribute value the fit never saw.
+        """
+        z, attributes = self._checked(features, attributes, fitting=False)
+        return self._scores(self._energy(z), self._margins(z, attributes))
+
+    def _scores(self, energy: np.ndarray, margins: np.ndarray) -> pl.DataFrame:
+        realism = (energy - self.energy_calibration_[0]) / self.energy_calibration_[1]
+        standardised = [(margins[:, k] - m) / s for k, (m, s) in enumerate(self.margin_calibration_)]
+        faithfulness = np.mean(standardised, axis=0)
+        columns = {"realism": realism, "faithfulness": faithfulness, "trust": realism + faithfulness}
+        columns |= {f"margin_{name}": margins[:, k] for k, name in enumerate(self.names_)}
+        return pl.DataFrame(columns)
+
+    def _energy(self, z: np.ndarray) -> np.ndarray:
+        """Squared Mahalanobis energy of unit rows ``z`` to the real mean (float32 products, float64 sums)."""
+        precision, mean = self.precision_.astype(np.float32), self.mean_.astype(np.float32)
+        return np.concatenate([
+            np.einsum("nd,nd->n", centred @ precision, centred, dtype=np.float64)[:n]
+            for centred, n in ((block - mean, n) for block, n in _blocks(z))
+        ])  # fmt: skip
+
+    def _margins(self, z: np.ndarray, attributes: np.ndarray) -> np.ndarray:
+        """(N, K): ``E_k(z, requested) − min over the other values``, the common ``zᵀ P_k z`` cancelled."""
+        projections = np.concatenate(self._projections, axis=1).astype(z.dtype)  # every attribute's P_k μ_kv
+        products = np.concatenate([(block @ projections)[:n] for block, n in _blocks(z)]).astype(np.float64)
+        out = np.empty(attributes.shape)
+        rows, first = np.arange(len(z)), 0
+        for k, (values, offset) in enumerate(zip(self.values_, self._offsets, strict=True)):
+            energy = offset - 2.0 * products[:, first : first + len(values)]  # (N, V), up to the common term
+            first += len(values)
+            requested = np.searchsorted(values, attributes[:, k])
+            others = energy.copy()
+            others[rows, requested] = np.inf
+            out[:, k] = energy[rows, requested] - others.min(axis=1)
+        return out
+
+    # ---------------------------------------------------------------------------- validation
+    def _checked(self, features, attributes, *, fitting: bool) -> tuple[np.ndarray, np.ndarray]:
+        features = np.asarray(features)
+        attributes = np.asarray(attributes)
+        if features.ndim != 2:
+            raise ValueError(f"features must be (N, D); got shape {features.shape}")
+        if not np.isfinite(features).all():
+            bad = int(np.flatnonzero(~np.isfinite(features).all(axis=1))[0])
+            raise ValueError(f"features hold NaN or infinite values (first at row {bad})")
+        if attributes.ndim != 2 or len(attributes) != len(features):
+            raise ValueError(f"attributes must be (N, K) with N = {len(features)}; got shape {attributes.shape}")
+        if not np.issubdtype(attributes.dtype, np.integer):
+            raise ValueError(f"attributes must be integers; got dtype {attributes.dtype}")
+        if fitting:
+            self.names_ = list(self.names) if self.names is not None else [f"a{k}" for k in range(attributes.shape[1])]
+            if len(self.names_) != attributes.shape[1]:
+                raise ValueError(f"{len(self.names_)} names for {attributes.shape[1]} attributes")
+            self.dim_ = features.shape[1]
+        else:
+            self._check_fitted_shape(features, attributes)
+        # the fit in float64; scores in float32, the precision of their products
+        return unit_rows(features, dtype=np.float64 if fitting else np.float32), attributes
+
+    def _check_fitted_shape(self, features: np.ndarray, attributes: np.ndarray) -> None:
+        if not hasattr(self, "calibration_"):
+            raise ValueError("TrustScorer is not fitted: call fit(features, attributes) first")
+        if features.shape[1] != self.dim_:
+            raise ValueError(f"features have D = {features.shape[1]}; the scorer was fitted on D = {self.dim_}")
+        if attributes.shape[1] != len(self.values_):
+            raise ValueError(
+                f"attributes have K = {attributes.shape[1]}; the scorer was fitted on K = {len(self.values_)}"
+            )
+        for k, values in enumerate(self.values_):
+            unseen = np.setdiff1d(attributes[:, k], values)
+            if len(unseen):
+                raise ValueError(
+                    f"attribute {self.names_[k]!r} value {unseen[0]} was never seen in the fit (seen: {values.tolist()})"
+                )

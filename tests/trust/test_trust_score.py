@@ -1,0 +1,165 @@
+"""TrustScorer by its definition and its properties: an independent computation of every term on
+Gaussian data with a known attribute structure, the P95 rule's coverage on fresh real samples, scores
+that do not depend on the batch, the signs of realism and faithfulness, and the refusals."""
+
+import numpy as np
+import pytest
+from sklearn.covariance import LedoitWolf
+
+from condeval.trust import TrustScorer
+
+VALUES = (2, 3, 2)  # values per attribute
+
+
+def _world(n: int, seed: int, dim: int = 8, shift: float = 0.0):
+    """Features whose mean moves with each attribute's value (separable effects), plus unit noise."""
+    rng = np.random.default_rng(seed)
+    effects = [np.random.default_rng(100 + k).normal(0, 1.5, (v, dim)) for k, v in enumerate(VALUES)]
+    attributes = np.stack([rng.integers(0, v, n) for v in VALUES], axis=1)
+    features = 3.0 + sum(effects[k][attributes[:, k]] for k in range(len(VALUES))) + rng.standard_normal((n, dim))
+    return features + shift, attributes
+
+
+def _reference(fit_x, fit_a, cal_x, cal_a, x, a, reg=1e-5):
+    """The trust score written out term by term: full quadratic forms, explicit inverses."""
+    unit = lambda m: m / np.linalg.norm(m, axis=1, keepdims=True)  # noqa: E731
+    fz, cz, z = unit(fit_x), unit(cal_x), unit(x)
+    mean = fz.mean(axis=0)
+    precision = np.linalg.inv(LedoitWolf().fit(fz).covariance_ + reg * np.eye(fz.shape[1]))
+
+    def energy(rows):
+        return np.array([(r - mean) @ precision @ (r - mean) for r in rows])
+
+    def margins(rows, attrs):
+        out = np.zeros(attrs.shape)
+        for k in range(attrs.shape[1]):
+            values = np.unique(fit_a[:, k])
+            means = {v: fz[fit_a[:, k] == v].mean(axis=0) for v in values}
+            residuals = np.concatenate([fz[fit_a[:, k] == v] - means[v] for v in values])
+            scatter = residuals.T @ residuals / len(fz)
+            s = LedoitWolf().fit(residuals).shrinkage_
+            d = fz.shape[1]
+            pk = np.linalg.inv((1 - s) * scatter + s * np.trace(scatter) / d * np.eye(d) + reg * np.eye(d))
+            for i, (r, want) in enumerate(zip(rows, attrs[:, k], strict=True)):
+                e = {v: (r - means[v]) @ pk @ (r - means[v]) for v in values}
+                out[i, k] = e[want] - min(e[v] for v in values if v != want)
+        return out
+
+    cal_e, cal_m = energy(cz), margins(cz, cal_a)
+    realism = (energy(z) - cal_e.mean()) / cal_e.std(ddof=1)
+    m = margins(z, a)
+    faithfulness = np.mean(
+        [(m[:, k] - cal_m[:, k].mean()) / cal_m[:, k].std(ddof=1) for k in range(m.shape[1])], axis=0
+    )
+    return realism, faithfulness, m
+
+
+@pytest.mark.parametrize("calibration", [0.0, 0.25])
+def test_every_term_matches_an_independent_computation(calibration):
+    x, a = _world(900, seed=0)
+    scorer = TrustScorer(calibration=calibration, seed=3).fit(x, a)
+    cal = scorer.calibration_rows_
+    fit = np.setdiff1d(np.arange(len(x)), cal) if calibration else cal
+    assert calibration == 0 or abs(len(cal) - calibration * len(x)) < 30
+    queries, asked = _world(200, seed=1, shift=0.3)
+    realism, faithfulness, margins = _reference(x[fit], a[fit], x[cal], a[cal], queries, asked)
+    scores = scorer.score(queries, asked)
+    np.testing.assert_allclose(scores["realism"], realism, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(scores["faithfulness"], faithfulness, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(scores["trust"], realism + faithfulness, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(scores.select("margin_a0", "margin_a1", "margin_a2").to_numpy(), margins, rtol=1e-4,
+                               atol=1e-3)  # fmt: skip
+
+
+def test_held_out_calibration_leaves_the_fit_alone():
+    """The calibration rows z-score and threshold; moving them changes no fitted statistic."""
+    x, a = _world(900, seed=0)
+    scorer = TrustScorer(calibration=0.2).fit(x, a)
+    moved = x.copy()
+    moved[scorer.calibration_rows_] += 5.0
+    other = TrustScorer(calibration=0.2).fit(moved, a)
+    np.testing.assert_array_equal(scorer.calibration_rows_, other.calibration_rows_)
+    np.testing.assert_allclose(scorer.mean_, other.mean_)
+    np.testing.assert_allclose(scorer.precision_, other.precision_)
+    assert scorer.energy_calibration_ != other.energy_calibration_
+    calibration = scorer.calibration_
+    assert abs(calibration["realism"].mean()) < 1e-9 and abs(calibration["realism"].std() - 1) < 1e-9
+
+
+def test_the_p95_rule_keeps_about_95_percent_of_fresh_real_samples():
+    x, a = _world(6000, seed=0, dim=16)
+    scorer = TrustScorer(calibration=0.2).fit(x, a)
+    fresh, asked = _world(24000, seed=7, dim=16)
+    scores = scorer.score(fresh, asked).with_columns(
+        a0=asked[:, 0], a1=asked[:, 1], a2=asked[:, 2]
+    ).join(scorer.thresholds(0.95), on=["a0", "a1", "a2"], maintain_order="left")  # fmt: skip
+    kept = (scores["trust"] <= scores["threshold"]).to_numpy()
+    assert 0.93 <= kept.mean() <= 0.97, kept.mean()
+    for condition in np.unique(asked, axis=0):
+        rows = (asked == condition).all(axis=1)
+        assert 0.85 <= kept[rows].mean() <= 1.0, (condition, kept[rows].mean())
+
+
+def test_in_sample_calibration_under_covers_when_the_fit_overfits():
+    """The official code's in-sample reading (calibration=0) sets the threshold on the rows it fitted:
+    with few rows per dimension their energies are too small, and fresh real samples are rejected far
+    more than 5% of the time. Held out, the rule keeps its level."""
+    x, a = _world(400, seed=0, dim=64)
+    fresh, asked = _world(8000, seed=5, dim=64)
+    kept = {}
+    for calibration in (0.0, 0.3):
+        scorer = TrustScorer(calibration=calibration).fit(x, a)
+        threshold = float(np.quantile(scorer.calibration_["trust"], 0.95))
+        kept[calibration] = float((scorer.score(fresh, asked)["trust"] <= threshold).mean())
+    assert kept[0.0] < 0.8 < 0.9 < kept[0.3], kept
+
+
+def test_a_score_does_not_depend_on_its_batch():
+    x, a = _world(900, seed=0, dim=32)
+    scorer = TrustScorer().fit(x, a)
+    queries, asked = _world(2500, seed=2, dim=32)
+    together = scorer.score(queries, asked)
+    alone = [scorer.score(queries[i : i + 1], asked[i : i + 1]) for i in range(0, 2500, 97)]
+    shuffled = np.random.default_rng(0).permutation(2500)
+    reordered = scorer.score(queries[shuffled], asked[shuffled])
+    for j, i in enumerate(range(0, 2500, 97)):
+        assert alone[j].row(0) == together.row(i)
+    assert reordered.equals(together[shuffled])
+
+
+def test_realism_and_faithfulness_point_the_right_way():
+    x, a = _world(3000, seed=0)
+    scorer = TrustScorer().fit(x, a)
+    queries, asked = _world(1000, seed=4)
+    honest = scorer.score(queries, asked)
+    wrong = asked.copy()
+    wrong[:, 1] = (wrong[:, 1] + 1) % VALUES[1]  # request a value the sample does not show
+    mislabelled = scorer.score(queries, wrong)
+    assert (mislabelled["faithfulness"] > honest["faithfulness"]).mean() > 0.9
+    assert (mislabelled["margin_a1"] > 0).mean() > 0.9 > (honest["margin_a1"] > 0).mean() + 0.5
+    np.testing.assert_array_equal(mislabelled["realism"], honest["realism"])  # realism ignores the request
+    far = scorer.score(queries + 4.0 * np.random.default_rng(1).standard_normal(queries.shape), asked)
+    assert (far["realism"] > honest["realism"]).mean() > 0.9
+
+
+def test_bad_input_is_refused_with_its_reason():
+    x, a = _world(300, seed=0)
+    scorer = TrustScorer().fit(x, a)
+    with pytest.raises(ValueError, match="D = 9; the scorer was fitted on D = 8"):
+        scorer.score(np.ones((2, 9)), a[:2])
+    nan = x[:3].copy()
+    nan[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite values \\(first at row 1\\)"):
+        scorer.score(nan, a[:3])
+    unseen = a[:2].copy()
+    unseen[0, 1] = 7
+    with pytest.raises(ValueError, match="attribute 'a1' value 7 was never seen"):
+        scorer.score(x[:2], unseen)
+    with pytest.raises(ValueError, match="integers"):
+        scorer.score(x[:2], a[:2].astype(float))
+    with pytest.raises(ValueError, match="K = 2"):
+        scorer.score(x[:2], a[:2, :2])
+    with pytest.raises(ValueError, match="not fitted"):
+        TrustScorer().score(x[:2], a[:2])
+    with pytest.raises(ValueError, match="takes one value"):
+        TrustScorer(names=["m", "s", "g"]).fit(x, np.zeros_like(a))
