@@ -1,0 +1,133 @@
+"""RxRx1 (Recursion's Cell Painting images of four cell types under 1,108 siRNAs plus controls), read
+as released: ``metadata.csv`` and six 8-bit PNG channels per site.
+
+- ``metadata.csv``: ``site_id, well_id, cell_type, dataset, experiment, plate, well, site, well_type,
+  sirna, sirna_id`` (ids like ``HEPG2-01_1_B02_1``).
+- ``images/<experiment>/Plate<plate>/<well>_s<site>_w<c>.png`` for channels c = 1..6, 512 × 512 on
+  the release.
+
+A site's six channels stack into a (6, H, W) uint8 array (:func:`load_site`). The trust-score code
+treats ``sirna_id >= 1108`` as controls (:data:`CONTROL_SIRNA_ID`) and codes cell types as
+HEPG2 = 0, HUVEC = 1, RPE = 2, U2OS = 3 (:data:`CELL_TYPES`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from condeval.datasets import DatasetFormatError, relative_path
+
+__all__ = [
+    "METADATA_COLUMNS",
+    "CELL_TYPES",
+    "CHANNELS",
+    "CONTROL_SIRNA_ID",
+    "read_metadata",
+    "site_paths",
+    "load_site",
+    "write_site",
+]
+
+METADATA_COLUMNS = (
+    "site_id", "well_id", "cell_type", "dataset", "experiment", "plate", "well", "site", "well_type", "sirna",
+    "sirna_id",
+)  # fmt: skip
+CELL_TYPES = {"HEPG2": 0, "HUVEC": 1, "RPE": 2, "U2OS": 3}
+CHANNELS = 6
+#: siRNA ids from this one on are controls (the trust-score code's rule).
+CONTROL_SIRNA_ID = 1108
+
+_INTEGER_COLUMNS = ("plate", "site", "sirna_id")
+
+
+def read_metadata(root: str | os.PathLike) -> pl.DataFrame:
+    """``<root>/metadata.csv``, checked, with a ``cell_type_id`` column added.
+
+    Raises
+    ------
+    DatasetFormatError
+        Naming the file and the CSV line: a missing column, an empty or non-integer plate, site or
+        siRNA id, an unknown cell type, an experiment or well that leaves the data root, or a
+        duplicate site id.
+    """
+    path = Path(root) / "metadata.csv"
+    try:
+        frame = pl.read_csv(path, infer_schema=False)
+    except FileNotFoundError:
+        raise DatasetFormatError(f"{path}: file not found") from None
+    except pl.exceptions.ComputeError as error:
+        raise DatasetFormatError(f"{path}: not a readable CSV ({error})") from None
+    missing = [c for c in METADATA_COLUMNS if c not in frame.columns]
+    if missing:
+        raise DatasetFormatError(f"{path}: no column {missing[0]!r} (expected {', '.join(METADATA_COLUMNS)})")
+    for column in _INTEGER_COLUMNS:
+        parsed = frame[column].str.strip_chars().cast(pl.Int64, strict=False)
+        bad = frame.with_row_index().filter(parsed.is_null())
+        if bad.height:
+            line = bad["index"][0] + 2  # the header is line 1
+            raise DatasetFormatError(f"{path}: line {line}: {column!r} must be an integer, found {bad[column][0]!r}")
+        frame = frame.with_columns(parsed.alias(column))
+    for line, row in enumerate(frame.iter_rows(named=True), start=2):
+        where = f"{path}: line {line} (site {row['site_id']})"
+        if row["cell_type"] not in CELL_TYPES:
+            raise DatasetFormatError(
+                f"{where}: unknown cell type {row['cell_type']!r} (known: {', '.join(CELL_TYPES)})"
+            )
+        relative_path(row["experiment"], where, "experiment")
+        relative_path(row["well"], where, "well")
+    duplicated = frame.filter(pl.col("site_id").is_duplicated())
+    if duplicated.height:
+        raise DatasetFormatError(f"{path}: site {duplicated['site_id'][0]!r} listed twice")
+    return frame.with_columns(
+        pl.col("cell_type").replace_strict(CELL_TYPES, return_dtype=pl.Int64).alias("cell_type_id")
+    )
+
+
+def site_paths(root: str | os.PathLike, row: dict) -> list[Path]:
+    """The six channel files of one metadata row: ``images/<experiment>/Plate<plate>/<well>_s<site>_w<c>.png``."""
+    folder = Path(root) / "images" / row["experiment"] / f"Plate{int(row['plate'])}"
+    return [folder / f"{row['well']}_s{int(row['site'])}_w{c}.png" for c in range(1, CHANNELS + 1)]
+
+
+def load_site(root: str | os.PathLike, row: dict) -> np.ndarray:
+    """One site's channels stacked, (6, H, W) uint8.
+
+    Raises
+    ------
+    DatasetFormatError
+        Naming the site and the file: a missing channel file, one that is not an 8-bit single-channel
+        image, or channels of different sizes.
+    """
+    from PIL import Image
+
+    channels = []
+    for path in site_paths(root, row):
+        if not path.is_file():
+            raise DatasetFormatError(f"site {row['site_id']}: channel file {path} is missing")
+        with Image.open(path) as image:
+            if image.mode != "L":
+                raise DatasetFormatError(f"site {row['site_id']}: {path} is mode {image.mode}, not 8-bit grey (L)")
+            channels.append(np.asarray(image))
+    if len({c.shape for c in channels}) != 1:
+        raise DatasetFormatError(f"site {row['site_id']}: its channels differ in size {[c.shape for c in channels]}")
+    return np.stack(channels)
+
+
+def write_site(root: str | os.PathLike, row: dict, channels: np.ndarray) -> list[Path]:
+    """Write a (6, H, W) uint8 site as RxRx1's six PNGs (the miniature's writer), each atomically."""
+    from PIL import Image
+
+    from condeval.core.io import atomic_path
+
+    channels = np.asarray(channels)
+    if channels.shape[0] != CHANNELS or channels.ndim != 3 or channels.dtype != np.uint8:
+        raise ValueError(f"a site is ({CHANNELS}, H, W) uint8; got {channels.shape} {channels.dtype}")
+    paths = site_paths(root, row)
+    for path, channel in zip(paths, channels, strict=True):
+        with atomic_path(path) as tmp:
+            Image.fromarray(channel, mode="L").save(tmp, format="PNG")
+    return paths
