@@ -2,10 +2,12 @@
 samples fitted only on real training-support features, and the KID it is judged by.
 
 ``TrustScorer`` (:mod:`condeval.trust.score`) fits on real features and attribute values and scores
-any generated sample; ``kid`` is :func:`condeval.metrics.kid`, shared with every track.
+any generated sample; ``kid`` is :func:`condeval.metrics.kid`, shared with every track;
+:mod:`condeval.trust.filtering` runs the P95-real selection protocol (``selection_gain``).
 """
 
 from condeval.metrics import kid
+from condeval.trust.filtering import acceptance, nearest_seen, selection_gain
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
-__all__ = ["REGULARIZATION", "TrustScorer", "kid"]
+__all__ = ["REGULARIZATION", "TrustScorer", "acceptance", "kid", "nearest_seen", "selection_gain"]

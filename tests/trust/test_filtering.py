@@ -1,0 +1,63 @@
+"""The P95 selection protocol on small tables: the Hamming fallback and its ties, and a KID gain when
+the score ranks the broken samples last (none when it ranks at random)."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from condeval.trust.filtering import acceptance, nearest_seen, selection_gain
+
+NAMES = ["a", "b", "c"]
+THRESHOLDS = pl.DataFrame(
+    {"a": [0, 1, 0, 0], "b": [0, 0, 1, 0], "c": [0, 0, 0, 1], "threshold": [1.0, 2.0, 3.0, 4.0], "n_real": [50] * 4}
+)
+
+
+def test_nearest_seen_returns_every_tie():
+    seen = THRESHOLDS.select(NAMES).to_numpy()
+    np.testing.assert_array_equal(nearest_seen((0, 0, 1), seen), [[0, 0, 1]])
+    np.testing.assert_array_equal(nearest_seen((1, 1, 0), seen), [[1, 0, 0], [0, 1, 0]])
+    assert len(nearest_seen((1, 1, 1), seen)) == 3  # three single-attribute conditions at distance 2
+
+
+def test_a_calibrated_condition_uses_its_own_threshold_an_unseen_one_its_nearest():
+    trust = np.array([0.5, 1.5, 2.5, 3.5])
+    ((ref, accepted),) = acceptance(trust, (1, 0, 0), THRESHOLDS, NAMES)
+    assert ref == (1, 0, 0) and accepted.tolist() == [True, True, False, False]
+    entries = acceptance(trust, (1, 1, 0), THRESHOLDS, NAMES)
+    assert [ref for ref, _ in entries] == [(1, 0, 0), (0, 1, 0)]
+    assert [mask.sum() for _, mask in entries] == [2, 3]
+
+
+def _samples(seed: int, n: int = 400, dim: int = 6, broken: float = 0.4):
+    rng = np.random.default_rng(seed)
+    real = rng.standard_normal((300, dim)) + 2.0
+    generated = rng.standard_normal((n, dim)) + 2.0
+    bad = rng.random(n) < broken
+    generated[bad] += rng.normal(0, 2.5, (bad.sum(), dim))
+    return generated, bad, real
+
+
+def test_a_score_that_ranks_broken_samples_last_gains_kid():
+    generated, bad, real = _samples(0)
+    trust = bad.astype(float) + 0.1 * np.random.default_rng(1).standard_normal(len(bad))
+    thresholds = THRESHOLDS.with_columns(pl.lit(0.5).alias("threshold"))
+    gain = selection_gain(generated, trust, real, (1, 0, 0), thresholds, NAMES, subset_size=200)
+    assert gain["skipped"] is None and gain["fallback"] == 0
+    assert abs(gain["accept"] - (~bad).mean()) < 0.02
+    assert gain["kid_accepted"] < gain["kid_random"] < gain["kid_all"] * 1.5
+    assert gain["improvement"] > 0.5 and gain["improvement"] > gain["band"]
+    blind = selection_gain(generated, np.random.default_rng(2).random(len(bad)), real, (1, 0, 0), thresholds, NAMES,
+                           subset_size=200)  # fmt: skip
+    assert abs(blind["improvement"]) < max(0.2, blind["band"])
+    tied = selection_gain(generated, trust, real, (1, 1, 0), thresholds, NAMES, subset_size=200)
+    assert tied["fallback"] == 2 and tied["improvement"] == pytest.approx(gain["improvement"])
+
+
+def test_too_few_samples_are_skipped_with_the_reason():
+    generated, bad, real = _samples(0, n=15)
+    out = selection_gain(generated, np.zeros(15), real, (1, 0, 0), THRESHOLDS, NAMES)
+    assert out["skipped"].startswith("fewer than 20 generated")
+    generated, bad, real = _samples(0)
+    out = selection_gain(generated, np.full(len(generated), 9.0), real, (1, 0, 0), THRESHOLDS, NAMES)
+    assert out["skipped"] == "fewer than 10 accepted samples"
