@@ -75,3 +75,35 @@ def test_a_site_names_its_missing_or_wrong_channel(tmp_path):
     with pytest.raises(ValueError, match="uint8"):
         write_site(tmp_path, row, np.zeros((CHANNELS, 8, 8), np.float32))
     assert isinstance(read_metadata(tmp_path), pl.DataFrame)
+
+
+def _synthetic_metadata(seed: int = 0) -> pl.DataFrame:
+    """Sites of 4 cell types x 30 siRNAs, with pair sizes that fall with the siRNA id (controls most frequent)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for cell in range(4):
+        for sirna in [*range(1, 21), *range(1108, 1118)]:
+            n = int(60 - sirna % 50 + rng.integers(0, 3)) if sirna >= 1108 else int(rng.integers(10, 40))
+            rows += [
+                {"cell_type_id": cell, "sirna_id": sirna, "dataset": "train" if k % 4 else "test"} for k in range(n)
+            ]
+    return pl.DataFrame(rows)
+
+
+def test_held_out_pairs_and_the_subset_follow_the_ranking():
+    from condeval.datasets.rxrx1 import condition_subset, held_out_pairs
+
+    metadata = _synthetic_metadata()
+    held = held_out_pairs(metadata, n_pairs=30)
+    counts = metadata.filter(pl.col("dataset") == "train").group_by("cell_type_id", "sirna_id").len()
+    top = sorted(counts.iter_rows(), key=lambda r: (-r[2], r[0], r[1]))[:30]
+    assert [tuple(r) for r in held.iter_rows()] == top
+    subset = condition_subset(metadata, held, n_each=10, min_count=22)
+    assert subset.height == 20 and subset["seen"].sum() == 10
+    held_keys = {(c, s) for c, s, _ in top}
+    for c, s, n, seen, control in subset.iter_rows():
+        assert ((c, s) in held_keys) != seen and n >= 22 and control == (s >= 1108)
+    unseen = subset.filter(~pl.col("seen"))
+    assert unseen["n"].to_list() == sorted(unseen["n"].to_list(), reverse=True)
+    with pytest.raises(ValueError, match="only 0 unseen pairs have at least 500 sites"):
+        condition_subset(metadata, held, n_each=10, min_count=500)

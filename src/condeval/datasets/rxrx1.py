@@ -30,6 +30,8 @@ __all__ = [
     "site_paths",
     "load_site",
     "write_site",
+    "held_out_pairs",
+    "condition_subset",
 ]
 
 METADATA_COLUMNS = (
@@ -131,3 +133,56 @@ def write_site(root: str | os.PathLike, row: dict, channels: np.ndarray) -> list
         with atomic_path(path) as tmp:
             Image.fromarray(channel, mode="L").save(tmp, format="PNG")
     return paths
+
+
+def _pair_counts(metadata: pl.DataFrame) -> pl.DataFrame:
+    """Sites per (cell type, siRNA) pair, ranked by (−n, cell type, siRNA): a total order, ties included."""
+    return (
+        metadata.group_by("cell_type_id", "sirna_id")
+        .agg(pl.len().alias("n"))
+        .sort(["n", "cell_type_id", "sirna_id"], descending=[True, False, False])
+    )
+
+
+def held_out_pairs(metadata: pl.DataFrame, n_pairs: int = 100) -> pl.DataFrame:
+    """The pairs the held-out regime removes from training: the ``n_pairs`` most frequent (cell type,
+    siRNA) pairs among the release's training sites (``dataset == "train"``), as the official code picks
+    them (mostly controls). Ties are broken by (cell type, siRNA), where the official code's sort leaves
+    them to pandas.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``cell_type_id``, ``sirna_id``, ``n``.
+    """
+    return _pair_counts(metadata.filter(pl.col("dataset") == "train")).head(n_pairs)
+
+
+def condition_subset(
+    metadata: pl.DataFrame, held_out: pl.DataFrame, n_each: int = 25, min_count: int = 22
+) -> pl.DataFrame:
+    """The evaluation's condition subset: ``n_each`` unseen (held-out) and ``n_each`` seen pairs, each the
+    first of its kind ranked by (−n, cell type, siRNA) among pairs with at least ``min_count`` sites.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``cell_type_id``, ``sirna_id``, ``n``, ``seen`` (bool), ``control`` (``sirna_id >= 1108``);
+        unseen pairs first.
+
+    Raises
+    ------
+    ValueError
+        If fewer than ``n_each`` pairs of a kind pass ``min_count``.
+    """
+    counts = _pair_counts(metadata).filter(pl.col("n") >= min_count)
+    keys = held_out.select("cell_type_id", "sirna_id").with_columns(pl.lit(True).alias("held"))
+    counts = counts.join(keys, on=["cell_type_id", "sirna_id"], how="left", maintain_order="left")
+    parts = []
+    for seen in (False, True):
+        kind = counts.filter(pl.col("held").is_null() == seen).head(n_each)
+        if kind.height < n_each:
+            label = "seen" if seen else "unseen"
+            raise ValueError(f"only {kind.height} {label} pairs have at least {min_count} sites; {n_each} needed")
+        parts.append(kind.with_columns(pl.lit(seen).alias("seen")))
+    return pl.concat(parts).drop("held").with_columns((pl.col("sirna_id") >= CONTROL_SIRNA_ID).alias("control"))
