@@ -1,0 +1,56 @@
+"""Deciles by trust: the official binning rule, a real-real null centred on zero, and worse KID and
+classifier accuracy in the bins that hold the broken samples."""
+
+import numpy as np
+import pytest
+
+from condeval.trust.deciles import condition_codes, decile_bins, decile_classifier, decile_kid, kid_null
+
+
+def test_bins_are_equal_within_each_condition_and_the_last_takes_the_remainder():
+    codes = np.array([0] * 23 + [1] * 10)
+    scores = np.concatenate([np.arange(23)[::-1], np.arange(10)]).astype(float)
+    bins = decile_bins(codes, scores, n_bins=10)
+    first = bins[:23]
+    assert [int((first == b).sum()) for b in range(10)] == [2] * 9 + [5]
+    assert first[22] == 0 and first[0] == 9  # the lowest score is in bin 0
+    assert bins[23:].tolist() == list(range(10))
+
+
+def _world(seed: int, n_per: int = 300, dim: int = 8):
+    """Two conditions, generated samples whose score says how broken they are."""
+    rng = np.random.default_rng(seed)
+    centres = np.stack([np.full(dim, 1.0), np.full(dim, -1.0)])
+    real_codes = np.repeat([0, 1], n_per)
+    real = centres[real_codes] + rng.standard_normal((2 * n_per, dim))
+    codes = np.repeat([0, 1], n_per)
+    damage = rng.random(2 * n_per)
+    generated = (
+        centres[codes]
+        + rng.standard_normal((2 * n_per, dim))
+        + 4.0 * damage[:, None] * rng.standard_normal((2 * n_per, dim))
+    )
+    return generated, codes, damage, real, real_codes
+
+
+def test_the_null_is_centred_and_broken_deciles_score_worse():
+    generated, codes, damage, real, real_codes = _world(0)
+    null = kid_null(real, real_codes, n_resamples=30, seed=1)
+    assert set(null) == {0, 1}
+    for mu, sd in null.values():
+        assert abs(mu) < 3 * sd
+    bins = decile_bins(codes, damage, n_bins=5)
+    table = decile_kid(generated, codes, bins, real, real_codes, null, subset_size=100, n_subsets=3)
+    assert table["conditions"].to_list() == [2] * 5
+    assert table["z_kid"][0] < table["z_kid"][4] and table["kid"][0] < table["kid"][4]
+    accuracy = decile_classifier(generated, codes, bins, real, real_codes, seeds=(0, 1))
+    assert accuracy["accuracy"][0] > accuracy["accuracy"][4] and accuracy["accuracy"][0] > 0.9
+
+
+def test_small_conditions_have_no_null_and_codes_are_stable():
+    real = np.random.default_rng(0).standard_normal((15, 3))
+    assert kid_null(real, np.array([0] * 9 + [1] * 6), n_resamples=5) == {}
+    conditions, codes = condition_codes(np.array([[1, 0], [0, 1], [1, 0]]))
+    assert conditions.tolist() == [[0, 1], [1, 0]] and codes.tolist() == [1, 0, 1]
+    with pytest.raises(ValueError, match="one condition code per score"):
+        decile_bins(np.array([0, 0]), np.array([1.0]))
