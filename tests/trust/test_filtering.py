@@ -61,3 +61,13 @@ def test_too_few_samples_are_skipped_with_the_reason():
     generated, bad, real = _samples(0)
     out = selection_gain(generated, np.full(len(generated), 9.0), real, (1, 0, 0), THRESHOLDS, NAMES)
     assert out["skipped"] == "fewer than 10 accepted samples"
+
+
+def test_support_distance_grades_the_shift():
+    from condeval.datasets.celeba import all_conditions, support
+    from condeval.trust.filtering import support_distance
+
+    conditions = all_conditions()
+    distance = support_distance(conditions, conditions[support(conditions, "held_out")])
+    # held out: the reference and single-attribute conditions are seen; k attributes on is k - 1 away
+    np.testing.assert_array_equal(distance, np.maximum(conditions.astype(int).sum(axis=1) - 1, 0))

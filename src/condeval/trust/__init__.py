@@ -7,7 +7,7 @@ any generated sample; ``kid`` is :func:`condeval.metrics.kid`, shared with every
 """
 
 from condeval.metrics import kid
-from condeval.trust.filtering import acceptance, nearest_seen, selection_gain
+from condeval.trust.filtering import acceptance, nearest_seen, selection_gain, support_distance
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
-__all__ = ["REGULARIZATION", "TrustScorer", "acceptance", "kid", "nearest_seen", "selection_gain"]
+__all__ = ["REGULARIZATION", "TrustScorer", "acceptance", "kid", "nearest_seen", "selection_gain", "support_distance"]

@@ -22,7 +22,7 @@ import polars as pl
 
 from condeval.metrics import kid
 
-__all__ = ["nearest_seen", "acceptance", "selection_gain"]
+__all__ = ["nearest_seen", "acceptance", "selection_gain", "support_distance"]
 
 
 def nearest_seen(condition, seen: np.ndarray) -> np.ndarray:
@@ -116,3 +116,10 @@ def selection_gain(
         return row | {"skipped": f"fewer than {min_accepted} accepted samples"}
     averaged = {key: float(np.mean([e[key] for e in per_entry])) for key in per_entry[0]}
     return row | averaged | {"kid_all": kid(generated, real, seed=seed, **sizes)[0], "skipped": None}
+
+
+def support_distance(conditions: np.ndarray, support: np.ndarray) -> np.ndarray:
+    """Each condition's minimum Hamming distance to the training support (Appendix J's graded shift):
+    0 for a seen condition, 1 for one attribute away, and so on."""
+    conditions, support = np.atleast_2d(conditions), np.atleast_2d(support)
+    return (conditions[:, None, :] != support[None, :, :]).sum(axis=2).min(axis=1)
