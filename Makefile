@@ -11,7 +11,7 @@ LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
     --emit-find-links --extra workflow --extra test --extra lint --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup lock envs run report ablations scaling test test-fast bench bench-crc bench-i2t bench-t2i lint format share fetch clean
+.PHONY: setup lock envs run report ablations scaling test test-fast bench bench-crc bench-i2t bench-t2i bench-trust lint format share fetch clean
 
 # pip compiles every installed module one file at a time; compileall does it on every core afterwards
 # (install 3 min 55 s -> 2 min 5 s + 57 s on 2 cores). The bytecode must exist before any job: under
@@ -91,6 +91,11 @@ bench-i2t: setup
 # Text-to-image generators' images per second, batched against a per-image loop (finished `make run`).
 bench-t2i: setup
 	$(BIN)/python benchmarks/bench_t2i_throughput.py --run-dir . --out benchmarks/out/t2i_throughput.json
+
+# The trust score's samples per second at D = 768 against the definition's quadratic forms, and KID
+# against torchmetrics' (synthetic features: needs no run).
+bench-trust: setup
+	$(BIN)/python benchmarks/bench_trust.py --out benchmarks/out/trust.json
 
 # Snakemake's linter, ruff (rules in pyproject.toml [tool.ruff]), ruff's formatter and snakefmt
 # ([tool.snakefmt]) in check mode; all four run, and any finding fails the target. `make format`

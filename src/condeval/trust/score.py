@@ -105,6 +105,10 @@ class TrustScorer:
         Which rows of the fitted arrays calibrate (all of them when ``calibration=0``).
     values_ : list of ndarray
         The values seen for each attribute in the fit.
+    mean_, precision_ : ndarray
+        The real features' mean and the realism precision.
+    value_means_, attribute_precisions_ : list of ndarray
+        Per attribute: the (V, D) value means and the shared (D, D) precision.
     """
 
     def __init__(self, calibration: float = 0.2, regularization: float = REGULARIZATION, names=None, seed: int = 0):
@@ -136,14 +140,16 @@ class TrustScorer:
         fitted = z[fit_rows]
         self.mean_ = fitted.mean(axis=0)
         self.precision_ = _precision(LedoitWolf().fit(fitted).covariance_, self.regularization)
-        self.values_, self._means, self._projections, self._offsets = [], [], [], []
+        self.values_, self.value_means_, self.attribute_precisions_ = [], [], []
+        self._projections, self._offsets = [], []
         for k in range(attributes.shape[1]):
             values, codes = np.unique(attributes[fit_rows, k], return_inverse=True)
             if len(values) < 2:
                 raise ValueError(f"attribute {self.names_[k]!r} takes one value in the fit; faithfulness needs two")
             means, precision = _pooled_within_precision(fitted, codes, len(values), self.regularization)
             self.values_.append(values)
-            self._means.append(means)
+            self.value_means_.append(means)
+            self.attribute_precisions_.append(precision)
             self._projections.append(precision @ means.T)  # (d, V): P_k μ_kv
             self._offsets.append(np.einsum("vd,dv->v", means, self._projections[-1]))  # μ_kvᵀ P_k μ_kv
         self._calibrate(z[calibration_rows], attributes[calibration_rows])
