@@ -7,7 +7,11 @@ any generated sample; ``kid`` is :func:`condeval.metrics.kid`, shared with every
 """
 
 from condeval.metrics import kid
-from condeval.trust.filtering import acceptance, nearest_seen, selection_gain, support_distance
+from condeval.trust.filtering import acceptance, condition_thresholds, nearest_seen, selection_gain, support_distance
 from condeval.trust.score import REGULARIZATION, TrustScorer
+from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy, alpha_precision
 
-__all__ = ["REGULARIZATION", "TrustScorer", "acceptance", "kid", "nearest_seen", "selection_gain", "support_distance"]
+__all__ = [
+    "REGULARIZATION", "AlphaPrecisionDistance", "KnnPerAttribute", "LinearProbeEnergy", "TrustScorer", "acceptance",
+    "alpha_precision", "condition_thresholds", "kid", "nearest_seen", "selection_gain", "support_distance",
+]  # fmt: skip

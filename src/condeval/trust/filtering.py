@@ -22,7 +22,28 @@ import polars as pl
 
 from condeval.metrics import kid
 
-__all__ = ["nearest_seen", "acceptance", "selection_gain", "support_distance"]
+__all__ = ["condition_thresholds", "nearest_seen", "acceptance", "selection_gain", "support_distance"]
+
+
+def condition_thresholds(scores, attributes, names: list[str], quantile: float = 0.95) -> pl.DataFrame:
+    """Each condition's acceptance threshold: the ``quantile`` (linear interpolation) of its real
+    calibration rows' ``scores``, with ``n_real``, their number (the P95-real rule at 0.95).
+
+    Parameters
+    ----------
+    scores : array-like, shape (N,)
+        Any per-sample score (lower is better) of held-out real rows: trust or an ablation scorer's.
+    attributes : array-like of int, shape (N, K)
+    names : list of str
+        The attribute columns of the result.
+    """
+    attributes = np.asarray(attributes)
+    frame = pl.DataFrame({name: attributes[:, k] for k, name in enumerate(names)} | {"score": np.asarray(scores)})
+    return (
+        frame.group_by(names)
+        .agg(pl.col("score").quantile(quantile, "linear").alias("threshold"), pl.len().alias("n_real"))
+        .sort(names)
+    )
 
 
 def nearest_seen(condition, seen: np.ndarray) -> np.ndarray:

@@ -184,12 +184,12 @@ class TrustScorer:
 
     def thresholds(self, quantile: float = 0.95) -> pl.DataFrame:
         """Each calibrated condition's acceptance threshold: the ``quantile`` of its real calibration
-        rows' trust (linear interpolation), with ``n_real``, their number (the P95-real rule at 0.95)."""
-        return (
-            self.calibration_.group_by(self.names_)
-            .agg(pl.col("trust").quantile(quantile, "linear").alias("threshold"), pl.len().alias("n_real"))
-            .sort(self.names_)
-        )
+        rows' trust (:func:`~condeval.trust.filtering.condition_thresholds`; the P95-real rule at 0.95)."""
+        from condeval.trust.filtering import condition_thresholds
+
+        calibration = self.calibration_
+        return condition_thresholds(calibration["trust"], calibration.select(self.names_).to_numpy(), self.names_,
+                                    quantile)  # fmt: skip
 
     # --------------------------------------------------------------------------------- score
     def score(self, features, attributes) -> pl.DataFrame:
