@@ -1,0 +1,123 @@
+"""The shared conditional image generator on attribute tuples (the trust-score track's generators).
+
+The text-to-image track's machinery (an ``SD3Transformer2DModel`` denoiser on ``AutoencoderKL``
+latents, rectified flow, a ``FlowMatchEulerDiscreteScheduler``) conditioned on a tuple of attribute
+values instead of a caption:
+
+- :class:`AttributeEncoder` gives each attribute its own embedding table and **sums** the requested
+  values' rows, as the trust-score paper's SiT sums per-attribute embeddings into its time
+  embedding. A sum composes: an unseen tuple of seen values is a new sum of trained rows, where one
+  label per joint condition would leave an untrained row. The sum enters the denoiser as its pooled
+  projection (added to the timestep embedding, SD3's adaLN conditioning) and, projected, as its one
+  context token. Each table has one extra row, "dropped", for condition dropout.
+- :class:`AttributeDiffusionPipeline` is a ``DiffusionPipeline``. It saves with ``save_pretrained``
+  and loads with ``AttributeDiffusionPipeline.from_pretrained(path)``; its four components
+  (transformer, vae, scheduler, attribute_encoder) are each a diffusers model or scheduler.
+  ``__call__(attributes, num_inference_steps, generator=...)`` samples by the scheduler's Euler steps
+  without guidance, as the paper samples.
+"""
+
+from __future__ import annotations
+
+import torch
+from diffusers import ConfigMixin, DiffusionPipeline, ModelMixin  # ModelMixin here: diffusers' loader looks it up
+from diffusers.configuration_utils import register_to_config
+from diffusers.pipelines.pipeline_utils import ImagePipelineOutput
+
+__all__ = ["AttributeEncoder", "AttributeDiffusionPipeline", "ModelMixin"]
+
+
+class AttributeEncoder(ModelMixin, ConfigMixin):
+    """Per-attribute embedding tables whose requested rows are summed.
+
+    Parameters
+    ----------
+    values : sequence of int
+        How many values each attribute takes (a value ``v`` is ``0 ≤ v < values[k]``; ``values[k]``
+        itself means "dropped", the unconditional row).
+    width : int
+        Embedding width (the denoiser's ``pooled_projection_dim``).
+    context_width : int
+        Width of the one context token (the denoiser's ``joint_attention_dim``).
+    """
+
+    @register_to_config
+    def __init__(self, values: tuple[int, ...] = (2, 2, 2, 2), width: int = 64, context_width: int = 64):
+        super().__init__()
+        self.tables = torch.nn.ModuleList(torch.nn.Embedding(v + 1, width) for v in values)
+        self.context = torch.nn.Linear(width, context_width)
+
+    def dropped(self, attributes: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``attributes`` with every attribute of the rows in ``mask`` (B,) set to its "dropped" row."""
+        dropped = torch.tensor(self.config.values, device=attributes.device)
+        return torch.where(mask[:, None], dropped[None, :], attributes)
+
+    def forward(self, attributes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(context (B, 1, context_width), pooled (B, width)) of integer ``attributes`` (B, K)."""
+        if attributes.ndim != 2 or attributes.shape[1] != len(self.tables):
+            raise ValueError(f"attributes must be (B, {len(self.tables)}); got {tuple(attributes.shape)}")
+        limits = torch.tensor(self.config.values, device=attributes.device)
+        if bool(((attributes < 0) | (attributes > limits)).any()):
+            raise ValueError(f"an attribute value is outside 0..values (values={list(self.config.values)})")
+        pooled = sum(table(attributes[:, k]) for k, table in enumerate(self.tables))
+        return self.context(pooled)[:, None, :], pooled
+
+
+class AttributeDiffusionPipeline(DiffusionPipeline):
+    """Attribute tuples to images: an ``SD3Transformer2DModel`` on ``AutoencoderKL`` latents, Euler sampling."""
+
+    model_cpu_offload_seq = "attribute_encoder->transformer->vae"
+
+    def __init__(self, transformer, vae, scheduler, attribute_encoder: AttributeEncoder):
+        super().__init__()
+        self.register_modules(
+            transformer=transformer, vae=vae, scheduler=scheduler, attribute_encoder=attribute_encoder
+        )
+
+    @torch.no_grad()
+    def __call__(
+        self, attributes, num_inference_steps: int = 50, generator=None, output_type: str = "pil",
+        return_dict: bool = True,
+    ):  # fmt: skip
+        """Sample one image per row of ``attributes`` (B, K) ints.
+
+        Parameters
+        ----------
+        attributes : array-like of int, shape (B, K)
+        num_inference_steps : int
+        generator : torch.Generator or list of them, optional
+            One per row makes each image independent of its batch.
+        output_type : {"pil", "np", "pt", "latent"}
+        return_dict : bool
+
+        Returns
+        -------
+        ImagePipelineOutput or tuple
+        """
+        from diffusers.utils.torch_utils import randn_tensor
+
+        device = self._execution_device
+        attributes = torch.as_tensor(attributes, dtype=torch.long, device=device)
+        context, pooled = self.attribute_encoder(attributes)
+        config = self.transformer.config
+        shape = (len(attributes), config.in_channels, config.sample_size, config.sample_size)
+        latents = randn_tensor(shape, generator=generator, device=device, dtype=context.dtype)
+        self.scheduler.set_timesteps(num_inference_steps, device=device)
+        for t in self.progress_bar(self.scheduler.timesteps):
+            velocity = self.transformer(hidden_states=latents, timestep=t.expand(len(latents)),
+                                        encoder_hidden_states=context, pooled_projections=pooled).sample  # fmt: skip
+            latents = self.scheduler.step(velocity, t, latents).prev_sample
+        if output_type == "latent":
+            images = latents
+        else:
+            shift = self.vae.config.shift_factor or 0.0
+            decoded = self.vae.decode(latents / self.vae.config.scaling_factor + shift).sample
+            images = _postprocess(decoded, output_type)
+        self.maybe_free_model_hooks()
+        return ImagePipelineOutput(images=images) if return_dict else (images,)
+
+
+def _postprocess(decoded: torch.Tensor, output_type: str):
+    from diffusers.image_processor import VaeImageProcessor
+
+    return VaeImageProcessor(vae_scale_factor=1).postprocess(decoded, output_type=output_type)
