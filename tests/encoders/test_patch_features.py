@@ -25,3 +25,29 @@ def test_round_trip_and_patch_tokens(build, tmp_path):
     extra = 1 + model.config.num_register_tokens if model.config.model_type == "dinov3_vit" else 0
     assert hidden.shape[1] == 16 + extra
     torch.testing.assert_close(tokens, hidden[:, extra:])
+
+
+@pytest.mark.parametrize("kind", ["dinov3", "siglip"])
+def test_the_contrastive_objective_prefers_matching_views_and_the_trained_tower_loads(kind, tmp_path):
+    import numpy as np
+    from transformers import AutoModel
+
+    from condeval.encoders.patch_features import ContrastivePatchEncoder, augmented_views, train_patch_encoder
+
+    images = np.random.default_rng(0).integers(0, 256, (48, 6, 16, 16), dtype=np.uint8)  # six channels, as RxRx1
+    torch.manual_seed(0)
+    config = (tiny_dinov3 if kind == "dinov3" else tiny_siglip_vision)(
+        16, width=32, layers=1, heads=2, patch_size=4
+    ).config
+    config.num_channels = 6
+    module = ContrastivePatchEncoder(kind, config.to_dict())
+    views = augmented_views(images[:16], seed=1)
+    assert views.shape == images[:16].shape and views.dtype == np.uint8 and (views != images[:16]).any()
+    with torch.no_grad():  # identical views on the diagonal: the loss must prefer them to a shuffled pairing
+        matched = module._loss((images[:16], images[:16]), training=False)
+        mismatched = module._loss((images[:16], images[:16][::-1].copy()), training=False)
+    assert matched < mismatched
+    summary = train_patch_encoder(images, tmp_path / kind, kind=kind, model=dict(width=32, layers=1, heads=2, patch_size=4),
+                                  epochs=1, batch_size=16, lr=1e-3, val_images=16, seed=0)  # fmt: skip
+    loaded = AutoModel.from_pretrained(tmp_path / kind)
+    assert loaded.config.num_channels == 6 and summary["epochs_run"] == 1
