@@ -47,6 +47,12 @@ if "crc" in config:
     include: "workflow/rules/crc/common.smk"
 
 
+# The trust score under compositional shift (config `trust:`), on CelebA and RxRx1 (or their miniatures).
+if "trust" in config:
+
+    include: "workflow/rules/trust/common.smk"
+
+
 if "coco" in config:
 
     include: "workflow/rules/shared/coco.smk"
@@ -92,6 +98,14 @@ if "crc" in config:
     declare_targets("crc", crc_targets())
 
 
+if "trust" in config:
+
+    include: "workflow/rules/trust/data.smk"
+    include: "workflow/rules/trust/extractors.smk"
+
+    declare_targets("trust", trust_targets())
+
+
 # Every rule is defined: refuse, in one message, configured data and checkpoints that are missing and no rule writes.
 check_configured_inputs()
 
@@ -120,10 +134,16 @@ rule crc:
         target_inputs("crc", section="crc"),
 
 
+rule trust:
+    """The trust score: the real data through their loaders and the extractors' signal (issue 19, in progress)."""
+    input:
+        target_inputs("trust", section="trust"),
+
+
 rule all:
     """Every configured track's default targets (`make run`)."""
     input:
-        default_targets("crel", "crel_i2t", "crel_t2i", "crc"),
+        default_targets("crel", "crel_i2t", "crel_t2i", "crc", "trust"),
     default_target: True
 
 

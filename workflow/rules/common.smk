@@ -40,6 +40,16 @@ def track_config(track):
     return section
 
 
+def saved_manifest(folder):
+    """The SHA256SUMS-style manifest that a rule saving ``folder`` writes beside it.
+
+    Rules read a saved folder through its manifest, a small file that Snakemake checksums: a
+    folder is compared by modification time only, so a `dvc pull` would make its readers rerun.
+    Scripts turn the input back into the folder with condeval.core.io.saved_folder.
+    """
+    return f"{folder}{MANIFEST_SUFFIX}"
+
+
 # Target rules (Snakefile) read their files here: each configured track declares its own when its
 # rules are included, so a target rule names no function of a track that may be absent.
 TRACK_TARGETS = {}

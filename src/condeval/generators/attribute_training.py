@@ -17,13 +17,16 @@ features are computed once from the frozen extractor, as the latents are from th
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from condeval.core.training import ScheduledModule
 from condeval.generators.text_to_image_training import _noised
 
-__all__ = ["AttributeFlowModule", "align_to_tokens"]
+__all__ = ["AttributeFlowModule", "align_to_tokens", "train_attribute_generator"]
 
 
 def align_to_tokens(patches: torch.Tensor, tokens: int) -> torch.Tensor:
@@ -110,3 +113,82 @@ class AttributeFlowModule(ScheduledModule):
             self.log("repa_loss" if training else "val_repa_loss", alignment, on_step=False, on_epoch=True)
             loss = loss + self.hparams.repa_coefficient * alignment
         return loss
+
+
+def _denoiser_config(latents: np.ndarray, encoder_width: int, transformer: dict) -> dict:
+    """An ``SD3Transformer2DModel`` config on the latents' grid: ``transformer``'s ``layers`` and ``heads``."""
+    from condeval.generators.text_to_image import tiny_sd3_transformer
+
+    model = tiny_sd3_transformer(latents.shape[-1], latents.shape[1], joint_attention_dim=encoder_width,
+                                 pooled_projection_dim=encoder_width, **transformer)  # fmt: skip
+    return dict(model.config)
+
+
+def train_attribute_generator(
+    images: np.ndarray, attributes: np.ndarray, out_dir, *, values, vae, transformer: dict, epochs: int,
+    batch_size: int, lr: float, val_images: int, seed: int, condition_dropout: float = 0.1,
+    repa_extractor=None, repa_coefficient: float = 0.5, repa_depth: int = 1, accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:  # fmt: skip
+    """Train the attribute-conditioned generator (vanilla, or REPA with ``repa_extractor``) and save
+    the whole :class:`~condeval.generators.attribute_to_image.AttributeDiffusionPipeline`.
+
+    Parameters
+    ----------
+    images : ndarray
+        uint8 images (N, C, H, W) of the regime's training support; the first ``val_images`` validate.
+    attributes : ndarray of int, shape (N, K)
+    out_dir : path-like
+        Receives the pipeline (``AttributeDiffusionPipeline.from_pretrained(out_dir)``); its Lightning
+        run folder is ``<out_dir>_run``.
+    values : sequence of int
+        How many values each attribute takes (the encoder's tables).
+    vae : diffusers.AutoencoderKL
+        The trained autoencoder (its shift and scale set).
+    transformer : dict
+        ``layers``, ``heads`` and optionally ``qk_norm`` of the ``SD3Transformer2DModel``.
+    epochs, batch_size, val_images, seed : int
+    lr : float
+    condition_dropout : float
+        The paper's 0.1.
+    repa_extractor : condeval.encoders.patch_encoder.PatchEncoder, optional
+        Its patch tokens of the clean images (``tokens``) are REPA's target; ``None`` trains the
+        vanilla generator.
+    repa_coefficient, repa_depth
+        The alignment's weight and block (1-based).
+    accelerator : str
+    fingerprint : str, optional
+
+    Returns
+    -------
+    dict
+        The training summary (also ``out_dir/training.json``).
+    """
+    import pytorch_lightning as pl
+
+    from condeval.encoders.patch_features import pixel_values
+    from condeval.encoders.train import _steps
+    from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
+    from condeval.generators.text_to_image import flow_scheduler
+    from condeval.generators.text_to_image_training import _fit_best, _run_dir, _save_folder, latents_of
+
+    pl.seed_everything(seed, workers=True, verbose=False)
+    latents = latents_of(vae, pixel_values(images).numpy())
+    width = 16 * transformer["heads"]
+    encoder_config = dict(AttributeEncoder(tuple(int(v) for v in values), width, width).config)
+    rows = (latents, np.asarray(attributes, dtype=np.int64))
+    repa = {}
+    if repa_extractor is not None:
+        rows += (repa_extractor.tokens(images),)
+        repa = dict(repa_coefficient=repa_coefficient, repa_depth=repa_depth, target_dim=rows[2].shape[-1])
+    steps = _steps(len(images) - val_images, batch_size, epochs)
+    module = AttributeFlowModule(_denoiser_config(latents, width, transformer), encoder_config, lr=lr,
+                                 warmup_steps=max(1, steps // 20), total_steps=steps,
+                                 condition_dropout=condition_dropout, **repa)  # fmt: skip
+    out_dir = Path(out_dir)
+    trained, summary = _fit_best(module, rows, _run_dir(out_dir), val_rows=val_images, epochs=epochs,
+                                 batch_size=batch_size, seed=seed, accelerator=accelerator,
+                                 fingerprint=fingerprint)  # fmt: skip
+    pipe = AttributeDiffusionPipeline(trained.transformer, vae, flow_scheduler(), trained.attribute_encoder)
+    _save_folder(out_dir, pipe.save_pretrained, summary)
+    return summary

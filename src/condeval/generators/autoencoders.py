@@ -33,16 +33,18 @@ log = logging.getLogger(__name__)
 
 
 def tiny_autoencoder_kl(
-    image_size: int, *, channels: tuple[int, ...] = (32, 64, 64), latent_channels: int = 4, layers_per_block: int = 1
-):
+    image_size: int, *, channels: tuple[int, ...] = (32, 64, 64), latent_channels: int = 4, layers_per_block: int = 1,
+    image_channels: int = 3,
+):  # fmt: skip
     """An ``AutoencoderKL`` that downsamples by ``2 ** (len(channels) - 1)`` into ``latent_channels`` maps.
 
     ``use_quant_conv`` is off as in SD3's and FLUX's autoencoders; the mid block has no attention.
+    ``image_channels``: 3 for RGB, 6 for RxRx1's sites.
     """
     from diffusers import AutoencoderKL
 
     return AutoencoderKL(
-        in_channels=3, out_channels=3, latent_channels=latent_channels, sample_size=image_size,
+        in_channels=image_channels, out_channels=image_channels, latent_channels=latent_channels, sample_size=image_size,
         down_block_types=("DownEncoderBlock2D",) * len(channels), up_block_types=("UpDecoderBlock2D",) * len(channels),
         block_out_channels=tuple(channels), layers_per_block=layers_per_block, norm_num_groups=8,
         use_quant_conv=False, use_post_quant_conv=False, mid_block_add_attention=False, shift_factor=0.0,
@@ -176,7 +178,7 @@ def train_autoencoder(
     Parameters
     ----------
     images : ndarray
-        Training images in [-1, 1], float32 (N, 3, H, W); the first ``val_images`` validate.
+        Training images in [-1, 1], float32 (N, C, H, W) (C: the model's ``image_channels``); the first ``val_images`` validate.
     out_dir : path-like
         Folder receiving the model (``AutoencoderKL.from_pretrained(out_dir)`` loads it).
     kind : {"kl", "vq"}

@@ -30,16 +30,6 @@ def coco_world():
     return [coco_captions("train"), coco_captions("val")]
 
 
-def saved_manifest(folder):
-    """The SHA256SUMS-style manifest that a rule saving ``folder`` writes beside it.
-
-    Rules read a saved folder through its manifest, a small file that Snakemake checksums: a
-    folder is compared by modification time only, so a `dvc pull` would make its readers rerun.
-    Scripts turn the input back into the folder with condeval.core.io.saved_folder.
-    """
-    return f"{folder}{MANIFEST_SUFFIX}"
-
-
 def trained_encoder_inputs(name):
     """An encoder as an input: the manifest of results/encoders/<name> (trained here) or the configured folder."""
     section = ENCODERS[name]
