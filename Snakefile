@@ -102,6 +102,8 @@ if "trust" in config:
 
     include: "workflow/rules/trust/data.smk"
     include: "workflow/rules/trust/extractors.smk"
+    include: "workflow/rules/trust/generators.smk"
+    include: "workflow/rules/trust/evaluate.smk"
 
     declare_targets("trust", trust_targets())
 
@@ -135,7 +137,7 @@ rule crc:
 
 
 rule trust:
-    """The trust score: the real data through their loaders and the extractors' signal (issue 19, in progress)."""
+    """The trust score: the extractors' signal and the Section 5.1.1 selection table (issue 19, in progress)."""
     input:
         target_inputs("trust", section="trust"),
 

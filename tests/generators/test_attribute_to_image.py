@@ -8,29 +8,13 @@ import torch
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
 
 
-def _pipeline(seed: int = 0) -> AttributeDiffusionPipeline:
-    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel
-
-    torch.manual_seed(seed)
-    transformer = SD3Transformer2DModel(
-        sample_size=8, patch_size=2, in_channels=4, out_channels=4, num_layers=1, attention_head_dim=8,
-        num_attention_heads=2, joint_attention_dim=24, caption_projection_dim=16, pooled_projection_dim=32,
-        pos_embed_max_size=4,
-    )  # fmt: skip
-    vae = AutoencoderKL(block_out_channels=(8, 8), down_block_types=("DownEncoderBlock2D",) * 2,
-                        up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=4, latent_channels=4,
-                        use_quant_conv=False, use_post_quant_conv=False)  # fmt: skip
-    encoder = AttributeEncoder(values=(2, 3), width=32, context_width=24)
-    return AttributeDiffusionPipeline(transformer, vae, FlowMatchEulerDiscreteScheduler(), encoder)
-
-
 def _images(pipe, attributes, seeds):
     generators = [torch.Generator().manual_seed(s) for s in seeds]
     return pipe(attributes, num_inference_steps=2, generator=generators, output_type="np").images
 
 
-def test_round_trip_and_a_two_step_call(tmp_path):
-    pipe = _pipeline()
+def test_round_trip_and_a_two_step_call(tmp_path, attribute_pipeline):
+    pipe = attribute_pipeline()
     pipe.save_pretrained(tmp_path)
     loaded = AttributeDiffusionPipeline.from_pretrained(tmp_path)
     assert isinstance(loaded.attribute_encoder, AttributeEncoder) and loaded.attribute_encoder.config.values == [2, 3]
@@ -39,8 +23,8 @@ def test_round_trip_and_a_two_step_call(tmp_path):
     assert _images(pipe, attributes, [1, 2]).shape == (2, 16, 16, 3)
 
 
-def test_an_image_does_not_depend_on_its_batch():
-    pipe = _pipeline()
+def test_an_image_does_not_depend_on_its_batch(attribute_pipeline):
+    pipe = attribute_pipeline()
     together = _images(pipe, np.array([[0, 1], [1, 2], [1, 0]]), [5, 6, 7])
     alone = _images(pipe, np.array([[1, 2]]), [6])
     np.testing.assert_allclose(alone[0], together[1], atol=1e-5)

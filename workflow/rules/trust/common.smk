@@ -42,9 +42,65 @@ def trust_real_features(dataset, extractor):
 
 
 def trust_targets():
-    """What `snakemake trust` builds: per dataset, the real table and the extractors' signal."""
-    return [
+    """What `snakemake trust` builds: per dataset the extractors' signal, and the Section 5.1.1 table."""
+    signal = [
         path
         for dataset in TRUST_DATASETS
         for path in (f"results/trust/{dataset}/extractor_signal.json", f"reports/trust/{dataset}/extractor_signal.md")
     ]
+    return signal + (["reports/trust/selection_table.md"] if TRUST_VARIANTS else [])
+
+
+from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES  # noqa: E402
+
+TRUST_REGIMES = list(TRUST.get("regimes", ["held_out"]))
+TRUST_VARIANTS = list(TRUST.get("generators", {}))
+TRUST_SHARDS = TRUST.get("sampling", {}).get("shards", 1)
+TRUST_WILDCARDS |= {
+    "regime": "|".join(TRUST_REGIMES),
+    "variant": "|".join(TRUST_VARIANTS) or "none",
+    "shard": r"\d+",
+}
+# One shard of samples of one generator: PNGs per condition and their manifest (condeval.trust.samples).
+TRUST_SAMPLE_FOLDER = "results/trust/{dataset}/{regime}/samples/{variant}/shard-{shard}"
+TRUST_SAMPLES = TRUST_SAMPLE_FOLDER + ".parquet"
+TRUST_SAMPLE_FEATURES = "results/trust/{dataset}/{regime}/features/{variant}-{extractor}-shard-{shard}.safetensors"
+
+
+def trust_generator_train_inputs(wildcards):
+    """What training one generator reads: the real table, the dataset's autoencoder and, for REPA, its extractor."""
+    inputs = {
+        "table": f"results/trust/{wildcards.dataset}/real.parquet",
+        "autoencoder": saved_manifest(f"results/trust/{wildcards.dataset}/autoencoder"),
+    }
+    repa = TRUST["generators"][wildcards.variant].get("repa")
+    if repa:
+        inputs["extractor"] = trust_extractor(wildcards.dataset, repa["extractor"])
+    return inputs
+
+
+def trust_scoring_extractor(variant):
+    """The space a variant's samples are scored in: DINOv3 for the vanilla model, a REPA model's teacher."""
+    repa = TRUST["generators"][variant].get("repa")
+    return repa["extractor"] if repa else "dinov3"
+
+
+def trust_sample_feature_shards(dataset, regime, variant, extractor):
+    return [
+        TRUST_SAMPLE_FEATURES.format(dataset=dataset, regime=regime, variant=variant, extractor=extractor, shard=s)
+        for s in range(TRUST_SHARDS)
+    ]
+
+
+def trust_selection_inputs(wildcards):
+    """The real table and features (scoring space and DINOv3, KID's space), the samples' features, the conditions."""
+    d, r, v = wildcards.dataset, wildcards.regime, wildcards.variant
+    scoring = trust_scoring_extractor(v)
+    return {
+        "table": f"results/trust/{d}/real.parquet",
+        "conditions": f"results/trust/{d}/conditions.parquet",
+        "real_scoring": trust_real_features(d, scoring),
+        "real_kid": trust_real_features(d, "dinov3"),
+        "samples_scoring": trust_sample_feature_shards(d, r, v, scoring),
+        "samples_kid": trust_sample_feature_shards(d, r, v, "dinov3"),
+    }

@@ -1,0 +1,170 @@
+"""Generated samples per condition on disk, and drawing them from an attribute-conditioned pipeline.
+
+The layout any generator's samples can be placed in, so that a lab scores its own model without
+retraining anything here::
+
+    <folder>/<condition>/<sample_id:07d>.png          RGB samples (CelebA)
+    <folder>/<condition>/<sample_id:07d>_w<c>.png     one 8-bit grey PNG per channel c = 1..C (RxRx1's site layout)
+    <manifest>.parquet   sample_id (int64), one int64 column per attribute, file (str: the PNG, or the
+                         ``_w1`` channel, relative to the manifest's folder), channels (int64), seed (uint64:
+                         the seed of the sample's noise; 0 when unknown)
+
+``<condition>`` is the attribute values joined by ``_``. :func:`read_samples` checks the columns, the
+files and that none leaves the manifest's folder, naming the manifest and the record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from condeval.core.io import DataFileError, atomic_directory, read_parquet, write_parquet
+
+__all__ = ["write_samples", "read_samples", "sample_seed", "generate_samples", "shard_conditions"]
+
+
+def sample_seed(seed: int, condition, index: int) -> int:
+    """The noise seed of sample ``index`` of ``condition``: a function of those alone, so a sample
+    does not depend on the shard or batch that draws it."""
+    key = f"{seed}:{'_'.join(str(int(v)) for v in condition)}:{index}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "little") >> 1
+
+
+def shard_conditions(conditions: np.ndarray, shard: int, shards: int) -> np.ndarray:
+    """Rows of ``conditions`` that shard ``shard`` (0-based) of ``shards`` draws: every ``shards``-th one."""
+    if not 0 <= shard < shards:
+        raise ValueError(f"shard must be in 0..{shards - 1}; got {shard}")
+    return np.asarray(conditions)[shard::shards]
+
+
+def generate_samples(pipe, conditions, per_condition: int, *, seed: int, num_inference_steps: int,
+                     batch_size: int = 128, first_id: int = 0):  # fmt: skip
+    """Draw ``per_condition`` samples of each condition through the pipeline's ``__call__``.
+
+    Parameters
+    ----------
+    pipe : AttributeDiffusionPipeline
+    conditions : array-like of int, shape (M, K)
+    per_condition : int
+    seed : int
+        With the condition and the sample's index, the sample's noise seed (:func:`sample_seed`).
+    num_inference_steps, batch_size : int
+    first_id : int
+        The first ``sample_id``.
+
+    Returns
+    -------
+    tuple
+        uint8 images (N, C, H, W), attributes (N, K) int64, seeds (N,) uint64, sample ids (N,) int64.
+    """
+    import torch
+
+    from condeval.core.logs import progress
+
+    conditions = np.asarray(conditions, dtype=np.int64)
+    attributes = np.repeat(conditions, per_condition, axis=0)
+    seeds = np.array([sample_seed(seed, c, i) for c in conditions for i in range(per_condition)], dtype=np.uint64)
+    images = []
+    for start in progress(range(0, len(attributes), batch_size), desc="samples", unit="batch"):
+        rows = slice(start, start + batch_size)
+        generators = [torch.Generator().manual_seed(int(s)) for s in seeds[rows]]
+        drawn = pipe(attributes[rows], num_inference_steps=num_inference_steps, generator=generators,
+                     output_type="np").images  # fmt: skip
+        images.append(np.clip(np.rint(drawn * 255), 0, 255).astype(np.uint8).transpose(0, 3, 1, 2))
+    ids = np.arange(first_id, first_id + len(attributes), dtype=np.int64)
+    return np.concatenate(images), attributes, seeds, ids
+
+
+def _condition_name(values) -> str:
+    return "_".join(str(int(v)) for v in values)
+
+
+def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os.PathLike,
+                  manifest: str | os.PathLike) -> pl.DataFrame:  # fmt: skip
+    """Save uint8 ``images`` (N, C, H, W) under ``folder`` (atomically) and their manifest; returns it.
+
+    ``folder`` must lie beside or below the manifest's folder.
+    """
+    from PIL import Image
+
+    images, attributes = np.asarray(images), np.asarray(attributes, dtype=np.int64)
+    if images.ndim != 4 or images.dtype != np.uint8 or len(attributes) != len(images):
+        raise ValueError(f"images must be uint8 (N, C, H, W) with one attribute row each; got {images.shape}")
+    folder, manifest = Path(folder), Path(manifest)
+    relative = os.path.relpath(folder, manifest.parent)
+    files = []
+    with atomic_directory(folder) as tmp:
+        for image, values, sample_id in zip(images, attributes, sample_ids, strict=True):
+            stem = Path(_condition_name(values)) / f"{int(sample_id):07d}"
+            (tmp / stem.parent).mkdir(exist_ok=True)
+            if len(image) == 3:
+                Image.fromarray(image.transpose(1, 2, 0), "RGB").save(tmp / f"{stem}.png")
+                files.append(f"{relative}/{stem}.png")
+                continue
+            for c, channel in enumerate(image, start=1):
+                Image.fromarray(channel, "L").save(tmp / f"{stem}_w{c}.png")
+            files.append(f"{relative}/{stem}_w1.png")
+    frame = pl.DataFrame(
+        {"sample_id": np.asarray(sample_ids, dtype=np.int64)}
+        | {name: attributes[:, k] for k, name in enumerate(names)}
+        | {"file": files, "channels": np.full(len(images), images.shape[1], np.int64),
+           "seed": np.asarray(seeds, dtype=np.uint64)}
+    )  # fmt: skip
+    write_parquet(frame, manifest)
+    return frame
+
+
+def read_samples(manifest: str | os.PathLike, names) -> tuple[pl.DataFrame, np.ndarray]:
+    """(the manifest, uint8 images (N, C, H, W)) of a samples manifest, checked.
+
+    Raises
+    ------
+    DataFileError
+        Naming the manifest and the record: a missing column, a duplicate ``sample_id``, a file that
+        is missing, leaves the manifest's folder or has another size or channel count than the first.
+    """
+    from PIL import Image
+
+    manifest = Path(manifest)
+    frame = read_parquet(manifest)
+    missing = [c for c in ("sample_id", *names, "file", "channels") if c not in frame.columns]
+    if missing:
+        raise DataFileError(f"{manifest}: no column {missing[0]!r} (needs sample_id, {', '.join(names)}, file, channels)")
+    duplicated = frame.filter(pl.col("sample_id").is_duplicated())
+    if duplicated.height:
+        raise DataFileError(f"{manifest}: sample_id {duplicated['sample_id'][0]} appears more than once")
+    base = manifest.parent.resolve()
+    images = []
+    for record in frame.iter_rows(named=True):
+        paths = _channel_paths(base, record, manifest)
+        arrays = []
+        for path in paths:
+            with Image.open(path) as image:
+                arrays.append(np.asarray(image.convert("RGB" if len(paths) == 1 else "L")))
+        pixels = arrays[0].transpose(2, 0, 1) if len(paths) == 1 else np.stack(arrays)
+        if images and pixels.shape != images[0].shape:
+            raise DataFileError(f"{manifest}: sample {record['sample_id']} is {pixels.shape}, the first {images[0].shape}")
+        images.append(pixels)
+    return frame, (np.stack(images) if images else np.zeros((0, 3, 1, 1), np.uint8))
+
+
+def _channel_paths(base: Path, record: dict, manifest: Path) -> list[Path]:
+    first = (base / record["file"]).resolve()
+    where = f"{manifest}: sample {record['sample_id']}"
+    if not first.is_relative_to(base):
+        raise DataFileError(f"{where}: file {record['file']!r} leaves the manifest's folder")
+    channels = int(record["channels"])
+    if channels == 3:
+        paths = [first]
+    elif first.name.endswith("_w1.png"):
+        paths = [first.with_name(first.name.replace("_w1.png", f"_w{c}.png")) for c in range(1, channels + 1)]
+    else:
+        raise DataFileError(f"{where}: a {channels}-channel sample's file must be its _w1.png; got {record['file']!r}")
+    absent = next((p for p in paths if not p.is_file()), None)
+    if absent is not None:
+        raise DataFileError(f"{where}: file {absent} is missing")
+    return paths

@@ -1,0 +1,84 @@
+"""Generated samples on disk: RGB and six-channel samples round-trip through their manifest, bad
+manifests are refused naming the manifest and the record, and a sample's noise seed depends on its
+condition and index alone."""
+
+import numpy as np
+import polars as pl
+import pytest
+
+from condeval.core.io import DataFileError, write_parquet
+from condeval.trust.samples import read_samples, sample_seed, shard_conditions, write_samples
+
+NAMES = ["a", "b"]
+
+
+def _write(tmp_path, channels: int, n: int = 6):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (n, channels, 8, 8), dtype=np.uint8)
+    attributes = np.array([[i % 2, i % 3] for i in range(n)])
+    frame = write_samples(images, attributes, NAMES, np.arange(n), np.arange(10, 10 + n), tmp_path / "shard-0",
+                          tmp_path / "shard-0.parquet")  # fmt: skip
+    return images, attributes, frame
+
+
+@pytest.mark.parametrize("channels", [3, 6])
+def test_samples_round_trip(tmp_path, channels):
+    images, attributes, _ = _write(tmp_path, channels)
+    frame, read = read_samples(tmp_path / "shard-0.parquet", NAMES)
+    np.testing.assert_array_equal(read, images)
+    np.testing.assert_array_equal(frame.select(NAMES).to_numpy(), attributes)
+    assert frame["sample_id"].to_list() == list(range(10, 16))
+    if channels == 6:  # RxRx1's site layout: one grey PNG per channel
+        assert (tmp_path / "shard-0" / "0_0" / "0000010_w6.png").is_file()
+
+
+def _corrupt(tmp_path, **columns):
+    _write(tmp_path, 3)
+    frame = pl.read_parquet(tmp_path / "shard-0.parquet").with_columns(**columns)
+    write_parquet(frame, tmp_path / "shard-0.parquet")
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ({"file": pl.lit("../../outside.png")}, "leaves the manifest's folder"),
+        ({"file": pl.lit("shard-0/0_0/9999999.png")}, "is missing"),
+        ({"sample_id": pl.lit(3)}, "more than once"),
+    ],
+)
+def test_bad_manifests_name_the_manifest_and_the_record(tmp_path, columns, message):
+    _corrupt(tmp_path, **columns)
+    with pytest.raises(DataFileError, match=message) as error:
+        read_samples(tmp_path / "shard-0.parquet", NAMES)
+    assert "shard-0.parquet" in str(error.value) and "sample" in str(error.value)
+
+
+def test_a_missing_column_is_named(tmp_path):
+    _write(tmp_path, 3)
+    write_parquet(pl.read_parquet(tmp_path / "shard-0.parquet").drop("b"), tmp_path / "shard-0.parquet")
+    with pytest.raises(DataFileError, match="no column 'b'"):
+        read_samples(tmp_path / "shard-0.parquet", NAMES)
+
+
+def test_seeds_depend_on_the_condition_and_index_alone_and_shards_partition():
+    assert sample_seed(0, (1, 0), 3) == sample_seed(0, np.array([1, 0]), 3)
+    seeds = {sample_seed(0, c, i) for c in [(0, 0), (0, 1), (1, 0)] for i in range(50)} | {sample_seed(1, (0, 0), 0)}
+    assert len(seeds) == 151
+    conditions = np.arange(14).reshape(7, 2)
+    shards = [shard_conditions(conditions, s, 3) for s in range(3)]
+    np.testing.assert_array_equal(np.sort(np.concatenate(shards), axis=0), conditions)
+    with pytest.raises(ValueError, match="shard"):
+        shard_conditions(conditions, 3, 3)
+
+
+def test_a_conditions_samples_do_not_depend_on_the_shard_or_batch_that_draws_them(attribute_pipeline):
+    from condeval.trust.samples import generate_samples
+
+    pipe = attribute_pipeline()
+    pipe.set_progress_bar_config(disable=True)
+    alone, attributes, seeds, ids = generate_samples(pipe, [[1, 2]], 3, seed=0, num_inference_steps=2, first_id=6)
+    together, *_ = generate_samples(pipe, [[0, 0], [1, 2]], 3, seed=0, num_inference_steps=2, batch_size=2)
+    np.testing.assert_array_equal(alone, together[3:])
+    assert alone.dtype == np.uint8 and alone.shape == (3, 3, 16, 16)
+    assert ids.tolist() == [6, 7, 8] and attributes.tolist() == [[1, 2]] * 3
+    assert len(set(seeds.tolist())) == 3

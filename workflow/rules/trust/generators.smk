@@ -1,0 +1,117 @@
+# The trust track's generators: one attribute-conditioned diffusion pipeline per dataset, regime and
+# variant (vanilla, REPA-DINOv3, REPA-SigLIP), and their samples per queried condition.
+#
+#   trust_autoencoder (the AutoencoderKL every generator of a dataset shares)
+#   -> trust_train_generator (regime's support only; REPA reads its extractor's patch tokens)
+#   -> trust_generate (per condition shard: PNGs + manifest)  ->  trust_sample_features (per extractor)
+
+
+rule trust_autoencoder:
+    """The AutoencoderKL of a dataset's generators (it stands for the paper's frozen sd-vae-ft-mse)."""
+    input:
+        table="results/trust/{dataset}/real.parquet",
+    output:
+        model=directory("results/trust/{dataset}/autoencoder"),
+        manifest=saved_manifest("results/trust/{dataset}/autoencoder"),
+        run=update(directory("results/trust/{dataset}/autoencoder_run")),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
+        train=canonical(TRUST.get("autoencoder", {})),
+        image_size=TRUST["image_size"],
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/autoencoder_{dataset}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    priority: 20
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/trust/train_autoencoder.py"
+
+
+rule trust_train_generator:
+    """One generator trained on the regime's training support (REPA variants align to their extractor)."""
+    input:
+        unpack(trust_generator_train_inputs),
+    output:
+        model=directory("results/trust/{dataset}/{regime}/generators/{variant}"),
+        manifest=saved_manifest("results/trust/{dataset}/{regime}/generators/{variant}"),
+        run=update(directory("results/trust/{dataset}/{regime}/generators/{variant}_run")),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
+        train=lambda wildcards: canonical(TRUST["generators"][wildcards.variant].get("train", TRUST["generator_training"])),
+        repa=lambda wildcards: canonical(TRUST["generators"][wildcards.variant].get("repa", {})),
+        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        image_size=TRUST["image_size"],
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/train_generator_{dataset}_{regime}_{variant}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    priority: 15
+    resources:
+        mem_mb=6000,
+        runtime=120,
+        gpu=0,
+    script:
+        "../../scripts/trust/train_generator.py"
+
+
+rule trust_generate:
+    """Samples of one shard of the queried conditions through the pipeline's __call__, seeded per sample."""
+    input:
+        conditions="results/trust/{dataset}/conditions.parquet",
+        model=saved_manifest("results/trust/{dataset}/{regime}/generators/{variant}"),
+    output:
+        images=directory(TRUST_SAMPLE_FOLDER),
+        manifest=TRUST_SAMPLES,
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        sampling=canonical(TRUST["sampling"]),
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/generate_{dataset}_{regime}_{variant}_shard-{shard}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/trust/generate.py"
+
+
+rule trust_sample_features:
+    """Mean-patch features of one shard of samples in one extractor's space (ids: sample_id)."""
+    input:
+        samples=TRUST_SAMPLES,
+        extractor=trust_extractor_input,
+    output:
+        features=TRUST_SAMPLE_FEATURES,
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        names=lambda wildcards: list(TRUST_ATTRIBUTES[wildcards.dataset]),
+        batch_size=TRUST["batch_size"],
+    log:
+        "logs/trust/sample_features_{dataset}_{regime}_{variant}_{extractor}_shard-{shard}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        gpu=0,
+    script:
+        "../../scripts/trust/sample_features.py"

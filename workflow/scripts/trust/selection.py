@@ -1,0 +1,52 @@
+"""Snakemake adapter: the trust score fitted on real support features, the samples scored, P95-real selection."""
+
+import numpy as np
+
+from condeval.core.io import read_parquet, write_json, write_parquet
+from condeval.core.logs import log_to_file
+from condeval.encoders.features import read_feature_shards
+from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.evaluate import fit_and_score, selection_by_condition, selection_summary
+
+log = log_to_file(snakemake.log[0])
+p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
+names = list(ATTRIBUTE_NAMES[w.dataset])
+table = read_parquet(i.table)
+real_attributes = attributes_of(w.dataset, table)
+support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_out_pairs", 100))
+
+
+def real(path):
+    ids, features, _ = read_feature_shards([path])
+    if not np.array_equal(ids, np.arange(table.height)):
+        raise ValueError(f"{path}: its ids are not the rows of {i.table}")
+    return features
+
+
+def samples(paths):
+    ids, features, _ = read_feature_shards(list(paths))
+    order = np.argsort(ids, kind="stable")
+    return ids[order], features[order]
+
+
+sample_ids, scoring = samples(i.samples_scoring)
+kid_ids, kid_features = samples(i.samples_kid)
+if not np.array_equal(sample_ids, kid_ids):
+    raise ValueError(f"the samples' scoring and KID features hold different sample ids ({i.samples_scoring[0]})")
+# a sample's requested condition: its id // per_condition indexes conditions.parquet (trust_generate)
+conditions = read_parquet(i.conditions).select(names).to_numpy()
+sample_attributes = conditions[sample_ids // p.per_condition]
+scorer, scores = fit_and_score(real(i.real_scoring)[support], real_attributes[support], scoring, sample_attributes,
+                               names, seed=p.seed, **dict(p.scorer))  # fmt: skip
+scores = scores.with_columns(sample_id=sample_ids)
+selection = dict(p.selection)
+quantile = selection.pop("quantile")
+per_condition_rows = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), real(i.real_kid)[~support],
+                                            real_attributes[~support], conditions, names, seed=p.seed, **selection)  # fmt: skip
+summary = selection_summary(per_condition_rows)
+write_parquet(scores, snakemake.output.scores)
+write_parquet(per_condition_rows, snakemake.output.conditions)
+write_json(summary, snakemake.output.summary)
+log.info("scorer fitted on %d real support rows; %d samples scored", int(support.sum()), scores.height)
+log.info("per condition:\n%s", per_condition_rows)
+log.info("summary: %s", summary)

@@ -1,0 +1,39 @@
+"""Snakemake adapter: one attribute-conditioned generator on a regime's training support (vanilla or REPA)."""
+
+import numpy as np
+import torch
+from diffusers import AutoencoderKL
+
+from condeval.core.io import fingerprint, read_parquet, saved_folder, write_folder_manifest
+from condeval.core.logs import log_to_file
+from condeval.core.training import accelerator_for_gpus
+from condeval.encoders.patch_encoder import PatchEncoder
+from condeval.generators.attribute_training import train_attribute_generator
+from condeval.trust.data import attributes_of, read_images, training_support
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p, w = snakemake.params, snakemake.wildcards
+train, repa = dict(p.train), dict(p.repa)
+table = read_parquet(snakemake.input.table)
+held = dict(p.subset).get("held_out_pairs", 100)
+support = table.filter(training_support(w.dataset, table, w.regime, held))
+support = support.sample(fraction=1.0, shuffle=True, seed=p.seed)  # the first val_images validate
+images = read_images(w.dataset, p.root, support.iter_rows(named=True), p.image_size)
+attributes = attributes_of(w.dataset, support)
+# Each attribute's table spans the values of the whole release, so any queried condition has rows.
+values = attributes_of(w.dataset, table).max(axis=0) + 1
+extractor = PatchEncoder(saved_folder(snakemake.input.extractor)) if repa else None
+log.info("%s %s %s: %d support images, conditions %s", w.dataset, w.regime, w.variant, len(images),
+         np.unique(attributes, axis=0).tolist() if attributes.shape[1] <= 4 else len(np.unique(attributes, axis=0)))  # fmt: skip
+summary = train_attribute_generator(
+    images, attributes, snakemake.output.model, values=values.tolist(),
+    vae=AutoencoderKL.from_pretrained(str(saved_folder(snakemake.input.autoencoder))),
+    transformer=dict(train["transformer"]), epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
+    val_images=train["val_images"], seed=p.seed, condition_dropout=train["condition_dropout"],
+    repa_extractor=extractor, repa_coefficient=repa.get("coefficient", 0.5), repa_depth=repa.get("depth", 1),
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    fingerprint=fingerprint(list(snakemake.input), {"train": train, "repa": repa, "regime": w.regime, "seed": p.seed}),
+)  # fmt: skip
+write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
+log.info("trained: %s", summary)
