@@ -103,7 +103,7 @@ def dry_run_after_edit(workdir: Path, target: str, section: tuple[str, ...], **v
 
 
 # The tiny config of every track, run once per session and shared by the end-to-end tests.
-ALL_TRACKS = ("i2t", "t2i", "crc")
+ALL_TRACKS = ("i2t", "t2i", "crc", "trust")
 
 
 @pytest.fixture(scope="session")

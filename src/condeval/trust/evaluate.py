@@ -18,7 +18,10 @@ import polars as pl
 from condeval.trust.filtering import selection_gain
 from condeval.trust.score import TrustScorer
 
-__all__ = ["fit_and_score", "selection_by_condition", "selection_summary", "selection_markdown"]
+__all__ = [
+    "RANKED_SCORES", "fit_and_score", "selection_by_condition", "selection_summary", "selection_markdown", "rankings",
+    "graded_shift",
+]  # fmt: skip
 
 
 def fit_and_score(real_features, real_attributes, sample_features, sample_attributes, names, *,
@@ -116,3 +119,49 @@ def selection_markdown(rows: list[dict]) -> str:
             f"{row['improvement']:.1f} | {spearman} |"
         )
     return "\n".join(lines) + "\n"
+
+
+#: The scores ranked in Section 5.1.2 and Appendix K (Figs. 2, 8, 9): the trust score and its two terms.
+RANKED_SCORES = ("trust", "realism", "faithfulness")
+
+
+def rankings(scores: pl.DataFrame, kid_features: np.ndarray, reference_features: np.ndarray,
+             reference_attributes: np.ndarray, names, *, n_bins: int = 10, subset_size: int = 500,
+             n_subsets: int = 10, null_resamples: int = 100, kernel: str = "cosine", seed: int = 0,
+             classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> pl.DataFrame:  # fmt: skip
+    """Section 5.1.2 for each of :data:`RANKED_SCORES`: within-condition deciles merged across
+    conditions, each bin's KID and z-KID against its conditions' real rows and the held-out real
+    accuracy of a condition classifier trained on the bin.
+
+    Returns
+    -------
+    polars.DataFrame
+        ``score``, ``bin`` (0 = the most trusted), ``kid``, ``z_kid``, ``conditions``, ``accuracy``,
+        ``accuracy_sd``, ``train_rows``.
+    """
+    from condeval.trust.deciles import condition_codes, decile_bins, decile_classifier, decile_kid, kid_null
+
+    names = list(names)
+    attributes = scores.select(names).to_numpy()
+    conditions, codes = condition_codes(np.concatenate([attributes, np.asarray(reference_attributes)]))
+    sample_codes, real_codes = codes[: len(attributes)], codes[len(attributes) :]
+    null = kid_null(reference_features, real_codes, n_resamples=null_resamples, max_per_half=subset_size, kernel=kernel)
+    frames = []
+    for score in RANKED_SCORES:
+        bins = decile_bins(sample_codes, scores[score].to_numpy(), n_bins)
+        by_kid = decile_kid(kid_features, sample_codes, bins, reference_features, real_codes, null,
+                            subset_size=subset_size, n_subsets=n_subsets, seed=seed, kernel=kernel)  # fmt: skip
+        by_accuracy = decile_classifier(kid_features, sample_codes, bins, reference_features, real_codes,
+                                        seeds=classifier_seeds)  # fmt: skip
+        frames.append(by_kid.join(by_accuracy, on="bin").with_columns(pl.lit(score).alias("score")))
+    return pl.concat(frames).select("score", pl.exclude("score"))
+
+
+def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.DataFrame:
+    """Appendix J's graded shift: each queried condition's minimum Hamming distance to the training
+    ``support`` (M, K) beside its mean trust and the KID of all its samples (:func:`selection_by_condition`'s rows)."""
+    from condeval.trust.filtering import support_distance
+
+    names = list(names)
+    distance = support_distance(per_condition.select(names).to_numpy(), np.asarray(support))
+    return per_condition.select(*names, "mean_trust", "kid_all").with_columns(pl.Series("hamming", distance))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["attribute_probes", "probe_markdown"]
+__all__ = ["attribute_probes", "probe_markdown", "generated_attribute_accuracy", "generated_signal_markdown"]
 
 
 def attribute_probes(features, attributes, names, *, test_share: float = 0.5, seed: int = 0,
@@ -73,4 +73,56 @@ def probe_markdown(report: dict, dataset: str) -> str:
         first = report[extractors[0]][name]
         cells = " | ".join(f"{report[e][name]['accuracy']:.3f}" for e in extractors)
         lines.append(f"| {name} | {first['values']} | {first['chance']:.3f} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def generated_attribute_accuracy(real_features, real_attributes, sample_features, sample_attributes, seen, names,
+                                 *, seed: int = 0, max_iter: int = 2000) -> list[dict]:  # fmt: skip
+    """How often a generator draws what was requested, read by linear probes fitted on real features.
+
+    One logistic regression per attribute on every real row (the probe is the instrument, not the
+    method under test) reads each sample; its reading is compared with the sample's requested value,
+    and, as the baseline, with the request of another sample drawn at random (shuffled requests).
+
+    Parameters
+    ----------
+    real_features, real_attributes : ndarray
+    sample_features, sample_attributes : ndarray
+    seen : ndarray of bool, shape (N,)
+        Whether each sample's condition is in the training support.
+    names : sequence of str
+    seed, max_iter : int
+
+    Returns
+    -------
+    list of dict
+        One row per attribute and condition group (``seen``, ``unseen``): ``accuracy``, ``shuffled``, ``n``.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    from condeval.metrics import unit_rows
+
+    x_real, x_samples = unit_rows(np.asarray(real_features)), unit_rows(np.asarray(sample_features))
+    requested, seen = np.asarray(sample_attributes), np.asarray(seen, dtype=bool)
+    shuffled = requested[np.random.default_rng(seed).permutation(len(requested))]
+    rows = []
+    for k, name in enumerate(names):
+        read = LogisticRegression(max_iter=max_iter).fit(x_real, np.asarray(real_attributes)[:, k]).predict(x_samples)
+        for group, mask in (("seen", seen), ("unseen", ~seen)):
+            if mask.any():
+                rows.append({"attribute": name, "conditions": group, "n": int(mask.sum()),
+                             "accuracy": float((read[mask] == requested[mask, k]).mean()),
+                             "shuffled": float((read[mask] == shuffled[mask, k]).mean())})  # fmt: skip
+    return rows
+
+
+def generated_signal_markdown(signal) -> str:
+    """:func:`generated_attribute_accuracy`'s rows of every generator as a Markdown table."""
+    lines = ["| model | attribute | seen: accuracy (shuffled) | unseen: accuracy (shuffled) |", "|---|---|---|---|"]
+    for (variant, name), part in signal.group_by("variant", "attribute", maintain_order=True):
+        cells = []
+        for group in ("seen", "unseen"):
+            row = part.filter(part["conditions"] == group)
+            cells.append(f"{row['accuracy'][0]:.3f} ({row['shuffled'][0]:.3f})" if row.height else "")
+        lines.append(f"| {variant} | {name} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines) + "\n"

@@ -48,7 +48,16 @@ def trust_targets():
         for dataset in TRUST_DATASETS
         for path in (f"results/trust/{dataset}/extractor_signal.json", f"reports/trust/{dataset}/extractor_signal.md")
     ]
-    return signal + (["reports/trust/selection_table.md"] if TRUST_VARIANTS else [])
+    if not TRUST_VARIANTS:
+        return signal
+    figures = [
+        f"reports/trust/{dataset}/{regime}/{figure}.png"
+        for dataset in TRUST_DATASETS
+        for regime in TRUST_REGIMES
+        for figure in ("deciles", "graded_shift")
+    ]
+    generators = [f"reports/trust/{d}/{r}/generator_signal.md" for d in TRUST_DATASETS for r in TRUST_REGIMES]
+    return signal + ["reports/trust/selection_table.md"] + figures + generators
 
 
 from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES  # noqa: E402

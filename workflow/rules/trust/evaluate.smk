@@ -66,3 +66,128 @@ rule trust_selection_table:
         runtime=5,
     script:
         "../../scripts/trust/selection_table.py"
+
+
+rule trust_rankings:
+    """Section 5.1.2: deciles of trust, realism and faithfulness; KID, z-KID and a condition classifier per decile."""
+    input:
+        unpack(trust_selection_inputs),
+        scores="results/trust/{dataset}/{regime}/scores/{variant}.parquet",
+    output:
+        rankings="results/trust/{dataset}/{regime}/rankings/{variant}.parquet",
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        rankings=canonical(TRUST["rankings"]),
+        selection=canonical(TRUST["selection"]),
+        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/rankings_{dataset}_{regime}_{variant}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/trust/rankings.py"
+
+
+rule trust_fig_deciles:
+    """Figs. 2, 8 and 9: KID, z-KID and real-test classifier accuracy per decile, every generator."""
+    input:
+        rankings=expand("results/trust/{{dataset}}/{{regime}}/rankings/{variant}.parquet", variant=TRUST_VARIANTS),
+    output:
+        figure=report(
+            "reports/trust/{dataset}/{regime}/deciles.png",
+            caption="../../report/trust/deciles.rst",
+            category="Trust score",
+            subcategory="{dataset}",
+            labels={"dataset": "{dataset}", "regime": "{regime}", "figure": "deciles (Figs. 2, 8, 9)"},
+        ),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        variants=TRUST_VARIANTS,
+    log:
+        "logs/trust/fig_deciles_{dataset}_{regime}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=5,
+    script:
+        "../../scripts/trust/fig_deciles.py"
+
+
+rule trust_fig_graded_shift:
+    """Fig. 7: per-condition mean trust and KID against the minimum Hamming distance to the support."""
+    input:
+        table="results/trust/{dataset}/real.parquet",
+        conditions=expand("results/trust/{{dataset}}/{{regime}}/selection/{variant}.parquet", variant=TRUST_VARIANTS),
+    output:
+        shift="results/trust/{dataset}/{regime}/graded_shift.parquet",
+        figure=report(
+            "reports/trust/{dataset}/{regime}/graded_shift.png",
+            caption="../../report/trust/graded_shift.rst",
+            category="Trust score",
+            subcategory="{dataset}",
+            labels={"dataset": "{dataset}", "regime": "{regime}", "figure": "graded shift (Fig. 7)"},
+        ),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        variants=TRUST_VARIANTS,
+        subset=lambda wildcards: trust_subset(wildcards.dataset),
+    log:
+        "logs/trust/fig_graded_shift_{dataset}_{regime}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=5,
+    script:
+        "../../scripts/trust/fig_graded_shift.py"
+
+
+rule trust_generator_signal:
+    """Whether the generators draw the requested attributes (seen and unseen conditions), read by real-fitted probes."""
+    input:
+        table="results/trust/{dataset}/real.parquet",
+        conditions="results/trust/{dataset}/conditions.parquet",
+        real=trust_real_features("{dataset}", "dinov3"),
+        samples=lambda wildcards: [
+            shard
+            for variant in TRUST_VARIANTS
+            for shard in trust_sample_feature_shards(wildcards.dataset, wildcards.regime, variant, "dinov3")
+        ],
+    output:
+        signal="results/trust/{dataset}/{regime}/generator_signal.parquet",
+        markdown=report(
+            "reports/trust/{dataset}/{regime}/generator_signal.md",
+            caption="../../report/trust/generator_signal.rst",
+            category="Trust score",
+            subcategory="{dataset}",
+            labels={"dataset": "{dataset}", "regime": "{regime}", "table": "generator signal"},
+        ),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        variants=TRUST_VARIANTS,
+        shards=TRUST_SHARDS,
+        per_condition=TRUST["sampling"]["per_condition"],
+        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/generator_signal_{dataset}_{regime}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../../scripts/trust/generator_signal.py"

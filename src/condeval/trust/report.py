@@ -1,0 +1,63 @@
+"""The trust track's figures, with the paper's axes: the deciles (Figs. 2, 8 and 9) and the graded
+shift (Fig. 7)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+__all__ = ["plot_deciles", "plot_graded_shift"]
+
+_SCORE_LABELS = {"trust": "trust", "realism": "realism", "faithfulness": "faithfulness"}
+
+
+def plot_deciles(rankings: pl.DataFrame, path, title: str) -> None:
+    """KID, z-KID and held-out real classifier accuracy per decile of each ranked score, one line per
+    generator (``variant`` column): Fig. 2 (trust), Fig. 8 (realism, faithfulness), Fig. 9 (RxRx1)."""
+    scores = [s for s in _SCORE_LABELS if s in rankings["score"].unique().to_list()]
+    metrics = (("kid", "KID"), ("z_kid", "z-KID (real–real null)"), ("accuracy", "classifier accuracy on real"))
+    fig, axes = plt.subplots(len(metrics), len(scores), figsize=(4.2 * len(scores), 3.0 * len(metrics)),
+                             squeeze=False, sharex=True)  # fmt: skip
+    for col, score in enumerate(scores):
+        for variant in sorted(rankings["variant"].unique().to_list()):
+            part = rankings.filter((pl.col("score") == score) & (pl.col("variant") == variant)).sort("bin")
+            decile = part["bin"].to_numpy() + 1
+            for row, (metric, label) in enumerate(metrics):
+                axes[row][col].plot(decile, part[metric].to_numpy(), marker="o", label=variant)
+                axes[row][col].set_ylabel(label)
+        axes[0][col].set_title(f"ranked by {_SCORE_LABELS[score]}")
+        axes[-1][col].set_xlabel(f"{_SCORE_LABELS[score]} decile (1 = most trusted)")
+        axes[-1][col].set_xticks(np.arange(1, int(rankings["bin"].max()) + 2))
+    axes[0][-1].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def plot_graded_shift(shift: pl.DataFrame, path, title: str) -> None:
+    """Fig. 7: per-condition mean trust and KID against the minimum Hamming distance to the training
+    support, one colour per generator, the means per distance joined."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for variant in sorted(shift["variant"].unique().to_list()):
+        part = shift.filter(pl.col("variant") == variant)
+        means = part.group_by("hamming").agg(pl.col("mean_trust", "kid_all").mean()).sort("hamming")
+        for ax, column in zip(axes, ("mean_trust", "kid_all"), strict=True):
+            jitter = np.random.default_rng(0).uniform(-0.08, 0.08, part.height)
+            points = ax.scatter(part["hamming"].to_numpy() + jitter, part[column].to_numpy(), s=14, alpha=0.6)
+            ax.plot(means["hamming"].to_numpy(), means[column].to_numpy(), color=points.get_facecolor()[0],
+                    label=variant)  # fmt: skip
+    axes[0].set_ylabel("mean trust (lower is better)")
+    axes[1].set_ylabel("KID")
+    for ax in axes:
+        ax.set_xlabel("minimum Hamming distance to the training support")
+        ax.set_xticks(sorted(shift["hamming"].unique().to_list()))
+    axes[1].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)

@@ -1,0 +1,76 @@
+"""The trust-score track end to end on a miniature of the miniature (CI), and what may rerun."""
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+from conftest import copy_run, dry_run_after_edit, run_snakemake
+
+pytestmark = pytest.mark.slow
+DATASETS = ("celeba", "rxrx1")
+VARIANTS = ("vanilla", "repa-siglip")
+TRAINING_OR_GENERATION = {
+    "trust_mini_celeba", "trust_mini_rxrx1", "trust_real_table", "trust_train_extractor", "trust_real_features",
+    "trust_autoencoder", "trust_train_generator", "trust_generate", "trust_sample_features",
+}  # fmt: skip
+
+
+def test_every_output_of_the_track_is_written(tiny_run):
+    table = pl.read_parquet(tiny_run / "results/trust/selection_table.parquet")
+    assert {(d, v) for d, v in table.select("dataset", "variant").rows()} == {(d, v) for d in DATASETS for v in VARIANTS}
+    markdown = (tiny_run / "reports/trust/selection_table.md").read_text()
+    assert markdown.count("| held_out |") == 4
+    for dataset, attributes in (("celeba", 4), ("rxrx1", 2)):
+        signal = json.loads((tiny_run / f"results/trust/{dataset}/extractor_signal.json").read_text())
+        assert set(signal) == {"dinov3", "siglip"} and all(len(s) == attributes for s in signal.values())
+        assert (tiny_run / f"reports/trust/{dataset}/extractor_signal.md").is_file()
+    for log in (tiny_run / "logs/trust").glob("*.log"):
+        assert log.stat().st_size > 0, log
+
+
+def test_samples_are_every_queried_condition_in_the_real_format(tiny_run):
+    from condeval.trust.data import ATTRIBUTE_NAMES
+    from condeval.trust.samples import read_samples
+
+    for dataset, channels in (("celeba", 3), ("rxrx1", 6)):
+        names = list(ATTRIBUTE_NAMES[dataset])
+        conditions = pl.read_parquet(tiny_run / f"results/trust/{dataset}/conditions.parquet")
+        frames = []
+        for shard in (0, 1):
+            frame, images = read_samples(tiny_run / f"results/trust/{dataset}/held_out/samples/vanilla/shard-{shard}.parquet", names)
+            assert images.shape[1:] == (channels, 16, 16)
+            frames.append(frame)
+        drawn = pl.concat(frames).group_by(names).len()
+        assert drawn.height == conditions.height and (drawn["len"] == 12).all()
+        scores = pl.read_parquet(tiny_run / f"results/trust/{dataset}/held_out/scores/vanilla.parquet")
+        assert scores.height == 12 * conditions.height and np.isfinite(scores["trust"].to_numpy()).all()
+
+
+def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_path):
+    workdir = copy_run(tiny_run, tmp_path / "run")
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "selection"), quantile=0.9)
+    assert jobs["trust_selection"] == 4 and jobs["trust_selection_table"] == 1, jobs
+    assert not TRAINING_OR_GENERATION & set(jobs), jobs
+
+
+@pytest.mark.parametrize(
+    "section, key",
+    [
+        ({"generators": {"vanilla": {}, "repa-clip": {"repa": {"extractor": "clip"}}}}, "extractor"),
+        ({"regimes": ["partial"]}, "regimes"),
+        ({"datasets": {"celeba": {"miniature": {"images": 10}}}}, "root"),
+        ({"sampling": {"per_condition": 0, "num_inference_steps": 2}}, "per_condition"),
+        ({"extractors": {"dinov3": {"path": "x", "train": {}}, "siglip": {"path": "y"}}}, "dinov3"),
+    ],
+)  # fmt: skip
+def test_bad_trust_options_are_refused_naming_the_key(tmp_path, section, key):
+    from conftest import tiny_config
+
+    (tmp_path / "config").mkdir()
+    config = tiny_config("trust")
+    config["trust"].update(section)
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
+    result = run_snakemake(tmp_path, "trust", "-n", configs=("config/config.yaml",), budget_s=60)
+    assert result.returncode != 0 and key in result.stderr + result.stdout, result.stderr[-2000:]

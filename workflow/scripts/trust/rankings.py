@@ -1,0 +1,28 @@
+"""Snakemake adapter: deciles of trust, realism and faithfulness, judged by KID and a condition classifier."""
+
+import numpy as np
+
+from condeval.core.io import read_parquet, write_parquet
+from condeval.core.logs import log_to_file
+from condeval.encoders.features import read_feature_shards
+from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.evaluate import rankings
+
+log = log_to_file(snakemake.log[0])
+p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
+names = list(ATTRIBUTE_NAMES[w.dataset])
+table = read_parquet(i.table)
+outside = ~training_support(w.dataset, table, w.regime, dict(p.subset).get("held_out_pairs", 100))
+_, real, _ = read_feature_shards([i.real_kid])
+ids, features, _ = read_feature_shards(list(i.samples_kid))
+scores = read_parquet(i.scores)
+by_id = dict(zip(ids.tolist(), range(len(ids)), strict=True))
+kid_features = features[[by_id[s] for s in scores["sample_id"].to_list()]]
+options, selection = dict(p.rankings), dict(p.selection)
+result = rankings(
+    scores, kid_features, real[outside], attributes_of(w.dataset, table)[outside], names, n_bins=options["n_bins"],
+    subset_size=selection["subset_size"], n_subsets=selection["n_subsets"], null_resamples=options["null_resamples"],
+    kernel=selection["kernel"], seed=p.seed, classifier_seeds=tuple(range(options["classifier_seeds"])),
+)  # fmt: skip
+write_parquet(result.with_columns(variant=np.array([w.variant] * result.height)), snakemake.output.rankings)
+log.info("deciles of %d samples:\n%s", scores.height, result)
