@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # starts Snakemake
 
 #: Jobs of `all ablations crel_i2t_num_z0 scaling` (what `make run`, `make ablations` and `make scaling`
 #: build) under config/paper.yaml; update when the DAG changes on purpose.
-EXPECTED_JOBS = 1728
+EXPECTED_JOBS = 2234
 #: Image-to-text rules that must run on a GPU node under profiles/slurm.
 I2T_GPU_RULES = (
     "generate_captions",
@@ -29,6 +29,8 @@ I2T_GPU_RULES = (
 )
 #: Text-to-image rules that must run on a GPU node under profiles/slurm (generation and features).
 T2I_GPU_RULES = ("generate_images", "t2i_fit", "t2i_evaluate", "t2i_signal")
+#: Trust-score rules that must run on a GPU node under profiles/slurm (training, generation and features).
+TRUST_GPU_RULES = ("trust_real_features", "trust_train_generator", "trust_generate", "trust_sample_features")
 
 
 def _stand_ins(workdir: Path) -> dict:
@@ -52,6 +54,9 @@ def _stand_ins(workdir: Path) -> dict:
         *(data["rich_hf"][k] for k in ("calibration", "test", "prompts")),
     ]
     files += [section["file"] for section in data["judgments"].values()]
+    trust = config["trust"]
+    files += [f"{trust['datasets']['celeba']['root']}/list_attr_celeba.txt", f"{trust['datasets']['rxrx1']['root']}/metadata.csv"]
+    folders += [e["path"] for e in trust["extractors"].values()] + [trust["datasets"]["celeba"]["autoencoder"]["path"]]
     for file in files:
         (workdir / file).parent.mkdir(parents=True, exist_ok=True)
         (workdir / file).write_text("")
@@ -109,10 +114,16 @@ def test_paper_config_dry_run_resolves_every_target(tmp_path):
     assert int(counts["crc_word_sweep"]) == len(crc["models"]) * 2 and int(counts["crc_intervals"]) == len(
         crc["models"]
     )
+    trust = config["trust"]
+    generators = len(trust["datasets"]) * len(trust["regimes"]) * len(trust["generators"])
+    assert int(counts["trust_train_generator"]) == generators  # 2 datasets x 2 regimes x 3 variants
+    assert int(counts["trust_generate"]) == generators * trust["sampling"]["shards"]
+    assert int(counts["trust_autoencoder"]) == 1  # RxRx1's six channels; CelebA loads sd-vae-ft-mse
+    assert "trust_train_extractor" not in counts  # the hub's DINOv3 and SigLIP
     # CPU time, not wall time: the bound must hold on a loaded CI machine too. About 6 ms of Snakemake per
     # job: 10 s held at 1,184 jobs; text-to-image's 40 shards x 4 generators brought 1,728 (11.0 s measured
-    # alone, 12.6 s beside other jobs on 2 cores).
-    assert cpu < 20, f"the paper config's dry run took {cpu:.1f} s of CPU (goal: under 20 s for {EXPECTED_JOBS} jobs)"
+    # alone, 12.6 s beside other jobs on 2 cores); the trust track's 506 jobs bring 2,234.
+    assert cpu < 26, f"the paper config's dry run took {cpu:.1f} s of CPU (goal: under 26 s for {EXPECTED_JOBS} jobs)"
 
 
 def test_generation_features_and_training_ask_for_a_gpu_under_slurm(tmp_path):
@@ -123,7 +134,7 @@ def test_generation_features_and_training_ask_for_a_gpu_under_slurm(tmp_path):
     seen = set()
     for block in blocks:
         rule = re.match(r"(?:local)?rule (\w+):", block)
-        if rule and rule.group(1) in I2T_GPU_RULES + T2I_GPU_RULES + ("train_vae", "train_dqr"):
+        if rule and rule.group(1) in I2T_GPU_RULES + T2I_GPU_RULES + TRUST_GPU_RULES + ("train_vae", "train_dqr"):
             seen.add(rule.group(1))
             assert "gpu=1" in block and "slurm_partition=gpu" in block, block[:800]
-    assert seen == set(I2T_GPU_RULES) | set(T2I_GPU_RULES) | {"train_vae", "train_dqr"}
+    assert seen == set(I2T_GPU_RULES) | set(T2I_GPU_RULES) | set(TRUST_GPU_RULES) | {"train_vae", "train_dqr"}

@@ -102,7 +102,22 @@ def configured_input_paths():
     for name, model in crc.get("models", {}).items():
         paths |= _config_paths(model, f"crc.models.{name}", ("path", "tokenizer", "image_processor"))
     paths |= _config_paths(crc.get("tagger"), "crc.tagger", ("model_dir",))
-    return paths | _data_paths(crc.get("data", {}), "crc.data")
+    return paths | _data_paths(crc.get("data", {}), "crc.data") | _trust_paths(config.get("trust", {}))
+
+
+def _trust_paths(trust):
+    """The trust section's raw inputs: releases without a miniature, saved extractors and autoencoders."""
+    paths = _config_paths(trust.get("autoencoder"), "trust.autoencoder", ("path",))
+    datasets = trust.get("datasets", {})
+    for name, dataset in datasets.items():
+        if "miniature" not in dataset:
+            paths[f"trust.datasets.{name}.root"] = dataset["root"]
+        paths |= _config_paths(dataset.get("autoencoder"), f"trust.datasets.{name}.autoencoder", ("path",))
+    for name, extractor in trust.get("extractors", {}).items():
+        if "path" in extractor:
+            for dataset in datasets:
+                paths[f"trust.extractors.{name}.path ({dataset})"] = extractor["path"].replace("{dataset}", dataset)
+    return paths
 
 
 def _data_paths(section, key):

@@ -146,7 +146,7 @@ def train_attribute_generator(
     vae : diffusers.AutoencoderKL
         The trained autoencoder (its shift and scale set).
     transformer : dict
-        ``layers``, ``heads`` and optionally ``qk_norm`` of the ``SD3Transformer2DModel``.
+        ``layers``, ``heads`` and optionally ``head_dim`` (16) and ``qk_norm`` of the ``SD3Transformer2DModel``.
     epochs, batch_size, val_images, seed : int
     lr : float
     condition_dropout : float
@@ -174,7 +174,7 @@ def train_attribute_generator(
 
     pl.seed_everything(seed, workers=True, verbose=False)
     latents = latents_of(vae, pixel_values(images).numpy())
-    width = 16 * transformer["heads"]
+    width = transformer.get("head_dim", 16) * transformer["heads"]
     encoder_config = dict(AttributeEncoder(values=tuple(int(v) for v in values), width=width, context_width=width).config)
     rows = (latents, np.asarray(attributes, dtype=np.int64))
     repa = {}

@@ -103,15 +103,16 @@ def tiny_t5_encoder(tokenizer, width: int, layers: int = 2, heads: int = 4):
 # ------------------------------------------------------------------------------- denoisers
 def tiny_sd3_transformer(
     latent_size: int, latent_channels: int, *, layers: int, heads: int, joint_attention_dim: int,
-    pooled_projection_dim: int, patch_size: int = 2, qk_norm: str | None = None,
+    pooled_projection_dim: int, patch_size: int = 2, qk_norm: str | None = None, head_dim: int = _HEAD_DIM,
 ):  # fmt: skip
-    """An ``SD3Transformer2DModel`` (MMDiT) on ``latent_size``² latents; width ``heads`` × 16."""
+    """An ``SD3Transformer2DModel`` (MMDiT) on ``latent_size``² latents; width ``heads`` × ``head_dim`` (16;
+    SiT-B/2's 768 is 12 × 64)."""
     from diffusers import SD3Transformer2DModel
 
     return SD3Transformer2DModel(
         sample_size=latent_size, patch_size=patch_size, in_channels=latent_channels, out_channels=latent_channels,
-        num_layers=layers, attention_head_dim=_HEAD_DIM, num_attention_heads=heads,
-        joint_attention_dim=joint_attention_dim, caption_projection_dim=heads * _HEAD_DIM,
+        num_layers=layers, attention_head_dim=head_dim, num_attention_heads=heads,
+        joint_attention_dim=joint_attention_dim, caption_projection_dim=heads * head_dim,
         pooled_projection_dim=pooled_projection_dim, pos_embed_max_size=latent_size // patch_size, qk_norm=qk_norm,
     )  # fmt: skip
 

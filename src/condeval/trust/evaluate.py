@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from condeval.trust.filtering import selection_gain
-from condeval.trust.score import TrustScorer
+from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
     "RANKED_SCORES", "fit_and_score", "selection_by_condition", "selection_summary", "selection_markdown", "rankings",
@@ -25,7 +25,8 @@ __all__ = [
 
 
 def fit_and_score(real_features, real_attributes, sample_features, sample_attributes, names, *,
-                  calibration: float = 0.2, seed: int = 0) -> tuple[TrustScorer, pl.DataFrame]:  # fmt: skip
+                  calibration: float = 0.2, regularization: float = REGULARIZATION,
+                  seed: int = 0) -> tuple[TrustScorer, pl.DataFrame]:  # fmt: skip
     """A :class:`TrustScorer` fitted on real training-support rows and its scores of the samples.
 
     Returns
@@ -33,7 +34,8 @@ def fit_and_score(real_features, real_attributes, sample_features, sample_attrib
     tuple
         The fitted scorer, and the samples' scores with their attribute columns.
     """
-    scorer = TrustScorer(calibration=calibration, names=list(names), seed=seed).fit(real_features, real_attributes)
+    scorer = TrustScorer(calibration=calibration, regularization=regularization, names=list(names), seed=seed)
+    scorer.fit(real_features, real_attributes)
     scores = scorer.score(sample_features, sample_attributes)
     attributes = np.asarray(sample_attributes)
     return scorer, scores.with_columns(pl.Series(name, attributes[:, k]) for k, name in enumerate(names))
@@ -61,21 +63,32 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
     **protocol
         ``selection_gain``'s sizes and kernel.
     """
+    from condeval.metrics import kid
+
     names = list(names)
     attributes = scores.select(names).to_numpy()
     trust = scores["trust"].to_numpy()
+    sizes = {key: protocol[key] for key in ("subset_size", "n_subsets", "seed", "kernel") if key in protocol}
     rows = []
     for condition in np.asarray(conditions):
         mine = (attributes == condition).all(axis=1)
         real = reference_features[(reference_attributes == condition).all(axis=1)]
-        gain = selection_gain(kid_features[mine], trust[mine], real, condition, thresholds, names, **protocol)
+        gain = dict.fromkeys(_GAIN_COLUMNS) | selection_gain(kid_features[mine], trust[mine], real, condition,
+                                                             thresholds, names, **protocol)  # fmt: skip
+        # every condition's KID of all its samples, accepted or not (Spearman, graded shift)
+        gain["kid_all"] = kid(kid_features[mine], real, **sizes)[0] if min(mine.sum(), len(real)) >= 2 else None
         rows.append({name: int(v) for name, v in zip(names, condition, strict=True)}
-                    | {"mean_trust": float(trust[mine].mean()) if mine.any() else float("nan")} | gain)  # fmt: skip
+                    | {"mean_trust": float(trust[mine].mean()) if mine.any() else None} | gain)  # fmt: skip
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
+_GAIN_COLUMNS = ("accept", "kid_accepted", "kid_accepted_std", "kid_random", "kid_random_std", "improvement", "band",
+                 "kid_all", "skipped")  # fmt: skip
+
+
 def selection_summary(per_condition: pl.DataFrame) -> dict:
-    """The Section 5.1.1 row over the conditions that were not skipped.
+    """The Section 5.1.1 row over the conditions that were not skipped (Spearman: over every condition
+    with a KID of all its samples).
 
     Returns
     -------
@@ -86,10 +99,11 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
     from scipy.stats import spearmanr
 
     kept = per_condition.filter(pl.col("skipped").is_null())
+    ranked = per_condition.filter(pl.col("kid_all").is_not_null() & pl.col("mean_trust").is_not_null())
+    spearman = spearmanr(ranked["mean_trust"], ranked["kid_all"]).statistic if ranked.height > 2 else None
     if kept.height == 0:
-        return {"conditions": 0}
+        return {"conditions": 0, "spearman": None if spearman is None or np.isnan(spearman) else float(spearman)}
     kid_trust, kid_random = kept["kid_accepted"].mean(), kept["kid_random"].mean()
-    spearman = spearmanr(kept["mean_trust"].to_numpy(), kept["kid_all"].to_numpy()).statistic if kept.height > 2 else None
     return {
         "conditions": kept.height,
         "accept": 100 * kept["accept"].mean(),

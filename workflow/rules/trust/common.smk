@@ -76,11 +76,34 @@ TRUST_SAMPLES = TRUST_SAMPLE_FOLDER + ".parquet"
 TRUST_SAMPLE_FEATURES = "results/trust/{dataset}/{regime}/features/{variant}-{extractor}-shard-{shard}.safetensors"
 
 
+for _dataset in TRUST_DATASETS if TRUST.get("generators") else []:
+    if "autoencoder" not in TRUST["datasets"][_dataset] and "autoencoder" not in TRUST:
+        raise ValueError(
+            f"config key 'trust.autoencoder' is missing: the generators of {_dataset} need it (or trust.datasets.{_dataset}.autoencoder)"
+        )
+
+
+def trust_per_condition(dataset):
+    """Samples per queried condition of a dataset: its own `per_condition`, else `sampling.per_condition`."""
+    return TRUST["datasets"][dataset].get("per_condition", TRUST["sampling"]["per_condition"])
+
+
+def trust_autoencoder_settings(dataset):
+    """The dataset's own `autoencoder` section, else the track's."""
+    return TRUST["datasets"][dataset].get("autoencoder", TRUST.get("autoencoder", {}))
+
+
+def trust_autoencoder(dataset):
+    """A dataset's autoencoder as an input: a configured folder, or the manifest of the one trained here."""
+    settings = trust_autoencoder_settings(dataset)
+    return settings["path"] if "path" in settings else saved_manifest(f"results/trust/{dataset}/autoencoder")
+
+
 def trust_generator_train_inputs(wildcards):
     """What training one generator reads: the real table, the dataset's autoencoder and, for REPA, its extractor."""
     inputs = {
         "table": f"results/trust/{wildcards.dataset}/real.parquet",
-        "autoencoder": saved_manifest(f"results/trust/{wildcards.dataset}/autoencoder"),
+        "autoencoder": trust_autoencoder(wildcards.dataset),
     }
     repa = TRUST["generators"][wildcards.variant].get("repa")
     if repa:

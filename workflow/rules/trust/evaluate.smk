@@ -17,7 +17,7 @@ rule trust_selection:
     params:
         scorer=canonical(TRUST["scorer"]),
         selection=canonical(TRUST["selection"]),
-        per_condition=TRUST["sampling"]["per_condition"],
+        per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         seed=TRUST["seed"],
     log:
@@ -178,7 +178,7 @@ rule trust_generator_signal:
     params:
         variants=TRUST_VARIANTS,
         shards=TRUST_SHARDS,
-        per_condition=TRUST["sampling"]["per_condition"],
+        per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         seed=TRUST["seed"],
     log:

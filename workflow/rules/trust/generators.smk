@@ -18,7 +18,7 @@ rule trust_autoencoder:
         **TRUST_WILDCARDS,
     params:
         root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
-        train=canonical(TRUST.get("autoencoder", {})),
+        train=lambda wildcards: canonical(trust_autoencoder_settings(wildcards.dataset)),
         image_size=TRUST["image_size"],
         seed=TRUST["seed"],
     log:
@@ -77,7 +77,7 @@ rule trust_generate:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        sampling=canonical(TRUST["sampling"]),
+        sampling=lambda wildcards: canonical(TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)}),
         seed=TRUST["seed"],
     log:
         "logs/trust/generate_{dataset}_{regime}_{variant}_shard-{shard}.log",

@@ -17,7 +17,7 @@ support_rows = training_support(w.dataset, table, w.regime, dict(p.subset).get("
 support = np.unique(attributes_of(w.dataset, table)[support_rows], axis=0)
 parts = []
 for variant, path in zip(p.variants, snakemake.input.conditions, strict=True):
-    rows = read_parquet(path).filter(pl.col("skipped").is_null())
+    rows = read_parquet(path).filter(pl.col("kid_all").is_not_null())
     parts.append(graded_shift(rows, support, names).with_columns(pl.lit(variant).alias("variant")))
 shift = pl.concat(parts)
 write_parquet(shift, snakemake.output.shift)
