@@ -53,3 +53,26 @@ def test_the_summary_row_and_its_table(selection):
     assert summary["spearman"] > 0  # the unseen condition is the worst in trust and in KID
     markdown = selection_markdown([{"dataset": "toy", "regime": "held_out", "variant": "v"} | summary])
     assert "| toy | held_out | v | 4 |" in markdown
+
+
+def test_the_scorer_ablation_runs_every_scorer_under_the_same_protocol():
+    from condeval.trust.evaluate import scorer_ablation
+
+    rng = np.random.default_rng(1)
+    seen = np.array([[0, 0], [1, 0], [0, 1]])
+    conditions = np.array([[0, 0], [1, 0], [0, 1], [1, 1]])
+    real_attributes = np.repeat(seen, 200, axis=0)
+    real = _features(real_attributes, rng)
+    sample_attributes = np.repeat(conditions, 80, axis=0)
+    samples = _features(sample_attributes, rng) + np.tile(np.r_[np.zeros(50), np.ones(30)], 4)[:, None] * rng.normal(
+        size=(320, D)
+    )
+    scorer, scores = fit_and_score(real, real_attributes, samples, sample_attributes, NAMES)
+    reference_attributes = np.repeat(conditions, 60, axis=0)
+    table = scorer_ablation(scorer, real, real_attributes, samples, scores, samples, _features(reference_attributes, rng),
+                            reference_attributes, conditions, NAMES, subset_size=40, n_subsets=3, n_random=3,
+                            min_real=20)  # fmt: skip
+    assert table["scorer"].to_list() == ["trust", "linear_probe_energy", "knn_per_attribute", "alpha_precision_distance"]
+    trust = table.filter(table["scorer"] == "trust").row(0, named=True)
+    assert trust["conditions"] == 4 and trust["improvement"] > 0
+    assert table["accept"].is_not_null().all()

@@ -20,7 +20,7 @@ from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
     "RANKED_SCORES", "fit_and_score", "selection_by_condition", "selection_summary", "selection_markdown", "rankings",
-    "graded_shift",
+    "graded_shift", "scorer_ablation", "scorer_markdown",
 ]  # fmt: skip
 
 
@@ -43,13 +43,13 @@ def fit_and_score(real_features, real_attributes, sample_features, sample_attrib
 
 def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thresholds: pl.DataFrame,
                            reference_features: np.ndarray, reference_attributes: np.ndarray, conditions, names,
-                           **protocol) -> pl.DataFrame:  # fmt: skip
+                           score: str = "trust", **protocol) -> pl.DataFrame:  # fmt: skip
     """:func:`~condeval.trust.filtering.selection_gain` for every queried condition, one row each.
 
     Parameters
     ----------
     scores : polars.DataFrame
-        :func:`fit_and_score`'s sample scores (``trust`` and the attribute columns), row-aligned with
+        :func:`fit_and_score`'s sample scores (``score`` and the attribute columns), row-aligned with
         ``kid_features``.
     kid_features : ndarray, shape (N, D)
         The samples' features in KID's space.
@@ -60,6 +60,8 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
     conditions : array-like of int, shape (M, K)
         The queried conditions.
     names : sequence of str
+    score : str
+        The column selected on (lower is better): ``trust``, or an ablation scorer's.
     **protocol
         ``selection_gain``'s sizes and kernel.
     """
@@ -67,7 +69,7 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
 
     names = list(names)
     attributes = scores.select(names).to_numpy()
-    trust = scores["trust"].to_numpy()
+    trust = scores[score].to_numpy()
     sizes = {key: protocol[key] for key in ("subset_size", "n_subsets", "seed", "kernel") if key in protocol}
     rows = []
     for condition in np.asarray(conditions):
@@ -116,23 +118,29 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
     }
 
 
-def selection_markdown(rows: list[dict]) -> str:
-    """The Section 5.1.1 table: one row per (dataset, regime, variant) :func:`selection_summary`."""
+def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) -> str:
+    """The Section 5.1.1 table: one row per :func:`selection_summary`, led by its ``keys`` columns."""
+    header = " | ".join("model" if key == "variant" else key for key in keys)
     lines = [
-        "| dataset | regime | model | conditions | Accept% | KID (trust) | KID (random) | improvement % | Spearman |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| {header} | conditions | Accept% | KID (trust) | KID (random) | improvement % | Spearman |",
+        "|---" * (len(keys) + 6) + "|",
     ]
     for row in rows:
+        lead = " | ".join(str(row[key]) for key in keys)
+        spearman = "" if row.get("spearman") is None else f"{row['spearman']:.2f}"
         if not row.get("conditions"):
-            lines.append(f"| {row['dataset']} | {row['regime']} | {row['variant']} | 0 | | | | | |")
+            lines.append(f"| {lead} | 0 | | | | | {spearman} |")
             continue
-        spearman = "" if row["spearman"] is None else f"{row['spearman']:.2f}"
         lines.append(
-            f"| {row['dataset']} | {row['regime']} | {row['variant']} | {row['conditions']} | {row['accept']:.1f} | "
-            f"{row['kid_trust']:.3f} ± {row['kid_trust_std']:.3f} | {row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | "
-            f"{row['improvement']:.1f} | {spearman} |"
+            f"| {lead} | {row['conditions']} | {row['accept']:.1f} | {row['kid_trust']:.3f} ± {row['kid_trust_std']:.3f} | "
+            f"{row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | {row['improvement']:.1f} | {spearman} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def scorer_markdown(ablation: pl.DataFrame) -> str:
+    """Appendix J's table: every scorer's :func:`selection_summary` per dataset, regime and generator."""
+    return selection_markdown(ablation.to_dicts(), keys=("dataset", "regime", "variant", "scorer"))
 
 
 #: The scores ranked in Section 5.1.2 and Appendix K (Figs. 2, 8, 9): the trust score and its two terms.
@@ -179,3 +187,45 @@ def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.
     names = list(names)
     distance = support_distance(per_condition.select(names).to_numpy(), np.asarray(support))
     return per_condition.select(*names, "mean_trust", "kid_all").with_columns(pl.Series("hamming", distance))
+
+
+def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_features, scores: pl.DataFrame,
+                    kid_features, reference_features, reference_attributes, conditions, names, *,
+                    quantile: float = 0.95, **protocol) -> pl.DataFrame:  # fmt: skip
+    """Appendix J: each alternative scorer of :mod:`condeval.trust.scorers` under the same P95-real
+    protocol as trust, fitted on the same real rows as the fitted ``scorer`` and thresholded on the
+    same held-out calibration rows; one :func:`selection_summary` row per scorer, trust's first.
+
+    Parameters
+    ----------
+    scorer : TrustScorer
+        Fitted on ``real_features`` / ``real_attributes``; its ``calibration_rows_`` calibrate every scorer.
+    real_features, real_attributes : ndarray
+        The real support rows ``scorer`` was fitted on.
+    sample_features : ndarray
+        The samples in the scoring space; ``scores`` their trust and attribute columns (row-aligned).
+    kid_features, reference_features, reference_attributes, conditions, names, quantile, **protocol
+        As :func:`selection_by_condition` and :meth:`TrustScorer.thresholds`.
+    """
+    from condeval.trust.filtering import condition_thresholds
+    from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy
+
+    names = list(names)
+    real_features, real_attributes = np.asarray(real_features), np.asarray(real_attributes)
+    calibration = np.zeros(len(real_features), dtype=bool)
+    calibration[scorer.calibration_rows_] = True
+    fit_rows = ~calibration if scorer.calibration > 0 else calibration
+    attributes = scores.select(names).to_numpy()
+    target = (reference_features, reference_attributes, conditions, names)
+    trusted = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), *target, **protocol)
+    rows = [{"scorer": "trust"} | selection_summary(trusted)]
+    alternatives = {"linear_probe_energy": LinearProbeEnergy(), "knn_per_attribute": KnnPerAttribute(),
+                    "alpha_precision_distance": AlphaPrecisionDistance()}  # fmt: skip
+    for name, alternative in alternatives.items():
+        alternative.fit(real_features[fit_rows], real_attributes[fit_rows])
+        real_scores = alternative.score(real_features[calibration], real_attributes[calibration])
+        thresholds = condition_thresholds(real_scores, real_attributes[calibration], names, quantile)
+        frame = scores.select(names).with_columns(pl.Series(name, alternative.score(sample_features, attributes)))
+        per_condition = selection_by_condition(frame, kid_features, thresholds, *target, score=name, **protocol)
+        rows.append({"scorer": name} | selection_summary(per_condition))
+    return pl.DataFrame(rows, infer_schema_length=None)

@@ -5,13 +5,15 @@
 
 
 rule trust_selection:
-    """Fit the score on the regime's real support, score the samples, select per condition by P95-real, KID."""
+    """Fit the score on the regime's real support, score the samples, select per condition by P95-real, KID;
+    the Appendix J scorers under the same protocol."""
     input:
         unpack(trust_selection_inputs),
     output:
         scores="results/trust/{dataset}/{regime}/scores/{variant}.parquet",
         conditions="results/trust/{dataset}/{regime}/selection/{variant}.parquet",
         summary="results/trust/{dataset}/{regime}/selection/{variant}.json",
+        ablation="results/trust/{dataset}/{regime}/selection/{variant}-scorers.parquet",
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
@@ -33,10 +35,17 @@ rule trust_selection:
 
 
 rule trust_selection_table:
-    """The Section 5.1.1 table: Accept%, KID of the trust-selected and of random subsets, Spearman."""
+    """The Section 5.1.1 table (Accept%, KID of the trust-selected and of random subsets, Spearman) and
+    Appendix J's scorer ablation."""
     input:
         summaries=[
             f"results/trust/{dataset}/{regime}/selection/{variant}.json"
+            for dataset in TRUST_DATASETS
+            for regime in TRUST_REGIMES
+            for variant in TRUST_VARIANTS
+        ],
+        ablations=[
+            f"results/trust/{dataset}/{regime}/selection/{variant}-scorers.parquet"
             for dataset in TRUST_DATASETS
             for regime in TRUST_REGIMES
             for variant in TRUST_VARIANTS
@@ -48,6 +57,12 @@ rule trust_selection_table:
             caption="../../report/trust/selection_table.rst",
             category="Trust score",
             labels={"table": "Section 5.1.1"},
+        ),
+        ablation=report(
+            "reports/trust/scorer_ablation.md",
+            caption="../../report/trust/scorer_ablation.rst",
+            category="Trust score",
+            labels={"table": "Appendix J scorers"},
         ),
     params:
         runs=[

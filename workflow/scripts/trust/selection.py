@@ -6,7 +6,7 @@ from condeval.core.io import read_parquet, write_json, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.features import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
-from condeval.trust.evaluate import fit_and_score, selection_by_condition, selection_summary
+from condeval.trust.evaluate import fit_and_score, scorer_ablation, selection_by_condition, selection_summary
 
 log = log_to_file(snakemake.log[0])
 p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
@@ -36,17 +36,23 @@ if not np.array_equal(sample_ids, kid_ids):
 # a sample's requested condition: its id // per_condition indexes conditions.parquet (trust_generate)
 conditions = read_parquet(i.conditions).select(names).to_numpy()
 sample_attributes = conditions[sample_ids // p.per_condition]
-scorer, scores = fit_and_score(real(i.real_scoring)[support], real_attributes[support], scoring, sample_attributes,
-                               names, seed=p.seed, **dict(p.scorer))  # fmt: skip
+real_scoring = real(i.real_scoring)[support]
+scorer, scores = fit_and_score(real_scoring, real_attributes[support], scoring, sample_attributes, names, seed=p.seed,
+                               **dict(p.scorer))  # fmt: skip
 scores = scores.with_columns(sample_id=sample_ids)
 selection = dict(p.selection)
 quantile = selection.pop("quantile")
-per_condition_rows = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), real(i.real_kid)[~support],
-                                            real_attributes[~support], conditions, names, seed=p.seed, **selection)  # fmt: skip
+target = (real(i.real_kid)[~support], real_attributes[~support], conditions, names)
+per_condition_rows = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), *target, seed=p.seed,
+                                            **selection)  # fmt: skip
 summary = selection_summary(per_condition_rows)
+ablation = scorer_ablation(scorer, real_scoring, real_attributes[support], scoring, scores, kid_features, *target,
+                           quantile=quantile, seed=p.seed, **selection)  # fmt: skip
+write_parquet(ablation, snakemake.output.ablation)
 write_parquet(scores, snakemake.output.scores)
 write_parquet(per_condition_rows, snakemake.output.conditions)
 write_json(summary, snakemake.output.summary)
 log.info("scorer fitted on %d real support rows; %d samples scored", int(support.sum()), scores.height)
 log.info("per condition:\n%s", per_condition_rows)
 log.info("summary: %s", summary)
+log.info("Appendix J scorers under the same protocol:\n%s", ablation)
