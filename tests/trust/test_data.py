@@ -7,7 +7,12 @@ import pytest
 from condeval.datasets.cellworld import write_cell_world
 from condeval.datasets.faceworld import write_face_world
 from condeval.trust.data import (
-    attributes_of, held_out_keys, queried_conditions, read_images, real_table, training_support,
+    attributes_of,
+    held_out_keys,
+    queried_conditions,
+    read_images,
+    real_table,
+    training_support,
 )  # fmt: skip
 
 

@@ -40,7 +40,9 @@ def test_trust_selection_beats_random_subsets_in_every_condition(selection):
     rows, _ = selection
     assert rows["skipped"].null_count() == 4
     assert (rows["kid_accepted"] < rows["kid_random"]).all(), rows
-    assert rows.filter((rows["a"] == 1) & (rows["b"] == 1))["fallback"].item() == 2  # two seen conditions tied at distance 1
+    assert (
+        rows.filter((rows["a"] == 1) & (rows["b"] == 1))["fallback"].item() == 2
+    )  # two seen conditions tied at distance 1
     assert rows.filter(rows["a"] + rows["b"] < 2)["fallback"].to_list() == [0, 0, 0]
 
 
@@ -72,7 +74,12 @@ def test_the_scorer_ablation_runs_every_scorer_under_the_same_protocol():
     table = scorer_ablation(scorer, real, real_attributes, samples, scores, samples, _features(reference_attributes, rng),
                             reference_attributes, conditions, NAMES, subset_size=40, n_subsets=3, n_random=3,
                             min_real=20)  # fmt: skip
-    assert table["scorer"].to_list() == ["trust", "linear_probe_energy", "knn_per_attribute", "alpha_precision_distance"]
+    assert table["scorer"].to_list() == [
+        "trust",
+        "linear_probe_energy",
+        "knn_per_attribute",
+        "alpha_precision_distance",
+    ]
     trust = table.filter(table["scorer"] == "trust").row(0, named=True)
     assert trust["conditions"] == 4 and trust["improvement"] > 0
     assert table["accept"].is_not_null().all()

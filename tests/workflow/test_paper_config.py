@@ -55,7 +55,10 @@ def _stand_ins(workdir: Path) -> dict:
     ]
     files += [section["file"] for section in data["judgments"].values()]
     trust = config["trust"]
-    files += [f"{trust['datasets']['celeba']['root']}/list_attr_celeba.txt", f"{trust['datasets']['rxrx1']['root']}/metadata.csv"]
+    files += [
+        f"{trust['datasets']['celeba']['root']}/list_attr_celeba.txt",
+        f"{trust['datasets']['rxrx1']['root']}/metadata.csv",
+    ]
     folders += [e["path"] for e in trust["extractors"].values()] + [trust["datasets"]["celeba"]["autoencoder"]["path"]]
     for file in files:
         (workdir / file).parent.mkdir(parents=True, exist_ok=True)

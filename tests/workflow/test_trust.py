@@ -19,7 +19,9 @@ TRAINING_OR_GENERATION = {
 
 def test_every_output_of_the_track_is_written(tiny_run):
     table = pl.read_parquet(tiny_run / "results/trust/selection_table.parquet")
-    assert {(d, v) for d, v in table.select("dataset", "variant").rows()} == {(d, v) for d in DATASETS for v in VARIANTS}
+    assert {(d, v) for d, v in table.select("dataset", "variant").rows()} == {
+        (d, v) for d in DATASETS for v in VARIANTS
+    }
     markdown = (tiny_run / "reports/trust/selection_table.md").read_text()
     assert markdown.count("| held_out |") == 4
     for dataset, attributes in (("celeba", 4), ("rxrx1", 2)):
@@ -39,7 +41,9 @@ def test_samples_are_every_queried_condition_in_the_real_format(tiny_run):
         conditions = pl.read_parquet(tiny_run / f"results/trust/{dataset}/conditions.parquet")
         frames = []
         for shard in (0, 1):
-            frame, images = read_samples(tiny_run / f"results/trust/{dataset}/held_out/samples/vanilla/shard-{shard}.parquet", names)
+            frame, images = read_samples(
+                tiny_run / f"results/trust/{dataset}/held_out/samples/vanilla/shard-{shard}.parquet", names
+            )
             assert images.shape[1:] == (channels, 16, 16)
             frames.append(frame)
         drawn = pl.concat(frames).group_by(names).len()

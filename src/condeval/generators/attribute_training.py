@@ -175,7 +175,9 @@ def train_attribute_generator(
     pl.seed_everything(seed, workers=True, verbose=False)
     latents = latents_of(vae, pixel_values(images).numpy())
     width = transformer.get("head_dim", 16) * transformer["heads"]
-    encoder_config = dict(AttributeEncoder(values=tuple(int(v) for v in values), width=width, context_width=width).config)
+    encoder_config = dict(
+        AttributeEncoder(values=tuple(int(v) for v in values), width=width, context_width=width).config
+    )
     rows = (latents, np.asarray(attributes, dtype=np.int64))
     repa = {}
     if repa_extractor is not None:

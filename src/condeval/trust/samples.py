@@ -133,7 +133,9 @@ def read_samples(manifest: str | os.PathLike, names) -> tuple[pl.DataFrame, np.n
     frame = read_parquet(manifest)
     missing = [c for c in ("sample_id", *names, "file", "channels") if c not in frame.columns]
     if missing:
-        raise DataFileError(f"{manifest}: no column {missing[0]!r} (needs sample_id, {', '.join(names)}, file, channels)")
+        raise DataFileError(
+            f"{manifest}: no column {missing[0]!r} (needs sample_id, {', '.join(names)}, file, channels)"
+        )
     duplicated = frame.filter(pl.col("sample_id").is_duplicated())
     if duplicated.height:
         raise DataFileError(f"{manifest}: sample_id {duplicated['sample_id'][0]} appears more than once")
@@ -147,7 +149,9 @@ def read_samples(manifest: str | os.PathLike, names) -> tuple[pl.DataFrame, np.n
                 arrays.append(np.asarray(image.convert("RGB" if len(paths) == 1 else "L")))
         pixels = arrays[0].transpose(2, 0, 1) if len(paths) == 1 else np.stack(arrays)
         if images and pixels.shape != images[0].shape:
-            raise DataFileError(f"{manifest}: sample {record['sample_id']} is {pixels.shape}, the first {images[0].shape}")
+            raise DataFileError(
+                f"{manifest}: sample {record['sample_id']} is {pixels.shape}, the first {images[0].shape}"
+            )
         images.append(pixels)
     return frame, (np.stack(images) if images else np.zeros((0, 3, 1, 1), np.uint8))
 

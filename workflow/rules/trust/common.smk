@@ -72,7 +72,7 @@ TRUST_WILDCARDS |= {
 }
 # One shard of samples of one generator: PNGs per condition and their manifest (condeval.trust.samples).
 TRUST_SAMPLE_FOLDER = "results/trust/{dataset}/{regime}/samples/{variant}/shard-{shard}"
-TRUST_SAMPLES = TRUST_SAMPLE_FOLDER + ".parquet"
+TRUST_SAMPLES = f"{TRUST_SAMPLE_FOLDER}.parquet"
 TRUST_SAMPLE_FEATURES = "results/trust/{dataset}/{regime}/features/{variant}-{extractor}-shard-{shard}.safetensors"
 
 

@@ -47,7 +47,9 @@ rule trust_train_generator:
         **TRUST_WILDCARDS,
     params:
         root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
-        train=lambda wildcards: canonical(TRUST["generators"][wildcards.variant].get("train", TRUST["generator_training"])),
+        train=lambda wildcards: canonical(
+            TRUST["generators"][wildcards.variant].get("train", TRUST["generator_training"])
+        ),
         repa=lambda wildcards: canonical(TRUST["generators"][wildcards.variant].get("repa", {})),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         image_size=TRUST["image_size"],
@@ -77,7 +79,9 @@ rule trust_generate:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        sampling=lambda wildcards: canonical(TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)}),
+        sampling=lambda wildcards: canonical(
+            TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)}
+        ),
         seed=TRUST["seed"],
     log:
         "logs/trust/generate_{dataset}_{regime}_{variant}_shard-{shard}.log",

@@ -23,4 +23,7 @@ shift = pl.concat(parts)
 write_parquet(shift, snakemake.output.shift)
 with atomic_path(snakemake.output.figure) as tmp:
     plot_graded_shift(shift, tmp, f"{w.dataset}, {w.regime.replace('_', '-')} support")
-log.info("graded shift (means per distance):\n%s", shift.group_by("variant", "hamming").agg(pl.col("mean_trust", "kid_all").mean()).sort("variant", "hamming"))
+log.info(
+    "graded shift (means per distance):\n%s",
+    shift.group_by("variant", "hamming").agg(pl.col("mean_trust", "kid_all").mean()).sort("variant", "hamming"),
+)

@@ -14,7 +14,9 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 table = read_parquet(snakemake.input.table).with_row_index("row")
-encoder = PatchEncoder(saved_folder(snakemake.input.extractor), device=device_for_gpus(snakemake.resources.get("gpu", 0)))
+encoder = PatchEncoder(
+    saved_folder(snakemake.input.extractor), device=device_for_gpus(snakemake.resources.get("gpu", 0))
+)
 features = []
 for chunk in table.iter_slices(4 * p.batch_size):
     images = read_images(snakemake.wildcards.dataset, p.root, chunk.iter_rows(named=True), p.image_size)

@@ -12,7 +12,9 @@ from condeval.trust.samples import read_samples
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 frame, images = read_samples(snakemake.input.samples, snakemake.params.names)
-encoder = PatchEncoder(saved_folder(snakemake.input.extractor), device=device_for_gpus(snakemake.resources.get("gpu", 0)))
+encoder = PatchEncoder(
+    saved_folder(snakemake.input.extractor), device=device_for_gpus(snakemake.resources.get("gpu", 0))
+)
 features = encoder.encode(images, snakemake.params.batch_size)
 write_feature_shard(snakemake.output.features, frame["sample_id"].to_numpy(), features,
                     {"encoder": encoder.identity, "samples": str(snakemake.input.samples), "feature": "mean patch token"})  # fmt: skip
