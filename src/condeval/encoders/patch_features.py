@@ -6,9 +6,15 @@ Both load with ``from_pretrained`` like ``facebook/dinov3-vitl16-pretrain-lvd168
 ``google/siglip-so400m-patch14-224``; the offline default builds tiny configs of the same classes.
 Which tokens are the patches is one choice made here (:func:`patch_tokens`): DINOv3's sequence is
 ``[CLS, registers…, patches…]``, SigLIP's vision tower has patches only.
+
+Two ways to train them: :func:`train_patch_encoder` on crop views of given images, and
+:func:`train_patch_encoder_on_world` on renders drawn from a miniature world (faces or cells), where
+the world's nuisance is the augmentation and every instance meets a counterfactual twin in its batch.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -18,8 +24,12 @@ from condeval.core.training import ScheduledModule
 
 __all__ = [
     "tiny_dinov3", "tiny_siglip_vision", "patch_tokens", "mean_patch_features", "pixel_values", "augmented_views",
-    "ContrastivePatchEncoder", "train_patch_encoder",
+    "counterfactual_face", "face_view_pairs", "cell_view_pairs", "ContrastivePatchEncoder", "train_patch_encoder",
+    "train_patch_encoder_on_world",
 ]  # fmt: skip
+
+#: What a face's two views resample: everything the four attributes, the skin and the hair do not fix.
+FACE_NUISANCE = ("scale", "dx", "dy", "tilt", "background", "light")
 
 
 def tiny_dinov3(image_size: int, *, width: int = 64, layers: int = 3, heads: int = 4, patch_size: int = 8,
@@ -59,7 +69,7 @@ def mean_patch_features(model, pixel_values: torch.Tensor) -> torch.Tensor:
 # ------------------------------------------------------------------------------------ training
 def pixel_values(images) -> torch.Tensor:
     """uint8 images (N, C, H, W) as the extractors read them: each channel scaled to [−1, 1]."""
-    return torch.as_tensor(np.asarray(images), dtype=torch.float32) / 127.5 - 1.0
+    return torch.as_tensor(images if torch.is_tensor(images) else np.asarray(images), dtype=torch.float32) / 127.5 - 1.0
 
 
 def augmented_views(images: np.ndarray, seed: int) -> np.ndarray:
@@ -80,6 +90,81 @@ def augmented_views(images: np.ndarray, seed: int) -> np.ndarray:
     return out
 
 
+def counterfactual_face(face, attribute: int, rng: np.random.Generator):
+    """``face`` with one attribute (an index into ``Face.attributes``) flipped, all else kept; flipping
+    Blond_Hair recolours the hair (blond ↔ a dark shade, drawn as the world draws it)."""
+    from condeval.datasets.faceworld import sample_face
+
+    values = list(face.attributes)
+    values[attribute] = 1 - values[attribute]
+    male, smiling, blond, glasses = values
+    twin = replace(face, male=male, smiling=smiling, blond=blond, glasses=glasses)
+    if attribute == 2:
+        drawn = sample_face(rng, values)
+        twin = replace(twin, hair=drawn.hair, hair_name=drawn.hair_name)
+    return twin
+
+
+def face_view_pairs(n: int, seed: int, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Two views of ``n`` faces and of their counterfactual twins, uint8 (n, 5, 3, side, side) each.
+
+    Row ``i`` holds a face drawn from the world (:func:`~condeval.datasets.faceworld.sample_face`)
+    and its four twins, one per attribute flipped (:func:`counterfactual_face`). A view renders all
+    five with one fresh draw of :data:`FACE_NUISANCE` and fresh pixel noise, so within a view a face
+    and a twin differ by one attribute alone, and the two views of a face share only what it is.
+    """
+    from condeval.datasets.faceworld import render_face, sample_face
+
+    rng = np.random.default_rng(seed)
+    views = np.empty((2, n, 5, 3, side, side), np.uint8)
+    for i in range(n):
+        face = sample_face(rng)
+        group = (face, *(counterfactual_face(face, k, rng) for k in range(len(face.attributes))))
+        for view in views:
+            fresh = sample_face(rng)
+            nuisance = {name: getattr(fresh, name) for name in FACE_NUISANCE}
+            for j, instance in enumerate(group):
+                view[i, j] = _as_written(render_face(replace(instance, **nuisance), rng, side))
+    return views[0], views[1]
+
+
+def _as_written(image) -> np.ndarray:
+    """(3, H, W) uint8 of a rendered face after the JPEG round trip the world's files take (quality 92)."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=92)
+    return np.asarray(Image.open(buffer).convert("RGB")).transpose(2, 0, 1)
+
+
+def cell_view_pairs(n: int, seed: int, side: int, world_seed: int = 0, sirna_ids=None) -> tuple[np.ndarray, np.ndarray]:
+    """Two views of ``n`` sites and of their counterfactual twins, uint8 (n, 3, 6, side, side) each.
+
+    Row ``i`` holds a (cell type, siRNA) pair drawn uniformly (siRNAs from ``sirna_ids``, default the
+    whole library 1…1138, effects as the world ``world_seed`` draws them) and its two twins: another
+    siRNA in the same cell type, and the same siRNA in another cell type. A view renders each one's
+    :class:`~condeval.datasets.cellworld.SiteSpec` afresh: new cell count, placement, sizes,
+    orientations, nucleoli, granules and noise.
+    """
+    from condeval.datasets.cellworld import CELL_TYPE_BASES, NEGATIVE_CONTROL, render_site, site_parameters
+
+    rng = np.random.default_rng(seed)
+    types = list(CELL_TYPE_BASES)
+    ids = np.arange(1, NEGATIVE_CONTROL + 1) if sirna_ids is None else np.asarray(sirna_ids)
+    views = np.empty((2, n, 3, 6, side, side), np.uint8)
+    for i in range(n):
+        cell_type, sirna = str(rng.choice(types)), int(rng.choice(ids))
+        group = ((cell_type, sirna), (cell_type, int(rng.choice(ids[ids != sirna]))),
+                 (str(rng.choice([t for t in types if t != cell_type])), sirna))  # fmt: skip
+        specs = [site_parameters(*pair, world_seed) for pair in group]
+        for view in views:
+            for j, spec in enumerate(specs):
+                view[i, j] = render_site(spec, rng, side)
+    return views[0], views[1]
+
+
 class ContrastivePatchEncoder(ScheduledModule):
     """Lightning wrapper: two views of each image pulled together by their mean-patch features.
 
@@ -87,12 +172,18 @@ class ContrastivePatchEncoder(ScheduledModule):
     DINOv3 itself self-distils). ``kind="siglip"``: SigLIP's pairwise sigmoid loss with a learnt scale
     and bias (initialised at log 10 and −10, as SigLIP's), the second view in the text's place. The
     two extractors thus differ by objective as well as by architecture.
+
+    A batch is two views, (B, C, H, W) or (B, G, C, H, W): rows of ``G`` instances (an instance and
+    its counterfactual twins), each its own instance, so twins always meet as negatives. With rows of
+    twins, ``twin_weight`` adds the same loss within each row alone (an instance against its twins):
+    InfoNCE over the batch spreads its gradient over many easy negatives, and the twins, which differ
+    by one attribute, would otherwise be told apart late.
     """
 
     decay_matrices_only = True
 
     def __init__(self, kind: str, config: dict, lr: float = 1e-3, weight_decay: float = 0.05, warmup_steps: int = 50,
-                 total_steps: int = 1000, temperature: float = 0.1):  # fmt: skip
+                 total_steps: int = 1000, temperature: float = 0.1, twin_weight: float = 0.0):  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
         if kind == "dinov3":
@@ -109,14 +200,37 @@ class ContrastivePatchEncoder(ScheduledModule):
             raise ValueError(f"kind must be 'dinov3' or 'siglip'; got {kind!r}")
 
     def _loss(self, batch, training: bool) -> torch.Tensor:
-        a, b = (F.normalize(mean_patch_features(self.model, pixel_values(view)), dim=-1) for view in batch)
+        a, b = (F.normalize(mean_patch_features(self.model, pixel_values(_instances(view))), dim=-1) for view in batch)
+        loss = self._objective(a, b)
+        if self.hparams.twin_weight and batch[0].ndim == 5:
+            groups = batch[0].shape[1]
+            loss = loss + self.hparams.twin_weight * self._objective(a.unflatten(0, (-1, groups)),
+                                                                     b.unflatten(0, (-1, groups)))  # fmt: skip
+        return loss
+
+    def _objective(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """The extractor's loss between unit features (..., n, D) of two views, row i of each the same instance."""
+        logits = a @ b.transpose(-1, -2)
         if self.hparams.kind == "dinov3":
-            logits = a @ b.T / self.hparams.temperature
-            labels = torch.arange(len(a), device=a.device)
-            return (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
-        logits = a @ b.T * self.logit_scale.exp() + self.logit_bias
-        signs = 2 * torch.eye(len(a), device=a.device) - 1  # +1 on the matching pairs, −1 elsewhere
-        return -F.logsigmoid(signs * logits).sum() / len(a)
+            return _info_nce(logits / self.hparams.temperature)
+        return _sigmoid_loss(logits * self.logit_scale.exp() + self.logit_bias)
+
+
+def _info_nce(logits: torch.Tensor) -> torch.Tensor:
+    """Symmetric InfoNCE of (..., n, n) logits whose diagonal holds the matching views."""
+    return -(logits.log_softmax(-1) + logits.log_softmax(-2)).diagonal(dim1=-2, dim2=-1).mean() / 2
+
+
+def _sigmoid_loss(logits: torch.Tensor) -> torch.Tensor:
+    """SigLIP's loss of (..., n, n) logits: +1 labels on the diagonal, −1 elsewhere, summed per row."""
+    n = logits.shape[-1]
+    signs = 2 * torch.eye(n, device=logits.device) - 1
+    return -F.logsigmoid(signs * logits).sum((-2, -1)).mean() / n
+
+
+def _instances(view: torch.Tensor) -> torch.Tensor:
+    """(B, G, C, H, W) rows of twins as (B·G, C, H, W) instances; (B, C, H, W) as it is."""
+    return view.flatten(0, 1) if view.ndim == 5 else view
 
 
 def train_patch_encoder(
@@ -131,18 +245,71 @@ def train_patch_encoder(
     dict
         The training summary.
     """
+    views = augmented_views(images, seed), augmented_views(images, seed + 1)
+    return _train_on_views(views, out_dir, kind=kind, model=model, epochs=epochs, batch_size=batch_size, lr=lr,
+                           val_rows=val_images, seed=seed, temperature=temperature, accelerator=accelerator,
+                           fingerprint=fingerprint)  # fmt: skip
+
+
+def train_patch_encoder_on_world(
+    world: str, out_dir, *, kind: str, instances: int, side: int, model: dict, epochs: int, batch_size: int,
+    lr: float, val_instances: int, seed: int, world_seed: int = 0, sirna_ids=None, temperature: float = 0.2,
+    twin_weight: float = 3.0, accelerator: str = "cpu", fingerprint: str | None = None,
+) -> dict:  # fmt: skip
+    """Train a tiny DINOv3 or SigLIP vision tower on renders of a miniature world; ``save_pretrained`` it.
+
+    Needs no files: ``instances`` rows are drawn with ``seed`` by :func:`face_view_pairs`
+    (``world="faces"``) or :func:`cell_view_pairs` (``world="cells"``; ``world_seed`` and
+    ``sirna_ids`` as there), each an instance and its counterfactual twins, two views of each. A batch
+    of ``batch_size`` rows thus holds 5 (faces) or 3 (cells) times as many instances, and the loss
+    must tell every instance from its twins, which differ by one attribute (faces) or one factor
+    (cells); ``twin_weight`` weighs the loss within each row (see :class:`ContrastivePatchEncoder`).
+
+    Parameters
+    ----------
+    world : {"faces", "cells"}
+    out_dir : path-like
+    kind : {"dinov3", "siglip"}
+    instances, side : int
+        Rows drawn (the first ``val_instances`` held out for early stopping) and their image side.
+    model : dict
+        Keyword arguments of :func:`tiny_dinov3` or :func:`tiny_siglip_vision`.
+    epochs, batch_size, val_instances, seed, world_seed : int
+    lr, temperature, twin_weight : float
+    sirna_ids : sequence of int, optional
+    accelerator : str
+    fingerprint : str, optional
+
+    Returns
+    -------
+    dict
+        The training summary.
+    """
+    if world == "faces":
+        views = face_view_pairs(instances, seed, side)
+    elif world == "cells":
+        views = cell_view_pairs(instances, seed, side, world_seed, sirna_ids)
+    else:
+        raise ValueError(f"world must be 'faces' or 'cells'; got {world!r}")
+    return _train_on_views(views, out_dir, kind=kind, model=model, epochs=epochs, batch_size=batch_size, lr=lr,
+                           val_rows=val_instances, seed=seed, temperature=temperature, twin_weight=twin_weight,
+                           accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+
+
+def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_rows, seed, temperature, accelerator,
+                    fingerprint, twin_weight: float = 0.0) -> dict:  # fmt: skip
     import pytorch_lightning as pl
 
     from condeval.encoders.train import _steps, train_and_export
 
-    side, channels = images.shape[-1], images.shape[1]
+    first = views[0]
+    side, channels = first.shape[-1], first.shape[-3]
     build = tiny_dinov3 if kind == "dinov3" else tiny_siglip_vision
     config = build(side, **model).config
     config.num_channels = channels
     pl.seed_everything(seed, workers=True, verbose=False)
-    first, second = augmented_views(images, seed), augmented_views(images, seed + 1)
-    steps = _steps(len(images) - val_images, batch_size, epochs)
+    steps = _steps(len(first) - val_rows, batch_size, epochs)
     module = ContrastivePatchEncoder(kind, config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10),
-                                     total_steps=steps, temperature=temperature)  # fmt: skip
-    return train_and_export(module, (first, second), out_dir, val_rows=val_images, epochs=epochs,
-                            batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+                                     total_steps=steps, temperature=temperature, twin_weight=twin_weight)  # fmt: skip
+    return train_and_export(module, tuple(views), out_dir, val_rows=val_rows, epochs=epochs, batch_size=batch_size,
+                            seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
