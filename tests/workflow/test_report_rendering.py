@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 from jinja2 import Environment
 
-CONFIGS = ("config", "i2t", "t2i", "crc")
+CONFIGS = ("config", "i2t", "t2i", "crc", "trust")
 # Snakemake appends link targets to every caption; the file and category links of a real report need
 # finished outputs, and no caption uses them (a caption that did would fail here, loudly).
 RST_LINKS = "\n\n.. _Workflow: javascript:show_panel('workflow')\n.. _Statistics: javascript:show_panel('statistics')\n"
