@@ -26,7 +26,8 @@ PAPER = yaml.safe_load((REPO / "config/paper.yaml").read_text())
 DAG_SOURCES = {
     "coco2014", "foil_it", "foil_nocaps", "richhf18k", "pick_a_pic_prompts", "flickr8k", "polaris", "clipscore_bundle",
     "blip_base", "blip_large", "git_base", "git_large", "clip_vit_l14", "bert_base", "ml_laion_b32", "ml_laion_h14",
-    "dinov2_base", "sd3_medium", "sd35_large", "flux_dev", "kandinsky_22",
+    "dinov2_base", "sd3_medium", "sd35_large", "flux_dev", "kandinsky_22", "celeba", "rxrx1", "dinov3_vitl16",
+    "siglip_so400m", "sd_vae_ft_mse",
 }  # fmt: skip
 RECORDS = json.dumps([{"image_path": "a.jpg", "references": ["a cube"]}]).encode()
 

@@ -17,7 +17,10 @@ def trust_release(dataset):
 
 
 def trust_release_input(wildcards):
-    return trust_release(wildcards.dataset)
+    """What a job reads a release through: the release file the miniature's rule writes, or the folder
+    itself (a real release, placed by hand or by its fetch rule)."""
+    dataset = TRUST["datasets"][wildcards.dataset]
+    return trust_release(wildcards.dataset) if "miniature" in dataset else dataset["root"]
 
 
 def trust_subset(dataset):
