@@ -51,3 +51,72 @@ def test_the_contrastive_objective_prefers_matching_views_and_the_trained_tower_
                                   epochs=1, batch_size=16, lr=1e-3, val_images=16, seed=0)  # fmt: skip
     loaded = AutoModel.from_pretrained(tmp_path / kind)
     assert loaded.config.num_channels == 6 and summary["epochs_run"] == 1
+
+
+def test_a_counterfactual_twin_differs_by_its_one_attribute():
+    import numpy as np
+
+    from condeval.datasets.faceworld import sample_face
+    from condeval.encoders.patch_features import FACE_NUISANCE, counterfactual_face
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        face = sample_face(rng)
+        for k in range(4):
+            twin = counterfactual_face(face, k, rng)
+            flipped = [a != b for a, b in zip(face.attributes, twin.attributes, strict=True)]
+            assert flipped == [i == k for i in range(4)]
+            assert twin.skin == face.skin and all(getattr(twin, n) == getattr(face, n) for n in FACE_NUISANCE)
+            assert (twin.hair_name == "blond") == bool(twin.blond)
+            assert (twin.hair == face.hair) == (k != 2)
+
+
+def test_view_pairs_hold_each_instance_beside_its_twins_and_cells_name_their_condition():
+    import numpy as np
+
+    from condeval.encoders.patch_features import cell_view_pairs, face_view_pairs
+
+    first, second = face_view_pairs(3, seed=0, side=16)
+    assert first.shape == second.shape == (3, 5, 3, 16, 16) and first.dtype == np.uint8
+    assert (first != second).any()
+    first, second, keys = cell_view_pairs(6, seed=0, side=16, sirna_ids=[1, 2])
+    assert first.shape == second.shape == (6, 3, 6, 16, 16) and keys.shape == (6, 3)
+    assert (keys[:, 0] != keys[:, 1]).all() and (keys[:, 0] != keys[:, 2]).all()
+    assert (keys[:, 0] % 1139 == keys[:, 2] % 1139).all()  # the cell-type twin keeps the siRNA
+    assert (keys[:, 0] // 1139 == keys[:, 1] // 1139).all()  # the siRNA twin keeps the cell type
+
+
+@pytest.mark.parametrize("kind", ["dinov3", "siglip"])
+def test_two_rows_of_one_condition_are_not_each_others_negatives(kind):
+    import numpy as np
+
+    from condeval.encoders.patch_features import ContrastivePatchEncoder
+
+    images = np.random.default_rng(0).integers(0, 256, (4, 3, 3, 16, 16), dtype=np.uint8)
+    images[1] = images[0]  # rows 0 and 1: the same condition, drawn twice
+    torch.manual_seed(0)
+    config = (tiny_dinov3 if kind == "dinov3" else tiny_siglip_vision)(16, width=32, layers=1, heads=2, patch_size=4)
+    module = ContrastivePatchEncoder(kind, config.config.to_dict())
+    batch = torch.as_tensor(images)
+    distinct = torch.arange(12).reshape(4, 3)
+    with torch.no_grad():
+        unmarked = module._loss((batch, batch, distinct), training=False)
+        marked = module._loss((batch, batch, torch.cat([distinct[:1], distinct[:1], distinct[2:]])), training=False)
+    assert marked < unmarked
+
+
+def test_a_world_trained_tower_standardises_its_channels_where_its_tokens_are_read(tmp_path):
+    from transformers import AutoModel
+
+    from condeval.encoders.patch_features import pixel_values, train_patch_encoder_on_world
+
+    summary = train_patch_encoder_on_world("cells", tmp_path / "cells", kind="dinov3", instances=8, side=16,
+                                           model=dict(width=32, layers=1, heads=2, patch_size=4), epochs=1,
+                                           batch_size=4, lr=1e-3, val_instances=4, seed=0, sirna_ids=[1, 2])  # fmt: skip
+    model = AutoModel.from_pretrained(tmp_path / "cells").eval()
+    mean, std = (torch.tensor(v)[:, None, None] for v in (model.config.channel_mean, model.config.channel_std))
+    assert summary["epochs_run"] == 1 and mean.shape[0] == 6 and (std > 0).all()
+    pixels = pixel_values(torch.randint(0, 256, (2, 6, 16, 16), dtype=torch.uint8))
+    with torch.no_grad():
+        hidden = model(pixel_values=(pixels - mean) / std).last_hidden_state
+        torch.testing.assert_close(patch_tokens(model, pixels), hidden[:, 1 + model.config.num_register_tokens :])

@@ -9,7 +9,7 @@ Which tokens are the patches is one choice made here (:func:`patch_tokens`): DIN
 
 Two ways to train them: :func:`train_patch_encoder` on crop views of given images, and
 :func:`train_patch_encoder_on_world` on renders drawn from a miniature world (faces or cells), where
-the world's nuisance is the augmentation and every instance meets a counterfactual twin in its batch.
+the world's nuisance is the augmentation and every instance meets its counterfactual twins in its batch.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from condeval.core.training import ScheduledModule
 
 __all__ = [
     "tiny_dinov3", "tiny_siglip_vision", "patch_tokens", "mean_patch_features", "pixel_values", "augmented_views",
-    "counterfactual_face", "face_view_pairs", "cell_view_pairs", "ContrastivePatchEncoder", "train_patch_encoder",
-    "train_patch_encoder_on_world",
+    "FACE_NUISANCE", "counterfactual_face", "face_view_pairs", "cell_view_pairs", "channel_statistics",
+    "ContrastivePatchEncoder", "train_patch_encoder", "train_patch_encoder_on_world",
 ]  # fmt: skip
 
 #: What a face's two views resample: everything the four attributes, the skin and the hair do not fix.
@@ -52,13 +52,25 @@ def tiny_siglip_vision(image_size: int, *, width: int = 64, layers: int = 3, hea
 
 
 def patch_tokens(model, pixel_values: torch.Tensor) -> torch.Tensor:
-    """(B, P, D): the final hidden states of the image patches alone (DINOv3: after its CLS and register tokens)."""
-    hidden = model(pixel_values=pixel_values).last_hidden_state
+    """(B, P, D): the final hidden states of the image patches alone (DINOv3: after its CLS and register tokens).
+
+    A config carrying ``channel_mean`` and ``channel_std`` (the tiny extractors trained on world renders)
+    has ``pixel_values`` standardised per channel with them first, as an image processor would.
+    """
+    hidden = model(pixel_values=_standardised(model.config, pixel_values)).last_hidden_state
     if model.config.model_type == "dinov3_vit":
         return hidden[:, 1 + model.config.num_register_tokens :]
     if model.config.model_type == "siglip_vision_model":
         return hidden
     raise ValueError(f"patch_tokens reads DINOv3 or SigLIP vision models, not {model.config.model_type!r}")
+
+
+def _standardised(config, pixel_values: torch.Tensor) -> torch.Tensor:
+    mean, std = getattr(config, "channel_mean", None), getattr(config, "channel_std", None)
+    if mean is None or std is None:
+        return pixel_values
+    mean, std = (torch.tensor(v, dtype=pixel_values.dtype, device=pixel_values.device) for v in (mean, std))
+    return (pixel_values - mean[:, None, None]) / std[:, None, None]
 
 
 def mean_patch_features(model, pixel_values: torch.Tensor) -> torch.Tensor:
@@ -95,12 +107,10 @@ def counterfactual_face(face, attribute: int, rng: np.random.Generator):
     Blond_Hair recolours the hair (blond ↔ a dark shade, drawn as the world draws it)."""
     from condeval.datasets.faceworld import sample_face
 
-    values = list(face.attributes)
-    values[attribute] = 1 - values[attribute]
-    male, smiling, blond, glasses = values
-    twin = replace(face, male=male, smiling=smiling, blond=blond, glasses=glasses)
-    if attribute == 2:
-        drawn = sample_face(rng, values)
+    field = ("male", "smiling", "blond", "glasses")[attribute]
+    twin = replace(face, **{field: 1 - getattr(face, field)})
+    if field == "blond":
+        drawn = sample_face(rng, twin.attributes)
         twin = replace(twin, hair=drawn.hair, hair_name=drawn.hair_name)
     return twin
 
@@ -110,8 +120,9 @@ def face_view_pairs(n: int, seed: int, side: int) -> tuple[np.ndarray, np.ndarra
 
     Row ``i`` holds a face drawn from the world (:func:`~condeval.datasets.faceworld.sample_face`)
     and its four twins, one per attribute flipped (:func:`counterfactual_face`). A view renders all
-    five with one fresh draw of :data:`FACE_NUISANCE` and fresh pixel noise, so within a view a face
-    and a twin differ by one attribute alone, and the two views of a face share only what it is.
+    five with one fresh draw of :data:`FACE_NUISANCE` and fresh pixel noise, then through the JPEG
+    round trip the world's files take, so within a view a face and a twin differ by one attribute
+    alone, and the two views of a face share only what it is.
     """
     from condeval.datasets.faceworld import render_face, sample_face
 
@@ -139,30 +150,33 @@ def _as_written(image) -> np.ndarray:
     return np.asarray(Image.open(buffer).convert("RGB")).transpose(2, 0, 1)
 
 
-def cell_view_pairs(n: int, seed: int, side: int, world_seed: int = 0, sirna_ids=None) -> tuple[np.ndarray, np.ndarray]:
-    """Two views of ``n`` sites and of their counterfactual twins, uint8 (n, 3, 6, side, side) each.
+def cell_view_pairs(n: int, seed: int, side: int, world_seed: int = 0, sirna_ids=None) -> tuple[np.ndarray, ...]:
+    """Two views of ``n`` sites and of their counterfactual twins, uint8 (n, 3, 6, side, side) each,
+    and each instance's condition key (n, 3), equal for instances of one (cell type, siRNA).
 
     Row ``i`` holds a (cell type, siRNA) pair drawn uniformly (siRNAs from ``sirna_ids``, default the
     whole library 1…1138, effects as the world ``world_seed`` draws them) and its two twins: another
     siRNA in the same cell type, and the same siRNA in another cell type. A view renders each one's
     :class:`~condeval.datasets.cellworld.SiteSpec` afresh: new cell count, placement, sizes,
-    orientations, nucleoli, granules and noise.
+    orientations, nucleoli, granules and noise. A few siRNAs make one condition recur in a batch;
+    the loss leaves such pairs out of the negatives, by their keys.
     """
     from condeval.datasets.cellworld import CELL_TYPE_BASES, NEGATIVE_CONTROL, render_site, site_parameters
 
     rng = np.random.default_rng(seed)
     types = list(CELL_TYPE_BASES)
     ids = np.arange(1, NEGATIVE_CONTROL + 1) if sirna_ids is None else np.asarray(sirna_ids)
-    views = np.empty((2, n, 3, 6, side, side), np.uint8)
+    views, keys = np.empty((2, n, 3, 6, side, side), np.uint8), np.empty((n, 3), np.int64)
     for i in range(n):
         cell_type, sirna = str(rng.choice(types)), int(rng.choice(ids))
         group = ((cell_type, sirna), (cell_type, int(rng.choice(ids[ids != sirna]))),
                  (str(rng.choice([t for t in types if t != cell_type])), sirna))  # fmt: skip
+        keys[i] = [types.index(t) * (NEGATIVE_CONTROL + 1) + s for t, s in group]
         specs = [site_parameters(*pair, world_seed) for pair in group]
         for view in views:
             for j, spec in enumerate(specs):
                 view[i, j] = render_site(spec, rng, side)
-    return views[0], views[1]
+    return views[0], views[1], keys
 
 
 class ContrastivePatchEncoder(ScheduledModule):
@@ -174,16 +188,19 @@ class ContrastivePatchEncoder(ScheduledModule):
     two extractors thus differ by objective as well as by architecture.
 
     A batch is two views, (B, C, H, W) or (B, G, C, H, W): rows of ``G`` instances (an instance and
-    its counterfactual twins), each its own instance, so twins always meet as negatives. With rows of
-    twins, ``twin_weight`` adds the same loss within each row alone (an instance against its twins):
-    InfoNCE over the batch spreads its gradient over many easy negatives, and the twins, which differ
-    by one attribute, would otherwise be told apart late.
+    its counterfactual twins), each its own instance, so twins always meet as negatives. An optional
+    third array of condition keys (B, G) leaves pairs of distinct instances with one key out of the
+    negatives. With rows of twins, ``twin_weight`` adds the same loss within each row alone (an
+    instance against its twins): over the whole batch the gradient is spread over many easy
+    negatives, and twins that differ by a mouth or a rim would be told apart late.
+    ``max_grad_norm`` clips the gradient's global norm, as SigLIP and DINOv3 are trained.
     """
 
     decay_matrices_only = True
 
     def __init__(self, kind: str, config: dict, lr: float = 1e-3, weight_decay: float = 0.05, warmup_steps: int = 50,
-                 total_steps: int = 1000, temperature: float = 0.1, twin_weight: float = 0.0):  # fmt: skip
+                 total_steps: int = 1000, temperature: float = 0.1, twin_weight: float = 0.0,
+                 max_grad_norm: float | None = None):  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
         if kind == "dinov3":
@@ -200,32 +217,53 @@ class ContrastivePatchEncoder(ScheduledModule):
             raise ValueError(f"kind must be 'dinov3' or 'siglip'; got {kind!r}")
 
     def _loss(self, batch, training: bool) -> torch.Tensor:
-        a, b = (F.normalize(mean_patch_features(self.model, pixel_values(_instances(view))), dim=-1) for view in batch)
-        loss = self._objective(a, b)
-        if self.hparams.twin_weight and batch[0].ndim == 5:
-            groups = batch[0].shape[1]
+        first, keys = batch[0], batch[2:]
+        a, b = (F.normalize(mean_patch_features(self.model, pixel_values(_instances(v))), dim=-1) for v in batch[:2])
+        shared = None
+        if keys:
+            key = keys[0].reshape(-1)
+            shared = (key[:, None] == key[None, :]) & ~torch.eye(len(key), dtype=torch.bool, device=key.device)
+        loss = self._objective(a, b, shared)
+        if self.hparams.twin_weight and first.ndim == 5:
+            groups = first.shape[1]
             loss = loss + self.hparams.twin_weight * self._objective(a.unflatten(0, (-1, groups)),
                                                                      b.unflatten(0, (-1, groups)))  # fmt: skip
         return loss
 
-    def _objective(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """The extractor's loss between unit features (..., n, D) of two views, row i of each the same instance."""
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+        if self.hparams.max_grad_norm is not None:
+            self.clip_gradients(optimizer, gradient_clip_val=self.hparams.max_grad_norm, gradient_clip_algorithm="norm")
+
+    def _objective(self, a: torch.Tensor, b: torch.Tensor, shared: torch.Tensor | None = None) -> torch.Tensor:
+        """The extractor's loss between unit features (..., n, D) of two views, row i of each the same
+        instance; ``shared`` (n, n) marks pairs of distinct rows drawn from one condition, left out."""
         logits = a @ b.transpose(-1, -2)
         if self.hparams.kind == "dinov3":
-            return _info_nce(logits / self.hparams.temperature)
-        return _sigmoid_loss(logits * self.logit_scale.exp() + self.logit_bias)
+            return _info_nce(logits / self.hparams.temperature, shared)
+        return _sigmoid_loss(logits * self.logit_scale.exp() + self.logit_bias, shared)
 
 
-def _info_nce(logits: torch.Tensor) -> torch.Tensor:
+def _info_nce(logits: torch.Tensor, shared: torch.Tensor | None = None) -> torch.Tensor:
     """Symmetric InfoNCE of (..., n, n) logits whose diagonal holds the matching views."""
+    if shared is not None:
+        logits = logits.masked_fill(shared, float("-inf"))
     return -(logits.log_softmax(-1) + logits.log_softmax(-2)).diagonal(dim1=-2, dim2=-1).mean() / 2
 
 
-def _sigmoid_loss(logits: torch.Tensor) -> torch.Tensor:
+def _sigmoid_loss(logits: torch.Tensor, shared: torch.Tensor | None = None) -> torch.Tensor:
     """SigLIP's loss of (..., n, n) logits: +1 labels on the diagonal, −1 elsewhere, summed per row."""
     n = logits.shape[-1]
     signs = 2 * torch.eye(n, device=logits.device) - 1
-    return -F.logsigmoid(signs * logits).sum((-2, -1)).mean() / n
+    terms = -F.logsigmoid(signs * logits)
+    if shared is not None:
+        terms = terms.masked_fill(shared, 0.0)
+    return terms.sum((-2, -1)).mean() / n
+
+
+def channel_statistics(images: np.ndarray) -> tuple[list[float], list[float]]:
+    """Per-channel mean and standard deviation of uint8 images (…, C, H, W) in :func:`pixel_values` units."""
+    pixels = pixel_values(images.reshape(-1, *images.shape[-3:]))
+    return pixels.mean((0, 2, 3)).tolist(), pixels.std((0, 2, 3)).clamp_min(1e-3).tolist()
 
 
 def _instances(view: torch.Tensor) -> torch.Tensor:
@@ -254,7 +292,7 @@ def train_patch_encoder(
 def train_patch_encoder_on_world(
     world: str, out_dir, *, kind: str, instances: int, side: int, model: dict, epochs: int, batch_size: int,
     lr: float, val_instances: int, seed: int, world_seed: int = 0, sirna_ids=None, temperature: float = 0.2,
-    twin_weight: float = 3.0, accelerator: str = "cpu", fingerprint: str | None = None,
+    twin_weight: float = 3.0, max_grad_norm: float = 1.0, accelerator: str = "cpu", fingerprint: str | None = None,
 ) -> dict:  # fmt: skip
     """Train a tiny DINOv3 or SigLIP vision tower on renders of a miniature world; ``save_pretrained`` it.
 
@@ -263,7 +301,10 @@ def train_patch_encoder_on_world(
     ``sirna_ids`` as there), each an instance and its counterfactual twins, two views of each. A batch
     of ``batch_size`` rows thus holds 5 (faces) or 3 (cells) times as many instances, and the loss
     must tell every instance from its twins, which differ by one attribute (faces) or one factor
-    (cells); ``twin_weight`` weighs the loss within each row (see :class:`ContrastivePatchEncoder`).
+    (cells); ``twin_weight`` weighs the loss within each row and ``max_grad_norm`` clips the
+    gradient (see :class:`ContrastivePatchEncoder`). The extractor's config stores each channel's mean
+    and standard deviation over the training renders, and :func:`patch_tokens` standardises with them:
+    in [−1, 1] units the dark six-channel sites hardly vary, and their features collapse.
 
     Parameters
     ----------
@@ -275,7 +316,7 @@ def train_patch_encoder_on_world(
     model : dict
         Keyword arguments of :func:`tiny_dinov3` or :func:`tiny_siglip_vision`.
     epochs, batch_size, val_instances, seed, world_seed : int
-    lr, temperature, twin_weight : float
+    lr, temperature, twin_weight, max_grad_norm : float
     sirna_ids : sequence of int, optional
     accelerator : str
     fingerprint : str, optional
@@ -293,11 +334,13 @@ def train_patch_encoder_on_world(
         raise ValueError(f"world must be 'faces' or 'cells'; got {world!r}")
     return _train_on_views(views, out_dir, kind=kind, model=model, epochs=epochs, batch_size=batch_size, lr=lr,
                            val_rows=val_instances, seed=seed, temperature=temperature, twin_weight=twin_weight,
-                           accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+                           max_grad_norm=max_grad_norm, standardise=True, accelerator=accelerator,
+                           fingerprint=fingerprint)  # fmt: skip
 
 
 def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_rows, seed, temperature, accelerator,
-                    fingerprint, twin_weight: float = 0.0) -> dict:  # fmt: skip
+                    fingerprint, twin_weight: float = 0.0, max_grad_norm: float | None = None,
+                    standardise: bool = False) -> dict:  # fmt: skip
     import pytorch_lightning as pl
 
     from condeval.encoders.train import _steps, train_and_export
@@ -307,9 +350,12 @@ def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_
     build = tiny_dinov3 if kind == "dinov3" else tiny_siglip_vision
     config = build(side, **model).config
     config.num_channels = channels
+    if standardise:
+        config.channel_mean, config.channel_std = channel_statistics(first[val_rows:])
     pl.seed_everything(seed, workers=True, verbose=False)
     steps = _steps(len(first) - val_rows, batch_size, epochs)
     module = ContrastivePatchEncoder(kind, config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10),
-                                     total_steps=steps, temperature=temperature, twin_weight=twin_weight)  # fmt: skip
+                                     total_steps=steps, temperature=temperature, twin_weight=twin_weight,
+                                     max_grad_norm=max_grad_norm)  # fmt: skip
     return train_and_export(module, tuple(views), out_dir, val_rows=val_rows, epochs=epochs, batch_size=batch_size,
                             seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
