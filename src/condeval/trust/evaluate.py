@@ -191,7 +191,8 @@ def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.
 
 def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_features, scores: pl.DataFrame,
                     kid_features, reference_features, reference_attributes, conditions, names, *,
-                    quantile: float = 0.95, **protocol) -> pl.DataFrame:  # fmt: skip
+                    quantile: float = 0.95, trusted: pl.DataFrame | None = None,
+                    **protocol) -> pl.DataFrame:  # fmt: skip
     """Appendix J: each alternative scorer of :mod:`condeval.trust.scorers` under the same P95-real
     protocol as trust, fitted on the same real rows as the fitted ``scorer`` and thresholded on the
     same held-out calibration rows; one :func:`selection_summary` row per scorer, trust's first.
@@ -206,6 +207,8 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
         The samples in the scoring space; ``scores`` their trust and attribute columns (row-aligned).
     kid_features, reference_features, reference_attributes, conditions, names, quantile, **protocol
         As :func:`selection_by_condition` and :meth:`TrustScorer.thresholds`.
+    trusted : polars.DataFrame, optional
+        Trust's own :func:`selection_by_condition` rows, when already computed with the same settings.
     """
     from condeval.trust.filtering import condition_thresholds
     from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy
@@ -217,7 +220,8 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
     fit_rows = ~calibration if scorer.calibration > 0 else calibration
     attributes = scores.select(names).to_numpy()
     target = (reference_features, reference_attributes, conditions, names)
-    trusted = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), *target, **protocol)
+    if trusted is None:
+        trusted = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), *target, **protocol)
     rows = [{"scorer": "trust"} | selection_summary(trusted)]
     alternatives = {"linear_probe_energy": LinearProbeEnergy(), "knn_per_attribute": KnnPerAttribute(),
                     "alpha_precision_distance": AlphaPrecisionDistance()}  # fmt: skip

@@ -47,7 +47,7 @@ per_condition_rows = selection_by_condition(scores, kid_features, scorer.thresho
                                             **selection)  # fmt: skip
 summary = selection_summary(per_condition_rows)
 ablation = scorer_ablation(scorer, real_scoring, real_attributes[support], scoring, scores, kid_features, *target,
-                           quantile=quantile, seed=p.seed, **selection)  # fmt: skip
+                           quantile=quantile, trusted=per_condition_rows, seed=p.seed, **selection)  # fmt: skip
 write_parquet(ablation, snakemake.output.ablation)
 write_parquet(scores, snakemake.output.scores)
 write_parquet(per_condition_rows, snakemake.output.conditions)
