@@ -105,9 +105,14 @@ def flow_velocity(transformer, x_t, sigma, text, guidance=None) -> torch.Tensor:
 
 
 def _noised(latents: torch.Tensor, generator: torch.Generator | None):
-    """(σ, ε, x_t): a logit-normal noise level per row and the rectified-flow interpolant."""
-    sigma = logit_normal(len(latents), generator).to(latents)
-    noise = torch.randn(latents.shape, generator=generator).to(latents)
+    """(σ, ε, x_t): a logit-normal noise level per row and the rectified-flow interpolant.
+
+    Drawn where ``generator`` lives (validation's fixed CPU stream), else on the latents' device, so a
+    GPU step does not wait for noise made on the CPU.
+    """
+    device = generator.device if generator is not None else latents.device
+    sigma = logit_normal(len(latents), generator, device=device).to(latents)
+    noise = torch.randn(latents.shape, generator=generator, device=device).to(latents)
     x_t = (1 - sigma[:, None, None, None]) * latents + sigma[:, None, None, None] * noise
     return sigma, noise, x_t
 
@@ -272,17 +277,19 @@ class T5FromClipModule(ScheduledModule):
 
 def latents_of(vae, images: np.ndarray, batch_size: int = 256) -> np.ndarray:
     """Scaled latent means of ``images`` in [-1, 1]: ``(mode - shift_factor) * scaling_factor`` (KL)
-    or the MoVQ's pre-quantisation latents (the space Kandinsky's decoder denoises)."""
+    or the MoVQ's pre-quantisation latents (the space Kandinsky's decoder denoises).
+
+    Runs on the autoencoder's device (a GPU job moves it there first); returns CPU float32."""
     out = []
     with torch.no_grad():
         for chunk in torch.as_tensor(images).split(batch_size):
-            encoded = vae.encode(chunk)
+            encoded = vae.encode(chunk.to(vae.device, vae.dtype))
             if hasattr(encoded, "latent_dist"):
                 shift = vae.config.shift_factor or 0.0
                 out.append((encoded.latent_dist.mode() - shift) * vae.config.scaling_factor)
             else:
                 out.append(encoded.latents)
-    return torch.cat(out).numpy()
+    return torch.cat(out).float().cpu().numpy()
 
 
 # ------------------------------------------------------------------------------ orchestration

@@ -4,6 +4,7 @@ import numpy as np
 import torch
 from diffusers import AutoencoderKL
 
+from condeval.core.devices import device_for_gpus
 from condeval.core.io import fingerprint, read_parquet, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
 from condeval.core.training import accelerator_for_gpus
@@ -23,16 +24,18 @@ images = read_images(w.dataset, p.root, support.iter_rows(named=True), p.image_s
 attributes = attributes_of(w.dataset, support)
 # Each attribute's table spans the values of the whole release, so any queried condition has rows.
 values = attributes_of(w.dataset, table).max(axis=0) + 1
-extractor = PatchEncoder(saved_folder(snakemake.input.extractor)) if repa else None
+gpus = snakemake.resources.get("gpu", 0)
+device = device_for_gpus(gpus) or "cpu"  # the latents and REPA targets are encoded there too
+extractor = PatchEncoder(saved_folder(snakemake.input.extractor), device=device) if repa else None
 log.info("%s %s %s: %d support images, conditions %s", w.dataset, w.regime, w.variant, len(images),
          np.unique(attributes, axis=0).tolist() if attributes.shape[1] <= 4 else len(np.unique(attributes, axis=0)))  # fmt: skip
 summary = train_attribute_generator(
     images, attributes, snakemake.output.model, values=values.tolist(),
-    vae=AutoencoderKL.from_pretrained(str(saved_folder(snakemake.input.autoencoder))),
+    vae=AutoencoderKL.from_pretrained(str(saved_folder(snakemake.input.autoencoder))).to(device),
     transformer=dict(train["transformer"]), epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
     val_images=train["val_images"], seed=p.seed, condition_dropout=train["condition_dropout"],
     repa_extractor=extractor, repa_coefficient=repa.get("coefficient", 0.5), repa_depth=repa.get("depth", 1),
-    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    accelerator=accelerator_for_gpus(gpus),
     fingerprint=fingerprint(list(snakemake.input), {"train": train, "repa": repa, "regime": w.regime, "seed": p.seed}),
 )  # fmt: skip
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
