@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
-from conftest import copy_run, dry_run_after_edit, run_snakemake
+from conftest import copy_run, dry_run_after_edit, dry_run_jobs, run_snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 DATASETS = ("celeba", "rxrx1")
@@ -64,17 +64,28 @@ def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_pat
     [
         ({"generators": {"vanilla": {}, "repa-clip": {"repa": {"extractor": "clip"}}}}, "extractor"),
         ({"regimes": ["partial"]}, "regimes"),
+        ({"generators": {"vanilla": {"regimes": ["full"]}}}, "trust.generators.vanilla.regimes"),
         ({"datasets": {"celeba": {"miniature": {"images": 10}}}}, "root"),
         ({"sampling": {"per_condition": 0, "num_inference_steps": 2}}, "per_condition"),
         ({"extractors": {"dinov3": {"path": "x", "train": {}}, "siglip": {"path": "y"}}}, "dinov3"),
     ],
 )  # fmt: skip
 def test_bad_trust_options_are_refused_naming_the_key(tmp_path, section, key):
-    from conftest import tiny_config
-
     (tmp_path / "config").mkdir()
     config = tiny_config("trust")
     config["trust"].update(section)
     (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
     result = run_snakemake(tmp_path, "trust", "-n", configs=("config/config.yaml",), budget_s=60)
     assert result.returncode != 0 and key in result.stderr + result.stdout, result.stderr[-2000:]
+
+
+def test_a_generator_is_trained_only_in_its_regimes(tmp_path):
+    """Appendix L's full-support rows for the vanilla model alone: REPA stays in the held-out regime."""
+    (tmp_path / "config").mkdir()
+    config = tiny_config("trust")
+    config["trust"]["regimes"] = ["held_out", "full"]
+    config["trust"]["generators"]["repa-siglip"]["regimes"] = ["held_out"]
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
+    jobs = dry_run_jobs(tmp_path, "trust", configs=("config/config.yaml",))
+    assert jobs["trust_train_generator"] == len(DATASETS) * 3, jobs  # vanilla x 2 regimes + REPA x 1
+    assert jobs["trust_selection"] == len(DATASETS) * 3 and jobs["trust_fig_deciles"] == len(DATASETS) * 2, jobs

@@ -53,13 +53,14 @@ def trust_targets():
     ]
     if not TRUST_VARIANTS:
         return signal
+    regimes = [regime for regime in TRUST_REGIMES if trust_variants(regime)]
     figures = [
         f"reports/trust/{dataset}/{regime}/{figure}.png"
         for dataset in TRUST_DATASETS
-        for regime in TRUST_REGIMES
+        for regime in regimes
         for figure in ("deciles", "graded_shift")
     ]
-    generators = [f"reports/trust/{d}/{r}/generator_signal.md" for d in TRUST_DATASETS for r in TRUST_REGIMES]
+    generators = [f"reports/trust/{d}/{r}/generator_signal.md" for d in TRUST_DATASETS for r in regimes]
     return signal + ["reports/trust/selection_table.md"] + figures + generators
 
 
@@ -67,6 +68,30 @@ from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES  # noqa: E40
 
 TRUST_REGIMES = list(TRUST.get("regimes", ["held_out"]))
 TRUST_VARIANTS = list(TRUST.get("generators", {}))
+for _variant, _settings in TRUST.get("generators", {}).items():
+    _unknown = sorted(set(_settings.get("regimes", [])) - set(TRUST_REGIMES))
+    if _unknown:
+        raise ValueError(
+            f"config key 'trust.generators.{_variant}.regimes' names {_unknown}, not in 'trust.regimes' {TRUST_REGIMES}"
+        )
+
+
+def trust_variants(regime):
+    """The generators trained in ``regime`` (each generator's `regimes`, by default all of them)."""
+    generators = TRUST.get("generators", {})
+    return [variant for variant, settings in generators.items() if regime in settings.get("regimes", TRUST_REGIMES)]
+
+
+def trust_runs():
+    """Every (dataset, regime, variant) that is trained, sampled and scored."""
+    return [
+        {"dataset": dataset, "regime": regime, "variant": variant}
+        for dataset in TRUST_DATASETS
+        for regime in TRUST_REGIMES
+        for variant in trust_variants(regime)
+    ]
+
+
 TRUST_SHARDS = TRUST.get("sampling", {}).get("shards", 1)
 TRUST_WILDCARDS |= {
     "regime": "|".join(TRUST_REGIMES),

@@ -39,16 +39,11 @@ rule trust_selection_table:
     Appendix J's scorer ablation."""
     input:
         summaries=[
-            f"results/trust/{dataset}/{regime}/selection/{variant}.json"
-            for dataset in TRUST_DATASETS
-            for regime in TRUST_REGIMES
-            for variant in TRUST_VARIANTS
+            f"results/trust/{run['dataset']}/{run['regime']}/selection/{run['variant']}.json" for run in trust_runs()
         ],
         ablations=[
-            f"results/trust/{dataset}/{regime}/selection/{variant}-scorers.parquet"
-            for dataset in TRUST_DATASETS
-            for regime in TRUST_REGIMES
-            for variant in TRUST_VARIANTS
+            f"results/trust/{run['dataset']}/{run['regime']}/selection/{run['variant']}-scorers.parquet"
+            for run in trust_runs()
         ],
     output:
         table="results/trust/selection_table.parquet",
@@ -65,12 +60,7 @@ rule trust_selection_table:
             labels={"table": "Appendix J scorers"},
         ),
     params:
-        runs=[
-            {"dataset": dataset, "regime": regime, "variant": variant}
-            for dataset in TRUST_DATASETS
-            for regime in TRUST_REGIMES
-            for variant in TRUST_VARIANTS
-        ],
+        runs=trust_runs(),
     log:
         "logs/trust/selection_table.log",
     conda:
@@ -112,7 +102,10 @@ rule trust_rankings:
 rule trust_fig_deciles:
     """Figs. 2, 8 and 9: KID, z-KID and real-test classifier accuracy per decile, every generator."""
     input:
-        rankings=expand("results/trust/{{dataset}}/{{regime}}/rankings/{variant}.parquet", variant=TRUST_VARIANTS),
+        rankings=lambda wildcards: [
+            f"results/trust/{wildcards.dataset}/{wildcards.regime}/rankings/{variant}.parquet"
+            for variant in trust_variants(wildcards.regime)
+        ],
     output:
         figure=report(
             "reports/trust/{dataset}/{regime}/deciles.png",
@@ -124,7 +117,7 @@ rule trust_fig_deciles:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=TRUST_VARIANTS,
+        variants=lambda wildcards: trust_variants(wildcards.regime),
     log:
         "logs/trust/fig_deciles_{dataset}_{regime}.log",
     conda:
@@ -141,7 +134,10 @@ rule trust_fig_graded_shift:
     """Fig. 7: per-condition mean trust and KID against the minimum Hamming distance to the support."""
     input:
         table="results/trust/{dataset}/real.parquet",
-        conditions=expand("results/trust/{{dataset}}/{{regime}}/selection/{variant}.parquet", variant=TRUST_VARIANTS),
+        conditions=lambda wildcards: [
+            f"results/trust/{wildcards.dataset}/{wildcards.regime}/selection/{variant}.parquet"
+            for variant in trust_variants(wildcards.regime)
+        ],
     output:
         shift="results/trust/{dataset}/{regime}/graded_shift.parquet",
         figure=report(
@@ -154,7 +150,7 @@ rule trust_fig_graded_shift:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=TRUST_VARIANTS,
+        variants=lambda wildcards: trust_variants(wildcards.regime),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
     log:
         "logs/trust/fig_graded_shift_{dataset}_{regime}.log",
@@ -176,7 +172,7 @@ rule trust_generator_signal:
         real=trust_real_features("{dataset}", "dinov3"),
         samples=lambda wildcards: [
             shard
-            for variant in TRUST_VARIANTS
+            for variant in trust_variants(wildcards.regime)
             for shard in trust_sample_feature_shards(wildcards.dataset, wildcards.regime, variant, "dinov3")
         ],
     output:
@@ -191,7 +187,7 @@ rule trust_generator_signal:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=TRUST_VARIANTS,
+        variants=lambda wildcards: trust_variants(wildcards.regime),
         shards=TRUST_SHARDS,
         per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
