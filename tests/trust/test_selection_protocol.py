@@ -57,23 +57,31 @@ def test_the_summary_row_and_its_table(selection):
     assert "| toy | held_out | v | 4 |" in markdown
 
 
-def test_the_scorer_ablation_runs_every_scorer_under_the_same_protocol():
+def _ablation(seed, precomputed=None, broken=None):
+    """scorer_ablation on seen conditions (0,0), (1,0), (0,1) and the unseen (1,1); ``broken`` samples
+    (a mask over each condition's 80) get extra noise; ``precomputed(scorer, real, attributes, scores)``
+    builds the precomputed scorers. Returns the table."""
     from condeval.trust.evaluate import scorer_ablation
 
-    rng = np.random.default_rng(1)
-    seen = np.array([[0, 0], [1, 0], [0, 1]])
+    rng = np.random.default_rng(seed)
     conditions = np.array([[0, 0], [1, 0], [0, 1], [1, 1]])
-    real_attributes = np.repeat(seen, 200, axis=0)
+    real_attributes = np.repeat(conditions[:3], 200, axis=0)
     real = _features(real_attributes, rng)
     sample_attributes = np.repeat(conditions, 80, axis=0)
-    samples = _features(sample_attributes, rng) + np.tile(np.r_[np.zeros(50), np.ones(30)], 4)[:, None] * rng.normal(
-        size=(320, D)
-    )
+    samples = _features(sample_attributes, rng, shift=0.3 if broken is None else 0.0)
+    if broken is not None:
+        samples += np.tile(broken, 4)[:, None] * rng.normal(size=samples.shape)
     scorer, scores = fit_and_score(real, real_attributes, samples, sample_attributes, NAMES)
     reference_attributes = np.repeat(conditions, 60, axis=0)
+    extra = precomputed(scorer, real, real_attributes, scores) if precomputed else None
     table = scorer_ablation(scorer, real, real_attributes, samples, scores, samples, _features(reference_attributes, rng),
-                            reference_attributes, conditions, NAMES, subset_size=40, n_subsets=3, n_random=3,
-                            min_real=20)  # fmt: skip
+                            reference_attributes, conditions, NAMES, precomputed=extra, subset_size=40, n_subsets=3,
+                            n_random=3, min_real=20)  # fmt: skip
+    return table
+
+
+def test_the_scorer_ablation_runs_every_scorer_under_the_same_protocol():
+    table = _ablation(1, broken=np.r_[np.zeros(50), np.ones(30)])
     assert table["scorer"].to_list() == [
         "trust",
         "linear_probe_energy",
@@ -83,3 +91,22 @@ def test_the_scorer_ablation_runs_every_scorer_under_the_same_protocol():
     trust = table.filter(table["scorer"] == "trust").row(0, named=True)
     assert trust["conditions"] == 4 and trust["improvement"] > 0
     assert table["accept"].is_not_null().all()
+
+
+def _trust_itself(scorer, real, real_attributes, scores):
+    return {"trust_again": (scorer.score(real, real_attributes)["trust"].to_numpy(), scores["trust"].to_numpy())}
+
+
+def test_a_precomputed_scorer_goes_through_the_same_thresholds_and_subsets():
+    """A precomputed scorer that is trust itself (the CLIP alignment's way in) reproduces trust's row."""
+    rows = {row["scorer"]: row for row in _ablation(2, precomputed=_trust_itself).iter_rows(named=True)}
+    assert {k: v for k, v in rows["trust_again"].items() if k != "scorer"} == {
+        k: v for k, v in rows["trust"].items() if k != "scorer"
+    }
+
+    def truncated(*args):
+        real_scores, sample_scores = _trust_itself(*args)["trust_again"]
+        return {"trust_again": (real_scores[:5], sample_scores)}
+
+    with pytest.raises(ValueError, match="trust_again"):
+        _ablation(2, precomputed=truncated)

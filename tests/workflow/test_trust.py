@@ -65,6 +65,7 @@ def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_pat
         ({"generators": {"vanilla": {}, "repa-clip": {"repa": {"extractor": "clip"}}}}, "extractor"),
         ({"regimes": ["partial"]}, "regimes"),
         ({"generators": {"vanilla": {"regimes": ["full"]}}}, "trust.generators.vanilla.regimes"),
+        ({"datasets": {"celeba": {"root": "data/trust/celeba", "regimes": ["full"]}}}, "trust.datasets.celeba.regimes"),
         ({"datasets": {"celeba": {"miniature": {"images": 10}}}}, "root"),
         ({"sampling": {"per_condition": 0, "num_inference_steps": 2}}, "per_condition"),
         ({"extractors": {"dinov3": {"path": "x", "train": {}}, "siglip": {"path": "y"}}}, "dinov3"),
@@ -79,13 +80,14 @@ def test_bad_trust_options_are_refused_naming_the_key(tmp_path, section, key):
     assert result.returncode != 0 and key in result.stderr + result.stdout, result.stderr[-2000:]
 
 
-def test_a_generator_is_trained_only_in_its_regimes(tmp_path):
-    """Appendix L's full-support rows for the vanilla model alone: REPA stays in the held-out regime."""
+def test_a_generator_and_a_dataset_run_only_their_regimes(tmp_path):
+    """Appendix L's full-support rows for CelebA's vanilla model alone: REPA and RxRx1 stay held out."""
     (tmp_path / "config").mkdir()
     config = tiny_config("trust")
     config["trust"]["regimes"] = ["held_out", "full"]
     config["trust"]["generators"]["repa-siglip"]["regimes"] = ["held_out"]
+    config["trust"]["datasets"]["rxrx1"]["regimes"] = ["held_out"]
     (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
     jobs = dry_run_jobs(tmp_path, "trust", configs=("config/config.yaml",))
-    assert jobs["trust_train_generator"] == len(DATASETS) * 3, jobs  # vanilla x 2 regimes + REPA x 1
-    assert jobs["trust_selection"] == len(DATASETS) * 3 and jobs["trust_fig_deciles"] == len(DATASETS) * 2, jobs
+    assert jobs["trust_train_generator"] == 3 + 2, jobs  # CelebA: vanilla x 2 regimes + REPA; RxRx1: both held out
+    assert jobs["trust_selection"] == 5 and jobs["trust_fig_deciles"] == 2 + 1, jobs

@@ -117,7 +117,7 @@ def _trust_paths(trust):
         if "path" in extractor:
             for dataset in datasets:
                 paths[f"trust.extractors.{name}.path ({dataset})"] = extractor["path"].replace("{dataset}", dataset)
-    return paths
+    return paths | _config_paths(trust.get("clip"), "trust.clip", ("path",))
 
 
 def _data_paths(section, key):

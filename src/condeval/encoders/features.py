@@ -27,7 +27,7 @@ from condeval.core.io import atomic_path, files_sha256
 from condeval.core.logs import progress
 from condeval.metrics import unit_rows
 
-__all__ = ["ClipEncoder", "BertEncoder", "FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards",
+__all__ = ["ClipEncoder", "BertEncoder", "image_feature_encoder", "FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards",
            "check_one_encoder", "image_encoder"]  # fmt: skip
 
 
@@ -124,6 +124,23 @@ class ClipEncoder:
             chunks.append(_unit_rows(self.model.get_image_features(pixel_values=pixels).pooler_output))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
 
+    #: What :meth:`encode` returns, as feature shards record it.
+    feature = "projected image embedding"
+
+    @property
+    def width(self) -> int:
+        return int(self.model.config.projection_dim)
+
+    def encode(self, images, batch_size: int = 128) -> np.ndarray:
+        """Unit-norm image embeddings of uint8 RGB images (N, 3, H, W), the array layout of
+        :meth:`condeval.encoders.patch_encoder.PatchEncoder.encode`."""
+        images = np.asarray(images)
+        if images.ndim != 4 or images.shape[1] != 3 or images.dtype != np.uint8:
+            raise ValueError(
+                f"{self.path}: CLIP encodes uint8 RGB images (N, 3, H, W); got {images.dtype} {images.shape}"
+            )
+        return self.image_features([Image.fromarray(image.transpose(1, 2, 0)) for image in images], batch_size)
+
     @torch.no_grad()
     def text_features(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """Unit-norm caption embeddings (n, projection_dim)."""
@@ -169,6 +186,19 @@ class BertEncoder:
             ).to(self.device)
             chunks.append(_unit_rows(self.model(**tokens).last_hidden_state[:, 0]))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
+
+
+def image_feature_encoder(path: str | os.PathLike, device: str | None = None):
+    """The encoder of a saved folder by its ``model_type``: :class:`ClipEncoder` for a CLIP, else
+    :class:`~condeval.encoders.patch_encoder.PatchEncoder` (DINOv3, SigLIP); both ``encode`` uint8
+    images (N, C, H, W) into unit rows."""
+    from transformers import AutoConfig
+
+    if AutoConfig.from_pretrained(str(path)).model_type == "clip":
+        return ClipEncoder(path, device=device)
+    from condeval.encoders.patch_encoder import PatchEncoder
+
+    return PatchEncoder(path, device=device)
 
 
 def image_encoder(name: str, path: str | os.PathLike, device: str | None = None):

@@ -34,6 +34,9 @@ class PatchEncoder:
         ``"cuda"`` on a GPU; default CPU.
     """
 
+    #: What :meth:`encode` returns, as feature shards record it.
+    feature = "mean patch token"
+
     def __init__(self, path: str | os.PathLike, device: str | None = None):
         from transformers import AutoConfig, AutoModel
 

@@ -191,7 +191,7 @@ def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.
 
 def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_features, scores: pl.DataFrame,
                     kid_features, reference_features, reference_attributes, conditions, names, *,
-                    quantile: float = 0.95, trusted: pl.DataFrame | None = None,
+                    quantile: float = 0.95, trusted: pl.DataFrame | None = None, precomputed: dict | None = None,
                     **protocol) -> pl.DataFrame:  # fmt: skip
     """Appendix J: each alternative scorer of :mod:`condeval.trust.scorers` under the same P95-real
     protocol as trust, fitted on the same real rows as the fitted ``scorer`` and thresholded on the
@@ -209,6 +209,10 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
         As :func:`selection_by_condition` and :meth:`TrustScorer.thresholds`.
     trusted : polars.DataFrame, optional
         Trust's own :func:`selection_by_condition` rows, when already computed with the same settings.
+    precomputed : dict, optional
+        Scorers that need no fit here, by name: (scores of ``real_features``' rows, scores of the samples),
+        lower is better (the CLIP alignment, :func:`condeval.trust.scorers.clip_alignment`); thresholded
+        on the same calibration rows.
     """
     from condeval.trust.filtering import condition_thresholds
     from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy
@@ -225,11 +229,19 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
     rows = [{"scorer": "trust"} | selection_summary(trusted)]
     alternatives = {"linear_probe_energy": LinearProbeEnergy(), "knn_per_attribute": KnnPerAttribute(),
                     "alpha_precision_distance": AlphaPrecisionDistance()}  # fmt: skip
+    scored = {}
     for name, alternative in alternatives.items():
         alternative.fit(real_features[fit_rows], real_attributes[fit_rows])
         real_scores = alternative.score(real_features[calibration], real_attributes[calibration])
+        scored[name] = real_scores, alternative.score(sample_features, attributes)
+    for name, (real_scores, sample_scores) in (precomputed or {}).items():
+        if len(real_scores) != len(real_features) or len(sample_scores) != scores.height:
+            raise ValueError(f"scorer {name!r}: {len(real_scores)} real and {len(sample_scores)} sample scores for "
+                             f"{len(real_features)} real rows and {scores.height} samples")  # fmt: skip
+        scored[name] = np.asarray(real_scores)[calibration], np.asarray(sample_scores)
+    for name, (real_scores, sample_scores) in scored.items():
         thresholds = condition_thresholds(real_scores, real_attributes[calibration], names, quantile)
-        frame = scores.select(names).with_columns(pl.Series(name, alternative.score(sample_features, attributes)))
+        frame = scores.select(names).with_columns(pl.Series(name, sample_scores))
         per_condition = selection_by_condition(frame, kid_features, thresholds, *target, score=name, **protocol)
         rows.append({"scorer": name} | selection_summary(per_condition))
     return pl.DataFrame(rows, infer_schema_length=None)

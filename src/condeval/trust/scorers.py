@@ -32,6 +32,7 @@ __all__ = [
     "AlphaPrecisionDistance",
     "alpha_precision",
     "clip_alignment",
+    "clip_alignment_scores",
 ]
 
 #: The α grid of an α-Precision curve.
@@ -133,3 +134,29 @@ def clip_alignment(image_embeddings: np.ndarray, prompt_embeddings: np.ndarray, 
     from condeval.metrics import cosine_similarity
 
     return -cosine_similarity(np.asarray(image_embeddings), np.asarray(prompt_embeddings)[condition_index])
+
+
+def clip_alignment_scores(clip, *groups) -> tuple[np.ndarray, ...]:
+    """:func:`clip_alignment` of each group of image embeddings against its conditions' prompts.
+
+    Parameters
+    ----------
+    clip : condeval.encoders.features.ClipEncoder
+        Its text tower embeds :func:`condeval.trust.prompts.condition_prompts` (CelebA's conditions).
+    *groups : tuple of (ndarray (N, E), ndarray of int (N, 4))
+        Image embeddings and the condition each is scored against (a real row's own, a sample's requested).
+
+    Returns
+    -------
+    tuple of ndarray
+        One score array per group, lower is better.
+    """
+    from condeval.trust.prompts import condition_prompts
+
+    conditions, index = np.unique(np.vstack([attributes for _, attributes in groups]), axis=0, return_inverse=True)
+    prompts = clip.text_features(condition_prompts(conditions))
+    bounds = np.cumsum([0] + [len(attributes) for _, attributes in groups])
+    return tuple(
+        clip_alignment(images, prompts, index.ravel()[start:stop])
+        for (images, _), start, stop in zip(groups, bounds[:-1], bounds[1:], strict=True)
+    )

@@ -1,11 +1,15 @@
 # Helpers of the trust-score track (config `trust:`): its validated section, the release file that
 # stands for each dataset folder, and where an extractor comes from.
+from condeval.trust.prompts import PROMPTED_DATASETS as TRUST_PROMPTED_DATASETS  # noqa: E402
+
 TRUST = track_config("trust")
 TRUST_DATASETS = list(TRUST["datasets"])
 TRUST_EXTRACTORS = ["dinov3", "siglip"]
+# Datasets scored by Appendix J's CLIP alignment too (those with prompts, when a `clip` is configured).
+TRUST_CLIP_DATASETS = [d for d in TRUST_DATASETS if "clip" in TRUST and d in TRUST_PROMPTED_DATASETS]
 TRUST_WILDCARDS = {
     "dataset": "|".join(TRUST_DATASETS),
-    "extractor": "|".join(TRUST_EXTRACTORS),
+    "extractor": "|".join(TRUST_EXTRACTORS + (["clip"] if TRUST_CLIP_DATASETS else [])),
 }
 # The file each release is read through; written last by a miniature rule, so it stands for the folder.
 _RELEASE_FILE = {"celeba": "list_attr_celeba.txt", "rxrx1": "metadata.csv"}
@@ -29,8 +33,8 @@ def trust_subset(dataset):
 
 
 def trust_extractor(dataset, extractor):
-    """An extractor as an input: the manifest of the one trained here, or the configured folder."""
-    section = TRUST["extractors"][extractor]
+    """An extractor (or the `clip`) as an input: the manifest of the one trained here, or the configured folder."""
+    section = TRUST["clip"] if extractor == "clip" else TRUST["extractors"][extractor]
     if "path" in section:
         return section["path"].replace("{dataset}", dataset)
     return saved_manifest(f"results/trust/{dataset}/extractors/{extractor}")
@@ -53,14 +57,9 @@ def trust_targets():
     ]
     if not TRUST_VARIANTS:
         return signal
-    regimes = [regime for regime in TRUST_REGIMES if trust_variants(regime)]
-    figures = [
-        f"reports/trust/{dataset}/{regime}/{figure}.png"
-        for dataset in TRUST_DATASETS
-        for regime in regimes
-        for figure in ("deciles", "graded_shift")
-    ]
-    generators = [f"reports/trust/{d}/{r}/generator_signal.md" for d in TRUST_DATASETS for r in regimes]
+    scored = [(d, r) for d in TRUST_DATASETS for r in TRUST_REGIMES if trust_variants(d, r)]
+    figures = [f"reports/trust/{d}/{r}/{figure}.png" for d, r in scored for figure in ("deciles", "graded_shift")]
+    generators = [f"reports/trust/{d}/{r}/generator_signal.md" for d, r in scored]
     return signal + ["reports/trust/selection_table.md"] + figures + generators
 
 
@@ -68,16 +67,19 @@ from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES  # noqa: E40
 
 TRUST_REGIMES = list(TRUST.get("regimes", ["held_out"]))
 TRUST_VARIANTS = list(TRUST.get("generators", {}))
-for _variant, _settings in TRUST.get("generators", {}).items():
-    _unknown = sorted(set(_settings.get("regimes", [])) - set(TRUST_REGIMES))
+_regime_lists = {f"trust.generators.{v}.regimes": s.get("regimes", []) for v, s in TRUST.get("generators", {}).items()}
+_regime_lists |= {f"trust.datasets.{d}.regimes": s.get("regimes", []) for d, s in TRUST["datasets"].items()}
+for _key, _regimes in _regime_lists.items():
+    _unknown = sorted(set(_regimes) - set(TRUST_REGIMES))
     if _unknown:
-        raise ValueError(
-            f"config key 'trust.generators.{_variant}.regimes' names {_unknown}, not in 'trust.regimes' {TRUST_REGIMES}"
-        )
+        raise ValueError(f"config key '{_key}' names {_unknown}, not in 'trust.regimes' {TRUST_REGIMES}")
 
 
-def trust_variants(regime):
-    """The generators trained in ``regime`` (each generator's `regimes`, by default all of them)."""
+def trust_variants(dataset, regime):
+    """The generators trained on ``dataset`` in ``regime``: each generator's and each dataset's `regimes`
+    (by default every one of `trust.regimes`) must name it."""
+    if regime not in TRUST["datasets"][dataset].get("regimes", TRUST_REGIMES):
+        return []
     generators = TRUST.get("generators", {})
     return [variant for variant, settings in generators.items() if regime in settings.get("regimes", TRUST_REGIMES)]
 
@@ -88,7 +90,7 @@ def trust_runs():
         {"dataset": dataset, "regime": regime, "variant": variant}
         for dataset in TRUST_DATASETS
         for regime in TRUST_REGIMES
-        for variant in trust_variants(regime)
+        for variant in trust_variants(dataset, regime)
     ]
 
 
@@ -163,4 +165,16 @@ def trust_selection_inputs(wildcards):
         "real_kid": trust_real_features(d, "dinov3"),
         "samples_scoring": trust_sample_feature_shards(d, r, v, scoring),
         "samples_kid": trust_sample_feature_shards(d, r, v, "dinov3"),
+    } | trust_clip_inputs(d, r, v)
+
+
+def trust_clip_inputs(dataset, regime, variant):
+    """Appendix J's CLIP alignment: the CLIP (its text tower embeds the prompts) and the real and sample image
+    embeddings; nothing for a dataset without prompts or a config without `clip`."""
+    if dataset not in TRUST_CLIP_DATASETS:
+        return {}
+    return {
+        "clip": trust_extractor(dataset, "clip"),
+        "real_clip": trust_real_features(dataset, "clip"),
+        "samples_clip": trust_sample_feature_shards(dataset, regime, variant, "clip"),
     }

@@ -104,7 +104,7 @@ rule trust_fig_deciles:
     input:
         rankings=lambda wildcards: [
             f"results/trust/{wildcards.dataset}/{wildcards.regime}/rankings/{variant}.parquet"
-            for variant in trust_variants(wildcards.regime)
+            for variant in trust_variants(wildcards.dataset, wildcards.regime)
         ],
     output:
         figure=report(
@@ -117,7 +117,7 @@ rule trust_fig_deciles:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=lambda wildcards: trust_variants(wildcards.regime),
+        variants=lambda wildcards: trust_variants(wildcards.dataset, wildcards.regime),
     log:
         "logs/trust/fig_deciles_{dataset}_{regime}.log",
     conda:
@@ -136,7 +136,7 @@ rule trust_fig_graded_shift:
         table="results/trust/{dataset}/real.parquet",
         conditions=lambda wildcards: [
             f"results/trust/{wildcards.dataset}/{wildcards.regime}/selection/{variant}.parquet"
-            for variant in trust_variants(wildcards.regime)
+            for variant in trust_variants(wildcards.dataset, wildcards.regime)
         ],
     output:
         shift="results/trust/{dataset}/{regime}/graded_shift.parquet",
@@ -150,7 +150,7 @@ rule trust_fig_graded_shift:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=lambda wildcards: trust_variants(wildcards.regime),
+        variants=lambda wildcards: trust_variants(wildcards.dataset, wildcards.regime),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
     log:
         "logs/trust/fig_graded_shift_{dataset}_{regime}.log",
@@ -172,7 +172,7 @@ rule trust_generator_signal:
         real=trust_real_features("{dataset}", "dinov3"),
         samples=lambda wildcards: [
             shard
-            for variant in trust_variants(wildcards.regime)
+            for variant in trust_variants(wildcards.dataset, wildcards.regime)
             for shard in trust_sample_feature_shards(wildcards.dataset, wildcards.regime, variant, "dinov3")
         ],
     output:
@@ -187,7 +187,7 @@ rule trust_generator_signal:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=lambda wildcards: trust_variants(wildcards.regime),
+        variants=lambda wildcards: trust_variants(wildcards.dataset, wildcards.regime),
         shards=TRUST_SHARDS,
         per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
         subset=lambda wildcards: trust_subset(wildcards.dataset),

@@ -1,5 +1,5 @@
 # The trust track's feature spaces: DINOv3 (scoring and KID) and SigLIP (REPA's second teacher), as
-# mean patch tokens.
+# mean patch tokens; with a `clip`, CLIP image embeddings of CelebA for Appendix J's alignment scorer.
 #
 #   trust_train_extractor (a `train:` extractor; renders of the miniature world)
 #   -> trust_real_features (every real row)  ->  trust_extractor_signal (linear probes per attribute)
@@ -14,7 +14,8 @@ rule trust_train_extractor:
         manifest=saved_manifest("results/trust/{dataset}/extractors/{extractor}"),
         run=update(directory("results/trust/{dataset}/extractors/{extractor}_run")),
     wildcard_constraints:
-        **TRUST_WILDCARDS,
+        dataset=TRUST_WILDCARDS["dataset"],
+        extractor="|".join(TRUST_EXTRACTORS),
     params:
         train=lambda wildcards: canonical(TRUST["extractors"][wildcards.extractor]["train"]),
         world=lambda wildcards: canonical(TRUST["datasets"][wildcards.dataset]["miniature"]),
@@ -32,6 +33,32 @@ rule trust_train_extractor:
         gpu=0,
     script:
         "../../scripts/trust/train_extractor.py"
+
+
+rule trust_train_clip:
+    """A tiny CLIPModel trained on face renders and their condition prompts (Appendix J's CLIP alignment)."""
+    output:
+        model=directory("results/trust/{dataset}/extractors/clip"),
+        manifest=saved_manifest("results/trust/{dataset}/extractors/clip"),
+        run=update(directory("results/trust/{dataset}/extractors/clip_run")),
+    wildcard_constraints:
+        dataset="|".join(TRUST_CLIP_DATASETS) or "none",
+    params:
+        train=canonical(TRUST.get("clip", {}).get("train", {})),
+        image_size=TRUST["image_size"],
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/train_clip_{dataset}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    priority: 20
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/trust/train_clip.py"
 
 
 rule trust_real_features:

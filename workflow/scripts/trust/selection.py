@@ -2,11 +2,12 @@
 
 import numpy as np
 
-from condeval.core.io import read_parquet, write_json, write_parquet
+from condeval.core.io import read_parquet, saved_folder, write_json, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import read_feature_shards
+from condeval.encoders.features import ClipEncoder, read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.evaluate import fit_and_score, scorer_ablation, selection_by_condition, selection_summary
+from condeval.trust.scorers import clip_alignment_scores
 
 log = log_to_file(snakemake.log[0])
 p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
@@ -46,8 +47,23 @@ target = (real(i.real_kid)[~support], real_attributes[~support], conditions, nam
 per_condition_rows = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), *target, seed=p.seed,
                                             **selection)  # fmt: skip
 summary = selection_summary(per_condition_rows)
+# trust's two terms on their own (a diagnostic beside Appendix J): which of them does the selecting
+real_terms = scorer.score(real_scoring, real_attributes[support])
+precomputed = {
+    f"{term}_only": (real_terms[term].to_numpy(), scores[term].to_numpy()) for term in ("realism", "faithfulness")
+}
+if "clip" in i.keys():  # Appendix J's CLIP alignment: each image against its condition's prompt
+    clip_ids, clip_features = samples(i.samples_clip)
+    if not np.array_equal(clip_ids, sample_ids):
+        raise ValueError(f"the samples' CLIP and scoring features hold different sample ids ({i.samples_clip[0]})")
+    precomputed["clip_alignment"] = clip_alignment_scores(
+        ClipEncoder(saved_folder(i.clip)),
+        (real(i.real_clip)[support], real_attributes[support]),
+        (clip_features, sample_attributes),
+    )
 ablation = scorer_ablation(scorer, real_scoring, real_attributes[support], scoring, scores, kid_features, *target,
-                           quantile=quantile, trusted=per_condition_rows, seed=p.seed, **selection)  # fmt: skip
+                           quantile=quantile, trusted=per_condition_rows, precomputed=precomputed, seed=p.seed,
+                           **selection)  # fmt: skip
 write_parquet(ablation, snakemake.output.ablation)
 write_parquet(scores, snakemake.output.scores)
 write_parquet(per_condition_rows, snakemake.output.conditions)
