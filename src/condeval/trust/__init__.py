@@ -3,15 +3,26 @@ samples fitted only on real training-support features, and the KID it is judged 
 
 ``TrustScorer`` (:mod:`condeval.trust.score`) fits on real features and attribute values and scores
 any generated sample; ``kid`` is :func:`condeval.metrics.kid`, shared with every track;
-:mod:`condeval.trust.filtering` runs the P95-real selection protocol (``selection_gain``).
+:mod:`condeval.trust.filtering` runs the P95-real selection protocol (``selection_gain``);
+:mod:`condeval.trust.scorers` holds Appendix J's alternatives, CLIP alignment against
+:func:`~condeval.trust.prompts.condition_prompts` included.
 """
 
 from condeval.metrics import kid
 from condeval.trust.filtering import acceptance, condition_thresholds, nearest_seen, selection_gain, support_distance
+from condeval.trust.prompts import condition_prompts
 from condeval.trust.score import REGULARIZATION, TrustScorer
-from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy, alpha_precision
+from condeval.trust.scorers import (
+    AlphaPrecisionDistance,
+    KnnPerAttribute,
+    LinearProbeEnergy,
+    alpha_precision,
+    clip_alignment,
+    clip_alignment_scores,
+)  # fmt: skip
 
 __all__ = [
     "REGULARIZATION", "AlphaPrecisionDistance", "KnnPerAttribute", "LinearProbeEnergy", "TrustScorer", "acceptance",
-    "alpha_precision", "condition_thresholds", "kid", "nearest_seen", "selection_gain", "support_distance",
+    "alpha_precision", "clip_alignment", "clip_alignment_scores", "condition_prompts", "condition_thresholds", "kid",
+    "nearest_seen", "selection_gain", "support_distance",
 ]  # fmt: skip
