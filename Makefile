@@ -11,7 +11,7 @@ LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
     --emit-find-links --extra workflow --extra test --extra lint --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup lock envs run report ablations scaling test test-fast bench bench-crc bench-i2t bench-t2i bench-trust lint format share fetch clean
+.PHONY: setup lock envs cellprofiler run report ablations scaling test test-fast bench bench-crc bench-i2t bench-t2i bench-trust lint format share fetch clean
 
 # pip compiles every installed module one file at a time; compileall does it on every core afterwards
 # (install 3 min 55 s -> 2 min 5 s + 57 s on 2 cores). The bytecode must exist before any job: under
@@ -43,7 +43,14 @@ lock:
 envs:
 	$(PYTHON) tools/make_envs.py
 
-run: setup
+# CellProfiler 4.2.8 in its own venv (the trust track's Section 5.1.3); root installs the Debian packages it needs.
+CELLPROFILER := .cellprofiler
+$(CELLPROFILER)/.installed: tools/cellprofiler-env.sh tools/cellprofiler-requirements.txt
+	bash tools/cellprofiler-env.sh $(CELLPROFILER)
+
+cellprofiler: $(CELLPROFILER)/.installed
+
+run: setup cellprofiler
 	$(BIN)/snakemake --profile profiles/local
 	$(BIN)/snakemake --profile profiles/local --report reports/report.html
 
@@ -66,7 +73,7 @@ temperature: setup
 	$(BIN)/snakemake --profile profiles/local --report reports/report.html all crel_i2t_temperature
 
 # tests/workflow/test_slurm.py runs the workflow on a localhost SLURM cluster: root, and Debian's packages.
-test: setup slurm-deps
+test: setup slurm-deps cellprofiler
 	$(BIN)/pytest
 
 .PHONY: slurm-deps

@@ -105,6 +105,10 @@ if "trust" in config:
     include: "workflow/rules/trust/generators.smk"
     include: "workflow/rules/trust/evaluate.smk"
 
+    if "morphology" in config["trust"] and "rxrx1" in config["trust"]["datasets"]:
+
+        include: "workflow/rules/trust/morphology.smk"
+
     declare_targets("trust", trust_targets())
 
 

@@ -26,7 +26,15 @@ import polars as pl
 
 from condeval.datasets.rxrx1 import CELL_TYPES, CHANNELS, CONTROL_SIRNA_ID, write_site
 
-__all__ = ["CELL_TYPE_BASES", "NEGATIVE_CONTROL", "SiteSpec", "site_parameters", "render_site", "write_cell_world"]
+__all__ = [
+    "CELLS_DRAWN",
+    "CELL_TYPE_BASES",
+    "NEGATIVE_CONTROL",
+    "SiteSpec",
+    "site_parameters",
+    "render_site",
+    "write_cell_world",
+]
 
 #: Cell-type bases: radii in pixels at a 64-pixel site, elongation, cells per site, channel intensities.
 CELL_TYPE_BASES = {
@@ -35,6 +43,8 @@ CELL_TYPE_BASES = {
     "RPE": {"cell": 9.0, "nucleus": 4.0, "elongation": 1.3, "density": 5.0, "channels": (0.85, 0.6, 0.5, 0.4, 0.4, 0.6)},
     "U2OS": {"cell": 7.5, "nucleus": 4.2, "elongation": 1.2, "density": 7.0, "channels": (0.95, 0.45, 0.55, 0.7, 0.7, 0.5)},
 }  # fmt: skip
+#: The miniature's ground truth beside metadata.csv: cells drawn per site.
+CELLS_DRAWN = "cells_drawn.csv"
 #: The negative control ("EMPTY"): no effect.
 NEGATIVE_CONTROL = 1138
 _EFFECTS = ("nucleus", "cell", "elongation", "density", "granularity")
@@ -79,6 +89,11 @@ def site_parameters(cell_type: str, sirna_id: int, world_seed: int = 0) -> SiteS
 
 def render_site(spec: SiteSpec, rng: np.random.Generator, side: int = 64) -> np.ndarray:
     """One site, (6, side, side) uint8: cells placed without overlap, each channel's stain drawn, blurred, noised."""
+    return _render_site(spec, rng, side)[0]
+
+
+def _render_site(spec: SiteSpec, rng: np.random.Generator, side: int) -> tuple[np.ndarray, int]:
+    """The site and how many cells (each with one nucleus) it shows."""
     from scipy.ndimage import gaussian_filter
 
     scale = side / 64.0
@@ -99,7 +114,7 @@ def render_site(spec: SiteSpec, rng: np.random.Generator, side: int = 64) -> np.
     intensities = np.asarray(spec.channels, np.float32)[:, None, None]
     blurred = np.stack([gaussian_filter(s, 0.7 * scale) for s in stains]) * intensities
     noisy = blurred * 220.0 + 8.0 + rng.normal(0, 3.0, blurred.shape)
-    return np.clip(noisy, 0, 255).astype(np.uint8)
+    return np.clip(noisy, 0, 255).astype(np.uint8), len(centres)
 
 
 def _ellipse(xx, yy, cx, cy, rx, ry, angle):
@@ -142,6 +157,9 @@ def write_cell_world(
 ) -> pl.DataFrame:  # fmt: skip
     """Write sites of every (cell type, siRNA) pair as RxRx1 under ``root`` and return the metadata.
 
+    Beside the release's files, ``cells_drawn.csv`` (``site_id``, ``cells``) holds how many cells each
+    site shows: the ground truth a segmentation's counts are checked against (not part of RxRx1).
+
     Parameters
     ----------
     root : path-like
@@ -158,7 +176,7 @@ def write_cell_world(
     """
     root = Path(root)
     rng = np.random.default_rng(seed)
-    rows = []
+    rows, drawn = [], []
     for cell_type in CELL_TYPES:
         experiment = f"{cell_type}-01"
         for k, sirna_id in enumerate(sirna_ids):
@@ -173,11 +191,15 @@ def write_cell_world(
                     "experiment": experiment, "plate": plate, "well": well, "site": site,
                     "well_type": _well_type(sirna_id), "sirna": _sirna_name(sirna_id), "sirna_id": sirna_id,
                 }  # fmt: skip
-                write_site(root, row, render_site(spec, rng, side))
+                site, cells = _render_site(spec, rng, side)
+                write_site(root, row, site)
                 rows.append(row)
+                drawn.append({"site_id": row["site_id"], "cells": cells})
     metadata = pl.DataFrame(rows)
     from condeval.core.io import atomic_path
 
+    with atomic_path(root / CELLS_DRAWN) as tmp:
+        pl.DataFrame(drawn).write_csv(tmp)
     with atomic_path(root / "metadata.csv") as tmp:
         metadata.write_csv(tmp)
     return metadata

@@ -22,7 +22,7 @@ import polars as pl
 
 from condeval.metrics import kid
 
-__all__ = ["condition_thresholds", "nearest_seen", "acceptance", "selection_gain", "support_distance"]
+__all__ = ["condition_thresholds", "nearest_seen", "acceptance", "accepted_mask", "selection_gain", "support_distance"]
 
 
 def condition_thresholds(scores, attributes, names: list[str], quantile: float = 0.95) -> pl.DataFrame:
@@ -63,6 +63,19 @@ def acceptance(
     own = tuple(int(v) for v in condition)
     references = [own] if own in by_condition else [tuple(int(v) for v in row) for row in nearest_seen(own, seen)]
     return [(ref, np.asarray(trust) <= by_condition[ref]) for ref in references]
+
+
+def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.DataFrame, names: list[str]) -> np.ndarray:
+    """One accept/reject per sample, for analyses that need a single selected set (CellProfiler's,
+    Section 5.1.3): its condition's own threshold, or, for a fallback condition, acceptance by at
+    least half of the tied seen conditions' thresholds (the KID protocol averages over them instead)."""
+    trust, attributes = np.asarray(trust), np.asarray(attributes)
+    mask = np.zeros(len(trust), dtype=bool)
+    for condition in np.unique(attributes, axis=0):
+        rows = (attributes == condition).all(axis=1)
+        votes = np.mean([accepted for _, accepted in acceptance(trust[rows], condition, thresholds, names)], axis=0)
+        mask[rows] = votes >= 0.5
+    return mask
 
 
 def selection_gain(

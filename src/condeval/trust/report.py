@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-__all__ = ["plot_deciles", "plot_graded_shift"]
+__all__ = ["plot_deciles", "plot_graded_shift", "plot_morphology_deciles", "morphology_markdown"]
 
 _SCORE_LABELS = {"trust": "trust", "realism": "realism", "faithfulness": "faithfulness"}
 
@@ -61,3 +61,49 @@ def plot_graded_shift(shift: pl.DataFrame, path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
+
+
+def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
+    """Fig. 3: accuracy on real sites of classifiers trained on each global trust bin's generated sites
+    in CellProfiler space, cell type (4 classes) and condition, one line per generator (``variant``)."""
+    targets = sorted(deciles["target"].unique().to_list())
+    fig, axes = plt.subplots(1, len(targets), figsize=(4.4 * len(targets), 3.4), squeeze=False)
+    for ax, target in zip(axes[0], targets, strict=True):
+        for variant in sorted(deciles["variant"].unique().to_list()):
+            part = deciles.filter((pl.col("target") == target) & (pl.col("variant") == variant)).sort("bin")
+            ax.errorbar(part["bin"].to_numpy() + 1, part["accuracy"].to_numpy(), yerr=part["accuracy_sd"].to_numpy(),
+                        marker="o", capsize=2, label=variant)  # fmt: skip
+        ax.set_title(f"{target} classifier")
+        ax.set_xlabel("trust decile (1 = most trusted)")
+        ax.set_ylabel("accuracy on real sites (CellProfiler features)")
+        ax.set_xticks(np.arange(1, int(deciles["bin"].max()) + 2))
+    axes[0][-1].legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def morphology_markdown(contrast: pl.DataFrame, counts: dict, segmentation: dict | None) -> str:
+    """The Section 5.1.3 table (one row per generator and arm) with the feature and segmentation counts."""
+    lines = [
+        "| model | arm | accepted | Accept% | z (trust) | z (random) | Δz (95% CI) | removed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in contrast.iter_rows(named=True):
+        lines.append(
+            f"| {row['variant']} | {row['arm']} | {row['n_accepted']} | {row['accept_pct']:.1f} | {row['z_trust']:.3f} | "
+            f"{row['z_random']:.3f} | {row['delta']:+.3f} ({row['ci_low']:+.3f}, {row['ci_high']:+.3f}) | "
+            f"{row['removed_pct']:+.0f}% |"
+        )
+    lines += ["", f"Features: {counts['numeric']} numeric columns, {counts['variance']} after the variance threshold, "
+              f"**{counts['outlier']} kept** after the real-data outlier filter (paper: 2,467 → 621); "
+              f"{counts['unfiltered']} in the unfiltered set (paper: 2,415). Real sites {counts['real_rows']}, "
+              f"centroid features (top {len(counts['centroid_features'])} by ANOVA F after the |r| > 0.7 prune): "
+              + ", ".join(f"`{c}`" for c in counts["centroid_features"]) + "."]  # fmt: skip
+    if segmentation:
+        lines += ["", f"Segmentation on the miniature's {segmentation['sites']} real sites: "
+                  f"{segmentation['counted']:.2f} nuclei counted per site against {segmentation['drawn']:.2f} drawn; "
+                  f"the count exact on {100 * segmentation['exact']:.0f}% of sites, mean absolute error "
+                  f"{segmentation['mae']:.2f}, Pearson r {segmentation['r']:.3f}."]  # fmt: skip
+    return "\n".join(lines) + "\n"

@@ -20,11 +20,15 @@ def trust_release(dataset):
     return f"{TRUST['datasets'][dataset]['root']}/{_RELEASE_FILE[dataset]}"
 
 
-def trust_release_input(wildcards):
+def trust_release_path(dataset):
     """What a job reads a release through: the release file the miniature's rule writes, or the folder
     itself (a real release, placed by hand or by its fetch rule)."""
-    dataset = TRUST["datasets"][wildcards.dataset]
-    return trust_release(wildcards.dataset) if "miniature" in dataset else dataset["root"]
+    section = TRUST["datasets"][dataset]
+    return trust_release(dataset) if "miniature" in section else section["root"]
+
+
+def trust_release_input(wildcards):
+    return trust_release_path(wildcards.dataset)
 
 
 def trust_subset(dataset):
@@ -62,7 +66,13 @@ def trust_targets():
     # Fig. 7 plots against the Hamming distance to the support, which is 0 for every condition on full support
     figures += [f"reports/trust/{d}/{r}/graded_shift.png" for d, r in scored if r == "held_out"]
     generators = [f"reports/trust/{d}/{r}/generator_signal.md" for d, r in scored]
-    return signal + ["reports/trust/selection_table.md"] + figures + generators
+    morphology = [
+        f"reports/trust/rxrx1/{r}/morphology_{kind}"
+        for d, r in scored
+        if d == "rxrx1" and "morphology" in TRUST
+        for kind in ("table.md", "deciles.png")
+    ]
+    return signal + ["reports/trust/selection_table.md"] + figures + generators + morphology
 
 
 from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES  # noqa: E402

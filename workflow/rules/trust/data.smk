@@ -32,6 +32,7 @@ if "miniature" in TRUST["datasets"].get("rxrx1", {}):
         output:
             metadata=trust_release("rxrx1"),
             images=directory(f"{TRUST['datasets']['rxrx1']['root']}/images"),
+            drawn=f"{TRUST['datasets']['rxrx1']['root']}/cells_drawn.csv",
         params:
             world=canonical(TRUST["datasets"]["rxrx1"]["miniature"]),
         log:

@@ -7,6 +7,7 @@ from condeval.core.logs import log_to_file
 from condeval.encoders.features import ClipEncoder, read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.evaluate import fit_and_score, scorer_ablation, selection_by_condition, selection_summary
+from condeval.trust.filtering import accepted_mask
 from condeval.trust.scorers import clip_alignment_scores
 
 log = log_to_file(snakemake.log[0])
@@ -44,8 +45,9 @@ scores = scores.with_columns(sample_id=sample_ids)
 selection = dict(p.selection)
 quantile = selection.pop("quantile")
 target = (real(i.real_kid)[~support], real_attributes[~support], conditions, names)
-per_condition_rows = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), *target, seed=p.seed,
-                                            **selection)  # fmt: skip
+thresholds = scorer.thresholds(quantile)
+per_condition_rows = selection_by_condition(scores, kid_features, thresholds, *target, seed=p.seed, **selection)
+scores = scores.with_columns(accepted=accepted_mask(scores["trust"].to_numpy(), sample_attributes, thresholds, names))
 summary = selection_summary(per_condition_rows)
 # trust's two terms on their own (a diagnostic beside Appendix J): which of them does the selecting
 real_terms = scorer.score(real_scoring, real_attributes[support])

@@ -1,0 +1,163 @@
+"""CellProfiler's inputs and outputs (Section 5.1.3): RGB composites of six-channel sites, a headless
+``cellprofiler`` run of a saved pipeline, and its ``Image.csv``.
+
+CellProfiler lives in its own environment (``make cellprofiler``, or ``envs/cellprofiler.yaml`` on a
+cluster) and is only ever called as a program, so nothing here imports it. The pipelines are built with
+the ``cellprofiler_core`` API by ``tools/build_cppipe.py`` and saved under ``workflow/resources/trust/``.
+
+Composite (the official code's input): each channel is stretched between its own 0.1th and 99.9th
+percentiles, coloured with rxrx1-utils' colour map (:data:`RXRX1_COLOURS`) and the six summed and
+clipped, as rxrx1-utils' ``convert_tensor_to_rgb`` (which uses fixed ranges instead of percentiles).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from condeval.core.io import DataFileError, atomic_path
+
+__all__ = [
+    "RXRX1_COLOURS", "INPUTS", "composite", "write_inputs", "run_cellprofiler", "file_column", "read_image_csv",
+    "merge_image_csvs", "segmentation_check",
+]  # fmt: skip
+
+#: rxrx1-utils' colour of each channel (w1 Hoechst ... w6 Golgi), RGB in 0..255.
+RXRX1_COLOURS = np.array(
+    [[19, 0, 249], [42, 255, 31], [255, 0, 25], [45, 255, 252], [250, 0, 253], [254, 255, 40]], dtype=np.float64
+)
+#: What a pipeline reads per site: one RGB composite (the official code's) or the six grey channels.
+INPUTS = ("composite", "channels")
+STRETCH_PERCENTILES = (0.1, 99.9)
+_REQUIRED_COLUMNS = ("ImageNumber", "Count_Nuclei", "Count_Cells")
+
+
+def _resized(image: np.ndarray, side: int | None) -> np.ndarray:
+    from PIL import Image
+
+    if side is None or image.shape[0] == side:
+        return image
+    return np.asarray(Image.fromarray(image).resize((side, side), Image.BICUBIC))
+
+
+def composite(site: np.ndarray, side: int | None = None) -> np.ndarray:
+    """One site's RGB composite, (side, side, 3) uint8.
+
+    Parameters
+    ----------
+    site : ndarray, shape (6, H, W), uint8
+        RxRx1's channels w1..w6.
+    side : int, optional
+        Resize (bicubic) to this side after colouring: every image CellProfiler measures, real or
+        generated, at one size (the miniature's 32-pixel sites at 128; the paper's generator at 256).
+    """
+    site = np.asarray(site, dtype=np.float64)
+    if site.ndim != 3 or site.shape[0] != len(RXRX1_COLOURS):
+        raise ValueError(f"a site is ({len(RXRX1_COLOURS)}, H, W); got {site.shape}")
+    low, high = np.percentile(site, STRETCH_PERCENTILES, axis=(1, 2), keepdims=True)
+    stretched = np.clip((site - low) / np.maximum(high - low, 1e-6), 0.0, 1.0)
+    rgb = np.clip(np.einsum("chw,ck->hwk", stretched, RXRX1_COLOURS), 0, 255)
+    return _resized(np.round(rgb).astype(np.uint8), side)
+
+
+def write_inputs(sites: Iterable[tuple[str, np.ndarray]], folder: str | os.PathLike, kind: str = "composite",
+                 side: int | None = None) -> list[Path]:  # fmt: skip
+    """Write each ``(name, site)`` for a pipeline of input ``kind``: ``<name>.png`` (composite) or
+    ``<name>_w1.png`` .. ``<name>_w6.png`` (channels, each resized to ``side``). Returns the files."""
+    from PIL import Image
+
+    if kind not in INPUTS:
+        raise ValueError(f"input must be one of {INPUTS}; got {kind!r}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, site in sites:
+        if kind == "composite":
+            images = {f"{name}.png": composite(site, side)}
+        else:
+            images = {f"{name}_w{c + 1}.png": _resized(np.asarray(channel), side) for c, channel in enumerate(site)}
+        for file, image in images.items():
+            with atomic_path(folder / file) as tmp:
+                Image.fromarray(image).save(tmp, format="PNG")
+            written.append(folder / file)
+    return written
+
+
+def run_cellprofiler(command: str, pipeline: str | os.PathLike, images: str | os.PathLike,
+                     output: str | os.PathLike, log: str | os.PathLike | None = None) -> Path:  # fmt: skip
+    """Run ``command -c -r -p pipeline -i images -o output`` (CellProfiler headless) and return the
+    ``Image.csv`` it wrote. Its output goes to ``log`` (appended); a failure raises naming the log."""
+    output = Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    argv = [command, "-c", "-r", "-p", str(pipeline), "-i", str(images), "-o", str(output)]
+    log_path = Path(log) if log else output / "cellprofiler.log"
+    with open(log_path, "a") as stream:
+        stream.write(f"$ {' '.join(argv)}\n")
+        stream.flush()
+        try:
+            done = subprocess.run(argv, stdout=stream, stderr=subprocess.STDOUT, check=False)
+        except FileNotFoundError as error:
+            raise RuntimeError(
+                f"CellProfiler not found: {command!r} (build it with `make cellprofiler`, or set "
+                "trust.morphology.cellprofiler)"
+            ) from error
+    image_csv = output / "Image.csv"
+    if done.returncode != 0 or not image_csv.is_file():
+        raise RuntimeError(f"CellProfiler failed (exit {done.returncode}, no {image_csv}? see {log_path})")
+    return image_csv
+
+
+def file_column(kind: str) -> str:
+    """The Image.csv column naming a site's file, by pipeline input: the composite, or channel w1."""
+    if kind not in INPUTS:
+        raise ValueError(f"input must be one of {INPUTS}; got {kind!r}")
+    return "FileName_DATA" if kind == "composite" else "FileName_w1"
+
+
+def read_image_csv(path: str | os.PathLike, column: str = "FileName_DATA") -> pl.DataFrame:
+    """CellProfiler's per-image table, with ``name``: the site's file name without ``.png`` (or, for the
+    channel input, without ``_w1.png``).
+
+    Raises
+    ------
+    DataFileError
+        Naming the file: missing columns, or a row whose file name is empty.
+    """
+    frame = pl.read_csv(path, infer_schema_length=None)
+    missing = [c for c in (*_REQUIRED_COLUMNS, column) if c not in frame.columns]
+    if missing:
+        raise DataFileError(f"{path}: not a CellProfiler Image.csv of this pipeline, missing columns {missing}")
+    names = frame[column].str.replace(r"(_w1)?\.png$", "")
+    empty = frame.filter(names.is_null() | (names == ""))
+    if empty.height:
+        raise DataFileError(f"{path}: ImageNumber {empty['ImageNumber'][0]} has no {column}")
+    return frame.with_columns(names.alias("name"))
+
+
+def merge_image_csvs(paths: Iterable[str | os.PathLike], column: str = "FileName_DATA") -> pl.DataFrame:
+    """Shards' ``Image.csv`` as one table (``ImageNumber`` renumbered), refusing a site seen twice."""
+    frames = [read_image_csv(path, column) for path in paths]
+    merged = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    duplicated = merged.filter(pl.col("name").is_duplicated())["name"].unique().to_list() if frames else []
+    if duplicated:
+        raise DataFileError(f"sites measured in more than one shard: {sorted(duplicated)[:5]}")
+    return merged.with_columns(pl.int_range(1, merged.height + 1).alias("ImageNumber")) if frames else merged
+
+
+def segmentation_check(measured: pl.DataFrame, drawn: pl.DataFrame) -> dict:
+    """CellProfiler's nuclei per site (``name``, ``Count_Nuclei``) against the cells a miniature drew
+    (``site_id``, ``cells``): sites, mean counted and drawn, share exact, mean absolute error, Pearson r."""
+    joined = measured.select("name", "Count_Nuclei").join(
+        drawn.select(pl.col("site_id").alias("name"), "cells"), on="name", how="inner", validate="1:1"
+    )
+    counted, truth = joined["Count_Nuclei"].to_numpy(), joined["cells"].to_numpy()
+    return {
+        "sites": joined.height, "counted": float(counted.mean()), "drawn": float(truth.mean()),
+        "exact": float((counted == truth).mean()), "mae": float(np.abs(counted - truth).mean()),
+        "r": float(np.corrcoef(counted, truth)[0, 1]) if joined.height > 1 else float("nan"),
+    }  # fmt: skip

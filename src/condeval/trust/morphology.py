@@ -1,0 +1,357 @@
+"""Validation in CellProfiler's morphology space (Section 5.1.3 and its appendix).
+
+From CellProfiler's ``Image.csv`` (:mod:`condeval.trust.cellprofiler`) of real and generated sites:
+
+- :class:`MorphologyFeatures`, the paper's feature pipeline: (i) drop metadata columns (the paper's
+  regex: metadata, file and path names, image and object numbers, execution times, module errors,
+  series, frame, group, url) and keep the numeric rest; (ii) drop rows with a NaN (counted) and keep
+  the queried conditions; (iii) a variance threshold (1e-5) and an outlier filter, both on real data:
+  a column is dropped when any real value lies more than 5 real standard deviations from the real
+  mean (the paper: 621 of 2,467 columns kept); (iv) a StandardScaler fitted on real rows, reused for
+  every readout. ``unfiltered=True`` stops after zero-variance pruning (the sanity check's set).
+- :func:`centroid_features`: the centroid analysis' columns, by ANOVA F on the condition, skipping
+  any whose |Pearson r| with one already kept exceeds 0.7, top ``k`` (15; 5 and 20 as sensitivity).
+- :func:`real_spread`: per condition, ``T`` random half-splits of its real rows: the distances of one
+  half's rows to the other half's centroid give the real–real mean ``m_c`` and spread ``s_c``.
+- :func:`centroid_z`: a generated sample's distance to its condition's real centroid, standardised,
+  ``z = (d − m_c) / s_c``: 0 is as far as a typical real sample, above 0 excess deviation.
+- :func:`selection_contrast`: trust-selected samples against condition-matched random subsets of the
+  same size, the difference in mean ``z`` and its bootstrap CI, resampled within each condition
+  (stratified, as the paper says; paired, since both arms are drawn from the same samples) or each
+  arm's pool as a whole (the official code's).
+- :func:`feature_correlations`: per feature, the Pearson correlation across conditions between the
+  generated subset's per-condition means and the real ones, under trust and under random selection.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import numpy as np
+import polars as pl
+
+__all__ = [
+    "METADATA_PATTERN", "MorphologyFeatures", "real_rows", "generated_rows", "morphology_readouts", "centroid_features", "real_spread", "centroid_z", "random_matched",
+    "selection_contrast", "feature_correlations",
+]  # fmt: skip
+
+log = logging.getLogger(__name__)
+
+#: Columns that describe the image or the run, not the cells (the paper's list, case-insensitive).
+METADATA_PATTERN = re.compile(
+    r"metadata|filename|pathname|imagenumber|objectnumber|executiontime|moduleerror|series|frame|^group_|url"
+    r"|md5digest|^name$",
+    re.IGNORECASE,
+)
+VARIANCE_THRESHOLD = 1e-5
+OUTLIER_Z = 5.0
+CORRELATION_PRUNE = 0.7
+
+
+def real_rows(table: pl.DataFrame, conditions: np.ndarray, names: list[str], per_condition: int | None = None
+              ) -> pl.DataFrame:  # fmt: skip
+    """The rows of the queried ``conditions`` (the paper's canonical 50), every split; at most the first
+    ``per_condition`` of each, in table order."""
+    wanted = pl.DataFrame({name: np.asarray(conditions)[:, k] for k, name in enumerate(names)})
+    rows = table.join(wanted.unique(), on=names, how="semi", maintain_order="left")
+    if per_condition is None:
+        return rows
+    return rows.filter(pl.int_range(pl.len()).over(names) < per_condition)
+
+
+def generated_rows(sample_ids: np.ndarray, per_condition: int, measured: int) -> np.ndarray:
+    """Indices of the samples CellProfiler measures: the first ``measured`` of each condition's
+    ``per_condition`` (a sample's condition is ``sample_id // per_condition``, as trust_generate writes)."""
+    sample_ids = np.asarray(sample_ids)
+    return np.flatnonzero(sample_ids % per_condition < measured)
+
+
+def _numeric_features(frame: pl.DataFrame) -> list[str]:
+    return [c for c, t in frame.schema.items() if t.is_numeric() and not METADATA_PATTERN.search(c)]
+
+
+class MorphologyFeatures:
+    """The feature pipeline, fitted on real rows (see the module's description).
+
+    Attributes
+    ----------
+    columns : list of str
+        The kept columns, in ``Image.csv`` order.
+    counts : dict
+        Columns after each step: ``numeric``, ``variance``, ``outlier`` (the kept count).
+    """
+
+    def __init__(self, unfiltered: bool = False):
+        self.unfiltered = unfiltered
+
+    def fit(self, real: pl.DataFrame) -> MorphologyFeatures:
+        """Choose the columns and fit the scaler on ``real`` (its NaN rows dropped, counted in the log)."""
+        from sklearn.feature_selection import VarianceThreshold
+        from sklearn.preprocessing import StandardScaler
+
+        numeric = _numeric_features(real)
+        x = self._rows(real, numeric, "real")
+        variance = VarianceThreshold(0.0 if self.unfiltered else VARIANCE_THRESHOLD).fit(x).get_support()
+        kept = variance.copy()
+        if not self.unfiltered:
+            z = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
+            kept &= np.abs(z).max(axis=0) <= OUTLIER_Z
+        self.columns = [c for c, keep in zip(numeric, kept, strict=True) if keep]
+        self.counts = {"numeric": len(numeric), "variance": int(variance.sum()), "outlier": len(self.columns)}
+        self.scaler = StandardScaler().fit(x[:, kept])
+        log.info("morphology features: %s (unfiltered=%s)", self.counts, self.unfiltered)
+        return self
+
+    def transform(self, frame: pl.DataFrame, what: str = "rows") -> tuple[np.ndarray, np.ndarray]:
+        """(standardised features of the rows without a NaN, mask of the rows kept)."""
+        missing = [c for c in self.columns if c not in frame.columns]
+        if missing:
+            raise ValueError(f"{what}: CellProfiler columns missing: {missing[:5]} ({len(missing)} in all)")
+        x = frame.select(self.columns).to_numpy().astype(np.float64)
+        finite = np.isfinite(x).all(axis=1)
+        if not finite.all():
+            log.warning("%s: %d of %d rows dropped for NaN or infinite CellProfiler features", what,
+                        int((~finite).sum()), len(x))  # fmt: skip
+        return self.scaler.transform(x[finite]), finite
+
+    @staticmethod
+    def _rows(frame: pl.DataFrame, columns: list[str], what: str) -> np.ndarray:
+        x = frame.select(columns).to_numpy().astype(np.float64)
+        finite = np.isfinite(x).all(axis=1)
+        if not finite.all():
+            log.warning("%s: %d of %d rows dropped for NaN CellProfiler features", what, int((~finite).sum()), len(x))
+        if finite.sum() < 2:
+            raise ValueError(f"{what}: fewer than two rows without NaN ({int(finite.sum())} of {len(x)})")
+        return x[finite]
+
+
+def centroid_features(x: np.ndarray, codes: np.ndarray, k: int = 15, prune: float = CORRELATION_PRUNE) -> np.ndarray:
+    """Indices of the top ``k`` columns of real ``x`` by ANOVA F on ``codes``, skipping any with |r| > ``prune``
+    against a column already kept."""
+    from sklearn.feature_selection import f_classif
+
+    f_values, _ = f_classif(x, codes)
+    order = np.argsort(-np.nan_to_num(f_values, nan=-np.inf), kind="stable")
+    correlation = np.abs(np.corrcoef(x, rowvar=False))
+    kept: list[int] = []
+    for column in order:
+        if len(kept) == k:
+            break
+        if all(correlation[column, other] <= prune for other in kept):
+            kept.append(int(column))
+    return np.asarray(kept)
+
+
+def real_spread(x: np.ndarray, codes: np.ndarray, *, n_splits: int = 10, seed: int = 42,
+                min_real: int = 4) -> dict[int, tuple[float, float]]:  # fmt: skip
+    """Condition code → (m_c, s_c): mean and sd of held-out real rows' distance to the other half's centroid."""
+    rng = np.random.default_rng(seed)
+    spread = {}
+    for code in np.unique(codes):
+        rows = np.flatnonzero(codes == code)
+        if len(rows) < min_real:
+            continue
+        distances = []
+        for _ in range(n_splits):
+            order = rng.permutation(rows)
+            a, b = order[: len(rows) // 2], order[len(rows) // 2 :]
+            distances.append(np.linalg.norm(x[b] - x[a].mean(axis=0), axis=1))
+        distances = np.concatenate(distances)
+        spread[int(code)] = (float(distances.mean()), float(distances.std(ddof=1)))
+    return spread
+
+
+def centroid_z(real: np.ndarray, real_codes: np.ndarray, generated: np.ndarray, generated_codes: np.ndarray,
+               spread: dict[int, tuple[float, float]]) -> np.ndarray:  # fmt: skip
+    """Each generated row's ``(d − m_c) / s_c``, ``d`` its distance to its condition's real centroid;
+    NaN where the condition has no ``spread``."""
+    z = np.full(len(generated), np.nan)
+    for code, (mean, sd) in spread.items():
+        rows = generated_codes == code
+        if rows.any():
+            centroid = real[real_codes == code].mean(axis=0)
+            z[rows] = (np.linalg.norm(generated[rows] - centroid, axis=1) - mean) / sd
+    return z
+
+
+def random_matched(codes: np.ndarray, accepted: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random mask with, in each condition, as many rows as ``accepted`` has there."""
+    mask = np.zeros(len(codes), dtype=bool)
+    for code in np.unique(codes):
+        rows = np.flatnonzero(codes == code)
+        mask[rng.choice(rows, size=int(accepted[rows].sum()), replace=False)] = True
+    return mask
+
+
+def _paired_bootstrap(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, n_boot: int, rng) -> np.ndarray:
+    """Δ* per replicate, resampling samples within each condition with their accept flags: the trust
+    arm's mean against the random arm's expectation (each condition's mean, weighted by its accepted count)."""
+    accepted_z = np.zeros(n_boot)
+    accepted_n = np.zeros(n_boot)
+    matched = np.zeros(n_boot)
+    for code in np.unique(codes):
+        rows = np.flatnonzero(codes == code)
+        drawn = rows[rng.integers(0, len(rows), (n_boot, len(rows)))]
+        flags = accepted[drawn]
+        accepted_z += (z[drawn] * flags).sum(axis=1)
+        accepted_n += flags.sum(axis=1)
+        matched += flags.sum(axis=1) * z[drawn].mean(axis=1)
+    accepted_n = np.maximum(accepted_n, 1)
+    return accepted_z / accepted_n - matched / accepted_n
+
+
+def _pooled_bootstrap(trust_arm: np.ndarray, random_arm: np.ndarray, n_boot: int, rng) -> np.ndarray:
+    """Δ* per replicate, each arm's pool resampled whole and on its own (the official code's)."""
+
+    def means(pool):
+        return pool[rng.integers(0, len(pool), (n_boot, len(pool)))].mean(axis=1)
+
+    return means(trust_arm) - means(random_arm)
+
+
+def selection_contrast(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, *, n_random: int = 5,
+                       n_boot: int = 2000, level: float = 0.95, stratified: bool = True, seed: int = 42) -> dict:  # fmt: skip
+    """Trust-selected against condition-matched random samples in centroid ``z``.
+
+    Parameters
+    ----------
+    z, codes : ndarray, shape (N,)
+        Each generated sample's :func:`centroid_z` (NaN rows are left out) and condition code.
+    accepted : ndarray of bool, shape (N,)
+        Trust's P95-real acceptance.
+    n_random : int
+        Random subsets averaged for the random arm (each condition-matched: :func:`random_matched`).
+    n_boot, level : int, float
+        Bootstrap replicates and the CI's level (percentile interval).
+    stratified : bool
+        The paper's bootstrap, stratified by condition: samples resampled within each condition with
+        their accept flags, the trust arm's mean set against the random arm's expectation under that
+        resample (paired). ``False``: the official code's, each arm's pool resampled whole and alone
+        (it ignores that the two arms share samples, and is wider).
+
+    Returns
+    -------
+    dict
+        ``n_accepted``, ``accept_pct``, ``z_trust``, ``z_random``, ``delta`` (trust − random),
+        ``ci_low``, ``ci_high``, ``removed_pct`` (share of the random arm's excess the selection removes).
+    """
+    keep = np.isfinite(z)
+    z, codes, accepted = z[keep], codes[keep], accepted[keep]
+    rng = np.random.default_rng(seed)
+    randoms = [random_matched(codes, accepted, rng) for _ in range(n_random)]
+    z_trust = float(z[accepted].mean())
+    z_random = float(np.mean([z[mask].mean() for mask in randoms]))
+    if stratified:
+        deltas = _paired_bootstrap(z, codes, accepted, n_boot, rng)
+    else:
+        deltas = _pooled_bootstrap(z[accepted], np.concatenate([z[mask] for mask in randoms]), n_boot, rng)
+    low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
+    return {
+        "n_accepted": int(accepted.sum()), "accept_pct": 100.0 * float(accepted.mean()), "z_trust": z_trust,
+        "z_random": z_random, "delta": z_trust - z_random, "ci_low": float(low), "ci_high": float(high),
+        "removed_pct": 100.0 * (1.0 - z_trust / z_random) if z_random > 0 else float("nan"),
+    }  # fmt: skip
+
+
+def feature_correlations(real: np.ndarray, real_codes: np.ndarray, generated: np.ndarray,
+                         generated_codes: np.ndarray, accepted: np.ndarray, columns: list[str], *,
+                         n_random: int = 5, seed: int = 0) -> pl.DataFrame:  # fmt: skip
+    """Per feature: Pearson r across conditions between the generated subset's per-condition means and
+    the real ones, under trust (``r_trust``) and under condition-matched random selection (``r_random``,
+    the mean over ``n_random`` draws), and ``gain = r_trust − r_random``."""
+    codes = np.intersect1d(np.unique(real_codes), np.unique(generated_codes[accepted]))
+    real_means = np.stack([real[real_codes == c].mean(axis=0) for c in codes])
+
+    def correlation(mask: np.ndarray) -> np.ndarray:
+        means = np.stack([generated[mask & (generated_codes == c)].mean(axis=0) for c in codes])
+        a, b = means - means.mean(axis=0), real_means - real_means.mean(axis=0)
+        denominator = np.sqrt((a**2).sum(axis=0) * (b**2).sum(axis=0))
+        return np.divide((a * b).sum(axis=0), denominator, out=np.zeros(len(columns)), where=denominator > 0)
+
+    rng = np.random.default_rng(seed)
+    r_trust = correlation(accepted)
+    r_random = np.mean([correlation(random_matched(generated_codes, accepted, rng)) for _ in range(n_random)], axis=0)
+    return pl.DataFrame({"feature": columns, "r_trust": r_trust, "r_random": r_random, "gain": r_trust - r_random})
+
+
+def _codes(attributes: np.ndarray, conditions: np.ndarray) -> np.ndarray:
+    lookup = {tuple(row): k for k, row in enumerate(np.asarray(conditions).tolist())}
+    return np.array([lookup.get(tuple(row), -1) for row in np.asarray(attributes).tolist()], dtype=np.int64)
+
+
+def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list[str], conditions: np.ndarray,
+                        seen: np.ndarray, *, top_k: int = 15, half_splits: int = 10, n_boot: int = 2000,
+                        stratified: bool = True, n_random: int = 5, seed: int = 42, n_bins: int = 10,
+                        classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> dict:  # fmt: skip
+    """Section 5.1.3's readouts of one generator from CellProfiler tables of real and generated sites.
+
+    Parameters
+    ----------
+    real, generated : polars.DataFrame
+        ``Image.csv`` rows with the attribute columns ``names``; ``generated`` also has ``trust`` and
+        ``accepted`` (P95-real, :func:`~condeval.trust.filtering.accepted_mask`).
+    conditions : ndarray, shape (M, K)
+        The queried conditions; ``seen`` (M,) says which are in the training support (the two arms).
+    top_k, half_splits, n_boot, stratified, n_random, seed
+        The centroid analysis (paper: 15, 10, 2,000, stratified, seed 42; ``n_random`` random subsets).
+    n_bins, classifier_seeds
+        Fig. 3: global trust bins, each training logistic classifiers (cell type; condition) tested on real rows.
+
+    Returns
+    -------
+    dict
+        ``counts`` (the feature pipeline's column counts, filtered and unfiltered), ``contrast`` (one row
+        per arm: :func:`selection_contrast`), ``correlations`` (per arm, set and feature) and ``deciles``.
+    """
+    from condeval.trust.deciles import decile_bins, decile_classifier
+
+    real = real_rows(real, conditions, names)
+    generated = real_rows(generated, conditions, names)
+    filtered, unfiltered = MorphologyFeatures().fit(real), MorphologyFeatures(unfiltered=True).fit(real)
+    x_real, real_kept = filtered.transform(real, "real")
+    x_gen, gen_kept = filtered.transform(generated, "generated")
+    real_codes = _codes(real.select(names).to_numpy()[real_kept], conditions)
+    gen_codes = _codes(generated.select(names).to_numpy()[gen_kept], conditions)
+    accepted = generated["accepted"].to_numpy().astype(bool)[gen_kept]
+    top = centroid_features(x_real, real_codes, k=top_k)
+    spread = real_spread(x_real[:, top], real_codes, n_splits=half_splits, seed=seed)
+    z = centroid_z(x_real[:, top], real_codes, x_gen[:, top], gen_codes, spread)
+    contrast, correlations = [], []
+    u_real, u_real_kept = unfiltered.transform(real, "real (unfiltered)")
+    u_gen, u_gen_kept = unfiltered.transform(generated, "generated (unfiltered)")
+    u_real_codes = _codes(real.select(names).to_numpy()[u_real_kept], conditions)
+    u_gen_codes = _codes(generated.select(names).to_numpy()[u_gen_kept], conditions)
+    u_accepted = generated["accepted"].to_numpy().astype(bool)[u_gen_kept]
+    for arm, in_arm in (("seen", np.flatnonzero(seen)), ("unseen", np.flatnonzero(~np.asarray(seen)))):
+        rows = np.isin(gen_codes, in_arm)
+        if not rows.any() or not accepted[rows].any():
+            continue
+        contrast.append({"arm": arm, "n_generated": int(rows.sum())} | selection_contrast(
+            z[rows], gen_codes[rows], accepted[rows], n_random=n_random, n_boot=n_boot, stratified=stratified,
+            seed=seed))  # fmt: skip
+        for name, (xr, rc, xg, gc, acc, columns) in {
+            "kept": (x_real, real_codes, x_gen, gen_codes, accepted, filtered.columns),
+            "unfiltered": (u_real, u_real_codes, u_gen, u_gen_codes, u_accepted, unfiltered.columns),
+        }.items():
+            mine = np.isin(gc, in_arm)
+            frame = feature_correlations(xr, rc, xg[mine], gc[mine], acc[mine], columns, n_random=n_random, seed=seed)
+            correlations.append(frame.with_columns(arm=pl.lit(arm), set=pl.lit(name)))
+    bins = decile_bins(np.zeros(len(x_gen), dtype=np.int64), generated["trust"].to_numpy()[gen_kept], n_bins)
+    cell_type = names.index("cell_type_id")
+    deciles = [
+        decile_classifier(x_gen, target_gen, bins, x_real, target_real, seeds=classifier_seeds).with_columns(
+            target=pl.lit(target))
+        for target, target_gen, target_real in (
+            ("cell type", generated.select(names).to_numpy()[gen_kept][:, cell_type],
+             real.select(names).to_numpy()[real_kept][:, cell_type]),
+            ("condition", gen_codes, real_codes),
+        )
+    ]  # fmt: skip
+    return {
+        "counts": filtered.counts | {"unfiltered": unfiltered.counts["outlier"], "real_rows": len(x_real),
+                                     "generated_rows": len(x_gen), "centroid_features": [filtered.columns[k] for k in top]},
+        "contrast": pl.DataFrame(contrast),
+        "correlations": pl.concat(correlations) if correlations else pl.DataFrame(),
+        "deciles": pl.concat(deciles),
+    }  # fmt: skip

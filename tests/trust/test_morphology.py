@@ -1,0 +1,116 @@
+"""The CellProfiler-space analysis (Section 5.1.3): the Image.csv feature pipeline on a fixture in the
+real column format, the centroid statistic, and the bootstrap CI's coverage in a simulation."""
+
+import logging
+
+import numpy as np
+import polars as pl
+import pytest
+
+from condeval.trust.morphology import (
+    MorphologyFeatures,
+    centroid_features,
+    centroid_z,
+    feature_correlations,
+    real_spread,
+    selection_contrast,
+)
+
+
+def _image_csv_rows(n: int, rng) -> pl.DataFrame:
+    """Rows with the real Image.csv's kinds of column: metadata, file names, timings, counts, features."""
+    return pl.DataFrame({
+        "ImageNumber": np.arange(1, n + 1), "FileName_w1": [f"s{i}_w1.png" for i in range(n)],
+        "PathName_w1": ["/data"] * n, "MD5Digest_w1": ["0" * 32] * n, "ExecutionTime_07IdentifyPrimaryObjects": rng.random(n),
+        "ModuleError_07IdentifyPrimaryObjects": np.zeros(n), "Metadata_Site": [f"s{i}" for i in range(n)],
+        "Group_Index": np.arange(n), "Frame_w1": np.zeros(n), "Series_w1": np.zeros(n), "URL_w1": ["file:///x"] * n,
+        "Height_w1": np.full(n, 128.0), "Count_Nuclei": rng.integers(3, 9, n).astype(float),
+        "Mean_Cells_AreaShape_Area": rng.normal(300, 30, n), "Granularity_2_OrigGray": rng.normal(5, 1, n),
+        "Mean_Nuclei_Texture_Correlation_OrigGray_3_00_256": rng.normal(0.5, 0.05, n),
+        "Median_Cells_AreaShape_Zernike_9_7": np.r_[rng.normal(0, 0.01, n - 1), 1.0],  # one real outlier
+        "StDev_Cells_Neighbors_NumberOfNeighbors_Adjacent": np.full(n, 2.0),  # constant
+    })  # fmt: skip
+
+
+def test_the_feature_pipeline_keeps_the_papers_columns_and_counts_what_it_drops(caplog):
+    rng = np.random.default_rng(0)
+    real = _image_csv_rows(60, rng)
+    features = MorphologyFeatures().fit(real)
+    assert features.columns == ["Count_Nuclei", "Mean_Cells_AreaShape_Area", "Granularity_2_OrigGray",
+                                "Mean_Nuclei_Texture_Correlation_OrigGray_3_00_256"]  # fmt: skip
+    assert features.counts == {"numeric": 7, "variance": 5, "outlier": 4}
+    unfiltered = MorphologyFeatures(unfiltered=True).fit(real)
+    assert "Median_Cells_AreaShape_Zernike_9_7" in unfiltered.columns  # only zero variance goes
+    generated = _image_csv_rows(10, rng).with_columns(
+        pl.when(pl.col("ImageNumber") == 3).then(None).otherwise(pl.col("Granularity_2_OrigGray")).alias(
+            "Granularity_2_OrigGray"))  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        x, kept = features.transform(generated, "generated")
+    assert x.shape == (9, 4) and not kept[2]
+    assert "generated: 1 of 10 rows dropped" in caplog.text
+    scaled_real, _ = features.transform(real)
+    np.testing.assert_allclose(scaled_real.mean(axis=0), 0, atol=1e-9)  # the scaler is fitted on real rows
+    with pytest.raises(ValueError, match="missing"):
+        features.transform(generated.drop("Count_Nuclei"))
+
+
+def test_centroid_features_rank_by_anova_and_prune_correlated_columns():
+    rng = np.random.default_rng(1)
+    codes = np.repeat(np.arange(4), 50)
+    signal = codes + rng.normal(0, 0.3, 200)
+    x = np.column_stack([signal, signal * 2 + rng.normal(0, 0.01, 200), rng.normal(size=200),
+                         codes * 0.5 + rng.normal(0, 1.0, 200)])  # fmt: skip
+    kept = centroid_features(x, codes, k=3)
+    assert kept[0] in (0, 1) and not {0, 1} <= set(kept.tolist())  # the twin of the best column is pruned
+    assert kept.tolist()[1] == 3
+
+
+def test_samples_from_the_real_distribution_sit_at_z_zero_and_shifted_ones_above():
+    rng = np.random.default_rng(2)
+    codes = np.repeat(np.arange(5), 40)
+    centres = rng.normal(0, 3, (5, 6))
+    real = centres[codes] + rng.normal(size=(200, 6))
+    spread = real_spread(real, codes, n_splits=20, seed=0)
+    fresh = centres[codes] + rng.normal(size=(200, 6))
+    assert abs(np.mean(centroid_z(real, codes, fresh, codes, spread))) < 0.25
+    shifted = fresh + 1.5
+    assert np.mean(centroid_z(real, codes, shifted, codes, spread)) > 2
+
+
+def _simulated_contrast(seed: int, effect: float, n_boot: int, stratified: bool = True) -> tuple[dict, float]:
+    """Conditions whose accepted samples sit ``effect`` closer than the rejected ones: the true
+    difference of trust-selected and condition-matched random means is −effect × (share rejected)."""
+    rng = np.random.default_rng(seed)
+    codes = np.repeat(np.arange(12), 24)
+    accepted = rng.random(len(codes)) < 0.5
+    z = 3 + rng.normal(0, 2, 12)[codes] - effect * accepted + rng.normal(size=len(codes))
+    truth = np.average([-effect * (1 - accepted[codes == c].mean()) for c in range(12)],
+                       weights=[accepted[codes == c].sum() for c in range(12)])  # fmt: skip
+    result = selection_contrast(z, codes, accepted, n_random=5, n_boot=n_boot, stratified=stratified, seed=seed)
+    return result, truth
+
+
+def test_the_stratified_bootstrap_ci_covers_the_true_difference_at_its_nominal_rate():
+    runs = [_simulated_contrast(seed, effect=0.6, n_boot=400) for seed in range(200)]
+    coverage = np.mean([r["ci_low"] <= truth <= r["ci_high"] for r, truth in runs])
+    assert 0.90 <= coverage <= 0.985, coverage  # 95% nominal: neither too narrow nor needlessly wide
+    pooled = [_simulated_contrast(seed, effect=0.6, n_boot=400, stratified=False)[0] for seed in range(20)]
+    width = np.mean([r["ci_high"] - r["ci_low"] for r, _ in runs[:20]])
+    assert np.mean([r["ci_high"] - r["ci_low"] for r in pooled]) > 2 * width  # the official code's: unpaired
+
+
+def test_a_real_difference_gives_a_ci_below_zero_and_none_a_ci_around_it():
+    result, _ = _simulated_contrast(0, effect=1.0, n_boot=400)
+    assert result["ci_high"] < 0 < result["removed_pct"]
+    result, _ = _simulated_contrast(1, effect=0.0, n_boot=400)
+    assert result["ci_low"] < 0 < result["ci_high"]
+
+
+def test_feature_correlations_are_high_where_generated_means_track_real_ones():
+    rng = np.random.default_rng(3)
+    codes = np.repeat(np.arange(8), 30)
+    profile = rng.normal(size=(8, 2))
+    real = profile[codes] + rng.normal(0, 0.1, (240, 2))
+    generated = np.column_stack([profile[codes, 0], rng.normal(size=240)]) + rng.normal(0, 0.1, (240, 2))
+    table = feature_correlations(real, codes, generated, codes, rng.random(240) < 0.5, ["tracks", "noise"])
+    assert table["r_trust"][0] > 0.9 and abs(table["r_random"][1]) < 0.6
