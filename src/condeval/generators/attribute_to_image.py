@@ -74,10 +74,15 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
             transformer=transformer, vae=vae, scheduler=scheduler, attribute_encoder=attribute_encoder
         )
 
+    @property
+    def interrupt(self) -> bool:
+        """Set by a step-end callback (``pipe._interrupt = True``) to stop denoising, as diffusers' pipelines."""
+        return getattr(self, "_interrupt", False)
+
     @torch.no_grad()
     def __call__(
         self, attributes, num_inference_steps: int = 50, generator=None, output_type: str = "pil",
-        return_dict: bool = True,
+        return_dict: bool = True, callback_on_step_end=None, callback_on_step_end_tensor_inputs=("latents",),
     ):  # fmt: skip
         """Sample one image per row of ``attributes`` (B, K) ints.
 
@@ -89,6 +94,11 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
             One per row makes each image independent of its batch.
         output_type : {"pil", "np", "pt", "latent"}
         return_dict : bool
+        callback_on_step_end : callable, optional
+            ``callback(pipe, step, timestep, callback_kwargs) -> dict``, after each denoising step, as in
+            diffusers' pipelines: ``callback_kwargs`` holds ``callback_on_step_end_tensor_inputs``
+            (``latents``, ``attributes``); returned ``latents`` replace the current ones.
+        callback_on_step_end_tensor_inputs : sequence of str
 
         Returns
         -------
@@ -103,10 +113,17 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
         shape = (len(attributes), config.in_channels, config.sample_size, config.sample_size)
         latents = randn_tensor(shape, generator=generator, device=device, dtype=context.dtype)
         self.scheduler.set_timesteps(num_inference_steps, device=device)
-        for t in self.progress_bar(self.scheduler.timesteps):
+        self._interrupt = False
+        for step, t in enumerate(self.progress_bar(self.scheduler.timesteps)):
+            if self.interrupt:
+                break
             velocity = self.transformer(hidden_states=latents, timestep=t.expand(len(latents)),
                                         encoder_hidden_states=context, pooled_projections=pooled).sample  # fmt: skip
             latents = self.scheduler.step(velocity, t, latents).prev_sample
+            if callback_on_step_end is not None:
+                tensors = {"latents": latents, "attributes": attributes}
+                kwargs = {name: tensors[name] for name in callback_on_step_end_tensor_inputs}
+                latents = callback_on_step_end(self, step, t, kwargs).get("latents", latents)
         if output_type == "latent":
             images = latents
         else:

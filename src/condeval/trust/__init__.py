@@ -22,7 +22,19 @@ from condeval.trust.scorers import (
 )  # fmt: skip
 
 __all__ = [
-    "REGULARIZATION", "AlphaPrecisionDistance", "KnnPerAttribute", "LinearProbeEnergy", "TrustScorer", "acceptance",
-    "alpha_precision", "clip_alignment", "clip_alignment_scores", "condition_prompts", "condition_thresholds", "kid",
-    "nearest_seen", "selection_gain", "support_distance",
+    "REGULARIZATION", "AlphaPrecisionDistance", "KnnPerAttribute", "LinearProbeEnergy", "Translator", "TrustAbstention",
+    "TrustScorer", "acceptance", "alpha_precision", "clip_alignment", "clip_alignment_scores", "condition_prompts",
+    "condition_thresholds", "kid", "nearest_seen", "selection_gain", "support_distance",
 ]  # fmt: skip
+
+# Scoring during generation needs torch and Lightning, which the analysis environment's rules lack:
+# imported on first use.
+_TRANSLATOR_NAMES = ("Translator", "TrustAbstention")
+
+
+def __getattr__(name: str):
+    if name in _TRANSLATOR_NAMES:
+        from condeval.trust import translator
+
+        return getattr(translator, name)
+    raise AttributeError(f"module 'condeval.trust' has no attribute {name!r}")

@@ -1,0 +1,320 @@
+"""Scoring during generation (Section 3.1, 5.2, Appendix L): a translator from a generator's internal
+features to the extractor's space, so the same real-fitted :class:`~condeval.trust.TrustScorer`
+scores a sample before it is decoded.
+
+- :class:`Translator`: a linear skip plus a 3-layer SiLU MLP (the paper's 768 → 2048 → 1152), trained in
+  Lightning (AdamW, weight decay 1e-4, cosine schedule, 5% validation) on pairs (internal feature of a
+  noised real training image, the image's extractor feature). The loss keeps what the Mahalanobis score
+  reads, the features' spread and covariance, as well as the points (:func:`translator_loss`:
+  ``mse·MSE + var·Σ_d (σ̂_d − σ_d)² / D + cov·Σ_{d≠e} (Ĉ_de − C_de)² / D``, the paper's weights 0.1, 1.0,
+  0.04 on batch statistics; the official code's tempered-whitened MSE is not built).
+- :func:`noised_latents`: real latents on the generator's own path, ``x_t = (1 − t) x_0 + t ε``
+  (rectified flow, t = 1 pure noise); ``path="official"`` is the official code's ``√(1 − t) x_0 + √t ε``,
+  which is not the path its generator samples on.
+- :func:`internal_features`: the mean over image tokens of the denoiser's block ``layer`` (1-based)
+  at a given t, read by a forward hook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from condeval.core.training import ScheduledModule
+
+__all__ = [
+    "LOSS_WEIGHTS", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
+    "noised_latents", "translator_loss",
+]  # fmt: skip
+
+#: The paper's loss weights (Section 5.2).
+LOSS_WEIGHTS = {"mse": 0.1, "var": 1.0, "cov": 0.04}
+NOISE_PATHS = ("generator", "official")
+
+
+class TranslatorNet(torch.nn.Module):
+    """``skip(x) + MLP(x)``: a linear skip and three linear layers with SiLU between them."""
+
+    def __init__(self, in_dim: int, out_dim: int, hidden: int = 2048):
+        super().__init__()
+        self.skip = torch.nn.Linear(in_dim, out_dim)
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(in_dim, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, hidden), torch.nn.SiLU(),
+            torch.nn.Linear(hidden, out_dim),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.skip(x) + self.mlp(x)
+
+
+def translator_loss(predicted: torch.Tensor, target: torch.Tensor, weights: dict | None = None) -> dict:
+    """The weighted loss and its three terms (module description) on one batch, (B, D) each."""
+    weights = LOSS_WEIGHTS if weights is None else weights
+    dim = target.shape[1]
+    mse = torch.mean((predicted - target) ** 2)
+    var = torch.sum((predicted.std(dim=0) - target.std(dim=0)) ** 2) / dim
+    off_diagonal = ~torch.eye(dim, dtype=torch.bool, device=target.device)
+    difference = torch.cov(predicted.T) - torch.cov(target.T)
+    cov = torch.sum(difference[off_diagonal] ** 2) / dim
+    total = weights["mse"] * mse + weights["var"] * var + weights["cov"] * cov
+    return {"loss": total, "mse": mse, "var": var, "cov": cov}
+
+
+class TranslatorModule(ScheduledModule):
+    """Lightning wrapper: batches ``(internal, target)``, inputs standardised by fixed statistics."""
+
+    def __init__(self, in_dim: int, out_dim: int, hidden: int, weights: dict, lr: float, weight_decay: float,
+                 warmup_steps: int, total_steps: int, mean: list, scale: list):  # fmt: skip
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = TranslatorNet(in_dim, out_dim, hidden)
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32))
+        self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net((x - self.mean) / self.scale)
+
+    def _loss(self, batch, training: bool) -> torch.Tensor:
+        internal, target = batch
+        terms = translator_loss(self(internal), target, dict(self.hparams.weights))
+        prefix = "" if training else "val_"
+        for name in ("mse", "var", "cov"):
+            self.log(f"{prefix}{name}", terms[name], on_step=False, on_epoch=True)
+        return terms["loss"]
+
+
+class Translator:
+    """Internal generator features to extractor features (module description).
+
+    Parameters
+    ----------
+    hidden : int
+        The MLP's width (paper: 2048).
+    weights : dict, optional
+        ``mse``, ``var``, ``cov`` (paper: 0.1, 1.0, 0.04).
+    lr, weight_decay, epochs, batch_size, val_share, seed
+        Training (paper: 1e-3, 1e-4, 50, 2048, 5%).
+
+    Examples
+    --------
+    >>> translator = Translator(hidden=256, epochs=20).fit(internal, siglip)   # doctest: +SKIP
+    >>> trust = scorer.score(translator.transform(internal_at_step), attributes)   # doctest: +SKIP
+    """
+
+    def __init__(self, hidden: int = 2048, weights: dict | None = None, lr: float = 1e-3, weight_decay: float = 1e-4,
+                 epochs: int = 50, batch_size: int = 2048, val_share: float = 0.05, seed: int = 0):  # fmt: skip
+        self.hidden, self.weights = hidden, dict(LOSS_WEIGHTS if weights is None else weights)
+        self.lr, self.weight_decay, self.epochs, self.batch_size = lr, weight_decay, epochs, batch_size
+        self.val_share, self.seed = val_share, seed
+        self.module: TranslatorModule | None = None
+
+    def fit(self, internal: np.ndarray, target: np.ndarray, run_dir: str | os.PathLike | None = None) -> Translator:
+        """Train on pairs (rows of ``internal`` (N, d_in) and ``target`` (N, d_out)); ``run_dir`` keeps
+        checkpoints, so a killed fit resumes (a temporary folder when None)."""
+        import tempfile
+
+        import pytorch_lightning as pl
+
+        from condeval.core.training import fit
+
+        internal, target = _checked(internal, "internal"), _checked(target, "target")
+        if len(internal) != len(target):
+            raise ValueError(f"one target per internal feature: {len(internal)} against {len(target)}")
+        order = np.random.default_rng(self.seed).permutation(len(internal))
+        n_val = max(2, int(round(self.val_share * len(internal))))
+        val, train = order[:n_val], order[n_val:]
+        steps = self.epochs * int(np.ceil(len(train) / self.batch_size))
+        pl.seed_everything(self.seed, verbose=False)
+        module = TranslatorModule(
+            internal.shape[1], target.shape[1], self.hidden, self.weights, self.lr, self.weight_decay,
+            warmup_steps=max(1, steps // 20), total_steps=steps, mean=internal[train].mean(axis=0).tolist(),
+            scale=np.maximum(internal[train].std(axis=0), 1e-6).tolist(),
+        )  # fmt: skip
+        with tempfile.TemporaryDirectory() as scratch:
+            best = fit(module, (internal[train], target[train]), (internal[val], target[val]), run_dir or scratch,
+                       max_epochs=self.epochs, patience=self.epochs, batch_size=self.batch_size, seed=self.seed,
+                       progress=False)  # fmt: skip
+            self.module = TranslatorModule.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
+        return self
+
+    @torch.no_grad()
+    def transform(self, internal: np.ndarray) -> np.ndarray:
+        """Translated features, (N, d_out) float64."""
+        if self.module is None:
+            raise RuntimeError("the translator is not fitted: call fit() or Translator.load()")
+        internal = _checked(internal, "internal")
+        if internal.shape[1] != self.module.hparams.in_dim:
+            raise ValueError(f"internal features are {self.module.hparams.in_dim}-wide; got {internal.shape[1]}")
+        return self.module(torch.as_tensor(internal, dtype=torch.float32)).double().numpy()
+
+    def save(self, folder: str | os.PathLike) -> Path:
+        """``translator.safetensors`` (weights) and ``config.json`` (plain data): nothing is pickled."""
+        from safetensors.torch import save_file
+
+        from condeval.core.io import atomic_path
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(folder / "translator.safetensors") as tmp:
+            save_file({k: v.contiguous() for k, v in self.module.state_dict().items()}, str(tmp))
+        config = {k: v for k, v in self.module.hparams.items()} | {"seed": self.seed}
+        with atomic_path(folder / "config.json") as tmp:
+            tmp.write_text(json.dumps(config, indent=1))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> Translator:
+        from safetensors.torch import load_file
+
+        folder = Path(folder)
+        config = json.loads((folder / "config.json").read_text())
+        translator = cls(hidden=config["hidden"], weights=config["weights"], lr=config["lr"],
+                         weight_decay=config["weight_decay"], seed=config.get("seed", 0))  # fmt: skip
+        module = TranslatorModule(**{k: config[k] for k in (
+            "in_dim", "out_dim", "hidden", "weights", "lr", "weight_decay", "warmup_steps", "total_steps", "mean",
+            "scale")})  # fmt: skip
+        module.load_state_dict(load_file(str(folder / "translator.safetensors")))
+        translator.module = module.eval()
+        return translator
+
+
+def _checked(array, name: str) -> np.ndarray:
+    array = np.asarray(array, dtype=np.float32)
+    if array.ndim != 2:
+        raise ValueError(f"{name} features must be (N, D); got {array.shape}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} features hold NaN or infinite values")
+    return array
+
+
+def noised_latents(latents: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, path: str = "generator"):
+    """Latents at noise level ``t`` (B,) in [0, 1] (1: pure noise): the generator's rectified-flow path
+    ``(1 − t) x + t ε``, or the official code's ``√(1 − t) x + √t ε`` (``path="official"``)."""
+    if path not in NOISE_PATHS:
+        raise ValueError(f"path must be one of {NOISE_PATHS}; got {path!r}")
+    t = t.reshape(-1, *([1] * (latents.ndim - 1))).to(latents)
+    if path == "generator":
+        return (1 - t) * latents + t * noise
+    return torch.sqrt(1 - t) * latents + torch.sqrt(t) * noise
+
+
+class _TokenTap:
+    """A forward hook on a joint block that keeps the mean of its image tokens."""
+
+    def __init__(self, block: torch.nn.Module):
+        self.features: torch.Tensor | None = None
+        self.handle = block.register_forward_hook(self)
+
+    def __call__(self, module, inputs, output):
+        tokens = output[1] if isinstance(output, tuple) else output  # a joint block returns (context, image tokens)
+        self.features = tokens.mean(dim=1)
+
+
+def block_of(transformer, layer: int) -> torch.nn.Module:
+    """The denoiser's block ``layer`` (1-based), checked."""
+    blocks = transformer.transformer_blocks
+    if not 1 <= layer <= len(blocks):
+        raise ValueError(f"layer must be within 1..{len(blocks)} (the denoiser's blocks); got {layer}")
+    return blocks[layer - 1]
+
+
+@torch.no_grad()
+def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: int, *, generator=None,
+                      path: str = "generator", noise: torch.Tensor | None = None) -> np.ndarray:  # fmt: skip
+    """The denoiser's block-``layer`` image tokens, mean-pooled, for clean ``latents`` (B, C, H, W) (as
+    the transformer sees them: shifted and scaled) noised to ``t`` with their ``attributes`` (B, K)."""
+    device = next(pipe.transformer.parameters()).device
+    latents = latents.to(device)
+    if noise is None:
+        noise = torch.randn(latents.shape, generator=generator, device="cpu").to(device)
+    times = torch.full((len(latents),), float(t), device=device)
+    context, pooled = pipe.attribute_encoder(torch.as_tensor(np.asarray(attributes), dtype=torch.long, device=device))
+    tap = _TokenTap(block_of(pipe.transformer, layer))
+    try:
+        # the scheduler's timesteps are sigma × num_train_timesteps
+        timestep = times * pipe.scheduler.config.num_train_timesteps
+        pipe.transformer(hidden_states=noised_latents(latents, times, noise, path), timestep=timestep,
+                         encoder_hidden_states=context, pooled_projections=pooled)  # fmt: skip
+    finally:
+        tap.handle.remove()
+    return tap.features.float().cpu().numpy()
+
+
+class TrajectoryTap:
+    """A step-end callback (diffusers' ``callback_on_step_end``) that keeps, at the chosen denoising
+    ``steps`` (0-based), the mean image tokens of the denoiser's block ``layer``.
+
+    ``features[step]`` is (B, width) for the last call. Under classifier-free guidance (SD3's pipelines
+    batch the unconditional half first), ``conditional_half=True`` keeps the second half's rows.
+    ``close()`` removes the hook.
+    """
+
+    def __init__(self, transformer, layer: int, steps, conditional_half: bool = False):
+        self.steps, self.conditional_half = set(int(s) for s in steps), conditional_half
+        self.tap = _TokenTap(block_of(transformer, layer))
+        self.features: dict[int, np.ndarray] = {}
+
+    def _current(self) -> np.ndarray:
+        features = self.tap.features
+        if self.conditional_half:
+            features = features[len(features) // 2 :]
+        return features.float().cpu().numpy()
+
+    def __call__(self, pipe, step: int, timestep, callback_kwargs: dict) -> dict:
+        if step in self.steps:
+            self.features[step] = self._current()
+        return {}
+
+    def close(self) -> None:
+        self.tap.handle.remove()
+
+
+class TrustAbstention(TrajectoryTap):
+    """The generation callback that scores mid-trajectory and abstains (Section 3.1, "online abstention").
+
+    At denoising ``step`` (0-based) the block-``layer`` features are translated (:class:`Translator`),
+    scored by a real-fitted :class:`~condeval.trust.TrustScorer` against the requested ``attributes``,
+    and a sample abstains when its trust exceeds its condition's threshold (``thresholds``: a
+    :meth:`TrustScorer.thresholds` table, the P95-real rule; a condition without one falls back to the
+    seen conditions at the minimum Hamming distance, as after generation). ``abstained`` (B,) and
+    ``trust`` (B,) hold the decisions. When every sample abstains the pipeline is interrupted
+    (``pipe._interrupt``); per sample, the steps left, the decoder pass and the extractor pass are what
+    abstention saves (:func:`compute_saved`). Works with any pipeline that calls ``callback_on_step_end``
+    and whose denoiser has ``transformer_blocks`` (``AttributeDiffusionPipeline``, SD3's).
+    """
+
+    def __init__(self, transformer, layer: int, step: int, translator: Translator, scorer, thresholds, names,
+                 attributes, conditional_half: bool = False):  # fmt: skip
+        super().__init__(transformer, layer, [step], conditional_half)
+        self.step, self.translator, self.scorer = int(step), translator, scorer
+        self.thresholds, self.names, self.attributes = thresholds, list(names), np.asarray(attributes)
+        self.abstained: np.ndarray | None = None
+        self.trust: np.ndarray | None = None
+
+    def __call__(self, pipe, step: int, timestep, callback_kwargs: dict) -> dict:
+        if step != self.step:
+            return {}
+        from condeval.trust.filtering import accepted_mask
+
+        translated = self.translator.transform(self._current())
+        self.trust = self.scorer.score(translated, self.attributes)["trust"].to_numpy()
+        self.abstained = ~accepted_mask(self.trust, self.attributes, self.thresholds, self.names)
+        if self.abstained.all():
+            pipe._interrupt = True
+        return {}
+
+
+def compute_saved(abstained: np.ndarray, step: int, num_inference_steps: int) -> dict:
+    """What abstaining at ``step`` (0-based) saves: the share of all denoising steps not run, and the
+    decoder and extractor passes not made (one each per abstained sample)."""
+    abstained = np.asarray(abstained, dtype=bool)
+    left = num_inference_steps - (step + 1)
+    return {
+        "steps_saved_pct": 100.0 * abstained.mean() * left / num_inference_steps,
+        "decoder_passes_saved": int(abstained.sum()), "extractor_passes_saved": int(abstained.sum()),
+        "steps_run_pct": 100.0 * (step + 1) / num_inference_steps,
+    }  # fmt: skip

@@ -1,0 +1,115 @@
+"""Scoring during generation: the translator learns a map and keeps the trust score's ranking, its loss
+terms each see what they are for, and the generation callbacks read the denoiser without changing it."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import spearmanr
+
+from condeval.trust import TrustScorer
+from condeval.trust.translator import (
+    TrajectoryTap,
+    Translator,
+    TrustAbstention,
+    compute_saved,
+    internal_features,
+    noised_latents,
+    translator_loss,
+)
+
+
+def _pairs(n: int, seed: int):
+    """Attributes, extractor-like targets with per-value means, and internal features: an invertible
+    non-linear function of the targets plus noise (as a denoiser's tokens hold the image's content)."""
+    rng = np.random.default_rng(seed)
+    attributes = np.column_stack([rng.integers(0, 2, n), rng.integers(0, 3, n)])
+    means_a, means_b = rng.normal(0, 1.5, (2, 6)), rng.normal(0, 1.5, (3, 6))
+    target = means_a[attributes[:, 0]] + means_b[attributes[:, 1]] + rng.normal(size=(n, 6))
+    mixed = target @ np.random.default_rng(99).normal(size=(6, 10))
+    internal = mixed + np.tanh(mixed / 3) + rng.normal(0, 0.05, (n, 10))
+    return attributes, target, internal
+
+
+def test_the_translator_reduces_its_loss_and_keeps_the_trust_ranking(tmp_path):
+    attributes, target, internal = _pairs(3000, seed=0)
+    translator = Translator(hidden=64, epochs=40, batch_size=256, lr=1e-2, seed=0).fit(internal[:2000], target[:2000])
+    before = translator_loss(torch.zeros(1000, 6, dtype=torch.float64), torch.as_tensor(target[2000:]))["loss"]
+    predicted = translator.transform(internal[2000:])
+    after = translator_loss(torch.as_tensor(predicted), torch.as_tensor(target[2000:]))["loss"]
+    assert after < 0.1 * before
+    scorer = TrustScorer(names=["a", "b"]).fit(target[:2000], attributes[:2000])
+    true = scorer.score(target[2000:], attributes[2000:])["trust"].to_numpy()
+    translated = scorer.score(predicted, attributes[2000:])["trust"].to_numpy()
+    assert spearmanr(true, translated).statistic > 0.95
+    loaded = Translator.load(translator.save(tmp_path / "translator"))
+    np.testing.assert_allclose(loaded.transform(internal[2000:]), predicted, rtol=1e-6)
+    with pytest.raises(ValueError, match="10-wide"):
+        translator.transform(internal[:, :5])
+
+
+def test_the_loss_sees_spread_and_covariance_as_well_as_points():
+    rng = np.random.default_rng(1)
+    target = torch.as_tensor(rng.multivariate_normal([0, 0, 0], [[1, 0.8, 0], [0.8, 1, 0], [0, 0, 1]], 4000))
+    shrunk = translator_loss(target * 0.5, target)
+    assert shrunk["var"] > 0.2 and shrunk["cov"] > 0.05  # a translator that shrinks features is penalised
+    decorrelated = target[torch.randperm(4000)]
+    decorrelated[:, 0] = target[:, 0]  # same marginals, the 0-1 correlation broken
+    assert translator_loss(decorrelated, target)["cov"] > 0.1  # 2 × 0.8² / 3 for the broken pair
+    assert translator_loss(target, target)["loss"] < 1e-12
+
+
+def test_noising_follows_the_generators_path_or_the_official_codes():
+    latents, noise = torch.ones(2, 4, 2, 2), torch.zeros(2, 4, 2, 2)
+    half = torch.full((2,), 0.5)
+    assert torch.allclose(noised_latents(latents, torch.zeros(2), noise), latents)
+    assert torch.allclose(noised_latents(latents, half, noise), 0.5 * latents)
+    assert torch.allclose(noised_latents(latents, half, noise, path="official"), np.sqrt(0.5) * latents)
+    with pytest.raises(ValueError, match="path"):
+        noised_latents(latents, half, noise, path="ddpm")
+
+
+def test_the_tap_reads_the_block_without_changing_the_samples(attribute_pipeline):
+    pipe = attribute_pipeline()
+    attributes = np.array([[0, 1], [1, 2]])
+
+    def sample(callback=None):
+        generators = [torch.Generator().manual_seed(k) for k in range(2)]
+        return pipe(attributes, num_inference_steps=3, generator=generators, output_type="latent",
+                    callback_on_step_end=callback).images  # fmt: skip
+
+    tap = TrajectoryTap(pipe.transformer, layer=1, steps=[0, 2])
+    tapped = sample(tap)
+    tap.close()
+    assert torch.equal(tapped, sample())
+    assert sorted(tap.features) == [0, 2] and tap.features[0].shape == (2, pipe.transformer.inner_dim)
+    clean = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    direct = internal_features(pipe, clean, attributes, 0.5, layer=1, generator=torch.Generator().manual_seed(1))
+    assert direct.shape == (2, pipe.transformer.inner_dim) and np.isfinite(direct).all()
+    with pytest.raises(ValueError, match="layer"):
+        TrajectoryTap(pipe.transformer, layer=2, steps=[0])
+
+
+def test_the_abstention_callback_scores_mid_trajectory_and_interrupts_when_all_abstain(attribute_pipeline):
+    pipe = attribute_pipeline()
+    attributes = np.array([[0, 0], [1, 1], [0, 2], [1, 0]] * 4)
+    tap = TrajectoryTap(pipe.transformer, layer=1, steps=[1])
+    pipe(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
+         callback_on_step_end=tap)  # fmt: skip
+    tap.close()
+    internal = tap.features[1]
+    translator = Translator(hidden=16, epochs=2, batch_size=8).fit(internal, internal[:, :4])
+    scorer = TrustScorer(names=["a", "b"], calibration=0.0).fit(internal[:, :4], attributes)
+    thresholds = scorer.thresholds(0.95)
+    callback = TrustAbstention(pipe.transformer, 1, 1, translator, scorer, thresholds, ["a", "b"], attributes)
+    pipe(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
+         callback_on_step_end=callback)  # fmt: skip
+    callback.close()
+    assert callback.abstained.shape == (16,) and callback.trust.shape == (16,)
+    strict = thresholds.with_columns(threshold=thresholds["threshold"] * 0 - 1e9)
+    callback = TrustAbstention(pipe.transformer, 1, 0, translator, scorer, strict, ["a", "b"], attributes)
+    pipe(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
+         callback_on_step_end=callback)  # fmt: skip
+    callback.close()
+    assert callback.abstained.all() and pipe.interrupt
+    saved = compute_saved(callback.abstained, step=0, num_inference_steps=3)
+    assert saved["steps_saved_pct"] == pytest.approx(100 * 2 / 3) and saved["decoder_passes_saved"] == 16
