@@ -109,6 +109,10 @@ if "trust" in config:
 
         include: "workflow/rules/trust/morphology.smk"
 
+    if "translator" in config["trust"]:
+
+        include: "workflow/rules/trust/translator.smk"
+
     declare_targets("trust", trust_targets())
 
 

@@ -134,6 +134,10 @@ def test_image_csvs_are_checked_and_merged_naming_the_file(tmp_path):
     merged = merge_image_csvs([a, b], "FileName_w1")
     assert merged["ImageNumber"].to_list() == [1, 2, 3]
     assert merged["name"].to_list() == ["HEPG2-01_1_B02_1", "HEPG2-01_1_B02_2", "HEPG2-01_1_B03_1"]
+    pl.DataFrame({"ImageNumber": [1, 2], "FileName_w1": ["a_w1.png", "b_w1.png"], "Count_Nuclei": ["3", "NaN"],
+                  "Count_Cells": ["2.5", "4"], "Metadata_Site": ["a", "b"]}).write_csv(tmp_path / "text.csv")  # fmt: skip
+    numbers = read_image_csv(tmp_path / "text.csv", "FileName_w1")
+    assert numbers.schema["Count_Nuclei"] == pl.Float64 and numbers.schema["Metadata_Site"] == pl.String
     with pytest.raises(DataFileError, match="more than one shard"):
         merge_image_csvs([a, a], "FileName_w1")
     pl.DataFrame({"ImageNumber": [1], "FileName_w1": ["x_w1.png"]}).write_csv(tmp_path / "bad.csv")

@@ -54,3 +54,11 @@ def test_small_conditions_have_no_null_and_codes_are_stable():
     assert conditions.tolist() == [[0, 1], [1, 0]] and codes.tolist() == [1, 0, 1]
     with pytest.raises(ValueError, match="one condition code per score"):
         decile_bins(np.array([0, 0]), np.array([1.0]))
+
+
+def test_a_bin_of_one_class_scores_as_the_constant_classifier():
+    rng = np.random.default_rng(0)
+    generated, codes = rng.normal(size=(6, 3)), np.array([0, 0, 0, 1, 1, 1])
+    real, real_codes = rng.normal(size=(8, 3)), np.array([0, 0, 1, 1, 1, 1, 1, 1])
+    table = decile_classifier(generated, codes, np.array([0, 0, 0, 1, 1, 1]), real, real_codes, seeds=(0,))
+    assert table["accuracy"].to_list() == [0.25, 0.75]

@@ -81,7 +81,9 @@ def test_the_tap_reads_the_block_without_changing_the_samples(attribute_pipeline
     tapped = sample(tap)
     tap.close()
     assert torch.equal(tapped, sample())
-    assert sorted(tap.features) == [0, 2] and tap.features[0].shape == (2, pipe.transformer.inner_dim)
+    assert tap.features(0).shape == tap.features(2).shape == (2, pipe.transformer.inner_dim)
+    with pytest.raises(KeyError, match="step 1"):
+        tap.features(1)
     clean = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(0))
     direct = internal_features(pipe, clean, attributes, 0.5, layer=1, generator=torch.Generator().manual_seed(1))
     assert direct.shape == (2, pipe.transformer.inner_dim) and np.isfinite(direct).all()
@@ -96,7 +98,7 @@ def test_the_abstention_callback_scores_mid_trajectory_and_interrupts_when_all_a
     pipe(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
          callback_on_step_end=tap)  # fmt: skip
     tap.close()
-    internal = tap.features[1]
+    internal = tap.features(1)
     translator = Translator(hidden=16, epochs=2, batch_size=8).fit(internal, internal[:, :4])
     scorer = TrustScorer(names=["a", "b"], calibration=0.0).fit(internal[:, :4], attributes)
     thresholds = scorer.thresholds(0.95)

@@ -32,6 +32,27 @@ def test_every_output_of_the_track_is_written(tiny_run):
         assert log.stat().st_size > 0, log
 
 
+def test_cellprofiler_and_scoring_during_generation_run_in_the_tiny_dag(tiny_run):
+    morphology = pl.read_parquet(tiny_run / "results/trust/rxrx1/cellprofiler/real.parquet")
+    assert morphology.height > 0 and "Count_Nuclei" in morphology.columns
+    report = (tiny_run / "reports/trust/rxrx1/held_out/morphology_table.md").read_text()
+    assert "| vanilla |" in report and "Segmentation on the miniature" in report
+    assert (tiny_run / "reports/trust/rxrx1/held_out/morphology_deciles.png").stat().st_size > 0
+    for dataset in DATASETS:
+        steps = pl.read_parquet(tiny_run / f"results/trust/{dataset}/held_out/during_generation/vanilla.parquet")
+        assert steps["scoring"].to_list() == ["during", "during", "post"]
+        assert (tiny_run / f"reports/trust/{dataset}/held_out/during_generation.png").stat().st_size > 0
+
+
+def test_an_analysis_edit_reruns_no_cellprofiler_and_no_generation(tiny_run, tmp_path):
+    workdir = copy_run(tiny_run, tmp_path / "run")
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "morphology"), bootstrap=60)
+    assert set(jobs) <= {"trust_morphology", "trust_morphology_report", "trust", "total"}, jobs
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "translator"), steps=[1])
+    assert "trust_generate" not in jobs and "trust_cellprofiler" not in jobs, jobs
+    assert jobs["trust_trajectory"] == 4 and jobs["trust_during_generation"] == 2, jobs
+
+
 def test_samples_are_every_queried_condition_in_the_real_format(tiny_run):
     from condeval.trust.data import ATTRIBUTE_NAMES
     from condeval.trust.samples import read_samples

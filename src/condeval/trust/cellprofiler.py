@@ -128,7 +128,7 @@ def read_image_csv(path: str | os.PathLike, column: str = "FileName_DATA") -> pl
     DataFileError
         Naming the file: missing columns, or a row whose file name is empty.
     """
-    frame = pl.read_csv(path, infer_schema_length=None)
+    frame = _numeric(pl.read_csv(path, infer_schema_length=None))
     missing = [c for c in (*_REQUIRED_COLUMNS, column) if c not in frame.columns]
     if missing:
         raise DataFileError(f"{path}: not a CellProfiler Image.csv of this pipeline, missing columns {missing}")
@@ -137,6 +137,18 @@ def read_image_csv(path: str | os.PathLike, column: str = "FileName_DATA") -> pl
     if empty.height:
         raise DataFileError(f"{path}: ImageNumber {empty['ImageNumber'][0]} has no {column}")
     return frame.with_columns(names.alias("name"))
+
+
+def _numeric(frame: pl.DataFrame) -> pl.DataFrame:
+    """Text columns whose every value reads as a number, as Float64 (polars' inference keeps some of
+    CellProfiler's number columns as text)."""
+    numeric = []
+    for name, dtype in frame.schema.items():
+        if dtype == pl.String:
+            values = frame[name].cast(pl.Float64, strict=False)
+            if values.null_count() == frame[name].null_count():
+                numeric.append(values)
+    return frame.with_columns(numeric)
 
 
 def merge_image_csvs(paths: Iterable[str | os.PathLike], column: str = "FileName_DATA") -> pl.DataFrame:

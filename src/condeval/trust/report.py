@@ -10,7 +10,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-__all__ = ["plot_deciles", "plot_graded_shift", "plot_morphology_deciles", "morphology_markdown"]
+__all__ = [
+    "plot_deciles",
+    "plot_graded_shift",
+    "plot_morphology_deciles",
+    "morphology_markdown",
+    "during_generation_markdown",
+    "plot_during_generation",
+]
 
 _SCORE_LABELS = {"trust": "trust", "realism": "realism", "faithfulness": "faithfulness"}
 
@@ -107,3 +114,46 @@ def morphology_markdown(contrast: pl.DataFrame, counts: dict, segmentation: dict
                   f"the count exact on {100 * segmentation['exact']:.0f}% of sites, mean absolute error "
                   f"{segmentation['mae']:.2f}, Pearson r {segmentation['r']:.3f}."]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
+    """Appendix L.2: per generator and scoring step, KID of the trust-selected and random subsets, the
+    gain, Accept% and the denoising steps saved; the post-generation row last; and the translator's check
+    (translated held-out real features scored against their true SigLIP features)."""
+    lines = ["| model | scoring at step | KID (trust) | KID (random) | KID gain (Accept%) | steps saved |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for row in steps.iter_rows(named=True):
+        where = "post generation" if row["scoring"] == "post" else f"{row['step']} ({row['steps_run_pct']:.0f}%)"
+        if row.get("improvement") is None:
+            lines.append(f"| {row['variant']} | {where} | – | – | – (no condition kept) | – |")
+            continue
+        lines.append(f"| {row['variant']} | {where} | {row['kid_trust']:.3f} | {row['kid_random']:.3f} | "
+                     f"{row['improvement']:+.1f}% ({row['accept']:.0f}%) | {row['steps_saved_pct']:.1f}% |")  # fmt: skip
+    for variant, signal in signals.items():
+        by_t = ", ".join(f"t = {s['t']:g}: ρ {s['spearman']:.2f}" for s in signal["by_t"])
+        lines += ["", f"{variant}'s translator ({signal['pairs']} pairs): on {signal['held_out_images']} real images "
+                  f"outside the support, the trust of translated features against that of their true SigLIP "
+                  f"features, Spearman {by_t}."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
+    """Fig. 4: the KID gain of trust selection and Accept% against the scoring step, one line per
+    generator, its post-generation gain dashed."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for variant in sorted(steps["variant"].unique().to_list()):
+        during = steps.filter((pl.col("variant") == variant) & (pl.col("scoring") == "during")).sort("step")
+        post = steps.filter((pl.col("variant") == variant) & (pl.col("scoring") == "post"))
+        line = axes[0].plot(during["step"].to_numpy(), during["improvement"].to_numpy(), marker="o", label=variant)
+        if post.height and post["improvement"][0] is not None:
+            axes[0].axhline(post["improvement"][0], linestyle="--", color=line[0].get_color(), linewidth=1)
+        axes[1].plot(during["step"].to_numpy(), during["accept"].to_numpy(), marker="o", label=variant)
+    axes[0].set_ylabel("KID improvement over random (%)")
+    axes[1].set_ylabel("Accept%")
+    for ax in axes:
+        ax.set_xlabel("denoising step at which the sample is scored")
+    axes[0].legend(fontsize=8, title="dashed: post generation", title_fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)

@@ -42,7 +42,7 @@ def shard_conditions(conditions: np.ndarray, shard: int, shards: int) -> np.ndar
 
 
 def generate_samples(pipe, conditions, per_condition: int, *, seed: int, num_inference_steps: int,
-                     batch_size: int = 128, first_id: int = 0):  # fmt: skip
+                     batch_size: int = 128, first_id: int = 0, callback=None, output_type: str = "np"):  # fmt: skip
     """Draw ``per_condition`` samples of each condition through the pipeline's ``__call__``.
 
     Parameters
@@ -55,6 +55,11 @@ def generate_samples(pipe, conditions, per_condition: int, *, seed: int, num_inf
     num_inference_steps, batch_size : int
     first_id : int
         The first ``sample_id``.
+    callback : callable, optional
+        The pipeline's ``callback_on_step_end`` for every batch (e.g. a
+        :class:`~condeval.trust.translator.TrajectoryTap`, which then holds every batch's features).
+    output_type : {"np", "latent"}
+        ``"latent"`` stops before the decoder: the "images" are the final latents, float32.
 
     Returns
     -------
@@ -73,8 +78,11 @@ def generate_samples(pipe, conditions, per_condition: int, *, seed: int, num_inf
         rows = slice(start, start + batch_size)
         generators = [torch.Generator().manual_seed(int(s)) for s in seeds[rows]]
         drawn = pipe(attributes[rows], num_inference_steps=num_inference_steps, generator=generators,
-                     output_type="np").images  # fmt: skip
-        images.append(np.clip(np.rint(drawn * 255), 0, 255).astype(np.uint8).transpose(0, 3, 1, 2))
+                     output_type=output_type, callback_on_step_end=callback).images  # fmt: skip
+        if output_type == "latent":
+            images.append(drawn.float().cpu().numpy())
+        else:
+            images.append(np.clip(np.rint(drawn * 255), 0, 255).astype(np.uint8).transpose(0, 3, 1, 2))
     ids = np.arange(first_id, first_id + len(attributes), dtype=np.int64)
     return np.concatenate(images), attributes, seeds, ids
 

@@ -28,7 +28,7 @@ from condeval.core.training import ScheduledModule
 
 __all__ = [
     "LOSS_WEIGHTS", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
-    "noised_latents", "translator_loss",
+    "noised_latents", "translator_loss", "translator_pairs",
 ]  # fmt: skip
 
 #: The paper's loss weights (Section 5.2).
@@ -248,15 +248,20 @@ class TrajectoryTap:
     """A step-end callback (diffusers' ``callback_on_step_end``) that keeps, at the chosen denoising
     ``steps`` (0-based), the mean image tokens of the denoiser's block ``layer``.
 
-    ``features[step]`` is (B, width) for the last call. Under classifier-free guidance (SD3's pipelines
-    batch the unconditional half first), ``conditional_half=True`` keeps the second half's rows.
-    ``close()`` removes the hook.
+    ``features(step)`` is (B, width), every call's rows in order (one pipeline call per batch).
+    Under classifier-free guidance (SD3's pipelines batch the unconditional half first),
+    ``conditional_half=True`` keeps the second half's rows. ``close()`` removes the hook.
     """
 
     def __init__(self, transformer, layer: int, steps, conditional_half: bool = False):
-        self.steps, self.conditional_half = set(int(s) for s in steps), conditional_half
+        self.steps, self.conditional_half = sorted(int(s) for s in steps), conditional_half
         self.tap = _TokenTap(block_of(transformer, layer))
-        self.features: dict[int, np.ndarray] = {}
+        self.kept: dict[int, list[np.ndarray]] = {step: [] for step in self.steps}
+
+    def features(self, step: int) -> np.ndarray:
+        if not self.kept.get(step):
+            raise KeyError(f"no features kept at step {step} (steps: {self.steps})")
+        return np.concatenate(self.kept[step])
 
     def _current(self) -> np.ndarray:
         features = self.tap.features
@@ -265,8 +270,8 @@ class TrajectoryTap:
         return features.float().cpu().numpy()
 
     def __call__(self, pipe, step: int, timestep, callback_kwargs: dict) -> dict:
-        if step in self.steps:
-            self.features[step] = self._current()
+        if step in self.kept:
+            self.kept[step].append(self._current())
         return {}
 
     def close(self) -> None:
@@ -318,3 +323,24 @@ def compute_saved(abstained: np.ndarray, step: int, num_inference_steps: int) ->
         "decoder_passes_saved": int(abstained.sum()), "extractor_passes_saved": int(abstained.sum()),
         "steps_run_pct": 100.0 * (step + 1) / num_inference_steps,
     }  # fmt: skip
+
+
+@torch.no_grad()
+def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int, *, seed: int = 0,
+                     path: str = "generator", batch_size: int = 256) -> np.ndarray:  # fmt: skip
+    """Internal features of real ``images`` (N, C, H, W) uint8 with their ``attributes``: encoded by the
+    pipeline's VAE, noised to each of ``t_values`` (fresh seeded noise per t) and read at block
+    ``layer``; (len(t_values) × N, width), t-major (all images at the first t, then the next)."""
+    from condeval.encoders.patch_features import pixel_values
+    from condeval.generators.text_to_image_training import latents_of
+
+    latents = torch.as_tensor(latents_of(pipe.vae, pixel_values(images).numpy()))
+    attributes = np.asarray(attributes)
+    features = []
+    for k, t in enumerate(t_values):
+        generator = torch.Generator().manual_seed(int(seed) * 1009 + k)
+        for start in range(0, len(latents), batch_size):
+            rows = slice(start, start + batch_size)
+            features.append(internal_features(pipe, latents[rows], attributes[rows], float(t), layer,
+                                              generator=generator, path=path))  # fmt: skip
+    return np.concatenate(features)

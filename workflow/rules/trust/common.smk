@@ -72,7 +72,13 @@ def trust_targets():
         if d == "rxrx1" and "morphology" in TRUST
         for kind in ("table.md", "deciles.png")
     ]
-    return signal + ["reports/trust/selection_table.md"] + figures + generators + morphology
+    translated = [
+        f"reports/trust/{d}/{r}/during_generation.{kind}"
+        for d, r in scored
+        if set(trust_variants(d, r)) & set(TRUST.get("translator", {}).get("variants", []))
+        for kind in ("md", "png")
+    ]
+    return signal + ["reports/trust/selection_table.md"] + figures + generators + morphology + translated
 
 
 from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES  # noqa: E402

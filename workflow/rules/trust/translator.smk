@@ -1,0 +1,159 @@
+# Section 5.2 and Appendix L: the trust score during generation, through a translator from the denoiser's
+# block tokens to SigLIP's space (config `trust.translator`), for the generators it names.
+#
+#   trust_train_translator (pairs from noised real support images)  ->  translators/<variant>
+#   trust_trajectory (the samples of trust_generate drawn again, the block's tokens kept at each scoring step)
+#   -> trust_during_generation (per step: translate, score, P95-real, KID; steps saved)
+#   -> trust_during_generation_report (Appendix L.2's table, Fig. 4)
+TRANSLATOR = TRUST.get("translator", {})
+
+
+def translator_variants(dataset, regime):
+    return [v for v in trust_variants(dataset, regime) if v in TRANSLATOR.get("variants", [])]
+
+
+def translator_settings(*keys):
+    """The section's values a rule reads (so editing the scoring steps retrains nothing)."""
+    return canonical({k: TRANSLATOR[k] for k in keys if k in TRANSLATOR})
+
+
+TRANSLATOR_TRAINING = ("layer", "t", "noise_path", "hidden", "epochs", "batch_size", "lr", "weight_decay", "weights")
+
+
+TRANSLATOR_FOLDER = "results/trust/{dataset}/{regime}/translators/{variant}"
+TRAJECTORY = "results/trust/{dataset}/{regime}/trajectory/{variant}-shard-{shard}"
+
+
+rule trust_train_translator:
+    """The translator from the generator's block tokens (noised real support images, every t) to SigLIP."""
+    input:
+        table="results/trust/{dataset}/real.parquet",
+        release=trust_release_input,
+        model=saved_manifest("results/trust/{dataset}/{regime}/generators/{variant}"),
+        siglip=trust_real_features("{dataset}", "siglip"),
+    output:
+        model=directory(TRANSLATOR_FOLDER),
+        run=update(directory(f"{TRANSLATOR_FOLDER}_run")),
+        signal=f"{TRANSLATOR_FOLDER}.json",
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        translator=translator_settings(*TRANSLATOR_TRAINING),
+        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
+        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        scorer=canonical(TRUST["scorer"]),
+        image_size=TRUST["image_size"],
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/train_translator_{dataset}_{regime}_{variant}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/trust/train_translator.py"
+
+
+rule trust_trajectory:
+    """trust_generate's samples drawn again (same seeds, latents only), the block's tokens kept at each scoring step."""
+    input:
+        conditions="results/trust/{dataset}/conditions.parquet",
+        model=saved_manifest("results/trust/{dataset}/{regime}/generators/{variant}"),
+    output:
+        features=directory(TRAJECTORY),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        sampling=lambda wildcards: canonical(
+            TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)}
+        ),
+        translator=translator_settings("layer", "steps"),
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/trajectory_{dataset}_{regime}_{variant}_shard-{shard}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=0,
+    script:
+        "../../scripts/trust/trajectory.py"
+
+
+rule trust_during_generation:
+    """Per scoring step: translated features scored by trust fitted on real SigLIP support features,
+    P95-real selection, KID in DINOv3's space against the post-generation oracle, steps saved."""
+    input:
+        unpack(trust_selection_inputs),
+        real_siglip=trust_real_features("{dataset}", "siglip"),
+        translator=TRANSLATOR_FOLDER,
+        trajectory=lambda wildcards: [TRAJECTORY.format(**wildcards, shard=shard) for shard in range(TRUST_SHARDS)],
+    output:
+        steps="results/trust/{dataset}/{regime}/during_generation/{variant}.parquet",
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        translator=translator_settings("steps"),
+        sampling=canonical(TRUST["sampling"]),
+        scorer=canonical(TRUST["scorer"]),
+        selection=canonical(TRUST["selection"]),
+        per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
+        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/during_generation_{dataset}_{regime}_{variant}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../../scripts/trust/during_generation.py"
+
+
+rule trust_during_generation_report:
+    """Appendix L.2's per-step table and Fig. 4: KID gain and Accept% per scoring step against post generation."""
+    input:
+        steps=lambda wildcards: [
+            f"results/trust/{wildcards.dataset}/{wildcards.regime}/during_generation/{v}.parquet"
+            for v in translator_variants(wildcards.dataset, wildcards.regime)
+        ],
+        signals=lambda wildcards: [
+            f"results/trust/{wildcards.dataset}/{wildcards.regime}/translators/{v}.json"
+            for v in translator_variants(wildcards.dataset, wildcards.regime)
+        ],
+    output:
+        table=report(
+            "reports/trust/{dataset}/{regime}/during_generation.md",
+            caption="../../report/trust/during_generation.rst",
+            category="Trust score",
+            subcategory="{dataset}",
+            labels={"dataset": "{dataset}", "regime": "{regime}", "table": "during generation (Appendix L.2)"},
+        ),
+        figure=report(
+            "reports/trust/{dataset}/{regime}/during_generation.png",
+            caption="../../report/trust/during_generation.rst",
+            category="Trust score",
+            subcategory="{dataset}",
+            labels={"dataset": "{dataset}", "regime": "{regime}", "figure": "during generation (Fig. 4)"},
+        ),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        variants=lambda wildcards: translator_variants(wildcards.dataset, wildcards.regime),
+    log:
+        "logs/trust/during_generation_report_{dataset}_{regime}.log",
+    conda:
+        "../../../envs/analysis.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=5,
+    script:
+        "../../scripts/trust/during_generation_report.py"

@@ -1,0 +1,68 @@
+"""Snakemake adapter: the trust score during generation, per scoring step, beside post generation."""
+
+import numpy as np
+import polars as pl
+
+from condeval.core.io import read_parquet, write_parquet
+from condeval.core.logs import log_to_file
+from condeval.encoders.features import read_feature_shards
+from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.evaluate import fit_and_score, selection_by_condition, selection_summary
+from condeval.trust.filtering import accepted_mask
+from condeval.trust.translator import Translator, compute_saved
+
+log = log_to_file(snakemake.log[0])
+p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
+settings, sampling = dict(p.translator), dict(p.sampling)
+names = list(ATTRIBUTE_NAMES[w.dataset])
+table = read_parquet(i.table)
+real_attributes = attributes_of(w.dataset, table)
+support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_out_pairs", 100))
+conditions = read_parquet(i.conditions).select(names).to_numpy()
+
+
+def features(paths):
+    ids, values, _ = read_feature_shards(list(paths))
+    order = np.argsort(ids, kind="stable")
+    return ids[order], values[order]
+
+
+_, real_siglip = features([i.real_siglip])
+_, real_kid = features([i.real_kid])
+_, real_scoring = features([i.real_scoring])
+sample_ids, kid_features = features(i.samples_kid)
+sample_attributes = conditions[sample_ids // p.per_condition]
+selection = dict(p.selection)
+quantile = selection.pop("quantile")
+target = (real_kid[~support], real_attributes[~support], conditions, names)
+
+
+def protocol(real, scored) -> dict:
+    """Fit on real support features, score, select by P95-real, KID in DINOv3's space (Section 5.1.1)."""
+    scorer, scores = fit_and_score(real[support], real_attributes[support], scored, sample_attributes, names,
+                                   seed=p.seed, **dict(p.scorer))  # fmt: skip
+    thresholds = scorer.thresholds(quantile)
+    rows = selection_by_condition(scores, kid_features, thresholds, *target, seed=p.seed, **selection)
+    accepted = accepted_mask(scores["trust"].to_numpy(), sample_attributes, thresholds, names)
+    return selection_summary(rows) | {"accepted": accepted}
+
+
+translator = Translator.load(i.translator)
+steps_total = sampling["num_inference_steps"]
+rows = []
+for step in sorted(settings["steps"]):
+    ids, internal = features([f"{folder}/step-{step}.safetensors" for folder in i.trajectory])
+    if not np.array_equal(ids, sample_ids):
+        raise ValueError(f"{i.trajectory[0]}: step {step} holds other sample ids than the samples' features")
+    result = protocol(real_siglip, translator.transform(internal))
+    saved = compute_saved(~result.pop("accepted"), step, steps_total)
+    rows.append({"scoring": "during", "step": step + 1} | result | saved)
+    log.info("step %d of %d: %s", step + 1, steps_total, rows[-1])
+# the post-generation oracle: the decoded samples in the variant's scoring space, the same protocol
+_, post = features(i.samples_scoring)
+oracle = protocol(real_scoring, post)
+oracle.pop("accepted")
+rows.append({"scoring": "post", "step": steps_total} | oracle | compute_saved(np.zeros(1, bool), steps_total - 1,
+                                                                            steps_total))  # fmt: skip
+write_parquet(pl.DataFrame(rows, infer_schema_length=None), snakemake.output.steps)
+log.info("post generation: %s", rows[-1])

@@ -1,0 +1,46 @@
+"""Snakemake adapter: one shard of trust_generate's samples drawn again (same seeds; latents only), the
+denoiser's block tokens kept at each scoring step (one feature shard per step, ids: sample_id)."""
+
+import numpy as np
+import torch
+
+from condeval.core.devices import device_for_gpus
+from condeval.core.io import atomic_directory, files_sha256, read_parquet, saved_folder
+from condeval.core.logs import log_to_file
+from condeval.encoders.features import write_feature_shard
+from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
+from condeval.trust.data import ATTRIBUTE_NAMES
+from condeval.trust.samples import generate_samples, shard_conditions
+from condeval.trust.translator import TrajectoryTap
+
+log = log_to_file(snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+p, w = snakemake.params, snakemake.wildcards
+sampling, settings = dict(p.sampling), dict(p.translator)
+steps = sorted(settings["steps"])
+if steps[-1] >= sampling["num_inference_steps"]:
+    raise ValueError(f"trust.translator.steps {steps} must lie below sampling.num_inference_steps "
+                     f"({sampling['num_inference_steps']})")  # fmt: skip
+conditions = read_parquet(snakemake.input.conditions).select(list(ATTRIBUTE_NAMES[w.dataset])).to_numpy()
+shard, per_condition = int(w.shard), sampling["per_condition"]
+folder = saved_folder(snakemake.input.model)
+pipe = AttributeDiffusionPipeline.from_pretrained(str(folder))
+pipe.to(device_for_gpus(snakemake.resources.get("gpu", 0)) or "cpu")
+pipe.set_progress_bar_config(disable=True)
+tap = TrajectoryTap(pipe.transformer, settings["layer"], steps)
+ids = []
+for k, condition in zip(range(shard, len(conditions), sampling["shards"]),
+                        shard_conditions(conditions, shard, sampling["shards"]), strict=True):  # fmt: skip
+    *_, part_ids = generate_samples(pipe, [condition], per_condition, seed=p.seed, first_id=k * per_condition,
+                                    num_inference_steps=sampling["num_inference_steps"],
+                                    batch_size=sampling["batch_size"], callback=tap, output_type="latent")  # fmt: skip
+    ids.append(part_ids)
+tap.close()
+ids = np.concatenate(ids)
+identity = {"encoder": {"name": str(folder), "weights_sha256": files_sha256([snakemake.input.model])},
+            "layer": settings["layer"]}  # fmt: skip
+with atomic_directory(snakemake.output.features) as out:
+    for step in steps:
+        write_feature_shard(out / f"step-{step}.safetensors", ids, tap.features(step), identity | {"step": step})
+log.info("%d samples, block %d tokens kept at steps %s of %d", len(ids), settings["layer"], steps,
+         sampling["num_inference_steps"])  # fmt: skip
