@@ -62,6 +62,7 @@ RADIAL_BINS = 4
 # miniature is drawn so that they do, and real RxRx1 at 256 pixels (1.3 um/pixel) has nuclei of 6-20.
 NUCLEUS_DIAMETER = (6, 40)
 CELL_EXPANSION = 12
+THRESHOLD_RANGE = (0.1, 1.0)
 CHANNEL_IMAGES = tuple(f"w{c}" for c in range(1, 7))
 
 
@@ -127,9 +128,14 @@ def _objects(nuclear: str, cellular: str) -> list:
     nuclei.size_range.value = NUCLEUS_DIAMETER
     nuclei.threshold.threshold_scope.value = "Global"
     nuclei.threshold.global_operation.value = "Otsu"
+    # A site with one or two cells is nearly all background: Otsu then splits the noise. A floor on the
+    # threshold (stains run 0-1) keeps it on the stain, as CellProfiler's own examples do for sparse fields.
+    nuclei.threshold.threshold_range.value = THRESHOLD_RANGE
+    cells_threshold = THRESHOLD_RANGE
     cells = identifysecondaryobjects.IdentifySecondaryObjects()
     cells.x_name.value, cells.y_name.value, cells.image_name.value = "Nuclei", "Cells", cellular
     cells.method.value, cells.distance_to_dilate.value = "Propagation", CELL_EXPANSION
+    cells.threshold.threshold_range.value = cells_threshold
     cytoplasm = identifytertiaryobjects.IdentifyTertiaryObjects()
     cytoplasm.secondary_objects_name.value, cytoplasm.primary_objects_name.value = "Cells", "Nuclei"
     cytoplasm.subregion_objects_name.value = "Cytoplasm"

@@ -99,6 +99,10 @@ def _unit(nodes: list[ast.AST], package: str) -> Unit:
     return unit
 
 
+def _targets(assignment: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]
+
+
 @cache
 def parse(path: Path, name: str) -> Module:
     """``path`` (module ``name``; a script has no package) split into top-level units."""
@@ -114,12 +118,11 @@ def parse(path: Path, name: str) -> Module:
     lazy = None
     if "__getattr__" in definitions:  # the names it serves and the modules it imports them from
         assignments = [n for n in top_nodes if isinstance(n, (ast.Assign, ast.AnnAssign))]
-        lazy = _unit(assignments, package)
+        # `__all__` lists every public name, eager ones too: it says nothing about what __getattr__ serves
+        served = [a for a in assignments if not any(isinstance(t, ast.Name) and t.id == "__all__" for t in _targets(a))]
+        lazy = _unit(served, package)
         lazy.mentions = {
-            n.value
-            for a in assignments
-            for n in ast.walk(a)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            n.value for a in served for n in ast.walk(a) if isinstance(n, ast.Constant) and isinstance(n.value, str)
         }
         lazy.imports |= definitions["__getattr__"].imports
         top_nodes = [n for n in top_nodes if not isinstance(n, (ast.Assign, ast.AnnAssign))]

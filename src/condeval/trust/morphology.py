@@ -74,6 +74,13 @@ def _numeric_features(frame: pl.DataFrame) -> list[str]:
 class MorphologyFeatures:
     """The feature pipeline, fitted on real rows (see the module's description).
 
+    Parameters
+    ----------
+    unfiltered : bool
+        Stop after zero-variance pruning (the sanity check's set).
+    exclude : tuple of str
+        Numeric columns that are not CellProfiler's (the attributes and ids a caller joined).
+
     Attributes
     ----------
     columns : list of str
@@ -82,15 +89,15 @@ class MorphologyFeatures:
         Columns after each step: ``numeric``, ``variance``, ``outlier`` (the kept count).
     """
 
-    def __init__(self, unfiltered: bool = False):
-        self.unfiltered = unfiltered
+    def __init__(self, unfiltered: bool = False, exclude: tuple[str, ...] = ()):
+        self.unfiltered, self.exclude = unfiltered, set(exclude)
 
     def fit(self, real: pl.DataFrame) -> MorphologyFeatures:
         """Choose the columns and fit the scaler on ``real`` (its NaN rows dropped, counted in the log)."""
         from sklearn.feature_selection import VarianceThreshold
         from sklearn.preprocessing import StandardScaler
 
-        numeric = _numeric_features(real)
+        numeric = [c for c in _numeric_features(real) if c not in self.exclude]
         x = self._rows(real, numeric, "real")
         variance = VarianceThreshold(0.0 if self.unfiltered else VARIANCE_THRESHOLD).fit(x).get_support()
         kept = variance.copy()
@@ -308,7 +315,9 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
 
     real = real_rows(real, conditions, names)
     generated = real_rows(generated, conditions, names)
-    filtered, unfiltered = MorphologyFeatures().fit(real), MorphologyFeatures(unfiltered=True).fit(real)
+    joined = (*names, "sample_id", "trust", "accepted")  # what the workflow joined to CellProfiler's columns
+    filtered = MorphologyFeatures(exclude=joined).fit(real)
+    unfiltered = MorphologyFeatures(unfiltered=True, exclude=joined).fit(real)
     x_real, real_kept = filtered.transform(real, "real")
     x_gen, gen_kept = filtered.transform(generated, "generated")
     real_codes = _codes(real.select(names).to_numpy()[real_kept], conditions)
@@ -324,8 +333,9 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
     u_gen_codes = _codes(generated.select(names).to_numpy()[u_gen_kept], conditions)
     u_accepted = generated["accepted"].to_numpy().astype(bool)[u_gen_kept]
     for arm, in_arm in (("seen", np.flatnonzero(seen)), ("unseen", np.flatnonzero(~np.asarray(seen)))):
-        rows = np.isin(gen_codes, in_arm)
-        if not rows.any() or not accepted[rows].any():
+        rows = np.isin(gen_codes, in_arm) & np.isfinite(z)  # z is NaN where a condition has too few real sites
+        if not accepted[rows].any():
+            log.warning("%s arm: no accepted sample with a real-real spread to compare; no row", arm)
             continue
         contrast.append({"arm": arm, "n_generated": int(rows.sum())} | selection_contrast(
             z[rows], gen_codes[rows], accepted[rows], n_random=n_random, n_boot=n_boot, stratified=stratified,

@@ -108,7 +108,7 @@ rule trust_during_generation:
     log:
         "logs/trust/during_generation_{dataset}_{regime}_{variant}.log",
     conda:
-        "../../../envs/analysis.yaml"
+        "../../../envs/torch.yaml"
     threads: 1
     resources:
         mem_mb=4000,
