@@ -80,9 +80,9 @@ def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
             part = deciles.filter((pl.col("target") == target) & (pl.col("variant") == variant)).sort("bin")
             ax.errorbar(part["bin"].to_numpy() + 1, part["accuracy"].to_numpy(), yerr=part["accuracy_sd"].to_numpy(),
                         marker="o", capsize=2, label=variant)  # fmt: skip
-        ax.set_title(f"{target} classifier")
+        ax.set_title(f"{target} classifier on CellProfiler features")
         ax.set_xlabel("trust decile (1 = most trusted)")
-        ax.set_ylabel("accuracy on real sites (CellProfiler features)")
+        ax.set_ylabel("accuracy on real sites")
         ax.set_xticks(np.arange(1, int(deciles["bin"].max()) + 2))
     axes[0][-1].legend(fontsize=8)
     fig.suptitle(title)
@@ -150,8 +150,10 @@ def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
         axes[1].plot(during["step"].to_numpy(), during["accept"].to_numpy(), marker="o", label=variant)
     axes[0].set_ylabel("KID improvement over random (%)")
     axes[1].set_ylabel("Accept%")
+    scored = sorted(steps.filter(pl.col("scoring") == "during")["step"].unique().to_list())
     for ax in axes:
         ax.set_xlabel("denoising step at which the sample is scored")
+        ax.set_xticks(scored)
     axes[0].legend(fontsize=8, title="dashed: post generation", title_fontsize=7)
     fig.suptitle(title)
     fig.tight_layout()
