@@ -17,6 +17,7 @@ __all__ = [
     "morphology_markdown",
     "during_generation_markdown",
     "plot_during_generation",
+    "feature_tables_markdown",
 ]
 
 _SCORE_LABELS = {"trust": "trust", "realism": "realism", "faithfulness": "faithfulness"}
@@ -97,7 +98,7 @@ def morphology_markdown(contrast: pl.DataFrame, counts: dict, segmentation: dict
         "| model | arm | accepted | Accept% | z (trust) | z (random) | Δz (95% CI) | removed |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for row in contrast.iter_rows(named=True):
+    for row in contrast.iter_rows(named=True) if "arm" in contrast.columns else []:
         lines.append(
             f"| {row['variant']} | {row['arm']} | {row['n_accepted']} | {row['accept_pct']:.1f} | {row['z_trust']:.3f} | "
             f"{row['z_random']:.3f} | {row['delta']:+.3f} ({row['ci_low']:+.3f}, {row['ci_high']:+.3f}) | "
@@ -159,3 +160,27 @@ def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
+
+
+def feature_tables_markdown(correlations: pl.DataFrame, variant: str) -> str:
+    """Per generator and arm, the 5 kept features best correlated with the real per-condition means under
+    trust; and for ``variant``'s unseen arm (else seen), the 10 unfiltered features least correlated under
+    random selection (the paper's sanity check)."""
+    if "set" not in correlations.columns:
+        return "\nNo per-feature correlations: no arm had accepted samples to compare.\n"
+    sections = []
+    kept = correlations.filter(pl.col("set") == "kept")
+    for (name, arm), part in kept.group_by(["variant", "arm"], maintain_order=True):
+        top = part.sort("r_trust", descending=True).head(5)
+        sections.append(f"\nTop-correlated features under trust, {name}, {arm} (kept set):\n\n"
+                        "| feature | r (trust) | r (random) | gain |\n|---|---|---|---|\n"
+                        + "".join(f"| `{r['feature']}` | {r['r_trust']:.3f} | {r['r_random']:.3f} | {r['gain']:+.3f} |\n"
+                                  for r in top.iter_rows(named=True)))  # fmt: skip
+    mine = correlations.filter((pl.col("set") == "unfiltered") & (pl.col("variant") == variant))
+    arm = "unseen" if "unseen" in mine["arm"].to_list() else "seen"
+    bottom = mine.filter(pl.col("arm") == arm).sort("r_random").head(10)
+    sections.append(f"\nUninformative features (unfiltered set, lowest r under random), {variant}, {arm}:\n\n"
+                    "| feature | r (random) | r (trust) |\n|---|---|---|\n"
+                    + "".join(f"| `{r['feature']}` | {r['r_random']:.3f} | {r['r_trust']:.3f} |\n"
+                              for r in bottom.iter_rows(named=True)))  # fmt: skip
+    return "".join(sections)

@@ -5,7 +5,7 @@ import polars as pl
 from condeval.core.io import atomic_path, read_json, read_parquet
 from condeval.core.logs import log_to_file
 from condeval.trust.cellprofiler import segmentation_check
-from condeval.trust.report import morphology_markdown, plot_morphology_deciles
+from condeval.trust.report import feature_tables_markdown, morphology_markdown, plot_morphology_deciles
 
 log = log_to_file(snakemake.log[0])
 p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
@@ -21,21 +21,7 @@ contrast, correlations, deciles = tagged(i.contrasts), tagged(i.correlations), t
 counts = read_json(i.summaries[0])
 segmentation = segmentation_check(read_parquet(i.real), pl.read_csv(i.drawn[0])) if i.drawn else None
 sections = [morphology_markdown(contrast, counts, segmentation)]
-for (variant, arm), part in correlations.filter(pl.col("set") == "kept").group_by(
-    ["variant", "arm"], maintain_order=True
-):
-    top = part.sort("r_trust", descending=True).head(5)
-    sections.append(f"\nTop-correlated features under trust, {variant}, {arm} (kept set):\n\n"
-                    "| feature | r (trust) | r (random) | gain |\n|---|---|---|---|\n"
-                    + "".join(f"| `{r['feature']}` | {r['r_trust']:.3f} | {r['r_random']:.3f} | {r['gain']:+.3f} |\n"
-                              for r in top.iter_rows(named=True)))  # fmt: skip
-first = correlations.filter((pl.col("set") == "unfiltered") & (pl.col("variant") == p.variants[0]))
-arm = "unseen" if "unseen" in first["arm"].to_list() else "seen"
-bottom = first.filter(pl.col("arm") == arm).sort("r_random").head(10)
-sections.append(f"\nUninformative features (unfiltered set, lowest r under random), {p.variants[0]}, {arm}:\n\n"
-                "| feature | r (random) | r (trust) |\n|---|---|---|\n"
-                + "".join(f"| `{r['feature']}` | {r['r_random']:.3f} | {r['r_trust']:.3f} |\n"
-                          for r in bottom.iter_rows(named=True)))  # fmt: skip
+sections.append(feature_tables_markdown(correlations, p.variants[0]))
 with atomic_path(snakemake.output.table) as tmp:
     tmp.write_text("".join(sections))
 with atomic_path(snakemake.output.figure) as tmp:
