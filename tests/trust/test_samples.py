@@ -30,6 +30,9 @@ def test_samples_round_trip(tmp_path, channels):
     assert frame["sample_id"].to_list() == list(range(10, 16))
     if channels == 6:  # RxRx1's site layout: one grey PNG per channel
         assert (tmp_path / "shard-0" / "0_0" / "0000010_w6.png").is_file()
+    some, pixels = read_samples(tmp_path / "shard-0.parquet", NAMES, keep=lambda ids: ids % 2 == 1)
+    assert some["sample_id"].to_list() == [11, 13, 15]
+    np.testing.assert_array_equal(pixels, images[1::2])
 
 
 def _corrupt(tmp_path, **columns):

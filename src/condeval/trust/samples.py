@@ -126,8 +126,9 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
     return frame
 
 
-def read_samples(manifest: str | os.PathLike, names) -> tuple[pl.DataFrame, np.ndarray]:
-    """(the manifest, uint8 images (N, C, H, W)) of a samples manifest, checked.
+def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.DataFrame, np.ndarray]:
+    """(the manifest, uint8 images (N, C, H, W)) of a samples manifest, checked; ``keep``, a function of
+    the manifest's ``sample_id`` array returning a boolean mask, reads only those records' pixels.
 
     Raises
     ------
@@ -147,6 +148,8 @@ def read_samples(manifest: str | os.PathLike, names) -> tuple[pl.DataFrame, np.n
     duplicated = frame.filter(pl.col("sample_id").is_duplicated())
     if duplicated.height:
         raise DataFileError(f"{manifest}: sample_id {duplicated['sample_id'][0]} appears more than once")
+    if keep is not None:
+        frame = frame.filter(np.asarray(keep(frame["sample_id"].to_numpy()), dtype=bool))
     base = manifest.parent.resolve()
     images = []
     for record in frame.iter_rows(named=True):
