@@ -90,6 +90,10 @@ def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_pat
         ({"datasets": {"celeba": {"miniature": {"images": 10}}}}, "root"),
         ({"sampling": {"per_condition": 0, "num_inference_steps": 2}}, "per_condition"),
         ({"extractors": {"dinov3": {"path": "x", "train": {}}, "siglip": {"path": "y"}}}, "dinov3"),
+        ({"morphology": {"pipeline": "p.cppipe", "input": "rgb"}}, "input"),
+        ({"translator": {"steps": [0], "noise_path": "ddpm"}}, "noise_path"),
+        ({"translator": {"steps": [5]}}, "trust.translator.steps"),
+        ({"translator": {"steps": [0], "variants": ["sit"]}}, "trust.translator.variants"),
     ],
 )  # fmt: skip
 def test_bad_trust_options_are_refused_naming_the_key(tmp_path, section, key):

@@ -6,6 +6,16 @@
 #   -> trust_during_generation (per step: translate, score, P95-real, KID; steps saved)
 #   -> trust_during_generation_report (Appendix L.2's table, Fig. 4)
 TRANSLATOR = TRUST.get("translator", {})
+_unknown = sorted(set(TRANSLATOR.get("variants", [])) - set(TRUST_VARIANTS))
+if _unknown:
+    raise ValueError(
+        f"config key 'trust.translator.variants' names {_unknown}, not in 'trust.generators' {TRUST_VARIANTS}"
+    )
+if TRANSLATOR and max(TRANSLATOR["steps"]) >= TRUST["sampling"]["num_inference_steps"]:
+    raise ValueError(
+        f"config key 'trust.translator.steps' {TRANSLATOR['steps']}: scoring steps are 0-based and must lie below "
+        f"trust.sampling.num_inference_steps ({TRUST['sampling']['num_inference_steps']})"
+    )
 
 
 def translator_variants(dataset, regime):
