@@ -145,10 +145,11 @@ def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
     for variant in sorted(steps["variant"].unique().to_list()):
         during = steps.filter((pl.col("variant") == variant) & (pl.col("scoring") == "during")).sort("step")
         post = steps.filter((pl.col("variant") == variant) & (pl.col("scoring") == "post"))
-        line = axes[0].plot(during["step"].to_numpy(), during["improvement"].to_numpy(), marker="o", label=variant)
+        gain, accept = (during[c].cast(pl.Float64).to_numpy() for c in ("improvement", "accept"))  # null: skipped
+        line = axes[0].plot(during["step"].to_numpy(), gain, marker="o", label=variant)
         if post.height and post["improvement"][0] is not None:
             axes[0].axhline(post["improvement"][0], linestyle="--", color=line[0].get_color(), linewidth=1)
-        axes[1].plot(during["step"].to_numpy(), during["accept"].to_numpy(), marker="o", label=variant)
+        axes[1].plot(during["step"].to_numpy(), accept, marker="o", label=variant)
     axes[0].set_ylabel("KID improvement over random (%)")
     axes[1].set_ylabel("Accept%")
     scored = sorted(steps.filter(pl.col("scoring") == "during")["step"].unique().to_list())

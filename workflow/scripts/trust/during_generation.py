@@ -37,6 +37,10 @@ quantile = selection.pop("quantile")
 target = (real_kid[~support], real_attributes[~support], conditions, names)
 
 
+# selection_summary has no KID columns when every condition was skipped (too few accepted samples)
+SUMMARY = dict.fromkeys(("accept", "kid_trust", "kid_trust_std", "kid_random", "kid_random_std", "improvement"))
+
+
 def protocol(real, scored) -> dict:
     """Fit on real support features, score, select by P95-real, KID in DINOv3's space (Section 5.1.1)."""
     scorer, scores = fit_and_score(real[support], real_attributes[support], scored, sample_attributes, names,
@@ -44,7 +48,7 @@ def protocol(real, scored) -> dict:
     thresholds = scorer.thresholds(quantile)
     rows = selection_by_condition(scores, kid_features, thresholds, *target, seed=p.seed, **selection)
     accepted = accepted_mask(scores["trust"].to_numpy(), sample_attributes, thresholds, names)
-    return selection_summary(rows) | {"accepted": accepted}
+    return SUMMARY | selection_summary(rows) | {"accepted": accepted}
 
 
 translator = Translator.load(i.translator)
