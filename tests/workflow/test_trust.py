@@ -36,7 +36,7 @@ def test_cellprofiler_and_scoring_during_generation_run_in_the_tiny_dag(tiny_run
     morphology = pl.read_parquet(tiny_run / "results/trust/rxrx1/cellprofiler/real.parquet")
     assert morphology.height > 0 and "Count_Nuclei" in morphology.columns
     report = (tiny_run / "reports/trust/rxrx1/held_out/morphology_table.md").read_text()
-    assert "| vanilla |" in report and "Segmentation on the miniature" in report
+    assert report.startswith("| model | arm |") and "Segmentation on the miniature" in report
     assert (tiny_run / "reports/trust/rxrx1/held_out/morphology_deciles.png").stat().st_size > 0
     for dataset in DATASETS:
         steps = pl.read_parquet(tiny_run / f"results/trust/{dataset}/held_out/during_generation/vanilla.parquet")
@@ -91,6 +91,7 @@ def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_pat
         ({"sampling": {"per_condition": 0, "num_inference_steps": 2}}, "per_condition"),
         ({"extractors": {"dinov3": {"path": "x", "train": {}}, "siglip": {"path": "y"}}}, "dinov3"),
         ({"morphology": {"pipeline": "p.cppipe", "input": "rgb"}}, "input"),
+        ({"morphology": {"pipeline": "nowhere.cppipe"}}, "trust.morphology.pipeline"),
         ({"translator": {"steps": [0], "noise_path": "ddpm"}}, "noise_path"),
         ({"translator": {"steps": [5]}}, "trust.translator.steps"),
         ({"translator": {"steps": [0], "variants": ["sit"]}}, "trust.translator.variants"),

@@ -6,6 +6,8 @@
 #   -> trust_cp_table (the shards' Image.csv merged, attributes joined)
 #   -> trust_morphology (per regime and generator)  ->  trust_morphology_report (table, Fig. 3, features)
 # Sources: `real`, and `<regime>-<variant>` for every RxRx1 generator.
+from condeval.core.io import files_sha256  # noqa: E402
+
 MORPHOLOGY = TRUST.get("morphology", {})
 MORPHOLOGY_REGIMES = [r for r in TRUST_REGIMES if trust_variants("rxrx1", r)]
 MORPHOLOGY_SOURCES = ["real"] + [f"{r}-{v}" for r in MORPHOLOGY_REGIMES for v in trust_variants("rxrx1", r)]
@@ -26,13 +28,26 @@ def repository_path(path):
     return str(Path(workflow.basedir) / path)
 
 
-MORPHOLOGY_PIPELINE = repository_path(MORPHOLOGY.get("pipeline", ""))
-MORPHOLOGY_PROGRAM = repository_path(MORPHOLOGY.get("cellprofiler", "cellprofiler"))
+# The rule reads the configured strings and resolves them when it runs (shell below): a params or input
+# holding the resolved path would differ between a run and its copy elsewhere (a lab member's clone, DVC),
+# and Snakemake would rerun CellProfiler there. The pipeline's content is what the rule depends on.
+MORPHOLOGY_BASEDIR = str(Path(workflow.basedir).resolve())
+if MORPHOLOGY and not os.path.isfile(repository_path(MORPHOLOGY["pipeline"])):
+    raise ValueError(
+        f"config key 'trust.morphology.pipeline': no file {MORPHOLOGY['pipeline']!r} here or in the repository"
+    )
+MORPHOLOGY_PIPELINE_SHA256 = files_sha256([repository_path(MORPHOLOGY["pipeline"])]) if MORPHOLOGY else ""
 
 
-def morphology_settings():
-    """The section with the schema's defaults; unset sizes (all sites, all samples) stay absent."""
-    return canonical(MORPHOLOGY)
+def morphology_settings(*keys):
+    """The section's values a rule reads (schema defaults filled; unset sizes stay absent), so an edit of
+    the analysis reruns no CellProfiler job."""
+    return canonical({key: MORPHOLOGY[key] for key in keys if key in MORPHOLOGY})
+
+
+MORPHOLOGY_INPUTS = ("input", "side", "shards", "real_per_condition", "per_condition")
+MORPHOLOGY_ANALYSIS = ("top_k", "half_splits", "bootstrap", "stratified", "random_draws", "seed", "n_bins",
+                       "classifier_seeds")  # fmt: skip
 
 
 def morphology_source_inputs(wildcards):
@@ -60,7 +75,7 @@ rule trust_cp_inputs:
     wildcard_constraints:
         **MORPHOLOGY_WILDCARDS,
     params:
-        morphology=morphology_settings(),
+        morphology=morphology_settings(*MORPHOLOGY_INPUTS),
         root=TRUST["datasets"]["rxrx1"]["root"],
         per_condition=trust_per_condition("rxrx1"),
         image_size=TRUST["image_size"],
@@ -80,13 +95,14 @@ rule trust_cellprofiler:
     """CellProfiler 4.2.8, headless, on one shard (its own environment; the output folder appears whole)."""
     input:
         images=f"{MORPHOLOGY_FOLDER}/images",
-        pipeline=MORPHOLOGY_PIPELINE,
     output:
         table=f"{MORPHOLOGY_FOLDER}/Image.csv",
     wildcard_constraints:
         **MORPHOLOGY_WILDCARDS,
     params:
-        cellprofiler=MORPHOLOGY_PROGRAM,
+        cellprofiler=MORPHOLOGY.get("cellprofiler", "cellprofiler"),
+        pipeline=MORPHOLOGY.get("pipeline"),
+        pipeline_sha256=MORPHOLOGY_PIPELINE_SHA256,
         partial=lambda wildcards: f"{MORPHOLOGY_FOLDER.format(**wildcards)}/.cellprofiler.partial",
     log:
         "logs/trust/cellprofiler_{source}_shard-{cp_shard}.log",
@@ -97,8 +113,11 @@ rule trust_cellprofiler:
         mem_mb=2000,
         runtime=60,
     shell:
+        "program={params.cellprofiler:q}; pipeline={params.pipeline:q}; "
+        "case $program in */*) [ -e $program ] || program={MORPHOLOGY_BASEDIR}/$program;; esac; "
+        "[ -e $pipeline ] || pipeline={MORPHOLOGY_BASEDIR}/$pipeline; "
         "rm -rf {params.partial} && "
-        "{params.cellprofiler} -c -r -p {input.pipeline} -i {input.images} -o {params.partial} > {log} 2>&1 && "
+        "$program -c -r -p $pipeline -i {input.images} -o {params.partial} > {log} 2>&1 && "
         "mv {params.partial}/Image.csv {output.table} && rm -rf {params.partial}"
 
 
@@ -112,7 +131,7 @@ rule trust_cp_table:
     wildcard_constraints:
         **MORPHOLOGY_WILDCARDS,
     params:
-        morphology=morphology_settings(),
+        morphology=morphology_settings("input"),
     log:
         "logs/trust/cp_table_{source}.log",
     conda:
@@ -141,7 +160,7 @@ rule trust_morphology:
     wildcard_constraints:
         **MORPHOLOGY_WILDCARDS,
     params:
-        morphology=morphology_settings(),
+        morphology=morphology_settings(*MORPHOLOGY_ANALYSIS),
     log:
         "logs/trust/morphology_{regime}_{variant}.log",
     conda:
@@ -200,7 +219,7 @@ rule trust_morphology_report:
         **MORPHOLOGY_WILDCARDS,
     params:
         variants=lambda wildcards: trust_variants("rxrx1", wildcards.regime),
-        morphology=morphology_settings(),
+        morphology=morphology_settings(*MORPHOLOGY_ANALYSIS),
     log:
         "logs/trust/morphology_report_{regime}.log",
     conda:
