@@ -107,10 +107,12 @@ if "trust" in config:
 
     if "morphology" in config["trust"] and "rxrx1" in config["trust"]["datasets"]:
 
+        include: "workflow/rules/trust/morphology_common.smk"
         include: "workflow/rules/trust/morphology.smk"
 
     if "translator" in config["trust"]:
 
+        include: "workflow/rules/trust/translator_common.smk"
         include: "workflow/rules/trust/translator.smk"
 
     declare_targets("trust", trust_targets())

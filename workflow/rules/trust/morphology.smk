@@ -6,64 +6,6 @@
 #   -> trust_cp_table (the shards' Image.csv merged, attributes joined)
 #   -> trust_morphology (per regime and generator)  ->  trust_morphology_report (table, Fig. 3, features)
 # Sources: `real`, and `<regime>-<variant>` for every RxRx1 generator.
-from condeval.core.io import files_sha256  # noqa: E402
-
-MORPHOLOGY = TRUST.get("morphology", {})
-MORPHOLOGY_REGIMES = [r for r in TRUST_REGIMES if trust_variants("rxrx1", r)]
-MORPHOLOGY_SOURCES = ["real"] + [f"{r}-{v}" for r in MORPHOLOGY_REGIMES for v in trust_variants("rxrx1", r)]
-MORPHOLOGY_WILDCARDS = {
-    "source": "|".join(MORPHOLOGY_SOURCES),
-    "cp_shard": r"\d+",
-    "regime": "|".join(MORPHOLOGY_REGIMES) or "none",
-    "variant": TRUST_WILDCARDS["variant"],
-}
-MORPHOLOGY_FOLDER = "results/trust/rxrx1/cellprofiler/{source}/shard-{cp_shard}"
-
-
-def repository_path(path):
-    """A relative path that names nothing in the working directory is the repository's (its pipelines,
-    its .cellprofiler venv), like the configs; a bare program name (`cellprofiler`) is left to PATH."""
-    if os.path.isabs(path) or os.path.exists(path) or "/" not in path:
-        return path
-    return str(Path(workflow.basedir) / path)
-
-
-# The rule reads the configured strings and resolves them when it runs (shell below): a params or input
-# holding the resolved path would differ between a run and its copy elsewhere (a lab member's clone, DVC),
-# and Snakemake would rerun CellProfiler there. The pipeline's content is what the rule depends on.
-MORPHOLOGY_BASEDIR = str(Path(workflow.basedir).resolve())
-if MORPHOLOGY and not os.path.isfile(repository_path(MORPHOLOGY["pipeline"])):
-    raise ValueError(
-        f"config key 'trust.morphology.pipeline': no file {MORPHOLOGY['pipeline']!r} here or in the repository"
-    )
-MORPHOLOGY_PIPELINE_SHA256 = files_sha256([repository_path(MORPHOLOGY["pipeline"])]) if MORPHOLOGY else ""
-
-
-def morphology_settings(*keys):
-    """The section's values a rule reads (schema defaults filled; unset sizes stay absent), so an edit of
-    the analysis reruns no CellProfiler job."""
-    return canonical({key: MORPHOLOGY[key] for key in keys if key in MORPHOLOGY})
-
-
-MORPHOLOGY_INPUTS = ("input", "side", "shards", "real_per_condition", "per_condition")
-MORPHOLOGY_ANALYSIS = ("top_k", "half_splits", "bootstrap", "stratified", "random_draws", "seed", "n_bins",
-                       "classifier_seeds")  # fmt: skip
-
-
-def morphology_source_inputs(wildcards):
-    """What a source's CellProfiler inputs are drawn from: the real table, or a generator's sample shards."""
-    inputs = {"conditions": "results/trust/rxrx1/conditions.parquet", "table": "results/trust/rxrx1/real.parquet"}
-    if wildcards.source == "real":
-        return inputs | {"release": trust_release_path("rxrx1")}
-    regime, variant = wildcards.source.split("-", 1)
-    shards = range(TRUST_SHARDS)
-    return inputs | {
-        "samples": [TRUST_SAMPLES.format(dataset="rxrx1", regime=regime, variant=variant, shard=k) for k in shards]
-    }
-
-
-def morphology_tables(source):
-    return [f"{MORPHOLOGY_FOLDER.format(source=source, cp_shard=k)}/Image.csv" for k in range(MORPHOLOGY["shards"])]
 
 
 rule trust_cp_inputs:
@@ -112,13 +54,8 @@ rule trust_cellprofiler:
     resources:
         mem_mb=2000,
         runtime=60,
-    shell:
-        "program={params.cellprofiler:q}; pipeline={params.pipeline:q}; "
-        "case $program in */*) [ -e $program ] || program={MORPHOLOGY_BASEDIR}/$program;; esac; "
-        "[ -e $pipeline ] || pipeline={MORPHOLOGY_BASEDIR}/$pipeline; "
-        "rm -rf {params.partial} && "
-        "$program -c -r -p $pipeline -i {input.images} -o {params.partial} > {log} 2>&1 && "
-        "mv {params.partial}/Image.csv {output.table} && rm -rf {params.partial}"
+    script:
+        "../../scripts/trust/cellprofiler.py"
 
 
 rule trust_cp_table:
