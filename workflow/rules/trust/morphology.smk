@@ -14,6 +14,7 @@ rule trust_cp_inputs:
         unpack(morphology_source_inputs),
     output:
         images=directory(f"{MORPHOLOGY_FOLDER}/images"),
+        manifest=saved_manifest(f"{MORPHOLOGY_FOLDER}/images"),
     wildcard_constraints:
         **MORPHOLOGY_WILDCARDS,
     params:
@@ -36,7 +37,7 @@ rule trust_cp_inputs:
 rule trust_cellprofiler:
     """CellProfiler 4.2.8, headless, on one shard (its own environment; the output folder appears whole)."""
     input:
-        images=f"{MORPHOLOGY_FOLDER}/images",
+        images=saved_manifest(f"{MORPHOLOGY_FOLDER}/images"),
     output:
         table=f"{MORPHOLOGY_FOLDER}/Image.csv",
     wildcard_constraints:

@@ -16,6 +16,7 @@ rule trust_train_translator:
         siglip=trust_real_features("{dataset}", "siglip"),
     output:
         model=directory(TRANSLATOR_FOLDER),
+        manifest=saved_manifest(TRANSLATOR_FOLDER),
         run=update(directory(f"{TRANSLATOR_FOLDER}_run")),
         signal=f"{TRANSLATOR_FOLDER}.json",
     wildcard_constraints:
@@ -47,6 +48,7 @@ rule trust_trajectory:
         model=saved_manifest("results/trust/{dataset}/{regime}/generators/{variant}"),
     output:
         features=directory(TRAJECTORY),
+        manifest=saved_manifest(TRAJECTORY),
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
@@ -74,8 +76,10 @@ rule trust_during_generation:
     input:
         unpack(trust_selection_inputs),
         real_siglip=trust_real_features("{dataset}", "siglip"),
-        translator=TRANSLATOR_FOLDER,
-        trajectory=lambda wildcards: [TRAJECTORY.format(**wildcards, shard=shard) for shard in range(TRUST_SHARDS)],
+        translator=saved_manifest(TRANSLATOR_FOLDER),
+        trajectory=lambda wildcards: [
+            saved_manifest(TRAJECTORY.format(**wildcards, shard=shard)) for shard in range(TRUST_SHARDS)
+        ],
     output:
         steps="results/trust/{dataset}/{regime}/during_generation/{variant}.parquet",
     wildcard_constraints:

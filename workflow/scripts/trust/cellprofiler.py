@@ -22,7 +22,8 @@ def resolved(path: str) -> str:
 
 partial = Path(p.partial)
 shutil.rmtree(partial, ignore_errors=True)
-argv = [resolved(p.cellprofiler), "-c", "-r", "-p", resolved(p.pipeline), "-i", snakemake.input.images,  # noqa: F821
+images = snakemake.input.images.removesuffix(".sha256")  # noqa: F821 (the folder its manifest stands for)
+argv = [resolved(p.cellprofiler), "-c", "-r", "-p", resolved(p.pipeline), "-i", images,
         "-o", str(partial)]  # fmt: skip
 with open(snakemake.log[0], "w") as log:  # noqa: F821
     log.write(f"$ {' '.join(argv)}\n")

@@ -3,7 +3,7 @@
 import numpy as np
 import polars as pl
 
-from condeval.core.io import atomic_directory, read_parquet
+from condeval.core.io import atomic_directory, read_parquet, write_folder_manifest
 from condeval.core.logs import log_to_file
 from condeval.trust.cellprofiler import write_inputs
 from condeval.trust.data import ATTRIBUTE_NAMES, read_images
@@ -30,5 +30,6 @@ else:
     keys = [f"{int(s):07d}" for s in manifest["sample_id"].to_numpy()]
 with atomic_directory(snakemake.output.images) as folder:
     write_inputs(zip(keys, images, strict=True), folder, p.morphology["input"], p.morphology["side"])
+write_folder_manifest(snakemake.output.images, snakemake.output.manifest)
 log.info("%s shard %d/%d: %d sites written as %s inputs at %d px", w.source, shard, shards, len(keys),
          p.morphology["input"], p.morphology["side"])  # fmt: skip

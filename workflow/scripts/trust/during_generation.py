@@ -3,7 +3,7 @@
 import numpy as np
 import polars as pl
 
-from condeval.core.io import read_parquet, write_parquet
+from condeval.core.io import read_parquet, saved_folder, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.features import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
@@ -51,13 +51,14 @@ def protocol(real, scored) -> dict:
     return SUMMARY | selection_summary(rows) | {"accepted": accepted}
 
 
-translator = Translator.load(i.translator)
+translator = Translator.load(saved_folder(i.translator))
+trajectory = [saved_folder(manifest) for manifest in i.trajectory]
 steps_total = sampling["num_inference_steps"]
 rows = []
 for step in sorted(settings["steps"]):
-    ids, internal = features([f"{folder}/step-{step}.safetensors" for folder in i.trajectory])
+    ids, internal = features([f"{folder}/step-{step}.safetensors" for folder in trajectory])
     if not np.array_equal(ids, sample_ids):
-        raise ValueError(f"{i.trajectory[0]}: step {step} holds other sample ids than the samples' features")
+        raise ValueError(f"{trajectory[0]}: step {step} holds other sample ids than the samples' features")
     result = protocol(real_siglip, translator.transform(internal))
     saved = compute_saved(~result.pop("accepted"), step, steps_total)
     rows.append({"scoring": "during", "step": step + 1} | result | saved)

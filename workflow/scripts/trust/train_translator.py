@@ -6,7 +6,7 @@ import torch
 from scipy.stats import spearmanr
 
 from condeval.core.devices import device_for_gpus
-from condeval.core.io import read_parquet, saved_folder, write_json
+from condeval.core.io import read_parquet, saved_folder, write_folder_manifest, write_json
 from condeval.core.logs import log_to_file
 from condeval.encoders.features import read_feature_shards
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
@@ -45,6 +45,7 @@ translator = Translator(hidden=settings["hidden"], weights=dict(settings["weight
                         batch_size=settings["batch_size"], seed=p.seed)  # fmt: skip
 translator.fit(internal, target, run_dir=snakemake.output.run)
 translator.save(snakemake.output.model)
+write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 # the issue's check: real images outside the support, translated, scored like their true SigLIP features
 held = ~support
 held_internal, held_target = pairs(held)

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from condeval.core.devices import device_for_gpus
-from condeval.core.io import atomic_directory, files_sha256, read_parquet, saved_folder
+from condeval.core.io import atomic_directory, files_sha256, read_parquet, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
 from condeval.encoders.features import write_feature_shard
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
@@ -42,5 +42,6 @@ identity = {"encoder": {"name": str(folder), "weights_sha256": files_sha256([sna
 with atomic_directory(snakemake.output.features) as out:
     for step in steps:
         write_feature_shard(out / f"step-{step}.safetensors", ids, tap.features(step), identity | {"step": step})
+write_folder_manifest(snakemake.output.features, snakemake.output.manifest)
 log.info("%d samples, block %d tokens kept at steps %s of %d", len(ids), settings["layer"], steps,
          sampling["num_inference_steps"])  # fmt: skip
