@@ -18,7 +18,8 @@ Then, as the paper's feature set (REFERENCE.md, "CellProfiler in the code"): Nuc
 (IdentifyPrimaryObjects), Cells (IdentifySecondaryObjects, propagation), Cytoplasm
 (IdentifyTertiaryObjects); size/shape with Zernike, intensity, texture at scales 3/5/10 with 256 grey
 levels, granularity, radial distribution in 4 bins, neighbours, area occupied; ExportToSpreadsheet with
-Mean/Median/StDev aggregates, no file-name prefix, overwriting.
+Mean/Median/StDev aggregates, no file-name prefix, overwriting; only the Image table is exported (the
+per-object tables are never read, and writing them took a fifth of a run).
 
 ``--check`` writes nothing and exits 1 when a committed file differs from what this script builds.
 """
@@ -180,6 +181,9 @@ def _export() -> exporttospreadsheet.ExportToSpreadsheet:
     export.wants_aggregate_medians.value = True
     export.wants_aggregate_std.value = True
     export.nan_representation.value = "NaN"
+    # only Image.csv, all the analysis reads: the per-object tables cost ~0.4 s a site to write
+    export.wants_everything.value = False
+    export.object_groups[0].name.value = "Image"
     return export
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
+from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder, REPAProjector
 
 
 def _images(pipe, attributes, seeds):
@@ -21,6 +21,20 @@ def test_round_trip_and_a_two_step_call(tmp_path, attribute_pipeline):
     attributes = np.array([[0, 2], [1, 0]])
     np.testing.assert_array_equal(_images(pipe, attributes, [1, 2]), _images(loaded, attributes, [1, 2]))
     assert _images(pipe, attributes, [1, 2]).shape == (2, 16, 16, 3)
+
+
+def test_a_repa_projector_travels_with_the_pipeline_and_a_vanilla_one_has_none(tmp_path, attribute_pipeline):
+    pipe = attribute_pipeline()
+    pipe.save_pretrained(tmp_path / "vanilla")
+    assert AttributeDiffusionPipeline.from_pretrained(tmp_path / "vanilla").repa_projector is None
+    width = pipe.transformer.config.num_attention_heads * pipe.transformer.config.attention_head_dim
+    projector = REPAProjector(width=width, hidden=8, target_dim=5, depth=1, extractor="dinov3")
+    repa = AttributeDiffusionPipeline(pipe.transformer, pipe.vae, pipe.scheduler, pipe.attribute_encoder, projector)
+    repa.save_pretrained(tmp_path / "repa")
+    loaded = AttributeDiffusionPipeline.from_pretrained(tmp_path / "repa").repa_projector
+    assert loaded.config.depth == 1 and loaded.config.extractor == "dinov3"
+    tokens = torch.randn(2, 4, width)
+    torch.testing.assert_close(loaded(tokens), projector(tokens))
 
 
 def test_an_image_does_not_depend_on_its_batch(attribute_pipeline):

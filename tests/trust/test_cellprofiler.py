@@ -73,6 +73,7 @@ def test_the_saved_pipeline_loads_in_cellprofiler_with_the_papers_modules(kind):
     assert modules["MeasureObjectIntensityDistribution"][0]["Number of bins"] == "4"
     export = modules["ExportToSpreadsheet"][0]
     assert export["Add a prefix to file names?"] == "No"
+    assert export["Export all measurement types?"] == "No" and export["Data to export"] == "Image"
     for aggregate in ("mean", "median", "standard deviation"):
         assert export[f"Calculate the per-image {aggregate} values for object measurements?"] == "Yes"
 

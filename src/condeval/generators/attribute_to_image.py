@@ -12,7 +12,9 @@ values instead of a caption:
   context token. Each table has one extra row, "dropped", for condition dropout.
 - :class:`AttributeDiffusionPipeline` is a ``DiffusionPipeline``. It saves with ``save_pretrained``
   and loads with ``AttributeDiffusionPipeline.from_pretrained(path)``; its four components
-  (transformer, vae, scheduler, attribute_encoder) are each a diffusers model or scheduler.
+  (transformer, vae, scheduler, attribute_encoder) are each a diffusers model or scheduler. A REPA
+  generator also carries its :class:`REPAProjector` (optional component ``repa_projector``), so its
+  aligned features can be read during generation (the trust-score paper's "REPA aligned_mean").
   ``__call__(attributes, num_inference_steps, generator=...)`` samples by the scheduler's Euler steps
   without guidance, as the paper samples.
 """
@@ -24,7 +26,7 @@ from diffusers import ConfigMixin, DiffusionPipeline, ModelMixin  # ModelMixin h
 from diffusers.configuration_utils import register_to_config
 from diffusers.pipelines.pipeline_utils import ImagePipelineOutput
 
-__all__ = ["AttributeEncoder", "AttributeDiffusionPipeline", "ModelMixin"]
+__all__ = ["AttributeEncoder", "AttributeDiffusionPipeline", "ModelMixin", "REPAProjector"]
 
 
 class AttributeEncoder(ModelMixin, ConfigMixin):
@@ -63,16 +65,52 @@ class AttributeEncoder(ModelMixin, ConfigMixin):
         return self.context(pooled)[:, None, :], pooled
 
 
+class REPAProjector(ModelMixin, ConfigMixin):
+    """REPA's projector: the denoiser's block-``depth`` image tokens to the extractor's patch-feature space.
+
+    Three linear layers with SiLU between them (REPA's MLP), applied per token. Saved with the
+    generator it was trained with, so that generator's aligned features are readable without its
+    training run.
+
+    Parameters
+    ----------
+    width : int
+        The denoiser's token width.
+    hidden : int
+        The MLP's hidden width.
+    target_dim : int
+        The extractor's feature width.
+    depth : int
+        The denoiser block (1-based) whose image tokens it reads.
+    extractor : str
+        Name of the extractor whose patch features it was aligned to (``dinov3``, ``siglip``).
+    """
+
+    @register_to_config
+    def __init__(self, width: int = 64, hidden: int = 128, target_dim: int = 64, depth: int = 1, extractor: str = ""):
+        super().__init__()
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(width, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, hidden), torch.nn.SiLU(),
+            torch.nn.Linear(hidden, target_dim),
+        )  # fmt: skip
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Projected tokens (B, T, target_dim) of image tokens (B, T, width)."""
+        return self.mlp(tokens)
+
+
 class AttributeDiffusionPipeline(DiffusionPipeline):
     """Attribute tuples to images: an ``SD3Transformer2DModel`` on ``AutoencoderKL`` latents, Euler sampling."""
 
     model_cpu_offload_seq = "attribute_encoder->transformer->vae"
+    _optional_components = ["repa_projector"]
 
-    def __init__(self, transformer, vae, scheduler, attribute_encoder: AttributeEncoder):
+    def __init__(
+        self, transformer, vae, scheduler, attribute_encoder: AttributeEncoder, repa_projector: REPAProjector | None = None
+    ):  # fmt: skip
         super().__init__()
-        self.register_modules(
-            transformer=transformer, vae=vae, scheduler=scheduler, attribute_encoder=attribute_encoder
-        )
+        self.register_modules(transformer=transformer, vae=vae, scheduler=scheduler,
+                              attribute_encoder=attribute_encoder, repa_projector=repa_projector)  # fmt: skip
 
     @property
     def interrupt(self) -> bool:

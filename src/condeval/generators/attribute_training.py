@@ -61,19 +61,21 @@ class AttributeFlowModule(ScheduledModule):
         The extractor's feature width.
     projector_width : int
         Hidden width of the projector MLP (two SiLU layers, as REPA's).
+    extractor : str
+        Name of the extractor whose patch features are the target (kept in the saved projector).
     """
 
     def __init__(
         self, transformer_config: dict, encoder_config: dict, lr: float = 1e-3, warmup_steps: int = 50,
         total_steps: int = 1000, weight_decay: float = 0.0, condition_dropout: float = 0.1,
         repa_coefficient: float = 0.0, repa_depth: int | None = None, target_dim: int | None = None,
-        projector_width: int = 128,
+        projector_width: int = 128, extractor: str = "",
     ):  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
         from diffusers import SD3Transformer2DModel
 
-        from condeval.generators.attribute_to_image import AttributeEncoder
+        from condeval.generators.attribute_to_image import AttributeEncoder, REPAProjector
 
         self.transformer = SD3Transformer2DModel.from_config(transformer_config)
         self.attribute_encoder = AttributeEncoder.from_config(encoder_config)
@@ -86,10 +88,8 @@ class AttributeFlowModule(ScheduledModule):
             ):
                 raise ValueError("REPA needs repa_depth within the denoiser's blocks and the extractor's target_dim")
             width = self.transformer.config.num_attention_heads * self.transformer.config.attention_head_dim
-            self.projector = torch.nn.Sequential(
-                torch.nn.Linear(width, projector_width), torch.nn.SiLU(), torch.nn.Linear(projector_width, projector_width),
-                torch.nn.SiLU(), torch.nn.Linear(projector_width, target_dim),
-            )  # fmt: skip
+            self.projector = REPAProjector(width=width, hidden=projector_width, target_dim=target_dim,
+                                           depth=repa_depth, extractor=extractor)  # fmt: skip
             self.transformer.transformer_blocks[repa_depth - 1].register_forward_hook(self._keep_tokens)
 
     def _keep_tokens(self, module, inputs, output):
@@ -127,11 +127,12 @@ def _denoiser_config(latents: np.ndarray, encoder_width: int, transformer: dict)
 def train_attribute_generator(
     images: np.ndarray, attributes: np.ndarray, out_dir, *, values, vae, transformer: dict, epochs: int,
     batch_size: int, lr: float, val_images: int, seed: int, condition_dropout: float = 0.1,
-    repa_extractor=None, repa_coefficient: float = 0.5, repa_depth: int = 1, accelerator: str = "cpu",
-    fingerprint: str | None = None,
+    repa_extractor=None, repa_coefficient: float = 0.5, repa_depth: int = 1, repa_name: str = "",
+    accelerator: str = "cpu", fingerprint: str | None = None,
 ) -> dict:  # fmt: skip
     """Train the attribute-conditioned generator (vanilla, or REPA with ``repa_extractor``) and save
-    the whole :class:`~condeval.generators.attribute_to_image.AttributeDiffusionPipeline`.
+    the whole :class:`~condeval.generators.attribute_to_image.AttributeDiffusionPipeline` (with its
+    REPA projector when REPA-trained).
 
     Parameters
     ----------
@@ -156,6 +157,8 @@ def train_attribute_generator(
         vanilla generator.
     repa_coefficient, repa_depth
         The alignment's weight and block (1-based).
+    repa_name : str
+        The extractor's name, kept in the saved :class:`REPAProjector`.
     accelerator : str
     fingerprint : str, optional
 
@@ -182,7 +185,8 @@ def train_attribute_generator(
     repa = {}
     if repa_extractor is not None:
         rows += (repa_extractor.tokens(images),)
-        repa = dict(repa_coefficient=repa_coefficient, repa_depth=repa_depth, target_dim=rows[2].shape[-1])
+        repa = dict(repa_coefficient=repa_coefficient, repa_depth=repa_depth, target_dim=rows[2].shape[-1],
+                    extractor=repa_name)  # fmt: skip
     steps = _steps(len(images) - val_images, batch_size, epochs)
     module = AttributeFlowModule(_denoiser_config(latents, width, transformer), encoder_config, lr=lr,
                                  warmup_steps=max(1, steps // 20), total_steps=steps,
@@ -191,6 +195,7 @@ def train_attribute_generator(
     trained, summary = _fit_best(module, rows, _run_dir(out_dir), val_rows=val_images, epochs=epochs,
                                  batch_size=batch_size, seed=seed, accelerator=accelerator,
                                  fingerprint=fingerprint)  # fmt: skip
-    pipe = AttributeDiffusionPipeline(trained.transformer, vae, flow_scheduler(), trained.attribute_encoder)
+    pipe = AttributeDiffusionPipeline(trained.transformer, vae, flow_scheduler(), trained.attribute_encoder,
+                                      getattr(trained, "projector", None))  # fmt: skip
     _save_folder(out_dir, pipe.save_pretrained, summary)
     return summary

@@ -35,6 +35,7 @@ summary = train_attribute_generator(
     transformer=dict(train["transformer"]), epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
     val_images=train["val_images"], seed=p.seed, condition_dropout=train["condition_dropout"],
     repa_extractor=extractor, repa_coefficient=repa.get("coefficient", 0.5), repa_depth=repa.get("depth", 1),
+    repa_name=repa.get("extractor", ""),
     accelerator=accelerator_for_gpus(gpus),
     fingerprint=fingerprint(list(snakemake.input), {"train": train, "repa": repa, "regime": w.regime, "seed": p.seed}),
 )  # fmt: skip
