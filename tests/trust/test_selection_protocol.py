@@ -3,6 +3,7 @@ samples of every condition have a lower KID than random subsets of the same size
 fall back to their nearest seen ones, and the summary's improvement and Spearman follow."""
 
 import numpy as np
+import polars as pl
 import pytest
 
 from condeval.trust.evaluate import fit_and_score, selection_by_condition, selection_markdown, selection_summary
@@ -110,3 +111,16 @@ def test_a_precomputed_scorer_goes_through_the_same_thresholds_and_subsets():
 
     with pytest.raises(ValueError, match="trust_again"):
         _ablation(2, precomputed=truncated)
+
+
+def test_score_agreement_is_the_per_sample_rank_correlation_with_post_generation():
+    from condeval.trust.evaluate import score_agreement
+
+    rng = np.random.default_rng(0)
+    post = pl.DataFrame({c: rng.normal(size=50) for c in ("realism", "faithfulness", "trust")})
+    same = score_agreement(post, post)
+    assert same == pytest.approx({"rho_realism": 1.0, "rho_faithfulness": 1.0, "rho_trust": 1.0})
+    flipped = score_agreement(post.with_columns(trust=-pl.col("trust")), post)
+    assert flipped["rho_trust"] == pytest.approx(-1.0) and flipped["rho_realism"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="49 samples"):
+        score_agreement(post.head(49), post)

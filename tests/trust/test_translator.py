@@ -91,6 +91,28 @@ def test_the_tap_reads_the_block_without_changing_the_samples(attribute_pipeline
         TrajectoryTap(pipe.transformer, layer=2, steps=[0])
 
 
+def test_the_aligned_tap_reads_a_repa_generators_projected_tokens(attribute_pipeline):
+    from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, REPAProjector
+
+    pipe = attribute_pipeline()
+    with pytest.raises(ValueError, match="repa_projector"):
+        TrajectoryTap.aligned(pipe, [0])
+    projector = REPAProjector(width=pipe.transformer.inner_dim, hidden=8, target_dim=5, depth=1)
+    repa = AttributeDiffusionPipeline(pipe.transformer, pipe.vae, pipe.scheduler, pipe.attribute_encoder, projector)
+    attributes = np.array([[0, 1], [1, 2]])
+    aligned, raw = TrajectoryTap.aligned(repa, [1]), TrajectoryTap(pipe.transformer, 1, [1])
+    tokens = []
+    hook = pipe.transformer.transformer_blocks[0].register_forward_hook(lambda m, i, out: tokens.append(out[1]))
+    repa(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
+         callback_on_step_end=lambda *args: aligned(*args) | raw(*args))  # fmt: skip
+    hook.remove()
+    aligned.close(), raw.close()
+    with torch.no_grad():
+        expected = projector(tokens[1]).mean(dim=1).numpy()  # the second step's call (0-based step 1)
+    np.testing.assert_allclose(aligned.features(1), expected, rtol=1e-5, atol=1e-6)
+    assert aligned.features(1).shape == (2, 5) and raw.features(1).shape == (2, pipe.transformer.inner_dim)
+
+
 def test_the_abstention_callback_scores_mid_trajectory_and_interrupts_when_all_abstain(attribute_pipeline):
     pipe = attribute_pipeline()
     attributes = np.array([[0, 0], [1, 1], [0, 2], [1, 0]] * 4)

@@ -40,7 +40,12 @@ def test_cellprofiler_and_scoring_during_generation_run_in_the_tiny_dag(tiny_run
     assert (tiny_run / "reports/trust/rxrx1/held_out/morphology_deciles.png").stat().st_size > 0
     for dataset in DATASETS:
         steps = pl.read_parquet(tiny_run / f"results/trust/{dataset}/held_out/during_generation/vanilla.parquet")
-        assert steps["scoring"].to_list() == ["during", "during", "post"]
+        assert steps["path"].to_list() == ["translator", "translator", "post"]
+        aligned = pl.read_parquet(tiny_run / f"results/trust/{dataset}/held_out/during_generation/repa-siglip.parquet")
+        assert aligned["path"].to_list() == ["aligned", "aligned", "post"]  # REPA-SigLIP: aligned only (tiny config)
+        assert aligned.filter(pl.col("scoring") == "during")["rho_trust"].is_finite().all()
+        report = (tiny_run / f"reports/trust/{dataset}/held_out/during_generation.md").read_text()
+        assert "Support-shift table (Appendix L.1)" in report and "| REPA aligned_mean | repa-siglip |" in report
         assert (tiny_run / f"reports/trust/{dataset}/held_out/during_generation.png").stat().st_size > 0
 
 
@@ -50,7 +55,7 @@ def test_an_analysis_edit_reruns_no_cellprofiler_and_no_generation(tiny_run, tmp
     assert set(jobs) <= {"trust_morphology", "trust_morphology_report", "trust", "total"}, jobs
     jobs = dry_run_after_edit(workdir, "trust", ("trust", "translator"), steps=[1])
     assert "trust_generate" not in jobs and "trust_cellprofiler" not in jobs, jobs
-    assert jobs["trust_trajectory"] == 4 and jobs["trust_during_generation"] == 2, jobs
+    assert jobs["trust_trajectory"] == 8 and jobs["trust_during_generation"] == 4, jobs  # 2 datasets x 2 generators
 
 
 def test_samples_are_every_queried_condition_in_the_real_format(tiny_run):
@@ -95,6 +100,7 @@ def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_pat
         ({"translator": {"steps": [0], "noise_path": "ddpm"}}, "noise_path"),
         ({"translator": {"steps": [5]}}, "trust.translator.steps"),
         ({"translator": {"steps": [0], "variants": ["sit"]}}, "trust.translator.variants"),
+        ({"translator": {"steps": [0], "aligned": ["vanilla"]}}, "trust.translator.aligned"),
     ],
 )  # fmt: skip
 def test_bad_trust_options_are_refused_naming_the_key(tmp_path, section, key):

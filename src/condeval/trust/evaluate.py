@@ -19,8 +19,8 @@ from condeval.trust.filtering import selection_gain
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
-    "RANKED_SCORES", "fit_and_score", "selection_by_condition", "selection_summary", "selection_markdown", "rankings",
-    "graded_shift", "scorer_ablation", "scorer_markdown",
+    "RANKED_SCORES", "fit_and_score", "selection_by_condition", "selection_summary", "score_agreement",
+    "selection_markdown", "rankings", "graded_shift", "scorer_ablation", "scorer_markdown",
 ]  # fmt: skip
 
 
@@ -86,6 +86,27 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
 
 _GAIN_COLUMNS = ("accept", "kid_accepted", "kid_accepted_std", "kid_random", "kid_random_std", "improvement", "band",
                  "kid_all", "skipped")  # fmt: skip
+
+
+def score_agreement(during: pl.DataFrame, post: pl.DataFrame) -> dict:
+    """Per-sample Spearman of realism, faithfulness and trust scored during generation against the same
+    samples scored after it (Appendix L.1's correlation columns, as read here).
+
+    Parameters
+    ----------
+    during, post : polars.DataFrame
+        :meth:`TrustScorer.score` tables of the same samples in the same order.
+
+    Returns
+    -------
+    dict
+        ``rho_realism``, ``rho_faithfulness``, ``rho_trust``.
+    """
+    from scipy.stats import spearmanr
+
+    if during.height != post.height:
+        raise ValueError(f"{during.height} samples scored during generation against {post.height} after it")
+    return {f"rho_{c}": float(spearmanr(during[c], post[c]).statistic) for c in ("realism", "faithfulness", "trust")}
 
 
 def selection_summary(per_condition: pl.DataFrame) -> dict:

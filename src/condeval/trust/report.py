@@ -117,19 +117,26 @@ def morphology_markdown(contrast: pl.DataFrame, counts: dict, segmentation: dict
     return "\n".join(lines) + "\n"
 
 
+PATH_NAMES = {"translator": "translator", "aligned": "REPA aligned_mean", "post": "post generation"}
+
+
 def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
-    """Appendix L.2: per generator and scoring step, KID of the trust-selected and random subsets, the
-    gain, Accept% and the denoising steps saved; the post-generation row last; and the translator's check
+    """Appendix L.2: per generator, path and scoring step, KID of the trust-selected and random subsets,
+    the gain, Accept% and the denoising steps saved, the post-generation row last; Appendix L.1's
+    support-shift table at the last scoring step (translator and REPA-aligned paths, with the per-sample
+    agreement of realism, faithfulness and trust with post generation); and the translators' check
     (translated held-out real features scored against their true SigLIP features)."""
-    lines = ["| model | scoring at step | KID (trust) | KID (random) | KID gain (Accept%) | steps saved |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| model | path | scoring at step | KID (trust) | KID (random) | KID gain (Accept%) | steps saved |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for row in steps.iter_rows(named=True):
         where = "post generation" if row["scoring"] == "post" else f"{row['step']} ({row['steps_run_pct']:.0f}%)"
+        head = f"| {row['variant']} | {PATH_NAMES[row['path']]} | {where} |"
         if row.get("improvement") is None:
-            lines.append(f"| {row['variant']} | {where} | – | – | – (no condition kept) | – |")
+            lines.append(f"{head} – | – | – (no condition kept) | – |")
             continue
-        lines.append(f"| {row['variant']} | {where} | {row['kid_trust']:.3f} | {row['kid_random']:.3f} | "
+        lines.append(f"{head} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | "
                      f"{row['improvement']:+.1f}% ({row['accept']:.0f}%) | {row['steps_saved_pct']:.1f}% |")  # fmt: skip
+    lines += ["", support_shift_markdown(steps)]
     for variant, signal in signals.items():
         by_t = ", ".join(f"t = {s['t']:g}: ρ {s['spearman']:.2f}" for s in signal["by_t"])
         lines += ["", f"{variant}'s translator ({signal['pairs']} pairs): on {signal['held_out_images']} real images "
@@ -138,18 +145,48 @@ def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def support_shift_markdown(steps: pl.DataFrame) -> str:
+    """Appendix L.1: each generator and path at the last scoring step: Accept%, KID of the trust-selected and
+    random subsets, the gain, and the per-sample Spearman of realism (R), faithfulness (F) and trust
+    against post generation."""
+    during = steps.filter(pl.col("scoring") == "during")
+    if during.height == 0:
+        return ""
+    last = during["step"].max()
+    lines = [f"Support-shift table (Appendix L.1), scored at step {last}:", "",
+             "| path | model | Accept% | KID (trust) | KID (random) | KID gain | ρ R | ρ F | ρ trust |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in during.filter(pl.col("step") == last).sort("path", "variant").iter_rows(named=True):
+        rho = " | ".join(f"{row.get(f'rho_{c}') or float('nan'):.2f}" for c in ("realism", "faithfulness", "trust"))
+        if row.get("improvement") is None:
+            lines.append(
+                f"| {PATH_NAMES[row['path']]} | {row['variant']} | – | – | – | – (no condition kept) | {rho} |"
+            )
+            continue
+        lines.append(f"| {PATH_NAMES[row['path']]} | {row['variant']} | {row['accept']:.1f} | {row['kid_trust']:.3f} | "
+                     f"{row['kid_random']:.3f} | {row['improvement']:+.1f}% | {rho} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
     """Fig. 4: the KID gain of trust selection and Accept% against the scoring step, one line per
-    generator, its post-generation gain dashed."""
+    generator and path (REPA-aligned dotted), each generator's post-generation gain dashed."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for variant in sorted(steps["variant"].unique().to_list()):
-        during = steps.filter((pl.col("variant") == variant) & (pl.col("scoring") == "during")).sort("step")
         post = steps.filter((pl.col("variant") == variant) & (pl.col("scoring") == "post"))
-        gain, accept = (during[c].cast(pl.Float64).to_numpy() for c in ("improvement", "accept"))  # null: skipped
-        line = axes[0].plot(during["step"].to_numpy(), gain, marker="o", label=variant)
+        colour = None
+        for route in ("translator", "aligned"):
+            during = steps.filter((pl.col("variant") == variant) & (pl.col("path") == route)).sort("step")
+            if during.height == 0:
+                continue
+            gain, accept = (during[c].cast(pl.Float64).to_numpy() for c in ("improvement", "accept"))  # null: skipped
+            style = dict(marker="o", linestyle=":" if route == "aligned" else "-", color=colour)
+            label = variant if route == "translator" else f"{variant} ({PATH_NAMES[route]})"
+            line = axes[0].plot(during["step"].to_numpy(), gain, label=label, **style)
+            colour = line[0].get_color()
+            axes[1].plot(during["step"].to_numpy(), accept, label=label, **style)
         if post.height and post["improvement"][0] is not None:
-            axes[0].axhline(post["improvement"][0], linestyle="--", color=line[0].get_color(), linewidth=1)
-        axes[1].plot(during["step"].to_numpy(), accept, marker="o", label=variant)
+            axes[0].axhline(post["improvement"][0], linestyle="--", color=colour, linewidth=1)
     axes[0].set_ylabel("KID improvement over random (%)")
     axes[1].set_ylabel("Accept%")
     scored = sorted(steps.filter(pl.col("scoring") == "during")["step"].unique().to_list())

@@ -203,14 +203,18 @@ def noised_latents(latents: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, 
 
 
 class _TokenTap:
-    """A forward hook on a joint block that keeps the mean of its image tokens."""
+    """A forward hook on a joint block that keeps the mean of its image tokens (each token through
+    ``project`` first, when given)."""
 
-    def __init__(self, block: torch.nn.Module):
+    def __init__(self, block: torch.nn.Module, project=None):
         self.features: torch.Tensor | None = None
+        self.project = project
         self.handle = block.register_forward_hook(self)
 
     def __call__(self, module, inputs, output):
         tokens = output[1] if isinstance(output, tuple) else output  # a joint block returns (context, image tokens)
+        if self.project is not None:
+            tokens = self.project(tokens)
         self.features = tokens.mean(dim=1)
 
 
@@ -250,13 +254,27 @@ class TrajectoryTap:
 
     ``features(step)`` is (B, width), every call's rows in order (one pipeline call per batch).
     Under classifier-free guidance (SD3's pipelines batch the unconditional half first),
-    ``conditional_half=True`` keeps the second half's rows. ``close()`` removes the hook.
+    ``conditional_half=True`` keeps the second half's rows. ``project`` (a module on (B, T, width)
+    tokens) maps each token before the mean: :meth:`aligned` reads a REPA generator's aligned features
+    that way. ``close()`` removes the hook.
     """
 
-    def __init__(self, transformer, layer: int, steps, conditional_half: bool = False):
+    def __init__(self, transformer, layer: int, steps, conditional_half: bool = False, project=None):
         self.steps, self.conditional_half = sorted(int(s) for s in steps), conditional_half
-        self.tap = _TokenTap(block_of(transformer, layer))
+        self.tap = _TokenTap(block_of(transformer, layer), project)
         self.kept: dict[int, list[np.ndarray]] = {step: [] for step in self.steps}
+
+    @classmethod
+    def aligned(cls, pipe, steps, conditional_half: bool = False) -> TrajectoryTap:
+        """The tap of a REPA generator's aligned features ("REPA aligned_mean", Appendix L.1): its block
+        ``repa_projector.config.depth`` tokens through its saved projector, mean-pooled, in the space of
+        the extractor it was aligned to (``repa_projector.config.extractor``)."""
+        projector = getattr(pipe, "repa_projector", None)
+        if projector is None:
+            raise ValueError(
+                f"{type(pipe).__name__} has no repa_projector: only a REPA-trained generator has aligned features"
+            )
+        return cls(pipe.transformer, projector.config.depth, steps, conditional_half, project=projector)
 
     def features(self, step: int) -> np.ndarray:
         if not self.kept.get(step):
@@ -281,8 +299,8 @@ class TrajectoryTap:
 class TrustAbstention(TrajectoryTap):
     """The generation callback that scores mid-trajectory and abstains (Section 3.1, "online abstention").
 
-    At denoising ``step`` (0-based) the block-``layer`` features are translated (:class:`Translator`),
-    scored by a real-fitted :class:`~condeval.trust.TrustScorer` against the requested ``attributes``,
+    At denoising ``step`` (0-based) the block-``layer`` features are translated (:class:`Translator`;
+    ``None`` scores them as they are, e.g. REPA-aligned features read through ``project``), scored by a real-fitted :class:`~condeval.trust.TrustScorer` against the requested ``attributes``,
     and a sample abstains when its trust exceeds its condition's threshold (``thresholds``: a
     :meth:`TrustScorer.thresholds` table, the P95-real rule; a condition without one falls back to the
     seen conditions at the minimum Hamming distance, as after generation). ``abstained`` (B,) and
@@ -292,9 +310,9 @@ class TrustAbstention(TrajectoryTap):
     and whose denoiser has ``transformer_blocks`` (``AttributeDiffusionPipeline``, SD3's).
     """
 
-    def __init__(self, transformer, layer: int, step: int, translator: Translator, scorer, thresholds, names,
-                 attributes, conditional_half: bool = False):  # fmt: skip
-        super().__init__(transformer, layer, [step], conditional_half)
+    def __init__(self, transformer, layer: int, step: int, translator: Translator | None, scorer, thresholds, names,
+                 attributes, conditional_half: bool = False, project=None):  # fmt: skip
+        super().__init__(transformer, layer, [step], conditional_half, project)
         self.step, self.translator, self.scorer = int(step), translator, scorer
         self.thresholds, self.names, self.attributes = thresholds, list(names), np.asarray(attributes)
         self.abstained: np.ndarray | None = None
@@ -305,7 +323,8 @@ class TrustAbstention(TrajectoryTap):
             return {}
         from condeval.trust.filtering import accepted_mask
 
-        translated = self.translator.transform(self._current())
+        features = self._current()
+        translated = features if self.translator is None else self.translator.transform(features)
         self.trust = self.scorer.score(translated, self.attributes)["trust"].to_numpy()
         self.abstained = ~accepted_mask(self.trust, self.attributes, self.thresholds, self.names)
         if self.abstained.all():

@@ -75,7 +75,8 @@ def trust_targets():
     translated = [
         f"reports/trust/{d}/{r}/during_generation.{kind}"
         for d, r in scored
-        if set(trust_variants(d, r)) & set(TRUST.get("translator", {}).get("variants", []))
+        if set(trust_variants(d, r))
+        & set(TRUST.get("translator", {}).get("variants", []) + TRUST.get("translator", {}).get("aligned", []))
         for kind in ("md", "png")
     ]
     return signal + ["reports/trust/selection_table.md"] + figures + generators + morphology + translated

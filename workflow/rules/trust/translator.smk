@@ -1,10 +1,12 @@
 # Section 5.2 and Appendix L: the trust score during generation, through a translator from the denoiser's
-# block tokens to SigLIP's space (config `trust.translator`), for the generators it names.
+# block tokens to SigLIP's space (config `trust.translator`), for the generators it names; and, for the REPA
+# generators in `aligned`, through their own aligned features (Appendix L.1's baseline).
 #
 #   trust_train_translator (pairs from noised real support images)  ->  translators/<variant>
-#   trust_trajectory (the samples of trust_generate drawn again, the block's tokens kept at each scoring step)
-#   -> trust_during_generation (per step: translate, score, P95-real, KID; steps saved)
-#   -> trust_during_generation_report (Appendix L.2's table, Fig. 4)
+#   trust_trajectory (the samples of trust_generate drawn again; the block's tokens and/or the REPA-aligned
+#                     features kept at each scoring step)
+#   -> trust_during_generation (per path and step: score, P95-real, KID; steps saved)
+#   -> trust_during_generation_report (Appendix L.2's table, Fig. 4, Appendix L.1's support-shift table)
 
 
 rule trust_train_translator:
@@ -42,7 +44,8 @@ rule trust_train_translator:
 
 
 rule trust_trajectory:
-    """trust_generate's samples drawn again (same seeds, latents only), the block's tokens kept at each scoring step."""
+    """trust_generate's samples drawn again (same seeds, latents only), the block's tokens (translator) and the
+    REPA-aligned features (aligned) kept at each scoring step."""
     input:
         conditions="results/trust/{dataset}/conditions.parquet",
         model=saved_manifest("results/trust/{dataset}/{regime}/generators/{variant}"),
@@ -56,6 +59,7 @@ rule trust_trajectory:
             TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)}
         ),
         translator=translator_settings("layer", "steps"),
+        keep=trajectory_paths,
         seed=TRUST["seed"],
     log:
         "logs/trust/trajectory_{dataset}_{regime}_{variant}_shard-{shard}.log",
@@ -71,12 +75,13 @@ rule trust_trajectory:
 
 
 rule trust_during_generation:
-    """Per scoring step: translated features scored by trust fitted on real SigLIP support features,
-    P95-real selection, KID in DINOv3's space against the post-generation oracle, steps saved."""
+    """Per path and scoring step: translated features scored by trust fitted on real SigLIP support features,
+    and REPA-aligned features by trust fitted in their extractor's space; P95-real selection, KID in DINOv3's
+    space against the post-generation oracle, steps saved."""
     input:
         unpack(trust_selection_inputs),
+        unpack(during_generation_inputs),
         real_siglip=trust_real_features("{dataset}", "siglip"),
-        translator=saved_manifest(TRANSLATOR_FOLDER),
         trajectory=lambda wildcards: [
             saved_manifest(TRAJECTORY.format(**wildcards, shard=shard)) for shard in range(TRUST_SHARDS)
         ],
@@ -86,6 +91,7 @@ rule trust_during_generation:
         **TRUST_WILDCARDS,
     params:
         translator=translator_settings("steps"),
+        keep=trajectory_paths,
         sampling=canonical(TRUST["sampling"]),
         scorer=canonical(TRUST["scorer"]),
         selection=canonical(TRUST["selection"]),
@@ -105,11 +111,12 @@ rule trust_during_generation:
 
 
 rule trust_during_generation_report:
-    """Appendix L.2's per-step table and Fig. 4: KID gain and Accept% per scoring step against post generation."""
+    """Appendix L.2's per-step table and Fig. 4 (KID gain and Accept% per scoring step against post generation),
+    Appendix L.1's support-shift table (translator and REPA-aligned paths)."""
     input:
         steps=lambda wildcards: [
             f"results/trust/{wildcards.dataset}/{wildcards.regime}/during_generation/{v}.parquet"
-            for v in translator_variants(wildcards.dataset, wildcards.regime)
+            for v in during_generation_variants(wildcards.dataset, wildcards.regime)
         ],
         signals=lambda wildcards: [
             f"results/trust/{wildcards.dataset}/{wildcards.regime}/translators/{v}.json"
@@ -133,7 +140,8 @@ rule trust_during_generation_report:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=lambda wildcards: translator_variants(wildcards.dataset, wildcards.regime),
+        variants=lambda wildcards: during_generation_variants(wildcards.dataset, wildcards.regime),
+        translated=lambda wildcards: translator_variants(wildcards.dataset, wildcards.regime),
     log:
         "logs/trust/during_generation_report_{dataset}_{regime}.log",
     conda:

@@ -5,6 +5,12 @@ if _unknown:
     raise ValueError(
         f"config key 'trust.translator.variants' names {_unknown}, not in 'trust.generators' {TRUST_VARIANTS}"
     )
+_not_repa = [v for v in TRANSLATOR.get("aligned", []) if "repa" not in TRUST.get("generators", {}).get(v, {})]
+if _not_repa:
+    raise ValueError(
+        f"config key 'trust.translator.aligned' names {_not_repa}: only a generator with a `repa` section "
+        "(in 'trust.generators') has aligned features"
+    )
 if TRANSLATOR and max(TRANSLATOR["steps"]) >= TRUST["sampling"]["num_inference_steps"]:
     raise ValueError(
         f"config key 'trust.translator.steps' {TRANSLATOR['steps']}: scoring steps are 0-based and must lie below "
@@ -14,6 +20,36 @@ if TRANSLATOR and max(TRANSLATOR["steps"]) >= TRUST["sampling"]["num_inference_s
 
 def translator_variants(dataset, regime):
     return [v for v in trust_variants(dataset, regime) if v in TRANSLATOR.get("variants", [])]
+
+
+def aligned_variants(dataset, regime):
+    return [v for v in trust_variants(dataset, regime) if v in TRANSLATOR.get("aligned", [])]
+
+
+def during_generation_variants(dataset, regime):
+    """The generators scored during generation: through a translator, their aligned features, or both."""
+    return [
+        v
+        for v in trust_variants(dataset, regime)
+        if v in TRANSLATOR.get("variants", []) + TRANSLATOR.get("aligned", [])
+    ]
+
+
+def trajectory_paths(wildcards):
+    """What a trajectory keeps: the translator's block tokens, the REPA-aligned features, or both."""
+    keep = {"translator": wildcards.variant in TRANSLATOR.get("variants", [])}
+    return keep | {"aligned": wildcards.variant in TRANSLATOR.get("aligned", [])}
+
+
+def during_generation_inputs(wildcards):
+    """The translator (for a translator variant) and the real features of the aligned space (for an aligned one)."""
+    d, r, v = wildcards.dataset, wildcards.regime, wildcards.variant
+    inputs = {}
+    if v in TRANSLATOR.get("variants", []):
+        inputs["translator"] = saved_manifest(TRANSLATOR_FOLDER.format(dataset=d, regime=r, variant=v))
+    if v in TRANSLATOR.get("aligned", []):
+        inputs["real_aligned"] = trust_real_features(d, TRUST["generators"][v]["repa"]["extractor"])
+    return inputs
 
 
 def translator_settings(*keys):

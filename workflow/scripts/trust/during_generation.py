@@ -1,4 +1,5 @@
-"""Snakemake adapter: the trust score during generation, per scoring step, beside post generation."""
+"""Snakemake adapter: the trust score during generation, per path (translator, REPA-aligned) and scoring
+step, beside post generation."""
 
 import numpy as np
 import polars as pl
@@ -7,7 +8,7 @@ from condeval.core.io import read_parquet, saved_folder, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.features import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
-from condeval.trust.evaluate import fit_and_score, selection_by_condition, selection_summary
+from condeval.trust.evaluate import fit_and_score, score_agreement, selection_by_condition, selection_summary
 from condeval.trust.filtering import accepted_mask
 from condeval.trust.translator import Translator, compute_saved
 
@@ -48,26 +49,33 @@ def protocol(real, scored) -> dict:
     thresholds = scorer.thresholds(quantile)
     rows = selection_by_condition(scores, kid_features, thresholds, *target, seed=p.seed, **selection)
     accepted = accepted_mask(scores["trust"].to_numpy(), sample_attributes, thresholds, names)
-    return SUMMARY | selection_summary(rows) | {"accepted": accepted}
+    return SUMMARY | selection_summary(rows) | {"accepted": accepted, "scores": scores}
 
 
-translator = Translator.load(saved_folder(i.translator))
-trajectory = [saved_folder(manifest) for manifest in i.trajectory]
-steps_total = sampling["num_inference_steps"]
-rows = []
-for step in sorted(settings["steps"]):
-    ids, internal = features([f"{folder}/step-{step}.safetensors" for folder in trajectory])
-    if not np.array_equal(ids, sample_ids):
-        raise ValueError(f"{trajectory[0]}: step {step} holds other sample ids than the samples' features")
-    result = protocol(real_siglip, translator.transform(internal))
-    saved = compute_saved(~result.pop("accepted"), step, steps_total)
-    rows.append({"scoring": "during", "step": step + 1} | result | saved)
-    log.info("step %d of %d: %s", step + 1, steps_total, rows[-1])
 # the post-generation oracle: the decoded samples in the variant's scoring space, the same protocol
-_, post = features(i.samples_scoring)
-oracle = protocol(real_scoring, post)
+steps_total = sampling["num_inference_steps"]
+_, post_features = features(i.samples_scoring)
+oracle = protocol(real_scoring, post_features)
 oracle.pop("accepted")
-rows.append({"scoring": "post", "step": steps_total} | oracle | compute_saved(np.zeros(1, bool), steps_total - 1,
-                                                                            steps_total))  # fmt: skip
+post_scores = oracle.pop("scores")
+trajectory = [saved_folder(manifest) for manifest in i.trajectory]
+paths = {}  # path -> (file prefix, real features of its space, map of the kept features into that space)
+if p.keep["translator"]:
+    paths["translator"] = ("step", real_siglip, Translator.load(saved_folder(i.translator)).transform)
+if p.keep["aligned"]:
+    paths["aligned"] = ("aligned-step", features([i.real_aligned])[1], lambda kept: kept)
+rows = []
+for path, (prefix, real, into_space) in paths.items():
+    for step in sorted(settings["steps"]):
+        ids, kept = features([f"{folder}/{prefix}-{step}.safetensors" for folder in trajectory])
+        if not np.array_equal(ids, sample_ids):
+            raise ValueError(f"{trajectory[0]}: {prefix} {step} holds other sample ids than the samples' features")
+        result = protocol(real, into_space(kept))
+        saved = compute_saved(~result.pop("accepted"), step, steps_total)
+        agreement = score_agreement(result.pop("scores"), post_scores)
+        rows.append({"path": path, "scoring": "during", "step": step + 1} | result | saved | agreement)
+        log.info("%s, step %d of %d: %s", path, step + 1, steps_total, rows[-1])
+rows.append({"path": "post", "scoring": "post", "step": steps_total} | oracle
+            | compute_saved(np.zeros(1, bool), steps_total - 1, steps_total))  # fmt: skip
 write_parquet(pl.DataFrame(rows, infer_schema_length=None), snakemake.output.steps)
 log.info("post generation: %s", rows[-1])

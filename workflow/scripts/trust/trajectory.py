@@ -1,5 +1,6 @@
 """Snakemake adapter: one shard of trust_generate's samples drawn again (same seeds; latents only), the
-denoiser's block tokens kept at each scoring step (one feature shard per step, ids: sample_id)."""
+denoiser's block tokens (``step-<s>``, the translator's input) and/or a REPA generator's aligned features
+(``aligned-step-<s>``) kept at each scoring step (one feature shard per step, ids: sample_id)."""
 
 import numpy as np
 import torch
@@ -27,7 +28,19 @@ folder = saved_folder(snakemake.input.model)
 pipe = AttributeDiffusionPipeline.from_pretrained(str(folder))
 pipe.to(device_for_gpus(snakemake.resources.get("gpu", 0)) or "cpu")
 pipe.set_progress_bar_config(disable=True)
-tap = TrajectoryTap(pipe.transformer, settings["layer"], steps)
+taps = {}  # file prefix -> tap
+if p.keep["translator"]:
+    taps["step"] = TrajectoryTap(pipe.transformer, settings["layer"], steps)
+if p.keep["aligned"]:
+    taps["aligned-step"] = TrajectoryTap.aligned(pipe, steps)
+
+
+def tap(*args) -> dict:
+    for each in taps.values():
+        each(*args)
+    return {}
+
+
 ids = []
 for k, condition in zip(range(shard, len(conditions), sampling["shards"]),
                         shard_conditions(conditions, shard, sampling["shards"]), strict=True):  # fmt: skip
@@ -35,13 +48,18 @@ for k, condition in zip(range(shard, len(conditions), sampling["shards"]),
                                     num_inference_steps=sampling["num_inference_steps"],
                                     batch_size=sampling["batch_size"], callback=tap, output_type="latent")  # fmt: skip
     ids.append(part_ids)
-tap.close()
+for each in taps.values():
+    each.close()
 ids = np.concatenate(ids)
-identity = {"encoder": {"name": str(folder), "weights_sha256": files_sha256([snakemake.input.model])},
-            "layer": settings["layer"]}  # fmt: skip
+encoder = {"name": str(folder), "weights_sha256": files_sha256([snakemake.input.model])}
+layers = {"step": settings["layer"]}
+if "aligned-step" in taps:
+    layers["aligned-step"] = pipe.repa_projector.config.depth
 with atomic_directory(snakemake.output.features) as out:
-    for step in steps:
-        write_feature_shard(out / f"step-{step}.safetensors", ids, tap.features(step), identity | {"step": step})
+    for prefix, kept in taps.items():
+        for step in steps:
+            write_feature_shard(out / f"{prefix}-{step}.safetensors", ids, kept.features(step),
+                                {"encoder": encoder, "layer": layers[prefix], "step": step})  # fmt: skip
 write_folder_manifest(snakemake.output.features, snakemake.output.manifest)
-log.info("%d samples, block %d tokens kept at steps %s of %d", len(ids), settings["layer"], steps,
+log.info("%d samples, %s kept at steps %s of %d", len(ids), {k: layers[k] for k in taps}, steps,
          sampling["num_inference_steps"])  # fmt: skip

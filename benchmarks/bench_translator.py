@@ -1,0 +1,146 @@
+"""Benchmark G: scoring during generation through the translator against decoding plus encoding.
+
+What abstention mid-trajectory replaces, per sample, at the paper's sizes (Section 5.2, Appendix L):
+after the scoring step the sampler would run its remaining denoiser steps, decode the latent with the
+VAE and encode the image with the scoring extractor before the trust score could be read. The
+translator reads the block tokens the sampler already computed and maps them to the extractor's space.
+
+Timed in one run, on random weights of the real classes at the paper's configurations (speed does not
+depend on the weights):
+
+- **translator + score**: :class:`condeval.trust.translator.TranslatorNet` 768 → 2048 → 1152 (SiT-B/2's
+  width to SigLIP so400m's) on mean-pooled tokens, then :meth:`condeval.trust.TrustScorer.score` in
+  1152-D (four binary attributes), on ``--samples`` rows;
+- **decode + encode** (the baseline): diffusers' ``AutoencoderKL`` with Stable Diffusion's VAE config
+  (the SiT's sd-vae-ft-ema) decoding 4 × 32 × 32 latents to 256² images, then transformers'
+  ``SiglipVisionModel`` with so400m-patch14-384's config on the 384² resize, mean of patch tokens; on
+  ``--images`` images;
+- **one denoiser step**: an ``SD3Transformer2DModel`` of SiT-B/2's size (12 blocks of 768, patch 2 on
+  32 × 32 latents), the unit the steps saved are counted in.
+
+It prints samples per second for both paths, their ratio, and what abstaining at each of the paper's
+scoring steps (25, 50, …, 250 of 250) saves per abstained sample in seconds of this machine.
+
+Usage::
+
+    python benchmarks/bench_translator.py [--samples 4096] [--images 4] [--threads 2] [--out benchmarks/out/translator.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+import torch
+
+from condeval.core.io import write_json
+from condeval.trust import TrustScorer
+from condeval.trust.translator import TranslatorNet
+
+SIT_WIDTH, SIGLIP_WIDTH, HIDDEN = 768, 1152, 2048  # SiT-B/2 tokens, SigLIP so400m features, the paper's MLP
+STEPS = 250
+
+
+def _timed(function, *args, repeats: int = 1):
+    function(*args)  # warm-up
+    started = time.perf_counter()
+    for _ in range(repeats):
+        out = function(*args)
+    return out, (time.perf_counter() - started) / repeats
+
+
+def _translator_path(samples: int):
+    """The translator and a scorer fitted in SigLIP so400m's width; (callable, its input)."""
+    rng = np.random.default_rng(0)
+    attributes = rng.integers(0, 2, (samples, 4))
+    real = rng.standard_normal((max(samples, 4 * SIGLIP_WIDTH), SIGLIP_WIDTH)).astype(np.float32)
+    scorer = TrustScorer().fit(real, rng.integers(0, 2, (len(real), 4)))
+    net = TranslatorNet(SIT_WIDTH, SIGLIP_WIDTH, HIDDEN).eval()
+    tokens = torch.randn(samples, SIT_WIDTH)
+
+    @torch.no_grad()
+    def score():
+        return scorer.score(net(tokens).numpy(), attributes)
+
+    return score
+
+
+def _decode_encode_path(images: int):
+    """SD's VAE decoder and SigLIP so400m's vision tower at their real configs; a callable on ``images`` latents."""
+    from diffusers import AutoencoderKL
+    from transformers import SiglipVisionConfig, SiglipVisionModel
+
+    vae = AutoencoderKL(
+        in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(128, 256, 512, 512), layers_per_block=2,
+        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4, sample_size=256,
+    ).eval()  # fmt: skip
+    siglip = SiglipVisionModel(SiglipVisionConfig(
+        hidden_size=SIGLIP_WIDTH, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16,
+        image_size=384, patch_size=14,
+    )).eval()  # fmt: skip
+    latents = torch.randn(images, 4, 32, 32)
+
+    @torch.no_grad()
+    def decode_encode():
+        pixels = vae.decode(latents).sample.clamp(-1, 1)
+        resized = torch.nn.functional.interpolate(pixels, size=384, mode="bilinear", antialias=True)
+        return siglip(pixel_values=resized).last_hidden_state.mean(dim=1)
+
+    return decode_encode
+
+
+def _denoiser_step(images: int):
+    """One step of an SD3Transformer2DModel of SiT-B/2's size on ``images`` latents."""
+    from condeval.generators.text_to_image import tiny_sd3_transformer
+
+    model = tiny_sd3_transformer(32, 4, layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH,
+                                 pooled_projection_dim=SIT_WIDTH).eval()  # fmt: skip
+    latents, context = torch.randn(images, 4, 32, 32), torch.randn(images, 1, SIT_WIDTH)
+    pooled, timestep = torch.randn(images, SIT_WIDTH), torch.full((images,), 500.0)
+
+    @torch.no_grad()
+    def step():
+        return model(hidden_states=latents, timestep=timestep, encoder_hidden_states=context,
+                     pooled_projections=pooled).sample  # fmt: skip
+
+    return step
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--samples", type=int, default=4096)
+    ap.add_argument("--images", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="benchmarks/out/translator.json")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    _, translator_s = _timed(_translator_path(args.samples), repeats=3)
+    _, decode_encode_s = _timed(_decode_encode_path(args.images))
+    _, step_s = _timed(_denoiser_step(args.images))
+    per = {"translator_score": translator_s / args.samples, "decode_encode": decode_encode_s / args.images,
+           "denoiser_step": step_s / args.images}  # fmt: skip
+    saved = {
+        str(step): {"steps_left": STEPS - step, "seconds": (STEPS - step) * per["denoiser_step"] + per["decode_encode"]}
+        for step in range(25, STEPS + 1, 25)
+    }  # fmt: skip
+    out = {
+        "cpu": platform.processor() or platform.machine(), "threads": args.threads, "torch": torch.__version__,
+        "samples": args.samples, "images": args.images, "seconds_per_sample": per,
+        "samples_per_s": {name: 1.0 / seconds for name, seconds in per.items()},
+        "speed_up": per["decode_encode"] / per["translator_score"], "saved_per_abstained_sample": saved,
+    }  # fmt: skip
+    write_json(out, args.out)
+    rates = out["samples_per_s"]
+    print(f"translator + score: {rates['translator_score']:,.0f} samples/s; decode + encode: "
+          f"{rates['decode_encode']:.2f} samples/s ({out['speed_up']:,.0f}x); one denoiser step "
+          f"{per['denoiser_step'] * 1e3:.0f} ms a sample")  # fmt: skip
+    for step, row in saved.items():
+        print(f"abstaining after step {step} of {STEPS}: {row['steps_left']} steps + decode + encode = "
+              f"{row['seconds']:.1f} s a sample")  # fmt: skip
+    return out
+
+
+if __name__ == "__main__":
+    main()
