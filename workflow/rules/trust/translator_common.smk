@@ -22,10 +22,6 @@ def translator_variants(dataset, regime):
     return [v for v in trust_variants(dataset, regime) if v in TRANSLATOR.get("variants", [])]
 
 
-def aligned_variants(dataset, regime):
-    return [v for v in trust_variants(dataset, regime) if v in TRANSLATOR.get("aligned", [])]
-
-
 def during_generation_variants(dataset, regime):
     """The generators scored during generation: through a translator, their aligned features, or both."""
     return [
