@@ -10,7 +10,7 @@ Two inputs, one pipeline each (docs/trust.md, "CellProfiler"):
   channel colour map (:mod:`condeval.trust.morphology`), named ``DATA``. ColorToGray combines it into
   ``OrigGray``, on which everything is measured, and splits it; nuclei are found in ``NuclearStain``,
   blue less red and green (ImageMath), where only Hoechst (channel 1, drawn pure blue) remains.
-- ``channels``: the six grey channels of a site (``..._w1.png`` to ``..._w6.png``), matched by the
+- ``channels``: the six grey channels of a site (``..._w1.npy`` to ``..._w6.npy``), matched by the
   site's name; nuclei on w1 (Hoechst), cells on w3 (actin), measured on their mean, ``OrigGray``
   (ImageMath), so both inputs give the same columns at the same cost.
 
@@ -21,6 +21,11 @@ levels, granularity, radial distribution in 4 bins, neighbours, area occupied; E
 Mean/Median/StDev aggregates, no file-name prefix, overwriting; only the Image table is exported (the
 per-object tables are never read, and writing them took a fifth of a run).
 
+Sites arrive as NumPy ``.npy`` files (float32 in [0, 1], written by
+``condeval.trust.cellprofiler.write_inputs``): CellProfiler reads those in Python, where a PNG goes
+through Bio-Formats in Java at 0.2 s a site, and gives the same features to the last digit. The Images
+module keeps them by name (its "Images only" filter asks Bio-Formats, which does not list ``.npy``).
+
 ``--check`` writes nothing and exits 1 when a committed file differs from what this script builds.
 """
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -65,11 +71,15 @@ NUCLEUS_DIAMETER = (6, 40)
 CELL_EXPANSION = 12
 THRESHOLD_RANGE = (0.1, 1.0)
 CHANNEL_IMAGES = tuple(f"w{c}" for c in range(1, 7))
+# condeval.trust.cellprofiler.IMAGE_SUFFIX (this script runs in CellProfiler's environment)
+IMAGE_SUFFIX = ".npy"
 
 
 def _inputs(kind: str) -> tuple[list, tuple[str, ...], str, str]:
     """Input modules, the images to measure, and the images nuclei and cells are found on."""
     image_module, groups_module = images.Images(), groups.Groups()
+    image_module.filter_choice.value = "Custom"
+    image_module.filter.value = f'and (file does endwith "{IMAGE_SUFFIX}")'
     meta, names = metadata.Metadata(), namesandtypes.NamesAndTypes()
     modules = [image_module, meta, names, groups_module]
     if kind == "composite":
@@ -84,14 +94,14 @@ def _inputs(kind: str) -> tuple[list, tuple[str, ...], str, str]:
         return modules + [to_gray, to_rgb, _nuclear_stain()], ("OrigGray",), "NuclearStain", "OrigGray"
     meta.wants_metadata.value = True
     method = meta.extraction_methods[0]
-    method.file_regexp.value = r"^(?P<Site>.*)_w(?P<ChannelNumber>[1-6])\.png$"
+    method.file_regexp.value = r"^(?P<Site>.*)_w(?P<ChannelNumber>[1-6])" + re.escape(IMAGE_SUFFIX) + "$"
     names.assignment_method.value = namesandtypes.ASSIGN_RULES
     names.matching_choice.value = namesandtypes.MATCH_BY_METADATA
     for index, name in enumerate(CHANNEL_IMAGES):
         if index:
             names.add_assignment()
         assignment = names.assignments[index]
-        assignment.rule_filter.value = f'and (file does endwith "_{name}.png")'
+        assignment.rule_filter.value = f'and (file does endwith "_{name}{IMAGE_SUFFIX}")'
         assignment.image_name.value = name
         assignment.load_as_choice.value = namesandtypes.LOAD_AS_GRAYSCALE_IMAGE
     names.join.value = str([{name: "Site" for name in CHANNEL_IMAGES}])

@@ -24,10 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from condeval.core.training import ScheduledModule
-
 __all__ = [
-    "LOSS_WEIGHTS", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
+    "LOSS_WEIGHTS", "StandardisedTranslator", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
     "noised_latents", "translator_loss", "translator_pairs",
 ]  # fmt: skip
 
@@ -64,27 +62,18 @@ def translator_loss(predicted: torch.Tensor, target: torch.Tensor, weights: dict
     return {"loss": total, "mse": mse, "var": var, "cov": cov}
 
 
-class TranslatorModule(ScheduledModule):
-    """Lightning wrapper: batches ``(internal, target)``, inputs standardised by fixed statistics."""
+class StandardisedTranslator(torch.nn.Module):
+    """:class:`TranslatorNet` on inputs standardised by fixed statistics (the training split's): what
+    :class:`Translator` applies and saves, plain torch."""
 
-    def __init__(self, in_dim: int, out_dim: int, hidden: int, weights: dict, lr: float, weight_decay: float,
-                 warmup_steps: int, total_steps: int, mean: list, scale: list):  # fmt: skip
+    def __init__(self, in_dim: int, out_dim: int, hidden: int, mean: list, scale: list):
         super().__init__()
-        self.save_hyperparameters()
         self.net = TranslatorNet(in_dim, out_dim, hidden)
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32))
         self.register_buffer("scale", torch.tensor(scale, dtype=torch.float32))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net((x - self.mean) / self.scale)
-
-    def _loss(self, batch, training: bool) -> torch.Tensor:
-        internal, target = batch
-        terms = translator_loss(self(internal), target, dict(self.hparams.weights))
-        prefix = "" if training else "val_"
-        for name in ("mse", "var", "cov"):
-            self.log(f"{prefix}{name}", terms[name], on_step=False, on_epoch=True)
-        return terms["loss"]
 
 
 class Translator:
@@ -110,7 +99,8 @@ class Translator:
         self.hidden, self.weights = hidden, dict(LOSS_WEIGHTS if weights is None else weights)
         self.lr, self.weight_decay, self.epochs, self.batch_size = lr, weight_decay, epochs, batch_size
         self.val_share, self.seed = val_share, seed
-        self.module: TranslatorModule | None = None
+        self.model: StandardisedTranslator | None = None
+        self.config: dict | None = None  # the module's hyperparameters, saved beside its weights
 
     def fit(self, internal: np.ndarray, target: np.ndarray, run_dir: str | os.PathLike | None = None) -> Translator:
         """Train on pairs (rows of ``internal`` (N, d_in) and ``target`` (N, d_out)); ``run_dir`` keeps
@@ -120,6 +110,7 @@ class Translator:
         import pytorch_lightning as pl
 
         from condeval.core.training import fit
+        from condeval.trust.translator_training import TranslatorModule
 
         internal, target = _checked(internal, "internal"), _checked(target, "target")
         if len(internal) != len(target):
@@ -138,18 +129,19 @@ class Translator:
             best = fit(module, (internal[train], target[train]), (internal[val], target[val]), run_dir or scratch,
                        max_epochs=self.epochs, patience=self.epochs, batch_size=self.batch_size, seed=self.seed,
                        progress=False)  # fmt: skip
-            self.module = TranslatorModule.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
+            module = TranslatorModule.load_from_checkpoint(best, map_location="cpu", weights_only=True)
+        self.model, self.config = module.model.eval(), dict(module.hparams)
         return self
 
     @torch.no_grad()
     def transform(self, internal: np.ndarray) -> np.ndarray:
         """Translated features, (N, d_out) float64."""
-        if self.module is None:
+        if self.model is None:
             raise RuntimeError("the translator is not fitted: call fit() or Translator.load()")
         internal = _checked(internal, "internal")
-        if internal.shape[1] != self.module.hparams.in_dim:
-            raise ValueError(f"internal features are {self.module.hparams.in_dim}-wide; got {internal.shape[1]}")
-        return self.module(torch.as_tensor(internal, dtype=torch.float32)).double().numpy()
+        if internal.shape[1] != self.config["in_dim"]:
+            raise ValueError(f"internal features are {self.config['in_dim']}-wide; got {internal.shape[1]}")
+        return self.model(torch.as_tensor(internal, dtype=torch.float32)).double().numpy()
 
     def save(self, folder: str | os.PathLike) -> Path:
         """``translator.safetensors`` (weights) and ``config.json`` (plain data): nothing is pickled."""
@@ -160,8 +152,8 @@ class Translator:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         with atomic_path(folder / "translator.safetensors") as tmp:
-            save_file({k: v.contiguous() for k, v in self.module.state_dict().items()}, str(tmp))
-        config = {k: v for k, v in self.module.hparams.items()} | {"seed": self.seed}
+            save_file({k: v.contiguous() for k, v in self.model.state_dict().items()}, str(tmp))
+        config = self.config | {"seed": self.seed}
         with atomic_path(folder / "config.json") as tmp:
             tmp.write_text(json.dumps(config, indent=1))
         return folder
@@ -174,11 +166,9 @@ class Translator:
         config = json.loads((folder / "config.json").read_text())
         translator = cls(hidden=config["hidden"], weights=config["weights"], lr=config["lr"],
                          weight_decay=config["weight_decay"], seed=config.get("seed", 0))  # fmt: skip
-        module = TranslatorModule(**{k: config[k] for k in (
-            "in_dim", "out_dim", "hidden", "weights", "lr", "weight_decay", "warmup_steps", "total_steps", "mean",
-            "scale")})  # fmt: skip
-        module.load_state_dict(load_file(str(folder / "translator.safetensors")))
-        translator.module = module.eval()
+        model = StandardisedTranslator(**{k: config[k] for k in ("in_dim", "out_dim", "hidden", "mean", "scale")})
+        model.load_state_dict(load_file(str(folder / "translator.safetensors")))
+        translator.model, translator.config = model.eval(), {k: v for k, v in config.items() if k != "seed"}
         return translator
 
 
