@@ -137,3 +137,13 @@ def test_the_abstention_callback_scores_mid_trajectory_and_interrupts_when_all_a
     assert callback.abstained.all() and pipe.interrupt
     saved = compute_saved(callback.abstained, step=0, num_inference_steps=3)
     assert saved["steps_saved_pct"] == pytest.approx(100 * 2 / 3) and saved["decoder_passes_saved"] == 16
+
+
+def test_scoring_with_a_saved_translator_never_imports_lightning():
+    """Scoring during generation loads and applies a translator in every job: Lightning's 3.4 s of
+    imports belong to fitting only (condeval.trust.translator_training)."""
+    import subprocess
+    import sys
+
+    code = "import sys, condeval.trust.translator; sys.exit('pytorch_lightning' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
