@@ -7,16 +7,16 @@ import torch
 @pytest.fixture
 def attribute_pipeline():
     """A factory of randomly initialised tiny ``AttributeDiffusionPipeline``s (attributes with 2 and 3
-    values, 16-pixel images), seeded."""
+    values, 16-pixel images, ``num_layers`` joint blocks), seeded."""
 
-    def make(seed: int = 0):
+    def make(seed: int = 0, num_layers: int = 1):
         from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel
 
         from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
 
         torch.manual_seed(seed)
         transformer = SD3Transformer2DModel(
-            sample_size=8, patch_size=2, in_channels=4, out_channels=4, num_layers=1, attention_head_dim=8,
+            sample_size=8, patch_size=2, in_channels=4, out_channels=4, num_layers=num_layers, attention_head_dim=8,
             num_attention_heads=2, joint_attention_dim=24, caption_projection_dim=16, pooled_projection_dim=32,
             pos_embed_max_size=4,
         )  # fmt: skip

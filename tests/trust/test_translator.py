@@ -91,6 +91,36 @@ def test_the_tap_reads_the_block_without_changing_the_samples(attribute_pipeline
         TrajectoryTap(pipe.transformer, layer=2, steps=[0])
 
 
+def test_internal_features_stop_at_the_tapped_block_and_equal_a_full_pass(attribute_pipeline):
+    pipe = attribute_pipeline(num_layers=3)
+    attributes = np.array([[0, 1], [1, 2]])
+    clean = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    noise = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
+    blocks_run = []
+    hooks = [block.register_forward_hook(lambda module, *_: blocks_run.append(module))
+             for block in pipe.transformer.transformer_blocks]  # fmt: skip
+    early = internal_features(pipe, clean, attributes, 0.5, layer=2, noise=noise)
+    assert blocks_run == list(pipe.transformer.transformer_blocks[:2])
+    for hook in hooks:
+        hook.remove()
+
+    kept = {}  # the reference: every block run, block 2's image tokens read by hand
+    hook = pipe.transformer.transformer_blocks[1].register_forward_hook(
+        lambda module, inputs, output: kept.update(tokens=output[1])
+    )
+    context, pooled = pipe.attribute_encoder(torch.as_tensor(attributes))
+    times = torch.full((2,), 0.5)
+    with torch.no_grad():
+        pipe.transformer(
+            hidden_states=noised_latents(clean, times, noise),
+            encoder_hidden_states=context,
+            timestep=times * pipe.scheduler.config.num_train_timesteps,
+            pooled_projections=pooled,
+        )
+    hook.remove()
+    np.testing.assert_allclose(early, kept["tokens"].mean(dim=1).numpy(), rtol=1e-6, atol=1e-6)
+
+
 def test_the_aligned_tap_reads_a_repa_generators_projected_tokens(attribute_pipeline):
     from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, REPAProjector
 

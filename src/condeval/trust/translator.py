@@ -192,13 +192,17 @@ def noised_latents(latents: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, 
     return torch.sqrt(1 - t) * latents + torch.sqrt(t) * noise
 
 
+class _FeaturesKept(Exception):
+    """Raised by a stopping tap once it holds its block's features: the blocks above are never run."""
+
+
 class _TokenTap:
     """A forward hook on a joint block that keeps the mean of its image tokens (each token through
-    ``project`` first, when given)."""
+    ``project`` first, when given); with ``stop``, it then ends the forward pass (:class:`_FeaturesKept`)."""
 
-    def __init__(self, block: torch.nn.Module, project=None):
+    def __init__(self, block: torch.nn.Module, project=None, stop: bool = False):
         self.features: torch.Tensor | None = None
-        self.project = project
+        self.project, self.stop = project, stop
         self.handle = block.register_forward_hook(self)
 
     def __call__(self, module, inputs, output):
@@ -206,6 +210,8 @@ class _TokenTap:
         if self.project is not None:
             tokens = self.project(tokens)
         self.features = tokens.mean(dim=1)
+        if self.stop:
+            raise _FeaturesKept
 
 
 def block_of(transformer, layer: int) -> torch.nn.Module:
@@ -227,12 +233,14 @@ def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: 
         noise = torch.randn(latents.shape, generator=generator, device="cpu").to(device)
     times = torch.full((len(latents),), float(t), device=device)
     context, pooled = pipe.attribute_encoder(torch.as_tensor(np.asarray(attributes), dtype=torch.long, device=device))
-    tap = _TokenTap(block_of(pipe.transformer, layer))
+    tap = _TokenTap(block_of(pipe.transformer, layer), stop=True)
     try:
         # the scheduler's timesteps are sigma × num_train_timesteps
         timestep = times * pipe.scheduler.config.num_train_timesteps
         pipe.transformer(hidden_states=noised_latents(latents, times, noise, path), timestep=timestep,
                          encoder_hidden_states=context, pooled_projections=pooled)  # fmt: skip
+    except _FeaturesKept:
+        pass
     finally:
         tap.handle.remove()
     return tap.features.float().cpu().numpy()
