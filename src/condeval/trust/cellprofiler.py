@@ -35,7 +35,7 @@ RXRX1_COLOURS = np.array(
 INPUTS = ("composite", "channels")
 STRETCH_PERCENTILES = (0.1, 99.9)
 #: The files a pipeline reads: NumPy arrays, float32 in [0, 1]. CellProfiler loads ``.npy`` in Python,
-#: where a PNG goes through Bio-Formats in Java (0.2 s a site, a seventh of a run), to the same features.
+#: where a PNG goes through Bio-Formats in Java (0.2 s a site more, measured), to the same features.
 IMAGE_SUFFIX = ".npy"
 _REQUIRED_COLUMNS = ("ImageNumber", "Count_Nuclei", "Count_Cells")
 
