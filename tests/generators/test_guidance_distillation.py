@@ -13,7 +13,7 @@ def _encoder():
     """prompt -> fixed random (sequence, pooled, text ids), the shape FluxPipeline.encode_prompt returns."""
     table = {}
 
-    def encode(prompts):
+    def encode(prompts, device):
         for prompt in prompts:
             if prompt not in table:
                 g = torch.Generator().manual_seed(len(table))
@@ -67,7 +67,7 @@ def test_guidance_one_is_the_teachers_conditional_velocity_before_training(stude
     """The student starts as the teacher: its prediction at guidance 1 is the CFG target at g = 1."""
     latents, index = _batch()
     sigma = torch.full((4,), 0.5)
-    text = student._encode([c[0] for c in student._captions])
+    text = student._encoded([c[0] for c in student._captions])
     with torch.no_grad():
         torch.testing.assert_close(flow_velocity(student.transformer, latents, sigma, text, guidance=torch.ones(4)),
                                    flow_velocity(student.teacher, latents, sigma, text))  # fmt: skip

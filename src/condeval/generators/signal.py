@@ -19,7 +19,15 @@ import numpy as np
 from condeval.datasets.miniworld import COLOURS, SHAPES
 from condeval.encoders.signal import retrieval_at_k
 
-__all__ = ["AttributeProbe", "read_attributes", "attribute_accuracy", "generation_signal", "single_objects"]
+__all__ = ["AttributeProbe", "at_size", "read_attributes", "attribute_accuracy", "generation_signal", "single_objects"]
+
+
+def at_size(path, side: int):
+    """The image at ``path`` as a generator of ``side`` pixels would draw it (RGB, Lanczos-resized):
+    how every reader here reads a real image beside generated ones."""
+    from PIL import Image
+
+    return Image.open(path).convert("RGB").resize((side, side), Image.LANCZOS)
 
 
 def read_attributes(encoder, images, colours=None, shapes=None) -> tuple[np.ndarray, np.ndarray]:

@@ -24,6 +24,7 @@ autoencoder, and on text embeddings computed each step by the pipeline's own ``e
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,8 @@ def logit_normal(n: int, generator: torch.Generator | None = None, device=None) 
 
 class _TextConditioned(ScheduledModule):
     """A denoiser trained on (latents or embeddings, image index) rows, with the image's captions
-    (``captions[index]``, a list per image) encoded each step by the frozen ``encode`` callable.
+    (``captions[index]``, a list per image) encoded each step by the frozen ``encode(prompts, device)``
+    callable, on the module's device.
 
     ``encode`` and ``captions`` are attached with :meth:`attach` and are not part of the
     checkpoint: only the denoiser is.
@@ -59,6 +61,9 @@ class _TextConditioned(ScheduledModule):
     def attach(self, encode, captions: list[list[str]]) -> _TextConditioned:
         self._encode, self._captions, self._empty = encode, captions, None
         return self
+
+    def _encoded(self, prompts: list[str]):
+        return self._encode(prompts, self.device)
 
     def _prompts(self, index: torch.Tensor, generator: torch.Generator | None) -> list[str]:
         """One of each image's captions at random, ``""`` at ``caption_dropout`` (training only)."""
@@ -134,7 +139,7 @@ class FlowMatchingModule(_TextConditioned):
         latents, index = batch
         generator = self._randomness(training, getattr(self, "_val_batch", 0))
         sigma, noise, x_t = _noised(latents, generator)
-        text = self._encode(self._prompts(index, generator))
+        text = self._encoded(self._prompts(index, generator))
         return (flow_velocity(self.transformer, x_t, sigma, text) - (noise - latents)).square().mean()
 
 
@@ -169,7 +174,7 @@ class GuidanceDistillationModule(_TextConditioned):
     def _empty_prompt(self, n: int):
         """The ``""`` prompt's encoding, computed once and repeated ``n`` times."""
         if self._empty is None:
-            self._empty = self._encode([""])
+            self._empty = self._encoded([""])
         embeds, pooled, text_ids = self._empty
         return embeds.expand(n, -1, -1), pooled.expand(n, -1), text_ids
 
@@ -177,7 +182,7 @@ class GuidanceDistillationModule(_TextConditioned):
         latents, index = batch
         generator = self._randomness(training, getattr(self, "_val_batch", 0))
         sigma, _, x_t = _noised(latents, generator)
-        text = self._encode(self._prompts(index, generator))
+        text = self._encoded(self._prompts(index, generator))
         low, high = self.hparams.guidance_range
         g = low + (high - low) * torch.rand(len(x_t), generator=generator).to(x_t)
         with torch.no_grad():
@@ -211,7 +216,7 @@ class KandinskyPriorModule(_TextConditioned):
         x0 = (embeddings - self.prior.clip_mean) / self.prior.clip_std
         t = torch.randint(0, 1000, (len(x0),), generator=generator).to(x0.device)
         noisy = self.noise_schedule.add_noise(x0, torch.randn(x0.shape, generator=generator).to(x0), t)
-        pooled, hidden, mask = self._encode(self._prompts(index, generator))
+        pooled, hidden, mask = self._encoded(self._prompts(index, generator))
         predicted = self.prior(noisy, timestep=t, proj_embedding=pooled, encoder_hidden_states=hidden,
                                attention_mask=mask).predicted_image_embedding  # fmt: skip
         return (predicted - x0).square().mean()
@@ -307,20 +312,32 @@ def world_images(paths, side: int) -> np.ndarray:
 
 
 def _flow_encoder(pipe, family: str, max_length: int):
-    """prompts -> (sequence embeddings, pooled, text ids) by the pipeline's own ``encode_prompt``."""
+    """(prompts, device) -> (sequence embeddings, pooled, text ids) by the pipeline's own ``encode_prompt``."""
 
-    def encode(prompts: list[str]):
+    def encode(prompts: list[str], device):
+        _text_encoders_to(pipe, device)
         with torch.no_grad():
             if family == "sd3":
                 embeds, _, pooled, _ = pipe.encode_prompt(
                     prompt=prompts, prompt_2=None, prompt_3=None, do_classifier_free_guidance=False,
-                    max_sequence_length=max_length, device=pipe.transformer.device,
+                    max_sequence_length=max_length, device=device,
                 )  # fmt: skip
                 return embeds, pooled, None
-            return pipe.encode_prompt(prompt=prompts, prompt_2=None, max_sequence_length=max_length,
-                                      device=pipe.transformer.device)  # fmt: skip
+            return pipe.encode_prompt(prompt=prompts, prompt_2=None, max_sequence_length=max_length, device=device)
 
     return encode
+
+
+def _text_encoders_to(pipe, device) -> None:
+    """Move ``pipe``'s frozen text encoders to ``device``, the denoiser's.
+
+    Lightning moves only the trained module's own weights to the job's GPU; the pipeline's
+    ``encode_prompt`` sends the token ids to ``device``, so its encoders must be there too.
+    """
+    for name in ("text_encoder", "text_encoder_2", "text_encoder_3"):
+        encoder = getattr(pipe, name, None)
+        if encoder is not None and encoder.device != device:
+            encoder.to(device)
 
 
 def _flow_pipeline(family: str, transformer, vae, clip, tokenizer, t5, shift: float):
@@ -504,6 +521,12 @@ def train_t5_from_clip(
                          batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
 
 
+def _encode_prior_prompts(prior_pipe, prompts: list[str], device):
+    """Kandinsky's prior conditioning of ``prompts`` on ``device`` (the prior module's), by the pipeline's own encoder."""
+    _text_encoders_to(prior_pipe, device)
+    return prior_pipe._encode_prompt(prompts, device, 1, False)
+
+
 def kandinsky_basis(clip, images: torch.Tensor, ids: np.ndarray, k: int) -> torch.Tensor:
     """The top ``k`` principal axes (k, projection_dim) of the CLIP's image embeddings ``images`` and
     caption embeddings (scikit-learn's PCA), the projection of Kandinsky's CLIP space
@@ -598,14 +621,14 @@ def train_kandinsky(
     prior_module = KandinskyPriorModule(
         dict(prior_model.config), embeddings.mean(0).tolist(), embeddings.std(0).tolist(), lr=lr,
         warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
-    ).attach(lambda prompts: prior_pipe._encode_prompt(prompts, prior_module.device, 1, False), captions)  # fmt: skip
+    ).attach(partial(_encode_prior_prompts, prior_pipe), captions)  # fmt: skip
     fit = {"val_rows": val_images, "batch_size": batch_size, "seed": seed, "accelerator": accelerator}
     trained_prior, prior_summary = _fit_best(prior_module, (embeddings.numpy(), np.arange(len(images))),
                                              run_dir / PRIOR_FOLDER, epochs=prior_epochs,
                                              fingerprint=fingerprint and f"{fingerprint}-prior", **fit)  # fmt: skip
     steps = _steps(n_train, batch_size, epochs)
     decoder_module = KandinskyDecoderModule(
-        dict(unet_model.config), prior_pipe.get_zero_embed().squeeze(0).tolist(), lr=lr,
+        dict(unet_model.config), prior_pipe.get_zero_embed(device=prior_pipe.image_encoder.device).squeeze(0).tolist(), lr=lr,
         warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
     )  # fmt: skip
     trained_decoder, decoder_summary = _fit_best(decoder_module, (latents, embeddings.numpy()), run_dir / DECODER_FOLDER,

@@ -4,7 +4,6 @@ shape) and DINO-SIM's same-scene AUC, on the items' val images."""
 from pathlib import Path
 
 import torch
-from PIL import Image
 
 from condeval.core.io import read_json, saved_folder, write_json
 from condeval.core.logs import log_to_file
@@ -12,7 +11,7 @@ from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions
 from condeval.encoders.dino import DinoEncoder, dino_signal
 from condeval.encoders.features import ClipEncoder
 from condeval.generators.images import read_image_manifest
-from condeval.generators.signal import AttributeProbe, generation_signal, single_objects
+from condeval.generators.signal import AttributeProbe, at_size, generation_signal, single_objects
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -23,11 +22,6 @@ scenes = read_json(scenes_file) if scenes_file.exists() else None
 clip = ClipEncoder(saved_folder(i.clip))
 
 
-def at_generated_size(path):
-    """A real image as a generator of ``image_size`` would draw it: what every reader here reads."""
-    return Image.open(path).convert("RGB").resize((p.image_size, p.image_size), Image.LANCZOS)
-
-
 probe = None
 train_scenes_file = Path(i.train_captions).parent / "scenes_train2014.json"
 if train_scenes_file.exists():  # the probe: single-object train images of the mini-world
@@ -35,7 +29,7 @@ if train_scenes_file.exists():  # the probe: single-object train images of the m
     train = load_captions(i.train_captions, image_dir(i.train_captions)).unique("image_id").sort("image_id")
     train_objects = [train_scenes[str(k)] for k in train["image_id"]]
     lone = single_objects(train_objects)[: p.probe_images]
-    probe = AttributeProbe(clip).fit([at_generated_size(train["path"][k]) for k in lone],
+    probe = AttributeProbe(clip).fit([at_size(train["path"][k], p.image_size) for k in lone],
                                      [train_objects[k][0] for k in lone])  # fmt: skip
     log.info("attribute probe trained on %d single-object train images", len(lone))
 out = {"models": {}}
@@ -50,7 +44,7 @@ for model, shards in zip(p.models, manifests, strict=True):
     order = sorted(range(len(ids)), key=ids.__getitem__)
     generated = [paths[k] for k in order]
     # The same reader on the real images at the generated size (the ceiling a generator at this size can reach)
-    real = [at_generated_size(path) for path in rows["path"]]
+    real = [at_size(path, p.image_size) for path in rows["path"]]
     item_scenes = [scenes[str(k)] for k in rows["image_id"]] if scenes else [[] for _ in range(rows.height)]
     out["models"][model] = generation_signal(
         clip, generated, real, rows["caption"].to_list(), item_scenes, gallery=p.gallery, probe=probe
