@@ -11,7 +11,8 @@ on the device given, in three stages, writing the JSON after each:
 * ``length``: one generator (default ``mini-sd3-medium``, its config unchanged but ``epochs``)
   trained for each of ``--epochs`` and read as ``t2i_signal`` reads it: CLIP retrieval and the
   requested colour and shape on the single-object items, by zero-shot CLIP and by the attribute
-  probe, beside the real images and a shuffled-caption baseline. A 6 x 6 grid of single-object
+  probe, beside the real images and a shuffled-caption baseline. ``--train`` changes other keys of its
+  train section (a wider denoiser, another learning rate) for every length. A 6 x 6 grid of single-object
   samples is saved per length. A length whose training would outrun ``--budget-s`` (scaled from the
   last one) is skipped and recorded as such.
 
@@ -27,6 +28,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import time
 import traceback
@@ -159,16 +161,17 @@ def _length(run: Path, config: dict, device: str, args, out_dir: Path, record) -
         if predicted and time.perf_counter() + predicted > deadline:
             out[str(epochs)] = {"skipped": f"training would take about {predicted:.0f} s, past --budget-s"}
             continue
-        folder = run / f"length/{args.model}-e{epochs}"
-        result = _train(run, config, args.model, folder, device, epochs=epochs)
+        name = f"{args.model}{args.tag}-e{epochs}"
+        folder = run / f"length/{name}"
+        result = _train(run, config, args.model, folder, device, epochs=epochs, **args.train)
         last = (epochs, result["train_s"])
         pipe = load_text_to_image(folder, device=device)
-        result["signal"] = reader.signal(pipe, call, t2i["seed"], out_dir / f"grid_{args.model}_e{epochs}.png")
+        result["signal"] = reader.signal(pipe, call, t2i["seed"], out_dir / f"grid_{name}.png")
         result["best_val_loss"] = result["summary"].get("best_val_loss")
         del result["summary"]
         out[str(epochs)] = result
         probe = result["signal"]["attributes_probe"]["generated"]
-        print(f"{args.model} {epochs} epochs: {result['train_s']:.0f} s, probe colour {probe['colour']:.3f} "
+        print(f"{name}: {result['train_s']:.0f} s, probe colour {probe['colour']:.3f} "
               f"shape {probe['shape']:.3f}", flush=True)  # fmt: skip
         record(out)
     return out
@@ -185,6 +188,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--throughput-images", type=int, default=64)
     ap.add_argument("--model", default="mini-sd3-medium")
     ap.add_argument("--epochs", type=int, nargs="+", default=[3, 24, 72])
+    ap.add_argument(
+        "--train",
+        type=json.loads,
+        default={},
+        help='JSON of train keys the length stage changes, e.g. \'{"lr": 0.001, "transformer": {...}}\'',
+    )
+    ap.add_argument("--tag", default="", help="suffix of the length stage's folders and grids")
     ap.add_argument("--budget-s", type=float, default=240.0, help="training time the length stage may spend")
     ap.add_argument("--out", default="benchmarks/out/t2i_device", help="folder for t2i_device.json and the grids")
     args = ap.parse_args(argv)
