@@ -86,3 +86,18 @@ def test_a_checkpoint_restores_the_teacher(student, tmp_path):
     for name, tensor in student.state_dict().items():
         assert torch.equal(loaded.state_dict()[name], tensor), name
     assert not torch.equal(loaded.teacher.x_embedder.weight, loaded.transformer.x_embedder.weight)
+
+
+def test_prompts_are_encoded_on_the_modules_own_device(student):
+    """Lightning moves only the module to a job's GPU: the frozen encoder must be told that device
+    (the pipeline's own text encoders stay wherever they were built)."""
+    seen, encode = [], student._encode
+
+    def recording(prompts, device):
+        seen.append(device)
+        return encode(prompts, device)
+
+    student._encode = recording
+    with torch.no_grad():
+        student._loss(_batch(), training=False)
+    assert seen and all(device == student.device for device in seen), seen
