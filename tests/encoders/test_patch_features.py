@@ -122,6 +122,17 @@ def test_a_world_trained_tower_standardises_its_channels_where_its_tokens_are_re
         torch.testing.assert_close(patch_tokens(model, pixels), hidden[:, 1 + model.config.num_register_tokens :])
 
 
+def test_a_world_trained_tower_stops_after_patience_epochs_without_a_better_val_loss(tmp_path):
+    from condeval.encoders.patch_features import train_patch_encoder_on_world
+
+    # with lr = 0 the validation loss never improves, so patience 2 stops after the third epoch of ten
+    summary = train_patch_encoder_on_world("cells", tmp_path / "cells", kind="siglip", instances=8, side=16,
+                                           model=dict(width=32, layers=1, heads=2, patch_size=4), epochs=10,
+                                           batch_size=4, lr=0.0, val_instances=4, seed=0, sirna_ids=[1, 2],
+                                           patience=2)  # fmt: skip
+    assert summary["stopped_early"] and summary["epochs_run"] == 3 and summary["best_epoch"] == 1
+
+
 @pytest.mark.slow
 def test_training_with_counterfactual_twins_teaches_the_mouth_and_the_rims(tmp_path):
     """A SigLIP tower trained on face renders for ~30 s (300 rows: a face and its four twins) gives mean-patch

@@ -292,7 +292,8 @@ def train_patch_encoder(
 def train_patch_encoder_on_world(
     world: str, out_dir, *, kind: str, instances: int, side: int, model: dict, epochs: int, batch_size: int,
     lr: float, val_instances: int, seed: int, world_seed: int = 0, sirna_ids=None, temperature: float = 0.2,
-    twin_weight: float = 3.0, max_grad_norm: float = 1.0, accelerator: str = "cpu", fingerprint: str | None = None,
+    twin_weight: float = 3.0, max_grad_norm: float = 1.0, patience: int | None = None, accelerator: str = "cpu",
+    fingerprint: str | None = None,
 ) -> dict:  # fmt: skip
     """Train a tiny DINOv3 or SigLIP vision tower on renders of a miniature world; ``save_pretrained`` it.
 
@@ -318,6 +319,9 @@ def train_patch_encoder_on_world(
     epochs, batch_size, val_instances, seed, world_seed : int
     lr, temperature, twin_weight, max_grad_norm : float
     sirna_ids : sequence of int, optional
+    patience : int, optional
+        Stop after this many epochs without a lower validation loss (default: all ``epochs``); the
+        best epoch is saved either way.
     accelerator : str
     fingerprint : str, optional
 
@@ -334,13 +338,13 @@ def train_patch_encoder_on_world(
         raise ValueError(f"world must be 'faces' or 'cells'; got {world!r}")
     return _train_on_views(views, out_dir, kind=kind, model=model, epochs=epochs, batch_size=batch_size, lr=lr,
                            val_rows=val_instances, seed=seed, temperature=temperature, twin_weight=twin_weight,
-                           max_grad_norm=max_grad_norm, standardise=True, accelerator=accelerator,
-                           fingerprint=fingerprint)  # fmt: skip
+                           max_grad_norm=max_grad_norm, standardise=True, patience=patience,
+                           accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
 
 
 def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_rows, seed, temperature, accelerator,
                     fingerprint, twin_weight: float = 0.0, max_grad_norm: float | None = None,
-                    standardise: bool = False) -> dict:  # fmt: skip
+                    standardise: bool = False, patience: int | None = None) -> dict:  # fmt: skip
     import pytorch_lightning as pl
 
     from condeval.encoders.train import _steps, train_and_export
@@ -358,4 +362,5 @@ def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_
                                      total_steps=steps, temperature=temperature, twin_weight=twin_weight,
                                      max_grad_norm=max_grad_norm)  # fmt: skip
     return train_and_export(module, tuple(views), out_dir, val_rows=val_rows, epochs=epochs, batch_size=batch_size,
-                            seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+                            seed=seed, accelerator=accelerator, fingerprint=fingerprint,
+                            patience=patience)  # fmt: skip

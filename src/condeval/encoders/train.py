@@ -81,20 +81,23 @@ def train_and_export(
     seed: int,
     accelerator: str = "cpu",
     fingerprint: str | None = None,
+    patience: int | None = None,
 ) -> dict:
     """Fit ``module`` on ``arrays`` (first ``val_rows`` rows held out), save the best into ``out_dir``.
 
     The run folder is ``<out_dir>_run`` (checkpoints, CSV logs). The saved folder is the best
     module's ``model`` and every one of ``parts`` (tokenizer, image processor), each written with
     ``save_pretrained``, so ``from_pretrained(out_dir)`` loads it like a hub checkpoint. Returns the
-    training summary, also written to ``out_dir/training.json``.
+    training summary, also written to ``out_dir/training.json``. ``patience`` stops the run after that
+    many epochs without a lower ``val_loss`` (default: it runs all ``epochs``); the best epoch is
+    saved either way, and the learning-rate schedule does not depend on it.
     """
     out_dir = Path(out_dir)
     run_dir = out_dir.with_name(out_dir.name + "_run")
     train, val = _split_rows(arrays, val_rows)
     best = fit(
-        module, train, val, run_dir, max_epochs=epochs, patience=max(2, epochs), batch_size=batch_size,
-        seed=seed, accelerator=accelerator, fingerprint=fingerprint,
+        module, train, val, run_dir, max_epochs=epochs, patience=patience or max(2, epochs),
+        batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint,
     )  # fmt: skip
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     summary = training_summary(run_dir)
