@@ -147,7 +147,7 @@ rule crc:
 
 
 rule trust:
-    """The trust score: the extractors' signal and the Section 5.1.1 selection table (issue 19, in progress)."""
+    """The trust score: Section 5.1's tables and figures, CellProfiler's morphology and scoring during generation."""
     input:
         target_inputs("trust", section="trust"),
 

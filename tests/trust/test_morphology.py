@@ -114,3 +114,14 @@ def test_feature_correlations_are_high_where_generated_means_track_real_ones():
     generated = np.column_stack([profile[codes, 0], rng.normal(size=240)]) + rng.normal(0, 0.1, (240, 2))
     table = feature_correlations(real, codes, generated, codes, rng.random(240) < 0.5, ["tracks", "noise"])
     assert table["r_trust"][0] > 0.9 and abs(table["r_random"][1]) < 0.6
+
+
+def test_feature_correlations_are_undefined_across_too_few_conditions_or_for_a_constant_feature():
+    rng = np.random.default_rng(4)
+    codes = np.repeat(np.arange(4), 20)
+    real = np.column_stack([codes + rng.normal(0, 0.1, 80), np.ones(80)])
+    generated = real + rng.normal(0, 0.1, (80, 2)) * [1, 0]
+    table = feature_correlations(real, codes, generated, codes, np.ones(80, bool), ["varies", "constant"])
+    assert table["feature"].to_list() == ["varies"] and table["r_trust"][0] > 0.9
+    with pytest.raises(ValueError, match="2 condition"):
+        feature_correlations(real, codes, generated, codes, codes < 2, ["varies", "constant"])

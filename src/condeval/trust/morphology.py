@@ -47,6 +47,8 @@ METADATA_PATTERN = re.compile(
 VARIANCE_THRESHOLD = 1e-5
 OUTLIER_Z = 5.0
 CORRELATION_PRUNE = 0.7
+#: Conditions a per-feature correlation across conditions needs (with 2 it is ±1).
+MIN_CORRELATION_CONDITIONS = 3
 
 
 def real_rows(table: pl.DataFrame, conditions: np.ndarray, names: list[str], per_condition: int | None = None
@@ -266,20 +268,33 @@ def feature_correlations(real: np.ndarray, real_codes: np.ndarray, generated: np
                          n_random: int = 5, seed: int = 0) -> pl.DataFrame:  # fmt: skip
     """Per feature: Pearson r across conditions between the generated subset's per-condition means and
     the real ones, under trust (``r_trust``) and under condition-matched random selection (``r_random``,
-    the mean over ``n_random`` draws), and ``gain = r_trust − r_random``."""
+    the mean over ``n_random`` draws), and ``gain = r_trust − r_random``.
+
+    The conditions are those with real sites and accepted samples; with fewer than 3 a correlation
+    across them is undefined (or ±1), and ``ValueError`` says so. A feature constant across the
+    conditions in either arm has no correlation and no row (the log counts them).
+    """
     codes = np.intersect1d(np.unique(real_codes), np.unique(generated_codes[accepted]))
+    if len(codes) < MIN_CORRELATION_CONDITIONS:
+        raise ValueError(f"accepted samples in {len(codes)} condition(s) with real sites: a correlation across "
+                         f"conditions needs {MIN_CORRELATION_CONDITIONS}")  # fmt: skip
     real_means = np.stack([real[real_codes == c].mean(axis=0) for c in codes])
 
     def correlation(mask: np.ndarray) -> np.ndarray:
         means = np.stack([generated[mask & (generated_codes == c)].mean(axis=0) for c in codes])
         a, b = means - means.mean(axis=0), real_means - real_means.mean(axis=0)
         denominator = np.sqrt((a**2).sum(axis=0) * (b**2).sum(axis=0))
-        return np.divide((a * b).sum(axis=0), denominator, out=np.zeros(len(columns)), where=denominator > 0)
+        return np.divide((a * b).sum(axis=0), denominator, out=np.full(len(columns), np.nan), where=denominator > 0)
 
     rng = np.random.default_rng(seed)
     r_trust = correlation(accepted)
     r_random = np.mean([correlation(random_matched(generated_codes, accepted, rng)) for _ in range(n_random)], axis=0)
-    return pl.DataFrame({"feature": columns, "r_trust": r_trust, "r_random": r_random, "gain": r_trust - r_random})
+    defined = np.isfinite(r_trust) & np.isfinite(r_random)
+    if not defined.all():
+        log.info("%d of %d features constant across the %d conditions: no correlation", int((~defined).sum()),
+                 len(columns), len(codes))  # fmt: skip
+    frame = pl.DataFrame({"feature": columns, "r_trust": r_trust, "r_random": r_random, "gain": r_trust - r_random})
+    return frame.filter(pl.Series(defined))
 
 
 def _codes(attributes: np.ndarray, conditions: np.ndarray) -> np.ndarray:
@@ -345,6 +360,11 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
             "unfiltered": (u_real, u_real_codes, u_gen, u_gen_codes, u_accepted, unfiltered.columns),
         }.items():
             mine = np.isin(gc, in_arm)
+            conditions_accepted = len(np.intersect1d(np.unique(rc), np.unique(gc[mine & acc])))
+            if conditions_accepted < MIN_CORRELATION_CONDITIONS:
+                log.warning("%s arm, %s set: accepted samples in %d condition(s); no per-feature correlations "
+                            "(they need %d)", arm, name, conditions_accepted, MIN_CORRELATION_CONDITIONS)  # fmt: skip
+                continue
             frame = feature_correlations(xr, rc, xg[mine], gc[mine], acc[mine], columns, n_random=n_random, seed=seed)
             correlations.append(frame.with_columns(arm=pl.lit(arm), set=pl.lit(name)))
     bins = decile_bins(np.zeros(len(x_gen), dtype=np.int64), generated["trust"].to_numpy()[gen_kept], n_bins)

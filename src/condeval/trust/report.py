@@ -205,8 +205,11 @@ def feature_tables_markdown(correlations: pl.DataFrame, variant: str) -> str:
     trust; and for ``variant``'s unseen arm (else seen), the 10 unfiltered features least correlated under
     random selection (the paper's sanity check)."""
     if "set" not in correlations.columns:
-        return "\nNo per-feature correlations: no arm had accepted samples to compare.\n"
-    sections = []
+        return "\nNo per-feature correlations: no arm had accepted samples in 3 conditions or more.\n"
+    sections = [
+        "\nPer-feature correlations run across conditions: an arm whose accepted samples lie in fewer "
+        "than 3 conditions has no table, and a feature constant across them has no row.\n"
+    ]
     kept = correlations.filter(pl.col("set") == "kept")
     for (name, arm), part in kept.group_by(["variant", "arm"], maintain_order=True):
         top = part.sort("r_trust", descending=True).head(5)

@@ -53,7 +53,8 @@ def trust_real_features(dataset, extractor):
 
 
 def trust_targets():
-    """What `snakemake trust` builds: per dataset the extractors' signal, and the Section 5.1.1 table."""
+    """What `snakemake trust` builds: the extractors' and generators' signal, Section 5.1's tables and figures,
+    and (with their config sections) the morphology readouts and the scores during generation."""
     signal = [
         path
         for dataset in TRUST_DATASETS
