@@ -15,7 +15,6 @@ rule train_captioner:
     output:
         model=directory("results/crel_i2t/captioners/{model}"),
         manifest=saved_manifest("results/crel_i2t/captioners/{model}"),
-        run=update(directory("results/crel_i2t/captioners/{model}_run")),
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:
@@ -71,7 +70,6 @@ rule i2t_fit:
     output:
         lgm="results/crel_i2t/{model}/{metric}/lgm.ckpt",
         dqr="results/crel_i2t/{model}/{metric}/dqr.ckpt",
-        run=update(directory("results/crel_i2t/{model}/{metric}/run")),
     wildcard_constraints:
         **I2T_WILDCARDS,
     params:

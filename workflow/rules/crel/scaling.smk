@@ -57,7 +57,6 @@ use rule train_vae as scaling_train_vae with:
     output:
         model="results/crel_scaling/{dataset}/r{r}/vae.ckpt",
         summary="results/crel_scaling/{dataset}/r{r}/vae_summary.json",
-        run=update(directory("results/crel_scaling/{dataset}/r{r}/vae_run")),
     params:
         conditional=False,
         model=scaling_vae_params,
@@ -87,7 +86,6 @@ use rule train_dqr as scaling_train_dqr with:
     output:
         model="results/crel_scaling/{dataset}/r{r}/dqr/tau{tau}.ckpt",
         summary="results/crel_scaling/{dataset}/r{r}/dqr/tau{tau}_summary.json",
-        run=update(directory("results/crel_scaling/{dataset}/r{r}/dqr/tau{tau}_run")),
     params:
         model=scaling_dqr_params(),
         seed=CREL["seed"],

@@ -16,7 +16,6 @@ rule t2i_autoencoder:
     output:
         model=directory("results/crel_t2i/autoencoders/{kind}"),
         manifest=saved_manifest("results/crel_t2i/autoencoders/{kind}"),
-        run=update(directory("results/crel_t2i/autoencoders/{kind}_run")),
     wildcard_constraints:
         **T2I_WILDCARDS,
     params:
@@ -48,7 +47,6 @@ if "t5" in T2I:
         output:
             model=directory("results/crel_t2i/t5"),
             manifest=saved_manifest("results/crel_t2i/t5"),
-            run=update(directory("results/crel_t2i/t5_run")),
         params:
             train=canonical(T2I["t5"]),
             max_length=T2I["max_length"],
@@ -73,7 +71,6 @@ rule train_t2i_generator:
     output:
         model=directory("results/crel_t2i/generators/{model}"),
         manifest=saved_manifest("results/crel_t2i/generators/{model}"),
-        run=update(directory("results/crel_t2i/generators/{model}_run")),
     wildcard_constraints:
         **T2I_WILDCARDS,
     params:
@@ -170,7 +167,6 @@ rule t2i_fit:
     output:
         lgm="results/crel_t2i/{model}/{metric}/lgm.ckpt",
         dqr="results/crel_t2i/{model}/{metric}/dqr.ckpt",
-        run=update(directory("results/crel_t2i/{model}/{metric}/run")),
     wildcard_constraints:
         **T2I_WILDCARDS,
     params:

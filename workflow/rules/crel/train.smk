@@ -1,7 +1,8 @@
 # Lightning-trained models. None of these rules depends on alpha, so editing
-# crel.calibration.alphas never retrains them. Each run folder (`run=update(directory(...))`)
-# is a declared output that Snakemake does not delete before a rerun: a killed job resumes from
-# its last.ckpt, and a job whose inputs or params changed starts afresh (its fingerprint).
+# crel.calibration.alphas never retrains them. A training job's run folder (`<model>_run` beside its
+# model: checkpoints, CSV logs) is deliberately no output: Snakemake removes a failed job's outputs, or
+# rolls an `update()` output back to its state before the attempt, so a declared folder would lose
+# the last.ckpt a rerun resumes from. A job whose inputs or params changed starts afresh (its fingerprint).
 # LGM files live in results/crel/{dataset}/lgm/; everything downstream of an LGM in
 # results/crel/{dataset}/{lgm}/ (see LGM_ID in common.smk).
 
@@ -12,7 +13,6 @@ rule train_vae:
     output:
         model="results/crel/{dataset}/lgm/{model}.ckpt",
         summary="results/crel/{dataset}/lgm/{model}_summary.json",
-        run=update(directory("results/crel/{dataset}/lgm/{model}_run")),
     wildcard_constraints:
         **CREL_WILDCARDS,
         model=r"vae|vae-beta[0-9.e+-]+|vae-r\d+|vae-mae",
@@ -43,7 +43,6 @@ rule train_cvae:
     output:
         model="results/crel/{dataset}/lgm/cvae.ckpt",
         summary="results/crel/{dataset}/lgm/cvae_summary.json",
-        run=update(directory("results/crel/{dataset}/lgm/cvae_run")),
     params:
         conditional=True,
         model=design.vae_hyperparameters(CREL),
@@ -72,7 +71,6 @@ rule train_vae_long:
     output:
         model="results/crel/{dataset}/lgm/vae-long-best.ckpt",
         summary="results/crel/{dataset}/lgm/vae-long-best_summary.json",
-        run=update(directory("results/crel/{dataset}/lgm/vae-long-best_run")),
         snapshots=expand(
             "results/crel/{{dataset}}/lgm/vae-long-epoch{epoch}.ckpt", epoch=CREL["ablations"]["checkpoint_epochs"]
         ),
@@ -105,7 +103,6 @@ rule train_ddpm:
     output:
         model="results/crel/{dataset}/lgm/ddpm-{conditioning}.ckpt",
         summary="results/crel/{dataset}/lgm/ddpm-{conditioning}_summary.json",
-        run=update(directory("results/crel/{dataset}/lgm/ddpm-{conditioning}_run")),
     wildcard_constraints:
         **CREL_WILDCARDS,
         conditioning="cond|uncond",
@@ -158,7 +155,6 @@ rule train_dqr:
     output:
         model="results/crel/{dataset}/{lgm}/dqr/tau{tau}.ckpt",
         summary="results/crel/{dataset}/{lgm}/dqr/tau{tau}_summary.json",
-        run=update(directory("results/crel/{dataset}/{lgm}/dqr/tau{tau}_run")),
     params:
         model=dqr_training_params(),
         seed=CREL["seed"],

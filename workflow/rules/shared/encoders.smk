@@ -27,7 +27,6 @@ if "train" in ENCODERS["clip"]:
         output:
             model=directory("results/encoders/clip"),
             manifest=saved_manifest("results/encoders/clip"),
-            run=update(directory("results/encoders/clip_run")),
         params:
             train=canonical(ENCODERS["clip"]["train"]),
             novel_shapes=NOVEL_SHAPES,
@@ -58,7 +57,6 @@ if "train" in ENCODERS["bert"]:
         output:
             model=directory("results/encoders/bert"),
             manifest=saved_manifest("results/encoders/bert"),
-            run=update(directory("results/encoders/bert_run")),
         params:
             train=canonical(ENCODERS["bert"]["train"]),
             max_length=ENCODERS["bert"].get("max_length", 50),
@@ -86,7 +84,6 @@ if "train" in ENCODERS.get("dino", {}):
         output:
             model=directory("results/encoders/dino"),
             manifest=saved_manifest("results/encoders/dino"),
-            run=update(directory("results/encoders/dino_run")),
         params:
             train=canonical(ENCODERS["dino"]["train"]),
             image_size=ENCODERS["image_size"],

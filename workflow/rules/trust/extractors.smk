@@ -12,7 +12,6 @@ rule trust_train_extractor:
     output:
         model=directory("results/trust/{dataset}/extractors/{extractor}"),
         manifest=saved_manifest("results/trust/{dataset}/extractors/{extractor}"),
-        run=update(directory("results/trust/{dataset}/extractors/{extractor}_run")),
     wildcard_constraints:
         dataset=TRUST_WILDCARDS["dataset"],
         extractor="|".join(TRUST_EXTRACTORS),
@@ -40,7 +39,6 @@ rule trust_train_clip:
     output:
         model=directory("results/trust/{dataset}/extractors/clip"),
         manifest=saved_manifest("results/trust/{dataset}/extractors/clip"),
-        run=update(directory("results/trust/{dataset}/extractors/clip_run")),
     wildcard_constraints:
         dataset="|".join(TRUST_CLIP_DATASETS) or "none",
     params:

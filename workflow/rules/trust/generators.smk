@@ -13,7 +13,6 @@ rule trust_autoencoder:
     output:
         model=directory("results/trust/{dataset}/autoencoder"),
         manifest=saved_manifest("results/trust/{dataset}/autoencoder"),
-        run=update(directory("results/trust/{dataset}/autoencoder_run")),
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
@@ -42,7 +41,6 @@ rule trust_train_generator:
     output:
         model=directory("results/trust/{dataset}/{regime}/generators/{variant}"),
         manifest=saved_manifest("results/trust/{dataset}/{regime}/generators/{variant}"),
-        run=update(directory("results/trust/{dataset}/{regime}/generators/{variant}_run")),
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:

@@ -19,7 +19,6 @@ rule trust_train_translator:
     output:
         model=directory(TRANSLATOR_FOLDER),
         manifest=saved_manifest(TRANSLATOR_FOLDER),
-        run=update(directory(f"{TRANSLATOR_FOLDER}_run")),
         signal=f"{TRANSLATOR_FOLDER}.json",
     wildcard_constraints:
         **TRUST_WILDCARDS,

@@ -1,5 +1,7 @@
 """Snakemake adapter: train CReL's VAE and latent DQR for one captioner and metric."""
 
+from pathlib import Path
+
 import torch
 
 from condeval.core.logs import log_to_file
@@ -15,7 +17,9 @@ ids, features = aligned_features(
 )
 X, Y, _ = metric_arrays(snakemake.wildcards.metric, **features, condition=p.condition)
 folds = assign_folds(ids, p.seed)
-crel = fit_on_folds(X, Y, folds, snakemake.output.run, vae=dict(p.vae), dqr=dict(p.dqr), seed=p.seed,
+# the run folder is no output, so a failed job's cleanup keeps its last.ckpt (docs/workflow.md, "A killed run")
+run = Path(snakemake.output.lgm).with_name("run")
+crel = fit_on_folds(X, Y, folds, run, vae=dict(p.vae), dqr=dict(p.dqr), seed=p.seed,
                     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)))  # fmt: skip
 export_best(crel.checkpoints_["lgm"], snakemake.output.lgm)
 export_best(crel.checkpoints_["dqr"], snakemake.output.dqr)

@@ -1,5 +1,7 @@
 """Snakemake adapter: train CReL's VAE and latent DQR for one text-to-image model and metric."""
 
+from pathlib import Path
+
 import torch
 
 from condeval.core.logs import log_to_file
@@ -14,7 +16,9 @@ _, X, Y, _, folds = item_arrays(
     {name: i[name] for name in FEATURE_SOURCES}, snakemake.wildcards.metric, p.seed,
     encoders={"clip": i.clip_encoder, "dino": i.dino_encoder},
 )  # fmt: skip
-crel = fit_on_folds(X, Y, folds, snakemake.output.run, vae=dict(p.vae), dqr=dict(p.dqr), seed=p.seed,
+# the run folder is no output, so a failed job's cleanup keeps its last.ckpt (docs/workflow.md, "A killed run")
+run = Path(snakemake.output.lgm).with_name("run")
+crel = fit_on_folds(X, Y, folds, run, vae=dict(p.vae), dqr=dict(p.dqr), seed=p.seed,
                     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)))  # fmt: skip
 export_best(crel.checkpoints_["lgm"], snakemake.output.lgm)
 export_best(crel.checkpoints_["dqr"], snakemake.output.dqr)
