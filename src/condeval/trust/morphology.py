@@ -274,7 +274,7 @@ def feature_correlations(real: np.ndarray, real_codes: np.ndarray, generated: np
     across them is undefined (or ±1), and ``ValueError`` says so. A feature constant across the
     conditions in either arm has no correlation and no row (the log counts them).
     """
-    codes = np.intersect1d(np.unique(real_codes), np.unique(generated_codes[accepted]))
+    codes = _correlated_conditions(real_codes, generated_codes, accepted)
     if len(codes) < MIN_CORRELATION_CONDITIONS:
         raise ValueError(f"accepted samples in {len(codes)} condition(s) with real sites: a correlation across "
                          f"conditions needs {MIN_CORRELATION_CONDITIONS}")  # fmt: skip
@@ -295,6 +295,11 @@ def feature_correlations(real: np.ndarray, real_codes: np.ndarray, generated: np
                  len(columns), len(codes))  # fmt: skip
     frame = pl.DataFrame({"feature": columns, "r_trust": r_trust, "r_random": r_random, "gain": r_trust - r_random})
     return frame.filter(pl.Series(defined))
+
+
+def _correlated_conditions(real_codes: np.ndarray, generated_codes: np.ndarray, accepted: np.ndarray) -> np.ndarray:
+    """The conditions a per-feature correlation runs across: those with real sites and accepted samples."""
+    return np.intersect1d(np.unique(real_codes), np.unique(generated_codes[accepted]))
 
 
 def _codes(attributes: np.ndarray, conditions: np.ndarray) -> np.ndarray:
@@ -360,7 +365,7 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
             "unfiltered": (u_real, u_real_codes, u_gen, u_gen_codes, u_accepted, unfiltered.columns),
         }.items():
             mine = np.isin(gc, in_arm)
-            conditions_accepted = len(np.intersect1d(np.unique(rc), np.unique(gc[mine & acc])))
+            conditions_accepted = len(_correlated_conditions(rc, gc[mine], acc[mine]))
             if conditions_accepted < MIN_CORRELATION_CONDITIONS:
                 log.warning("%s arm, %s set: accepted samples in %d condition(s); no per-feature correlations "
                             "(they need %d)", arm, name, conditions_accepted, MIN_CORRELATION_CONDITIONS)  # fmt: skip

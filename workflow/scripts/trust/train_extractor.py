@@ -17,7 +17,8 @@ summary = train_patch_encoder_on_world(
     "faces" if dataset == "celeba" else "cells", snakemake.output.model, kind=snakemake.wildcards.extractor,
     instances=train["instances"], side=p.image_size, model=dict(train["model"]), epochs=train["epochs"],
     batch_size=train["batch_size"], lr=train["lr"], val_instances=train["val_instances"], seed=p.seed,
-    temperature=train["temperature"], patience=train.get("patience"), accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    temperature=train["temperature"], patience=train.get("patience"),
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint(list(snakemake.input), {"train": train, "world": world, "side": p.image_size, "seed": p.seed}),
     **cells,
 )  # fmt: skip

@@ -43,7 +43,8 @@ log.info("%d pairs (%d support images x %d noise levels), block %d: %d -> %d", l
 translator = Translator(hidden=settings["hidden"], weights=dict(settings["weights"]), lr=settings["lr"],
                         weight_decay=settings["weight_decay"], epochs=settings["epochs"],
                         batch_size=settings["batch_size"], seed=p.seed)  # fmt: skip
-translator.fit(internal, target, run_dir=f"{snakemake.output.model}_run")  # no output: docs/workflow.md, "A killed run"
+# the run folder is no output, so a failed job's cleanup keeps its last.ckpt (docs/workflow.md, "A killed run")
+translator.fit(internal, target, run_dir=f"{snakemake.output.model}_run")
 translator.save(snakemake.output.model)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 # the check: real images outside the support, translated, scored like their true SigLIP features
