@@ -22,6 +22,9 @@ DIR=${1:-.cellprofiler}
 DEBIAN_PACKAGES=(python3.11-venv python3-skimage python3-dev openjdk-17-jdk-headless)
 PYTHON=/usr/bin/python3.11
 STAMP=$DIR/.installed
+REQUIREMENTS=tools/cellprofiler-requirements.txt
+# The stamp holds the recipe's fingerprint: an edited script or requirement list builds the venv again.
+FINGERPRINT=$(cat "$0" "$REQUIREMENTS" | sha256sum | cut -d' ' -f1)
 # javabridge's build needs Cython < 3; CellProfiler imports pkg_resources at run time (setuptools < 81).
 BUILD_TOOLS=(Cython==0.29.37 setuptools==80.9.0 wheel==0.45.1)
 
@@ -58,14 +61,15 @@ build_venv() {
     local tmp=$DIR.partial
     rm -rf "$tmp"
     "$PYTHON" -m venv --system-site-packages "$tmp"
-    local pip=("$tmp/bin/python" -m pip install -q --disable-pip-version-check --no-compile)
+    # pip writes each module's bytecode: a run never compiles them again (CI sets PYTHONDONTWRITEBYTECODE).
+    local pip=("$tmp/bin/python" -m pip install -q --disable-pip-version-check)
     # Debian's numpy and scipy, whatever else is asked for (h5py and pyzmq would otherwise pull numpy 2).
     "$tmp/bin/python" -c 'import numpy, scipy; print(f"numpy=={numpy.__version__}\nscipy=={scipy.__version__}")' \
         > "$tmp/constraints.txt"
     # javabridge first, built here against Debian's numpy (an isolated build would take numpy 2's headers).
     "${pip[@]}" "${BUILD_TOOLS[@]}"
     JAVA_HOME=$(java_home) "${pip[@]}" -c "$tmp/constraints.txt" --no-build-isolation python-javabridge==4.0.5
-    "${pip[@]}" -c "$tmp/constraints.txt" -r tools/cellprofiler-requirements.txt
+    "${pip[@]}" -c "$tmp/constraints.txt" -r "$REQUIREMENTS"
     "${pip[@]}" --no-deps cellprofiler==4.2.8.1 cellprofiler-core==4.2.8.1
     rm -rf "$DIR"
     mv "$tmp" "$DIR"
@@ -87,10 +91,10 @@ print(f"cellprofiler {cellprofiler.__version__}, scikit-image {skimage.__version
 EOF
 }
 
-if [[ -f $STAMP ]] && check > /dev/null 2>&1; then
+if [[ -f $STAMP && $(cat "$STAMP") == "$FINGERPRINT" ]] && check > /dev/null 2>&1; then
     exit 0
 fi
 install_debian_packages
 build_venv
 check
-touch "$STAMP"
+echo "$FINGERPRINT" > "$STAMP"
