@@ -125,3 +125,19 @@ def test_feature_correlations_are_undefined_across_too_few_conditions_or_for_a_c
     assert table["feature"].to_list() == ["varies"] and table["r_trust"][0] > 0.9
     with pytest.raises(ValueError, match="2 condition"):
         feature_correlations(real, codes, generated, codes, codes < 2, ["varies", "constant"])
+
+
+def test_the_per_feature_tables_read_generators_without_any_correlation():
+    from condeval.trust.morphology import CORRELATION_SCHEMA
+    from condeval.trust.report import feature_tables_markdown
+
+    none = pl.DataFrame(schema=CORRELATION_SCHEMA).with_columns(variant=pl.lit("vanilla"))
+    assert "No per-feature correlations" in feature_tables_markdown(none, "vanilla")
+    rows = pl.DataFrame({"feature": ["a", "b"], "r_trust": [0.9, 0.1], "r_random": [0.8, 0.2], "gain": [0.1, -0.1],
+                         "arm": ["seen"] * 2, "set": ["kept", "unfiltered"]}).with_columns(variant=pl.lit("repa"))  # fmt: skip
+    # the first generator (the sanity check's) has no row; another has both sets
+    text = feature_tables_markdown(pl.concat([none, rows], how="diagonal_relaxed"), "vanilla")
+    assert "Top-correlated features under trust, repa, seen" in text and "| `a` | 0.900 |" in text
+    assert "No uninformative-feature check: vanilla" in text
+    text = feature_tables_markdown(rows, "repa")
+    assert "Uninformative features (unfiltered set, lowest r under random), repa, seen" in text and "| `b` |" in text

@@ -49,6 +49,9 @@ OUTLIER_Z = 5.0
 CORRELATION_PRUNE = 0.7
 #: Conditions a per-feature correlation across conditions needs (with 2 it is ±1).
 MIN_CORRELATION_CONDITIONS = 3
+#: The per-feature correlation table, also when no arm has one.
+CORRELATION_SCHEMA = {"feature": pl.String, "r_trust": pl.Float64, "r_random": pl.Float64, "gain": pl.Float64,
+                      "arm": pl.String, "set": pl.String}  # fmt: skip
 
 
 def real_rows(table: pl.DataFrame, conditions: np.ndarray, names: list[str], per_condition: int | None = None
@@ -387,6 +390,6 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
         "counts": filtered.counts | {"unfiltered": unfiltered.counts["outlier"], "real_rows": len(x_real),
                                      "generated_rows": len(x_gen), "centroid_features": [filtered.columns[k] for k in top]},
         "contrast": pl.DataFrame(contrast),
-        "correlations": pl.concat(correlations) if correlations else pl.DataFrame(),
+        "correlations": pl.concat(correlations) if correlations else pl.DataFrame(schema=CORRELATION_SCHEMA),
         "deciles": pl.concat(deciles),
     }  # fmt: skip

@@ -204,7 +204,7 @@ def feature_tables_markdown(correlations: pl.DataFrame, variant: str) -> str:
     """Per generator and arm, the 5 kept features best correlated with the real per-condition means under
     trust; and for ``variant``'s unseen arm (else seen), the 10 unfiltered features least correlated under
     random selection (the paper's sanity check)."""
-    if "set" not in correlations.columns:
+    if correlations.is_empty():
         return "\nNo per-feature correlations: no arm had accepted samples in 3 conditions or more.\n"
     sections = [
         "\nPer-feature correlations run across conditions: an arm whose accepted samples lie in fewer "
@@ -218,6 +218,8 @@ def feature_tables_markdown(correlations: pl.DataFrame, variant: str) -> str:
                         + "".join(f"| `{r['feature']}` | {r['r_trust']:.3f} | {r['r_random']:.3f} | {r['gain']:+.3f} |\n"
                                   for r in top.iter_rows(named=True)))  # fmt: skip
     mine = correlations.filter((pl.col("set") == "unfiltered") & (pl.col("variant") == variant))
+    if mine.is_empty():
+        return "".join(sections) + f"\nNo uninformative-feature check: {variant} has no arm with a correlation.\n"
     arm = "unseen" if "unseen" in mine["arm"].to_list() else "seen"
     bottom = mine.filter(pl.col("arm") == arm).sort("r_random").head(10)
     sections.append(f"\nUninformative features (unfiltered set, lowest r under random), {variant}, {arm}:\n\n"
