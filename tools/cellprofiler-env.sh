@@ -61,7 +61,7 @@ build_venv() {
     local tmp=$DIR.partial
     rm -rf "$tmp"
     "$PYTHON" -m venv --system-site-packages "$tmp"
-    # pip writes each module's bytecode: a run never compiles them again (CI sets PYTHONDONTWRITEBYTECODE).
+    # pip writes each module's bytecode, so a run never compiles them (PYTHONDONTWRITEBYTECODE would stop it caching them).
     local pip=("$tmp/bin/python" -m pip install -q --disable-pip-version-check)
     # Debian's numpy and scipy, whatever else is asked for (h5py and pyzmq would otherwise pull numpy 2).
     "$tmp/bin/python" -c 'import numpy, scipy; print(f"numpy=={numpy.__version__}\nscipy=={scipy.__version__}")' \
