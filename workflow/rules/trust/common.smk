@@ -161,6 +161,12 @@ def trust_generator_train_inputs(wildcards):
     return inputs
 
 
+def trust_generator_training(variant, regime):
+    """A generator's training settings: the variant's own or the shared ones, with the regime's overrides."""
+    train = dict(TRUST["generators"][variant].get("train", TRUST["generator_training"]))
+    return train | train.pop("regimes", {}).get(regime, {})
+
+
 def trust_scoring_extractor(variant):
     """The space a variant's samples are scored in: DINOv3 for the vanilla model, a REPA model's teacher."""
     repa = TRUST["generators"][variant].get("repa")
