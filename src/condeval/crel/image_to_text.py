@@ -105,7 +105,7 @@ def aligned_features(
     manifest): every shard of a source must have been made by its ``source_encoders`` encoder
     (default :data:`SOURCE_ENCODERS`), or ``FeatureShardError`` names it.
     """
-    from condeval.encoders.features import check_one_encoder, read_feature_shards
+    from condeval.encoders.shards import check_one_encoder, read_feature_shards
 
     encoders = encoders or {}
     source_encoders = SOURCE_ENCODERS if source_encoders is None else source_encoders

@@ -5,14 +5,12 @@ the tiny models trained here, or ``openai/clip-vit-large-patch14`` and ``bert-ba
 a local directory on a cluster. Every feature they return is L2-normalised (rows of unit norm),
 the reading every track uses.
 
-A feature shard is a safetensors file holding ``features`` (n, d) float32 and ``ids`` (n,) int64,
-whose metadata records the encoder's name, content hash, kind of input and preprocessing, so a
-shard can always be traced to the exact weights that made it.
+Feature shards (:mod:`condeval.encoders.shards`, re-exported here) hold their features with the
+encoder's name and weights hash.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,35 +18,19 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
-from safetensors import safe_open
-from safetensors.numpy import load_file, save_file
 
-from condeval.core.io import atomic_path, files_sha256
 from condeval.core.logs import progress
+from condeval.encoders.shards import (
+    FeatureShardError,
+    check_one_encoder,
+    model_identity,
+    read_feature_shards,
+    write_feature_shard,
+)
 from condeval.metrics import unit_rows
 
 __all__ = ["ClipEncoder", "BertEncoder", "image_feature_encoder", "FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards",
            "check_one_encoder", "image_encoder"]  # fmt: skip
-
-
-class FeatureShardError(ValueError):
-    """A feature shard is unreadable, incomplete, non-finite, or made by another encoder (names the file)."""
-
-
-def model_identity(path: str | os.PathLike) -> dict:
-    """Name, revision (a hub snapshot's commit, if the folder is one) and weights hash of a saved model."""
-    path = Path(path)
-    weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
-    if not weights:
-        raise FileNotFoundError(f"{path}: no *.safetensors or *.bin weights file")
-    config = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
-    revision = path.name if path.parent.name == "snapshots" else None
-    return {
-        "name": config.get("_name_or_path") or path.name,
-        "path": str(path),
-        "revision": revision,
-        "weights_sha256": files_sha256(weights),
-    }
 
 
 def _batches(items: Sequence, batch_size: int, desc: str):
@@ -211,111 +193,3 @@ def image_encoder(name: str, path: str | os.PathLike, device: str | None = None)
 
         return DinoEncoder(path, device=device)
     raise ValueError(f"no image encoder {name!r}; expected 'clip' or 'dino'")
-
-
-def write_feature_shard(path: str | os.PathLike, ids: np.ndarray, features: np.ndarray, metadata: dict) -> None:
-    """Write one shard atomically; ``metadata`` (JSON-serialisable) goes in the safetensors header."""
-    ids, features = np.asarray(ids, dtype=np.int64), np.ascontiguousarray(features, dtype=np.float32)
-    if features.ndim != 2 or ids.shape != (features.shape[0],):
-        raise ValueError(f"{path}: need features (n, d) and ids (n,); got {features.shape} and {ids.shape}")
-    if not np.isfinite(features).all():
-        raise ValueError(f"{path}: features hold NaN or inf (row {int(np.argwhere(~np.isfinite(features))[0, 0])})")
-    header = {key: json.dumps(value, sort_keys=True) for key, value in metadata.items()}
-    with atomic_path(path, suffix=".safetensors") as tmp:
-        save_file({"ids": ids, "features": features}, str(tmp), metadata=header)
-
-
-def _read_shard(path: Path) -> tuple[dict, np.ndarray, np.ndarray]:
-    """One shard's metadata, ids and features, each checked; :class:`FeatureShardError` names ``path``."""
-    from safetensors import SafetensorError
-
-    try:
-        with safe_open(str(path), framework="numpy") as handle:
-            meta = {k: json.loads(v) for k, v in (handle.metadata() or {}).items()}
-        arrays = load_file(str(path))
-    except FileNotFoundError:
-        raise FeatureShardError(f"{path}: feature shard not found") from None
-    except (SafetensorError, json.JSONDecodeError, OSError) as error:
-        raise FeatureShardError(f"{path}: not a readable feature shard, truncated or corrupt ({error})") from None
-    for key in ("ids", "features"):
-        if key not in arrays:
-            raise FeatureShardError(f"{path}: the shard has no '{key}' array (has {sorted(arrays)})")
-    ids, features = arrays["ids"], arrays["features"]
-    if features.ndim != 2 or ids.shape != (features.shape[0],):
-        raise FeatureShardError(f"{path}: need features (n, d) and ids (n,); found {features.shape} and {ids.shape}")
-    if not np.isfinite(features).all():
-        raise FeatureShardError(
-            f"{path}: features hold NaN or inf (row {int(np.argwhere(~np.isfinite(features))[0, 0])})"
-        )
-    if not isinstance(meta.get("encoder"), dict) or not meta["encoder"].get("weights_sha256"):
-        raise FeatureShardError(
-            f"{path}: the shard's metadata names no encoder weights hash ('encoder.weights_sha256')"
-        )
-    return meta, ids, features
-
-
-def _expected_hash(encoder: str | os.PathLike | dict) -> str:
-    """The weights hash of an encoder given as its identity or as a saved folder (or its manifest)."""
-    if isinstance(encoder, dict):
-        return encoder["weights_sha256"]
-    from condeval.core.io import saved_folder
-
-    return model_identity(saved_folder(encoder, verify=False))["weights_sha256"]
-
-
-def read_feature_shards(
-    paths: Sequence[str | os.PathLike], encoder: str | os.PathLike | dict | None = None
-) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Concatenate shards in order: ids (n,), features (n, d), and the first shard's metadata.
-
-    Parameters
-    ----------
-    paths : sequence of path-like
-        The shards, in order.
-    encoder : path-like or dict, optional
-        The encoder the reading rule uses (its saved folder, ``<folder>.sha256`` manifest, or
-        :func:`model_identity`); every shard's ``encoder.weights_sha256`` must equal its hash.
-
-    Raises
-    ------
-    FeatureShardError
-        Naming the shard: unreadable or truncated, no ``ids`` or ``features``, NaN or inf, no
-        encoder hash, made by another encoder than the first shard or than ``encoder``, or of
-        another width.
-    """
-    if not paths:
-        raise FeatureShardError("no feature shards given")
-    expected = _expected_hash(encoder) if encoder is not None else None
-    ids, features, first = [], [], None
-    for path in map(Path, paths):
-        meta, shard_ids, shard_features = _read_shard(path)
-        made_by = meta["encoder"]["weights_sha256"]
-        if expected is not None and made_by != expected:
-            raise FeatureShardError(
-                f"{path}: made by encoder weights {made_by[:12]}, but this rule uses {expected[:12]} ({encoder}); rerun the features"
-            )
-        if first is None:
-            first = meta
-        elif made_by != first["encoder"]["weights_sha256"]:
-            raise FeatureShardError(
-                f"{path}: made by another encoder than {paths[0]} ({meta['encoder']} vs {first['encoder']})"
-            )
-        if features and shard_features.shape[1] != features[0].shape[1]:
-            raise FeatureShardError(
-                f"{path}: feature width {shard_features.shape[1]} differs from {features[0].shape[1]}"
-            )
-        ids.append(shard_ids)
-        features.append(shard_features)
-    return np.concatenate(ids), np.concatenate(features), first
-
-
-def check_one_encoder(metadata: dict[str, dict]) -> None:
-    """Raise unless every named source's metadata (from :func:`read_feature_shards`) has one encoder.
-
-    Image and caption features compared by a similarity must come from the same CLIP: features of
-    two encoders live in unrelated spaces and their cosine means nothing.
-    """
-    hashes = {name: meta["encoder"]["weights_sha256"] for name, meta in metadata.items()}
-    if len(set(hashes.values())) > 1:
-        listing = ", ".join(f"{name}: {digest[:12]}" for name, digest in hashes.items())
-        raise FeatureShardError(f"feature sources must come from one encoder, but their weights differ ({listing})")

@@ -53,7 +53,7 @@ class PatchEncoder:
 
     @property
     def identity(self) -> dict:
-        from condeval.encoders.features import model_identity
+        from condeval.encoders.shards import model_identity
 
         return model_identity(self.path)
 

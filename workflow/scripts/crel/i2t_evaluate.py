@@ -10,7 +10,7 @@ from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
 from condeval.crel import CReL
 from condeval.crel.image_to_text import decoded_points, evaluate_crel, item_arrays, manifold_check
-from condeval.encoders.features import read_feature_shards
+from condeval.encoders.shards import read_feature_shards
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

@@ -8,7 +8,7 @@ from condeval.crel.image_to_text import crels_from_files
 from condeval.crel.reports.examples import fig4_examples
 from condeval.crel.reports.image_to_text import plot_examples
 from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions
-from condeval.encoders.features import read_feature_shards
+from condeval.encoders.shards import read_feature_shards
 
 log = log_to_file(snakemake.log[0])
 p, i = snakemake.params, snakemake.input

@@ -6,7 +6,7 @@ import polars as pl
 
 from condeval.core.io import read_parquet, saved_folder, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import read_feature_shards
+from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.evaluate import fit_and_score, score_agreement, selection_by_condition, selection_summary
 from condeval.trust.filtering import accepted_mask

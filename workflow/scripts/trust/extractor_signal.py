@@ -2,7 +2,7 @@
 
 from condeval.core.io import atomic_path, read_parquet, write_json
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import read_feature_shards
+from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of
 from condeval.trust.signal import attribute_probes, probe_markdown
 

@@ -5,7 +5,7 @@ import polars as pl
 
 from condeval.core.io import atomic_path, read_parquet, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import read_feature_shards
+from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.signal import generated_attribute_accuracy, generated_signal_markdown
 

@@ -4,7 +4,7 @@ import numpy as np
 
 from condeval.core.io import read_parquet, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import read_feature_shards
+from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.evaluate import rankings
 

@@ -4,7 +4,7 @@ import numpy as np
 
 from condeval.core.io import read_parquet, saved_folder, write_json, write_parquet
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import ClipEncoder, read_feature_shards
+from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.evaluate import fit_and_score, scorer_ablation, selection_by_condition, selection_summary
 from condeval.trust.filtering import accepted_mask
@@ -55,6 +55,8 @@ precomputed = {
     f"{term}_only": (real_terms[term].to_numpy(), scores[term].to_numpy()) for term in ("realism", "faithfulness")
 }
 if "clip" in i.keys():  # Appendix J's CLIP alignment: each image against its condition's prompt
+    from condeval.encoders.features import ClipEncoder  # torch, for this branch alone
+
     clip_ids, clip_features = samples(i.samples_clip)
     if not np.array_equal(clip_ids, sample_ids):
         raise ValueError(f"the samples' CLIP and scoring features hold different sample ids ({i.samples_clip[0]})")

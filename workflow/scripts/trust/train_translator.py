@@ -8,7 +8,7 @@ from scipy.stats import spearmanr
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import read_parquet, saved_folder, write_folder_manifest, write_json
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import read_feature_shards
+from condeval.encoders.shards import read_feature_shards
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, read_images, training_support
 from condeval.trust.evaluate import fit_and_score

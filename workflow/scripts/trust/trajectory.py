@@ -8,7 +8,7 @@ import torch
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import atomic_directory, files_sha256, read_parquet, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import write_feature_shard
+from condeval.encoders.shards import write_feature_shard
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.trust.data import ATTRIBUTE_NAMES
 from condeval.trust.samples import generate_samples, shard_conditions
