@@ -85,6 +85,16 @@ def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_pat
     assert not TRAINING_OR_GENERATION & set(jobs), jobs
 
 
+def test_a_regime_override_retrains_only_its_regime(tiny_run, tmp_path):
+    """``generator_training.regimes``: an override for a regime the run lacks retrains nothing; one for
+    held_out retrains every held-out generator (the tiny run's four)."""
+    workdir = copy_run(tiny_run, tmp_path / "run")
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "generator_training"), regimes={"full": {"epochs": 2}})
+    assert not TRAINING_OR_GENERATION & set(jobs), jobs
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "generator_training"), regimes={"held_out": {"epochs": 2}})
+    assert jobs["trust_train_generator"] == 4, jobs
+
+
 @pytest.mark.parametrize(
     "section, key",
     [
@@ -99,6 +109,10 @@ def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_pat
         ({"morphology": {"pipeline": "nowhere.cppipe"}}, "trust.morphology.pipeline"),
         ({"translator": {"steps": [0], "noise_path": "ddpm"}}, "noise_path"),
         ({"translator": {"steps": [5]}}, "trust.translator.steps"),
+        ({"generator_training": {"epochs": 1, "batch_size": 8, "lr": 0.1, "transformer": {"layers": 1, "heads": 1},
+                                 "regimes": {"full": {"steps": 10}}}}, "steps"),
+        ({"generator_training": {"epochs": 1, "batch_size": 8, "lr": 0.1, "transformer": {"layers": 1, "heads": 1},
+                                 "regimes": {"partial": {"epochs": 2}}}}, "partial"),
         ({"translator": {"steps": [0], "variants": ["sit"]}}, "trust.translator.variants"),
         ({"translator": {"steps": [0], "aligned": ["vanilla"]}}, "trust.translator.aligned"),
     ],
