@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 REGULARIZATION = 1e-5
 
 #: Rows per block of the scoring products. Every block is padded to this size, so a row goes through
-#: the same matrix product whatever its batch: its score does not depend on the batch (to the bit).
+#: a product of the same shape whatever its batch: its score does not depend on the batch beyond
+#: float32 rounding (OpenBLAS's sgemm may round a row by its place in the block, as on AVX2).
 _BLOCK = 1024
 
 
