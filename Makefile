@@ -73,8 +73,12 @@ temperature: setup
 	$(BIN)/snakemake --profile profiles/local --report reports/report.html all crel_i2t_temperature
 
 # tests/workflow/test_slurm.py runs the workflow on a localhost SLURM cluster: root, and Debian's packages.
+# Two pytest-xdist workers, one test module a unit, queued by tests/conftest.py so that the shared tiny run
+# of every track starts first on one worker while the other takes the modules that do not read it
+# (TEST_WORKERS=0 runs them in one process, in collection order).
+TEST_WORKERS ?= 2
 test: setup slurm-deps cellprofiler
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: slurm-deps
 slurm-deps:

@@ -1,7 +1,44 @@
-"""Fixtures shared by more than one test folder."""
+"""Fixtures shared by more than one test folder, and the order `make test`'s two workers take the modules in."""
+
+import os
 
 import pytest
 import torch
+
+# `make test` runs two pytest-xdist workers (-n 2 --dist loadfile --no-loadscope-reorder), one test
+# module a unit of work so that a module's fixtures are built once. Most of the suite's time is the shared
+# tiny run of every track (tests/workflow/conftest.py ``tiny_run``, about 2 cores for 24 minutes on a slow
+# host) and the modules that read it. So the first of its readers is queued first, and one worker starts
+# the run at once; the other takes every module that does not read it; the remaining readers come last,
+# the heaviest first, when both workers can share them. Each worker's torch gets one of the 2 cores.
+TINY_RUN_READERS = (  # heaviest first, by the durations of a serial run (docs/testing.md)
+    "test_workflow.py", "test_dvc_sharing.py", "test_slurm.py", "test_i2t.py", "test_t2i.py", "test_crc.py",
+    "test_trust.py",
+)  # fmt: skip
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
+
+def _queue_rank(module: str, reads_tiny_run: bool, starter: str) -> tuple[int, int]:
+    name = module.rsplit("/", 1)[-1]
+    weight = TINY_RUN_READERS.index(name) if name in TINY_RUN_READERS else len(TINY_RUN_READERS)
+    if not reads_tiny_run:
+        return (1, 0)
+    return (0, 0) if module == starter else (2, weight)
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::")[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist: the modules queued as the comment on ``TINY_RUN_READERS`` says."""
+    if not hasattr(config, "workerinput"):
+        return
+    readers = {_module(item) for item in items if "tiny_run" in item.fixturenames}
+    starter = max(readers, key=lambda module: _queue_rank(module, True, "")[1], default="")
+    items.sort(key=lambda item: _queue_rank(_module(item), _module(item) in readers, starter))
 
 
 @pytest.fixture

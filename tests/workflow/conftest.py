@@ -1,6 +1,7 @@
 """Helpers of the workflow tests: the tiny test configs, merged as Snakemake merges --configfile."""
 
 import math
+import os
 import re
 import resource
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -110,10 +112,29 @@ ALL_TRACKS = ("i2t", "t2i", "crc", "trust")
 def tiny_run(tmp_path_factory) -> Path:
     """Every track's default targets (``all``) on ``tiny_config(*ALL_TRACKS)``, written as ``config/config.yaml``.
 
-    Run once per session. Read it, never write to it: a test that edits or reruns works on
-    :func:`copy_run`'s copy.
+    Run once per session: under pytest-xdist the first worker to ask runs it in the session's shared
+    temporary folder while the others wait on a lock, and a failure fails every reader. Read it, never
+    write to it: a test that edits or reruns works on :func:`copy_run`'s copy.
     """
-    workdir = tmp_path_factory.mktemp("tiny_run")
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _run_every_track(tmp_path_factory.mktemp("tiny_run"))
+    shared = tmp_path_factory.getbasetemp().parent  # the session's, above each worker's own
+    workdir, done, failed = shared / "tiny_run", shared / "tiny_run.done", shared / "tiny_run.failed"
+    with FileLock(shared / "tiny_run.lock"):
+        if failed.exists():
+            pytest.fail(f"the shared tiny run failed on another worker:\n{failed.read_text()}")
+        if not done.exists():
+            workdir.mkdir(exist_ok=True)
+            try:
+                _run_every_track(workdir)
+            except BaseException as error:
+                failed.write_text(str(error))
+                raise
+            done.touch()
+    return workdir
+
+
+def _run_every_track(workdir: Path) -> Path:
     (workdir / "config").mkdir()
     (workdir / "config/config.yaml").write_text(yaml.safe_dump(tiny_config(*ALL_TRACKS)))
     started = time.perf_counter()
