@@ -20,16 +20,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
-def _queue_rank(module: str, reads_tiny_run: bool, starter: str) -> tuple[int, int]:
-    name = module.rsplit("/", 1)[-1]
-    weight = TINY_RUN_READERS.index(name) if name in TINY_RUN_READERS else len(TINY_RUN_READERS)
-    if not reads_tiny_run:
-        return (1, 0)
-    return (0, 0) if module == starter else (2, weight)
-
-
 def _module(item) -> str:
     return item.nodeid.split("::")[0]
+
+
+def _reader_weight(module: str) -> int:
+    """A tiny-run reader's place in ``TINY_RUN_READERS`` (0 heaviest); one not listed comes after them."""
+    name = module.rsplit("/", 1)[-1]
+    return TINY_RUN_READERS.index(name) if name in TINY_RUN_READERS else len(TINY_RUN_READERS)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,8 +35,15 @@ def pytest_collection_modifyitems(config, items):
     if not hasattr(config, "workerinput"):
         return
     readers = {_module(item) for item in items if "tiny_run" in item.fixturenames}
-    starter = max(readers, key=lambda module: _queue_rank(module, True, "")[1], default="")
-    items.sort(key=lambda item: _queue_rank(_module(item), _module(item) in readers, starter))
+    starter = max(readers, key=_reader_weight, default="")
+
+    def rank(item) -> tuple[int, int]:
+        module = _module(item)
+        if module not in readers:
+            return (1, 0)
+        return (0, 0) if module == starter else (2, _reader_weight(module))
+
+    items.sort(key=rank)
 
 
 @pytest.fixture
