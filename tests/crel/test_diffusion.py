@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.core.conformal import coverage_bounds
-from condeval.core.training import fit, training_summary
+from condeval.core.training import as_lightning, fit, training_summary
 from condeval.crel import CReL
 from condeval.crel.models import load_lgm
 from condeval.crel.models.diffusion import LatentDDPM
@@ -45,7 +45,7 @@ def _arrays(x: np.ndarray, y: np.ndarray, conditional: bool) -> tuple[np.ndarray
 def _val_loss(model: LatentDDPM, arrays: tuple[np.ndarray, ...]) -> float:
     loader = DataLoader(TensorDataset(*map(torch.from_numpy, arrays)), batch_size=250)
     trainer = pl.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
-    return trainer.validate(model, loader, verbose=False)[0]["val_loss"]
+    return trainer.validate(as_lightning(model), loader, verbose=False)[0]["val_loss"]
 
 
 def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:

@@ -6,6 +6,8 @@ import json
 import logging
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.core.training import (
+    as_lightning,
     SUMMARY_NAME,
     UnsafeCheckpointError,
     export_best,
@@ -128,7 +131,7 @@ def test_vae_fast_dev_run(metric, cond_dim):
     x = rng.normal(size=(64, cond_dim)).astype(np.float32)
     arrays = (y, x) if cond_dim else (y,)
     model = LatentVAE(output_dim=4, latent_dim=2, cond_dim=cond_dim, metric=metric)
-    _fast_trainer(fast_dev_run=True).fit(model, _loader(*arrays), _loader(*arrays))
+    _fast_trainer(fast_dev_run=True).fit(as_lightning(model), _loader(*arrays), _loader(*arrays))
     condition = x if cond_dim else None
     z = model.encode(y, condition)
     assert z.shape == (64, 2)
@@ -158,7 +161,7 @@ def test_vae_default_architecture_halves():
 def test_dqr_fast_dev_run(tau):
     x, z, _ = _gaussian_linear(64)
     model = _small_dqr(quantile_level=tau)
-    _fast_trainer(fast_dev_run=True).fit(model, _loader(x, z), _loader(x, z))
+    _fast_trainer(fast_dev_run=True).fit(as_lightning(model), _loader(x, z), _loader(x, z))
     assert model.offsets(x).shape == (64, 64)
 
 
@@ -189,6 +192,46 @@ def test_vae_and_dqr_reload_from_checkpoint(tmp_path):
     xs = _gaussian_linear(10)[0]
     assert torch.equal(loaded.directions, dqr.directions)
     assert torch.allclose(loaded.offsets(xs), dqr.offsets(xs))
+
+
+def test_a_checkpoint_loads_without_lightning(tmp_path):
+    """Inference jobs load the LGM and the DQR with torch alone: Lightning's import costs ~7 s a job."""
+    dqr, dqr_best = _fit_small_dqr(tmp_path / "dqr", max_epochs=1)
+    vae = LatentVAE(2, hidden_dims=[8, 8])
+    vae_best = fit(vae, (_banana(100),), (_banana(50, 1),), tmp_path / "vae", max_epochs=1, patience=1,
+                   batch_size=50, seed=0, progress=False)  # fmt: skip
+    code = (
+        "import sys\n"
+        "from condeval.crel import CReL\n"
+        f"crel = CReL.from_checkpoints({str(vae_best)!r}, {str(dqr_best)!r})\n"
+        "print(crel.dqr.offsets([[0.0, 0.0]]).shape)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytorch_lightning', 'lightning', 'torchmetrics')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.splitlines() == [f"torch.Size([1, {dqr.directions.shape[0]}])", "[]"]
+
+
+def test_a_run_folder_of_lightning_module_checkpoints_resumes(tmp_path):
+    """A run folder left when the models were LightningModules (keys without ``model.``) resumes exactly."""
+    _fit_small_dqr(tmp_path, max_epochs=2)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, weights_only=True)
+    checkpoint["state_dict"] = {k.removeprefix("model."): v for k, v in checkpoint["state_dict"].items()}
+    torch.save(checkpoint, last)
+    resumed, _ = _fit_small_dqr(tmp_path, max_epochs=4)
+    assert _csv_epochs(tmp_path, 1) == [2, 3], "the second call must continue, not restart"
+    uninterrupted, _ = _fit_small_dqr(tmp_path / "straight", max_epochs=4)
+    assert _same_weights(resumed, uninterrupted)
+
+
+def test_a_bad_checkpoint_is_refused_naming_the_file(tmp_path):
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="junk.ckpt"):
+        LatentVAE.load_from_checkpoint(junk, weights_only=True)
+    _, best = _fit_small_dqr(tmp_path / "dqr", max_epochs=1)
+    with pytest.raises(ValueError, match=r"best.*does not hold a LatentVAE"):
+        LatentVAE.load_from_checkpoint(best, weights_only=True)
 
 
 # ---------------------------------------------------------------- directions
@@ -240,7 +283,7 @@ def test_training_steps_use_fresh_subsets(monkeypatch):
 
     monkeypatch.setattr(model, "sample_direction_indices", recording)
     x, z, _ = _gaussian_linear(256)
-    _fast_trainer(max_epochs=1, limit_val_batches=0).fit(model, _loader(x, z, batch_size=64))
+    _fast_trainer(max_epochs=1, limit_val_batches=0).fit(as_lightning(model), _loader(x, z, batch_size=64))
     assert len(used) == 4
     assert len({tuple(sorted(d.tolist())) for d in used}) == 4
     assert int(torch.cat(used).max()) >= 1024

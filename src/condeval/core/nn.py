@@ -1,13 +1,115 @@
-"""Small neural-network building blocks shared by every track's models."""
+"""Small neural-network building blocks shared by every track's models.
+
+:class:`CheckpointedModule` is the base of the models that are trained in Lightning but used
+without it: a job that only loads one and runs it imports torch, not Lightning (whose import,
+with the torchmetrics it pulls in, costs about 7 s a job on 2 cores). Training wraps the module in
+:class:`condeval.core.training.LightningAdapter`.
+"""
 
 from __future__ import annotations
 
+import inspect
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import nn
 
-__all__ = ["mlp", "random_unit_vectors"]
+__all__ = ["CheckpointedModule", "HParams", "mlp", "random_unit_vectors"]
+
+#: Attribute under which :class:`condeval.core.training.LightningAdapter` holds the module, so the
+#: prefix of its keys in a Lightning checkpoint's ``state_dict``.
+ADAPTER_PREFIX = "model."
+
+
+class HParams(dict):
+    """Hyperparameters, readable and settable as attributes (``hparams.latent_dim``) like Lightning's."""
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no hyperparameter {name!r} (saved: {sorted(self)})") from None
+
+    def __setattr__(self, name: str, value) -> None:
+        self[name] = value
+
+
+class CheckpointedModule(nn.Module):
+    """An ``nn.Module`` with saved hyperparameters, Lightning's training hooks and a torch-only loader.
+
+    A subclass calls :meth:`save_hyperparameters` with plain Python values that rebuild it
+    (``type(self)(**hparams)``) and may define ``training_step``, ``validation_step`` and
+    ``configure_optimizers`` as for a ``LightningModule``; :meth:`log` reaches Lightning's logger
+    while :class:`condeval.core.training.LightningAdapter` trains it, and does nothing otherwise.
+    """
+
+    _log_to = None  # set by LightningAdapter to its own ``log``
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hparams = HParams()
+
+    def save_hyperparameters(self, hparams: dict) -> None:
+        """Record ``hparams`` (plain Python values) as :attr:`hparams`, as checkpoints store them."""
+        self.hparams = HParams(hparams)
+
+    def log(self, name: str, value, **kwargs) -> None:
+        """Lightning's ``LightningModule.log`` while training under the adapter; a no-op otherwise."""
+        if self._log_to is not None:
+            self._log_to(name, value, **kwargs)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the module's first parameter or buffer lives (the CPU if it has none)."""
+        tensor = next(iter(self.state_dict().values()), None)
+        return torch.device("cpu") if tensor is None else tensor.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of the module's first floating-point parameter (float32 if it has none)."""
+        return next((p.dtype for p in self.parameters() if p.is_floating_point()), torch.float32)
+
+    @classmethod
+    def load_from_checkpoint(
+        cls, path: str | os.PathLike, map_location="cpu", *, weights_only: bool = True
+    ) -> CheckpointedModule:
+        """The module saved in the Lightning checkpoint ``path``, with torch alone.
+
+        Rebuilt from the checkpoint's ``hyper_parameters``, then its ``state_dict`` loaded
+        strictly (keys with or without the adapter's ``model.`` prefix). ``weights_only=False``
+        unpickles arbitrary objects: only for a file you trust.
+
+        Raises
+        ------
+        ValueError
+            If the file cannot be read, or its hyperparameters or weights do not fit the class;
+            the message names the file.
+        """
+        path = Path(path)
+        try:
+            checkpoint = torch.load(path, map_location=map_location, weights_only=weights_only)
+        except Exception as error:  # missing, truncated, not a torch file, an unsafe pickle, ...
+            raise ValueError(f"cannot read checkpoint {path}: {type(error).__name__}: {error}") from error
+        hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
+        if not isinstance(hparams, dict) or "state_dict" not in checkpoint:
+            raise ValueError(f"{path} is not a checkpoint of a {cls.__name__}: no hyper_parameters or state_dict")
+        state = {key.removeprefix(ADAPTER_PREFIX): value for key, value in checkpoint["state_dict"].items()}
+        try:
+            module = cls(**_init_arguments(cls, hparams))
+            module.load_state_dict(state)
+        except (TypeError, ValueError, RuntimeError) as error:
+            raise ValueError(f"{path} does not hold a {cls.__name__}: {type(error).__name__}: {error}") from error
+        return module
+
+
+def _init_arguments(cls: type, hparams: dict) -> dict:
+    """The entries of ``hparams`` that ``cls.__init__`` takes (derived ones, saved for readers, dropped)."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return dict(hparams)
+    return {name: value for name, value in hparams.items() if name in {p.name for p in parameters}}
 
 
 def mlp(

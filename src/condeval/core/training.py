@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.core.devices import accelerator_for_gpus, device_for_gpus, select_accelerator  # noqa: F401 (re-exported)
 from condeval.core.io import atomic_path, read_json, write_json
+from condeval.core.nn import ADAPTER_PREFIX, CheckpointedModule
 
 __all__ = [
     "fit",
@@ -47,6 +48,8 @@ __all__ = [
     "device_for_gpus",
     "UnsafeCheckpointError",
     "ScheduledModule",
+    "LightningAdapter",
+    "as_lightning",
     "SUMMARY_NAME",
 ]
 
@@ -278,6 +281,55 @@ def _write_summary(out_dir: Path, call: dict, best: str) -> None:
 
 
 # ------------------------------------------------------------ modules
+class LightningAdapter(pl.LightningModule):
+    """Lightning's view of a :class:`~condeval.core.nn.CheckpointedModule`, for training it.
+
+    The module's ``training_step``, ``validation_step`` and ``configure_optimizers`` run as they
+    are, its :meth:`~condeval.core.nn.CheckpointedModule.log` calls reach this adapter's ``log``,
+    and checkpoints store its current ``hparams``, so ``type(module).load_from_checkpoint`` rebuilds
+    it with torch alone. The module is the attribute ``model``: its keys in a checkpoint's
+    ``state_dict`` start with ``model.``.
+    """
+
+    def __init__(self, model: CheckpointedModule) -> None:
+        super().__init__()
+        self.model = model
+        self.save_hyperparameters(dict(model.hparams))  # for the CSV logger's hparams.yaml
+
+    def setup(self, stage: str) -> None:
+        self.model._log_to = self.log
+
+    def teardown(self, stage: str) -> None:
+        self.model._log_to = None
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    def training_step(self, batch, batch_idx):
+        return self.model.training_step(batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx):
+        return self.model.validation_step(batch, batch_idx)
+
+    def configure_optimizers(self):
+        return self.model.configure_optimizers()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["hyper_parameters"] = dict(self.model.hparams)  # as set now (e.g. DDIM steps)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Resume a run folder left by a version whose models were LightningModules (keys unprefixed)."""
+        state = checkpoint["state_dict"]
+        checkpoint["state_dict"] = {
+            key if key.startswith(ADAPTER_PREFIX) else ADAPTER_PREFIX + key: value for key, value in state.items()
+        }
+
+
+def as_lightning(module: pl.LightningModule | CheckpointedModule) -> pl.LightningModule:
+    """``module`` itself if it is a LightningModule, else its :class:`LightningAdapter`."""
+    return module if isinstance(module, pl.LightningModule) else LightningAdapter(module)
+
+
 class ScheduledModule(pl.LightningModule):
     """Base of the transformers-model wrappers: AdamW with linear warm-up and cosine decay per step.
 
@@ -325,7 +377,7 @@ class ScheduledModule(pl.LightningModule):
 
 # ---------------------------------------------------------------------- fit
 def fit(
-    module: pl.LightningModule,
+    module: pl.LightningModule | CheckpointedModule,
     train: tuple[np.ndarray, ...],
     val: tuple[np.ndarray, ...],
     out_dir: str | os.PathLike,
@@ -344,8 +396,9 @@ def fit(
 
     Parameters
     ----------
-    module : LightningModule
-        Model; its batches are the tuples of rows of ``train`` / ``val``.
+    module : LightningModule or CheckpointedModule
+        Model; its batches are the tuples of rows of ``train`` / ``val``. A
+        :class:`~condeval.core.nn.CheckpointedModule` trains through :class:`LightningAdapter`.
     train, val : tuple of ndarray
         Arrays with equal numbers of rows, e.g. ``(y,)``, ``(y, x)`` or ``(x, z)``.
     out_dir : path
@@ -426,7 +479,7 @@ def fit(
         warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=r".*exists and is not empty.*")
         trainer.fit(
-            module,
+            as_lightning(module),
             train_dataloaders=_loader(train, batch_size, shuffle_generator),
             val_dataloaders=_loader(val, batch_size),
             ckpt_path=ckpt_path,
@@ -448,7 +501,7 @@ def fit(
 
 # ------------------------------------------------------------------ outputs
 def fit_to_files(
-    module: pl.LightningModule,
+    module: pl.LightningModule | CheckpointedModule,
     train: tuple[np.ndarray, ...],
     val: tuple[np.ndarray, ...],
     model_path: str | os.PathLike,

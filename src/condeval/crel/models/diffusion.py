@@ -65,11 +65,12 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 from diffusers import DDIMInverseScheduler, DDIMScheduler, DDPMScheduler
 from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 from torch import Tensor, nn
+
+from condeval.core.nn import CheckpointedModule
 
 from condeval.crel.models.vae import LatentVAE
 
@@ -118,7 +119,7 @@ class NoiseMLP(nn.Module):
         return self.net(torch.cat(inputs, dim=1))
 
 
-class LatentDDPM(pl.LightningModule):
+class LatentDDPM(CheckpointedModule):
     """Latent diffusion LGM: DDIM noise code ``z_T`` <-> output ``y`` through a frozen VAE.
 
     Build one from a trained VAE with :meth:`from_vae`; the constructor makes a VAE

@@ -31,11 +31,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 from torch import Tensor, nn
 
-from condeval.core.nn import mlp, random_unit_vectors
+from condeval.core.nn import CheckpointedModule, mlp, random_unit_vectors
 
 __all__ = ["DirectionalQuantileRegressor", "make_directions", "pinball_loss"]
 
@@ -76,7 +75,7 @@ def pinball_loss(residual: Tensor, tau: float) -> Tensor:
 STRUCTURES = ("center_offset", "plain")
 
 
-class DirectionalQuantileRegressor(pl.LightningModule):
+class DirectionalQuantileRegressor(CheckpointedModule):
     """``f(x, u)``: the ``tau``-quantile of ``u^T Z`` given ``X = x``.
 
     Parameters

@@ -12,10 +12,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from condeval.crel.models.diffusion import LatentDDPM
 from condeval.crel.models.vae import LatentVAE
+
+if TYPE_CHECKING:  # imported when a checkpoint holds one: diffusers costs seconds a job
+    from condeval.crel.models.diffusion import LatentDDPM
 
 __all__ = ["lgm_kind", "load_lgm"]
 
@@ -38,6 +42,8 @@ def lgm_kind(path: str | os.PathLike) -> type[LatentVAE | LatentDDPM]:
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
     hparams = hparams if isinstance(hparams, dict) else {}
     if "vae_hparams" in hparams:
+        from condeval.crel.models.diffusion import LatentDDPM
+
         return LatentDDPM
     if _VAE_KEYS <= hparams.keys():
         return LatentVAE
@@ -61,7 +67,7 @@ def load_lgm(path: str | os.PathLike, inference_steps: int | None = None) -> Lat
         If the file is not a checkpoint of either model, naming the file.
     """
     kind = lgm_kind(path)
-    if inference_steps is not None and kind is not LatentDDPM:
+    if inference_steps is not None and kind is LatentVAE:
         raise ValueError(
             f"inference_steps={inference_steps} was given but {path} holds a {kind.__name__}, not a LatentDDPM"
         )

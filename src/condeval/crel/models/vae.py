@@ -18,12 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 from torch import Tensor
 from torch.distributions import Normal, kl_divergence
 
-from condeval.core.nn import mlp
+from condeval.core.nn import CheckpointedModule, mlp
 from condeval.crel.models.metrics import reconstruction_loss
 
 __all__ = ["LatentVAE"]
@@ -38,7 +37,7 @@ def _kl_standard_normal(mu: Tensor, logvar: Tensor) -> Tensor:
     return kl_divergence(posterior, prior).sum(dim=1)
 
 
-class LatentVAE(pl.LightningModule):
+class LatentVAE(CheckpointedModule):
     """VAE / CVAE whose posterior mean serves as the latent code ``Z`` of ``Y``.
 
     Parameters
