@@ -17,9 +17,9 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.core.training import (
-    as_lightning,
     SUMMARY_NAME,
     UnsafeCheckpointError,
+    as_lightning,
     export_best,
     fit,
     select_accelerator,

@@ -71,7 +71,6 @@ from diffusers.models.embeddings import TimestepEmbedding, Timesteps
 from torch import Tensor, nn
 
 from condeval.core.nn import CheckpointedModule
-
 from condeval.crel.models.vae import LatentVAE
 
 __all__ = ["LatentDDPM", "NoiseMLP"]
