@@ -1,6 +1,8 @@
 """Feature shards: unit rows, provenance in the header, clear refusals."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -26,6 +28,21 @@ def test_shards_concatenate_in_order_with_their_metadata(tmp_path):
     np.testing.assert_array_equal(ids, [0, 1, 2, 3, 4])
     np.testing.assert_array_equal(features, np.vstack(parts))
     assert meta == META
+
+
+def test_the_same_shard_written_by_other_processes_is_the_same_bytes(tmp_path):
+    """safetensors orders the header's metadata by a per-process hash: the shard writer sorts it."""
+    meta = META | {"shard": [0, 3], "preprocessing": {"size": 64}, "samples": "s.parquet", "feature": "mean"}
+    code = (
+        "import sys, numpy as np\n"
+        "from condeval.encoders.features import write_feature_shard\n"
+        f"write_feature_shard(sys.argv[1], np.arange(3), np.eye(3, 4), {meta!r})\n"
+    )
+    paths = [tmp_path / f"shard-{k}.safetensors" for k in range(4)]
+    for path in paths:
+        subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+    assert len({path.read_bytes() for path in paths}) == 1
+    assert read_feature_shards(paths[:1])[2] == meta
 
 
 def test_a_nan_feature_is_refused_naming_the_row(tmp_path):

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from safetensors import safe_open
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file, save
 
 from condeval.core.io import atomic_path, files_sha256
 
@@ -51,8 +52,24 @@ def write_feature_shard(path: str | os.PathLike, ids: np.ndarray, features: np.n
     if not np.isfinite(features).all():
         raise ValueError(f"{path}: features hold NaN or inf (row {int(np.argwhere(~np.isfinite(features))[0, 0])})")
     header = {key: json.dumps(value, sort_keys=True) for key, value in metadata.items()}
+    payload = _sorted_metadata(save({"ids": ids, "features": features}, metadata=header))
     with atomic_path(path, suffix=".safetensors") as tmp:
-        save_file({"ids": ids, "features": features}, str(tmp), metadata=header)
+        Path(tmp).write_bytes(payload)
+
+
+def _sorted_metadata(payload: bytes) -> bytes:
+    """``payload`` with its header's ``__metadata__`` in key order, so the same shard is the same bytes.
+
+    safetensors writes the metadata in its hash map's order, which changes with every process (three
+    writes of one shard gave three files). The header stays compact JSON padded with spaces to 8
+    bytes, as the format requires; the tensors' offsets count from the end of the header.
+    """
+    (length,) = struct.unpack("<Q", payload[:8])
+    header = json.loads(payload[8 : 8 + length])
+    header["__metadata__"] = dict(sorted(header.get("__metadata__", {}).items()))
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + payload[8 + length :]
 
 
 def _read_shard(path: Path) -> tuple[dict, np.ndarray, np.ndarray]:
