@@ -232,6 +232,8 @@ def test_a_bad_checkpoint_is_refused_naming_the_file(tmp_path):
     _, best = _fit_small_dqr(tmp_path / "dqr", max_epochs=1)
     with pytest.raises(ValueError, match=r"best.*does not hold a LatentVAE"):
         LatentVAE.load_from_checkpoint(best, weights_only=True)
+    with pytest.raises(ValueError, match="weights_only=True; nothing in it is unpickled"):
+        DirectionalQuantileRegressor.load_from_checkpoint(best, weights_only=False)
 
 
 # ---------------------------------------------------------------- directions

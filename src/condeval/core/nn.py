@@ -9,6 +9,7 @@ with the torchmetrics it pulls in, costs about 7 s a job on 2 cores). Training w
 from __future__ import annotations
 
 import inspect
+import itertools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,7 +64,7 @@ class CheckpointedModule(nn.Module):
     @property
     def device(self) -> torch.device:
         """Where the module's first parameter or buffer lives (the CPU if it has none)."""
-        tensor = next(iter(self.state_dict().values()), None)
+        tensor = next(itertools.chain(self.parameters(), self.buffers()), None)  # no state_dict: a hot path
         return torch.device("cpu") if tensor is None else tensor.device
 
     @property
@@ -78,18 +79,21 @@ class CheckpointedModule(nn.Module):
         """The module saved in the Lightning checkpoint ``path``, with torch alone.
 
         Rebuilt from the checkpoint's ``hyper_parameters``, then its ``state_dict`` loaded
-        strictly (keys with or without the adapter's ``model.`` prefix). ``weights_only=False``
-        unpickles arbitrary objects: only for a file you trust.
+        strictly (keys with or without the adapter's ``model.`` prefix). Only tensors and plain
+        values are read (``weights_only`` stays in the signature as Lightning's; ``False``, which
+        would unpickle arbitrary objects, is refused).
 
         Raises
         ------
         ValueError
-            If the file cannot be read, or its hyperparameters or weights do not fit the class;
-            the message names the file.
+            If ``weights_only`` is False, the file cannot be read, or its hyperparameters or
+            weights do not fit the class; the message names the file.
         """
         path = Path(path)
+        if not weights_only:
+            raise ValueError(f"{path}: a checkpoint is read with weights_only=True; nothing in it is unpickled")
         try:
-            checkpoint = torch.load(path, map_location=map_location, weights_only=weights_only)
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
         except Exception as error:  # missing, truncated, not a torch file, an unsafe pickle, ...
             raise ValueError(f"cannot read checkpoint {path}: {type(error).__name__}: {error}") from error
         hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint, dict) else None
