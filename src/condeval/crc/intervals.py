@@ -55,7 +55,9 @@ def truncated_gaussian(mean, std, scale: float, lower: float, upper: float, leve
     a, b = (lower - mean) / sigma, (upper - mean) / sigma
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         low, high = truncnorm.interval(level, a, b, loc=mean, scale=sigma)
-        moments = truncnorm.mean(a, b, loc=mean, scale=sigma), truncnorm.std(a, b, loc=mean, scale=sigma)
+        # One pass for both moments: scipy evaluates them element by element, and mean() and std() would each pay it.
+        centre, variance = truncnorm.stats(a, b, loc=mean, scale=sigma, moments="mv")
+        moments = centre, np.sqrt(variance)
     # A (near-)degenerate pair far outside [lower, upper] (e.g. every masked score 0): scipy gives
     # NaN there; the limit puts all the mass at the nearest bound.
     degenerate = ~(np.isfinite(moments[0]) & np.isfinite(moments[1]) & np.isfinite(low) & np.isfinite(high))
