@@ -50,7 +50,17 @@ $(CELLPROFILER)/.installed: tools/cellprofiler-env.sh tools/cellprofiler-require
 
 cellprofiler: $(CELLPROFILER)/.installed
 
-run: setup cellprofiler
+# The two venvs build side by side: pip unpacks on one core while CellProfiler's venv builds on the other
+# (neither reads the other; SLURM's packages go in before CellProfiler's, as both may run apt-get).
+.PHONY: envs-side-by-side system-deps
+envs-side-by-side:
+	$(MAKE) --no-print-directory --output-sync=target -j2 setup system-deps SYSTEM_DEPS="$(SYSTEM_DEPS)"
+
+system-deps:
+	for target in $(SYSTEM_DEPS); do $(MAKE) --no-print-directory $$target || exit 1; done
+
+run: SYSTEM_DEPS = cellprofiler
+run: envs-side-by-side
 	$(BIN)/snakemake --profile profiles/local
 	$(BIN)/snakemake --profile profiles/local --report reports/report.html
 
@@ -77,7 +87,8 @@ temperature: setup
 # of every track starts first on one worker while the other takes the modules that do not read it
 # (TEST_WORKERS=0 runs them in one process, in collection order).
 TEST_WORKERS ?= 2
-test: setup slurm-deps cellprofiler
+test: SYSTEM_DEPS = slurm-deps cellprofiler
+test: envs-side-by-side
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: slurm-deps
