@@ -6,9 +6,10 @@ import re
 import polars as pl
 import pytest
 import yaml
-from conftest import copy_run, dry_run_jobs, run_snakemake
+from conftest import copy_run, dry_run_jobs, run_snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
+SHARDS = tiny_config("i2t", "crc")["crc"]["shards"]
 SAMPLING_OR_EARLIER = {"miniworld_split", "word_tokenizer", "train_clip", "crc_mini_foil_it", "crc_mini_foil_nocaps", "crc_mini_rich_hf",
                        "crc_mini_judgments", "crc_captions", "crc_sample"}  # fmt: skip
 
@@ -66,7 +67,7 @@ def test_thresholds_control_the_risk_on_the_calibration_captions(finished):
 
 def test_sampling_logs_captions_without_a_maskable_word(finished):
     logs = list((finished / "logs/crc").glob("sample_tiny-clip_*_shard-*.log"))
-    assert len(logs) == 5 * 2  # five benchmarks, two shards
+    assert len(logs) == 5 * SHARDS  # five benchmarks
     for log in logs:
         assert re.search(r"\d+ captions have no maskable word", log.read_text()), log
 
@@ -81,7 +82,7 @@ def test_an_alpha_or_delta_edit_never_resamples(finished):
     jobs = _edited_jobs(
         finished, lambda crc: crc["sampling"]["words"].update(n_text=7)
     )  # a sampling edit does resample
-    assert jobs.get("crc_sample") == 3 * 2, jobs  # the three word benchmarks, two shards each
+    assert jobs.get("crc_sample") == 3 * SHARDS, jobs  # the three word benchmarks
 
 
 def test_an_alpha_too_small_for_the_calibration_images_is_refused_before_any_job(finished):
