@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from condeval.core.io import DataFileError, write_parquet
-from condeval.trust.samples import read_samples, sample_seed, shard_conditions, write_samples
+from condeval.trust.samples import read_samples, sample_feature_files, sample_seed, shard_conditions, write_samples
 
 NAMES = ["a", "b"]
 
@@ -85,3 +85,14 @@ def test_a_conditions_samples_do_not_depend_on_the_shard_or_batch_that_draws_the
     assert alone.dtype == np.uint8 and alone.shape == (3, 3, 16, 16)
     assert ids.tolist() == [6, 7, 8] and attributes.tolist() == [[1, 2]] * 3
     assert len(set(seeds.tolist())) == 3
+
+
+def test_a_shards_feature_files_are_found_by_extractor_and_a_missing_one_is_named(tmp_path):
+    folders = [tmp_path / "shard-0", tmp_path / "shard-1"]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "dinov3.safetensors").write_bytes(b"")
+    (folders[0] / "siglip.safetensors").write_bytes(b"")
+    assert sample_feature_files(folders, "dinov3") == [folder / "dinov3.safetensors" for folder in folders]
+    with pytest.raises(DataFileError, match=r"shard-1: no siglip features .*\['dinov3'\]"):
+        sample_feature_files(folders, "siglip")

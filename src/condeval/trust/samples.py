@@ -24,7 +24,14 @@ import polars as pl
 
 from condeval.core.io import DataFileError, atomic_directory, read_parquet, write_parquet
 
-__all__ = ["write_samples", "read_samples", "sample_seed", "generate_samples", "shard_conditions"]
+__all__ = [
+    "write_samples",
+    "read_samples",
+    "sample_feature_files",
+    "sample_seed",
+    "generate_samples",
+    "shard_conditions",
+]
 
 
 def sample_seed(seed: int, condition, index: int) -> int:
@@ -124,6 +131,27 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
     )  # fmt: skip
     write_parquet(frame, manifest)
     return frame
+
+
+def sample_feature_files(folders, extractor: str) -> list[Path]:
+    """The ``<folder>/<extractor>.safetensors`` feature shard of each samples shard's feature folder.
+
+    One job reads a shard's samples once and writes every space they are scored in (the workflow's
+    ``trust_sample_features``), so its folder holds one file per extractor.
+
+    Raises
+    ------
+    DataFileError
+        Naming the first folder without that extractor's file.
+    """
+    files = [Path(folder) / f"{extractor}.safetensors" for folder in folders]
+    for file in files:
+        if not file.is_file():
+            present = sorted(f.stem for f in file.parent.glob("*.safetensors")) if file.parent.is_dir() else []
+            raise DataFileError(
+                f"{file.parent}: no {extractor} features in this samples shard's folder (it holds {present})"
+            )
+    return files
 
 
 def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.DataFrame, np.ndarray]:

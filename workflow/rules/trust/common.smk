@@ -123,7 +123,8 @@ TRUST_WILDCARDS |= {
 # One shard of samples of one generator: PNGs per condition and their manifest (condeval.trust.samples).
 TRUST_SAMPLE_FOLDER = "results/trust/{dataset}/{regime}/samples/{variant}/shard-{shard}"
 TRUST_SAMPLES = f"{TRUST_SAMPLE_FOLDER}.parquet"
-TRUST_SAMPLE_FEATURES = "results/trust/{dataset}/{regime}/features/{variant}-{extractor}-shard-{shard}.safetensors"
+# One shard's features in every space they are scored in: <extractor>.safetensors (condeval.trust.samples).
+TRUST_SAMPLE_FEATURES = "results/trust/{dataset}/{regime}/features/{variant}/shard-{shard}"
 
 
 for _dataset in TRUST_DATASETS if TRUST.get("generators") else []:
@@ -173,11 +174,32 @@ def trust_scoring_extractor(variant):
     return repa["extractor"] if repa else "dinov3"
 
 
-def trust_sample_feature_shards(dataset, regime, variant, extractor):
+def trust_sample_extractors(dataset, variant):
+    """The spaces a variant's samples are scored in: its scoring extractor, DINOv3 (KID's) and, for a dataset
+    with prompts, the CLIP (Appendix J)."""
+    extractors = {trust_scoring_extractor(variant), "dinov3"} | ({"clip"} if dataset in TRUST_CLIP_DATASETS else set())
+    return sorted(extractors)
+
+
+def trust_sample_feature_inputs(wildcards):
+    """A samples shard's manifest and every extractor its features are written in."""
+    extractors = trust_sample_extractors(wildcards.dataset, wildcards.variant)
+    return {"samples": TRUST_SAMPLES.format(**wildcards)} | {
+        extractor: trust_extractor(wildcards.dataset, extractor) for extractor in extractors
+    }
+
+
+def trust_sample_feature_shards(dataset, regime, variant):
+    """The feature folders of a variant's samples shards (``sample_feature_files`` picks a space's files)."""
     return [
-        TRUST_SAMPLE_FEATURES.format(dataset=dataset, regime=regime, variant=variant, extractor=extractor, shard=s)
+        TRUST_SAMPLE_FEATURES.format(dataset=dataset, regime=regime, variant=variant, shard=s)
         for s in range(TRUST_SHARDS)
     ]
+
+
+def trust_feature_spaces(wildcards):
+    """The extractor of each space a scoring job reads: the variant's scoring space and KID's (DINOv3)."""
+    return {"scoring": trust_scoring_extractor(wildcards.variant), "kid": "dinov3"}
 
 
 def trust_selection_inputs(wildcards):
@@ -189,18 +211,16 @@ def trust_selection_inputs(wildcards):
         "conditions": f"results/trust/{d}/conditions.parquet",
         "real_scoring": trust_real_features(d, scoring),
         "real_kid": trust_real_features(d, "dinov3"),
-        "samples_scoring": trust_sample_feature_shards(d, r, v, scoring),
-        "samples_kid": trust_sample_feature_shards(d, r, v, "dinov3"),
-    } | trust_clip_inputs(d, r, v)
+        "sample_features": trust_sample_feature_shards(d, r, v),
+    } | trust_clip_inputs(d)
 
 
-def trust_clip_inputs(dataset, regime, variant):
-    """Appendix J's CLIP alignment: the CLIP (its text tower embeds the prompts) and the real and sample image
-    embeddings; nothing for a dataset without prompts or a config without `clip`."""
+def trust_clip_inputs(dataset):
+    """Appendix J's CLIP alignment: the CLIP (its text tower embeds the prompts) and the real image embeddings
+    (the samples' are in their feature folders); nothing for a dataset without prompts or a config without `clip`."""
     if dataset not in TRUST_CLIP_DATASETS:
         return {}
     return {
         "clip": trust_extractor(dataset, "clip"),
         "real_clip": trust_real_features(dataset, "clip"),
-        "samples_clip": trust_sample_feature_shards(dataset, regime, variant, "clip"),
     }

@@ -17,6 +17,7 @@ rule trust_selection:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
+        spaces=trust_feature_spaces,
         scorer=canonical(TRUST["scorer"]),
         selection=canonical(TRUST["selection"]),
         per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
@@ -83,6 +84,7 @@ rule trust_rankings:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
+        spaces=trust_feature_spaces,
         rankings=canonical(TRUST["rankings"]),
         selection=canonical(TRUST["selection"]),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
@@ -173,7 +175,7 @@ rule trust_generator_signal:
         samples=lambda wildcards: [
             shard
             for variant in trust_variants(wildcards.dataset, wildcards.regime)
-            for shard in trust_sample_feature_shards(wildcards.dataset, wildcards.regime, variant, "dinov3")
+            for shard in trust_sample_feature_shards(wildcards.dataset, wildcards.regime, variant)
         ],
     output:
         signal="results/trust/{dataset}/{regime}/generator_signal.parquet",

@@ -3,7 +3,7 @@
 #
 #   trust_autoencoder (the AutoencoderKL every generator of a dataset shares)
 #   -> trust_train_generator (regime's support only; REPA reads its extractor's patch tokens)
-#   -> trust_generate (per condition shard: PNGs + manifest)  ->  trust_sample_features (per extractor)
+#   -> trust_generate (per condition shard: PNGs + manifest)  ->  trust_sample_features (its extractors)
 
 
 rule trust_autoencoder:
@@ -93,19 +93,20 @@ rule trust_generate:
 
 
 rule trust_sample_features:
-    """Mean-patch features of one shard of samples in one extractor's space (ids: sample_id)."""
+    """One shard of samples in every space it is scored in (mean-patch features or CLIP embeddings, ids:
+    sample_id): the PNGs are read once, each extractor writes <extractor>.safetensors in the shard's folder."""
     input:
-        samples=TRUST_SAMPLES,
-        extractor=trust_extractor_input,
+        unpack(trust_sample_feature_inputs),
     output:
-        features=TRUST_SAMPLE_FEATURES,
+        features=directory(TRUST_SAMPLE_FEATURES),
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
         names=lambda wildcards: list(TRUST_ATTRIBUTES[wildcards.dataset]),
+        extractors=lambda wildcards: trust_sample_extractors(wildcards.dataset, wildcards.variant),
         batch_size=TRUST["batch_size"],
     log:
-        "logs/trust/sample_features_{dataset}_{regime}_{variant}_{extractor}_shard-{shard}.log",
+        "logs/trust/sample_features_{dataset}_{regime}_{variant}_shard-{shard}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1

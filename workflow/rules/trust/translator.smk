@@ -89,6 +89,7 @@ rule trust_during_generation:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
+        spaces=trust_feature_spaces,
         translator=translator_settings("steps"),
         keep=trajectory_paths,
         sampling=canonical(TRUST["sampling"]),

@@ -10,6 +10,7 @@ from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.evaluate import fit_and_score, score_agreement, selection_by_condition, selection_summary
 from condeval.trust.filtering import accepted_mask
+from condeval.trust.samples import sample_feature_files
 from condeval.trust.translator import Translator, compute_saved
 
 log = log_to_file(snakemake.log[0])
@@ -31,7 +32,7 @@ def features(paths):
 _, real_siglip = features([i.real_siglip])
 _, real_kid = features([i.real_kid])
 _, real_scoring = features([i.real_scoring])
-sample_ids, kid_features = features(i.samples_kid)
+sample_ids, kid_features = features(sample_feature_files(i.sample_features, p.spaces["kid"]))
 sample_attributes = conditions[sample_ids // p.per_condition]
 selection = dict(p.selection)
 quantile = selection.pop("quantile")
@@ -54,7 +55,7 @@ def protocol(real, scored) -> dict:
 
 # the post-generation oracle: the decoded samples in the variant's scoring space, the same protocol
 steps_total = sampling["num_inference_steps"]
-_, post_features = features(i.samples_scoring)
+_, post_features = features(sample_feature_files(i.sample_features, p.spaces["scoring"]))
 oracle = protocol(real_scoring, post_features)
 oracle.pop("accepted")
 post_scores = oracle.pop("scores")

@@ -7,6 +7,7 @@ from condeval.core.io import atomic_path, read_parquet, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.samples import sample_feature_files
 from condeval.trust.signal import generated_attribute_accuracy, generated_signal_markdown
 
 log = log_to_file(snakemake.log[0])
@@ -19,7 +20,7 @@ support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_
 seen_conditions = {tuple(r) for r in real_attributes[support].tolist()}
 conditions = read_parquet(i.conditions).select(names).to_numpy()
 rows = []
-shards = list(i.samples)
+shards = sample_feature_files(i.samples, "dinov3")
 for k, variant in enumerate(p.variants):
     ids, features, _ = read_feature_shards(shards[k * p.shards : (k + 1) * p.shards])
     requested = conditions[ids // p.per_condition]

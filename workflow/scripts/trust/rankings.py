@@ -7,6 +7,7 @@ from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.evaluate import rankings
+from condeval.trust.samples import sample_feature_files
 
 log = log_to_file(snakemake.log[0])
 p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
@@ -14,7 +15,7 @@ names = list(ATTRIBUTE_NAMES[w.dataset])
 table = read_parquet(i.table)
 outside = ~training_support(w.dataset, table, w.regime, dict(p.subset).get("held_out_pairs", 100))
 _, real, _ = read_feature_shards([i.real_kid])
-ids, features, _ = read_feature_shards(list(i.samples_kid))
+ids, features, _ = read_feature_shards(sample_feature_files(i.sample_features, p.spaces["kid"]))
 scores = read_parquet(i.scores)
 by_id = dict(zip(ids.tolist(), range(len(ids)), strict=True))
 kid_features = features[[by_id[s] for s in scores["sample_id"].to_list()]]

@@ -8,6 +8,7 @@ from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
 from condeval.trust.evaluate import fit_and_score, scorer_ablation, selection_by_condition, selection_summary
 from condeval.trust.filtering import accepted_mask
+from condeval.trust.samples import sample_feature_files
 from condeval.trust.scorers import clip_alignment_scores
 
 log = log_to_file(snakemake.log[0])
@@ -25,16 +26,17 @@ def real(path):
     return features
 
 
-def samples(paths):
-    ids, features, _ = read_feature_shards(list(paths))
+def samples(space):
+    """(sample ids, features) of every shard in ``space``'s extractor (``clip``, or a key of ``params.spaces``)."""
+    ids, features, _ = read_feature_shards(sample_feature_files(i.sample_features, p.spaces.get(space, space)))
     order = np.argsort(ids, kind="stable")
     return ids[order], features[order]
 
 
-sample_ids, scoring = samples(i.samples_scoring)
-kid_ids, kid_features = samples(i.samples_kid)
+sample_ids, scoring = samples("scoring")
+kid_ids, kid_features = samples("kid")
 if not np.array_equal(sample_ids, kid_ids):
-    raise ValueError(f"the samples' scoring and KID features hold different sample ids ({i.samples_scoring[0]})")
+    raise ValueError(f"the samples' scoring and KID features hold different sample ids ({i.sample_features[0]})")
 # a sample's requested condition: its id // per_condition indexes conditions.parquet (trust_generate)
 conditions = read_parquet(i.conditions).select(names).to_numpy()
 sample_attributes = conditions[sample_ids // p.per_condition]
@@ -57,9 +59,9 @@ precomputed = {
 if "clip" in i.keys():  # Appendix J's CLIP alignment: each image against its condition's prompt
     from condeval.encoders.features import ClipEncoder  # torch, for this branch alone
 
-    clip_ids, clip_features = samples(i.samples_clip)
+    clip_ids, clip_features = samples("clip")
     if not np.array_equal(clip_ids, sample_ids):
-        raise ValueError(f"the samples' CLIP and scoring features hold different sample ids ({i.samples_clip[0]})")
+        raise ValueError(f"the samples' CLIP and scoring features hold different sample ids ({i.sample_features[0]})")
     precomputed["clip_alignment"] = clip_alignment_scores(
         ClipEncoder(saved_folder(i.clip)),
         (real(i.real_clip)[support], real_attributes[support]),
