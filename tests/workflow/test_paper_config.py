@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # starts Snakemake
 
 #: Jobs of `all ablations crel_i2t_num_z0 scaling` (what `make run`, `make ablations` and `make scaling`
 #: build) under config/paper.yaml; update when the DAG changes on purpose.
-EXPECTED_JOBS = 2844
+EXPECTED_JOBS = 2684
 #: Image-to-text rules that must run on a GPU node under profiles/slurm.
 I2T_GPU_RULES = (
     "generate_captions",
@@ -124,6 +124,7 @@ def test_paper_config_dry_run_resolves_every_target(tmp_path):
     generators = len(trust["datasets"]) * len(trust["regimes"]) * len(trust["generators"])
     assert int(counts["trust_train_generator"]) == generators  # 2 datasets x 2 regimes x 3 variants
     assert int(counts["trust_generate"]) == generators * trust["sampling"]["shards"]
+    assert int(counts["trust_sample_features"]) == generators * trust["sampling"]["shards"]  # every space at once
     assert int(counts["trust_autoencoder"]) == 1  # RxRx1's six channels; CelebA loads sd-vae-ft-mse
     assert "trust_train_extractor" not in counts  # the hub's DINOv3 and SigLIP
     # CPU time, not wall time: the bound must hold on a loaded CI machine too. About 6 ms of Snakemake per
