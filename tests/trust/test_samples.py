@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from condeval.core.io import DataFileError, write_parquet
+from condeval.core.io import DataFileError, write_folder_manifest, write_parquet
 from condeval.trust.samples import read_samples, sample_feature_files, sample_seed, shard_conditions, write_samples
 
 NAMES = ["a", "b"]
@@ -94,5 +94,10 @@ def test_a_shards_feature_files_are_found_by_extractor_and_a_missing_one_is_name
         (folder / "dinov3.safetensors").write_bytes(b"")
     (folders[0] / "siglip.safetensors").write_bytes(b"")
     assert sample_feature_files(folders, "dinov3") == [folder / "dinov3.safetensors" for folder in folders]
+    manifests = [write_folder_manifest(folder, f"{folder}.sha256") for folder in folders]
+    assert sample_feature_files(manifests, "dinov3") == [folder / "dinov3.safetensors" for folder in folders]
+    (folders[1] / "dinov3.safetensors").write_bytes(b"changed")
+    with pytest.raises(DataFileError, match="shard-1.sha256"):
+        sample_feature_files(manifests, "dinov3")
     with pytest.raises(DataFileError, match=r"shard-1: no siglip features .*\['dinov3'\]"):
         sample_feature_files(folders, "siglip")

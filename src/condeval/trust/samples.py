@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.core.io import DataFileError, atomic_directory, read_parquet, write_parquet
+from condeval.core.io import DataFileError, atomic_directory, read_parquet, saved_folder, write_parquet
 
 __all__ = [
     "write_samples",
@@ -137,14 +137,15 @@ def sample_feature_files(folders, extractor: str) -> list[Path]:
     """The ``<folder>/<extractor>.safetensors`` feature shard of each samples shard's feature folder.
 
     One job reads a shard's samples once and writes every space they are scored in (the workflow's
-    ``trust_sample_features``), so its folder holds one file per extractor.
+    ``trust_sample_features``), so its folder holds one file per extractor. A folder may be given by
+    its manifest (``<folder>.sha256``, :func:`condeval.core.io.saved_folder`), whose hashes are checked.
 
     Raises
     ------
     DataFileError
-        Naming the first folder without that extractor's file.
+        Naming the first folder without that extractor's file, or a manifest that does not match.
     """
-    files = [Path(folder) / f"{extractor}.safetensors" for folder in folders]
+    files = [saved_folder(folder) / f"{extractor}.safetensors" for folder in folders]
     for file in files:
         if not file.is_file():
             present = sorted(f.stem for f in file.parent.glob("*.safetensors")) if file.parent.is_dir() else []

@@ -190,9 +190,10 @@ def trust_sample_feature_inputs(wildcards):
 
 
 def trust_sample_feature_shards(dataset, regime, variant):
-    """The feature folders of a variant's samples shards (``sample_feature_files`` picks a space's files)."""
+    """The manifests of a variant's samples shards' feature folders (``sample_feature_files`` picks a space's
+    files): a folder compares only by modification time, and a pulled run would redo every job reading it."""
     return [
-        TRUST_SAMPLE_FEATURES.format(dataset=dataset, regime=regime, variant=variant, shard=s)
+        saved_manifest(TRUST_SAMPLE_FEATURES.format(dataset=dataset, regime=regime, variant=variant, shard=s))
         for s in range(TRUST_SHARDS)
     ]
 

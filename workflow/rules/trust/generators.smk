@@ -99,6 +99,7 @@ rule trust_sample_features:
         unpack(trust_sample_feature_inputs),
     output:
         features=directory(TRUST_SAMPLE_FEATURES),
+        manifest=saved_manifest(TRUST_SAMPLE_FEATURES),
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:

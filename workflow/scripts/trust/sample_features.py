@@ -3,7 +3,7 @@
 import torch
 
 from condeval.core.devices import device_for_gpus
-from condeval.core.io import atomic_directory, saved_folder
+from condeval.core.io import atomic_directory, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
 from condeval.encoders.features import image_feature_encoder, write_feature_shard
 from condeval.trust.samples import read_samples
@@ -20,3 +20,4 @@ with atomic_directory(snakemake.output.features) as folder:
                             {"encoder": encoder.identity, "samples": str(snakemake.input.samples),
                              "feature": encoder.feature})  # fmt: skip
         log.info("%s: %d x %d features of %s", extractor, *features.shape, snakemake.input.samples)
+write_folder_manifest(snakemake.output.features, snakemake.output.manifest)
