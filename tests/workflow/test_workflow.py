@@ -230,3 +230,19 @@ def test_shared_rules_name_no_track_output():
         if f"/{track}" in path.read_text()
     ]
     assert not named, named
+
+
+@pytest.mark.parametrize(
+    ("experiment", "trained", "untrained"), [("i2t", "train_bert", "train_dino"), ("t2i", "train_dino", "train_bert")]
+)
+def test_feature_jobs_embed_in_the_spaces_the_configured_tracks_read(tmp_path, experiment, trained, untrained):
+    """One feature job per source shard writes every encoder's file, but only for the encoders a configured
+    track reads: image-to-text alone trains no DINOv2 and text-to-image alone no BERT."""
+    config = tiny_config("i2t", "t2i")
+    config["crel"].pop({"i2t": "text_to_image", "t2i": "image_to_text"}[experiment])
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
+    jobs = dry_run_jobs(tmp_path, f"crel_{experiment}", ("config/config.yaml",))
+    assert trained in jobs and untrained not in jobs, jobs
+    generators = config["crel"].get("text_to_image", {}).get("models", {})
+    assert jobs["image_features"] == (1 + len(generators)) * config["coco"]["shards"]  # val images + each generator's

@@ -48,6 +48,7 @@ I2T_WILDCARDS = {
 # their features as source "captions-<model>".
 GENERATED_CAPTIONS = "results/crel_i2t/captions/{name}/shard-{shard}.parquet"
 register_caption_source("captions", GENERATED_CAPTIONS)
+require_feature_encoder("text", "bert")  # BERT-SIM of references and captions
 
 
 def captioner_inputs(wildcards):

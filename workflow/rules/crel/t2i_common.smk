@@ -36,6 +36,7 @@ T2I_WILDCARDS = {
 # the shared image_features rule extracts their features as source "generated-<model>".
 GENERATED_IMAGES = "results/crel_t2i/images/{name}/shard-{shard}.parquet"
 register_image_source("generated", GENERATED_IMAGES)
+require_feature_encoder("image", "dino")  # DINO-SIM of val and generated images
 # Which autoencoder each family's pipeline holds.
 FAMILY_AUTOENCODER = {"sd3": "kl", "flux": "kl", "kandinsky": "vq"}
 

@@ -140,9 +140,27 @@ def image_source_inputs(wildcards):
     }
 
 
-def wildcard_encoder_inputs(wildcards):
-    return trained_encoder_inputs(wildcards.encoder)
+# The encoders each kind of feature source is embedded with, in one job per source shard (a job's
+# imports and model loading cost more than a tiny shard's encoding). CLIP always; a track that reads
+# another encoder's features requires it in its helpers (image-to-text: BERT of texts; text-to-image:
+# DINOv2 of images), which the Snakefile includes before the shared rules.
+FEATURE_ENCODERS = {"image": ["clip"], "text": ["clip"]}
 
 
-def wildcard_encoder_max_length(wildcards):
-    return ENCODERS[wildcards.encoder].get("max_length")
+def require_feature_encoder(kind, encoder):
+    """Declare that every ``kind`` (``image`` or ``text``) feature source is also embedded with ``encoder``."""
+    allowed = {"image": ("clip", "dino"), "text": ("clip", "bert")}[kind]
+    if encoder not in allowed:
+        raise ValueError(f"{kind} features come from {list(allowed)}, not {encoder!r}")
+    if encoder not in FEATURE_ENCODERS[kind]:
+        FEATURE_ENCODERS[kind].append(encoder)
+
+
+def feature_outputs(kind):
+    """The feature shards one job writes for a source shard: one per encoder of ``kind``, in that order."""
+    return expand("results/features/{encoder}/{{source}}/shard-{{shard}}.safetensors", encoder=FEATURE_ENCODERS[kind])
+
+
+def feature_encoder_inputs(kind):
+    """The encoders of ``kind`` as inputs, in :func:`feature_outputs`' order."""
+    return [trained_encoder_inputs(encoder) for encoder in FEATURE_ENCODERS[kind]]

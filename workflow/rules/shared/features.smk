@@ -4,20 +4,22 @@
 
 
 rule image_features:
-    """Image features (CLIP or DINOv2) of the val images or of a registered source of generated images."""
+    """Image features (CLIP, and DINOv2 where a track reads it) of one shard of the val images or of a
+    registered source of generated images."""
     input:
         unpack(image_source_inputs),
-        encoder=wildcard_encoder_inputs,
+        encoders=feature_encoder_inputs("image"),
     output:
-        "results/features/{encoder}/{source}/shard-{shard}.safetensors",
+        feature_outputs("image"),
     wildcard_constraints:
-        **{**SHARED_WILDCARDS, "encoder": "clip|dino"},
+        **SHARED_WILDCARDS,
         source=image_source_constraint(),
     params:
+        encoders=FEATURE_ENCODERS["image"],
         shards=COCO["shards"],
         batch_size=ENCODERS["batch_size"],
     log:
-        "logs/shared/features/{encoder}/{source}/shard-{shard}.log",
+        "logs/shared/features/images/{source}/shard-{shard}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1
@@ -31,20 +33,23 @@ rule image_features:
 
 
 rule text_features:
+    """CLIP-text features (and BERT's where a track reads them) of one shard of the val reference captions
+    or of a registered source of generated captions."""
     input:
         unpack(text_source_inputs),
-        encoder=wildcard_encoder_inputs,
+        encoders=feature_encoder_inputs("text"),
     output:
-        "results/features/{encoder}/{source}/shard-{shard}.safetensors",
+        feature_outputs("text"),
     wildcard_constraints:
-        **{**SHARED_WILDCARDS, "encoder": "clip|bert"},
+        **SHARED_WILDCARDS,
         source=text_source_constraint(),
     params:
-        max_length=wildcard_encoder_max_length,
+        encoders=FEATURE_ENCODERS["text"],
+        max_length={encoder: ENCODERS[encoder].get("max_length") for encoder in FEATURE_ENCODERS["text"]},
         shards=COCO["shards"],
         batch_size=ENCODERS["batch_size"],
     log:
-        "logs/shared/features/{encoder}/{source}/shard-{shard}.log",
+        "logs/shared/features/texts/{source}/shard-{shard}.log",
     conda:
         "../../../envs/torch.yaml"
     threads: 1

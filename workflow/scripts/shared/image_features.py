@@ -1,5 +1,6 @@
-"""Snakemake adapter: image features (CLIP or DINOv2) of one image-id shard of the val split, or of
-one shard of generated images (a registered image source's manifest)."""
+"""Snakemake adapter: image features of one image-id shard of the val split, or of one shard of
+generated images (a registered image source's manifest), in every configured image encoder's space
+(CLIP, and DINOv2 where text-to-image reads it): one job per shard, one file per encoder."""
 
 import torch
 
@@ -23,9 +24,10 @@ else:
     ids, paths = rows["image_id"].to_numpy(), rows["path"].to_list()
     described = "val images"
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
-encoder = image_encoder(w.encoder, saved_folder(snakemake.input.encoder), device=device)
-features = encoder.image_features(paths, batch_size=p.batch_size)
-metadata = {"encoder": encoder.identity, "input": described, "preprocessing": encoder.preprocessing,
-            "shard": [shard, p.shards]}  # fmt: skip
-write_feature_shard(snakemake.output[0], ids, features, metadata)
-log.info("shard %d: %d %s features of width %d (%s)", shard, features.shape[0], w.encoder, features.shape[1], described)
+for name, folder, output in zip(p.encoders, snakemake.input.encoders, snakemake.output, strict=True):
+    encoder = image_encoder(name, saved_folder(folder), device=device)
+    features = encoder.image_features(paths, batch_size=p.batch_size)
+    metadata = {"encoder": encoder.identity, "input": described, "preprocessing": encoder.preprocessing,
+                "shard": [shard, p.shards]}  # fmt: skip
+    write_feature_shard(output, ids, features, metadata)
+    log.info("shard %d: %d %s features of width %d (%s)", shard, features.shape[0], name, features.shape[1], described)

@@ -1,4 +1,6 @@
-"""Snakemake adapter: CLIP-text or BERT features of one shard of captions (reference or sampled)."""
+"""Snakemake adapter: features of one shard of captions (reference or sampled) in every configured
+text encoder's space (CLIP-text, and BERT where image-to-text reads it): one job per shard, one file
+per encoder."""
 
 import polars as pl
 import torch
@@ -8,6 +10,8 @@ from condeval.core.io import saved_folder
 from condeval.core.logs import log_to_file
 from condeval.datasets.coco import evaluation_pairs, load_captions, shard_image_ids
 from condeval.encoders.features import BertEncoder, ClipEncoder, write_feature_shard
+
+BERT_MAX_LENGTH = 50  # the BERTScore setting, where the config names none
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -19,16 +23,14 @@ if "generated" in snakemake.input.keys():
 else:
     pairs = evaluation_pairs(load_captions(snakemake.input.captions))
     rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
-if w.encoder == "clip":
-    encoder = ClipEncoder(saved_folder(snakemake.input.encoder), device=device, max_length=p.max_length)
-else:
-    encoder = BertEncoder(saved_folder(snakemake.input.encoder), device=device, max_length=p.max_length or 50)
-features = encoder.text_features(rows["caption"].to_list(), batch_size=p.batch_size)
-metadata = {
-    "encoder": encoder.identity,
-    "input": w.source,
-    "preprocessing": encoder.preprocessing,
-    "shard": [shard, p.shards],
-}
-write_feature_shard(snakemake.output[0], rows["image_id"].to_numpy(), features, metadata)
-log.info("shard %d of %s: %d %s features of width %d", shard, w.source, features.shape[0], w.encoder, features.shape[1])
+captions = rows["caption"].to_list()
+for name, folder, output in zip(p.encoders, snakemake.input.encoders, snakemake.output, strict=True):
+    if name == "clip":
+        encoder = ClipEncoder(saved_folder(folder), device=device, max_length=p.max_length[name])
+    else:
+        encoder = BertEncoder(saved_folder(folder), device=device, max_length=p.max_length[name] or BERT_MAX_LENGTH)
+    features = encoder.text_features(captions, batch_size=p.batch_size)
+    metadata = {"encoder": encoder.identity, "input": w.source, "preprocessing": encoder.preprocessing,
+                "shard": [shard, p.shards]}  # fmt: skip
+    write_feature_shard(output, rows["image_id"].to_numpy(), features, metadata)
+    log.info("shard %d of %s: %d %s features of width %d", shard, w.source, features.shape[0], name, features.shape[1])
