@@ -11,7 +11,7 @@ from condeval.core.logs import log_to_file
 from condeval.datasets.coco import evaluation_pairs, load_captions, shard_image_ids
 from condeval.encoders.features import BertEncoder, ClipEncoder, write_feature_shard
 
-BERT_MAX_LENGTH = 50  # the BERTScore setting, where the config names none
+TEXT_ENCODERS = {"clip": ClipEncoder, "bert": BertEncoder}
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -25,10 +25,9 @@ else:
     rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
 captions = rows["caption"].to_list()
 for name, folder, output in zip(p.encoders, snakemake.input.encoders, snakemake.output, strict=True):
-    if name == "clip":
-        encoder = ClipEncoder(saved_folder(folder), device=device, max_length=p.max_length[name])
-    else:
-        encoder = BertEncoder(saved_folder(folder), device=device, max_length=p.max_length[name] or BERT_MAX_LENGTH)
+    # an unset max_length keeps the encoder's own default (BERT: the paper's 50; CLIP: its tokenizer's)
+    length = {"max_length": p.max_length[name]} if p.max_length[name] else {}
+    encoder = TEXT_ENCODERS[name](saved_folder(folder), device=device, **length)
     features = encoder.text_features(captions, batch_size=p.batch_size)
     metadata = {"encoder": encoder.identity, "input": w.source, "preprocessing": encoder.preprocessing,
                 "shard": [shard, p.shards]}  # fmt: skip
