@@ -14,7 +14,9 @@ on the device given, in three stages, writing the JSON after each:
   probe, beside the real images and a shuffled-caption baseline. ``--train`` changes other keys of its
   train section (a wider denoiser, another learning rate) for every length. A 6 x 6 grid of single-object
   samples is saved per length. A length whose training would outrun ``--budget-s`` (scaled from the
-  last one) is skipped and recorded as such.
+  last one) is skipped and recorded as such. ``--scenes lone`` trains it on the single-object
+  train scenes only (2,950 of the world's 12,000), the diagnostic of whether the denoiser can draw
+  an outline at all when no scene asks it to bind shapes to places.
 
 The run folder holds the trained shared components (``results/encoders/{tokenizer,clip}``,
 ``results/crel_t2i/{t5,autoencoders/kl,autoencoders/vq}``); the miniature COCO world is rendered
@@ -57,8 +59,18 @@ def _world(run: Path, config: dict) -> Path:
     return root
 
 
-def _train(run: Path, config: dict, name: str, out_dir: Path, device: str, **overrides) -> dict:
-    """Train the config's generator ``name`` (its train section updated by ``overrides``) into ``out_dir``."""
+def _lone_ids(run: Path, config: dict) -> list[int]:
+    """Ids of the world's train images that hold one object."""
+    from condeval.generators.signal import single_objects
+
+    scenes = read_json(run / config["coco"]["root"] / "annotations/scenes_train2014.json")
+    ids = sorted(scenes, key=int)
+    return [int(ids[i]) for i in single_objects([scenes[k] for k in ids])]
+
+
+def _train(run: Path, config: dict, name: str, out_dir: Path, device: str, image_ids=None, **overrides) -> dict:
+    """Train the config's generator ``name`` (its train section updated by ``overrides``) into ``out_dir``,
+    on the train images ``image_ids`` if given."""
     from condeval.generators.text_to_image_training import train_text_to_image
 
     t2i, encoders = config["crel"]["text_to_image"], config["encoders"]
@@ -72,7 +84,7 @@ def _train(run: Path, config: dict, name: str, out_dir: Path, device: str, **ove
         autoencoder_dir=run / f"results/crel_t2i/autoencoders/{'vq' if family == 'kandinsky' else 'kl'}",
         t5_dir=run / "results/crel_t2i/t5" if family != "kandinsky" else None, image_size=t2i["image_size"],
         clip_image_size=encoders["image_size"], max_length=t2i["max_length"], seed=t2i["seed"],
-        accelerator="gpu" if device == "cuda" else "cpu",
+        accelerator="gpu" if device == "cuda" else "cpu", image_ids=image_ids,
     )  # fmt: skip
     return {"train_s": time.perf_counter() - started, "train": train, "summary": summary}
 
@@ -155,15 +167,16 @@ def _length(run: Path, config: dict, device: str, args, out_dir: Path, record) -
     section = t2i["models"][args.model]
     call = sampling_call(section["family"], dict(section["sampling"]), t2i["image_size"], t2i["max_length"])
     reader = _Reader(run, config, device)
+    image_ids = _lone_ids(run, config) if args.scenes == "lone" else None
     out, deadline, last = {}, time.perf_counter() + args.budget_s, None
     for epochs in sorted(args.epochs):
         predicted = last and last[1] * epochs / last[0]
         if predicted and time.perf_counter() + predicted > deadline:
             out[str(epochs)] = {"skipped": f"training would take about {predicted:.0f} s, past --budget-s"}
             continue
-        name = f"{args.model}{args.tag}-e{epochs}"
+        name = f"{args.model}{args.tag}{'-lone' if image_ids else ''}-e{epochs}"
         folder = run / f"length/{name}"
-        result = _train(run, config, args.model, folder, device, epochs=epochs, **args.train)
+        result = _train(run, config, args.model, folder, device, image_ids=image_ids, epochs=epochs, **args.train)
         last = (epochs, result["train_s"])
         pipe = load_text_to_image(folder, device=device)
         result["signal"] = reader.signal(pipe, call, t2i["seed"], out_dir / f"grid_{name}.png")
@@ -194,6 +207,8 @@ def main(argv=None) -> dict:
         default={},
         help='JSON of train keys the length stage changes, e.g. \'{"lr": 0.001, "transformer": {...}}\'',
     )
+    ap.add_argument("--scenes", default="all", choices=["all", "lone"],
+                    help="the length stage trains on every train scene or on the single-object ones")  # fmt: skip
     ap.add_argument("--tag", default="", help="suffix of the length stage's folders and grids")
     ap.add_argument("--budget-s", type=float, default=240.0, help="training time the length stage may spend")
     ap.add_argument("--out", default="benchmarks/out/t2i_device", help="folder for t2i_device.json and the grids")

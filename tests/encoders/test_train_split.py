@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from condeval.datasets.miniworld import SHAPES, plural, write_split
 from condeval.encoders.train import coco_split
 
@@ -18,3 +20,14 @@ def test_coco_split_drops_every_image_holding_an_excluded_shape(tmp_path):
     assert len(captions) == len(images)
     first, _ = coco_split(tmp_path, "train", 10, exclude_shapes=["arrow", "hourglass"])
     assert first["image_id"].to_list() == images["image_id"].to_list()[:10]
+
+
+def test_coco_split_keeps_only_the_requested_images_in_the_split_order(tmp_path):
+    write_split(tmp_path, "train", 30, seed=0)
+    everything, captions = coco_split(tmp_path, "train")
+    wanted = everything["image_id"].to_list()[::3]
+    images, kept_captions = coco_split(tmp_path, "train", 4, image_ids=list(reversed(wanted)))
+    assert images["image_id"].to_list() == wanted[:4]
+    assert kept_captions == captions[:12:3]
+    with pytest.raises(ValueError, match="captions_train2014.json: 1 requested image ids"):
+        coco_split(tmp_path, "train", image_ids=[wanted[0], 10**9])

@@ -26,11 +26,16 @@ __all__ = ["coco_split", "train_clip", "train_bert", "train_and_export"]
 CAPTIONS_PER_IMAGE = 5
 
 
-def coco_split(root: str | os.PathLike, split: str, n_images: int | None = None, exclude_shapes: Sequence[str] = ()):
+def coco_split(
+    root: str | os.PathLike, split: str, n_images: int | None = None, exclude_shapes: Sequence[str] = (),
+    image_ids: Sequence[int] | None = None,
+):  # fmt: skip
     """(images frame with ``path``, their five captions) of ``{root}/annotations/captions_{split}2014.json``.
 
     ``exclude_shapes`` drops the mini-world images holding any of those shapes (before taking the
-    first ``n_images``), so the model never sees them: FOIL-nocaps' novel classes.
+    first ``n_images``), so the model never sees them: FOIL-nocaps' novel classes. ``image_ids``
+    keeps only those images (in the split's order, before ``n_images``); an id the split lacks is an
+    error.
     """
     root = Path(root)
     frame = load_captions(root / "annotations" / f"captions_{split}2014.json", root / f"{split}2014")
@@ -38,9 +43,21 @@ def coco_split(root: str | os.PathLike, split: str, n_images: int | None = None,
     if exclude_shapes:
         keep = ~images["image_id"].is_in(list(images_with_shapes(root, split, exclude_shapes))).to_numpy()
         images, captions = images.filter(keep), [c for c, k in zip(captions, keep) if k]
+    if image_ids is not None:
+        images, captions = _only_ids(images, captions, image_ids, root / "annotations" / f"captions_{split}2014.json")
     if n_images is not None:
         images, captions = images.head(n_images), captions[:n_images]
     return images, captions
+
+
+def _only_ids(images, captions: list, image_ids: Sequence[int], source: Path):
+    """The rows of ``images`` (and their captions) whose id is in ``image_ids``."""
+    wanted = set(int(i) for i in image_ids)
+    missing = wanted - set(images["image_id"].to_list())
+    if missing:
+        raise ValueError(f"{source}: {len(missing)} requested image ids are not in the split, e.g. {min(missing)}")
+    keep = images["image_id"].is_in(list(wanted)).to_numpy()
+    return images.filter(keep), [c for c, k in zip(captions, keep) if k]
 
 
 def _token_cube(

@@ -662,6 +662,7 @@ def train_text_to_image(
     seed: int,
     accelerator: str = "cpu",
     fingerprint: str | None = None,
+    image_ids=None,
 ) -> dict:
     """Train one mini generator of ``family`` on the world's train split from saved components.
 
@@ -685,6 +686,9 @@ def train_text_to_image(
     seed : int
     accelerator : str
     fingerprint : str, optional
+    image_ids : sequence of int, optional
+        Train on these train images only (the first ``images`` of them), e.g. the single-object
+        scenes (``benchmarks/bench_t2i_device.py --scenes lone``).
 
     Returns
     -------
@@ -698,7 +702,7 @@ def train_text_to_image(
     from condeval.generators.text_to_image import pipeline_tokenizer
 
     train = dict(train)
-    frame, captions = coco_split(world, "train", train.pop("images"))
+    frame, captions = coco_split(world, "train", train.pop("images"), image_ids=image_ids)
     paths = frame["path"].to_list()
     clip = CLIPModel.from_pretrained(str(clip_dir)).eval()
     tokenizer = pipeline_tokenizer(AutoTokenizer.from_pretrained(str(tokenizer_dir)), max_length)
