@@ -52,7 +52,7 @@ def coco_split(
 
 def _only_ids(images, captions: list, image_ids: Sequence[int], source: Path):
     """The rows of ``images`` (and their captions) whose id is in ``image_ids``."""
-    wanted = set(int(i) for i in image_ids)
+    wanted = {int(i) for i in image_ids}
     missing = wanted - set(images["image_id"].to_list())
     if missing:
         raise ValueError(f"{source}: {len(missing)} requested image ids are not in the split, e.g. {min(missing)}")

@@ -24,6 +24,7 @@ autoencoder, and on text embeddings computed each step by the pipeline's own ``e
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -662,7 +663,7 @@ def train_text_to_image(
     seed: int,
     accelerator: str = "cpu",
     fingerprint: str | None = None,
-    image_ids=None,
+    image_ids: Sequence[int] | None = None,
 ) -> dict:
     """Train one mini generator of ``family`` on the world's train split from saved components.
 
