@@ -42,7 +42,7 @@ def coco_split(
     images, captions = captions_per_image(frame, CAPTIONS_PER_IMAGE)
     if exclude_shapes:
         keep = ~images["image_id"].is_in(list(images_with_shapes(root, split, exclude_shapes))).to_numpy()
-        images, captions = images.filter(keep), [c for c, k in zip(captions, keep) if k]
+        images, captions = _keep_rows(images, captions, keep)
     if image_ids is not None:
         images, captions = _only_ids(images, captions, image_ids, root / "annotations" / f"captions_{split}2014.json")
     if n_images is not None:
@@ -56,7 +56,11 @@ def _only_ids(images, captions: list, image_ids: Sequence[int], source: Path):
     missing = wanted - set(images["image_id"].to_list())
     if missing:
         raise ValueError(f"{source}: {len(missing)} requested image ids are not in the split, e.g. {min(missing)}")
-    keep = images["image_id"].is_in(list(wanted)).to_numpy()
+    return _keep_rows(images, captions, images["image_id"].is_in(list(wanted)).to_numpy())
+
+
+def _keep_rows(images, captions: list, keep):
+    """The rows of ``images`` and the captions where the boolean mask ``keep`` is true."""
     return images.filter(keep), [c for c, k in zip(captions, keep) if k]
 
 
