@@ -468,6 +468,28 @@ def test_changed_fingerprint_trains_afresh_instead_of_resuming(tmp_path):
     assert summary["n_calls"] == 1 and summary["epochs_run"] == 2
 
 
+def test_a_run_folder_left_by_other_rows_is_not_resumed(tmp_path):
+    """Without a fingerprint the rows, the module's hyperparameters and the fit's settings still name the
+    run: a folder left by a fit on other rows trains afresh and never hands back that fit's model."""
+    x, z, _ = _gaussian_linear(600)
+    pl.seed_everything(0, verbose=False)
+    options = dict(max_epochs=2, patience=100, batch_size=128, seed=0, progress=False)
+    fit(_small_dqr(), (x[:400] + 1.0, z[:400]), (x[400:], z[400:]), tmp_path, **options)
+    again, _ = _fit_small_dqr(tmp_path, max_epochs=2)
+    fresh, _ = _fit_small_dqr(tmp_path / "fresh", max_epochs=2)
+    assert training_summary(tmp_path)["n_calls"] == 1
+    assert _same_weights(again, fresh), "the other rows' model came back"
+
+
+def test_a_lower_epoch_cap_trains_afresh_instead_of_failing(tmp_path):
+    """A run that went past a lowered ``max_epochs`` cannot be resumed; it is retrained to the new cap."""
+    _fit_small_dqr(tmp_path, max_epochs=3)
+    shorter, _ = _fit_small_dqr(tmp_path, max_epochs=2)
+    fresh, _ = _fit_small_dqr(tmp_path / "fresh", max_epochs=2)
+    assert _csv_epochs(tmp_path, 0) == [0, 1] and training_summary(tmp_path)["n_calls"] == 1
+    assert _same_weights(shorter, fresh)
+
+
 def test_center_offset_dqr_regions_are_never_empty():
     """f(x, u) = uᵀc(x) − softplus(g): c(x) satisfies every half-space for any weights."""
     from condeval.crel.polytope import polytope_distance

@@ -47,6 +47,17 @@ def test_the_translator_reduces_its_loss_and_keeps_the_trust_ranking(tmp_path):
         translator.transform(internal[:, :5])
 
 
+def test_a_refit_with_other_settings_in_the_same_run_folder_trains_afresh(tmp_path):
+    """What a config edit does to `trust_train_translator`: the run folder of the old settings is no resume
+    point, so fewer epochs train afresh (Lightning refused the old checkpoint) and match a fresh folder."""
+    _, target, internal = _pairs(400, seed=1)
+    settings = dict(hidden=16, batch_size=128, seed=0)
+    Translator(epochs=4, **settings).fit(internal, target, run_dir=tmp_path / "run")
+    again = Translator(epochs=2, **settings).fit(internal, target, run_dir=tmp_path / "run")
+    fresh = Translator(epochs=2, **settings).fit(internal, target, run_dir=tmp_path / "fresh")
+    np.testing.assert_array_equal(again.transform(internal), fresh.transform(internal))
+
+
 def test_the_loss_sees_spread_and_covariance_as_well_as_points():
     rng = np.random.default_rng(1)
     target = torch.as_tensor(rng.multivariate_normal([0, 0, 0], [[1, 0.8, 0], [0.8, 1, 0], [0, 0, 1]], 4000))

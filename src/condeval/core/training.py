@@ -15,6 +15,8 @@ the ``epoch`` column of the CSV logs is Lightning's 0-based index.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import os
@@ -219,6 +221,26 @@ def _match_fingerprint(out_dir: Path, fingerprint: str | None) -> None:
             tmp.write_text(fingerprint + "\n")
 
 
+def _run_identity(module, rows: Sequence[np.ndarray], settings: dict, fingerprint: str | None) -> str:
+    """SHA-256 of what a run folder's checkpoints depend on: the module's class and hyperparameters, the
+    rows, the fit's settings and the caller's fingerprint. ``max_epochs`` is left out: a higher cap
+    extends a run (a lower one is handled in :func:`fit`)."""
+    header = {"module": type(module).__qualname__, "hparams": dict(getattr(module, "hparams", None) or {}),
+              "settings": settings, "fingerprint": fingerprint}  # fmt: skip
+    digest = hashlib.sha256(json.dumps(header, sort_keys=True, default=_stable_repr).encode())
+    for array in rows:
+        array = np.ascontiguousarray(array.detach().cpu().numpy() if torch.is_tensor(array) else array)
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _stable_repr(value) -> str:
+    """A hyperparameter JSON cannot hold, as text that is the same in every process (no addresses)."""
+    text = repr(value)
+    return type(value).__qualname__ if " at 0x" in text else text
+
+
 def _resume_point(out_dir: Path) -> tuple[Path | None, dict | None]:
     """``(last.ckpt path, its contents)`` if it loads; otherwise clear and return ``(None, None)``."""
     last = out_dir / CHECKPOINT_DIR / LAST_NAME
@@ -412,9 +434,12 @@ def fit(
     progress : bool
         Show the progress bar.
     fingerprint : str, optional
-        Identity of this training job (its inputs and hyperparameters). A run folder
-        left by a job with another fingerprint is discarded instead of resumed, so a
-        change of data or parameters always trains afresh.
+        Identity of this training job beyond what ``fit`` sees (e.g. the files its rows
+        came from). Either way a run folder is resumed only by the same module class and
+        hyperparameters, the same rows, ``patience``, ``batch_size`` and ``seed``, and
+        this fingerprint; one left by any other fit is discarded, so a change of data or
+        parameters always trains afresh. A higher ``max_epochs`` continues a run; a lower
+        one than the run has passed trains afresh.
 
     Returns
     -------
@@ -436,8 +461,13 @@ def fit(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out_dir / CHECKPOINT_DIR
-    _match_fingerprint(out_dir, fingerprint)
+    settings = {"patience": patience, "batch_size": batch_size, "seed": seed}
+    _match_fingerprint(out_dir, _run_identity(module, (*train, *val), settings, fingerprint))
     ckpt_path, checkpoint = _resume_point(out_dir)
+    if checkpoint is not None and int(checkpoint["epoch"]) + 1 > max_epochs:
+        log.info("%s ran %d epochs, past max_epochs=%d: starting afresh", out_dir, checkpoint["epoch"] + 1, max_epochs)
+        _clear_previous_run(out_dir)
+        ckpt_path, checkpoint = None, None
     if checkpoint is not None and _already_stopped(checkpoint):
         best = _callback_state(checkpoint, _BestCheckpoint).get("best_model_path")
         if best and Path(best).exists():
