@@ -207,10 +207,8 @@ def _clear_previous_run(out_dir: Path) -> None:
             path.unlink()
 
 
-def _match_fingerprint(out_dir: Path, fingerprint: str | None) -> None:
+def _match_fingerprint(out_dir: Path, fingerprint: str) -> None:
     """Discard a run folder that belongs to a job with other inputs or hyperparameters."""
-    if fingerprint is None:
-        return
     stamp = out_dir / FINGERPRINT_NAME
     previous = stamp.read_text().strip() if stamp.exists() else None
     if previous != fingerprint:
@@ -231,7 +229,7 @@ def _run_identity(module, rows: Sequence[np.ndarray], settings: dict, fingerprin
     for array in rows:
         array = np.ascontiguousarray(array.detach().cpu().numpy() if torch.is_tensor(array) else array)
         digest.update(f"{array.dtype}{array.shape}".encode())
-        digest.update(array.tobytes())
+        digest.update(array)  # the contiguous buffer itself, no copy
     return digest.hexdigest()
 
 
