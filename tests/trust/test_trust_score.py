@@ -145,6 +145,32 @@ def test_realism_and_faithfulness_point_the_right_way():
     assert (far["realism"] > honest["realism"]).mean() > 0.9
 
 
+def test_two_sided_realism_squares_the_z_score_and_penalises_over_typical_samples():
+    """The official code's option: realism = z², so a sample sitting at the real mean (energy far
+    below every real one) loses its bonus; the P95 rule still keeps about 95% of fresh real samples,
+    as its thresholds are read from the calibration rows' squared scores."""
+    x, a = _world(6000, seed=0, dim=16)
+    one = TrustScorer(calibration=0.2).fit(x, a)
+    two = TrustScorer(calibration=0.2, realism="two-sided").fit(x, a)
+    fresh, asked = _world(12000, seed=7, dim=16)
+    one_scores, two_scores = one.score(fresh, asked), two.score(fresh, asked)
+    np.testing.assert_allclose(two_scores["realism"], one_scores["realism"] ** 2, rtol=1e-12)
+    np.testing.assert_allclose(two_scores["faithfulness"], one_scores["faithfulness"], rtol=1e-12)
+    np.testing.assert_allclose(two_scores["trust"], one_scores["realism"] ** 2 + one_scores["faithfulness"])
+    thresholds = two.thresholds(0.95)
+    joined = two_scores.with_columns(a0=asked[:, 0], a1=asked[:, 1], a2=asked[:, 2]).join(
+        thresholds, on=["a0", "a1", "a2"], maintain_order="left"
+    )  # fmt: skip
+    assert 0.93 <= float((joined["trust"] <= joined["threshold"]).mean()) <= 0.97
+    typical = x[:1]
+    centre = one.mean_[None, :] * np.linalg.norm(x, axis=1).mean()  # the real mean: energy about 0
+    at_mean = {name: float(s.score(centre, a[:1])["realism"][0]) for name, s in (("one", one), ("two", two))}
+    real = {name: float(s.score(typical, a[:1])["realism"][0]) for name, s in (("one", one), ("two", two))}
+    assert at_mean["one"] < real["one"] and at_mean["two"] > 1.0, (at_mean, real)
+    with pytest.raises(ValueError, match="realism must be one of"):
+        TrustScorer(realism="both")
+
+
 def test_bad_input_is_refused_with_its_reason():
     x, a = _world(300, seed=0)
     scorer = TrustScorer().fit(x, a)

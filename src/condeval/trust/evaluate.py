@@ -25,8 +25,8 @@ __all__ = [
 
 
 def fit_and_score(real_features, real_attributes, sample_features, sample_attributes, names, *,
-                  calibration: float = 0.2, regularization: float = REGULARIZATION,
-                  seed: int = 0) -> tuple[TrustScorer, pl.DataFrame]:  # fmt: skip
+                  calibration: float = 0.2, regularization: float = REGULARIZATION, seed: int = 0,
+                  realism: str = "one-sided") -> tuple[TrustScorer, pl.DataFrame]:  # fmt: skip
     """A :class:`TrustScorer` fitted on real training-support rows and its scores of the samples.
 
     Returns
@@ -34,7 +34,8 @@ def fit_and_score(real_features, real_attributes, sample_features, sample_attrib
     tuple
         The fitted scorer, and the samples' scores with their attribute columns.
     """
-    scorer = TrustScorer(calibration=calibration, regularization=regularization, names=list(names), seed=seed)
+    scorer = TrustScorer(calibration=calibration, regularization=regularization, names=list(names), seed=seed,
+                         realism=realism)  # fmt: skip
     scorer.fit(real_features, real_attributes)
     scores = scorer.score(sample_features, sample_attributes)
     attributes = np.asarray(sample_attributes)

@@ -16,8 +16,10 @@ With ``z`` the L2-normalised feature of a sample requested with attribute values
 Calibration rows are held out of the fit by default (``calibration=0.2`` of each condition's rows), so
 that the z-scores and the P95 thresholds are set on real features the statistics never saw. The
 official code calibrates in-sample, on the rows it fitted: ``calibration=0`` (documented in
-docs/trust.md). The z-scores are one-sided (signed), as in the paper; the official code's ``z²``
-"two-sided" realism is not used.
+docs/trust.md). The z-scores are one-sided (signed), as in the paper: a sample more typical than the
+real ones scores better than they do. ``realism="two-sided"`` is the official code's option ``z²``, which
+also penalises over-typical samples (the code's note: aligned features crowd the real mean); the
+faithfulness z-score stays signed either way, as there.
 
 The faithfulness margin needs no quadratic form: ``E_k(z, v) = zᵀP_k z − 2 μ_kvᵀ P_k z + μ_kvᵀ P_k μ_kv``
 and the first term is common to every value, so margins cost one (d × V) product per attribute. Only
@@ -33,12 +35,15 @@ import polars as pl
 
 from condeval.metrics import unit_rows
 
-__all__ = ["REGULARIZATION", "TrustScorer"]
+__all__ = ["REALISM_SIDES", "REGULARIZATION", "TrustScorer"]
 
 log = logging.getLogger(__name__)
 
 #: Ridge added to every covariance before inversion (the paper's and the official code's).
 REGULARIZATION = 1e-5
+
+#: How realism enters trust: the paper's signed z-score, or the official code's option ``z²``.
+REALISM_SIDES = ("one-sided", "two-sided")
 
 #: Rows per block of the scoring products. Every block is padded to this size, so a row goes through
 #: a product of the same shape whatever its batch: its score does not depend on the batch beyond
@@ -96,6 +101,9 @@ class TrustScorer:
         Attribute names (the ``margin_<name>`` columns); default ``a0, a1, …``.
     seed : int, default 0
         Seed of the calibration hold-out.
+    realism : {"one-sided", "two-sided"}, default "one-sided"
+        The ``realism`` column: the signed z-score of the energy (the paper), or its square (the
+        official code's "two-sided" option, :data:`REALISM_SIDES`).
 
     Attributes
     ----------
@@ -112,10 +120,14 @@ class TrustScorer:
         Per attribute: the (V, D) value means and the shared (D, D) precision.
     """
 
-    def __init__(self, calibration: float = 0.2, regularization: float = REGULARIZATION, names=None, seed: int = 0):
+    def __init__(self, calibration: float = 0.2, regularization: float = REGULARIZATION, names=None, seed: int = 0,
+                 realism: str = "one-sided"):  # fmt: skip
         if not 0 <= calibration < 1:
             raise ValueError(f"calibration must be in [0, 1); got {calibration}")
+        if realism not in REALISM_SIDES:
+            raise ValueError(f"realism must be one of {REALISM_SIDES}; got {realism!r}")
         self.calibration, self.regularization, self.names, self.seed = calibration, regularization, names, seed
+        self.realism = realism
 
     # ----------------------------------------------------------------------------------- fit
     def fit(self, features, attributes) -> TrustScorer:
@@ -220,6 +232,8 @@ class TrustScorer:
 
     def _scores(self, energy: np.ndarray, margins: np.ndarray) -> pl.DataFrame:
         realism = (energy - self.energy_calibration_[0]) / self.energy_calibration_[1]
+        if self.realism == "two-sided":
+            realism = realism**2
         standardised = [(margins[:, k] - m) / s for k, (m, s) in enumerate(self.margin_calibration_)]
         faithfulness = np.mean(standardised, axis=0)
         columns = {"realism": realism, "faithfulness": faithfulness, "trust": realism + faithfulness}
