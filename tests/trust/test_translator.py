@@ -14,7 +14,9 @@ from condeval.trust.translator import (
     compute_saved,
     internal_features,
     noised_latents,
+    target_geometry,
     translator_loss,
+    whitened_translator_loss,
 )
 
 
@@ -67,6 +69,67 @@ def test_the_loss_sees_spread_and_covariance_as_well_as_points():
     decorrelated[:, 0] = target[:, 0]  # same marginals, the 0-1 correlation broken
     assert translator_loss(decorrelated, target)["cov"] > 0.1  # 2 × 0.8² / 3 for the broken pair
     assert translator_loss(target, target)["loss"] < 1e-12
+
+
+def _whitened_reference(predicted, target, gamma=0.75, kappa=1000.0, whit=1.0, geom=0.1, eps=1e-6):
+    """The official code's loss written out in numpy, the whitening from an SVD of the centred targets."""
+    unit = lambda m: m / np.linalg.norm(m, axis=1, keepdims=True)  # noqa: E731
+    p, y = unit(predicted), unit(target)
+    centred = y - y.mean(axis=0)
+    _, singular, vt = np.linalg.svd(centred, full_matrices=False)
+    eigenvalues = singular**2 / (len(y) - 1)
+    w = vt.T @ np.diag((eigenvalues + eigenvalues.max() / kappa) ** (-gamma / 2)) @ vt
+    whitened = np.mean(np.sum(((p - y) @ w) ** 2, axis=1))
+    cov_t, cov_p = np.cov(y, rowvar=False), np.cov(p, rowvar=False)
+    mean = np.sum((p.mean(axis=0) - y.mean(axis=0)) ** 2) / (np.sum(y.mean(axis=0) ** 2) + eps)
+    cov = np.sum((cov_p - cov_t) ** 2) / (np.sum(cov_t**2) + eps)
+    return whit * whitened + geom * (mean + cov)
+
+
+def test_the_official_whitened_loss_matches_an_independent_computation():
+    _, target, _ = _pairs(600, seed=2)
+    predicted = target[:200] + np.random.default_rng(3).normal(0, 0.5, (200, 6))
+    geometry = target_geometry(torch.as_tensor(target))
+    # the batch's predictions against the targets of the same rows, the geometry from all 600
+    got = whitened_translator_loss(torch.as_tensor(predicted, dtype=torch.float32),
+                                   torch.as_tensor(target[:200], dtype=torch.float32), geometry)  # fmt: skip
+    unit = lambda m: m / np.linalg.norm(m, axis=1, keepdims=True)  # noqa: E731
+    p, y, pool = unit(predicted), unit(target[:200]), unit(target)
+    cov_t = np.cov(pool, rowvar=False)
+    eigenvalues, vectors = np.linalg.eigh(cov_t)
+    w = vectors @ np.diag((eigenvalues.clip(0) + eigenvalues.max() / 1000) ** -0.375) @ vectors.T
+    want = {
+        "whit": np.mean(np.sum(((p - y) @ w) ** 2, axis=1)),
+        "mean": np.sum((p.mean(0) - pool.mean(0)) ** 2) / (np.sum(pool.mean(0) ** 2) + 1e-6),
+        "cov": np.sum((np.cov(p, rowvar=False) - cov_t) ** 2) / (np.sum(cov_t**2) + 1e-6),
+    }
+    for name, value in want.items():
+        assert float(got[name]) == pytest.approx(value, rel=1e-4), name
+    assert float(got["loss"]) == pytest.approx(want["whit"] + 0.1 * (want["mean"] + want["cov"]), rel=1e-4)
+    # with the batch as the pool, the SVD-built reference agrees too
+    whole = whitened_translator_loss(torch.as_tensor(predicted), torch.as_tensor(target[:200]),
+                                     target_geometry(torch.as_tensor(target[:200])))  # fmt: skip
+    assert float(whole["loss"]) == pytest.approx(_whitened_reference(predicted, target[:200]), rel=1e-4)
+
+
+def test_the_translator_trained_on_the_official_loss_keeps_the_trust_ranking(tmp_path):
+    attributes, target, internal = _pairs(3000, seed=0)
+    translator = Translator(hidden=64, epochs=40, batch_size=256, lr=1e-2, seed=0, loss="whitened")
+    translator.fit(internal[:2000], target[:2000], run_dir=tmp_path / "run")
+    predicted = translator.transform(internal[2000:])
+    geometry = target_geometry(torch.as_tensor(target[:2000]))
+    start = whitened_translator_loss(torch.as_tensor(internal[2000:, :6]), torch.as_tensor(target[2000:]), geometry)
+    end = whitened_translator_loss(torch.as_tensor(predicted), torch.as_tensor(target[2000:]), geometry)
+    assert float(end["loss"]) < 0.1 * float(start["loss"])
+    scorer = TrustScorer(names=["a", "b"]).fit(target[:2000], attributes[:2000])
+    true = scorer.score(target[2000:], attributes[2000:])["trust"].to_numpy()
+    translated = scorer.score(predicted, attributes[2000:])["trust"].to_numpy()
+    assert spearmanr(true, translated).statistic > 0.9
+    loaded = Translator.load(translator.save(tmp_path / "translator"))
+    assert loaded.loss == "whitened" and loaded.whitened == translator.whitened
+    np.testing.assert_allclose(loaded.transform(internal[2000:]), predicted, rtol=1e-6)
+    with pytest.raises(ValueError, match="loss must be one of"):
+        Translator(loss="tempered")
 
 
 def test_noising_follows_the_generators_path_or_the_official_codes():

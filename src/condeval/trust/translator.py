@@ -7,7 +7,9 @@ scores a sample before it is decoded.
   noised real training image, the image's extractor feature). The loss keeps what the Mahalanobis score
   reads, the features' spread and covariance, as well as the points (:func:`translator_loss`:
   ``mse·MSE + var·Σ_d (σ̂_d − σ_d)² / D + cov·Σ_{d≠e} (Ĉ_de − C_de)² / D``, the paper's weights 0.1, 1.0,
-  0.04 on batch statistics; the official code's tempered-whitened MSE is not built).
+  0.04 on batch statistics). ``loss="whitened"`` is the official code's loss instead
+  (:func:`whitened_translator_loss`: a tempered-whitened MSE plus relative mean and covariance matching
+  against the training targets, on L2-normalised features).
 - :func:`noised_latents`: real latents on the generator's own path, ``x_t = (1 − t) x_0 + t ε``
   (rectified flow, t = 1 pure noise); ``path="official"`` is the official code's ``√(1 − t) x_0 + √t ε``,
   which is not the path its generator samples on.
@@ -26,11 +28,15 @@ import torch
 
 __all__ = [
     "LOSS_WEIGHTS", "StandardisedTranslator", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
-    "noised_latents", "translator_loss", "translator_pairs",
+    "noised_latents", "target_geometry", "translator_loss", "translator_pairs", "whitened_translator_loss",
 ]  # fmt: skip
 
 #: The paper's loss weights (Section 5.2).
 LOSS_WEIGHTS = {"mse": 0.1, "var": 1.0, "cov": 0.04}
+#: The official code's loss ("whit_geom"): weights of the whitened MSE and of the mean + covariance
+#: terms, and the whitening's tempering γ and condition number κ.
+WHITENED = {"whit": 1.0, "geom": 0.1, "gamma": 0.75, "kappa": 1000.0}
+LOSSES = ("paper", "whitened")
 NOISE_PATHS = ("generator", "official")
 
 
@@ -62,6 +68,39 @@ def translator_loss(predicted: torch.Tensor, target: torch.Tensor, weights: dict
     return {"loss": total, "mse": mse, "var": var, "cov": cov}
 
 
+def target_geometry(target: torch.Tensor, gamma: float = 0.75, kappa: float = 1000.0) -> dict:
+    """What :func:`whitened_translator_loss` compares against, from the L2-normalised training targets
+    (N, D): their ``mean``, covariance ``cov`` (ddof 1) and the tempered whitening
+    ``whitening = V (Λ + λ_max/κ)^(−γ/2) Vᵀ`` of that covariance (eigenvalues clipped at 0)."""
+    unit = torch.nn.functional.normalize(target.double(), dim=1)
+    mean = unit.mean(dim=0)
+    cov = torch.cov(unit.T)
+    eigenvalues, eigenvectors = torch.linalg.eigh(cov)
+    eigenvalues = eigenvalues.clamp_min(0.0)
+    scale = (eigenvalues + eigenvalues.max() / kappa) ** (-gamma / 2)
+    whitening = (eigenvectors * scale) @ eigenvectors.T
+    return {"mean": mean.float(), "cov": cov.float(), "whitening": whitening.float()}
+
+
+def whitened_translator_loss(predicted: torch.Tensor, target: torch.Tensor, geometry: dict, weights: dict | None = None,
+                             eps: float = 1e-6) -> dict:  # fmt: skip
+    """The official code's translator loss on one batch, its terms alongside.
+
+    On L2-normalised predictions ``p`` and targets ``y``: ``whit · mean_i ‖(p_i − y_i) W‖²`` plus
+    ``geom · (‖p̄ − μ‖² / ‖μ‖² + ‖Cov(p) − C‖²_F / ‖C‖²_F)``, with ``μ``, ``C`` and ``W`` the training
+    targets' :func:`target_geometry` (fixed, not the batch's).
+    """
+    weights = WHITENED if weights is None else weights
+    geometry = {name: value.to(predicted) for name, value in geometry.items()}
+    p = torch.nn.functional.normalize(predicted, dim=1)
+    y = torch.nn.functional.normalize(target, dim=1)
+    whit = (((p - y) @ geometry["whitening"]) ** 2).sum(dim=1).mean()
+    mean_gap = p.mean(dim=0) - geometry["mean"]
+    mean = (mean_gap**2).sum() / ((geometry["mean"] ** 2).sum() + eps)
+    cov = ((torch.cov(p.T) - geometry["cov"]) ** 2).sum() / ((geometry["cov"] ** 2).sum() + eps)
+    return {"loss": weights["whit"] * whit + weights["geom"] * (mean + cov), "whit": whit, "mean": mean, "cov": cov}
+
+
 class StandardisedTranslator(torch.nn.Module):
     """:class:`TranslatorNet` on inputs standardised by fixed statistics (the training split's): what
     :class:`Translator` applies and saves, plain torch."""
@@ -84,9 +123,14 @@ class Translator:
     hidden : int
         The MLP's width (paper: 2048).
     weights : dict, optional
-        ``mse``, ``var``, ``cov`` (paper: 0.1, 1.0, 0.04).
+        ``mse``, ``var``, ``cov`` of the paper's loss (0.1, 1.0, 0.04).
     lr, weight_decay, epochs, batch_size, val_share, seed
         Training (paper: 1e-3, 1e-4, 50, 2048, 5%).
+    loss : {"paper", "whitened"}
+        The paper's loss (:func:`translator_loss`, with ``weights``) or the official code's
+        (:func:`whitened_translator_loss`, with ``whitened``).
+    whitened : dict, optional
+        ``whit``, ``geom``, ``gamma``, ``kappa`` of the official code's loss (:data:`WHITENED`).
 
     Examples
     --------
@@ -95,8 +139,12 @@ class Translator:
     """
 
     def __init__(self, hidden: int = 2048, weights: dict | None = None, lr: float = 1e-3, weight_decay: float = 1e-4,
-                 epochs: int = 50, batch_size: int = 2048, val_share: float = 0.05, seed: int = 0):  # fmt: skip
+                 epochs: int = 50, batch_size: int = 2048, val_share: float = 0.05, seed: int = 0,
+                 loss: str = "paper", whitened: dict | None = None):  # fmt: skip
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
         self.hidden, self.weights = hidden, dict(LOSS_WEIGHTS if weights is None else weights)
+        self.loss, self.whitened = loss, WHITENED | dict(whitened or {})
         self.lr, self.weight_decay, self.epochs, self.batch_size = lr, weight_decay, epochs, batch_size
         self.val_share, self.seed = val_share, seed
         self.model: StandardisedTranslator | None = None
@@ -123,8 +171,11 @@ class Translator:
         module = TranslatorModule(
             internal.shape[1], target.shape[1], self.hidden, self.weights, self.lr, self.weight_decay,
             warmup_steps=max(1, steps // 20), total_steps=steps, mean=internal[train].mean(axis=0).tolist(),
-            scale=np.maximum(internal[train].std(axis=0), 1e-6).tolist(),
+            scale=np.maximum(internal[train].std(axis=0), 1e-6).tolist(), loss=self.loss, whitened=self.whitened,
         )  # fmt: skip
+        if self.loss == "whitened":
+            module.set_geometry(target_geometry(torch.as_tensor(target[train]), self.whitened["gamma"],
+                                                self.whitened["kappa"]))  # fmt: skip
         with tempfile.TemporaryDirectory() as scratch:
             best = fit(module, (internal[train], target[train]), (internal[val], target[val]), run_dir or scratch,
                        max_epochs=self.epochs, patience=self.epochs, batch_size=self.batch_size, seed=self.seed,
@@ -165,7 +216,8 @@ class Translator:
         folder = Path(folder)
         config = json.loads((folder / "config.json").read_text())
         translator = cls(hidden=config["hidden"], weights=config["weights"], lr=config["lr"],
-                         weight_decay=config["weight_decay"], seed=config.get("seed", 0))  # fmt: skip
+                         weight_decay=config["weight_decay"], seed=config.get("seed", 0),
+                         loss=config.get("loss", "paper"), whitened=config.get("whitened"))  # fmt: skip
         model = StandardisedTranslator(**{k: config[k] for k in ("in_dim", "out_dim", "hidden", "mean", "scale")})
         model.load_state_dict(load_file(str(folder / "translator.safetensors")))
         translator.model, translator.config = model.eval(), {k: v for k, v in config.items() if k != "seed"}

@@ -6,28 +6,46 @@ from __future__ import annotations
 import torch
 
 from condeval.core.training import ScheduledModule
-from condeval.trust.translator import StandardisedTranslator, translator_loss
+from condeval.trust.translator import StandardisedTranslator, translator_loss, whitened_translator_loss
 
 __all__ = ["TranslatorModule"]
 
 
 class TranslatorModule(ScheduledModule):
     """Lightning wrapper of :class:`~condeval.trust.translator.StandardisedTranslator`: batches
-    ``(internal, target)``, the weighted loss of :func:`~condeval.trust.translator.translator_loss`."""
+    ``(internal, target)``, the paper's weighted loss (:func:`~condeval.trust.translator.translator_loss`)
+    or, with ``loss="whitened"``, the official code's
+    (:func:`~condeval.trust.translator.whitened_translator_loss`, against the training targets'
+    geometry, set by :meth:`set_geometry` and kept in the checkpoint as buffers)."""
 
     def __init__(self, in_dim: int, out_dim: int, hidden: int, weights: dict, lr: float, weight_decay: float,
-                 warmup_steps: int, total_steps: int, mean: list, scale: list):  # fmt: skip
+                 warmup_steps: int, total_steps: int, mean: list, scale: list, loss: str = "paper",
+                 whitened: dict | None = None):  # fmt: skip
         super().__init__()
         self.save_hyperparameters()
         self.model = StandardisedTranslator(in_dim, out_dim, hidden, mean, scale)
+        if loss == "whitened":
+            self.register_buffer("geometry_mean", torch.zeros(out_dim))
+            self.register_buffer("geometry_cov", torch.zeros(out_dim, out_dim))
+            self.register_buffer("geometry_whitening", torch.zeros(out_dim, out_dim))
+
+    def set_geometry(self, geometry: dict) -> None:
+        """The training targets' :func:`~condeval.trust.translator.target_geometry`."""
+        for name in ("mean", "cov", "whitening"):
+            getattr(self, f"geometry_{name}").copy_(geometry[name])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
 
     def _loss(self, batch, training: bool) -> torch.Tensor:
         internal, target = batch
-        terms = translator_loss(self(internal), target, dict(self.hparams.weights))
+        if self.hparams.loss == "whitened":
+            geometry = {name: getattr(self, f"geometry_{name}") for name in ("mean", "cov", "whitening")}
+            terms = whitened_translator_loss(self(internal), target, geometry, dict(self.hparams.whitened))
+        else:
+            terms = translator_loss(self(internal), target, dict(self.hparams.weights))
         prefix = "" if training else "val_"
-        for name in ("mse", "var", "cov"):
-            self.log(f"{prefix}{name}", terms[name], on_step=False, on_epoch=True)
+        for name, value in terms.items():
+            if name != "loss":
+                self.log(f"{prefix}{name}", value, on_step=False, on_epoch=True)
         return terms["loss"]

@@ -53,7 +53,19 @@ def translator_settings(*keys):
     return canonical({k: TRANSLATOR[k] for k in keys if k in TRANSLATOR})
 
 
-TRANSLATOR_TRAINING = ("layer", "t", "noise_path", "hidden", "epochs", "batch_size", "lr", "weight_decay", "weights")
+TRANSLATOR_TRAINING = (
+    "layer",
+    "t",
+    "noise_path",
+    "hidden",
+    "epochs",
+    "batch_size",
+    "lr",
+    "weight_decay",
+    "weights",
+    "loss",
+    "whitened",
+)
 
 
 TRANSLATOR_FOLDER = "results/trust/{dataset}/{regime}/translators/{variant}"

@@ -42,7 +42,8 @@ log.info("%d pairs (%d support images x %d noise levels), block %d: %d -> %d", l
          len(t_values), layer, internal.shape[1], target.shape[1])  # fmt: skip
 translator = Translator(hidden=settings["hidden"], weights=dict(settings["weights"]), lr=settings["lr"],
                         weight_decay=settings["weight_decay"], epochs=settings["epochs"],
-                        batch_size=settings["batch_size"], seed=p.seed)  # fmt: skip
+                        batch_size=settings["batch_size"], seed=p.seed, loss=settings["loss"],
+                        whitened=dict(settings["whitened"]))  # fmt: skip
 # the run folder is no output, so a failed job's cleanup keeps its last.ckpt (docs/workflow.md, "A killed run")
 translator.fit(internal, target, run_dir=f"{snakemake.output.model}_run")
 translator.save(snakemake.output.model)
