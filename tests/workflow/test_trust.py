@@ -144,6 +144,10 @@ def test_a_regime_override_retrains_only_its_regime(tiny_run, tmp_path):
                                  "regimes": {"partial": {"epochs": 2}}}}, "partial"),
         ({"translator": {"steps": [0], "variants": ["sit"]}}, "trust.translator.variants"),
         ({"translator": {"steps": [0], "aligned": ["vanilla"]}}, "trust.translator.aligned"),
+        ({"translator": {"steps": [0], "loss": "tempered"}}, "loss"),
+        ({"scorer": {"realism": "both"}}, "realism"),
+        ({"datasets": {"rxrx1": {"root": "data/trust/rxrx1", "autoencoder": {"channelwise": True, "epochs": 1,
+                                 "batch_size": 2, "lr": 0.1, "model": {}}}}}, "channelwise"),
     ],
 )  # fmt: skip
 def test_bad_trust_options_are_refused_naming_the_key(tmp_path, section, key):

@@ -62,6 +62,12 @@ def attributes_of(dataset: str, table: pl.DataFrame) -> np.ndarray:
     return table.select(ATTRIBUTE_NAMES[dataset]).to_numpy().astype(np.int64)
 
 
+def image_channels(dataset: str) -> int:
+    """Channels of a dataset's images: CelebA's RGB, RxRx1's six fluorescence channels."""
+    _check_dataset(dataset)
+    return 3 if dataset == "celeba" else rxrx1.CHANNELS
+
+
 def read_images(dataset: str, root: str | os.PathLike, rows: Iterable[dict], side: int) -> np.ndarray:
     """The rows' pixels at ``side`` × ``side``, (N, C, side, side) uint8 (CelebA: RGB; RxRx1: six channels).
 
@@ -81,7 +87,7 @@ def read_images(dataset: str, root: str | os.PathLike, rows: Iterable[dict], sid
             pixels = np.stack([np.asarray(Image.fromarray(c).resize((side, side), Image.BILINEAR)) for c in site])
         images.append(pixels)
     if not images:
-        return np.zeros((0, 3 if dataset == "celeba" else rxrx1.CHANNELS, side, side), dtype=np.uint8)
+        return np.zeros((0, image_channels(dataset), side, side), dtype=np.uint8)
     return np.stack(images).astype(np.uint8)
 
 

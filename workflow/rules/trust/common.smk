@@ -145,8 +145,11 @@ def trust_autoencoder_settings(dataset):
 
 
 def trust_autoencoder(dataset):
-    """A dataset's autoencoder as an input: a configured folder, or the manifest of the one trained here."""
+    """A dataset's autoencoder as an input: a configured folder, the manifest of its channelwise wrapping,
+    or the manifest of the one trained here."""
     settings = trust_autoencoder_settings(dataset)
+    if settings.get("channelwise"):
+        return saved_manifest(f"results/trust/{dataset}/autoencoder-channelwise")
     return settings["path"] if "path" in settings else saved_manifest(f"results/trust/{dataset}/autoencoder")
 
 

@@ -1,7 +1,8 @@
 # The trust track's generators: one attribute-conditioned diffusion pipeline per dataset, regime and
 # variant (vanilla, REPA-DINOv3, REPA-SigLIP), and their samples per queried condition.
 #
-#   trust_autoencoder (the AutoencoderKL every generator of a dataset shares)
+#   trust_autoencoder (the AutoencoderKL every generator of a dataset shares; or trust_channelwise_autoencoder:
+#   a configured RGB one taking each channel as grey, the official code's RxRx1)
 #   -> trust_train_generator (regime's support only; REPA reads its extractor's patch tokens)
 #   -> trust_generate (per condition shard: PNGs + manifest)  ->  trust_sample_features (its extractors)
 
@@ -32,6 +33,29 @@ rule trust_autoencoder:
         gpu=0,
     script:
         "../../scripts/trust/train_autoencoder.py"
+
+
+rule trust_channelwise_autoencoder:
+    """A configured RGB AutoencoderKL wrapped to take each of the dataset's channels as grey (the official code's
+    RxRx1 through sd-vae-ft-mse: 6 x 4 latent channels)."""
+    input:
+        rgb=lambda wildcards: trust_autoencoder_settings(wildcards.dataset)["path"],
+    output:
+        model=directory("results/trust/{dataset}/autoencoder-channelwise"),
+        manifest=saved_manifest("results/trust/{dataset}/autoencoder-channelwise"),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    log:
+        "logs/trust/autoencoder_channelwise_{dataset}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=10,
+        gpu=0,
+    script:
+        "../../scripts/trust/channelwise_autoencoder.py"
 
 
 rule trust_train_generator:

@@ -2,7 +2,6 @@
 
 import numpy as np
 import torch
-from diffusers import AutoencoderKL
 
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import fingerprint, read_parquet, saved_folder, write_folder_manifest
@@ -10,6 +9,7 @@ from condeval.core.logs import log_to_file
 from condeval.core.training import accelerator_for_gpus
 from condeval.encoders.patch_encoder import PatchEncoder
 from condeval.generators.attribute_training import train_attribute_generator
+from condeval.generators.channelwise import load_autoencoder
 from condeval.trust.data import attributes_of, read_images, training_support
 
 log = log_to_file(snakemake.log[0])
@@ -31,7 +31,7 @@ log.info("%s %s %s: %d support images, conditions %s", w.dataset, w.regime, w.va
          np.unique(attributes, axis=0).tolist() if attributes.shape[1] <= 4 else len(np.unique(attributes, axis=0)))  # fmt: skip
 summary = train_attribute_generator(
     images, attributes, snakemake.output.model, values=values.tolist(),
-    vae=AutoencoderKL.from_pretrained(str(saved_folder(snakemake.input.autoencoder))).to(device),
+    vae=load_autoencoder(saved_folder(snakemake.input.autoencoder)).to(device),
     transformer=dict(train["transformer"]), epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
     val_images=train["val_images"], seed=p.seed, condition_dropout=train["condition_dropout"],
     repa_extractor=extractor, repa_coefficient=repa.get("coefficient", 0.5), repa_depth=repa.get("depth", 1),
