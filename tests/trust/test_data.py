@@ -12,6 +12,7 @@ from condeval.trust.data import (
     queried_conditions,
     read_images,
     real_table,
+    release_validation,
     training_support,
 )  # fmt: skip
 
@@ -59,6 +60,21 @@ def test_rxrx1_rows_support_and_conditions(cells):
     assert len(unseen) == 2 and unseen <= held
     images = read_images("rxrx1", cells, table.head(2).iter_rows(named=True), 8)
     assert images.shape == (2, 6, 8, 8)
+
+
+def test_the_official_validation_rows_come_from_outside_training_and_include_held_out_conditions(faces, cells):
+    """`generator_training.validation: release`: CelebA's val split (RxRx1's metadata has none: its test
+    split), every condition, the held-out ones included; the same rows for the same seed."""
+    table = real_table("celeba", faces)
+    rows = release_validation(table, 10, seed=0)
+    assert rows.height == 10 and set(rows["split"].to_list()) == {"val"}
+    assert rows.equals(release_validation(table, 10, seed=0)) and not rows.equals(release_validation(table, 10, 1))
+    everything = release_validation(table, int((table["split"] == "val").sum()), seed=0)
+    assert (attributes_of("celeba", everything).sum(axis=1) >= 2).any()  # held-out targets choose the checkpoint
+    sites = real_table("rxrx1", cells)
+    assert set(release_validation(sites, 4, seed=0)["split"].to_list()) == {"test"}
+    with pytest.raises(ValueError, match="'val' split has"):
+        release_validation(table, 10_000, seed=0)
 
 
 def test_unknown_dataset_and_regime_are_refused(faces):

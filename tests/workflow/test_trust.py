@@ -146,6 +146,8 @@ def test_a_regime_override_retrains_only_its_regime(tiny_run, tmp_path):
         ({"translator": {"steps": [0], "aligned": ["vanilla"]}}, "trust.translator.aligned"),
         ({"translator": {"steps": [0], "loss": "tempered"}}, "loss"),
         ({"scorer": {"realism": "both"}}, "realism"),
+        ({"generator_training": {"epochs": 1, "batch_size": 8, "lr": 0.1, "transformer": {"layers": 1, "heads": 1},
+                                 "validation": "test"}}, "validation"),
         ({"datasets": {"rxrx1": {"root": "data/trust/rxrx1", "autoencoder": {"channelwise": True, "epochs": 1,
                                  "batch_size": 2, "lr": 0.1, "model": {}}}}}, "channelwise"),
     ],

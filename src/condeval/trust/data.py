@@ -25,8 +25,8 @@ import polars as pl
 from condeval.datasets import celeba, rxrx1
 
 __all__ = [
-    "DATASETS", "ATTRIBUTE_NAMES", "real_table", "attributes_of", "read_images", "held_out_keys", "training_support",
-    "queried_conditions",
+    "DATASETS", "ATTRIBUTE_NAMES", "real_table", "attributes_of", "image_channels", "read_images", "held_out_keys",
+    "training_support", "release_validation", "queried_conditions",
 ]  # fmt: skip
 
 DATASETS = ("celeba", "rxrx1")
@@ -120,6 +120,21 @@ def training_support(dataset: str, table: pl.DataFrame, regime: str, held_out_pa
         return train
     held = {tuple(row) for row in held_out_keys(dataset, table, held_out_pairs).tolist()}
     return train & np.array([tuple(row) not in held for row in attributes_of(dataset, table).tolist()], dtype=bool)
+
+
+def release_validation(table: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
+    """``n`` rows of the release's validation split (a release without one, as RxRx1's metadata: its test
+    split), every condition included, drawn with ``seed``: the official code's checkpoint selection.
+
+    Under the held-out regime these rows include the held-out conditions, so their real targets choose
+    the generator's checkpoint (the trap REFERENCE.md names); the default selects on support rows only.
+    """
+    splits = set(table["split"].unique().to_list())
+    split = "val" if "val" in splits else "test"
+    rows = table.filter(pl.col("split") == split)
+    if rows.height < n:
+        raise ValueError(f"the release's {split!r} split has {rows.height} rows; validation asks for {n}")
+    return rows.sample(n=n, shuffle=True, seed=seed)
 
 
 def queried_conditions(dataset: str, table: pl.DataFrame, held_out_pairs: int = 100, n_each: int = 25,

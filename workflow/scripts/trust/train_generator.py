@@ -1,6 +1,7 @@
 """Snakemake adapter: one attribute-conditioned generator on a regime's training support (vanilla or REPA)."""
 
 import numpy as np
+import polars as pl
 import torch
 
 from condeval.core.devices import device_for_gpus
@@ -10,7 +11,7 @@ from condeval.core.training import accelerator_for_gpus
 from condeval.encoders.patch_encoder import PatchEncoder
 from condeval.generators.attribute_training import train_attribute_generator
 from condeval.generators.channelwise import load_autoencoder
-from condeval.trust.data import attributes_of, read_images, training_support
+from condeval.trust.data import attributes_of, read_images, release_validation, training_support
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -20,6 +21,8 @@ table = read_parquet(snakemake.input.table)
 held = dict(p.subset).get("held_out_pairs", 100)
 support = table.filter(training_support(w.dataset, table, w.regime, held))
 support = support.sample(fraction=1.0, shuffle=True, seed=p.seed)  # the first val_images validate
+if train.get("validation", "support") == "release":  # the official code's selection, held-out targets included
+    support = pl.concat([release_validation(table, train["val_images"], p.seed), support])
 images = read_images(w.dataset, p.root, support.iter_rows(named=True), p.image_size)
 attributes = attributes_of(w.dataset, support)
 # Each attribute's table spans the values of the whole release, so any queried condition has rows.
