@@ -21,8 +21,16 @@ table = read_parquet(snakemake.input.table)
 held = dict(p.subset).get("held_out_pairs", 100)
 support = table.filter(training_support(w.dataset, table, w.regime, held))
 support = support.sample(fraction=1.0, shuffle=True, seed=p.seed)  # the first val_images validate
+conditions = np.unique(attributes_of(w.dataset, support), axis=0)
+log.info("%s %s %s: %d support images, conditions %s", w.dataset, w.regime, w.variant, support.height,
+         conditions.tolist() if conditions.shape[1] <= 4 else len(conditions))  # fmt: skip
 if train.get("validation", "support") == "release":  # the official code's selection, held-out targets included
-    support = pl.concat([release_validation(table, train["val_images"], p.seed), support])
+    validation = release_validation(table, train["val_images"], p.seed)
+    asked = attributes_of(w.dataset, validation)
+    outside = ~(asked[:, None, :] == conditions[None]).all(axis=2).any(axis=1)
+    log.info("validation: %d rows of the release's held-back split, %d in conditions outside the support",
+             validation.height, int(outside.sum()))  # fmt: skip
+    support = pl.concat([validation, support])
 images = read_images(w.dataset, p.root, support.iter_rows(named=True), p.image_size)
 attributes = attributes_of(w.dataset, support)
 # Each attribute's table spans the values of the whole release, so any queried condition has rows.
@@ -30,8 +38,6 @@ values = attributes_of(w.dataset, table).max(axis=0) + 1
 gpus = snakemake.resources.get("gpu", 0)
 device = device_for_gpus(gpus) or "cpu"  # the latents and REPA targets are encoded there too
 extractor = PatchEncoder(saved_folder(snakemake.input.extractor), device=device) if repa else None
-log.info("%s %s %s: %d support images, conditions %s", w.dataset, w.regime, w.variant, len(images),
-         np.unique(attributes, axis=0).tolist() if attributes.shape[1] <= 4 else len(np.unique(attributes, axis=0)))  # fmt: skip
 summary = train_attribute_generator(
     images, attributes, snakemake.output.model, values=values.tolist(),
     vae=load_autoencoder(saved_folder(snakemake.input.autoencoder)).to(device),
