@@ -161,6 +161,27 @@ def test_bad_trust_options_are_refused_naming_the_key(tmp_path, section, key):
     assert result.returncode != 0 and key in result.stderr + result.stdout, result.stderr[-2000:]
 
 
+def test_the_channelwise_autoencoder_rule_wraps_a_configured_rgb_one(tmp_path):
+    """RxRx1 as the paper config runs it: a configured RGB AutoencoderKL takes each of the six channels as
+    grey; the wrapped folder replaces the six-channel autoencoder trained here (CelebA's still trains)."""
+    from condeval.generators.autoencoders import tiny_autoencoder_kl
+    from condeval.generators.channelwise import ChannelwiseAutoencoderKL, load_autoencoder
+
+    tiny_autoencoder_kl(16, channels=(8, 8)).save_pretrained(tmp_path / "models/rgb-vae")
+    (tmp_path / "config").mkdir()
+    config = tiny_config("trust")
+    config["trust"]["datasets"]["rxrx1"]["autoencoder"] = {"path": "models/rgb-vae", "channelwise": True}
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
+    target = "results/trust/rxrx1/autoencoder-channelwise.sha256"
+    result = run_snakemake(tmp_path, target, configs=("config/config.yaml",), budget_s=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    wrapper = load_autoencoder(tmp_path / "results/trust/rxrx1/autoencoder-channelwise")
+    assert isinstance(wrapper, ChannelwiseAutoencoderKL) and wrapper.latent_channels == 24
+    assert (tmp_path / "logs/trust/autoencoder_channelwise_rxrx1.log").read_text().count("24 latent channels") == 1
+    jobs = dry_run_jobs(tmp_path, "trust", configs=("config/config.yaml",))
+    assert jobs["trust_autoencoder"] == 1 and "trust_channelwise_autoencoder" not in jobs, jobs
+
+
 def test_a_generator_and_a_dataset_run_only_their_regimes(tmp_path):
     """Appendix L's full-support rows for CelebA's vanilla model alone: REPA and RxRx1 stay held out."""
     (tmp_path / "config").mkdir()
