@@ -68,7 +68,7 @@ def translator_loss(predicted: torch.Tensor, target: torch.Tensor, weights: dict
     return {"loss": total, "mse": mse, "var": var, "cov": cov}
 
 
-def target_geometry(target: torch.Tensor, gamma: float = 0.75, kappa: float = 1000.0) -> dict:
+def target_geometry(target: torch.Tensor, gamma: float = WHITENED["gamma"], kappa: float = WHITENED["kappa"]) -> dict:
     """What :func:`whitened_translator_loss` compares against, from the L2-normalised training targets
     (N, D): their ``mean``, covariance ``cov`` (ddof 1) and the tempered whitening
     ``whitening = V (Λ + λ_max/κ)^(−γ/2) Vᵀ`` of that covariance (eigenvalues clipped at 0)."""
