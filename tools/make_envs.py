@@ -78,6 +78,7 @@ ENVIRONMENTS = (
             "matplotlib",
             "pyyaml",
             "pandas",
+            "safetensors",
             "mapie",
             "tfrecord",
             "protobuf",

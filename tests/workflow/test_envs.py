@@ -143,6 +143,8 @@ def third_party_imports(script: Path) -> dict[str, str]:
         for depth in range(1, len(parts) + 1):
             prefix = ".".join(parts[:depth])
             path = condeval_file(prefix)
+            if path is None and SRC.joinpath(*prefix.split(".")).is_dir():
+                continue  # a namespace package (no __init__.py) runs no code of its own; its modules do
             if path is None:
                 if parts[0] != "condeval":
                     needed.setdefault(parts[0], importer)

@@ -26,7 +26,8 @@ rule trust_selection:
     log:
         "logs/trust/selection_{dataset}_{regime}_{variant}.log",
     conda:
-        "../../../envs/analysis.yaml"
+        # torch: Appendix J's CLIP alignment embeds the condition prompts with the CLIP's text tower
+        "../../../envs/torch.yaml"
     threads: 1
     resources:
         mem_mb=4000,
