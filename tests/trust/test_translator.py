@@ -49,6 +49,25 @@ def test_the_translator_reduces_its_loss_and_keeps_the_trust_ranking(tmp_path):
         translator.transform(internal[:, :5])
 
 
+def test_the_translation_check_ranks_true_features_first_and_shuffled_ones_at_chance():
+    """``translation_agreement``: the true features themselves agree perfectly, slightly noised ones almost,
+    another image's features (rows shuffled) not at all; one block per noise level, in order."""
+    from condeval.trust.evaluate import translation_agreement
+
+    attributes, target, _ = _pairs(3000, seed=2)
+    support = np.arange(3000) < 2000
+    held = target[~support]
+    noisy = held + np.random.default_rng(0).normal(0, 0.1, held.shape)
+    shuffled = held[np.random.default_rng(1).permutation(len(held))]
+    rows = translation_agreement(target, attributes, support, np.stack([held, noisy, shuffled]), [0.0, 0.5, 1.0],
+                                 ["a", "b"])  # fmt: skip
+    assert [row["t"] for row in rows] == [0.0, 0.5, 1.0]
+    assert rows[0]["spearman"] == pytest.approx(1.0) and rows[1]["spearman"] > 0.9
+    assert abs(rows[2]["spearman"]) < 0.1
+    with pytest.raises(ValueError, match="one block per t"):
+        translation_agreement(target, attributes, support, np.stack([held, noisy]), [0.0], ["a", "b"])
+
+
 def test_a_refit_with_other_settings_in_the_same_run_folder_trains_afresh(tmp_path):
     """What a config edit does to `trust_train_translator`: the run folder of the old settings is no resume
     point, so fewer epochs train afresh (Lightning refused the old checkpoint) and match a fresh folder."""

@@ -114,6 +114,16 @@ def test_a_selection_edit_reruns_no_training_and_no_generation(tiny_run, tmp_pat
     assert not TRAINING_OR_GENERATION & set(jobs), jobs
 
 
+def test_a_scorer_edit_retrains_nothing(tiny_run, tmp_path):
+    """The score is fitted in the analysis jobs alone: a new calibration share rescores every path (after
+    and during generation) and trains no translator, regenerates no trajectory, runs no CellProfiler."""
+    workdir = copy_run(tiny_run, tmp_path / "run")
+    jobs = dry_run_after_edit(workdir, "trust", ("trust",), scorer={"calibration": 0.3})
+    assert jobs["trust_selection"] == 4 and jobs["trust_during_generation"] == 4, jobs
+    trained = TRAINING_OR_GENERATION | {"trust_train_translator", "trust_trajectory", "trust_cellprofiler"}
+    assert not trained & set(jobs), jobs
+
+
 def test_a_regime_override_retrains_only_its_regime(tiny_run, tmp_path):
     """``generator_training.regimes``: an override for a regime the run lacks retrains nothing; one for
     held_out retrains every held-out generator (the tiny run's four)."""

@@ -20,7 +20,7 @@ from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
     "RANKED_SCORES", "fit_and_score", "selection_by_condition", "selection_summary", "score_agreement",
-    "selection_markdown", "rankings", "graded_shift", "scorer_ablation", "scorer_markdown",
+    "translation_agreement", "selection_markdown", "rankings", "graded_shift", "scorer_ablation", "scorer_markdown",
 ]  # fmt: skip
 
 
@@ -108,6 +108,46 @@ def score_agreement(during: pl.DataFrame, post: pl.DataFrame) -> dict:
     if during.height != post.height:
         raise ValueError(f"{during.height} samples scored during generation against {post.height} after it")
     return {f"rho_{c}": float(spearmanr(during[c], post[c]).statistic) for c in ("realism", "faithfulness", "trust")}
+
+
+def translation_agreement(real_features, real_attributes, support, translated, t_values, names, *, seed: int = 0,
+                          **scorer_options) -> list[dict]:  # fmt: skip
+    """How well a translator's features rank real images by trust: per noise level, the Spearman between the
+    trust of translated features of real images outside the support and the trust of their true features,
+    both scored by one :class:`TrustScorer` fitted on the support's true features (:func:`fit_and_score`).
+
+    Parameters
+    ----------
+    real_features : ndarray, shape (N, D)
+        True features (the translator's target space) of every real row.
+    real_attributes : ndarray of int, shape (N, K)
+    support : ndarray of bool, shape (N,)
+        The training support's rows; the others are the ones translated.
+    translated : ndarray, shape (T, N - support.sum(), D)
+        The translated features of the rows outside the support, in row order, one block per noise level.
+    t_values : sequence of float, length T
+    names : sequence of str
+    seed : int
+    **scorer_options
+        ``calibration``, ``regularization``, ``realism`` (:func:`fit_and_score`).
+
+    Returns
+    -------
+    list of dict
+        ``t`` and ``spearman`` per noise level.
+    """
+    from scipy.stats import spearmanr
+
+    held = ~np.asarray(support, dtype=bool)
+    translated = np.asarray(translated)
+    if translated.shape[:2] != (len(t_values), held.sum()):
+        raise ValueError(f"translated features of shape {translated.shape}: need ({len(t_values)}, {held.sum()}, D), "
+                         "one block per t of the rows outside the support")  # fmt: skip
+    scorer, true_scores = fit_and_score(real_features[support], real_attributes[support], real_features[held],
+                                        real_attributes[held], names, seed=seed, **scorer_options)  # fmt: skip
+    rho = [spearmanr(scorer.score(block, real_attributes[held])["trust"], true_scores["trust"]).statistic
+           for block in translated]  # fmt: skip
+    return [{"t": float(t), "spearman": float(r)} for t, r in zip(t_values, rho, strict=True)]
 
 
 def selection_summary(per_condition: pl.DataFrame) -> dict:

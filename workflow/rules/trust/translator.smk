@@ -10,7 +10,8 @@
 
 
 rule trust_train_translator:
-    """The translator from the generator's block tokens (noised real support images, every t) to SigLIP."""
+    """The translator from the generator's block tokens (noised real support images, every t) to SigLIP; the
+    real images outside the support translated (no scorer here: a scorer edit retrains no translator)."""
     input:
         table="results/trust/{dataset}/real.parquet",
         release=trust_release_input,
@@ -20,13 +21,13 @@ rule trust_train_translator:
         model=directory(TRANSLATOR_FOLDER),
         manifest=saved_manifest(TRANSLATOR_FOLDER),
         signal=f"{TRANSLATOR_FOLDER}.json",
+        held_out=f"{TRANSLATOR_FOLDER}-held-out.safetensors",
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
         translator=translator_settings(*TRANSLATOR_TRAINING),
         root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
         subset=lambda wildcards: trust_subset(wildcards.dataset),
-        scorer=canonical(TRUST["scorer"]),
         image_size=TRUST["image_size"],
         seed=TRUST["seed"],
     log:
@@ -112,14 +113,20 @@ rule trust_during_generation:
 
 rule trust_during_generation_report:
     """Appendix L.2's per-step table and Fig. 4 (KID gain and Accept% per scoring step against post generation),
-    Appendix L.1's support-shift table (translator and REPA-aligned paths)."""
+    Appendix L.1's support-shift table (translator and REPA-aligned paths), the translators' check."""
     input:
+        table="results/trust/{dataset}/real.parquet",
+        real_siglip=trust_real_features("{dataset}", "siglip"),
         steps=lambda wildcards: [
             f"results/trust/{wildcards.dataset}/{wildcards.regime}/during_generation/{v}.parquet"
             for v in during_generation_variants(wildcards.dataset, wildcards.regime)
         ],
         signals=lambda wildcards: [
             f"results/trust/{wildcards.dataset}/{wildcards.regime}/translators/{v}.json"
+            for v in translator_variants(wildcards.dataset, wildcards.regime)
+        ],
+        held_out=lambda wildcards: [
+            f"results/trust/{wildcards.dataset}/{wildcards.regime}/translators/{v}-held-out.safetensors"
             for v in translator_variants(wildcards.dataset, wildcards.regime)
         ],
     output:
@@ -142,6 +149,9 @@ rule trust_during_generation_report:
     params:
         variants=lambda wildcards: during_generation_variants(wildcards.dataset, wildcards.regime),
         translated=lambda wildcards: translator_variants(wildcards.dataset, wildcards.regime),
+        scorer=canonical(TRUST["scorer"]),
+        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        seed=TRUST["seed"],
     log:
         "logs/trust/during_generation_report_{dataset}_{regime}.log",
     conda:

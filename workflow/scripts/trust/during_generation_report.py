@@ -1,17 +1,38 @@
 """Snakemake adapter: Appendix L.2's per-step table, L.1's support-shift table and Fig. 4, every generator
-scored during generation."""
+scored during generation; the translators' check (held-out real images, translated against true features)."""
 
+import numpy as np
 import polars as pl
 
 from condeval.core.io import atomic_path, read_json, read_parquet
 from condeval.core.logs import log_to_file
+from condeval.encoders.shards import read_feature_shards
+from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.evaluate import translation_agreement
 from condeval.trust.report import during_generation_markdown, plot_during_generation
 
 log = log_to_file(snakemake.log[0])
 p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
 steps = pl.concat([read_parquet(path).with_columns(variant=pl.lit(v)) for v, path in zip(p.variants, i.steps, strict=True)],
                   how="diagonal_relaxed")  # fmt: skip
-signals = {v: read_json(path) for v, path in zip(p.translated, i.signals, strict=True)}
+names = list(ATTRIBUTE_NAMES[w.dataset])
+table = read_parquet(i.table)
+support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_out_pairs", 100))
+ids, real_siglip, _ = read_feature_shards([i.real_siglip])
+if not np.array_equal(ids, np.arange(table.height)):
+    raise ValueError(f"{i.real_siglip}: its ids are not the rows of {i.table}")
+signals = {}
+for variant, signal_path, held_out_path in zip(p.translated, i.signals, i.held_out, strict=True):
+    held_ids, translated, meta = read_feature_shards([held_out_path])
+    t_values, held = meta["t"], np.flatnonzero(~support)
+    if not np.array_equal(held_ids, np.tile(held, len(t_values))):
+        raise ValueError(f"{held_out_path}: its ids are not the rows of {i.table} outside the support, per t")
+    agreement = translation_agreement(real_siglip, attributes_of(w.dataset, table), support,
+                                      translated.reshape(len(t_values), len(held), -1), t_values, names,
+                                      seed=p.seed, **dict(p.scorer))  # fmt: skip
+    signals[variant] = read_json(signal_path)
+    for row, scored in zip(signals[variant]["by_t"], agreement, strict=True):
+        row["spearman"] = scored["spearman"]
 with atomic_path(snakemake.output.table) as tmp:
     tmp.write_text(during_generation_markdown(steps, signals))
 with atomic_path(snakemake.output.figure) as tmp:
