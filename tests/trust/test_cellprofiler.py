@@ -141,6 +141,14 @@ def test_image_csvs_are_checked_and_merged_naming_the_file(tmp_path):
     assert numbers.schema["Count_Nuclei"] == pl.Float64 and numbers.schema["Metadata_Site"] == pl.String
     with pytest.raises(DataFileError, match="more than one shard"):
         merge_image_csvs([a, a], "FileName_w1")
+    # the same sites measured in another run and folder: their seconds and folder differ, the table does not
+    runs = []
+    for k in range(2):
+        pl.read_csv(a).with_columns(ExecutionTime_11MeasureTexture=pl.lit(1.3 + k), PathName_w1=pl.lit(f"/run{k}"),
+                                    URL_w1=pl.lit(f"file:///run{k}/x"), Metadata_FileLocation=pl.lit(f"/run{k}"),
+                                    Metadata_Site=pl.lit("1")).write_csv(tmp_path / f"run{k}.csv")  # fmt: skip
+        runs.append(merge_image_csvs([tmp_path / f"run{k}.csv"], "FileName_w1"))
+    assert runs[0].equals(runs[1]) and "Metadata_Site" in runs[0].columns and "PathName_w1" not in runs[0].columns
     pl.DataFrame({"ImageNumber": [1], "FileName_w1": ["x_w1.png"]}).write_csv(tmp_path / "bad.csv")
     with pytest.raises(DataFileError, match=r"bad\.csv.*Count_Nuclei"):
         read_image_csv(tmp_path / "bad.csv", "FileName_w1")

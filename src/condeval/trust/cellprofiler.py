@@ -13,6 +13,7 @@ clipped, as rxrx1-utils' ``convert_tensor_to_rgb`` (which uses fixed ranges inst
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,7 +25,7 @@ from condeval.core.io import DataFileError, atomic_path
 
 __all__ = [
     "RXRX1_COLOURS", "INPUTS", "IMAGE_SUFFIX", "composite", "write_inputs", "run_cellprofiler", "file_column", "read_image_csv",
-    "merge_image_csvs", "segmentation_check",
+    "merge_image_csvs", "segmentation_check", "RUN_COLUMNS",
 ]  # fmt: skip
 
 #: rxrx1-utils' colour of each channel (w1 Hoechst ... w6 Golgi), RGB in 0..255.
@@ -38,6 +39,9 @@ STRETCH_PERCENTILES = (0.1, 99.9)
 #: where a PNG goes through Bio-Formats in Java (0.2 s a site more, measured), to the same features.
 IMAGE_SUFFIX = ".npy"
 _REQUIRED_COLUMNS = ("ImageNumber", "Count_Nuclei", "Count_Cells")
+#: Image.csv columns that describe the run, not the site: each module's seconds, and the absolute folder of
+#: the inputs. :func:`merge_image_csvs` drops them, so the same sites give the same table in any run and clone.
+RUN_COLUMNS = re.compile(r"^(ExecutionTime_|PathName_|URL_)|^Metadata_FileLocation$")
 
 
 def _resized(image: np.ndarray, side: int | None) -> np.ndarray:
@@ -155,8 +159,10 @@ def _numeric(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def merge_image_csvs(paths: Iterable[str | os.PathLike], column: str = "FileName_DATA") -> pl.DataFrame:
-    """Shards' ``Image.csv`` as one table (``ImageNumber`` renumbered), refusing a site seen twice."""
+    """Shards' ``Image.csv`` as one table (``ImageNumber`` renumbered), refusing a site seen twice; the
+    columns that describe the run (:data:`RUN_COLUMNS`) are dropped."""
     frames = [read_image_csv(path, column) for path in paths]
+    frames = [frame.select(c for c in frame.columns if not RUN_COLUMNS.search(c)) for frame in frames]
     merged = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     duplicated = merged.filter(pl.col("name").is_duplicated())["name"].unique().to_list() if frames else []
     if duplicated:
