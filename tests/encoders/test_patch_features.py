@@ -122,6 +122,24 @@ def test_a_world_trained_tower_standardises_its_channels_where_its_tokens_are_re
         torch.testing.assert_close(patch_tokens(model, pixels), hidden[:, 1 + model.config.num_register_tokens :])
 
 
+def test_the_same_config_and_seed_save_the_same_folder_bytes_in_any_place(tmp_path):
+    """Two runs into two folders: the same weights, config and ``training.json`` byte for byte (the run's
+    seconds, memory and absolute paths stay in its ``_run`` folder's ``fit_summary.json``)."""
+    from condeval.core.training import RUN_KEYS
+    from condeval.encoders.patch_features import train_patch_encoder_on_world
+
+    folders = [tmp_path / name / "siglip" for name in ("a", "b")]
+    for folder in folders:
+        summary = train_patch_encoder_on_world("cells", folder, kind="siglip", instances=8, side=16,
+                                               model=dict(width=32, layers=1, heads=2, patch_size=4), epochs=2,
+                                               batch_size=4, lr=1e-3, val_instances=4, seed=0, sirna_ids=[1, 2])  # fmt: skip
+    assert RUN_KEYS <= summary.keys()
+    files = sorted(p.name for p in folders[0].iterdir())
+    assert "training.json" in files and files == sorted(p.name for p in folders[1].iterdir())
+    for name in files:
+        assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+
+
 def test_a_world_trained_tower_stops_after_patience_epochs_without_a_better_val_loss(tmp_path):
     from condeval.encoders.patch_features import train_patch_encoder_on_world
 

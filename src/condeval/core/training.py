@@ -45,6 +45,8 @@ __all__ = [
     "fit_to_files",
     "export_best",
     "training_summary",
+    "model_record",
+    "RUN_KEYS",
     "select_accelerator",
     "accelerator_for_gpus",
     "device_for_gpus",
@@ -573,6 +575,21 @@ def _read_epoch_rows(out_dir: Path) -> dict[int, dict[str, float]]:
             values = {k: float(v) for k, v in record.items() if v is not None and k != "epoch"}
             rows.setdefault(int(record["epoch"]), {}).update(values)
     return rows
+
+
+#: Keys of a training summary that describe the run, not the model: time, memory, the absolute path of the
+#: best checkpoint and how many calls a resumed run took.
+RUN_KEYS = frozenset(
+    {"wall_time_s", "mean_epoch_time_s", "peak_rss_mib", "peak_cuda_mib", "best_checkpoint", "n_calls"}
+)
+
+
+def model_record(summary: dict) -> dict:
+    """``summary`` (:func:`training_summary`, or a dict holding such summaries) without :data:`RUN_KEYS`, at
+    any depth: what a saved model folder's ``training.json`` holds, so the same config and seed give the same
+    folder, byte for byte, on any run and in any clone. The whole summary stays in the run folder's
+    ``fit_summary.json`` and the job's log."""
+    return {k: model_record(v) if isinstance(v, dict) else v for k, v in summary.items() if k not in RUN_KEYS}
 
 
 def training_summary(out_dir: str | os.PathLike) -> dict:

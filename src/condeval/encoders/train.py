@@ -16,7 +16,7 @@ import numpy as np
 import pytorch_lightning as pl
 
 from condeval.core.io import atomic_directory, write_json
-from condeval.core.training import fit, training_summary
+from condeval.core.training import fit, model_record, training_summary
 from condeval.datasets.coco import load_captions
 from condeval.datasets.miniworld import SHAPES, images_with_shapes, swap_shape_noun
 from condeval.encoders.data import captions_per_image, pixel_values, token_arrays
@@ -125,7 +125,7 @@ def train_and_export(
     with atomic_directory(out_dir) as folder:
         for part in (trained.model, *parts):
             part.save_pretrained(folder)
-        write_json(summary, folder / "training.json")
+        write_json(model_record(summary), folder / "training.json")
     return summary
 
 

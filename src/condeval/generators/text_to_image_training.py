@@ -475,10 +475,11 @@ def _fit_best(module, rows, run_dir, *, val_rows, epochs, batch_size, seed, acce
 def _save_folder(out_dir, save, summary: dict) -> None:
     """``save(folder)`` and ``training.json`` into ``out_dir``, atomically."""
     from condeval.core.io import atomic_directory, write_json
+    from condeval.core.training import model_record
 
     with atomic_directory(out_dir) as folder:
         save(folder)
-        write_json(summary, folder / "training.json")
+        write_json(model_record(summary), folder / "training.json")
 
 
 def _fit_and_save(
