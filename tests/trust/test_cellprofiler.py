@@ -146,6 +146,7 @@ def test_image_csvs_are_checked_and_merged_naming_the_file(tmp_path):
     for k in range(2):
         pl.read_csv(a).with_columns(ExecutionTime_11MeasureTexture=pl.lit(1.3 + k), PathName_w1=pl.lit(f"/run{k}"),
                                     URL_w1=pl.lit(f"file:///run{k}/x"), Metadata_FileLocation=pl.lit(f"/run{k}"),
+                                    ImageSet_ImageSet=pl.lit(f"b'eLtN{k}'"),
                                     Metadata_Site=pl.lit("1")).write_csv(tmp_path / f"run{k}.csv")  # fmt: skip
         runs.append(merge_image_csvs([tmp_path / f"run{k}.csv"], "FileName_w1"))
     assert runs[0].equals(runs[1]) and "Metadata_Site" in runs[0].columns and "PathName_w1" not in runs[0].columns

@@ -39,9 +39,10 @@ STRETCH_PERCENTILES = (0.1, 99.9)
 #: where a PNG goes through Bio-Formats in Java (0.2 s a site more, measured), to the same features.
 IMAGE_SUFFIX = ".npy"
 _REQUIRED_COLUMNS = ("ImageNumber", "Count_Nuclei", "Count_Cells")
-#: Image.csv columns that describe the run, not the site: each module's seconds, and the absolute folder of
-#: the inputs. :func:`merge_image_csvs` drops them, so the same sites give the same table in any run and clone.
-RUN_COLUMNS = re.compile(r"^(ExecutionTime_|PathName_|URL_)|^Metadata_FileLocation$")
+#: Image.csv columns that describe the run, not the site: each module's seconds, the absolute folder of the
+#: inputs, and the image set's encoded file list. :func:`merge_image_csvs` drops them, so the same sites give
+#: the same table in any run and clone.
+RUN_COLUMNS = re.compile(r"^(ExecutionTime_|PathName_|URL_|ImageSet_)|^Metadata_FileLocation$")
 
 
 def _resized(image: np.ndarray, side: int | None) -> np.ndarray:
