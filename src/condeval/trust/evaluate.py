@@ -138,8 +138,8 @@ def translation_agreement(real_features, real_attributes, support, translated, t
     """
     from scipy.stats import spearmanr
 
-    held = ~np.asarray(support, dtype=bool)
-    translated = np.asarray(translated)
+    support = np.asarray(support, dtype=bool)
+    held, translated = ~support, np.asarray(translated)
     if translated.shape[:2] != (len(t_values), held.sum()):
         raise ValueError(f"translated features of shape {translated.shape}: need ({len(t_values)}, {held.sum()}, D), "
                          "one block per t of the rows outside the support")  # fmt: skip

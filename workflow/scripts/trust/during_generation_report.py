@@ -21,13 +21,14 @@ support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_
 ids, real_siglip, _ = read_feature_shards([i.real_siglip])
 if not np.array_equal(ids, np.arange(table.height)):
     raise ValueError(f"{i.real_siglip}: its ids are not the rows of {i.table}")
+attributes, held = attributes_of(w.dataset, table), np.flatnonzero(~support)
 signals = {}
 for variant, signal_path, held_out_path in zip(p.translated, i.signals, i.held_out, strict=True):
     held_ids, translated, meta = read_feature_shards([held_out_path])
-    t_values, held = meta["t"], np.flatnonzero(~support)
+    t_values = meta["t"]
     if not np.array_equal(held_ids, np.tile(held, len(t_values))):
         raise ValueError(f"{held_out_path}: its ids are not the rows of {i.table} outside the support, per t")
-    agreement = translation_agreement(real_siglip, attributes_of(w.dataset, table), support,
+    agreement = translation_agreement(real_siglip, attributes, support,
                                       translated.reshape(len(t_values), len(held), -1), t_values, names,
                                       seed=p.seed, **dict(p.scorer))  # fmt: skip
     signals[variant] = read_json(signal_path)
