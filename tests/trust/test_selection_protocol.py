@@ -58,6 +58,34 @@ def test_the_summary_row_and_its_table(selection):
     assert "| toy | held_out | v | 4 |" in markdown
 
 
+def test_accept_percent_counts_every_generated_sample_even_in_a_skipped_condition():
+    """Three conditions accepting 50%, 5% and 5%: Accept% is 20 (the samples that pass), not the 50 of
+    the one condition with enough accepted samples to run the KID protocol."""
+    rng = np.random.default_rng(3)
+    conditions = np.array([[0, 0], [1, 0], [0, 1]])
+    sample_attributes = np.repeat(conditions, 100, axis=0)
+    features = _features(sample_attributes, rng)
+    shares = np.repeat([0.5, 0.05, 0.05], 100)
+    trust = np.tile(np.arange(100) / 100, 3) - shares  # a sample passes when trust <= 0 - 1e-9
+    thresholds = pl.DataFrame(
+        {"a": conditions[:, 0], "b": conditions[:, 1], "threshold": [-1e-9] * 3, "n_real": [50] * 3}
+    )
+    scores = pl.DataFrame({"a": sample_attributes[:, 0], "b": sample_attributes[:, 1], "trust": trust})
+    reference_attributes = np.repeat(conditions, 60, axis=0)
+    rows = selection_by_condition(scores, features, thresholds, _features(reference_attributes, rng),
+                                  reference_attributes, conditions, NAMES, subset_size=20, n_subsets=3, n_random=3,
+                                  min_real=20)  # fmt: skip
+    assert rows["skipped"].null_count() == 1 and rows["accept"].to_list() == pytest.approx([0.5, 0.05, 0.05])
+    summary = selection_summary(rows)
+    assert summary["conditions"] == 1 and summary["accept"] == pytest.approx(20.0)
+    kept = rows.filter(pl.col("skipped").is_null()).row(0, named=True)
+    band = 100 * 1.96 * np.hypot(kept["kid_accepted_std"], kept["kid_random_std"]) / abs(kept["kid_random"])
+    assert summary["band"] == pytest.approx(band)
+    assert f"{summary['improvement']:.1f} ± {band:.1f}" in selection_markdown(
+        [{"dataset": "d", "regime": "r", "variant": "v"} | summary]
+    )
+
+
 def _ablation(seed, precomputed=None, broken=None):
     """scorer_ablation on seen conditions (0,0), (1,0), (0,1) and the unseen (1,1); ``broken`` samples
     (a mask over each condition's 80) get extra noise; ``precomputed(scorer, real, attributes, scores)``

@@ -151,32 +151,41 @@ def translation_agreement(real_features, real_attributes, support, translated, t
 
 
 def selection_summary(per_condition: pl.DataFrame) -> dict:
-    """The Section 5.1.1 row over the conditions that were not skipped (Spearman: over every condition
-    with a KID of all its samples).
+    """The Section 5.1.1 row: Accept% over every generated sample; KIDs and the improvement over the
+    conditions that were not skipped; Spearman over every condition with a KID of all its samples.
 
     Returns
     -------
     dict
-        ``conditions``, ``accept`` (%), ``kid_trust`` / ``kid_trust_std``, ``kid_random`` /
-        ``kid_random_std``, ``improvement`` (%), ``spearman`` (mean trust against KID of all samples).
+        ``conditions`` (not skipped), ``accept`` (% of all generated samples; the official code averages
+        the kept conditions' shares instead, which overstates it when a condition is skipped for too few
+        accepted samples), ``kid_trust`` / ``kid_trust_std``, ``kid_random`` / ``kid_random_std``,
+        ``improvement`` (%) with ``band`` (its ±1.96·√(s_acc² + s_rand²) half-width, in points),
+        ``spearman`` (mean trust against KID of all samples).
     """
     from scipy.stats import spearmanr
 
     kept = per_condition.filter(pl.col("skipped").is_null())
     ranked = per_condition.filter(pl.col("kid_all").is_not_null() & pl.col("mean_trust").is_not_null())
     spearman = spearmanr(ranked["mean_trust"], ranked["kid_all"]).statistic if ranked.height > 2 else None
+    spearman = None if spearman is None or np.isnan(spearman) else float(spearman)
+    counted = per_condition.filter(pl.col("accept").is_not_null())
+    accept = (100 * (counted["accept"] * counted["n_generated"]).sum() / counted["n_generated"].sum()
+              if counted.height and counted["n_generated"].sum() else None)  # fmt: skip
     if kept.height == 0:
-        return {"conditions": 0, "spearman": None if spearman is None or np.isnan(spearman) else float(spearman)}
+        return {"conditions": 0, "accept": accept, "spearman": spearman}
     kid_trust, kid_random = kept["kid_accepted"].mean(), kept["kid_random"].mean()
+    kid_trust_std, kid_random_std = kept["kid_accepted_std"].mean(), kept["kid_random_std"].mean()
     return {
         "conditions": kept.height,
-        "accept": 100 * kept["accept"].mean(),
+        "accept": accept,
         "kid_trust": kid_trust,
-        "kid_trust_std": kept["kid_accepted_std"].mean(),
+        "kid_trust_std": kid_trust_std,
         "kid_random": kid_random,
-        "kid_random_std": kept["kid_random_std"].mean(),
+        "kid_random_std": kid_random_std,
         "improvement": 100 * (kid_random - kid_trust) / kid_random,
-        "spearman": None if spearman is None or np.isnan(spearman) else float(spearman),
+        "band": 100 * 1.96 * float(np.hypot(kid_trust_std, kid_random_std)) / abs(kid_random),
+        "spearman": spearman,
     }
 
 
@@ -184,18 +193,20 @@ def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) 
     """The Section 5.1.1 table: one row per :func:`selection_summary`, led by its ``keys`` columns."""
     header = " | ".join("model" if key == "variant" else key for key in keys)
     lines = [
-        f"| {header} | conditions | Accept% | KID (trust) | KID (random) | improvement % | Spearman |",
+        f"| {header} | conditions | Accept% | KID (trust) | KID (random) | improvement % (95% CI) | Spearman |",
         "|---" * (len(keys) + 6) + "|",
     ]
     for row in rows:
         lead = " | ".join(str(row[key]) for key in keys)
         spearman = "" if row.get("spearman") is None else f"{row['spearman']:.2f}"
+        accept = "" if row.get("accept") is None else f"{row['accept']:.1f}"
         if not row.get("conditions"):
-            lines.append(f"| {lead} | 0 | | | | | {spearman} |")
+            lines.append(f"| {lead} | 0 | {accept} | | | | {spearman} |")
             continue
         lines.append(
-            f"| {lead} | {row['conditions']} | {row['accept']:.1f} | {row['kid_trust']:.3f} ± {row['kid_trust_std']:.3f} | "
-            f"{row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | {row['improvement']:.1f} | {spearman} |"
+            f"| {lead} | {row['conditions']} | {accept} | {row['kid_trust']:.3f} ± {row['kid_trust_std']:.3f} | "
+            f"{row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | {row['improvement']:.1f} ± {row['band']:.1f} | "
+            f"{spearman} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -119,15 +119,23 @@ def selection_gain(
     Returns
     -------
     dict
-        ``accept`` (share accepted), ``kid_accepted`` and ``kid_random`` (means) with their standard
-        deviations, ``kid_all``, ``improvement`` and ``band``, averaged over tied fallback conditions;
+        ``accept`` (share accepted, averaged over every tied fallback condition, also when the condition
+        is skipped), ``kid_accepted`` and ``kid_random`` (means) with their standard deviations,
+        ``kid_all``, ``improvement`` and ``band``, averaged over the tied fallback conditions with
+        ``min_accepted`` accepted samples;
         ``fallback`` (how many thresholds were used, 0 for a calibrated condition) and ``skipped``
         (the reason, or None).
     """
     generated, trust, real = np.asarray(generated), np.asarray(trust), np.asarray(real)
     entries = acceptance(trust, condition, thresholds, names)
     own = tuple(int(v) for v in condition)
-    row = {"fallback": 0 if entries[0][0] == own else len(entries), "n_generated": len(generated), "n_real": len(real)}
+    row = {
+        "fallback": 0 if entries[0][0] == own else len(entries),
+        "n_generated": len(generated),
+        "n_real": len(real),
+        # every sample counts in Accept%, skipped condition or not (the paper's "samples that pass")
+        "accept": float(np.mean([accepted.mean() for _, accepted in entries])) if len(generated) else None,
+    }
     if len(generated) < min_generated or len(real) < min_real:
         return row | {"skipped": f"fewer than {min_generated} generated or {min_real} real samples"}
     sizes = dict(subset_size=subset_size, n_subsets=n_subsets, kernel=kernel)
@@ -141,7 +149,7 @@ def selection_gain(
                        **sizes)[0] for _ in range(n_random)]  # fmt: skip
         rand_mean, rand_std = float(np.mean(randoms)), float(np.std(randoms))
         per_entry.append({
-            "accept": float(accepted.mean()), "kid_accepted": acc_mean, "kid_accepted_std": acc_std,
+            "kid_accepted": acc_mean, "kid_accepted_std": acc_std,
             "kid_random": rand_mean, "kid_random_std": rand_std,
             "improvement": (rand_mean - acc_mean) / rand_mean,
             "band": 1.96 * float(np.hypot(acc_std, rand_std)) / abs(rand_mean),

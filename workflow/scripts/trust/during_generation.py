@@ -40,7 +40,7 @@ target = (real_kid[~support], real_attributes[~support], conditions, names)
 
 
 # selection_summary has no KID columns when every condition was skipped (too few accepted samples)
-SUMMARY = dict.fromkeys(("accept", "kid_trust", "kid_trust_std", "kid_random", "kid_random_std", "improvement"))
+SUMMARY = dict.fromkeys(("accept", "kid_trust", "kid_trust_std", "kid_random", "kid_random_std", "improvement", "band"))
 
 
 def protocol(real, scored) -> dict:
