@@ -62,3 +62,24 @@ def test_a_bin_of_one_class_scores_as_the_constant_classifier():
     real, real_codes = rng.normal(size=(8, 3)), np.array([0, 0, 1, 1, 1, 1, 1, 1])
     table = decile_classifier(generated, codes, np.array([0, 0, 0, 1, 1, 1]), real, real_codes, seeds=(0,))
     assert table["accuracy"].to_list() == [0.25, 0.75]
+
+
+def test_the_decile_classifier_is_tested_on_the_queried_conditions_real_rows_alone():
+    """Real rows of a condition no sample was generated for cannot be named by the classifier: with as
+    many of them as of the queried conditions, counting them would halve every bin's accuracy."""
+    import polars as pl
+
+    from condeval.trust.evaluate import rankings
+
+    generated, codes, damage, real, real_codes = _world(1)
+    attributes = np.stack([codes, np.zeros_like(codes)], axis=1)
+    scores = pl.DataFrame({"a": attributes[:, 0], "b": attributes[:, 1], "trust": damage, "realism": damage,
+                           "faithfulness": damage})  # fmt: skip
+    others = np.random.default_rng(2).standard_normal(real.shape) + 6.0
+    reference = np.concatenate([real, others])
+    reference_attributes = np.concatenate([np.stack([real_codes, np.zeros_like(real_codes)], axis=1),
+                                           np.stack([real_codes, np.ones_like(real_codes)], axis=1)])  # fmt: skip
+    table = rankings(scores, generated, reference, reference_attributes, ["a", "b"], n_bins=5, subset_size=100,
+                     n_subsets=2, null_resamples=5, classifier_seeds=(0,))  # fmt: skip
+    trust = table.filter(pl.col("score") == "trust")
+    assert trust["accuracy"][0] > 0.9, trust

@@ -225,8 +225,9 @@ def rankings(scores: pl.DataFrame, kid_features: np.ndarray, reference_features:
              n_subsets: int = 10, null_resamples: int = 100, kernel: str = "cosine", seed: int = 0,
              classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> pl.DataFrame:  # fmt: skip
     """Section 5.1.2 for each of :data:`RANKED_SCORES`: within-condition deciles merged across
-    conditions, each bin's KID and z-KID against its conditions' real rows and the held-out real
-    accuracy of a condition classifier trained on the bin.
+    conditions, each bin's KID and z-KID against its conditions' real rows and the accuracy of a
+    condition classifier trained on the bin, on the real rows of the queried conditions (a real row of
+    a condition no sample was generated for is one it cannot name).
 
     Returns
     -------
@@ -241,13 +242,15 @@ def rankings(scores: pl.DataFrame, kid_features: np.ndarray, reference_features:
     conditions, codes = condition_codes(np.concatenate([attributes, np.asarray(reference_attributes)]))
     sample_codes, real_codes = codes[: len(attributes)], codes[len(attributes) :]
     null = kid_null(reference_features, real_codes, n_resamples=null_resamples, max_per_half=subset_size, kernel=kernel)
+    # the classifier knows only the queried conditions: a real row of any other caps its accuracy
+    queried = np.isin(real_codes, sample_codes)
     frames = []
     for score in RANKED_SCORES:
         bins = decile_bins(sample_codes, scores[score].to_numpy(), n_bins)
         by_kid = decile_kid(kid_features, sample_codes, bins, reference_features, real_codes, null,
                             subset_size=subset_size, n_subsets=n_subsets, seed=seed, kernel=kernel)  # fmt: skip
-        by_accuracy = decile_classifier(kid_features, sample_codes, bins, reference_features, real_codes,
-                                        seeds=classifier_seeds)  # fmt: skip
+        by_accuracy = decile_classifier(kid_features, sample_codes, bins, reference_features[queried],
+                                        real_codes[queried], seeds=classifier_seeds)  # fmt: skip
         frames.append(by_kid.join(by_accuracy, on="bin").with_columns(pl.lit(score).alias("score")))
     return pl.concat(frames).select("score", pl.exclude("score"))
 
