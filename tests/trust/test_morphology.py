@@ -141,3 +141,59 @@ def test_the_per_feature_tables_read_generators_without_any_correlation():
     assert "No uninformative-feature check: vanilla" in text
     text = feature_tables_markdown(rows, "repa")
     assert "Uninformative features (unfiltered set, lowest r under random), repa, seen" in text and "| `b` |" in text
+
+
+def _readout_world(seed: int, trust_offset: float = 0.0):
+    """Four (cell type, siRNA) conditions with their own feature means; generated samples whose trust is
+    their damage (plus ``trust_offset`` per condition code), accepted below their condition's median."""
+    rng = np.random.default_rng(seed)
+    conditions = np.array([[0, 1], [1, 1], [2, 2], [3, 2]])
+    centres = 3 * rng.normal(size=(4, 12))
+
+    def table(codes, damage):
+        x = centres[codes] + rng.normal(size=(len(codes), 12)) + 3 * damage[:, None] * rng.normal(size=(len(codes), 12))
+        return pl.DataFrame({f"Mean_Cells_Feature_{k}": x[:, k] for k in range(12)}
+                            | {"cell_type_id": conditions[codes, 0], "sirna_id": conditions[codes, 1]})  # fmt: skip
+
+    real_codes, gen_codes = np.repeat(np.arange(4), 30), np.repeat(np.arange(4), 60)
+    damage = rng.random(len(gen_codes))
+    trust = damage + trust_offset * gen_codes
+    accepted = damage < np.median(damage)
+    generated = table(gen_codes, damage).with_columns(
+        sample_id=np.arange(len(gen_codes)), trust=trust, accepted=accepted
+    )
+    return table(real_codes, np.zeros(len(real_codes))), generated, conditions
+
+
+def test_the_readouts_use_every_kept_feature_and_the_same_real_rows_throughout(caplog):
+    """The paper's centroid analysis runs on the whole kept set; a real row with a NaN in a column the
+    filters drop is still dropped once, before anything is fitted (the paper's step (ii))."""
+    from condeval.trust.morphology import morphology_readouts
+
+    real, generated, conditions = _readout_world(0)
+    real = real.with_columns(Mean_Cells_Broken=pl.Series([np.nan] + [1.0] * 119))  # constant: the filter drops it
+    names = ["cell_type_id", "sirna_id"]
+    seen = np.array([True, True, False, False])
+    with caplog.at_level(logging.WARNING):
+        out = morphology_readouts(real, generated, names, conditions, seen, n_boot=200, classifier_seeds=(0,))
+    assert out["counts"]["real_rows"] == 119 and "real: 1 of 120 rows dropped" in caplog.text
+    assert out["counts"]["centroid_features"] == [f"Mean_Cells_Feature_{k}" for k in range(12)]
+    assert (out["contrast"]["delta"] < 0).all() and (out["contrast"]["ci_high"] < 0).all()
+    narrow = morphology_readouts(real, generated, names, conditions, seen, top_k=3, n_boot=50, classifier_seeds=(0,))
+    assert len(narrow["counts"]["centroid_features"]) == 3
+
+
+def test_cp_deciles_are_class_balanced_within_condition_by_default():
+    """With trust offset by condition, global bins each hold one condition (a constant classifier, 25%
+    on real sites); the paper's within-condition bins hold all four, and the most trusted trains a classifier that names them."""
+    from condeval.trust.morphology import morphology_readouts
+
+    real, generated, conditions = _readout_world(1, trust_offset=10.0)
+    args = (real, generated, ["cell_type_id", "sirna_id"], conditions, np.array([True, True, False, False]))
+    options = dict(n_boot=20, n_bins=4, classifier_seeds=(0,))
+    balanced = morphology_readouts(*args, **options)["deciles"].filter(pl.col("target") == "condition").sort("bin")
+    pooled = morphology_readouts(*args, deciles="global", **options)["deciles"].filter(pl.col("target") == "condition")
+    assert pooled["accuracy"].to_list() == pytest.approx([0.25] * 4)
+    assert balanced["accuracy"][0] > 0.9 and balanced["accuracy"][0] >= balanced["accuracy"][-1]
+    with pytest.raises(ValueError, match="deciles="):
+        morphology_readouts(*args, deciles="per_bin", **options)

@@ -9,8 +9,10 @@ From CellProfiler's ``Image.csv`` (:mod:`condeval.trust.cellprofiler`) of real a
   a column is dropped when any real value lies more than 5 real standard deviations from the real
   mean (the paper: 621 of 2,467 columns kept); (iv) a StandardScaler fitted on real rows, reused for
   every readout. ``unfiltered=True`` stops after zero-variance pruning (the sanity check's set).
-- :func:`centroid_features`: the centroid analysis' columns, by ANOVA F on the condition, skipping
-  any whose |Pearson r| with one already kept exceeds 0.7, top ``k`` (15; 5 and 20 as sensitivity).
+- The centroid analysis runs on every kept column (the paper: "the kept-621 set used throughout the
+  centroid and per-feature correlation analyses"). :func:`centroid_features` is the official code's
+  narrower option for it: by ANOVA F on the condition, skipping any column whose |Pearson r| with one
+  already kept exceeds 0.7, the top ``k`` (its 15; 5 and 20 as sensitivity).
 - :func:`real_spread`: per condition, ``T`` random half-splits of its real rows: the distances of one
   half's rows to the other half's centroid give the real–real mean ``m_c`` and spread ``s_c``.
 - :func:`centroid_z`: a generated sample's distance to its condition's real centroid, standardised,
@@ -32,7 +34,7 @@ import numpy as np
 import polars as pl
 
 __all__ = [
-    "METADATA_PATTERN", "MorphologyFeatures", "real_rows", "generated_rows", "morphology_readouts", "centroid_features", "real_spread", "centroid_z", "random_matched",
+    "METADATA_PATTERN", "DECILE_BINNINGS", "MorphologyFeatures", "drop_nan_rows", "real_rows", "generated_rows", "morphology_readouts", "centroid_features", "real_spread", "centroid_z", "random_matched",
     "selection_contrast", "feature_correlations",
 ]  # fmt: skip
 
@@ -47,6 +49,8 @@ METADATA_PATTERN = re.compile(
 VARIANCE_THRESHOLD = 1e-5
 OUTLIER_Z = 5.0
 CORRELATION_PRUNE = 0.7
+#: Fig. 3's binnings: class-balanced within each condition (the paper), or global (the official code's legacy).
+DECILE_BINNINGS = ("within_condition", "global")
 #: Conditions a per-feature correlation across conditions needs (with 2 it is ±1).
 MIN_CORRELATION_CONDITIONS = 3
 #: The per-feature correlation table, also when no arm has one.
@@ -74,6 +78,17 @@ def generated_rows(sample_ids: np.ndarray, per_condition: int, measured: int) ->
 
 def _numeric_features(frame: pl.DataFrame) -> list[str]:
     return [c for c, t in frame.schema.items() if t.is_numeric() and not METADATA_PATTERN.search(c)]
+
+
+def drop_nan_rows(frame: pl.DataFrame, exclude=(), what: str = "rows") -> pl.DataFrame:
+    """``frame`` without the rows that hold a NaN or infinite value in any CellProfiler feature column
+    (numeric, not metadata, not in ``exclude``), the count in the log: the paper's step (ii)."""
+    columns = [c for c in _numeric_features(frame) if c not in set(exclude)]
+    finite = np.isfinite(frame.select(columns).to_numpy().astype(np.float64)).all(axis=1)
+    if not finite.all():
+        log.warning("%s: %d of %d rows dropped for NaN or infinite CellProfiler features", what,
+                    int((~finite).sum()), len(finite))  # fmt: skip
+    return frame.filter(pl.Series(finite))
 
 
 class MorphologyFeatures:
@@ -157,12 +172,15 @@ def centroid_features(x: np.ndarray, codes: np.ndarray, k: int = 15, prune: floa
 
 def real_spread(x: np.ndarray, codes: np.ndarray, *, n_splits: int = 10, seed: int = 42,
                 min_real: int = 4) -> dict[int, tuple[float, float]]:  # fmt: skip
-    """Condition code → (m_c, s_c): mean and sd of held-out real rows' distance to the other half's centroid."""
+    """Condition code → (m_c, s_c): mean and sd of held-out real rows' distance to the other half's
+    centroid; a condition with fewer than ``min_real`` real rows has none (logged)."""
     rng = np.random.default_rng(seed)
     spread = {}
     for code in np.unique(codes):
         rows = np.flatnonzero(codes == code)
         if len(rows) < min_real:
+            log.warning("condition %d: %d real rows, fewer than the %d a real-real spread needs; its samples "
+                        "get no centroid z", int(code), len(rows), min_real)  # fmt: skip
             continue
         distances = []
         for _ in range(n_splits):
@@ -311,9 +329,10 @@ def _codes(attributes: np.ndarray, conditions: np.ndarray) -> np.ndarray:
 
 
 def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list[str], conditions: np.ndarray,
-                        seen: np.ndarray, *, top_k: int = 15, half_splits: int = 10, n_boot: int = 2000,
+                        seen: np.ndarray, *, top_k: int | None = None, half_splits: int = 10, n_boot: int = 2000,
                         stratified: bool = True, n_random: int = 5, seed: int = 42, n_bins: int = 10,
-                        classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> dict:  # fmt: skip
+                        deciles: str = "within_condition", classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
+                        ) -> dict:  # fmt: skip
     """Section 5.1.3's readouts of one generator from CellProfiler tables of real and generated sites.
 
     Parameters
@@ -323,10 +342,16 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
         ``accepted`` (P95-real, :func:`~condeval.trust.filtering.accepted_mask`).
     conditions : ndarray, shape (M, K)
         The queried conditions; ``seen`` (M,) says which are in the training support (the two arms).
-    top_k, half_splits, n_boot, stratified, n_random, seed
-        The centroid analysis (paper: 15, 10, 2,000, stratified, seed 42; ``n_random`` random subsets).
-    n_bins, classifier_seeds
-        Fig. 3: global trust bins, each training logistic classifiers (cell type; condition) tested on real rows.
+    top_k : int, optional
+        None (or 0): the centroid distance over every kept column (the paper); k: over the top k of
+        :func:`centroid_features` (the official code's raw-distance stage: 15).
+    half_splits, n_boot, stratified, n_random, seed
+        The centroid analysis (paper: 10, 2,000, stratified, seed 42; ``n_random`` random subsets).
+    n_bins, deciles, classifier_seeds
+        Fig. 3: ``n_bins`` trust bins, ``"within_condition"`` (class-balanced: each condition's samples
+        ranked into equal bins, bin i merged across conditions, as Fig. 9(a) which the paper repeats) or
+        ``"global"`` (equal bins of all samples, the official code's legacy binning); each bin trains
+        logistic classifiers (cell type; condition) tested on real rows.
 
     Returns
     -------
@@ -336,9 +361,12 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
     """
     from condeval.trust.deciles import decile_bins, decile_classifier
 
-    real = real_rows(real, conditions, names)
-    generated = real_rows(generated, conditions, names)
+    if deciles not in DECILE_BINNINGS:
+        raise ValueError(f"deciles={deciles!r}: one of {DECILE_BINNINGS}")
     joined = (*names, "sample_id", "trust", "accepted")  # what the workflow joined to CellProfiler's columns
+    # the paper's step (ii), once: every readout and both feature sets use the same real rows
+    real = drop_nan_rows(real_rows(real, conditions, names), joined, "real")
+    generated = real_rows(generated, conditions, names)
     filtered = MorphologyFeatures(exclude=joined).fit(real)
     unfiltered = MorphologyFeatures(unfiltered=True, exclude=joined).fit(real)
     x_real, real_kept = filtered.transform(real, "real")
@@ -346,7 +374,7 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
     real_codes = _codes(real.select(names).to_numpy()[real_kept], conditions)
     gen_codes = _codes(generated.select(names).to_numpy()[gen_kept], conditions)
     accepted = generated["accepted"].to_numpy().astype(bool)[gen_kept]
-    top = centroid_features(x_real, real_codes, k=top_k)
+    top = centroid_features(x_real, real_codes, k=top_k) if top_k else np.arange(x_real.shape[1])
     spread = real_spread(x_real[:, top], real_codes, n_splits=half_splits, seed=seed)
     z = centroid_z(x_real[:, top], real_codes, x_gen[:, top], gen_codes, spread)
     contrast, correlations = [], []
@@ -375,7 +403,8 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
                 continue
             frame = feature_correlations(xr, rc, xg[mine], gc[mine], acc[mine], columns, n_random=n_random, seed=seed)
             correlations.append(frame.with_columns(arm=pl.lit(arm), set=pl.lit(name)))
-    bins = decile_bins(np.zeros(len(x_gen), dtype=np.int64), generated["trust"].to_numpy()[gen_kept], n_bins)
+    strata = gen_codes if deciles == "within_condition" else np.zeros(len(x_gen), dtype=np.int64)
+    bins = decile_bins(strata, generated["trust"].to_numpy()[gen_kept], n_bins)
     cell_type = names.index("cell_type_id")
     deciles = [
         decile_classifier(x_gen, target_gen, bins, x_real, target_real, seeds=classifier_seeds).with_columns(
@@ -388,7 +417,8 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
     ]  # fmt: skip
     return {
         "counts": filtered.counts | {"unfiltered": unfiltered.counts["outlier"], "real_rows": len(x_real),
-                                     "generated_rows": len(x_gen), "centroid_features": [filtered.columns[k] for k in top]},
+                                     "generated_rows": len(x_gen), "centroid_features": [filtered.columns[k] for k in top],
+                                     "centroid_top_k": top_k or None},
         "contrast": pl.DataFrame(contrast),
         "correlations": pl.concat(correlations) if correlations else pl.DataFrame(schema=CORRELATION_SCHEMA),
         "deciles": pl.concat(deciles),

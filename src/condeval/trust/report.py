@@ -72,7 +72,7 @@ def plot_graded_shift(shift: pl.DataFrame, path, title: str) -> None:
 
 
 def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
-    """Fig. 3: accuracy on real sites of classifiers trained on each global trust bin's generated sites
+    """Fig. 3: accuracy on real sites of classifiers trained on each trust bin's generated sites
     in CellProfiler space, cell type (4 classes) and condition, one line per generator (``variant``)."""
     targets = sorted(deciles["target"].unique().to_list())
     fig, axes = plt.subplots(1, len(targets), figsize=(4.4 * len(targets), 3.4), squeeze=False)
@@ -106,15 +106,21 @@ def morphology_markdown(contrast: pl.DataFrame, counts: dict, segmentation: dict
         )
     lines += ["", f"Features: {counts['numeric']} numeric columns, {counts['variance']} after the variance threshold, "
               f"**{counts['outlier']} kept** after the real-data outlier filter (paper: 2,467 → 621); "
-              f"{counts['unfiltered']} in the unfiltered set (paper: 2,415). Real sites {counts['real_rows']}, "
-              f"centroid features (top {len(counts['centroid_features'])} by ANOVA F after the |r| > 0.7 prune): "
-              + ", ".join(f"`{c}`" for c in counts["centroid_features"]) + "."]  # fmt: skip
+              f"{counts['unfiltered']} in the unfiltered set (paper: 2,415). Real sites {counts['real_rows']}; "
+              + _centroid_sentence(counts)]  # fmt: skip
     if segmentation:
         lines += ["", f"Segmentation on the miniature's {segmentation['sites']} real sites: "
                   f"{segmentation['counted']:.2f} nuclei counted per site against {segmentation['drawn']:.2f} drawn; "
                   f"the count exact on {100 * segmentation['exact']:.0f}% of sites, mean absolute error "
                   f"{segmentation['mae']:.2f}, Pearson r {segmentation['r']:.3f}."]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _centroid_sentence(counts: dict) -> str:
+    if not counts.get("centroid_top_k"):
+        return f"the centroid distance over all {len(counts['centroid_features'])} kept features (the paper's)."
+    return (f"the centroid distance over the top {len(counts['centroid_features'])} features by ANOVA F after the "
+            "|r| > 0.7 prune (the official code's option): " + ", ".join(f"`{c}`" for c in counts["centroid_features"]) + ".")  # fmt: skip
 
 
 PATH_NAMES = {"translator": "translator", "aligned": "REPA aligned_mean", "post": "post generation"}

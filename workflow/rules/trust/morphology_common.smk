@@ -39,7 +39,7 @@ def morphology_settings(*keys):
 
 MORPHOLOGY_INPUTS = ("input", "side", "shards", "real_per_condition", "per_condition")
 MORPHOLOGY_ANALYSIS = ("top_k", "half_splits", "bootstrap", "stratified", "random_draws", "seed", "n_bins",
-                       "classifier_seeds")  # fmt: skip
+                       "deciles", "classifier_seeds")  # fmt: skip
 
 
 def morphology_source_inputs(wildcards):

@@ -18,7 +18,7 @@ readouts = morphology_readouts(
     read_parquet(i.real), generated, names, queried.select(names).to_numpy(), queried["seen"].to_numpy(),
     top_k=settings["top_k"], half_splits=settings["half_splits"], n_boot=settings["bootstrap"],
     stratified=settings["stratified"], n_random=settings["random_draws"], seed=settings["seed"],
-    n_bins=settings["n_bins"], classifier_seeds=tuple(range(settings["classifier_seeds"])),
+    n_bins=settings["n_bins"], deciles=settings["deciles"], classifier_seeds=tuple(range(settings["classifier_seeds"])),
 )  # fmt: skip
 write_json(readouts["counts"], o.summary)
 write_parquet(readouts["contrast"], o.contrast)
