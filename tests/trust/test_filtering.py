@@ -71,3 +71,23 @@ def test_support_distance_grades_the_shift():
     distance = support_distance(conditions, conditions[support(conditions, "held_out")])
     # held out: the reference and single-attribute conditions are seen; k attributes on is k - 1 away
     np.testing.assert_array_equal(distance, np.maximum(conditions.astype(int).sum(axis=1) - 1, 0))
+
+
+def test_a_thresholds_expected_coverage_matches_simulation_and_few_rows_are_named(caplog):
+    """The P95 of n real rows accepts about (1 + 0.95(n − 1)) / (n + 1) of the next real samples on
+    average (within the interpolation's 0.02): 0.65 at n = 2, so a threshold on two calibration rows is far from a P95 and the log says so."""
+    import logging
+
+    from condeval.trust.filtering import condition_thresholds
+
+    rng = np.random.default_rng(0)
+    for n in (2, 4, 40):
+        covered = []
+        for _ in range(1500):
+            calibration, fresh = rng.normal(size=n), rng.normal(size=50)
+            threshold = condition_thresholds(calibration, np.zeros((n, 1), int), ["a"])
+            covered.append(np.mean(fresh <= threshold["threshold"][0]))
+        assert np.mean(covered) == pytest.approx(threshold["coverage"][0], abs=0.025), n
+    with caplog.at_level(logging.WARNING):
+        condition_thresholds(rng.normal(size=5), np.array([[0]] * 2 + [[1]] * 3), ["a"])
+    assert "2 of 2 conditions' P95 thresholds rest on fewer than 20 calibration rows (2 to 3)" in caplog.text
