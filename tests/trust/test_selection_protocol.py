@@ -152,3 +152,22 @@ def test_score_agreement_is_the_per_sample_rank_correlation_with_post_generation
     assert flipped["rho_trust"] == pytest.approx(-1.0) and flipped["rho_realism"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="49 samples"):
         score_agreement(post.head(49), post)
+
+
+def test_step_thresholds_read_the_calibration_rows_on_the_steps_path():
+    """On the clean features themselves the per-step thresholds are the post-generation ones; on the same
+    rows seen through noise they rise, so that a step's real rows pass at the nominal rate."""
+    from condeval.trust.evaluate import step_thresholds
+
+    rng = np.random.default_rng(4)
+    attributes = np.repeat(np.array([[0, 0], [1, 0], [0, 1]]), 200, axis=0)
+    real = _features(attributes, rng)
+    scorer, _ = fit_and_score(real, attributes, real[:2], attributes[:2], NAMES)
+    clean = step_thresholds(scorer, real, attributes)
+    post = scorer.thresholds(0.95)
+    assert clean.drop("threshold").equals(post.drop("threshold"))
+    np.testing.assert_allclose(clean["threshold"], post["threshold"], atol=1e-4)
+    noisy = step_thresholds(scorer, real + 0.3 * rng.normal(size=real.shape), attributes)
+    assert (noisy["threshold"] > clean["threshold"]).all()
+    with pytest.raises(ValueError, match="rows the scorer was fitted on"):
+        step_thresholds(scorer, real[:100], attributes[:100])

@@ -19,7 +19,7 @@ from condeval.trust.filtering import selection_gain
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
-    "RANKED_SCORES", "fit_and_score", "selection_by_condition", "selection_summary", "score_agreement",
+    "RANKED_SCORES", "fit_and_score", "step_thresholds", "selection_by_condition", "selection_summary", "score_agreement",
     "translation_agreement", "selection_markdown", "rankings", "graded_shift", "scorer_ablation", "scorer_markdown",
 ]  # fmt: skip
 
@@ -40,6 +40,36 @@ def fit_and_score(real_features, real_attributes, sample_features, sample_attrib
     scores = scorer.score(sample_features, sample_attributes)
     attributes = np.asarray(sample_attributes)
     return scorer, scores.with_columns(pl.Series(name, attributes[:, k]) for k, name in enumerate(names))
+
+
+def step_thresholds(scorer: TrustScorer, features, attributes, quantile: float = 0.95) -> pl.DataFrame:
+    """Per-step thresholds for scoring during generation: each condition's ``quantile`` of the trust of
+    the scorer's real calibration rows, read on the same path as the samples at that step (noised to the
+    step's level, through the block and the translator) rather than from their clean features.
+
+    Parameters
+    ----------
+    scorer : TrustScorer
+        Fitted on the real rows whose step features are ``features``.
+    features : ndarray, shape (N, D)
+        The step's features of the very rows ``scorer`` was fitted on, in the same order.
+    attributes : ndarray of int, shape (N, K)
+    quantile : float
+
+    Returns
+    -------
+    polars.DataFrame
+        :func:`~condeval.trust.filtering.condition_thresholds` of the calibration rows.
+    """
+    from condeval.trust.filtering import condition_thresholds
+
+    features, attributes = np.asarray(features), np.asarray(attributes)
+    rows = scorer.calibration_rows_
+    if len(features) != len(attributes) or len(features) <= rows.max():
+        raise ValueError(f"{len(features)} step features and {len(attributes)} attribute rows: need the "
+                         f"{rows.max() + 1}+ rows the scorer was fitted on, in its order")  # fmt: skip
+    trust = scorer.score(features[rows], attributes[rows])["trust"]
+    return condition_thresholds(trust, attributes[rows], scorer.names_, quantile)
 
 
 def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thresholds: pl.DataFrame,
