@@ -270,3 +270,97 @@ def test_scoring_with_a_saved_translator_never_imports_lightning():
 
     code = "import sys, condeval.trust.translator; sys.exit('pytorch_lightning' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+class _SplitSeen(Exception):
+    """Raised by a stand-in for condeval.core.training.fit once it has seen the splits."""
+
+
+def _fit_recording(monkeypatch, stop: bool = False) -> list:
+    """The (train, val) arrays each Translator.fit hands condeval.core.training.fit; with ``stop``, no training."""
+    import condeval.core.training as training
+
+    seen, real_fit = [], training.fit
+
+    def recording(module, train, val, *args, **kwargs):
+        seen.append((train, val, kwargs["batch_size"]))
+        if stop:
+            raise _SplitSeen
+        return real_fit(module, train, val, *args, **kwargs)
+
+    monkeypatch.setattr(training, "fit", recording)
+    return seen
+
+
+@pytest.mark.parametrize("loss", ["paper", "whitened"])
+def test_a_one_row_batch_at_the_end_of_either_split_leaves_the_fit_finite(tmp_path, monkeypatch, loss):
+    """Both losses read batch statistics (std, covariance: ddof 1), NaN on one row. 98 rows, batch 32, a third
+    held out: 65 training rows (two batches and one row) and 33 validation rows (a batch and one row); the
+    fit's translations and its validation losses (checkpoint selection reads them) stay finite."""
+    import polars
+
+    _, target, internal = _pairs(98, seed=3)
+    seen = _fit_recording(monkeypatch)
+    translator = Translator(hidden=16, epochs=3, batch_size=32, val_share=1 / 3, seed=0, loss=loss)
+    translator.fit(internal, target, run_dir=tmp_path / "run")
+    ((train, val, batch_size),) = seen
+    assert len(train[0]) % batch_size == 1 and len(val[0]) % batch_size == 1  # the case under test
+    assert np.isfinite(translator.transform(internal)).all()
+    logs = [polars.read_csv(path) for path in (tmp_path / "run").glob("csv/version_*/metrics.csv")]
+    val_loss = polars.concat(logs, how="diagonal")["val_loss"].drop_nulls().to_numpy()
+    assert len(val_loss) == 3 and np.isfinite(val_loss).all()
+    with pytest.raises(ValueError, match="batch_size must be at least 2"):
+        Translator(batch_size=1)  # every batch a single row
+
+
+def test_a_loss_that_turns_nan_stops_the_fit_loudly(monkeypatch):
+    """A non-finite loss (here forced after a few batches) raises, rather than training on and saving NaN
+    weights or a translator chosen on NaN validation losses."""
+    import condeval.trust.translator_training as translator_training
+
+    _, target, internal = _pairs(300, seed=4)
+    calls = []
+
+    def poisoned(predicted, target, weights=None):
+        terms = translator_loss(predicted, target, weights)
+        calls.append(len(predicted))
+        return terms | {"loss": terms["loss"] * float("nan")} if len(calls) > 4 else terms
+
+    monkeypatch.setattr(translator_training, "translator_loss", poisoned)
+    with pytest.raises(FloatingPointError, match="not finite"):
+        Translator(hidden=16, epochs=3, batch_size=64, seed=0).fit(internal, target)
+
+
+def test_the_validation_split_holds_out_whole_images(monkeypatch):
+    """Pairs as translator_pairs and the training job build them: t-major (all images at the first t, then the
+    next), each image's target repeated at every t. Every image's rows fall on one side, all of its t in
+    validation when it is held out, about val_share of the images held out, the same split for the same seed;
+    explicit ``groups`` (an image id per row) are honoured the same way."""
+    n_images, t_values = 200, (0.2, 0.5, 0.8)
+    _, target, clean = _pairs(n_images, seed=5)
+    rng = np.random.default_rng(6)
+    internal = np.concatenate([clean + rng.normal(0, 3 * t, clean.shape) for t in t_values]).astype(np.float32)
+    targets = np.tile(target, (len(t_values), 1))
+    image_of = {row.tobytes(): k % n_images for k, row in enumerate(internal)}
+
+    def split(seed, groups=None):
+        seen = _fit_recording(monkeypatch, stop=True)
+        explicit = {} if groups is None else {"groups": groups}
+        with pytest.raises(_SplitSeen):
+            Translator(hidden=8, epochs=1, batch_size=64, seed=seed).fit(internal, targets, **explicit)
+        ((train, val, _),) = seen
+        return [np.array([image_of[row.tobytes()] for row in rows]) for rows in (train[0], val[0])]
+
+    train, val = split(seed=0)
+    assert len(train) + len(val) == len(internal)
+    assert not set(train) & set(val)
+    assert set(np.unique(val, return_counts=True)[1]) == {len(t_values)}  # every t of a held-out image
+    assert len(np.unique(val)) == 10  # 5% of 200 images
+    again, other = split(seed=0), split(seed=1)
+    np.testing.assert_array_equal(again[1], val)
+    assert set(other[1]) != set(val)
+    pairs = np.tile(np.arange(n_images) // 2, len(t_values))  # two images per group
+    train, val = split(seed=0, groups=pairs)
+    assert not set(train // 2) & set(val // 2) and len(np.unique(val // 2)) == 5
+    with pytest.raises(ValueError, match="one group per row"):
+        Translator().fit(internal, targets, groups=pairs[:10])

@@ -3,9 +3,10 @@ features to the extractor's space, so the same real-fitted :class:`~condeval.tru
 scores a sample before it is decoded.
 
 - :class:`Translator`: a linear skip plus a 3-layer SiLU MLP (the paper's 768 → 2048 → 1152), trained in
-  Lightning (AdamW, weight decay 1e-4, cosine schedule, 5% validation) on pairs (internal feature of a
-  noised real training image, the image's extractor feature). The loss keeps what the Mahalanobis score
-  reads, the features' spread and covariance, as well as the points (:func:`translator_loss`:
+  Lightning (AdamW, weight decay 1e-4, cosine schedule, 5% of the images held out for validation, every t
+  of each) on pairs (internal feature of a noised real training image, the image's extractor feature). The
+  loss keeps what the Mahalanobis score reads, the features' spread and covariance, as well as the points
+  (:func:`translator_loss`:
   ``mse·MSE + var·Σ_d (σ̂_d − σ_d)² / D + cov·Σ_{d≠e} (Ĉ_de − C_de)² / D``, the paper's weights 0.1, 1.0,
   0.04 on batch statistics). ``loss="whitened"`` is the official code's loss instead
   (:func:`whitened_translator_loss`: a tempered-whitened MSE plus relative mean and covariance matching
@@ -28,7 +29,8 @@ import torch
 
 __all__ = [
     "LOSS_WEIGHTS", "StandardisedTranslator", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
-    "noised_latents", "target_geometry", "translator_loss", "translator_pairs", "whitened_translator_loss",
+    "noised_latents", "pair_groups", "target_geometry", "translator_loss", "translator_pairs", "validation_split",
+    "whitened_translator_loss",
 ]  # fmt: skip
 
 #: The paper's loss weights (Section 5.2).
@@ -143,6 +145,8 @@ class Translator:
                  loss: str = "paper", whitened: dict | None = None):  # fmt: skip
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
+        if batch_size < 2:
+            raise ValueError(f"batch_size must be at least 2 (the loss reads batch statistics); got {batch_size}")
         self.hidden, self.weights = hidden, dict(LOSS_WEIGHTS if weights is None else weights)
         self.loss, self.whitened = loss, WHITENED | dict(whitened or {})
         self.lr, self.weight_decay, self.epochs, self.batch_size = lr, weight_decay, epochs, batch_size
@@ -150,10 +154,16 @@ class Translator:
         self.model: StandardisedTranslator | None = None
         self.config: dict | None = None  # the module's hyperparameters, saved beside its weights
 
-    def fit(self, internal: np.ndarray, target: np.ndarray, run_dir: str | os.PathLike | None = None) -> Translator:
+    def fit(self, internal: np.ndarray, target: np.ndarray, run_dir: str | os.PathLike | None = None,
+            groups: np.ndarray | None = None) -> Translator:  # fmt: skip
         """Train on pairs (rows of ``internal`` (N, d_in) and ``target`` (N, d_out)); ``run_dir`` keeps
-        checkpoints, so a killed fit resumes (a temporary folder when None)."""
+        checkpoints, so a killed fit resumes (a temporary folder when None).
+
+        The validation split holds out whole images (:func:`validation_split`): ``groups`` (N,) names each
+        pair's image; when None, pairs with the same target (bit for bit) are one image's, as
+        :func:`translator_pairs` builds them (one image's extractor feature at every t)."""
         import tempfile
+        import warnings
 
         import pytorch_lightning as pl
 
@@ -163,9 +173,10 @@ class Translator:
         internal, target = _checked(internal, "internal"), _checked(target, "target")
         if len(internal) != len(target):
             raise ValueError(f"one target per internal feature: {len(internal)} against {len(target)}")
-        order = np.random.default_rng(self.seed).permutation(len(internal))
-        n_val = max(2, int(round(self.val_share * len(internal))))
-        val, train = order[:n_val], order[n_val:]
+        groups = pair_groups(target) if groups is None else np.asarray(groups)
+        if groups.shape != (len(internal),):
+            raise ValueError(f"groups must name one group per row ({len(internal)}); got shape {groups.shape}")
+        train, val = validation_split(groups, self.val_share, self.seed)
         steps = self.epochs * int(np.ceil(len(train) / self.batch_size))
         pl.seed_everything(self.seed, verbose=False)
         module = TranslatorModule(
@@ -176,7 +187,9 @@ class Translator:
         if self.loss == "whitened":
             module.set_geometry(target_geometry(torch.as_tensor(target[train]), self.whitened["gamma"],
                                                 self.whitened["kappa"]))  # fmt: skip
-        with tempfile.TemporaryDirectory() as scratch:
+        with tempfile.TemporaryDirectory() as scratch, warnings.catch_warnings():
+            # TranslatorModule skips a one-row batch on purpose (its batch statistics are NaN)
+            warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
             best = fit(module, (internal[train], target[train]), (internal[val], target[val]), run_dir or scratch,
                        max_epochs=self.epochs, patience=self.epochs, batch_size=self.batch_size, seed=self.seed,
                        progress=False)  # fmt: skip
@@ -222,6 +235,37 @@ class Translator:
         model.load_state_dict(load_file(str(folder / "translator.safetensors")))
         translator.model, translator.config = model.eval(), {k: v for k, v in config.items() if k != "seed"}
         return translator
+
+
+def pair_groups(target: np.ndarray) -> np.ndarray:
+    """A group id per row of ``target`` (N, D): rows equal bit for bit share one. On pairs built as
+    :func:`translator_pairs` (one image's extractor feature repeated at every t) a group is an image."""
+    rows = np.ascontiguousarray(target)
+    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    return np.unique(keys, return_inverse=True)[1].ravel()
+
+
+def validation_split(groups: np.ndarray, val_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices ``(train, val)`` with every group (an image) on one side: the groups in a seeded random
+    order, validation the first of them up to at least ``max(2, round(val_share × N))`` rows. Groups count
+    in order of first appearance, so rows that are each their own group split as a seeded permutation of
+    the rows (the first rows of it held out)."""
+    groups = np.asarray(groups)
+    _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    group = rank[inverse.ravel()]  # 0, 1, ... in order of first appearance
+    order = np.random.default_rng(seed).permutation(len(first))
+    place = np.empty(len(first), dtype=np.int64)
+    place[order] = np.arange(len(first))
+    rows = np.argsort(place[group], kind="stable")  # the rows, group by group in the drawn order
+    sizes = np.bincount(group, minlength=len(first))[order]
+    held = int(np.searchsorted(np.cumsum(sizes), max(2, int(round(val_share * len(group)))))) + 1
+    n_val = int(sizes[:held].sum())
+    if held >= len(first) or len(rows) - n_val < 2:
+        raise ValueError(f"{len(group)} rows in {len(first)} groups (images) leave too few to train on after "
+                         f"holding out {n_val} rows (val_share {val_share}) for validation")  # fmt: skip
+    return rows[n_val:], rows[:n_val]
 
 
 def _checked(array, name: str) -> np.ndarray:

@@ -37,6 +37,16 @@ class TranslatorModule(ScheduledModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
 
+    def training_step(self, batch, batch_idx):
+        # the losses read batch statistics (std, covariance: ddof 1), NaN on one row: a trailing one-row batch
+        # (rows ≡ 1 mod batch size) is skipped, no optimiser step
+        return super().training_step(batch, batch_idx) if len(batch[0]) > 1 else None
+
+    def validation_step(self, batch, batch_idx):
+        # likewise the validation split's trailing one-row batch, left out of val_loss
+        if len(batch[0]) > 1:
+            super().validation_step(batch, batch_idx)
+
     def _loss(self, batch, training: bool) -> torch.Tensor:
         internal, target = batch
         if self.hparams.loss == "whitened":
@@ -44,6 +54,13 @@ class TranslatorModule(ScheduledModule):
             terms = whitened_translator_loss(self(internal), target, geometry, dict(self.hparams.whitened))
         else:
             terms = translator_loss(self(internal), target, dict(self.hparams.weights))
+        if not torch.isfinite(terms["loss"]):
+            values = ", ".join(f"{name} {float(value.detach()):.4g}" for name, value in terms.items())
+            raise FloatingPointError(
+                f"the translator's {'training' if training else 'validation'} loss is not finite ({values}) on a "
+                f"batch of {len(internal)} rows, epoch {self.current_epoch + 1}: stopping rather than keeping "
+                "non-finite weights or choosing a checkpoint on a NaN val_loss"
+            )
         prefix = "" if training else "val_"
         for name, value in terms.items():
             if name != "loss":
