@@ -42,8 +42,9 @@ translator = Translator(hidden=settings["hidden"], weights=dict(settings["weight
                         batch_size=settings["batch_size"], seed=p.seed, loss=settings["loss"],
                         whitened=dict(settings["whitened"]))  # fmt: skip
 # the run folder is no output, so a failed job's cleanup keeps its last.ckpt (docs/workflow.md, "A killed run")
-translator.fit(internal, target, run_dir=f"{snakemake.output.model}_run",
-              groups=np.tile(np.flatnonzero(support), len(t_values)))  # validation holds out whole images
+translator.fit(
+    internal, target, run_dir=f"{snakemake.output.model}_run", groups=np.tile(np.flatnonzero(support), len(t_values))
+)  # validation holds out whole images
 translator.save(snakemake.output.model)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 # the issue's check, on real images outside the support: their translated features (scored against their true
