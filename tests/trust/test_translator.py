@@ -364,3 +364,32 @@ def test_the_validation_split_holds_out_whole_images(monkeypatch):
     assert not set(train // 2) & set(val // 2) and len(np.unique(val // 2)) == 5
     with pytest.raises(ValueError, match="one group per row"):
         Translator().fit(internal, targets, groups=pairs[:10])
+
+
+def test_real_images_are_read_where_the_sampler_stands_at_each_step(attribute_pipeline):
+    """step_noise_levels gives the noise level the sampler hands the denoiser at each step, and the real
+    images' aligned features at a level are the projector's mean over the block's tokens there."""
+    from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, REPAProjector
+    from condeval.trust.translator import step_noise_levels
+
+    pipe = attribute_pipeline()
+    seen = []
+    hook = pipe.transformer.register_forward_pre_hook(lambda m, args, kwargs: seen.append(kwargs["timestep"][0]),
+                                                      with_kwargs=True)  # fmt: skip
+    pipe(np.array([[0, 1]]), num_inference_steps=5, generator=torch.Generator().manual_seed(0), output_type="latent")
+    hook.remove()
+    levels = step_noise_levels(pipe.scheduler, 5, [0, 2, 4])
+    total = pipe.scheduler.config.num_train_timesteps
+    np.testing.assert_allclose(levels, [float(seen[s]) / total for s in (0, 2, 4)], rtol=1e-6)
+    assert levels[0] == pytest.approx(1.0) and levels[0] > levels[1] > levels[2] > 0
+
+    projector = REPAProjector(width=pipe.transformer.inner_dim, hidden=8, target_dim=5, depth=1)
+    repa = AttributeDiffusionPipeline(pipe.transformer, pipe.vae, pipe.scheduler, pipe.attribute_encoder, projector)
+    clean = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    noise = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
+    tokens = []
+    hook = pipe.transformer.transformer_blocks[0].register_forward_hook(lambda m, i, out: tokens.append(out[1]))
+    aligned = internal_features(repa, clean, np.array([[0, 1], [1, 2]]), levels[1], 1, noise=noise, project=projector)
+    hook.remove()
+    with torch.no_grad():
+        np.testing.assert_allclose(aligned, projector(tokens[0]).mean(dim=1).numpy(), rtol=1e-5, atol=1e-6)

@@ -29,7 +29,7 @@ import torch
 
 __all__ = [
     "LOSS_WEIGHTS", "StandardisedTranslator", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
-    "noised_latents", "pair_groups", "target_geometry", "translator_loss", "translator_pairs", "validation_split",
+    "noised_latents", "pair_groups", "step_noise_levels", "target_geometry", "translator_loss", "translator_pairs", "validation_split",
     "whitened_translator_loss",
 ]  # fmt: skip
 
@@ -320,16 +320,17 @@ def block_of(transformer, layer: int) -> torch.nn.Module:
 
 @torch.no_grad()
 def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: int, *, generator=None,
-                      path: str = "generator", noise: torch.Tensor | None = None) -> np.ndarray:  # fmt: skip
+                      path: str = "generator", noise: torch.Tensor | None = None, project=None) -> np.ndarray:  # fmt: skip
     """The denoiser's block-``layer`` image tokens, mean-pooled, for clean ``latents`` (B, C, H, W) (as
-    the transformer sees them: shifted and scaled) noised to ``t`` with their ``attributes`` (B, K)."""
+    the transformer sees them: shifted and scaled) noised to ``t`` with their ``attributes`` (B, K);
+    each token through ``project`` first when given (a REPA generator's projector: its aligned features)."""
     device = next(pipe.transformer.parameters()).device
     latents = latents.to(device)
     if noise is None:
         noise = torch.randn(latents.shape, generator=generator, device="cpu").to(device)
     times = torch.full((len(latents),), float(t), device=device)
     context, pooled = pipe.attribute_encoder(torch.as_tensor(np.asarray(attributes), dtype=torch.long, device=device))
-    tap = _TokenTap(block_of(pipe.transformer, layer), stop=True)
+    tap = _TokenTap(block_of(pipe.transformer, layer), project, stop=True)
     try:
         # the scheduler's timesteps are sigma × num_train_timesteps
         timestep = times * pipe.scheduler.config.num_train_timesteps
@@ -440,10 +441,11 @@ def compute_saved(abstained: np.ndarray, step: int, num_inference_steps: int) ->
 
 @torch.no_grad()
 def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int, *, seed: int = 0,
-                     path: str = "generator", batch_size: int = 256) -> np.ndarray:  # fmt: skip
+                     path: str = "generator", batch_size: int = 256, project=None) -> np.ndarray:  # fmt: skip
     """Internal features of real ``images`` (N, C, H, W) uint8 with their ``attributes``: encoded by the
     pipeline's VAE, noised to each of ``t_values`` (fresh seeded noise per t) and read at block
-    ``layer``; (len(t_values) × N, width), t-major (all images at the first t, then the next)."""
+    ``layer`` (through ``project``, see :func:`internal_features`); (len(t_values) × N, width), t-major
+    (all images at the first t, then the next)."""
     from condeval.encoders.patch_features import pixel_values
     from condeval.generators.text_to_image_training import latents_of
 
@@ -455,5 +457,14 @@ def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int,
         for start in range(0, len(latents), batch_size):
             rows = slice(start, start + batch_size)
             features.append(internal_features(pipe, latents[rows], attributes[rows], float(t), layer,
-                                              generator=generator, path=path))  # fmt: skip
+                                              generator=generator, path=path, project=project))  # fmt: skip
     return np.concatenate(features)
+
+
+def step_noise_levels(scheduler, num_inference_steps: int, steps) -> list[float]:
+    """The noise level t (1: pure noise) at which a ``num_inference_steps`` sampler runs each of its
+    ``steps`` (0-based): the step's timestep over ``num_train_timesteps`` (a flow-matching scheduler's
+    sigma), so that real images noised to it on the generator's path stand where the samples stand."""
+    scheduler.set_timesteps(num_inference_steps)
+    total = scheduler.config.num_train_timesteps
+    return [float(scheduler.timesteps[int(step)]) / total for step in steps]

@@ -5,6 +5,8 @@
 #   trust_train_translator (pairs from noised real support images)  ->  translators/<variant>
 #   trust_trajectory (the samples of trust_generate drawn again; the block's tokens and/or the REPA-aligned
 #                     features kept at each scoring step)
+#   trust_real_trajectory (the real support images noised to each scoring step's level, the same features kept:
+#                          the per-step thresholds, `thresholds: per_step`)
 #   -> trust_during_generation (per path and step: score, P95-real, KID; steps saved)
 #   -> trust_during_generation_report (Appendix L.2's table, Fig. 4, Appendix L.1's support-shift table)
 
@@ -74,6 +76,39 @@ rule trust_trajectory:
         "../../scripts/trust/trajectory.py"
 
 
+rule trust_real_trajectory:
+    """The real support images on the samples' path at each scoring step (noised to the step's level, the
+    block's tokens and/or the REPA-aligned features kept): the per-step thresholds' calibration rows."""
+    input:
+        table="results/trust/{dataset}/real.parquet",
+        release=trust_release_input,
+        model=saved_manifest("results/trust/{dataset}/{regime}/generators/{variant}"),
+    output:
+        features=directory(REAL_TRAJECTORY),
+        manifest=saved_manifest(REAL_TRAJECTORY),
+    wildcard_constraints:
+        **TRUST_WILDCARDS,
+    params:
+        num_inference_steps=TRUST["sampling"]["num_inference_steps"],
+        translator=translator_settings("layer", "steps"),
+        keep=trajectory_paths,
+        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
+        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        image_size=TRUST["image_size"],
+        seed=TRUST["seed"],
+    log:
+        "logs/trust/real_trajectory_{dataset}_{regime}_{variant}.log",
+    conda:
+        "../../../envs/torch.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+        gpu=0,
+    script:
+        "../../scripts/trust/real_trajectory.py"
+
+
 rule trust_during_generation:
     """Per path and scoring step: translated features scored by trust fitted on real SigLIP support features,
     and REPA-aligned features by trust fitted in their extractor's space; P95-real selection, KID in DINOv3's
@@ -91,7 +126,7 @@ rule trust_during_generation:
         **TRUST_WILDCARDS,
     params:
         spaces=trust_feature_spaces,
-        translator=translator_settings("steps"),
+        translator=translator_settings("steps", "thresholds"),
         keep=trajectory_paths,
         sampling=canonical(TRUST["sampling"]),
         scorer=canonical(TRUST["scorer"]),

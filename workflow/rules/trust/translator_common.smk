@@ -38,9 +38,12 @@ def trajectory_paths(wildcards):
 
 
 def during_generation_inputs(wildcards):
-    """The translator (for a translator variant) and the real features of the aligned space (for an aligned one)."""
+    """The translator (for a translator variant), the real features of the aligned space (for an aligned one)
+    and, under per-step thresholds, the real support images' features at each step."""
     d, r, v = wildcards.dataset, wildcards.regime, wildcards.variant
     inputs = {}
+    if TRANSLATOR.get("thresholds") == "per_step":
+        inputs["real_trajectory"] = saved_manifest(REAL_TRAJECTORY.format(dataset=d, regime=r, variant=v))
     if v in TRANSLATOR.get("variants", []):
         inputs["translator"] = saved_manifest(TRANSLATOR_FOLDER.format(dataset=d, regime=r, variant=v))
     if v in TRANSLATOR.get("aligned", []):
@@ -70,3 +73,4 @@ TRANSLATOR_TRAINING = (
 
 TRANSLATOR_FOLDER = "results/trust/{dataset}/{regime}/translators/{variant}"
 TRAJECTORY = "results/trust/{dataset}/{regime}/trajectory/{variant}-shard-{shard}"
+REAL_TRAJECTORY = "results/trust/{dataset}/{regime}/trajectory/{variant}-real"

@@ -8,7 +8,13 @@ from condeval.core.io import read_parquet, saved_folder, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
-from condeval.trust.evaluate import fit_and_score, score_agreement, selection_by_condition, selection_summary
+from condeval.trust.evaluate import (
+    fit_and_score,
+    score_agreement,
+    selection_by_condition,
+    selection_summary,
+    step_thresholds,
+)
 from condeval.trust.filtering import accepted_mask
 from condeval.trust.samples import sample_feature_files
 from condeval.trust.translator import Translator, compute_saved
@@ -43,11 +49,15 @@ target = (real_kid[~support], real_attributes[~support], conditions, names)
 SUMMARY = dict.fromkeys(("accept", "kid_trust", "kid_trust_std", "kid_random", "kid_random_std", "improvement", "band"))
 
 
-def protocol(real, scored) -> dict:
-    """Fit on real support features, score, select by P95-real, KID in DINOv3's space (Section 5.1.1)."""
+def protocol(real, scored, real_at_step=None) -> dict:
+    """Fit on real support features, score, select by P95-real, KID in DINOv3's space (Section 5.1.1);
+    with ``real_at_step`` (the support rows' features on the samples' path at the step), per-step thresholds."""
     scorer, scores = fit_and_score(real[support], real_attributes[support], scored, sample_attributes, names,
                                    seed=p.seed, **dict(p.scorer))  # fmt: skip
-    thresholds = scorer.thresholds(quantile)
+    if real_at_step is None:
+        thresholds = scorer.thresholds(quantile)
+    else:
+        thresholds = step_thresholds(scorer, real_at_step, real_attributes[support], quantile)
     rows = selection_by_condition(scores, kid_features, thresholds, *target, seed=p.seed, **selection)
     accepted = accepted_mask(scores["trust"].to_numpy(), sample_attributes, thresholds, names)
     return SUMMARY | selection_summary(rows) | {"accepted": accepted, "scores": scores}
@@ -71,7 +81,13 @@ for path, (prefix, real, into_space) in paths.items():
         ids, kept = features([f"{folder}/{prefix}-{step}.safetensors" for folder in trajectory])
         if not np.array_equal(ids, sample_ids):
             raise ValueError(f"{trajectory[0]}: {prefix} {step} holds other sample ids than the samples' features")
-        result = protocol(real, into_space(kept))
+        real_at_step = None
+        if settings["thresholds"] == "per_step":
+            real_ids, real_kept = features([f"{saved_folder(i.real_trajectory)}/{prefix}-{step}.safetensors"])
+            if not np.array_equal(real_ids, np.flatnonzero(support)):
+                raise ValueError(f"{i.real_trajectory}: {prefix} {step} holds other rows than the real support")
+            real_at_step = into_space(real_kept)
+        result = protocol(real, into_space(kept), real_at_step)
         saved = compute_saved(~result.pop("accepted"), step, steps_total)
         agreement = score_agreement(result.pop("scores"), post_scores)
         rows.append({"path": path, "scoring": "during", "step": step + 1} | result | saved | agreement)
