@@ -124,6 +124,18 @@ def test_a_scorer_edit_retrains_nothing(tiny_run, tmp_path):
     assert not trained & set(jobs), jobs
 
 
+def test_per_step_thresholds_read_real_images_at_the_steps_and_retrain_nothing(tiny_run, tmp_path):
+    """Per-step thresholds (the default) come from the real support images at each scoring step; moving the
+    steps reruns those and the trajectories, never a translator; post-generation thresholds need neither."""
+    workdir = copy_run(tiny_run, tmp_path / "run")
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "translator"), steps=[1])
+    assert jobs["trust_real_trajectory"] == 4 and jobs["trust_trajectory"] == 4, jobs
+    assert "trust_train_translator" not in jobs, jobs
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "translator"), thresholds="post_generation")
+    assert jobs["trust_during_generation"] == 4 and "trust_real_trajectory" not in jobs, jobs
+    assert not (TRAINING_OR_GENERATION | {"trust_trajectory"}) & set(jobs), jobs
+
+
 def test_a_regime_override_retrains_only_its_regime(tiny_run, tmp_path):
     """``generator_training.regimes``: an override for a regime the run lacks retrains nothing; one for
     held_out retrains every held-out generator (the tiny run's four)."""
