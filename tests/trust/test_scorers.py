@@ -63,7 +63,7 @@ def test_condition_thresholds_are_each_conditions_quantile():
     attributes = rng.integers(0, 2, (500, 2))
     scores = rng.standard_normal(500) + attributes[:, 0]
     table = condition_thresholds(scores, attributes, ["m", "s"], 0.95)
-    for m, s, threshold, n in table.iter_rows():
+    for m, s, threshold, n, _ in table.iter_rows():
         rows = (attributes[:, 0] == m) & (attributes[:, 1] == s)
         assert n == rows.sum() and threshold == pytest.approx(np.quantile(scores[rows], 0.95))
 

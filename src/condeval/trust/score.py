@@ -21,9 +21,14 @@ real ones scores better than they do. ``realism="two-sided"`` is the official co
 also penalises over-typical samples (the code's note: aligned features crowd the real mean); the
 faithfulness z-score stays signed either way, as there.
 
-The faithfulness margin needs no quadratic form: ``E_k(z, v) = zᵀP_k z − 2 μ_kvᵀ P_k z + μ_kvᵀ P_k μ_kv``
-and the first term is common to every value, so margins cost one (d × V) product per attribute. Only
-realism needs a (d × d) product per sample.
+The faithfulness margin needs no quadratic form. About the real mean ``μ`` (``δ_kv = μ_kv − μ``,
+``x = z − μ``), ``E_k(z, v) = xᵀP_k x − 2 δ_kvᵀ P_k x + δ_kvᵀ P_k δ_kv`` and the first term is common to
+every value, so margins cost one (d × V) product per attribute, on the rows realism centres anyway; only
+realism needs a (d × d) product per sample. The centring is what keeps the float32 products precise:
+uncentred (``μ_kvᵀ P_k μ_kv − 2 μ_kvᵀ P_k z``) both terms are about ``‖μ‖² λ_max(P_k)``, near 1e5 when
+the features share a strong direction (ViT features do), and a margin a few units wide is their
+difference, which float32 leaves with its first decimals wrong. The constants ``δ_kvᵀ P_k δ_kv`` are
+float64 from the fit.
 """
 
 from __future__ import annotations
@@ -163,8 +168,9 @@ class TrustScorer:
             self.values_.append(values)
             self.value_means_.append(means)
             self.attribute_precisions_.append(precision)
-            self._projections.append(precision @ means.T)  # (d, V): P_k μ_kv
-            self._offsets.append(np.einsum("vd,dv->v", means, self._projections[-1]))  # μ_kvᵀ P_k μ_kv
+            shifts = means - self.mean_  # (V, d): δ_kv = μ_kv − μ, the value means about the realism centre
+            self._projections.append(precision @ shifts.T)  # (d, V): P_k δ_kv
+            self._offsets.append(np.einsum("vd,dv->v", shifts, self._projections[-1]))  # δ_kvᵀ P_k δ_kv
         self._calibrate(z[calibration_rows], attributes[calibration_rows])
         return self
 
@@ -186,8 +192,7 @@ class TrustScorer:
     def _calibrate(self, z: np.ndarray, attributes: np.ndarray) -> None:
         if len(z) < 2:
             raise ValueError(f"calibration needs at least 2 real rows; got {len(z)}")
-        energy = self._energy(z)
-        margins = self._margins(z, attributes)
+        energy, margins = self._energies(z, attributes)
         self.energy_calibration_ = (float(energy.mean()), float(energy.std(ddof=1)))
         self.margin_calibration_ = [(float(m.mean()), float(m.std(ddof=1))) for m in margins.T]
         scores = self._scores(energy, margins)
@@ -228,7 +233,7 @@ class TrustScorer:
             shape, or an attribute value the fit never saw.
         """
         z, attributes = self._checked(features, attributes, fitting=False)
-        return self._scores(self._energy(z), self._margins(z, attributes))
+        return self._scores(*self._energies(z, attributes))
 
     def _scores(self, energy: np.ndarray, margins: np.ndarray) -> pl.DataFrame:
         realism = (energy - self.energy_calibration_[0]) / self.energy_calibration_[1]
@@ -240,20 +245,24 @@ class TrustScorer:
         columns |= {f"margin_{name}": margins[:, k] for k, name in enumerate(self.names_)}
         return pl.DataFrame(columns)
 
-    def _energy(self, z: np.ndarray) -> np.ndarray:
-        """Squared Mahalanobis energy of unit rows ``z`` to the real mean (float32 products, float64 sums)."""
-        precision, mean = self.precision_.astype(np.float32), self.mean_.astype(np.float32)
-        return np.concatenate([
-            np.einsum("nd,nd->n", centred @ precision, centred, dtype=np.float64)[:n]
-            for centred, n in ((block - mean, n) for block, n in _blocks(z))
-        ])  # fmt: skip
+    def _energies(self, z: np.ndarray, attributes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(realism energy (N,), margins (N, K)) of unit rows ``z``, from the centred rows ``x = z − μ``
+        (products in ``z``'s precision, float32 when scoring; sums in float64): ``xᵀ P x`` and every
+        attribute's ``xᵀ P_k δ_kv``."""
+        mean, precision = self.mean_.astype(z.dtype), self.precision_.astype(z.dtype)
+        projections = np.concatenate(self._projections, axis=1).astype(z.dtype)  # (d, ΣV): every P_k δ_kv
+        energy, products = [], []
+        for block, n in _blocks(z):
+            centred = block - mean
+            energy.append(np.einsum("nd,nd->n", centred @ precision, centred, dtype=np.float64)[:n])
+            products.append((centred @ projections)[:n])
+        return np.concatenate(energy), self._margins(np.concatenate(products).astype(np.float64), attributes)
 
-    def _margins(self, z: np.ndarray, attributes: np.ndarray) -> np.ndarray:
-        """(N, K): ``E_k(z, requested) − min over the other values``, the common ``zᵀ P_k z`` cancelled."""
-        projections = np.concatenate(self._projections, axis=1).astype(z.dtype)  # every attribute's P_k μ_kv
-        products = np.concatenate([(block @ projections)[:n] for block, n in _blocks(z)]).astype(np.float64)
+    def _margins(self, products: np.ndarray, attributes: np.ndarray) -> np.ndarray:
+        """(N, K): ``E_k(z, requested) − min over the other values`` from ``products`` (N, ΣV), the rows'
+        ``xᵀ P_k δ_kv``; the common ``xᵀ P_k x`` cancels."""
         out = np.empty(attributes.shape)
-        rows, first = np.arange(len(z)), 0
+        rows, first = np.arange(len(products)), 0
         for k, (values, offset) in enumerate(zip(self.values_, self._offsets, strict=True)):
             energy = offset - 2.0 * products[:, first : first + len(values)]  # (N, V), up to the common term
             first += len(values)
