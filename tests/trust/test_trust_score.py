@@ -192,3 +192,36 @@ def test_bad_input_is_refused_with_its_reason():
         TrustScorer().score(x[:2], a[:2])
     with pytest.raises(ValueError, match="takes one value"):
         TrustScorer(names=["m", "s", "g"]).fit(x, np.zeros_like(a))
+
+
+def _wells(units: int, per_unit: int, seed: int, dim: int = 32, unit_sd: float = 3.0):
+    """RxRx1-like rows: units (wells) of ``per_unit`` rows sharing a condition and a random offset."""
+    rng = np.random.default_rng(seed)
+    effects = [np.random.default_rng(100 + k).normal(0, 1.5, (v, dim)) for k, v in enumerate(VALUES)]
+    unit_attributes = np.stack([rng.integers(0, v, units) for v in VALUES], axis=1)
+    offsets = unit_sd * rng.standard_normal((units, dim))
+    groups = np.repeat(np.arange(units), per_unit)
+    attributes = unit_attributes[groups]
+    features = 3.0 + sum(effects[k][attributes[:, k]] for k in range(len(VALUES))) + offsets[groups]
+    return features + rng.standard_normal((len(groups), dim)), attributes, groups
+
+
+def test_calibration_on_whole_units_keeps_the_level_where_rows_of_a_unit_are_alike():
+    """Rows of one well are not exchangeable with rows of another: calibrating on rows whose wells the fit
+    saw sets the threshold on familiar wells, and fresh wells pass far less than 95% of the time. Held out
+    by well (``groups``), the rule keeps about its level."""
+    x, a, wells = _wells(100, 10, seed=0)
+    fresh, asked, _ = _wells(4000, 1, seed=7)
+    kept = {}
+    for name, groups in (("rows", None), ("wells", wells)):
+        coverage = []
+        for seed in range(3):
+            scorer = TrustScorer(calibration=0.3, seed=seed).fit(x, a, groups=groups)
+            threshold = float(np.quantile(scorer.calibration_["trust"], 0.95))
+            coverage.append(float((scorer.score(fresh, asked)["trust"] <= threshold).mean()))
+        kept[name] = np.mean(coverage)
+    assert kept["rows"] < 0.75 < 0.85 < kept["wells"], kept
+    held = np.unique(wells[scorer.calibration_rows_])
+    assert not np.isin(wells[np.setdiff1d(np.arange(len(wells)), scorer.calibration_rows_)], held).any()
+    with pytest.raises(ValueError, match="spans conditions"):
+        TrustScorer().fit(x, a, groups=np.zeros(len(x), dtype=int))

@@ -26,7 +26,7 @@ from condeval.datasets import celeba, rxrx1
 
 __all__ = [
     "DATASETS", "ATTRIBUTE_NAMES", "real_table", "attributes_of", "image_channels", "read_images", "held_out_keys",
-    "training_support", "release_validation", "queried_conditions",
+    "training_support", "calibration_units", "release_validation", "queried_conditions",
 ]  # fmt: skip
 
 DATASETS = ("celeba", "rxrx1")
@@ -120,6 +120,17 @@ def training_support(dataset: str, table: pl.DataFrame, regime: str, held_out_pa
         return train
     held = {tuple(row) for row in held_out_keys(dataset, table, held_out_pairs).tolist()}
     return train & np.array([tuple(row) not in held for row in attributes_of(dataset, table).tolist()], dtype=bool)
+
+
+def calibration_units(dataset: str, table: pl.DataFrame, rows: np.ndarray | None = None) -> np.ndarray | None:
+    """Each real row's exchangeable unit for the scorer's held-out calibration (``TrustScorer.fit``'s
+    ``groups``), for ``rows`` (a mask) or every row: RxRx1's well, whose sites share its plate, treatment
+    and well effect; None for CelebA, whose identity file is not read (each image its own unit)."""
+    _check_dataset(dataset)
+    if dataset != "rxrx1":
+        return None
+    wells = table["well_id"].to_numpy()
+    return wells if rows is None else wells[rows]
 
 
 def release_validation(table: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:

@@ -26,8 +26,9 @@ __all__ = [
 
 def fit_and_score(real_features, real_attributes, sample_features, sample_attributes, names, *,
                   calibration: float = 0.2, regularization: float = REGULARIZATION, seed: int = 0,
-                  realism: str = "one-sided") -> tuple[TrustScorer, pl.DataFrame]:  # fmt: skip
-    """A :class:`TrustScorer` fitted on real training-support rows and its scores of the samples.
+                  realism: str = "one-sided", groups=None) -> tuple[TrustScorer, pl.DataFrame]:  # fmt: skip
+    """A :class:`TrustScorer` fitted on real training-support rows (calibrated on whole ``groups``, when
+    given: :meth:`TrustScorer.fit`) and its scores of the samples.
 
     Returns
     -------
@@ -36,7 +37,7 @@ def fit_and_score(real_features, real_attributes, sample_features, sample_attrib
     """
     scorer = TrustScorer(calibration=calibration, regularization=regularization, names=list(names), seed=seed,
                          realism=realism)  # fmt: skip
-    scorer.fit(real_features, real_attributes)
+    scorer.fit(real_features, real_attributes, groups=groups)
     scores = scorer.score(sample_features, sample_attributes)
     attributes = np.asarray(sample_attributes)
     return scorer, scores.with_columns(pl.Series(name, attributes[:, k]) for k, name in enumerate(names))
@@ -141,7 +142,7 @@ def score_agreement(during: pl.DataFrame, post: pl.DataFrame) -> dict:
 
 
 def translation_agreement(real_features, real_attributes, support, translated, t_values, names, *, seed: int = 0,
-                          **scorer_options) -> list[dict]:  # fmt: skip
+                          groups=None, **scorer_options) -> list[dict]:  # fmt: skip
     """How well a translator's features rank real images by trust: per noise level, the Spearman between the
     trust of translated features of real images outside the support and the trust of their true features,
     both scored by one :class:`TrustScorer` fitted on the support's true features (:func:`fit_and_score`).
@@ -158,6 +159,8 @@ def translation_agreement(real_features, real_attributes, support, translated, t
     t_values : sequence of float, length T
     names : sequence of str
     seed : int
+    groups : ndarray, shape (N,), optional
+        Every real row's calibration unit (:meth:`TrustScorer.fit`).
     **scorer_options
         ``calibration``, ``regularization``, ``realism`` (:func:`fit_and_score`).
 
@@ -174,7 +177,9 @@ def translation_agreement(real_features, real_attributes, support, translated, t
         raise ValueError(f"translated features of shape {translated.shape}: need ({len(t_values)}, {held.sum()}, D), "
                          "one block per t of the rows outside the support")  # fmt: skip
     scorer, true_scores = fit_and_score(real_features[support], real_attributes[support], real_features[held],
-                                        real_attributes[held], names, seed=seed, **scorer_options)  # fmt: skip
+                                        real_attributes[held], names, seed=seed,
+                                        groups=None if groups is None else np.asarray(groups)[support],
+                                        **scorer_options)  # fmt: skip
     rho = [spearmanr(scorer.score(block, real_attributes[held])["trust"], true_scores["trust"]).statistic
            for block in translated]  # fmt: skip
     return [{"t": float(t), "spearman": float(r)} for t, r in zip(t_values, rho, strict=True)]

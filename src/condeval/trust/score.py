@@ -135,7 +135,7 @@ class TrustScorer:
         self.realism = realism
 
     # ----------------------------------------------------------------------------------- fit
-    def fit(self, features, attributes) -> TrustScorer:
+    def fit(self, features, attributes, groups=None) -> TrustScorer:
         """Fit the real statistics and calibrate on real rows.
 
         Parameters
@@ -144,6 +144,10 @@ class TrustScorer:
             Real features of the training support (normalised inside).
         attributes : array-like of int, shape (N, K)
             Each row's attribute values.
+        groups : array-like, shape (N,), optional
+            The exchangeable unit of each row (RxRx1: its well, whose sites share a plate and a well
+            effect): the calibration rows are whole units, so no unit lies on both sides. Each unit
+            belongs to one condition. None: each row is its own unit.
 
         Returns
         -------
@@ -153,7 +157,7 @@ class TrustScorer:
         from sklearn.covariance import LedoitWolf
 
         z, attributes = self._checked(features, attributes, fitting=True)
-        fit_rows, calibration_rows = self._split(attributes)
+        fit_rows, calibration_rows = self._split(attributes, groups)
         self.calibration_rows_ = calibration_rows
         fitted = z[fit_rows]
         self.mean_ = fitted.mean(axis=0)
@@ -174,8 +178,11 @@ class TrustScorer:
         self._calibrate(z[calibration_rows], attributes[calibration_rows])
         return self
 
-    def _split(self, attributes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(fit rows, calibration rows): ``calibration`` of each condition's rows held out, at random."""
+    def _split(self, attributes: np.ndarray, groups=None) -> tuple[np.ndarray, np.ndarray]:
+        """(fit rows, calibration rows): ``calibration`` of each condition's rows (or units, ``groups``)
+        held out, at random."""
+        if groups is not None:
+            return self._split_units(attributes, groups)
         everything = np.arange(len(attributes))
         if self.calibration == 0:
             return everything, everything
@@ -187,6 +194,26 @@ class TrustScorer:
             held_out.append(rows[: int(round(self.calibration * len(rows)))])
         held = np.zeros(len(attributes), dtype=bool)
         held[np.concatenate(held_out)] = True
+        return everything[~held], everything[held]
+
+    def _split_units(self, attributes: np.ndarray, groups) -> tuple[np.ndarray, np.ndarray]:
+        groups = np.asarray(groups)
+        if groups.shape != (len(attributes),):
+            raise ValueError(f"groups must name one unit per row ({len(attributes)}); got shape {groups.shape}")
+        everything = np.arange(len(attributes))
+        if self.calibration == 0:
+            return everything, everything
+        _, condition = np.unique(attributes, axis=0, return_inverse=True)
+        _, unit = np.unique(groups, return_inverse=True)
+        conditions_per_unit = np.bincount(np.unique(np.stack([unit, condition], axis=1), axis=0)[:, 0])
+        if (conditions_per_unit > 1).any():
+            bad = groups[unit == np.argmax(conditions_per_unit > 1)][0]
+            raise ValueError(f"group {bad!r} spans conditions: a calibration unit must lie within one condition")
+        rng = np.random.default_rng(self.seed)
+        held = np.zeros(len(attributes), dtype=bool)
+        for c in np.unique(condition):
+            units = rng.permutation(np.unique(unit[condition == c]))
+            held[np.isin(unit, units[: int(round(self.calibration * len(units)))])] = True
         return everything[~held], everything[held]
 
     def _calibrate(self, z: np.ndarray, attributes: np.ndarray) -> None:

@@ -7,7 +7,7 @@ import polars as pl
 from condeval.core.io import read_parquet, saved_folder, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
-from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, calibration_units, training_support
 from condeval.trust.evaluate import (
     fit_and_score,
     score_agreement,
@@ -26,6 +26,7 @@ names = list(ATTRIBUTE_NAMES[w.dataset])
 table = read_parquet(i.table)
 real_attributes = attributes_of(w.dataset, table)
 support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_out_pairs", 100))
+units = calibration_units(w.dataset, table, support)  # the scorer's calibration holds out whole wells
 conditions = read_parquet(i.conditions).select(names).to_numpy()
 
 
@@ -53,7 +54,7 @@ def protocol(real, scored, real_at_step=None) -> dict:
     """Fit on real support features, score, select by P95-real, KID in DINOv3's space (Section 5.1.1);
     with ``real_at_step`` (the support rows' features on the samples' path at the step), per-step thresholds."""
     scorer, scores = fit_and_score(real[support], real_attributes[support], scored, sample_attributes, names,
-                                   seed=p.seed, **dict(p.scorer))  # fmt: skip
+                                   seed=p.seed, groups=units, **dict(p.scorer))  # fmt: skip
     if real_at_step is None:
         thresholds = scorer.thresholds(quantile)
     else:

@@ -7,7 +7,7 @@ import polars as pl
 from condeval.core.io import atomic_path, read_json, read_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
-from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, calibration_units, training_support
 from condeval.trust.evaluate import translation_agreement
 from condeval.trust.report import during_generation_markdown, plot_during_generation
 
@@ -30,7 +30,7 @@ for variant, signal_path, held_out_path in zip(p.translated, i.signals, i.held_o
         raise ValueError(f"{held_out_path}: its ids are not the rows of {i.table} outside the support, per t")
     agreement = translation_agreement(real_siglip, attributes, support,
                                       translated.reshape(len(t_values), len(held), -1), t_values, names,
-                                      seed=p.seed, **dict(p.scorer))  # fmt: skip
+                                      seed=p.seed, groups=calibration_units(w.dataset, table), **dict(p.scorer))  # fmt: skip
     signals[variant] = read_json(signal_path)
     for row, scored in zip(signals[variant]["by_t"], agreement, strict=True):
         row["spearman"] = scored["spearman"]

@@ -5,7 +5,7 @@ import numpy as np
 from condeval.core.io import read_parquet, saved_folder, write_json, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
-from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, calibration_units, training_support
 from condeval.trust.evaluate import fit_and_score, scorer_ablation, selection_by_condition, selection_summary
 from condeval.trust.filtering import accepted_mask
 from condeval.trust.samples import sample_feature_files
@@ -42,7 +42,7 @@ conditions = read_parquet(i.conditions).select(names).to_numpy()
 sample_attributes = conditions[sample_ids // p.per_condition]
 real_scoring = real(i.real_scoring)[support]
 scorer, scores = fit_and_score(real_scoring, real_attributes[support], scoring, sample_attributes, names, seed=p.seed,
-                               **dict(p.scorer))  # fmt: skip
+                               groups=calibration_units(w.dataset, table, support), **dict(p.scorer))  # fmt: skip
 scores = scores.with_columns(sample_id=sample_ids)
 selection = dict(p.selection)
 quantile = selection.pop("quantile")
