@@ -404,6 +404,11 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
             frame = feature_correlations(xr, rc, xg[mine], gc[mine], acc[mine], columns, n_random=n_random, seed=seed)
             correlations.append(frame.with_columns(arm=pl.lit(arm), set=pl.lit(name)))
     strata = gen_codes if deciles == "within_condition" else np.zeros(len(x_gen), dtype=np.int64)
+    smallest = int(np.bincount(np.unique(strata, return_inverse=True)[1]).min()) if len(strata) else 0
+    if smallest < n_bins:
+        log.warning("Fig. 3: %d trust bins, but a %s holds %d measured samples: each bin takes "
+                    "none of them and the last bin all (set n_bins at most the samples per condition)", n_bins,
+                    "condition" if deciles == "within_condition" else "pool", smallest)  # fmt: skip
     bins = decile_bins(strata, generated["trust"].to_numpy()[gen_kept], n_bins)
     cell_type = names.index("cell_type_id")
     deciles = [
