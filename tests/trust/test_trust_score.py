@@ -225,3 +225,15 @@ def test_calibration_on_whole_units_keeps_the_level_where_rows_of_a_unit_are_ali
     assert not np.isin(wells[np.setdiff1d(np.arange(len(wells)), scorer.calibration_rows_)], held).any()
     with pytest.raises(ValueError, match="spans conditions"):
         TrustScorer().fit(x, a, groups=np.zeros(len(x), dtype=int))
+
+
+def test_a_condition_too_small_for_a_calibration_row_is_named_in_the_log(caplog):
+    import logging
+
+    x, a = _world(600, seed=3)
+    tiny = np.flatnonzero((a == a[0]).all(axis=1))[2:]  # leave that condition two rows: 20% of 2 rounds to 0
+    keep = np.setdiff1d(np.arange(len(a)), tiny)
+    with caplog.at_level(logging.WARNING):
+        scorer = TrustScorer(calibration=0.2).fit(x[keep], a[keep])
+    assert "1 support condition(s) too small to hold out a calibration row" in caplog.text
+    assert scorer.thresholds().height == len(np.unique(a, axis=0)) - 1

@@ -158,6 +158,10 @@ class TrustScorer:
 
         z, attributes = self._checked(features, attributes, fitting=True)
         fit_rows, calibration_rows = self._split(attributes, groups)
+        uncalibrated = len(np.unique(attributes, axis=0)) - len(np.unique(attributes[calibration_rows], axis=0))
+        if uncalibrated:
+            log.warning("%d support condition(s) too small to hold out a calibration row: their samples take the "
+                        "thresholds of the nearest calibrated conditions, as an unseen one does", uncalibrated)  # fmt: skip
         self.calibration_rows_ = calibration_rows
         fitted = z[fit_rows]
         self.mean_ = fitted.mean(axis=0)
