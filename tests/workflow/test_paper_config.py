@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # starts Snakemake
 
 #: Jobs of `all ablations crel_i2t_num_z0 scaling` (what `make run`, `make ablations` and `make scaling`
 #: build) under config/paper.yaml; update when the DAG changes on purpose.
-EXPECTED_JOBS = 2284
+EXPECTED_JOBS = 2296
 #: Image-to-text rules that must run on a GPU node under profiles/slurm.
 I2T_GPU_RULES = (
     "generate_captions",
@@ -32,7 +32,7 @@ T2I_GPU_RULES = ("generate_images", "t2i_fit", "t2i_evaluate", "t2i_signal")
 #: Trust-score rules that must run on a GPU node under profiles/slurm (training, generation and features).
 TRUST_GPU_RULES = (
     "trust_real_features", "trust_train_generator", "trust_generate", "trust_sample_features", "trust_train_translator",
-    "trust_trajectory",
+    "trust_trajectory", "trust_real_trajectory",
 )  # fmt: skip
 
 
