@@ -183,25 +183,9 @@ class TrustScorer:
         return self
 
     def _split(self, attributes: np.ndarray, groups=None) -> tuple[np.ndarray, np.ndarray]:
-        """(fit rows, calibration rows): ``calibration`` of each condition's rows (or units, ``groups``)
-        held out, at random."""
-        if groups is not None:
-            return self._split_units(attributes, groups)
-        everything = np.arange(len(attributes))
-        if self.calibration == 0:
-            return everything, everything
-        rng = np.random.default_rng(self.seed)
-        _, condition = np.unique(attributes, axis=0, return_inverse=True)
-        held_out = []
-        for c in np.unique(condition):
-            rows = rng.permutation(np.flatnonzero(condition == c))
-            held_out.append(rows[: int(round(self.calibration * len(rows)))])
-        held = np.zeros(len(attributes), dtype=bool)
-        held[np.concatenate(held_out)] = True
-        return everything[~held], everything[held]
-
-    def _split_units(self, attributes: np.ndarray, groups) -> tuple[np.ndarray, np.ndarray]:
-        groups = np.asarray(groups)
+        """(fit rows, calibration rows): ``calibration`` of each condition's units (``groups``; None: each
+        row its own) held out whole, at random."""
+        groups = np.arange(len(attributes)) if groups is None else np.asarray(groups)
         if groups.shape != (len(attributes),):
             raise ValueError(f"groups must name one unit per row ({len(attributes)}); got shape {groups.shape}")
         everything = np.arange(len(attributes))
