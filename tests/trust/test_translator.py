@@ -393,3 +393,111 @@ def test_real_images_are_read_where_the_sampler_stands_at_each_step(attribute_pi
     hook.remove()
     with torch.no_grad():
         np.testing.assert_allclose(aligned, projector(tokens[0]).mean(dim=1).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_translator_trains_on_the_accelerator_it_is_given(monkeypatch):
+    """A GPU job's translator trains on its GPU: ``fit(accelerator=)`` reaches Lightning's Trainer."""
+    import condeval.core.training
+
+    asked = {}
+
+    def trainer_fit(*args, **kwargs):
+        asked.update(kwargs)
+        raise _Stop
+
+    monkeypatch.setattr(condeval.core.training, "fit", trainer_fit)
+    _, target, internal = _pairs(64, seed=5)
+    for accelerator in ("gpu", "cpu"):
+        with pytest.raises(_Stop):
+            Translator(hidden=8, epochs=1, batch_size=16).fit(internal, target, accelerator=accelerator)
+        assert asked["accelerator"] == accelerator
+
+
+class _Stop(Exception):
+    pass
+
+
+def _abstain_on_b0(width: int):
+    """A scorer in ``width`` dims and P95 thresholds under which every sample asking for b = 0 abstains
+    and every other is kept (the decision is the test's, not the scorer's)."""
+    rng = np.random.default_rng(0)
+    attributes = np.column_stack([rng.integers(0, 2, 400), rng.integers(0, 3, 400)])
+    scorer = TrustScorer(names=["a", "b"], calibration=0.0).fit(rng.normal(size=(400, width)), attributes)
+    thresholds = scorer.thresholds(0.95)
+    return scorer, thresholds.with_columns(threshold=np.where(thresholds["b"].to_numpy() == 0, -1e9, 1e9))
+
+
+def test_abstaining_samples_leave_the_batch_and_the_kept_ones_are_unchanged(attribute_pipeline):
+    """With ``drop=True`` the pipeline denoises and decodes only the kept samples, and each kept image is
+    the one the full batch draws for it (per-sample generators); nothing is dropped without it."""
+    pipe = attribute_pipeline(num_layers=2)
+    attributes = np.array([[0, 0], [1, 1], [0, 2], [1, 0], [0, 1], [1, 2]])
+    scorer, thresholds = _abstain_on_b0(pipe.transformer.inner_dim)
+
+    def draw(callback=None, inputs=("latents", "attributes")):
+        generators = [torch.Generator().manual_seed(i) for i in range(len(attributes))]
+        return pipe(attributes, num_inference_steps=4, generator=generators, output_type="np",
+                    callback_on_step_end=callback, callback_on_step_end_tensor_inputs=inputs).images  # fmt: skip
+
+    full = draw()
+    callback = TrustAbstention(pipe.transformer, 1, 1, None, scorer, thresholds, ["a", "b"], attributes, drop=True)
+    kept_images = draw(callback)
+    callback.close()
+    np.testing.assert_array_equal(callback.kept_rows, [1, 2, 4, 5])  # b = 0 abstains
+    assert kept_images.shape == (4, *full.shape[1:])
+    np.testing.assert_allclose(kept_images, full[callback.kept_rows], atol=1e-5)
+    recorded = TrustAbstention(pipe.transformer, 1, 1, None, scorer, thresholds, ["a", "b"], attributes)
+    assert draw(recorded).shape == full.shape and recorded.abstained.sum() == 2
+    recorded.close()
+    everyone = thresholds.with_columns(threshold=thresholds["threshold"] * 0 - 1e9)
+    callback = TrustAbstention(pipe.transformer, 1, 0, None, scorer, everyone, ["a", "b"], attributes, drop=True)
+    assert draw(callback).shape == full.shape and callback.kept_rows.size == 0 and pipe.interrupt  # interrupted
+    callback.close()
+    assert draw(lambda pipe, step, t, tensors: {name: x[:0] for name, x in tensors.items()}).shape == (0, 16, 16, 3)
+    callback = TrustAbstention(pipe.transformer, 1, 1, None, scorer, thresholds, ["a", "b"], attributes, drop=True)
+    with pytest.raises(ValueError, match="conditioning beside its latents"):
+        draw(callback, inputs=("latents",))
+    callback.close()
+    with pytest.raises(ValueError, match="return both"):
+        draw(lambda pipe, step, t, tensors: {"latents": tensors["latents"][:2]})
+
+
+def test_a_guided_sd3_pipeline_drops_abstaining_samples_from_both_halves():
+    """A lab's diffusers pipeline: SD3's, with classifier-free guidance (the unconditional half first),
+    drops the abstained samples' latents and both halves of their prompt embeddings, and the kept images
+    are the full batch's."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+
+    torch.manual_seed(0)
+    transformer = SD3Transformer2DModel(
+        sample_size=8, patch_size=2, in_channels=4, out_channels=4, num_layers=1, attention_head_dim=8,
+        num_attention_heads=2, joint_attention_dim=24, caption_projection_dim=16, pooled_projection_dim=32,
+        pos_embed_max_size=4,
+    )  # fmt: skip
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL(block_out_channels=(8, 8), down_block_types=("DownEncoderBlock2D",) * 2,
+                        up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=4, latent_channels=4,
+                        use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0)  # fmt: skip
+    pipe = StableDiffusion3Pipeline(transformer=transformer, vae=vae, scheduler=FlowMatchEulerDiscreteScheduler(),
+                                    text_encoder=None, tokenizer=None, text_encoder_2=None, tokenizer_2=None,
+                                    text_encoder_3=None, tokenizer_3=None)  # fmt: skip
+    attributes = np.array([[0, 0], [1, 1], [0, 2], [1, 0], [0, 1]])
+    embeds = torch.randn(2, len(attributes), 3, 24, generator=torch.Generator().manual_seed(1))
+    pooled = torch.randn(2, len(attributes), 32, generator=torch.Generator().manual_seed(2))
+    scorer, thresholds = _abstain_on_b0(transformer.inner_dim)
+
+    def draw(callback=None):
+        return pipe(prompt_embeds=embeds[1], negative_prompt_embeds=embeds[0], pooled_prompt_embeds=pooled[1],
+                    negative_pooled_prompt_embeds=pooled[0], guidance_scale=3.0, num_inference_steps=3, height=16,
+                    width=16, output_type="np", callback_on_step_end=callback,
+                    generator=[torch.Generator().manual_seed(i) for i in range(len(attributes))],
+                    callback_on_step_end_tensor_inputs=["latents", "prompt_embeds", "pooled_prompt_embeds"]).images  # fmt: skip
+
+    full = draw()
+    callback = TrustAbstention(pipe.transformer, 1, 0, None, scorer, thresholds, ["a", "b"], attributes,
+                               conditional_half=True, drop=True)  # fmt: skip
+    kept_images = draw(callback)
+    callback.close()
+    np.testing.assert_array_equal(callback.kept_rows, [1, 2, 4])
+    np.testing.assert_allclose(kept_images, full[callback.kept_rows], atol=1e-5)

@@ -135,7 +135,9 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
         callback_on_step_end : callable, optional
             ``callback(pipe, step, timestep, callback_kwargs) -> dict``, after each denoising step, as in
             diffusers' pipelines: ``callback_kwargs`` holds ``callback_on_step_end_tensor_inputs``
-            (``latents``, ``attributes``); returned ``latents`` replace the current ones.
+            (``latents``, ``attributes``); returned ``latents`` and ``attributes`` replace the current
+            ones. Returning fewer rows of both drops samples from the batch: they are neither denoised
+            further nor decoded (:class:`condeval.trust.TrustAbstention` with ``drop=True``).
         callback_on_step_end_tensor_inputs : sequence of str
 
         Returns
@@ -159,17 +161,41 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
                                         encoder_hidden_states=context, pooled_projections=pooled).sample  # fmt: skip
             latents = self.scheduler.step(velocity, t, latents).prev_sample
             if callback_on_step_end is not None:
-                tensors = {"latents": latents, "attributes": attributes}
-                kwargs = {name: tensors[name] for name in callback_on_step_end_tensor_inputs}
-                latents = callback_on_step_end(self, step, t, kwargs).get("latents", latents)
+                returned = callback_on_step_end(self, step, t, _tensor_inputs(
+                    {"latents": latents, "attributes": attributes}, callback_on_step_end_tensor_inputs))  # fmt: skip
+                latents = returned.get("latents", latents)
+                if "attributes" in returned:
+                    attributes = returned["attributes"]
+                    context, pooled = self.attribute_encoder(attributes)
+                if len(latents) != len(attributes):
+                    raise ValueError(f"the step-end callback left {len(latents)} latents for {len(attributes)} "
+                                     "attribute rows: return both to drop samples")  # fmt: skip
+                if not len(latents):
+                    break
         if output_type == "latent":
             images = latents
+        elif not len(latents):  # every sample dropped: diffusers' decoders refuse an empty batch
+            images = _postprocess(self._empty_images(latents), output_type)
         else:
             shift = self.vae.config.shift_factor or 0.0
             decoded = self.vae.decode(latents / self.vae.config.scaling_factor + shift).sample
             images = _postprocess(decoded, output_type)
         self.maybe_free_model_hooks()
         return ImagePipelineOutput(images=images) if return_dict else (images,)
+
+    def _empty_images(self, latents: torch.Tensor) -> torch.Tensor:
+        """No decoded images, (0, C, H, W) at the decoder's output size."""
+        scale = 2 ** (len(self.vae.config.block_out_channels) - 1)
+        side = latents.shape[-1] * scale
+        return latents.new_zeros((0, self.vae.config.out_channels, side, side))
+
+
+def _tensor_inputs(tensors: dict, names) -> dict:
+    """The step-end callback's ``callback_kwargs``: the named ``tensors``; an unknown name is refused."""
+    unknown = sorted(set(names) - set(tensors))
+    if unknown:
+        raise ValueError(f"callback_on_step_end_tensor_inputs must be among {sorted(tensors)}; got {unknown}")
+    return {name: tensors[name] for name in names}
 
 
 def _postprocess(decoded: torch.Tensor, output_type: str):

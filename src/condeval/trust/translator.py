@@ -155,9 +155,10 @@ class Translator:
         self.config: dict | None = None  # the module's hyperparameters, saved beside its weights
 
     def fit(self, internal: np.ndarray, target: np.ndarray, run_dir: str | os.PathLike | None = None,
-            groups: np.ndarray | None = None) -> Translator:  # fmt: skip
+            groups: np.ndarray | None = None, accelerator: str = "cpu") -> Translator:  # fmt: skip
         """Train on pairs (rows of ``internal`` (N, d_in) and ``target`` (N, d_out)); ``run_dir`` keeps
-        checkpoints, so a killed fit resumes (a temporary folder when None).
+        checkpoints, so a killed fit resumes (a temporary folder when None). ``accelerator`` is
+        Lightning's (``"gpu"`` trains on CUDA and raises without it); the fitted translator lives on the CPU.
 
         The validation split holds out whole images (:func:`validation_split`): ``groups`` (N,) names each
         pair's image; when None, pairs with the same target (bit for bit) are one image's, as
@@ -192,7 +193,7 @@ class Translator:
             warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
             best = fit(module, (internal[train], target[train]), (internal[val], target[val]), run_dir or scratch,
                        max_epochs=self.epochs, patience=self.epochs, batch_size=self.batch_size, seed=self.seed,
-                       progress=False)  # fmt: skip
+                       accelerator=accelerator, progress=False)  # fmt: skip
             module = TranslatorModule.load_from_checkpoint(best, map_location="cpu", weights_only=True)
         self.model, self.config = module.model.eval(), dict(module.hparams)
         return self
@@ -403,15 +404,33 @@ class TrustAbstention(TrajectoryTap):
     (``pipe._interrupt``); per sample, the steps left, the decoder pass and the extractor pass are what
     abstention saves (:func:`compute_saved`). Works with any pipeline that calls ``callback_on_step_end``
     and whose denoiser has ``transformer_blocks`` (``AttributeDiffusionPipeline``, SD3's).
+
+    With ``drop=True`` the abstained samples leave the batch at the step, so the saving is made, not
+    only counted: the callback returns the rows of every tensor it was handed that belong to the kept
+    samples (under ``conditional_half``, both halves of a guided batch's conditioning), and the pipeline
+    denoises and decodes only those; ``kept_rows`` (the requested rows, in output order) maps its images back.
+    When every sample abstains the pipeline is interrupted, as without ``drop``, and its unfinished
+    images are to be discarded (``kept_rows`` is empty).
+    The pipeline must hand over its conditioning with the latents:
+    ``callback_on_step_end_tensor_inputs=["latents", "attributes"]`` (``AttributeDiffusionPipeline``)
+    or ``["latents", "prompt_embeds", "pooled_prompt_embeds"]`` (SD3's, which replaces all three).
     """
 
     def __init__(self, transformer, layer: int, step: int, translator: Translator | None, scorer, thresholds, names,
-                 attributes, conditional_half: bool = False, project=None):  # fmt: skip
+                 attributes, conditional_half: bool = False, project=None, drop: bool = False):  # fmt: skip
         super().__init__(transformer, layer, [step], conditional_half, project)
         self.step, self.translator, self.scorer = int(step), translator, scorer
         self.thresholds, self.names, self.attributes = thresholds, list(names), np.asarray(attributes)
+        self.drop = drop
         self.abstained: np.ndarray | None = None
         self.trust: np.ndarray | None = None
+
+    @property
+    def kept_rows(self) -> np.ndarray:
+        """The requested rows that did not abstain, in the order a dropping pipeline returns their images."""
+        if self.abstained is None:
+            raise RuntimeError(f"no decision yet: the pipeline has not reached step {self.step}")
+        return np.flatnonzero(~self.abstained)
 
     def __call__(self, pipe, step: int, timestep, callback_kwargs: dict) -> dict:
         if step != self.step:
@@ -422,9 +441,32 @@ class TrustAbstention(TrajectoryTap):
         translated = features if self.translator is None else self.translator.transform(features)
         self.trust = self.scorer.score(translated, self.attributes)["trust"].to_numpy()
         self.abstained = ~accepted_mask(self.trust, self.attributes, self.thresholds, self.names)
-        if self.abstained.all():
+        if self.abstained.all():  # a pipeline's decoder may not take an empty batch: stop it instead
             pipe._interrupt = True
+        elif self.drop and self.abstained.any():
+            return self._kept_rows(callback_kwargs)
         return {}
+
+    def _kept_rows(self, tensors: dict) -> dict:
+        """The kept samples' rows of each of ``tensors``: (B, ...) rows, or a guided batch's (2B, ...) halves."""
+        if set(tensors) <= {"latents"}:
+            raise ValueError(
+                "drop=True needs the pipeline's conditioning beside its latents: callback_on_step_end_tensor_inputs="
+                "['latents', 'attributes'] (AttributeDiffusionPipeline) or ['latents', 'prompt_embeds', "
+                "'pooled_prompt_embeds'] (SD3's)"
+            )  # fmt: skip
+        keep, n = torch.as_tensor(~self.abstained), len(self.abstained)
+        kept = {}
+        for name, tensor in tensors.items():
+            if len(tensor) == n:
+                rows = keep
+            elif self.conditional_half and len(tensor) == 2 * n:
+                rows = torch.cat([keep, keep])  # the unconditional half first, as SD3's pipelines batch it
+            else:
+                raise ValueError(f"{name} has {len(tensor)} rows; the batch has {n} samples"
+                                 + ("" if self.conditional_half else " (a guided batch needs conditional_half=True)"))  # fmt: skip
+            kept[name] = tensor[rows.to(tensor.device)]
+        return kept
 
 
 def compute_saved(abstained: np.ndarray, step: int, num_inference_steps: int) -> dict:

@@ -4,7 +4,7 @@ translated features of real images outside the support (the report scores them a
 import numpy as np
 import torch
 
-from condeval.core.devices import device_for_gpus
+from condeval.core.devices import accelerator_for_gpus, device_for_gpus
 from condeval.core.io import read_parquet, saved_folder, write_folder_manifest, write_json
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import model_identity, read_feature_shards, write_feature_shard
@@ -43,7 +43,11 @@ translator = Translator(hidden=settings["hidden"], weights=dict(settings["weight
                         whitened=dict(settings["whitened"]))  # fmt: skip
 # the run folder is no output, so a failed job's cleanup keeps its last.ckpt (docs/workflow.md, "A killed run")
 translator.fit(
-    internal, target, run_dir=f"{snakemake.output.model}_run", groups=np.tile(np.flatnonzero(support), len(t_values))
+    internal,
+    target,
+    run_dir=f"{snakemake.output.model}_run",
+    groups=np.tile(np.flatnonzero(support), len(t_values)),
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
 )  # validation holds out whole images
 translator.save(snakemake.output.model)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
