@@ -21,9 +21,18 @@ depend on the weights):
 It prints samples per second for both paths, their ratio, and what abstaining at each of the paper's
 scoring steps (25, 50, …, 250 of 250) saves per abstained sample in seconds of this machine.
 
+**Abstention, measured** (``--abstain-images``): what :class:`condeval.trust.TrustAbstention` with
+``drop=True`` saves in a real pipeline call, against the same call without it, in the same run. An
+``AttributeDiffusionPipeline`` of the paper's sizes (the SiT-B/2-sized denoiser, Stable Diffusion's VAE)
+draws ``--abstain-images`` images in ``--abstain-steps`` steps; at step ``--abstain-at`` (0-based) half
+the samples abstain (their condition's threshold is below any trust) and leave the batch. The measured
+time is set beside the one :func:`condeval.trust.translator.compute_saved`'s count predicts from the
+plain call's per-step and per-decode costs.
+
 Usage::
 
-    python benchmarks/bench_translator.py [--samples 4096] [--images 4] [--threads 2] [--out benchmarks/out/translator.json]
+    python benchmarks/bench_translator.py [--samples 4096] [--images 4] [--threads 2]
+        [--abstain-images 4] [--abstain-steps 10] [--abstain-at 2] [--out benchmarks/out/translator.json]
 """
 
 from __future__ import annotations
@@ -108,11 +117,62 @@ def _denoiser_step(images: int):
     return step
 
 
+def _paper_sized_pipeline():
+    """An AttributeDiffusionPipeline (one binary attribute) with SiT-B/2's denoiser size and SD's VAE config."""
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler
+
+    from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
+    from condeval.generators.text_to_image import tiny_sd3_transformer
+
+    transformer = tiny_sd3_transformer(32, 4, layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH,
+                                       pooled_projection_dim=SIT_WIDTH).eval()  # fmt: skip
+    vae = AutoencoderKL(
+        in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(128, 256, 512, 512), layers_per_block=2,
+        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4, sample_size=256,
+    ).eval()  # fmt: skip
+    encoder = AttributeEncoder(values=(2,), width=SIT_WIDTH, context_width=SIT_WIDTH).eval()
+    return AttributeDiffusionPipeline(transformer, vae, FlowMatchEulerDiscreteScheduler(), encoder)
+
+
+def _abstention_measured(images: int, steps: int, at: int) -> dict:
+    """Seconds of a plain call and of one where half the samples abstain at step ``at`` and are dropped;
+    the dropping call's seconds as compute_saved's count predicts them from the plain call's costs."""
+    from condeval.trust.translator import TrustAbstention, compute_saved
+
+    pipe = _paper_sized_pipeline()
+    pipe.set_progress_bar_config(disable=True)
+    attributes = np.arange(images)[:, None] % 2  # half ask for 0, which abstains
+    rng = np.random.default_rng(0)
+    real = rng.standard_normal((2000, SIT_WIDTH))
+    scorer = TrustScorer(names=["a"], calibration=0.0).fit(real, rng.integers(0, 2, (2000, 1)))
+    thresholds = scorer.thresholds(0.95)
+    thresholds = thresholds.with_columns(threshold=np.where(thresholds["a"].to_numpy() == 0, -1e9, 1e9))
+
+    def call(callback=None):
+        pipe(attributes, num_inference_steps=steps, output_type="pt", callback_on_step_end=callback,
+             callback_on_step_end_tensor_inputs=("latents", "attributes"))  # fmt: skip
+
+    _, plain_s = _timed(call)
+    _, step_s = _timed(_denoiser_step(images))
+    callback = TrustAbstention(pipe.transformer, 8, at, None, scorer, thresholds, ["a"], attributes, drop=True)
+    _, dropped_s = _timed(call, callback)
+    callback.close()
+    saved = compute_saved(callback.abstained, at, steps)
+    decode_s = (plain_s - steps * step_s) / images  # what the plain call spent beyond its denoiser steps, a sample
+    predicted_s = plain_s - saved["steps_saved_pct"] / 100 * steps * step_s - saved["decoder_passes_saved"] * decode_s
+    return {"images": images, "steps": steps, "at": at, "abstained": int(callback.abstained.sum()),
+            "plain_s": plain_s, "dropped_s": dropped_s, "predicted_s": predicted_s, "saving": 1 - dropped_s / plain_s,
+            "predicted_saving": 1 - predicted_s / plain_s}  # fmt: skip
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=4096)
     ap.add_argument("--images", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--abstain-images", type=int, default=4, help="0 skips the measured abstention")
+    ap.add_argument("--abstain-steps", type=int, default=10)
+    ap.add_argument("--abstain-at", type=int, default=2)
     ap.add_argument("--out", default="benchmarks/out/translator.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -131,6 +191,8 @@ def main(argv=None) -> dict:
         "samples_per_s": {name: 1.0 / seconds for name, seconds in per.items()},
         "speed_up": per["decode_encode"] / per["translator_score"], "saved_per_abstained_sample": saved,
     }  # fmt: skip
+    if args.abstain_images:
+        out["abstention_measured"] = _abstention_measured(args.abstain_images, args.abstain_steps, args.abstain_at)
     write_json(out, args.out)
     rates = out["samples_per_s"]
     print(f"translator + score: {rates['translator_score']:,.0f} samples/s; decode + encode: "
@@ -139,6 +201,11 @@ def main(argv=None) -> dict:
     for step, row in saved.items():
         print(f"abstaining after step {step} of {STEPS}: {row['steps_left']} steps + decode + encode = "
               f"{row['seconds']:.1f} s a sample")  # fmt: skip
+    if args.abstain_images:
+        row = out["abstention_measured"]
+        print(f"abstention measured: {row['abstained']} of {row['images']} samples dropped after step {row['at']} of "
+              f"{row['steps']}: {row['plain_s']:.1f} s -> {row['dropped_s']:.1f} s ({100 * row['saving']:.0f}% saved; "
+              f"compute_saved's count predicts {row['predicted_s']:.1f} s, {100 * row['predicted_saving']:.0f}%)")  # fmt: skip
     return out
 
 
