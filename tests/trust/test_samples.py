@@ -101,3 +101,12 @@ def test_a_shards_feature_files_are_found_by_extractor_and_a_missing_one_is_name
         sample_feature_files(manifests, "dinov3")
     with pytest.raises(DataFileError, match=r"shard-1: no siglip features .*\['dinov3'\]"):
         sample_feature_files(folders, "siglip")
+
+
+def test_writing_samples_outside_the_manifests_folder_is_refused_before_anything_is_written(tmp_path):
+    """read_samples refuses a file that leaves the manifest's folder, so write_samples must not write one."""
+
+    images = np.zeros((1, 3, 4, 4), np.uint8)
+    with pytest.raises(ValueError, match="beside or below"):
+        write_samples(images, [[0]], ["a"], [0], [0], tmp_path / "elsewhere", tmp_path / "manifests" / "m.parquet")
+    assert not (tmp_path / "elsewhere").exists()

@@ -111,6 +111,9 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
         raise ValueError(f"images must be uint8 (N, C, H, W) with one attribute row each; got {images.shape}")
     folder, manifest = Path(folder), Path(manifest)
     relative = os.path.relpath(folder, manifest.parent)
+    if relative == ".." or relative.startswith(".." + os.sep):
+        raise ValueError(f"{folder}: the samples folder must lie beside or below the manifest's folder "
+                         f"({manifest.parent}); read_samples refuses a path that leaves it")  # fmt: skip
     files = []
     with atomic_directory(folder) as tmp:
         for image, values, sample_id in zip(images, attributes, sample_ids, strict=True):
