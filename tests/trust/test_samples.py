@@ -1,4 +1,4 @@
-"""Generated samples on disk: RGB and six-channel samples round-trip through their manifest, bad
+"""Generated samples on disk: RGB, single-channel and six-channel samples round-trip through their manifest, bad
 manifests are refused naming the manifest and the record, and a sample's noise seed depends on its
 condition and index alone."""
 
@@ -21,7 +21,7 @@ def _write(tmp_path, channels: int, n: int = 6):
     return images, attributes, frame
 
 
-@pytest.mark.parametrize("channels", [3, 6])
+@pytest.mark.parametrize("channels", [1, 3, 6])
 def test_samples_round_trip(tmp_path, channels):
     images, attributes, _ = _write(tmp_path, channels)
     frame, read = read_samples(tmp_path / "shard-0.parquet", NAMES)
@@ -110,3 +110,11 @@ def test_writing_samples_outside_the_manifests_folder_is_refused_before_anything
     with pytest.raises(ValueError, match="beside or below"):
         write_samples(images, [[0]], ["a"], [0], [0], tmp_path / "elsewhere", tmp_path / "manifests" / "m.parquet")
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_wrong_arguments_are_refused_naming_what_was_given(tmp_path):
+    with pytest.raises(ValueError, match=r"got float64 \(1, 3, 4, 4\) and 1 attribute rows"):
+        write_samples(np.zeros((1, 3, 4, 4)), [[0]], ["a"], [0], [0], tmp_path / "s", tmp_path / "s.parquet")
+    _write(tmp_path, 3)
+    with pytest.raises(TypeError, match=r"a list of attribute columns, e.g. \['a'\]"):
+        read_samples(tmp_path / "shard-0.parquet", "a")

@@ -4,7 +4,8 @@ The layout any generator's samples can be placed in, so that a lab scores its ow
 retraining anything here::
 
     <folder>/<condition>/<sample_id:07d>.png          RGB samples (CelebA)
-    <folder>/<condition>/<sample_id:07d>_w<c>.png     one 8-bit grey PNG per channel c = 1..C (RxRx1's site layout)
+    <folder>/<condition>/<sample_id:07d>_w<c>.png     one 8-bit grey PNG per channel c = 1..C, any C but 3
+                                                      (RxRx1's site layout)
     <manifest>.parquet   sample_id (int64), one int64 column per attribute, file (str: the PNG, or the
                          ``_w1`` channel, relative to the manifest's folder), channels (int64), seed (uint64:
                          the seed of the sample's noise; 0 when unknown)
@@ -108,7 +109,9 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
 
     images, attributes = np.asarray(images), np.asarray(attributes, dtype=np.int64)
     if images.ndim != 4 or images.dtype != np.uint8 or len(attributes) != len(images):
-        raise ValueError(f"images must be uint8 (N, C, H, W) with one attribute row each; got {images.shape}")
+        raise ValueError(f"images must be uint8 (N, C, H, W) with one attribute row each; got {images.dtype} "
+                         f"{images.shape} and {len(attributes)} attribute rows")  # fmt: skip
+    names = _attribute_names(names)
     folder, manifest = Path(folder), Path(manifest)
     relative = os.path.relpath(folder, manifest.parent)
     if relative == ".." or relative.startswith(".." + os.sep):
@@ -170,7 +173,7 @@ def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.Data
     """
     from PIL import Image
 
-    manifest = Path(manifest)
+    manifest, names = Path(manifest), _attribute_names(names)
     frame = read_parquet(manifest)
     missing = [c for c in ("sample_id", *names, "file", "channels") if c not in frame.columns]
     if missing:
@@ -185,18 +188,24 @@ def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.Data
     base = manifest.parent.resolve()
     images = []
     for record in frame.iter_rows(named=True):
-        paths = _channel_paths(base, record, manifest)
+        paths, rgb = _channel_paths(base, record, manifest), int(record["channels"]) == 3
         arrays = []
         for path in paths:
             with Image.open(path) as image:
-                arrays.append(np.asarray(image.convert("RGB" if len(paths) == 1 else "L")))
-        pixels = arrays[0].transpose(2, 0, 1) if len(paths) == 1 else np.stack(arrays)
+                arrays.append(np.asarray(image.convert("RGB" if rgb else "L")))
+        pixels = arrays[0].transpose(2, 0, 1) if rgb else np.stack(arrays)
         if images and pixels.shape != images[0].shape:
             raise DataFileError(
                 f"{manifest}: sample {record['sample_id']} is {pixels.shape}, the first {images[0].shape}"
             )
         images.append(pixels)
     return frame, (np.stack(images) if images else np.zeros((0, 3, 1, 1), np.uint8))
+
+
+def _attribute_names(names) -> list[str]:
+    if isinstance(names, str):
+        raise TypeError(f"names must be a list of attribute columns, e.g. [{names!r}]; got the string {names!r}")
+    return list(names)
 
 
 def _channel_paths(base: Path, record: dict, manifest: Path) -> list[Path]:
