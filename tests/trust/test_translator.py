@@ -462,42 +462,74 @@ def test_abstaining_samples_leave_the_batch_and_the_kept_ones_are_unchanged(attr
         draw(lambda pipe, step, t, tensors: {"latents": tensors["latents"][:2]})
 
 
-def test_a_guided_sd3_pipeline_drops_abstaining_samples_from_both_halves():
-    """A lab's diffusers pipeline: SD3's, with classifier-free guidance (the unconditional half first),
-    drops the abstained samples' latents and both halves of their prompt embeddings, and the kept images
-    are the full batch's."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+def _sd3_of(pipe):
+    """SD3's diffusers pipeline on an attribute pipeline's denoiser and autoencoder, as a lab holds one;
+    no text encoders: the tests pass prompt embeddings."""
+    from diffusers import StableDiffusion3Pipeline
 
-    torch.manual_seed(0)
-    transformer = SD3Transformer2DModel(
-        sample_size=8, patch_size=2, in_channels=4, out_channels=4, num_layers=1, attention_head_dim=8,
-        num_attention_heads=2, joint_attention_dim=24, caption_projection_dim=16, pooled_projection_dim=32,
-        pos_embed_max_size=4,
-    )  # fmt: skip
-    from diffusers import AutoencoderKL
-
-    vae = AutoencoderKL(block_out_channels=(8, 8), down_block_types=("DownEncoderBlock2D",) * 2,
-                        up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=4, latent_channels=4,
-                        use_quant_conv=False, use_post_quant_conv=False, shift_factor=0.0)  # fmt: skip
-    pipe = StableDiffusion3Pipeline(transformer=transformer, vae=vae, scheduler=FlowMatchEulerDiscreteScheduler(),
+    pipe.vae.register_to_config(shift_factor=0.0)  # SD3's decoder reads it
+    return StableDiffusion3Pipeline(transformer=pipe.transformer, vae=pipe.vae, scheduler=pipe.scheduler,
                                     text_encoder=None, tokenizer=None, text_encoder_2=None, tokenizer_2=None,
                                     text_encoder_3=None, tokenizer_3=None)  # fmt: skip
+
+
+def test_a_guided_sd3_pipeline_drops_abstaining_samples_from_both_halves(attribute_pipeline):
+    """A lab's diffusers pipeline: SD3's, with classifier-free guidance (the unconditional half first),
+    drops the abstained samples' latents and both halves of their prompt embeddings, and the kept images
+    are the full batch's; a callback that does not fit the batch says why before it scores."""
+    pipe = _sd3_of(attribute_pipeline(num_layers=1))
     attributes = np.array([[0, 0], [1, 1], [0, 2], [1, 0], [0, 1]])
     embeds = torch.randn(2, len(attributes), 3, 24, generator=torch.Generator().manual_seed(1))
     pooled = torch.randn(2, len(attributes), 32, generator=torch.Generator().manual_seed(2))
-    scorer, thresholds = _abstain_on_b0(transformer.inner_dim)
+    scorer, thresholds = _abstain_on_b0(pipe.transformer.inner_dim)
 
-    def draw(callback=None):
+    def draw(callback=None, guidance=3.0, inputs=("latents", "prompt_embeds", "pooled_prompt_embeds")):
         return pipe(prompt_embeds=embeds[1], negative_prompt_embeds=embeds[0], pooled_prompt_embeds=pooled[1],
-                    negative_pooled_prompt_embeds=pooled[0], guidance_scale=3.0, num_inference_steps=3, height=16,
-                    width=16, output_type="np", callback_on_step_end=callback,
+                    negative_pooled_prompt_embeds=pooled[0], guidance_scale=guidance, num_inference_steps=3,
+                    height=16, width=16, output_type="np", callback_on_step_end=callback,
                     generator=[torch.Generator().manual_seed(i) for i in range(len(attributes))],
-                    callback_on_step_end_tensor_inputs=["latents", "prompt_embeds", "pooled_prompt_embeds"]).images  # fmt: skip
+                    callback_on_step_end_tensor_inputs=list(inputs)).images  # fmt: skip
+
+    def abstention(step=0, conditional_half=True):
+        return TrustAbstention(pipe.transformer, 1, step, None, scorer, thresholds, ["a", "b"], attributes,
+                               conditional_half=conditional_half, drop=True)  # fmt: skip
 
     full = draw()
-    callback = TrustAbstention(pipe.transformer, 1, 0, None, scorer, thresholds, ["a", "b"], attributes,
-                               conditional_half=True, drop=True)  # fmt: skip
+    callback = abstention()
     kept_images = draw(callback)
     callback.close()
     np.testing.assert_array_equal(callback.kept_rows, [1, 2, 4])
     np.testing.assert_allclose(kept_images, full[callback.kept_rows], atol=1e-5)
+    mistakes = [
+        (abstention(conditional_half=False), {}, "10 rows for 5 .* needs conditional_half=True"),
+        (abstention(), {"guidance": 1.0}, "conditional_half=True, but the batch is not guided"),
+        (abstention(step=3), {}, r"step 3 is not among the pipeline's 3 denoising steps"),
+        (abstention(), {"inputs": ("latents", "prompt_embeds")}, r"got \['latents', 'prompt_embeds'\]"),
+    ]
+    for callback, arguments, message in mistakes:
+        with pytest.raises(ValueError, match=message):
+            draw(callback, **arguments)
+        callback.close()
+
+
+def test_a_text_conditioned_pipeline_reads_real_images_through_the_labs_conditioning(attribute_pipeline):
+    """translator_pairs on a pipeline without an attribute encoder (SD3's) reads the real images through
+    the lab's ``conditioning``: given the attribute pipeline's encoder, the same features as that pipeline."""
+    from condeval.trust.translator import translator_pairs
+
+    pipe = attribute_pipeline(num_layers=2)
+    sd3 = _sd3_of(pipe)
+    images = np.random.default_rng(0).integers(0, 256, (4, 3, 16, 16), dtype=np.uint8)
+    attributes = np.array([[0, 0], [1, 1], [0, 2], [1, 0]])
+    with pytest.raises(ValueError, match="no attribute_encoder: pass conditioning="):
+        translator_pairs(sd3, images, attributes, [0.5], 1)
+
+    def conditioning(rows):
+        return pipe.attribute_encoder(torch.as_tensor(rows))
+
+    own = translator_pairs(pipe, images, attributes, [0.25, 0.5], 2)
+    np.testing.assert_array_equal(
+        translator_pairs(sd3, images, attributes, [0.25, 0.5], 2, conditioning=conditioning), own
+    )
+    other = translator_pairs(sd3, images, attributes[::-1].copy(), [0.25, 0.5], 2, conditioning=conditioning)
+    assert not np.allclose(other, own)

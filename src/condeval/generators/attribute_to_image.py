@@ -117,6 +117,11 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
         """Set by a step-end callback (``pipe._interrupt = True``) to stop denoising, as diffusers' pipelines."""
         return getattr(self, "_interrupt", False)
 
+    @property
+    def num_timesteps(self) -> int:
+        """The denoising steps of the current (or last) call, as diffusers' pipelines."""
+        return self._num_timesteps
+
     @torch.no_grad()
     def __call__(
         self, attributes, num_inference_steps: int = 50, generator=None, output_type: str = "pil",
@@ -153,7 +158,7 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
         shape = (len(attributes), config.in_channels, config.sample_size, config.sample_size)
         latents = randn_tensor(shape, generator=generator, device=device, dtype=context.dtype)
         self.scheduler.set_timesteps(num_inference_steps, device=device)
-        self._interrupt = False
+        self._interrupt, self._num_timesteps = False, len(self.scheduler.timesteps)
         for step, t in enumerate(self.progress_bar(self.scheduler.timesteps)):
             if self.interrupt:
                 break

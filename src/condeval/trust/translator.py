@@ -319,24 +319,46 @@ def block_of(transformer, layer: int) -> torch.nn.Module:
     return blocks[layer - 1]
 
 
+def _conditioning_of(pipe, conditioning):
+    """``conditioning``, or an attribute pipeline's own encoder; a pipeline without one needs it given."""
+    if conditioning is not None:
+        return conditioning
+    if not hasattr(pipe, "attribute_encoder"):
+        raise ValueError(
+            f"{type(pipe).__name__} has no attribute_encoder: pass conditioning=, a function of the attribute "
+            "rows (B, K) returning the denoiser's (encoder_hidden_states, pooled_projections) for them "
+            "(for SD3's pipelines, pipe.encode_prompt of each row's prompt)"
+        )  # fmt: skip
+    device = next(pipe.transformer.parameters()).device
+    return lambda attributes: pipe.attribute_encoder(torch.as_tensor(attributes, dtype=torch.long, device=device))
+
+
 @torch.no_grad()
 def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: int, *, generator=None,
-                      path: str = "generator", noise: torch.Tensor | None = None, project=None) -> np.ndarray:  # fmt: skip
+                      path: str = "generator", noise: torch.Tensor | None = None, project=None,
+                      conditioning=None) -> np.ndarray:  # fmt: skip
     """The denoiser's block-``layer`` image tokens, mean-pooled, for clean ``latents`` (B, C, H, W) (as
     the transformer sees them: shifted and scaled) noised to ``t`` with their ``attributes`` (B, K);
-    each token through ``project`` first when given (a REPA generator's projector: its aligned features)."""
+    each token through ``project`` first when given (a REPA generator's projector: its aligned features).
+
+    ``conditioning`` maps the attribute rows (B, K) to the denoiser's ``(encoder_hidden_states,
+    pooled_projections)``; by default the pipeline's ``attribute_encoder`` (``AttributeDiffusionPipeline``).
+    A pipeline conditioned on text (SD3's) needs it: e.g. ``pipe.encode_prompt`` of each row's prompt.
+    """
     device = next(pipe.transformer.parameters()).device
     latents = latents.to(device)
     if noise is None:
         noise = torch.randn(latents.shape, generator=generator, device="cpu").to(device)
     times = torch.full((len(latents),), float(t), device=device)
-    context, pooled = pipe.attribute_encoder(torch.as_tensor(np.asarray(attributes), dtype=torch.long, device=device))
+    context, pooled = _conditioning_of(pipe, conditioning)(np.asarray(attributes))
+    if len(context) != len(latents) or len(pooled) != len(latents):
+        raise ValueError(f"conditioning returned {len(context)} and {len(pooled)} rows for {len(latents)} latents")
     tap = _TokenTap(block_of(pipe.transformer, layer), project, stop=True)
     try:
         # the scheduler's timesteps are sigma × num_train_timesteps
         timestep = times * pipe.scheduler.config.num_train_timesteps
         pipe.transformer(hidden_states=noised_latents(latents, times, noise, path), timestep=timestep,
-                         encoder_hidden_states=context, pooled_projections=pooled)  # fmt: skip
+                         encoder_hidden_states=context.to(device), pooled_projections=pooled.to(device))  # fmt: skip
     except _FeaturesKept:
         pass
     finally:
@@ -434,10 +456,13 @@ class TrustAbstention(TrajectoryTap):
 
     def __call__(self, pipe, step: int, timestep, callback_kwargs: dict) -> dict:
         if step != self.step:
+            if step == 0 and self.step >= getattr(pipe, "num_timesteps", self.step + 1):
+                raise ValueError(f"step {self.step} is not among the pipeline's {pipe.num_timesteps} denoising "
+                                 "steps (0-based): no sample would be scored")  # fmt: skip
             return {}
         from condeval.trust.filtering import accepted_mask
 
-        features = self._current()
+        features = self._step_features()
         translated = features if self.translator is None else self.translator.transform(features)
         self.trust = self.scorer.score(translated, self.attributes)["trust"].to_numpy()
         self.abstained = ~accepted_mask(self.trust, self.attributes, self.thresholds, self.names)
@@ -447,13 +472,26 @@ class TrustAbstention(TrajectoryTap):
             return self._kept_rows(callback_kwargs)
         return {}
 
+    def _step_features(self) -> np.ndarray:
+        """The step's features, one row per requested sample; a batch of another size is refused with the cause."""
+        rows, n = len(self.tap.features), len(self.attributes)
+        if rows == (2 * n if self.conditional_half else n):
+            return self._current()
+        if rows == 2 * n:
+            cause = "a guided batch (classifier-free guidance) needs conditional_half=True"
+        elif self.conditional_half and rows == n:
+            cause = "conditional_half=True, but the batch is not guided (guidance_scale ≤ 1)"
+        else:
+            cause = "attributes must hold one row per sample the pipeline draws"
+        raise ValueError(f"the denoiser's block ran on {rows} rows for {n} requested attribute rows: {cause}")
+
     def _kept_rows(self, tensors: dict) -> dict:
         """The kept samples' rows of each of ``tensors``: (B, ...) rows, or a guided batch's (2B, ...) halves."""
-        if set(tensors) <= {"latents"}:
+        if set(tensors) <= {"latents"} or ("prompt_embeds" in tensors) != ("pooled_prompt_embeds" in tensors):
             raise ValueError(
                 "drop=True needs the pipeline's conditioning beside its latents: callback_on_step_end_tensor_inputs="
                 "['latents', 'attributes'] (AttributeDiffusionPipeline) or ['latents', 'prompt_embeds', "
-                "'pooled_prompt_embeds'] (SD3's)"
+                f"'pooled_prompt_embeds'] (SD3's); got {sorted(tensors)}"
             )  # fmt: skip
         keep, n = torch.as_tensor(~self.abstained), len(self.abstained)
         kept = {}
@@ -483,11 +521,12 @@ def compute_saved(abstained: np.ndarray, step: int, num_inference_steps: int) ->
 
 @torch.no_grad()
 def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int, *, seed: int = 0,
-                     path: str = "generator", batch_size: int = 256, project=None) -> np.ndarray:  # fmt: skip
+                     path: str = "generator", batch_size: int = 256, project=None,
+                     conditioning=None) -> np.ndarray:  # fmt: skip
     """Internal features of real ``images`` (N, C, H, W) uint8 with their ``attributes``: encoded by the
     pipeline's VAE, noised to each of ``t_values`` (fresh seeded noise per t) and read at block
-    ``layer`` (through ``project``, see :func:`internal_features`); (len(t_values) × N, width), t-major
-    (all images at the first t, then the next)."""
+    ``layer`` (through ``project`` and ``conditioning``, see :func:`internal_features`);
+    (len(t_values) × N, width), t-major (all images at the first t, then the next)."""
     from condeval.encoders.patch_features import pixel_values
     from condeval.generators.text_to_image_training import latents_of
 
@@ -499,7 +538,8 @@ def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int,
         for start in range(0, len(latents), batch_size):
             rows = slice(start, start + batch_size)
             features.append(internal_features(pipe, latents[rows], attributes[rows], float(t), layer,
-                                              generator=generator, path=path, project=project))  # fmt: skip
+                                              generator=generator, path=path, project=project,
+                                              conditioning=conditioning))  # fmt: skip
     return np.concatenate(features)
 
 
