@@ -73,3 +73,70 @@ def test_use_before_calibration_says_to_calibrate(crel, data):
 def test_conformal_quantile_names_a_non_numeric_alpha(alpha):
     with pytest.raises(TypeError, match="alpha must be a number"):
         conformal_quantile(np.arange(50.0), alpha)
+
+
+def _fit_arrays(n: int = 40):
+    rng = np.random.default_rng(1)
+    return {"X_lgm": rng.normal(size=(n, 3)), "Y_lgm": rng.normal(size=(n, 2)),
+            "X_dqr": rng.normal(size=(n, 3)), "Y_dqr": rng.normal(size=(n, 2))}  # fmt: skip
+
+
+def _changed(arrays: dict, name: str, value) -> dict:
+    return arrays | {name: value}
+
+
+_ARRAYS = _fit_arrays()
+_NAN = _ARRAYS["X_lgm"].copy()
+_NAN[2, 1] = np.nan
+
+
+@pytest.mark.parametrize(
+    ("arrays", "settings", "error", "message"),
+    [
+        (_changed(_ARRAYS, "X_dqr", _ARRAYS["X_dqr"][:20]), {}, ValueError, "X_dqr and Y_dqr .* 20 and 40"),
+        (_changed(_ARRAYS, "X_lgm", _ARRAYS["X_lgm"][:10]), {}, ValueError, "X_lgm and Y_lgm .* 10 and 40"),
+        (_changed(_ARRAYS, "Y_dqr", np.ones((40, 4))), {}, ValueError, "Y_lgm and Y_dqr must have the same width"),
+        (_changed(_ARRAYS, "Y_lgm", np.ones(40)), {}, ValueError, r"Y_lgm must be 2-D .*\(40,\)"),
+        (_changed(_ARRAYS, "X_dqr", [["a"] * 3] * 40), {}, TypeError, "X_dqr must be numeric"),
+        (_changed(_ARRAYS, "X_lgm", _NAN), {}, ValueError, "X_lgm"),
+        (_fit_arrays(3), {}, ValueError, "Y_lgm has 3 rows: too few"),
+        (_ARRAYS, {"val_fraction": 1.2}, ValueError, "val_fraction must be in"),
+        (_ARRAYS, {"quantile_level": 1.5}, ValueError, "quantile_level must be in"),
+    ],
+)
+def test_a_bad_fit_input_is_refused_by_name_before_any_training(tmp_path, arrays, settings, error, message):
+    with pytest.raises(error, match=message):
+        CReL.fit(**arrays, out_dir=tmp_path / "run", lgm_epochs=1, dqr_epochs=1, **settings)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_conditional_vae_fits_on_its_conditions_with_the_batch_sizes_given(tmp_path):
+    arrays = _fit_arrays(40)
+    crel = CReL.fit(**arrays, out_dir=tmp_path / "run", lgm_epochs=1, dqr_epochs=1, lgm_batch_size=8,
+                    dqr_batch_size=8, lgm_kwargs={"cond_dim": 3, "hidden_dims": [8, 8]},
+                    dqr_kwargs={"n_directions": 16, "directions_per_step": 8, "hidden_dims": [8]})  # fmt: skip
+    assert crel.conditional_lgm
+    assert crel.encode(arrays["X_dqr"], arrays["Y_dqr"]).shape == (40, 2)
+
+
+def test_negative_calibration_scores_are_refused(crel):
+    with pytest.raises(ValueError, match="scores_cal must be non-negative .* row 3"):
+        crel.calibrate_from_scores(np.r_[np.ones(3), -1.0, np.ones(30)], 0.1)
+
+
+def test_the_worst_case_search_refuses_bad_settings_and_a_ground_truth_of_another_shape(crel, data):
+    X, Y = data
+    crel.calibrate(X, Y, 0.1)
+    for arguments, message in [
+        ({"gt": Y[:, :1]}, r"gt must have shape \(60, 2\) .* got \(60, 1\)"),
+        ({"gt": Y[0]}, r"gt must be 2-D"),
+        ({"lr": -0.5}, "lr must be positive"),
+        ({"num_z0": "50"}, "num_z0 must be an integer"),
+        ({"steps": 2.5}, "steps must be an integer"),
+        ({"extra_starts": np.zeros((3, 5))}, r"extra_starts must have shape \(60, r\).* got \(3, 5\)"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            crel.reliability(X, **({"gt": Y, "steps": 2, "num_z0": 4} | arguments))
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            crel.reliability(X, Y, device="cuda")

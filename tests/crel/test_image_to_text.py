@@ -228,3 +228,28 @@ def test_feature_sources_made_by_another_encoder_than_the_rules_are_refused_nami
     stale = {**made_by, "bert": {"weights_sha256": "d" * 64}}
     with pytest.raises(FeatureShardError, match="reference_bert.safetensors.*made by encoder weights bbbb"):
         aligned_features(shards, encoders=stale)
+
+
+def test_rows_of_one_unit_share_a_fold_and_repeated_ids_point_to_it():
+    from condeval.crel.image_to_text import assign_unit_folds
+
+    units = np.repeat(np.arange(200), 5)  # five outputs of each of 200 conditions
+    folds = assign_unit_folds(units, seed=3)
+    per_unit = {unit: set(folds[units == unit]) for unit in range(200)}
+    assert all(len(seen) == 1 for seen in per_unit.values())
+    np.testing.assert_array_equal(folds[::5], assign_folds(np.arange(200), seed=3))
+    with pytest.raises(ValueError, match="assign_unit_folds"):
+        assign_folds(units, seed=3)
+
+
+def test_a_table_refuses_scores_it_would_misrank():
+    scores = pl.DataFrame({"model": ["a", "a", "b", "b"], "metric": ["clip"] * 4,
+                           "rho": [0.5, 0.6, 0.4, 0.5], "crel_rho": [0.1, 0.2, float("nan"), 0.3]})  # fmt: skip
+    with pytest.raises(ValueError, match="crel_rho of model 'b', metric 'clip' is nan in 1 rows"):
+        table2(scores)
+    with pytest.raises(ValueError, match="rho of model 'a'"):
+        table2(scores.with_columns(rho=pl.when(pl.col("model") == "a").then(None).otherwise(pl.col("rho"))))
+    with pytest.raises(ValueError, match="no column 'metric'"):
+        table2(scores.drop("metric"))
+    with pytest.raises(TypeError, match="must be a polars DataFrame"):
+        table2(scores.to_dict(as_series=False))

@@ -215,7 +215,7 @@ def _match_fingerprint(out_dir: Path, fingerprint: str) -> None:
     previous = stamp.read_text().strip() if stamp.exists() else None
     if previous != fingerprint:
         if previous is not None or (out_dir / CHECKPOINT_DIR).exists():
-            log.info("%s belongs to another job (inputs or parameters changed): starting afresh", out_dir)
+            log.warning("%s belongs to another job (inputs or parameters changed): starting afresh", out_dir)
         _clear_previous_run(out_dir)
         with atomic_path(stamp, suffix=".txt") as tmp:
             tmp.write_text(fingerprint + "\n")

@@ -28,6 +28,41 @@ from condeval.crel.reliability import reliability_score
 __all__ = ["CReL"]
 
 
+def _numeric_rows(array, name: str) -> np.ndarray:
+    """``array`` as finite float64 rows (n, k), or an error naming ``name``."""
+    try:
+        rows = np.asarray(array, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must be numeric; {error}") from None
+    if rows.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (rows, features); got shape {rows.shape}")
+    return check_finite(rows, name)
+
+
+def _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction: float, quantile_level: float) -> tuple[np.ndarray, ...]:
+    """The four training arrays, checked before any training: numeric, 2-D, finite, rows paired, widths agreed."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be in (0, 1) (the early-stopping hold-out); got {val_fraction}")
+    if not 0 < quantile_level < 1:
+        raise ValueError(f"quantile_level must be in (0, 1); got {quantile_level}")
+    arrays = {name: _numeric_rows(a, name) for name, a in
+              (("X_lgm", X_lgm), ("Y_lgm", Y_lgm), ("X_dqr", X_dqr), ("Y_dqr", Y_dqr))}  # fmt: skip
+    for x, y in (("X_lgm", "Y_lgm"), ("X_dqr", "Y_dqr")):
+        if len(arrays[x]) != len(arrays[y]):
+            raise ValueError(
+                f"{x} and {y} must have the same number of rows; got {len(arrays[x])} and {len(arrays[y])}"
+            )
+    for first, second in (("Y_lgm", "Y_dqr"), ("X_lgm", "X_dqr")):
+        if arrays[first].shape[1] != arrays[second].shape[1]:
+            raise ValueError(f"{first} and {second} must have the same width; got "
+                             f"{arrays[first].shape[1]} and {arrays[second].shape[1]}")  # fmt: skip
+    for name in ("Y_lgm", "X_dqr"):
+        if len(arrays[name]) * val_fraction < 1 or len(arrays[name]) * (1 - val_fraction) < 2:
+            raise ValueError(f"{name} has {len(arrays[name])} rows: too few to hold out val_fraction={val_fraction} "
+                             "for early stopping and train on the rest")  # fmt: skip
+    return tuple(arrays.values())
+
+
 def _holdout(rng: np.random.Generator, fraction: float, *arrays: np.ndarray) -> tuple[tuple, tuple]:
     """Split arrays row-wise into (training, early-stopping validation) tuples."""
     is_val = rng.random(arrays[0].shape[0]) < fraction
@@ -84,25 +119,32 @@ class CReL:
         lgm_kwargs: dict | None = None,
         dqr_kwargs: dict | None = None,
         accelerator: str = "cpu",
+        lgm_batch_size: int = 512,
+        dqr_batch_size: int = 256,
     ) -> CReL:
-        """Train the VAE on (X_lgm, Y_lgm), then the latent DQR on (X_dqr, E(Y_dqr)).
+        """Train the VAE on Y_lgm (a conditional VAE, ``lgm_kwargs={"cond_dim": p}``, on (Y_lgm, X_lgm)),
+        then the latent DQR on (X_dqr, E(Y_dqr)).
 
-        The two folds must be disjoint from each other and from the calibration fold
-        (Proposition 3.2). Checkpoints, CSV logs and resumable runs go to ``out_dir``; the best
-        checkpoints' paths are kept in ``checkpoints_`` (keys ``"lgm"``, ``"dqr"``) for
-        :meth:`from_checkpoints`.
+        The folds must be disjoint from each other and from the calibration fold (Proposition 3.2), and
+        disjoint by the exchangeable unit: several outputs of one condition belong to one fold
+        (:func:`condeval.crel.image_to_text.assign_unit_folds`). Checkpoints, CSV logs and resumable runs
+        go to ``out_dir`` (one per model: a folder left by another fit is cleared, with a warning); the
+        best checkpoints' paths are kept in ``checkpoints_`` (keys ``"lgm"``, ``"dqr"``) for
+        :meth:`from_checkpoints`. Every input is checked before any training, naming the argument.
         """
         import pytorch_lightning as pl
 
         from condeval.core.training import fit as fit_module
 
+        X_lgm, Y_lgm, X_dqr, Y_dqr = _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction, quantile_level)
         out_dir = Path(out_dir)
         rng = np.random.default_rng(seed)
         pl.seed_everything(seed, workers=True, verbose=False)
         lgm = LatentVAE(
             output_dim=Y_lgm.shape[1], latent_dim=latent_dim, beta=beta, metric=metric, **(lgm_kwargs or {})
         )
-        train, val = _holdout(rng, val_fraction, check_finite(Y_lgm, "Y_lgm"))
+        conditional = int(lgm.hparams.get("cond_dim", 0)) > 0
+        train, val = _holdout(rng, val_fraction, *((Y_lgm, X_lgm) if conditional else (Y_lgm,)))
         best_lgm = best = fit_module(
             lgm,
             train,
@@ -110,13 +152,14 @@ class CReL:
             out_dir / "lgm",
             max_epochs=lgm_epochs,
             patience=20,
-            batch_size=512,
+            batch_size=lgm_batch_size,
             seed=seed,
             accelerator=accelerator,
         )
         lgm = LatentVAE.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
         with torch.no_grad():
-            Z_dqr = lgm.encode(torch.as_tensor(check_finite(Y_dqr, "Y_dqr"), dtype=torch.float32)).double().numpy()
+            x_dqr = torch.as_tensor(X_dqr, dtype=torch.float32) if conditional else None
+            Z_dqr = lgm.encode(torch.as_tensor(Y_dqr, dtype=torch.float32), x_dqr).double().numpy()
         dqr = DirectionalQuantileRegressor(
             cond_dim=X_dqr.shape[1],
             latent_dim=latent_dim,
@@ -124,7 +167,7 @@ class CReL:
             direction_seed=seed,
             **(dqr_kwargs or {}),
         )
-        train, val = _holdout(rng, val_fraction, check_finite(X_dqr, "X_dqr"), Z_dqr)
+        train, val = _holdout(rng, val_fraction, X_dqr, Z_dqr)
         best = fit_module(
             dqr,
             train,
@@ -132,7 +175,7 @@ class CReL:
             out_dir / "dqr",
             max_epochs=dqr_epochs,
             patience=8,
-            batch_size=256,
+            batch_size=dqr_batch_size,
             seed=seed,
             accelerator=accelerator,
         )
@@ -224,6 +267,9 @@ class CReL:
         scores_cal = check_finite(np.asarray(scores_cal, dtype=np.float64), "scores_cal")
         if scores_cal.ndim != 1:
             raise ValueError(f"scores_cal must be 1-D (one E+ per calibration point); got shape {scores_cal.shape}")
+        if (scores_cal < 0).any():
+            raise ValueError(f"scores_cal must be non-negative (E+ is a distance); row {int(np.argmin(scores_cal))} "
+                             f"is {scores_cal.min()}")  # fmt: skip
         gamma_cal = conformal_quantile(scores_cal, alpha)
         self.scores_cal_, self.gamma_cal_, self.alpha_ = scores_cal, gamma_cal, float(alpha)
         self.gamma_init_ = float(np.mean(scores_cal <= 0.0))
@@ -283,7 +329,15 @@ class CReL:
             Where it is attained.
         """
         self._require_calibrated()
-        U, b, gt, X = self.directions, self.offsets(X), check_finite(gt, "gt"), check_finite(X, "X")
+        if device is not None and torch.device(device).type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}, but torch sees no CUDA device here")
+        self._check_inputs(X)
+        gt = _numeric_rows(gt, "gt")
+        d = int(self.lgm.hparams.output_dim)
+        if gt.shape != (len(X), d):
+            raise ValueError(f"gt must have shape ({len(X)}, {d}) (one ground truth per row of X, in the LGM's "
+                             f"output space); got {gt.shape}")  # fmt: skip
+        U, b, X = self.directions, self.offsets(X), check_finite(np.asarray(X, dtype=np.float64), "X")
         if device is None:
             return reliability_score(
                 self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,

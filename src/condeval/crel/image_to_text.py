@@ -37,6 +37,7 @@ __all__ = [
     "manifold_check",
     "temperature_table",
     "assign_folds",
+    "assign_unit_folds",
     "metric_arrays",
     "cosine_rows",
     "evaluate_crel",
@@ -71,7 +72,8 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
     """
     ids = np.asarray(image_ids)
     if len(np.unique(ids)) != len(ids):
-        raise ValueError("image ids must be unique")
+        raise ValueError("image ids must be unique; rows that share an exchangeable unit (one condition's "
+                         "outputs, one image's captions) take assign_unit_folds")  # fmt: skip
     if len(fractions) != len(FOLDS) or not np.isclose(sum(fractions), 1.0) or min(fractions) <= 0:
         raise ValueError(f"need {len(FOLDS)} positive fractions summing to 1; got {fractions}")
     order = np.argsort(ids, kind="stable")
@@ -84,6 +86,15 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
         folds[permuted[start : start + size]] = name
         start += size
     return folds.astype(str)
+
+
+def assign_unit_folds(unit_ids, seed: int, fractions: tuple[float, ...] = FOLD_FRACTIONS) -> np.ndarray:
+    """The fold of every row when rows share an exchangeable unit (several outputs of one condition,
+    the captions of one image): :func:`assign_folds` over the units, each row taking its unit's fold,
+    so that no unit lies in two folds and calibration is exchangeable with a new condition. The
+    fractions are of units, not rows."""
+    units, unit_of_row = np.unique(np.asarray(unit_ids), return_inverse=True)
+    return assign_folds(units, seed, fractions)[unit_of_row]
 
 
 def aligned_features(
@@ -377,6 +388,24 @@ def temperature_table(scores: pl.DataFrame, temperatures: dict[str, float]) -> p
     )
 
 
+def _check_scores(scores) -> None:
+    """Per-item scores a table can rank: a polars DataFrame with its columns, every ρ and CReL-ρ finite."""
+    needed = ("model", "metric", "rho", "crel_rho")
+    if not isinstance(scores, pl.DataFrame):
+        raise TypeError(f"scores must be a polars DataFrame with columns {', '.join(needed)} (one row per test "
+                        f"item, e.g. pl.DataFrame(evaluate_crel(...)) with model and metric added); got "
+                        f"{type(scores).__name__}")  # fmt: skip
+    missing = [column for column in needed if column not in scores.columns]
+    if missing:
+        raise ValueError(f"scores have no column {missing[0]!r} (need {', '.join(needed)})")
+    for column in ("rho", "crel_rho"):
+        bad = scores.filter(~pl.col(column).cast(pl.Float64).is_finite().fill_null(False))
+        if bad.height:
+            first = bad.row(0, named=True)
+            raise ValueError(f"{column} of model {first['model']!r}, metric {first['metric']!r} is {first[column]} "
+                             f"in {bad.height} rows: a NaN or missing score would be ranked, not averaged")  # fmt: skip
+
+
 def _ranks(values: pl.Expr) -> pl.Expr:
     return values.rank(method="min", descending=True).cast(pl.Int64)
 
@@ -400,6 +429,7 @@ def table2(scores: pl.DataFrame) -> pl.DataFrame:
     split into ``reconstruction`` = ρ(own code) − ρ and ``worst_case`` = CReL-ρ − ρ(own code);
     the fraction of converged searches; median nearest-real-caption distances (:func:`manifold_check`).
     """
+    _check_scores(scores)
     extras = [summarise(name).alias(name) for name, summarise in _TABLE2_EXTRAS.items() if name in scores.columns]
     summary = scores.group_by("metric", "model", maintain_order=True).agg(
         pl.col("rho").mean().alias("mean_rho"),

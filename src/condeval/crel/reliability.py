@@ -15,6 +15,7 @@ run PGD with exact projections onto ``S^γ`` (see
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -131,8 +132,10 @@ def reliability_score(
     EmptyRegionError
         If some ``R(x_i)`` is empty.
     """
-    if num_z0 < 1 or steps < 0 or batch_size < 1 or refine_top < 1 or patience < 1 or min_improvement < 0:
-        raise ValueError("num_z0, batch_size, refine_top and patience must be >= 1, steps and min_improvement >= 0")
+    _check_settings(num_z0=num_z0, batch_size=batch_size, refine_top=refine_top, patience=patience, steps=steps)
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0 or min_improvement < 0:
+        raise ValueError(f"lr must be positive (a descent step on ρ) and min_improvement >= 0; got {lr!r}, "
+                         f"{min_improvement!r}")  # fmt: skip
     device = device_of(gt, U, b)
     U_t, b_t = _poly._prepare_ub(U, b, device)
     n, r = b_t.shape[0], U_t.shape[1]
@@ -144,7 +147,8 @@ def reliability_score(
     if e_t is not None and e_t.ndim == 2:
         e_t = e_t[:, None, :]
     if e_t is not None and (e_t.shape[0] != n or e_t.shape[2] != r):
-        raise ValueError(f"extra_starts must have shape ({n}, r) or ({n}, m, r) with r = {r}; got {tuple(e_t.shape)}")
+        raise ValueError(f"extra_starts must have shape ({n}, r) or ({n}, m, r) with r = {r}; got "
+                         f"{tuple(torch.as_tensor(extra_starts).shape)}")  # fmt: skip
     if gt_t.shape[0] != n or (x_t is not None and x_t.shape[0] != n):
         raise ValueError(f"gt and x must have {n} rows (one per row of b)")
     gen = torch.Generator(device=device).manual_seed(int(seed))
@@ -303,3 +307,11 @@ def _pgd(decode, similarity, U, b, g, gt, x, z, best_val, *, steps, lr, tol, pat
 def _keep_best(best_val, best_z, val, z):
     better = val < best_val
     return torch.where(better, val, best_val), torch.where(better[:, None], z, best_z)
+
+
+def _check_settings(**counts) -> None:
+    """The search's counts, refused by name: integers, ``steps`` >= 0 and the others >= 1."""
+    for name, value in counts.items():
+        least = 0 if name == "steps" else 1
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}; got {value!r}")
