@@ -1,5 +1,4 @@
-"""The README's "Score your own model" example for the CLIPScore and trust tracks runs as written, on
-synthetic inputs of the shapes it names (the CReL example needs a run's checkpoints: docs/package.md)."""
+"""The README's "Score your own model" examples run as written, on synthetic inputs of the shapes they name."""
 
 from pathlib import Path
 
@@ -30,3 +29,21 @@ def test_the_risk_control_and_trust_example_runs_as_written():
     exec(block, namespace)
     assert 0 < namespace["lam"] < 1
     assert namespace["scores"].height == 200 and 0.8 < namespace["keep"].mean() <= 1.0
+
+
+def test_the_crel_example_trains_calibrates_and_scores_one_output_per_condition(tmp_path, monkeypatch):
+    block = next(b for b in _python_blocks(README.read_text()) if "CReL.fit" in b)
+    rng = np.random.default_rng(0)
+    conditions, per_condition = 300, 2
+    condition_features = rng.normal(size=(conditions, 4))
+    X = np.repeat(condition_features, per_condition, axis=0)
+    mix = rng.normal(size=(4, 6))
+    Y = X @ mix + 0.3 * rng.normal(size=(len(X), 6))
+    namespace = {"X": X, "Y": Y, "GT": X @ mix, "condition_ids": np.repeat(np.arange(conditions), per_condition)}
+    monkeypatch.chdir(tmp_path)
+    exec(block, namespace)
+    cal_units = namespace["condition_ids"][namespace["cal"]]
+    assert len(cal_units) == len(set(cal_units)) == int(conditions * 0.05)
+    vae_units = set(namespace["condition_ids"][namespace["vae"]])
+    assert not vae_units & set(cal_units) and not vae_units & set(namespace["condition_ids"][namespace["test"]])
+    assert namespace["worst"].shape == (int(conditions * 0.05),) and np.isfinite(namespace["worst"]).all()

@@ -3,7 +3,8 @@
 A lab scores its own model without Snakemake::
 
     from condeval.crel import CReL
-    crel = CReL.from_checkpoints("vae.ckpt", "dqr.ckpt", metric="mse")
+    crel = CReL.fit(X_vae, Y_vae, X_dqr, Y_dqr, "runs/my-model", metric="cosine")  # or
+    crel = CReL.from_checkpoints("vae.ckpt", "dqr.ckpt", metric="mse")   # a run's checkpoints
     crel.calibrate(X_cal, Y_cal, alpha=0.1)
     covered = crel.contains(X_test, Y_test)          # Z ∈ S^γ(x)
     worst, z_worst = crel.reliability(X_test, Y_test) # CReL-ρ per point
