@@ -140,3 +140,8 @@ def test_the_worst_case_search_refuses_bad_settings_and_a_ground_truth_of_anothe
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA device"):
             crel.reliability(X, Y, device="cuda")
+
+
+def test_a_missing_checkpoint_is_named_as_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no LGM checkpoint at .*vae.ckpt"):
+        CReL.from_checkpoints(tmp_path / "vae.ckpt", tmp_path / "dqr.ckpt")

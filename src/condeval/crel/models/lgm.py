@@ -30,10 +30,14 @@ def lgm_kind(path: str | os.PathLike) -> type[LatentVAE | LatentDDPM]:
 
     Raises
     ------
+    FileNotFoundError
+        If there is no file at ``path``.
     ValueError
         If the file cannot be read as a checkpoint, or holds neither model.
     """
     path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no LGM checkpoint at {path}")
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # missing, truncated, not a torch file, ...
