@@ -2,6 +2,7 @@
 conformal order statistic, calibration is all or nothing, and bad input names the argument."""
 
 import numpy as np
+import polars as pl
 import pytest
 import torch
 
@@ -145,3 +146,29 @@ def test_the_worst_case_search_refuses_bad_settings_and_a_ground_truth_of_anothe
 def test_a_missing_checkpoint_is_named_as_missing(tmp_path):
     with pytest.raises(FileNotFoundError, match="no LGM checkpoint at .*vae.ckpt"):
         CReL.from_checkpoints(tmp_path / "vae.ckpt", tmp_path / "dqr.ckpt")
+
+
+def test_calibrating_on_units_covers_every_output_of_a_new_unit(crel):
+    """Several outputs per condition: γ from each unit's largest E⁺ covers all outputs of a new unit with
+    probability ≥ 1 − α over random splits; γ from the rows, as if they were exchangeable, does not."""
+    rng = np.random.default_rng(5)
+    units, per_unit, alpha, n_cal = 1000, 5, 0.1, 40
+    unit_of_row = np.repeat(np.arange(units), per_unit)
+    X = np.repeat(rng.normal(size=(units, 3)), per_unit, axis=0)
+    Y = np.repeat(rng.normal(size=(units, 2)), per_unit, axis=0) + rng.normal(size=(len(X), 2))
+    scores = crel.latent_scores(X, Y)
+    largest = pl.DataFrame({"unit": unit_of_row, "e": scores}).group_by("unit").agg(pl.col("e").max()).sort("unit")
+    by_units, by_rows = [], []
+    for split in range(300):
+        cal_units = np.random.default_rng(split).permutation(units)[:n_cal]
+        cal, test = np.isin(unit_of_row, cal_units), ~np.isin(np.arange(units), cal_units)
+        crel.calibrate_from_scores(scores[cal], alpha, groups=unit_of_row[cal])
+        by_units.append(np.mean(largest["e"].to_numpy()[test] <= crel.gamma_cal_))
+        crel.calibrate_from_scores(scores[cal], alpha)
+        by_rows.append(np.mean(largest["e"].to_numpy()[test] <= crel.gamma_cal_))
+    assert 1 - alpha - 0.01 <= np.mean(by_units) <= 1 - alpha + 1 / (n_cal + 1) + 0.01
+    assert np.mean(by_rows) < 1 - alpha - 0.1
+    crel.calibrate(X[:200], Y[:200], alpha, groups=unit_of_row[:200])
+    np.testing.assert_array_equal(crel.scores_cal_, largest["e"].to_numpy()[:40])
+    with pytest.raises(ValueError, match="groups must hold one unit per calibration row"):
+        crel.calibrate(X[:200], Y[:200], alpha, groups=unit_of_row[:100])

@@ -16,6 +16,7 @@ __all__ = [
     "conformal_quantile",
     "coverage_bounds",
     "empirical_coverage",
+    "unit_scores",
 ]
 
 
@@ -116,3 +117,29 @@ def empirical_coverage(test_scores, threshold: float) -> float:
     if values.size == 0:
         raise ValueError("empirical_coverage needs at least one test score")
     return float(np.mean(values <= threshold))
+
+
+def unit_scores(scores, units) -> np.ndarray:
+    """The largest score of each exchangeable unit (units in sorted order).
+
+    Rows of one unit (several outputs of one condition) are not exchangeable with each other, but
+    units are: calibrating on the units' maxima bounds the chance that *every* row of a new unit is
+    covered, ``P(max score ≤ q) ≥ 1 − α``, and so each of its rows.
+
+    Parameters
+    ----------
+    scores : array_like, shape (n,)
+    units : array_like, shape (n,)
+        The unit of each row (any sortable ids).
+
+    Returns
+    -------
+    ndarray, shape (n_units,)
+    """
+    values, units = np.asarray(scores, dtype=np.float64).ravel(), np.asarray(units)
+    if units.shape != values.shape:
+        raise ValueError(f"units must hold one id per score; got {units.shape} for {values.shape}")
+    _, unit_of_row = np.unique(units, return_inverse=True)
+    maxima = np.full(unit_of_row.max() + 1 if values.size else 0, -np.inf)
+    np.maximum.at(maxima, unit_of_row, values)
+    return maxima

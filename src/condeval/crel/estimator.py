@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from condeval.core.conformal import conformal_quantile
+from condeval.core.conformal import conformal_quantile, unit_scores
 from condeval.core.io import check_finite
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.metrics import similarity
@@ -255,22 +255,35 @@ class CReL:
         return polytope_distance(self.directions, self.offsets(X), self.encode(X, Y))
 
     # -- calibration --------------------------------------------------------------------------
-    def calibrate(self, X_cal: np.ndarray, Y_cal: np.ndarray, alpha: float) -> CReL:
+    def calibrate(self, X_cal: np.ndarray, Y_cal: np.ndarray, alpha: float, groups=None) -> CReL:
         """Compute E_i⁺ on the calibration fold and γ_cal for level ``alpha``.
+
+        ``groups`` (n_cal,), the exchangeable unit of each row (e.g. its condition, when the fold holds
+        several outputs of each): γ_cal is then the conformal quantile of each unit's largest E⁺
+        (:func:`~condeval.core.conformal.unit_scores`), so every output of a new unit lies in its region
+        with probability ≥ 1 − α. Without it, the rows must be exchangeable (one output per condition).
 
         All or nothing: a call that raises (too few points for ``alpha``, NaN, wrong shapes)
         leaves the estimator as it was.
         """
-        return self.calibrate_from_scores(self.latent_scores(X_cal, Y_cal), alpha)
+        return self.calibrate_from_scores(self.latent_scores(X_cal, Y_cal), alpha, groups)
 
-    def calibrate_from_scores(self, scores_cal: np.ndarray, alpha: float) -> CReL:
-        """Calibrate from precomputed E_i⁺ (e.g. a workflow artifact); all or nothing, as :meth:`calibrate`."""
+    def calibrate_from_scores(self, scores_cal: np.ndarray, alpha: float, groups=None) -> CReL:
+        """Calibrate from precomputed E_i⁺ (e.g. a workflow artifact), per unit with ``groups``; all or
+        nothing, as :meth:`calibrate`. ``scores_cal_`` keeps what γ_cal is the quantile of (the units'
+        maxima with ``groups``)."""
         scores_cal = check_finite(np.asarray(scores_cal, dtype=np.float64), "scores_cal")
         if scores_cal.ndim != 1:
             raise ValueError(f"scores_cal must be 1-D (one E+ per calibration point); got shape {scores_cal.shape}")
         if (scores_cal < 0).any():
             raise ValueError(f"scores_cal must be non-negative (E+ is a distance); row {int(np.argmin(scores_cal))} "
                              f"is {scores_cal.min()}")  # fmt: skip
+        if groups is not None:
+            groups = np.asarray(groups)
+            if groups.shape != scores_cal.shape:
+                raise ValueError(f"groups must hold one unit per calibration row; got {groups.shape} for "
+                                 f"{scores_cal.shape[0]} rows")  # fmt: skip
+            scores_cal = unit_scores(scores_cal, groups)
         gamma_cal = conformal_quantile(scores_cal, alpha)
         self.scores_cal_, self.gamma_cal_, self.alpha_ = scores_cal, gamma_cal, float(alpha)
         self.gamma_init_ = float(np.mean(scores_cal <= 0.0))
