@@ -13,11 +13,13 @@ from condeval.crc.evaluate import (
     select_alpha,
     word_arrays,
 )
-from condeval.crc.metrics import fpr
+from condeval.crc.metrics import fdr, fpr
 
 
-def _captions(n: int, rng: np.random.Generator, separation: float = 2.0, function_words: int = 0) -> pl.DataFrame:
-    """Simulated captions, two per image: 3–8 valid words, half with one error; f_v = σ(separation·label + noise).
+def _captions(n: int, rng: np.random.Generator, separation: float = 2.0, function_words: int = 0,
+              images: str = "image") -> pl.DataFrame:  # fmt: skip
+    """Simulated captions, two per image (``<images>-<k>.jpg``): 3–8 valid words, half with one error;
+    f_v = σ(separation·label + noise).
 
     ``function_words`` correct DET words are appended to each caption, scored 0 (never masked).
     """
@@ -28,7 +30,7 @@ def _captions(n: int, rng: np.random.Generator, separation: float = 2.0, functio
         if rng.random() < 0.5:
             labels[rng.integers(length)] = 1
         scores = 1 / (1 + np.exp(-(separation * labels - 1 + rng.normal(0, 1, length))))
-        rows.append({"key": key, "path": f"image-{key // 2}.jpg", "labels": labels.tolist() + [0] * function_words,
+        rows.append({"key": key, "path": f"{images}-{key // 2}.jpg", "labels": labels.tolist() + [0] * function_words,
                      "word_scores": scores.tolist() + [0.0] * function_words, "pos": ["NOUN"] * length + ["DET"] * function_words})  # fmt: skip
     return pl.DataFrame(rows, schema={"key": pl.Int64, "path": pl.String, "labels": pl.List(pl.Int64), "word_scores": pl.List(pl.Float64),
                                       "pos": pl.List(pl.String)})  # fmt: skip
@@ -37,7 +39,7 @@ def _captions(n: int, rng: np.random.Generator, separation: float = 2.0, functio
 @pytest.mark.parametrize("risk", ["fdr", "fpr"])
 def test_a_sweep_controls_the_test_risk_and_loosens_with_alpha(risk):
     rng = np.random.default_rng(0)
-    calibration, test = _captions(2000, rng), _captions(4000, rng)
+    calibration, test = _captions(2000, rng), _captions(4000, rng, images="test")
     sweep = risk_sweep(calibration, test, [0.1, 0.2, 0.3], delta=0.05, risk=risk)
     assert (sweep["test_risk"] <= sweep["alpha"] + 0.01).all(), sweep  # the bound's slack: well below α + MC error
     assert (sweep["calibration_risk"] <= sweep["alpha"]).all()
@@ -51,7 +53,7 @@ def test_fpr_is_controlled_over_the_valid_words():
     """Never-masked words (f_v = 0) are not true negatives: with them counted the sets' FPR on the
     words they can flag exceeded α."""
     rng = np.random.default_rng(1)
-    calibration, test = _captions(2000, rng, function_words=5), _captions(4000, rng, function_words=5)
+    calibration, test = _captions(2000, rng, function_words=5), _captions(4000, rng, function_words=5, images="test")
     sweep = risk_sweep(calibration, test, [0.1, 0.2, 0.3], delta=0.05, risk="fpr")
     for alpha, threshold in zip(sweep["alpha"], sweep["lambda_hat"]):
         scores, labels, groups = word_arrays(test)
@@ -136,3 +138,15 @@ def test_read_sampled_sets_pairs_each_table_with_its_own_shards(tmp_path):
     )
     with pytest.raises(ValueError, match="evenly"):
         read_sampled_sets([tmp_path / "a.parquet", tmp_path / "b.parquet"], paths["a"] + paths["b"][:1])
+
+
+def test_a_sweep_refuses_an_image_on_both_sides_and_reports_the_image_risk_on_request():
+    rng = np.random.default_rng(2)
+    calibration = _captions(200, rng)
+    with pytest.raises(ValueError, match="100 images have captions in both calibration and test"):
+        risk_sweep(calibration, calibration, [0.3], delta=0.1, risk="fdr")
+    # one image of one caption at FDR 0, one of three captions at FDR 0.5
+    flags, labels = np.array([1, 1, 1, 1, 1, 1, 1]), np.array([1, 1, 0, 1, 0, 1, 0])
+    groups, images = np.array([0, 1, 1, 2, 2, 3, 3]), np.array([0, 1, 1, 1, 1, 1, 1])
+    assert fdr(flags, labels, groups) == pytest.approx(1.5 / 4)
+    assert fdr(flags, labels, groups, images=images) == pytest.approx((0 + 0.5) / 2)

@@ -217,3 +217,27 @@ def test_alphas_too_small_for_the_calibration_set_are_refused_by_key():
         ValueError, match=r"config key 'crc.words.alphas': foil_it has 28 calibration images.*alpha 0.1 needs 29"
     ):
         check_alphas([0.1, 0.3], 0.05, 28, "image", "foil_it")
+
+
+def test_bad_word_inputs_are_refused_by_name():
+    rng = np.random.default_rng(0)
+    scores, labels = rng.random(200), (rng.random(200) < 0.2).astype(int)
+    groups, images = np.arange(200) // 4, (np.arange(200) // 8).astype(float)
+    half_missing = images.copy()
+    half_missing[:100] = np.nan
+    infinite = scores.copy()
+    infinite[7] = -np.inf
+    for call, error, message in [
+        (lambda: calibrate_threshold(scores, labels, groups, images=half_missing), ValueError, "images has a missing id at word 0"),
+        (lambda: calibrate_threshold(scores, labels, [None, *groups[1:]], unit="caption"), ValueError, "groups has a missing id"),
+        (lambda: calibrate_threshold(scores, labels, np.array([1, "a", *groups[2:]], dtype=object), unit="caption"), TypeError, "groups must hold ids of one sortable type"),
+        (lambda: calibrate_threshold(scores, labels, groups, alpha=None, unit="caption"), TypeError, "alpha must be a number"),
+        (lambda: calibrate_threshold(infinite, labels, groups, unit="caption"), ValueError, "word 7 is infinite"),
+        (lambda: calibrate_threshold(["abc"] * 200, labels, groups, unit="caption"), TypeError, "scores must be numeric"),
+        (lambda: calibrate_threshold(scores, labels, groups, grid=1, unit="caption"), ValueError, "grid must be a count of at least 2"),
+        (lambda: calibrate_threshold(scores, labels, groups, grid=True, unit="caption"), ValueError, "grid must be a count"),
+        (lambda: calibrate_threshold(scores, labels, groups, grid=2.5, unit="caption"), ValueError, "grid must be a count"),
+        (lambda: calibrate_threshold(3 * scores + 5, labels, groups, grid=100, unit="caption"), ValueError, "largest grid λ"),
+    ]:  # fmt: skip
+        with pytest.raises(error, match=message):
+            call()

@@ -180,12 +180,18 @@ def risk_sweep(
     """λ̂ per α on the calibration captions' valid words and the metrics of its sets on both subsets (Tables 1, 3).
 
     ``unit`` is the unit of exchangeability (:func:`condeval.crc.calibrate_threshold`): "image"
-    (the ``path`` column) or "caption" (the paper's reading).
+    (the ``path`` column) or "caption" (the paper's reading). An image with captions on both sides
+    is refused. The reported risks are the paper's mean over captions; the one ``unit="image"``
+    controls is :func:`condeval.crc.metrics.fdr` (or ``fpr``) with ``images=``.
 
     Returns one row per α: ``alpha``, ``delta``, ``lambda_hat``, ``unit``, ``n_calibration``
     (captions), ``n_units`` (images or captions), then ``calibration_<metric>`` and
     ``test_<metric>`` for every metric of :func:`set_metrics`.
     """
+    shared = set(calibration["path"].to_list()) & set(test["path"].to_list())
+    if shared:
+        raise ValueError(f"{len(shared)} images have captions in both calibration and test (e.g. {min(shared)}): "
+                         "split by image (condeval.crc.benchmarks.image_subsets), or the test set is not new data")  # fmt: skip
     words = word_arrays(calibration, valid_only=True)
     images = word_images(calibration, valid_only=True) if unit == "image" else None
     n_units = len(np.unique(images if images is not None else words[2]))

@@ -12,6 +12,7 @@ import numpy as np
 __all__ = [
     "caption_index",
     "caption_losses",
+    "caption_weights",
     "fdr",
     "fpr",
     "instance_ap",
@@ -24,9 +25,40 @@ __all__ = [
 ]
 
 
-def caption_index(groups) -> np.ndarray:
-    """Each word's caption as 0..n_captions−1, whatever ids ``groups`` holds."""
-    return np.unique(np.asarray(groups), return_inverse=True)[1].reshape(-1)
+def caption_index(groups, name: str = "groups") -> np.ndarray:
+    """Each word's caption as 0..n_captions−1, whatever ids ``groups`` holds; a missing id (None,
+    NaN) or ids of types that do not sort together are refused, naming ``name``."""
+    ids = np.asarray(groups)
+    missing = np.isnan(ids) if ids.dtype.kind == "f" else None
+    if ids.dtype == object:
+        missing = np.array([v is None or (isinstance(v, float) and v != v) for v in ids.ravel()], dtype=bool)
+    if missing is not None and missing.any():
+        raise ValueError(f"{name} has a missing id at word {int(np.flatnonzero(missing)[0])}: every word needs one")
+    try:
+        return np.unique(ids, return_inverse=True)[1].reshape(-1)
+    except TypeError as error:
+        raise TypeError(f"{name} must hold ids of one sortable type; {error}") from None
+
+
+def caption_weights(caption: np.ndarray, images) -> tuple[np.ndarray, int]:
+    """Per caption (``caption``: each word's, from :func:`caption_index`), its weight in the mean over
+    units, and the number of units: images (each weighs its captions' mean) or, without ``images``, captions."""
+    n_captions = int(caption.max()) + 1
+    if images is None:
+        return np.ones(n_captions), n_captions
+    images = np.asarray(images)
+    if images.shape != caption.shape:
+        raise ValueError(
+            f"images must give one image per word; got {images.shape[0] if images.ndim else 0} for {len(caption)} words"
+        )
+    image_of_caption = np.empty(n_captions, dtype=np.int64)
+    image = caption_index(images, "images")
+    image_of_caption[caption] = image
+    split = np.flatnonzero(image_of_caption[caption] != image)
+    if len(split):
+        raise ValueError(f"the caption of word {int(split[0])} has words on more than one image")
+    captions_per_image = np.bincount(image_of_caption)
+    return 1.0 / captions_per_image[image_of_caption], len(captions_per_image)
 
 
 def _per_caption(flags, labels, groups):
@@ -49,16 +81,22 @@ def caption_losses(
     return np.divide(flagged_correct, correct, out=np.zeros(len(correct), dtype=float), where=correct > 0)
 
 
-def fdr(flags, labels, groups) -> float:
-    """Mean over captions of FP / (FP + TP) of the flagged words (0 for an empty set)."""
-    flagged_errors, flagged_correct, _, correct = _per_caption(flags, labels, groups)
-    return float(caption_losses(flagged_errors, flagged_correct, correct, "fdr").mean())
+def fdr(flags, labels, groups, images=None) -> float:
+    """Mean over captions of FP / (FP + TP) of the flagged words (0 for an empty set); with ``images``
+    (per word), the mean over images of their captions' mean: the risk ``unit="image"`` controls."""
+    return _mean_risk(flags, labels, groups, images, "fdr")
 
 
-def fpr(flags, labels, groups) -> float:
-    """Mean over captions of FP / (FP + TN): the share of correct words that are flagged."""
+def fpr(flags, labels, groups, images=None) -> float:
+    """Mean over captions of FP / (FP + TN): the share of correct words that are flagged; with
+    ``images``, over images, as :func:`fdr`."""
+    return _mean_risk(flags, labels, groups, images, "fpr")
+
+
+def _mean_risk(flags, labels, groups, images, risk: str) -> float:
     flagged_errors, flagged_correct, _, correct = _per_caption(flags, labels, groups)
-    return float(caption_losses(flagged_errors, flagged_correct, correct, "fpr").mean())
+    weight, n_units = caption_weights(caption_index(groups), images)
+    return float((caption_losses(flagged_errors, flagged_correct, correct, risk) * weight).sum() / n_units)
 
 
 def _caption_truth_and_score(scores, labels, groups):

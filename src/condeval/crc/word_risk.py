@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from condeval.core.risk import hb_p_value, learn_then_test
-from condeval.crc.metrics import caption_index, caption_losses
+from condeval.crc.metrics import caption_index, caption_losses, caption_weights
 
 __all__ = ["RISKS", "UNITS", "set_risk_curve", "calibrate_threshold", "min_calibration_units", "check_alphas"]
 
@@ -33,7 +33,10 @@ UNITS = ("image", "caption")
 
 
 def _check_words(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    scores = np.asarray(scores, dtype=float)
+    try:
+        scores = np.asarray(scores, dtype=float)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"scores must be numeric, one per word; {error}") from None
     labels = np.asarray(labels)
     groups = np.asarray(groups)
     if scores.ndim != 1 or labels.ndim != 1 or groups.ndim != 1:
@@ -44,29 +47,11 @@ def _check_words(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.nda
         raise ValueError("no words to calibrate on")
     if np.isnan(scores).any():
         raise ValueError(f"scores contain NaN (first at word {int(np.flatnonzero(np.isnan(scores))[0])})")
+    if np.isinf(scores).any():
+        raise ValueError(f"scores must be finite; word {int(np.flatnonzero(np.isinf(scores))[0])} is infinite")
     if not np.isin(labels, (0, 1)).all():
         raise ValueError("labels must be 0 (correct word) or 1 (error)")
     return scores, labels.astype(np.int64), caption_index(groups)
-
-
-def _caption_weights(group: np.ndarray, images) -> tuple[np.ndarray, int]:
-    """Per caption, its weight in the mean over units, and the number of units (images or captions)."""
-    n_captions = int(group.max()) + 1
-    if images is None:
-        return np.ones(n_captions), n_captions
-    images = np.asarray(images)
-    if images.shape != group.shape:
-        raise ValueError(
-            f"images must give one image per word; got {images.shape[0] if images.ndim else 0} for {len(group)} words"
-        )
-    image_of_caption = np.empty(n_captions, dtype=np.int64)
-    image = caption_index(images)
-    image_of_caption[group] = image
-    split = np.flatnonzero(image_of_caption[group] != image)
-    if len(split):
-        raise ValueError(f"the caption of word {int(split[0])} has words on more than one image")
-    captions_per_image = np.bincount(image_of_caption)
-    return 1.0 / captions_per_image[image_of_caption], len(captions_per_image)
 
 
 def set_risk_curve(
@@ -101,7 +86,7 @@ def set_risk_curve(
     if grid is not None:
         return _grid_risk_curve(scores, labels, groups, risk, grid, images)
     scores, labels, group = _check_words(scores, labels, groups)
-    weight, n_units = _caption_weights(group, images)
+    weight, n_units = caption_weights(group, images)
     n_captions = int(group.max()) + 1
     order = np.lexsort((group, -scores))  # by descending score, ties by caption
     scores, labels, group = scores[order], labels[order], group[order]
@@ -164,7 +149,10 @@ def check_alphas(alphas, delta: float, n_units: int, unit: str, source: str, key
 
 
 def _check_level(value, name: str) -> float:
-    value = float(value)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number in (0, 1); got {value!r}") from None
     if not 0.0 < value < 1.0:  # NaN fails too
         raise ValueError(f"{name} must lie in (0, 1); got {value!r}")
     return value
@@ -223,6 +211,12 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
     )
     # From the largest λ (empty sets) down, each λ is certified only if every larger one is.
     certified = learn_then_test(hb_p_value(risks, n_units, alpha), delta, "fixed_sequence")
+    if len(certified) == 0 and thresholds[0] < np.max(np.asarray(scores, dtype=float)):
+        raise ValueError(
+            f"no threshold controls the {risk.upper()} at alpha={alpha} with delta={delta}: the largest grid λ "
+            f"({thresholds[0]:g}) lies below the largest score, so even it flags words and its bound exceeds alpha; "
+            "give a grid that reaches the scores (the exact default starts from flagging nothing)"
+        )
     if len(certified) == 0:
         raise ValueError(
             f"no threshold controls the {risk.upper()} at alpha={alpha} with delta={delta}: {n_units} calibration "
@@ -237,9 +231,15 @@ def _grid_risk_curve(scores, labels, groups, risk: str, grid, images) -> tuple[n
     A score s lies above grid point G[j] exactly when more than j grid points lie below s, so the
     sets of the scores and of their positions k(s) = #{g ∈ G : g < s} agree at every grid point.
     """
+    if np.ndim(grid) == 0 and (
+        isinstance(grid, (bool, np.bool_)) or not isinstance(grid, (int, np.integer)) or grid < 2
+    ):
+        raise ValueError(
+            f"grid must be a count of at least 2 evenly spaced values on [0, 1], or the values; got {grid!r}"
+        )
     values = np.sort(np.asarray(np.linspace(0.0, 1.0, grid) if np.ndim(grid) == 0 else grid, dtype=float))
-    if len(values) < 1 or not np.isfinite(values).all():
-        raise ValueError("grid must be a positive count or finite values")
+    if values.ndim != 1 or len(values) < 1 or not np.isfinite(values).all():
+        raise ValueError("grid must be a count of at least 2 or finite 1-D values")
     scores, _, _ = _check_words(scores, labels, groups)
     positions = np.searchsorted(values, scores, side="left").astype(float)
     thresholds, risks, n_units = set_risk_curve(positions, labels, groups, risk, images=images)
