@@ -139,7 +139,7 @@ def unit_scores(scores, units) -> np.ndarray:
     values, units = np.asarray(scores, dtype=np.float64).ravel(), np.asarray(units)
     if units.shape != values.shape:
         raise ValueError(f"units must hold one id per score; got {units.shape} for {values.shape}")
-    _, unit_of_row = np.unique(units, return_inverse=True)
-    maxima = np.full(unit_of_row.max() + 1 if values.size else 0, -np.inf)
+    distinct, unit_of_row = np.unique(units, return_inverse=True)
+    maxima = np.full(len(distinct), -np.inf)
     np.maximum.at(maxima, unit_of_row, values)
     return maxima

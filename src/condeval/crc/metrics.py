@@ -95,8 +95,11 @@ def fpr(flags, labels, groups, images=None) -> float:
 
 def _mean_risk(flags, labels, groups, images, risk: str) -> float:
     flagged_errors, flagged_correct, _, correct = _per_caption(flags, labels, groups)
+    losses = caption_losses(flagged_errors, flagged_correct, correct, risk)
+    if images is None:
+        return float(losses.mean())
     weight, n_units = caption_weights(caption_index(groups), images)
-    return float((caption_losses(flagged_errors, flagged_correct, correct, risk) * weight).sum() / n_units)
+    return float((losses * weight).sum() / n_units)
 
 
 def _caption_truth_and_score(scores, labels, groups):
