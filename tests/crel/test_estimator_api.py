@@ -172,3 +172,8 @@ def test_calibrating_on_units_covers_every_output_of_a_new_unit(crel):
     np.testing.assert_array_equal(crel.scores_cal_, largest["e"].to_numpy()[:40])
     with pytest.raises(ValueError, match="groups must hold one unit per calibration row"):
         crel.calibrate(X[:200], Y[:200], alpha, groups=unit_of_row[:100])
+    # a missing unit is refused by name, not merged into one unit (NaN) or left to a sort error (None)
+    with pytest.raises(ValueError, match="groups has a missing id at row 3"):
+        crel.calibrate(X[:200], Y[:200], alpha, groups=np.where(np.arange(200) == 3, np.nan, unit_of_row[:200]))
+    with pytest.raises(ValueError, match="groups has a missing id at row 0"):
+        crel.calibrate(X[:200], Y[:200], alpha, groups=[None, *unit_of_row[1:200]])

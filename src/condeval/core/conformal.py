@@ -16,6 +16,7 @@ __all__ = [
     "conformal_quantile",
     "coverage_bounds",
     "empirical_coverage",
+    "unit_index",
     "unit_scores",
 ]
 
@@ -119,7 +120,25 @@ def empirical_coverage(test_scores, threshold: float) -> float:
     return float(np.mean(values <= threshold))
 
 
-def unit_scores(scores, units) -> np.ndarray:
+def unit_index(ids, name: str = "units", row: str = "row") -> np.ndarray:
+    """Each ``row``'s unit as 0..n_units−1 (sorted ids), whatever ids ``ids`` holds.
+
+    A missing id (None, NaN) or ids of types that do not sort together are refused, naming ``name``
+    and the first such ``row``: a missing id must not silently become a unit of its own.
+    """
+    ids = np.asarray(ids)
+    missing = np.isnan(ids) if ids.dtype.kind == "f" else None
+    if ids.dtype == object:
+        missing = np.array([v is None or (isinstance(v, float) and v != v) for v in ids.ravel()], dtype=bool)
+    if missing is not None and missing.any():
+        raise ValueError(f"{name} has a missing id at {row} {int(np.flatnonzero(missing)[0])}: every {row} needs one")
+    try:
+        return np.unique(ids, return_inverse=True)[1].reshape(-1)
+    except TypeError as error:
+        raise TypeError(f"{name} must hold ids of one sortable type; {error}") from None
+
+
+def unit_scores(scores, units, name: str = "units") -> np.ndarray:
     """The largest score of each exchangeable unit (units in sorted order).
 
     Rows of one unit (several outputs of one condition) are not exchangeable with each other, but
@@ -130,7 +149,9 @@ def unit_scores(scores, units) -> np.ndarray:
     ----------
     scores : array_like, shape (n,)
     units : array_like, shape (n,)
-        The unit of each row (any sortable ids).
+        The unit of each row (any sortable ids; None or NaN refused, :func:`unit_index`).
+    name : str, default "units"
+        The argument's name in error messages (``groups`` in ``CReL.calibrate``).
 
     Returns
     -------
@@ -138,8 +159,8 @@ def unit_scores(scores, units) -> np.ndarray:
     """
     values, units = np.asarray(scores, dtype=np.float64).ravel(), np.asarray(units)
     if units.shape != values.shape:
-        raise ValueError(f"units must hold one id per score; got {units.shape} for {values.shape}")
-    distinct, unit_of_row = np.unique(units, return_inverse=True)
-    maxima = np.full(len(distinct), -np.inf)
+        raise ValueError(f"{name} must hold one id per score; got {units.shape} for {values.shape}")
+    unit_of_row = unit_index(units, name)
+    maxima = np.full(int(unit_of_row.max(initial=-1)) + 1, -np.inf)
     np.maximum.at(maxima, unit_of_row, values)
     return maxima

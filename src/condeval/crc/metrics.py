@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.conformal import unit_index
+
 __all__ = [
     "caption_index",
     "caption_losses",
@@ -28,16 +30,7 @@ __all__ = [
 def caption_index(groups, name: str = "groups") -> np.ndarray:
     """Each word's caption as 0..n_captions−1, whatever ids ``groups`` holds; a missing id (None,
     NaN) or ids of types that do not sort together are refused, naming ``name``."""
-    ids = np.asarray(groups)
-    missing = np.isnan(ids) if ids.dtype.kind == "f" else None
-    if ids.dtype == object:
-        missing = np.array([v is None or (isinstance(v, float) and v != v) for v in ids.ravel()], dtype=bool)
-    if missing is not None and missing.any():
-        raise ValueError(f"{name} has a missing id at word {int(np.flatnonzero(missing)[0])}: every word needs one")
-    try:
-        return np.unique(ids, return_inverse=True)[1].reshape(-1)
-    except TypeError as error:
-        raise TypeError(f"{name} must hold ids of one sortable type; {error}") from None
+    return unit_index(groups, name, row="word")
 
 
 def caption_weights(caption: np.ndarray, images) -> tuple[np.ndarray, int]:

@@ -182,7 +182,8 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
         official code's search over λ ∈ [0, 1] is; sorting grid indices instead of raw scores
         makes it about twice as fast on 10⁶ words.
     images : array_like, optional
-        Per word, the image of its caption; required with ``unit="image"``.
+        Per word, the image of its caption; required with ``unit="image"`` and not read with
+        ``unit="caption"`` (so one call site can pass it and switch the unit).
     unit : {"image", "caption"}
         The unit of exchangeability (module docstring): "image" (default) averages each image's
         captions and counts images; "caption" (the paper's reading) counts captions as independent.

@@ -283,7 +283,7 @@ class CReL:
             if groups.shape != scores_cal.shape:
                 raise ValueError(f"groups must hold one unit per calibration row; got {groups.shape} for "
                                  f"{scores_cal.shape[0]} rows")  # fmt: skip
-            scores_cal = unit_scores(scores_cal, groups)
+            scores_cal = unit_scores(scores_cal, groups, "groups")
         gamma_cal = conformal_quantile(scores_cal, alpha)
         self.scores_cal_, self.gamma_cal_, self.alpha_ = scores_cal, gamma_cal, float(alpha)
         self.gamma_init_ = float(np.mean(scores_cal <= 0.0))
