@@ -43,3 +43,27 @@ def test_a_bad_manifest_is_refused_naming_the_file_and_record(tmp_path, frame, m
     with pytest.raises(DataFileError, match=message) as error:
         read_image_manifest(manifest)
     assert "manifest.parquet" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        ({"image_ids": [5, 5]}, ValueError, "image id 5 appears more than once"),
+        ({"image_ids": [5, -1]}, ValueError, r"image_ids\[1\] must be a non-negative integer"),
+        ({"image_ids": [5, 1.5]}, TypeError, r"image_ids\[1\] must be a non-negative integer; got float"),
+        ({"seeds": [1, None]}, TypeError, r"seeds\[1\] must be a non-negative integer"),
+        ({"prompts": ["a"]}, ValueError, "got lengths"),
+        ({"images": [np.zeros((8, 8, 3), np.uint8)] * 2}, TypeError, r"images\[0\] must be a PIL image"),
+        ({"folder": "../elsewhere"}, ValueError, "must lie beside or below the manifest's folder"),
+    ],
+)
+def test_what_the_reader_would_refuse_is_not_written(tmp_path, call, error, message):
+    """A call refused before any file is written: no PNG folder without its manifest, and never a manifest
+    that read_image_manifest refuses (a repeated id overwrote its first PNG)."""
+    (tmp_path / "run").mkdir()
+    arguments = {"images": _images(2), "image_ids": [5, 9], "prompts": ["a", "b"], "seeds": [1, 2],
+                 "folder": "shard-0"} | call  # fmt: skip
+    arguments["folder"] = tmp_path / "run" / arguments["folder"]
+    with pytest.raises(error, match=message):
+        write_generated_images(**arguments, manifest=tmp_path / "run" / "shard-0.parquet")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["run"]

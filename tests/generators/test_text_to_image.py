@@ -154,3 +154,48 @@ def test_kandinsky_clip_shares_the_clips_towers(clip):
         assert torch.allclose(image(pixel_values=pixels).image_embeds, expected, atol=1e-5)
     with pytest.raises(ValueError, match="text width"):
         t2i.kandinsky_clip(clip, torch.linalg.qr(torch.randn(24, 8))[0].T)
+
+
+def test_a_missing_folder_or_component_is_named(saved, tmp_path):
+    """diffusers reports a missing component as a file missing from the pipeline's root; an explicit
+    prior= that does not exist used to fall back silently to the decoder alone."""
+    import shutil
+
+    with pytest.raises(FileNotFoundError, match="prior='.*typo'.*no such folder"):
+        t2i.load_text_to_image(saved["kandinsky"], prior=saved["kandinsky"] / "typo")
+    with pytest.raises(FileNotFoundError, match="no saved pipeline folder at"):
+        t2i.load_text_to_image(tmp_path / "nothing")
+    no_prior = shutil.copytree(saved["kandinsky"] / t2i.DECODER_FOLDER, tmp_path / "k" / t2i.DECODER_FOLDER).parent
+    with pytest.raises(FileNotFoundError, match="holds decoder/ but no prior/"):
+        t2i.load_text_to_image(no_prior)
+    no_vae = shutil.copytree(saved["sd3"], tmp_path / "sd3")
+    shutil.rmtree(no_vae / "vae")
+    with pytest.raises(FileNotFoundError, match=r"component folder\(s\) \['vae'\]"):
+        t2i.load_text_to_image(no_vae)
+    with pytest.raises(ValueError, match="holds a StableDiffusion3Pipeline, not the KandinskyV22Pipeline"):
+        t2i.load_text_to_image(saved["sd3"], prior=saved["kandinsky"] / t2i.PRIOR_FOLDER)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device='cuda', but torch sees no CUDA device"):
+            t2i.load_text_to_image(saved["sd3"], "cuda")
+
+
+@pytest.mark.parametrize(
+    ("prompts", "ids", "extra", "error", "message"),
+    [
+        ("a red circle", [1], {}, TypeError, "prompts must be a sequence of str, one per image; got one str"),
+        (["a red circle", 3], [1, 2], {}, TypeError, r"prompts\[1\] must be a str"),
+        (PROMPTS, ["img_a", "img_b"], {}, TypeError, r"image_ids\[0\] must be a non-negative integer; got str"),
+        (PROMPTS, [0, 1.5], {}, TypeError, r"image_ids\[1\] must be a non-negative integer; got float"),
+        (PROMPTS, [0, -1], {}, ValueError, r"image_ids\[1\] must be a non-negative integer"),
+        (PROMPTS, [0, 1], {"batch_size": 0}, ValueError, "batch_size must be a positive integer"),
+        (PROMPTS, [0, 1], {"output_type": "np"}, TypeError, r"sets \['output_type'\] itself"),
+        (PROMPTS, [0, 1], {"prior_num_inference_steps": 1}, ValueError, "prior_num_inference_steps must be at least 2"),
+    ],
+)
+def test_generation_arguments_are_refused_by_name_before_drawing(prompts, ids, extra, error, message):
+    """Checked before the pipeline is called (it is not touched here): a str would have been one prompt
+    per character, a float id truncated onto another image's noise."""
+    with pytest.raises(error, match=message):
+        t2i.generate_images(None, prompts, ids, seed=0, progress_bar=False, **extra)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        t2i.image_seed(-1, 0)

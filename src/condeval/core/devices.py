@@ -47,6 +47,20 @@ def select_accelerator(requested: str = "auto") -> str:
     raise ValueError(f"unknown accelerator {requested!r}; expected 'auto', 'cpu' or 'gpu'")
 
 
+def check_device(device, name: str = "device"):
+    """``device`` as a ``torch.device``, refused by ``name`` when it asks for CUDA that torch does not see
+    (rather than torch's "Torch not compiled with CUDA enabled" deep inside a model's ``.to``)."""
+    import torch
+
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"{name}={device!r} is not a torch device ({error})") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={device!r}, but torch sees no CUDA device here")
+    return resolved
+
+
 def accelerator_for_gpus(gpus: int) -> str:
     """Lightning accelerator of a workflow job granted ``gpus`` GPUs (its ``gpu`` resource).
 

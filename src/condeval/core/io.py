@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import operator
 import os
 import shutil
 import tempfile
@@ -32,6 +33,7 @@ __all__ = [
     "write_npz",
     "read_npz",
     "check_finite",
+    "check_non_negative_integer",
     "fingerprint",
     "files_sha256",
     "write_folder_manifest",
@@ -107,6 +109,18 @@ def check_finite(array: np.ndarray, name: str, source: str | os.PathLike | None 
             f"{array[tuple(bad)]!r}; refusing to continue"
         )
     return array
+
+
+def check_non_negative_integer(value, name: str) -> int:
+    """``value`` as an int, refused naming ``name`` unless it is a non-negative integer (a float is
+    refused rather than truncated: an id of 1.5 must not become id 1)."""
+    try:
+        integer = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be a non-negative integer; got {type(value).__name__} {value!r}") from None
+    if integer < 0:
+        raise ValueError(f"{name} must be a non-negative integer; got {integer}")
+    return integer
 
 
 def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:

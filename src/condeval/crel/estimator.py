@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from condeval.core.conformal import conformal_quantile, unit_scores
+from condeval.core.devices import check_device
 from condeval.core.io import check_finite
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.metrics import similarity
@@ -343,8 +344,8 @@ class CReL:
             Where it is attained.
         """
         self._require_calibrated()
-        if device is not None and torch.device(device).type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device={device!r}, but torch sees no CUDA device here")
+        if device is not None:
+            check_device(device)
         self._check_inputs(X)
         gt = _numeric_rows(gt, "gt")
         d = int(self.lgm.hparams.output_dim)

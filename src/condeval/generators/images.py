@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.core.io import DataFileError, atomic_directory, read_parquet, write_parquet
+from condeval.core.io import DataFileError, atomic_directory, check_non_negative_integer, read_parquet, write_parquet
 
 __all__ = ["MANIFEST_COLUMNS", "write_generated_images", "read_image_manifest"]
 
@@ -30,16 +30,40 @@ def write_generated_images(images, image_ids, prompts, seeds, folder: str | os.P
                            manifest: str | os.PathLike) -> pl.DataFrame:  # fmt: skip
     """Save ``images`` (PIL) as ``folder/<image_id>.png`` (the folder atomically) and their manifest.
 
-    Returns the manifest frame. ``folder`` must lie beside or below the manifest's folder.
+    Returns the manifest frame. ``folder`` must lie beside or below the manifest's folder. Everything
+    is checked before a file is written, so a refused call leaves no folder without its manifest:
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the argument: lengths that differ, an image that is not a PIL image, an image id or
+        seed that is not a non-negative integer, a repeated image id (one file per id), a ``folder``
+        outside the manifest's folder (:func:`read_image_manifest` would refuse the manifest).
     """
+    from PIL import Image
+
     folder, manifest = Path(folder), Path(manifest)
+    lengths = {"images": len(images), "image_ids": len(image_ids), "prompts": len(prompts), "seeds": len(seeds)}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"one image id, prompt and seed per image; got lengths {lengths}")
+    ids = [check_non_negative_integer(value, f"image_ids[{row}]") for row, value in enumerate(image_ids)]
+    seeds = [check_non_negative_integer(value, f"seeds[{row}]") for row, value in enumerate(seeds)]
+    bad = next((row for row, image in enumerate(images) if not isinstance(image, Image.Image)), None)
+    if bad is not None:
+        raise TypeError(f"images[{bad}] must be a PIL image; got {type(images[bad]).__name__} "
+                        "(PIL.Image.fromarray converts an (H, W, 3) uint8 array)")  # fmt: skip
+    unique, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"image_ids: image id {int(unique[counts > 1][0])} appears more than once (one file per id)")
+    if not folder.resolve().is_relative_to(manifest.parent.resolve()):
+        raise ValueError(f"folder {folder} must lie beside or below the manifest's folder {manifest.parent}")
     with atomic_directory(folder) as tmp:
-        for image, image_id in zip(images, image_ids, strict=True):
-            image.save(tmp / f"{int(image_id):012d}.png")
+        for image, image_id in zip(images, ids, strict=True):
+            image.save(tmp / f"{image_id:012d}.png")
     relative = os.path.relpath(folder, manifest.parent)
     frame = pl.DataFrame({
-        "image_id": np.asarray(image_ids, dtype=np.int64), "prompt": list(prompts),
-        "file": [f"{relative}/{int(i):012d}.png" for i in image_ids], "seed": np.asarray(seeds, dtype=np.uint64),
+        "image_id": np.asarray(ids, dtype=np.int64), "prompt": [str(p) for p in prompts],
+        "file": [f"{relative}/{i:012d}.png" for i in ids], "seed": np.asarray(seeds, dtype=np.uint64),
     })  # fmt: skip
     write_parquet(frame, manifest)
     return frame

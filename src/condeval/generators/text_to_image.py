@@ -50,6 +50,7 @@ __all__ = [
     "sampling_call",
     "generate_images",
     "PRIOR_FOLDER",
+    "check_pipeline_folder",
     "DECODER_FOLDER",
 ]
 
@@ -251,6 +252,15 @@ def load_text_to_image(
     SD3 and FLUX: ``DiffusionPipeline.from_pretrained(path)``. Kandinsky 2.2: the prior pipeline
     (``prior``, default ``path/prior``) and the decoder pipeline (``path/decoder`` if it exists, else
     ``path``, as the hub's ``kandinsky-2-2-decoder``) joined as ``KandinskyV22CombinedPipeline``.
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming the folder: ``path`` or an explicit ``prior`` that does not exist, a folder without
+        ``model_index.json``, a component folder its ``model_index.json`` names but that is missing,
+        a Kandinsky ``decoder/`` without its ``prior/``.
+    ValueError
+        A Kandinsky folder that holds another pipeline class; ``device`` asking for CUDA torch does not see.
     """
     from diffusers import (
         DiffusionPipeline,
@@ -259,21 +269,61 @@ def load_text_to_image(
         KandinskyV22PriorPipeline,
     )
 
-    path = Path(path)
+    from condeval.core.devices import check_device
+
+    path, device = Path(path), check_device(device)
+    if not path.is_dir():
+        raise FileNotFoundError(f"no saved pipeline folder at {path}")
+    if prior is not None and not Path(prior).is_dir():
+        raise FileNotFoundError(f"prior={str(prior)!r}: no such folder (Kandinsky's saved prior pipeline)")
     prior = Path(prior) if prior is not None else path / PRIOR_FOLDER
-    if prior.is_dir():
-        prior_pipe = KandinskyV22PriorPipeline.from_pretrained(str(prior))
-        decoder_dir = path / DECODER_FOLDER if (path / DECODER_FOLDER).is_dir() else path
-        decoder = KandinskyV22Pipeline.from_pretrained(str(decoder_dir))
-        pipe = KandinskyV22CombinedPipeline(
-            unet=decoder.unet, scheduler=decoder.scheduler, movq=decoder.movq, prior_prior=prior_pipe.prior,
-            prior_image_encoder=prior_pipe.image_encoder, prior_text_encoder=prior_pipe.text_encoder,
-            prior_tokenizer=prior_pipe.tokenizer, prior_scheduler=prior_pipe.scheduler,
-            prior_image_processor=prior_pipe.image_processor,
-        )  # fmt: skip
-    else:
-        pipe = DiffusionPipeline.from_pretrained(str(path))
+    if not prior.is_dir():
+        if (path / DECODER_FOLDER).is_dir():
+            raise FileNotFoundError(f"{path} holds {DECODER_FOLDER}/ but no {PRIOR_FOLDER}/: Kandinsky needs its prior "
+                                    "pipeline (save it there or pass prior=)")  # fmt: skip
+        check_pipeline_folder(path)
+        return DiffusionPipeline.from_pretrained(str(path)).to(device)
+    decoder_dir = path / DECODER_FOLDER if (path / DECODER_FOLDER).is_dir() else path
+    prior_pipe = KandinskyV22PriorPipeline.from_pretrained(
+        str(check_pipeline_folder(prior, KandinskyV22PriorPipeline.__name__))
+    )
+    decoder = KandinskyV22Pipeline.from_pretrained(
+        str(check_pipeline_folder(decoder_dir, KandinskyV22Pipeline.__name__))
+    )
+    pipe = KandinskyV22CombinedPipeline(
+        unet=decoder.unet, scheduler=decoder.scheduler, movq=decoder.movq, prior_prior=prior_pipe.prior,
+        prior_image_encoder=prior_pipe.image_encoder, prior_text_encoder=prior_pipe.text_encoder,
+        prior_tokenizer=prior_pipe.tokenizer, prior_scheduler=prior_pipe.scheduler,
+        prior_image_processor=prior_pipe.image_processor,
+    )  # fmt: skip
     return pipe.to(device)
+
+
+def check_pipeline_folder(folder: str | os.PathLike, expected_class: str | None = None) -> Path:
+    """``folder`` if it is a complete saved diffusers pipeline: its ``model_index.json`` (of
+    ``expected_class``, when given) and every component folder that index names.
+
+    diffusers reports a missing component as a file missing from the pipeline's root folder; this
+    names the component.
+    """
+    from condeval.core.io import read_json
+
+    folder = Path(folder)
+    index = folder / "model_index.json"
+    if not index.is_file():
+        raise FileNotFoundError(f"{folder} is not a saved diffusers pipeline: it has no model_index.json")
+    components = read_json(index)
+    found = components.get("_class_name")
+    if expected_class is not None and found != expected_class:
+        raise ValueError(f"{folder} holds a {found}, not the {expected_class} expected there")
+    missing = [
+        name
+        for name, spec in components.items()
+        if not name.startswith("_") and isinstance(spec, list) and spec[:1] != [None] and not (folder / name).is_dir()
+    ]
+    if missing:
+        raise FileNotFoundError(f"{folder}: the component folder(s) {missing} its model_index.json names are missing")
+    return folder
 
 
 def sampling_call(family: str, sampling: dict, image_size: int, max_length: int) -> dict:
@@ -287,10 +337,40 @@ def sampling_call(family: str, sampling: dict, image_size: int, max_length: int)
 
 def image_seed(seed: int, image_id: int) -> int:
     """The seed of one image's noise: a function of ``(seed, image_id)`` only, so that an image is the
-    same whatever the shard or batch it is drawn in."""
+    same whatever the shard or batch it is drawn in. Both must be non-negative integers (a float id
+    would be truncated onto another image's noise)."""
     import numpy as np
 
-    return int(np.random.SeedSequence([int(seed), int(image_id)]).generate_state(1, dtype=np.uint64)[0] >> 1)
+    from condeval.core.io import check_non_negative_integer
+
+    state = [check_non_negative_integer(seed, "seed"), check_non_negative_integer(image_id, "image id")]
+    return int(np.random.SeedSequence(state).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+#: Arguments of ``__call__`` that :func:`generate_images` sets itself.
+_SET_BY_GENERATE = ("prompt", "generator", "output_type")
+
+
+def _check_generation(prompts, image_ids, batch_size, call: dict) -> None:
+    from condeval.core.io import check_non_negative_integer
+
+    if isinstance(prompts, str):
+        raise TypeError("prompts must be a sequence of str, one per image; got one str")
+    bad = next((position for position, prompt in enumerate(prompts) if not isinstance(prompt, str)), None)
+    if bad is not None:
+        raise TypeError(f"prompts[{bad}] must be a str; got {type(prompts[bad]).__name__}")
+    if len(prompts) != len(image_ids):
+        raise ValueError(f"{len(prompts)} prompts but {len(image_ids)} image ids")
+    for position, image_id in enumerate(image_ids):
+        check_non_negative_integer(image_id, f"image_ids[{position}]")
+    if isinstance(batch_size, bool) or check_non_negative_integer(batch_size, "batch_size") == 0:
+        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
+    reserved = sorted(set(call) & set(_SET_BY_GENERATE))
+    if reserved:
+        raise TypeError(f"generate_images sets {reserved} itself (one seeded generator per image id, PIL output)")
+    if call.get("prior_num_inference_steps", 2) < 2:
+        # diffusers' UnCLIPScheduler divides by (steps - 1)
+        raise ValueError(f"prior_num_inference_steps must be at least 2; got {call['prior_num_inference_steps']}")
 
 
 @torch.no_grad()
@@ -306,8 +386,10 @@ def generate_images(
         of ``generator``).
     prompts : sequence of str
     image_ids : sequence of int
-        The id each prompt belongs to; with ``seed`` it seeds that image's CPU generator
-        (:func:`image_seed`), so images do not depend on batching, sharding or the device's RNG.
+        The id each prompt belongs to, a non-negative integer; with ``seed`` it seeds that image's CPU
+        generator (:func:`image_seed`), so an image's noise does not depend on batching, sharding or
+        the device's RNG. (Its pixels may differ by a rounding step, 1/255, between batch sizes:
+        batched matrix products round differently.) A repeated id repeats the noise.
     seed : int
     batch_size : int, default 64
         Prompts per ``__call__``.
@@ -315,21 +397,28 @@ def generate_images(
         Report progress over batches (:func:`condeval.core.logs.progress`); the pipeline's own bar is off.
     **call
         Keyword arguments of ``__call__``: ``num_inference_steps``, ``guidance_scale``, ``height``,
-        ``width``, ``max_sequence_length``, ...
+        ``width``, ``max_sequence_length``, ... (not ``prompt``, ``generator`` or ``output_type``,
+        which are set here). Give ``height`` and ``width``: the pipelines' defaults differ.
 
     Returns
     -------
     list of PIL.Image.Image
+
+    Raises
+    ------
+    TypeError, ValueError
+        Before any image is drawn, naming the argument: prompts that are not a sequence of str, ids that
+        are not non-negative integers (by position), lengths that differ, a batch size below 1,
+        ``__call__`` arguments set here, Kandinsky's ``prior_num_inference_steps`` below 2.
     """
     from condeval.core.logs import progress
 
-    if len(prompts) != len(image_ids):
-        raise ValueError(f"{len(prompts)} prompts but {len(image_ids)} image ids")
+    _check_generation(prompts, image_ids, batch_size, call)
+    seeds = [image_seed(seed, image_id) for image_id in image_ids]
     pipe.set_progress_bar_config(disable=True)
     images = []
     for start in progress(range(0, len(prompts), batch_size), desc="images", unit="batch", enabled=progress_bar):
-        ids = image_ids[start : start + batch_size]
-        generators = [torch.Generator().manual_seed(image_seed(seed, i)) for i in ids]
+        generators = [torch.Generator().manual_seed(s) for s in seeds[start : start + batch_size]]
         batch = list(prompts[start : start + batch_size])
         images += pipe(prompt=batch, generator=generators, output_type="pil", **call).images
     return images
