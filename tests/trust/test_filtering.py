@@ -91,3 +91,28 @@ def test_a_thresholds_expected_coverage_matches_simulation_and_few_rows_are_name
     with caplog.at_level(logging.WARNING):
         condition_thresholds(rng.normal(size=5), np.array([[0]] * 2 + [[1]] * 3), ["a"])
     assert "2 of 2 conditions' P95 thresholds rest on fewer than 20 calibration rows (2 to 3)" in caplog.text
+
+
+def test_no_improvement_is_reported_where_random_subsets_kid_is_not_positive():
+    """A generator that matches the real distribution: the unbiased KID of random subsets falls at or below
+    zero about half the time, where (KID_random − KID_trust) / KID_random flips its sign (a +2,790% gain
+    was reported for a selection that made KID worse). The improvement is then undefined, everywhere."""
+    from condeval.trust.evaluate import selection_markdown, selection_summary
+
+    rng = np.random.default_rng(0)
+    thresholds = THRESHOLDS.with_columns(pl.lit(0.5).alias("threshold"))
+    undefined = []
+    for seed in range(6):
+        real, generated = rng.standard_normal((300, 6)), rng.standard_normal((200, 6))
+        gain = selection_gain(generated, rng.random(200), real, (1, 0, 0), thresholds, NAMES, subset_size=60, seed=seed)
+        assert (gain["improvement"] is None) == (gain["kid_random"] <= 0)
+        undefined += [gain] if gain["improvement"] is None else []
+    assert undefined, "no seed gave random subsets a KID <= 0"
+    row = {"skipped": None, "kid_all": 0.1, "mean_trust": 0.0, "accept": 0.5, "n_generated": 200}
+    worse = pl.DataFrame([row | {"kid_accepted": 0.468, "kid_accepted_std": 0.1, "kid_random": -0.017,
+                                 "kid_random_std": 0.1}])  # fmt: skip
+    summary = selection_summary(worse)
+    assert summary["improvement"] is None and summary["band"] is None
+    assert "undefined (KID random ≤ 0)" in selection_markdown(
+        [{"dataset": "d", "regime": "r", "variant": "v"} | summary]
+    )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from condeval.trust.filtering import selection_gain
+from condeval.trust.filtering import UNDEFINED_GAIN, relative_improvement, selection_gain
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
@@ -195,7 +195,8 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
         ``conditions`` (not skipped), ``accept`` (% of all generated samples; the official code averages
         the kept conditions' shares instead, which overstates it when a condition is skipped for too few
         accepted samples), ``kid_trust`` / ``kid_trust_std``, ``kid_random`` / ``kid_random_std``,
-        ``improvement`` (%) with ``band`` (its ±1.96·√(s_acc² + s_rand²) half-width, in points),
+        ``improvement`` (%) with ``band`` (its ±1.96·√(s_acc² + s_rand²) half-width, in points; both None
+        when the random subsets' mean KID is ≤ 0: :func:`~condeval.trust.filtering.relative_improvement`),
         ``spearman`` (mean trust against KID of all samples).
     """
     from scipy.stats import spearmanr
@@ -211,6 +212,7 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
         return {"conditions": 0, "accept": accept, "spearman": spearman}
     kid_trust, kid_random = kept["kid_accepted"].mean(), kept["kid_random"].mean()
     kid_trust_std, kid_random_std = kept["kid_accepted_std"].mean(), kept["kid_random_std"].mean()
+    improvement, band = relative_improvement(kid_trust, kid_random, kid_trust_std, kid_random_std)
     return {
         "conditions": kept.height,
         "accept": accept,
@@ -218,8 +220,8 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
         "kid_trust_std": kid_trust_std,
         "kid_random": kid_random,
         "kid_random_std": kid_random_std,
-        "improvement": 100 * (kid_random - kid_trust) / kid_random,
-        "band": 100 * 1.96 * float(np.hypot(kid_trust_std, kid_random_std)) / abs(kid_random),
+        "improvement": None if improvement is None else 100 * improvement,
+        "band": None if band is None else 100 * band,
         "spearman": spearman,
     }
 
@@ -238,10 +240,10 @@ def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) 
         if not row.get("conditions"):
             lines.append(f"| {lead} | 0 | {accept} | | | | {spearman} |")
             continue
+        gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:.1f} ± {row['band']:.1f}"
         lines.append(
             f"| {lead} | {row['conditions']} | {accept} | {row['kid_trust']:.3f} ± {row['kid_trust_std']:.3f} | "
-            f"{row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | {row['improvement']:.1f} ± {row['band']:.1f} | "
-            f"{spearman} |"
+            f"{row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | {gain} | {spearman} |"
         )
     return "\n".join(lines) + "\n"
 

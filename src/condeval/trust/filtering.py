@@ -10,7 +10,9 @@ For a condition ``c`` with generated samples ``G_c`` and held-out real samples `
 - Accepted ``A_c = {g ∈ G_c : trust(g) ≤ τ_c}``; Accept% = |A_c| / |G_c|.
 - KID(A_c, R_c) against ``n_random`` random subsets ``B_c`` of ``G_c`` of the same size; the relative
   improvement is ``(KID(B_c) − KID(A_c)) / KID(B_c)``, with the band ``±1.96 √(s_acc² + s_rand²)`` from
-  the KIDs' standard deviations.
+  the KIDs' standard deviations (:func:`relative_improvement`). It is undefined (None) when KID(B_c) ≤ 0:
+  the unbiased KID of a good generator's random subsets can fall to or below zero, where the ratio
+  would flip its sign and report a loss as a gain.
 - A condition needs ``min_generated`` (20) generated, ``min_real`` (20) real and ``min_accepted`` (10)
   accepted samples, else its row says why it was skipped.
 """
@@ -29,7 +31,16 @@ log = logging.getLogger(__name__)
 #: Calibration rows below which a condition's threshold is named in the log (the official code's minimum).
 MIN_CALIBRATION_ROWS = 20
 
-__all__ = ["condition_thresholds", "nearest_seen", "acceptance", "accepted_mask", "selection_gain", "support_distance"]
+__all__ = [
+    "condition_thresholds",
+    "nearest_seen",
+    "acceptance",
+    "accepted_mask",
+    "selection_gain",
+    "relative_improvement",
+    "support_distance",
+    "UNDEFINED_GAIN",
+]
 
 
 def condition_thresholds(scores, attributes, names: list[str], quantile: float = 0.95) -> pl.DataFrame:
@@ -143,7 +154,8 @@ def selection_gain(
     dict
         ``accept`` (share accepted, averaged over every tied fallback condition, also when the condition
         is skipped), ``kid_accepted`` and ``kid_random`` (means) with their standard deviations,
-        ``kid_all``, ``improvement`` and ``band``, averaged over the tied fallback conditions with
+        ``kid_all``, ``improvement`` and ``band`` (None where :func:`relative_improvement` is undefined),
+        averaged over the tied fallback conditions with
         ``min_accepted`` accepted samples;
         ``fallback`` (how many thresholds were used, 0 for a calibrated condition) and ``skipped``
         (the reason, or None).
@@ -170,16 +182,33 @@ def selection_gain(
         randoms = [kid(generated[rng.choice(len(generated), int(accepted.sum()), replace=False)], real, seed=seed,
                        **sizes)[0] for _ in range(n_random)]  # fmt: skip
         rand_mean, rand_std = float(np.mean(randoms)), float(np.std(randoms))
+        improvement, band = relative_improvement(acc_mean, rand_mean, acc_std, rand_std)
         per_entry.append({
             "kid_accepted": acc_mean, "kid_accepted_std": acc_std,
-            "kid_random": rand_mean, "kid_random_std": rand_std,
-            "improvement": (rand_mean - acc_mean) / rand_mean,
-            "band": 1.96 * float(np.hypot(acc_std, rand_std)) / abs(rand_mean),
+            "kid_random": rand_mean, "kid_random_std": rand_std, "improvement": improvement, "band": band,
         })  # fmt: skip
     if not per_entry:
         return row | {"skipped": f"fewer than {min_accepted} accepted samples"}
-    averaged = {key: float(np.mean([e[key] for e in per_entry])) for key in per_entry[0]}
+    # a tied fallback entry without a defined improvement leaves the condition's undefined
+    averaged = {key: None if any(e[key] is None for e in per_entry) else float(np.mean([e[key] for e in per_entry]))
+                for key in per_entry[0]}  # fmt: skip
     return row | averaged | {"kid_all": kid(generated, real, seed=seed, **sizes)[0], "skipped": None}
+
+
+#: A table's cell for an improvement that :func:`relative_improvement` leaves undefined.
+UNDEFINED_GAIN = "undefined (KID random ≤ 0)"
+
+
+def relative_improvement(kid_trust: float, kid_random: float, std_trust: float, std_random: float):
+    """``(KID_random − KID_trust) / KID_random`` and its band ``1.96 √(s_trust² + s_random²) / KID_random``.
+
+    Returns ``(None, None)`` when ``KID_random ≤ 0``: the unbiased KID estimate of random subsets can
+    reach zero or below (a good generator, small subsets), where the ratio is meaningless and its sign
+    flips (a worse selection would read as a large gain).
+    """
+    if not kid_random > 0:
+        return None, None
+    return (kid_random - kid_trust) / kid_random, 1.96 * float(np.hypot(std_trust, std_random)) / kid_random
 
 
 def support_distance(conditions: np.ndarray, support: np.ndarray) -> np.ndarray:

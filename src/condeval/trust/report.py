@@ -10,6 +10,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from condeval.trust.filtering import UNDEFINED_GAIN  # noqa: E402
+
 __all__ = [
     "plot_deciles",
     "plot_graded_shift",
@@ -137,11 +139,12 @@ def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
     for row in steps.iter_rows(named=True):
         where = "post generation" if row["scoring"] == "post" else f"{row['step']} ({row['steps_run_pct']:.0f}%)"
         head = f"| {row['variant']} | {PATH_NAMES[row['path']]} | {where} |"
-        if row.get("improvement") is None:
+        if row.get("kid_trust") is None:
             lines.append(f"{head} – | – | – (no condition kept) | – |")
             continue
+        gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:+.1f}%"
         lines.append(f"{head} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | "
-                     f"{row['improvement']:+.1f}% ({row['accept']:.0f}%) | {row['steps_saved_pct']:.1f}% |")  # fmt: skip
+                     f"{gain} ({row['accept']:.0f}%) | {row['steps_saved_pct']:.1f}% |")  # fmt: skip
     lines += ["", support_shift_markdown(steps)]
     for variant, signal in signals.items():
         by_t = ", ".join(f"t = {s['t']:g}: ρ {s['spearman']:.2f}" for s in signal["by_t"])
@@ -164,13 +167,14 @@ def support_shift_markdown(steps: pl.DataFrame) -> str:
              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for row in during.filter(pl.col("step") == last).sort("path", "variant").iter_rows(named=True):
         rho = " | ".join(f"{row.get(f'rho_{c}') or float('nan'):.2f}" for c in ("realism", "faithfulness", "trust"))
-        if row.get("improvement") is None:
+        if row.get("kid_trust") is None:
             lines.append(
                 f"| {PATH_NAMES[row['path']]} | {row['variant']} | – | – | – | – (no condition kept) | {rho} |"
             )
             continue
+        gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:+.1f}%"
         lines.append(f"| {PATH_NAMES[row['path']]} | {row['variant']} | {row['accept']:.1f} | {row['kid_trust']:.3f} | "
-                     f"{row['kid_random']:.3f} | {row['improvement']:+.1f}% | {rho} |")  # fmt: skip
+                     f"{row['kid_random']:.3f} | {gain} | {rho} |")  # fmt: skip
     return "\n".join(lines)
 
 
