@@ -172,6 +172,12 @@ def kid(
         raise ValueError(f"kid needs (n, d) and (m, d) features; got {x.shape} and {y.shape}")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ValueError("kid: the features hold NaN or infinite values")
+    if min(len(x), len(y)) < 2:
+        raise ValueError(f"kid needs at least 2 rows on each side (the unbiased MMD² leaves the diagonal out); "
+                         f"got {len(x)} and {len(y)}")  # fmt: skip
+    for name, value in (("subset_size", subset_size), ("n_subsets", n_subsets)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1 + (name == "subset_size"):
+            raise ValueError(f"kid: {name} must be an integer >= {1 + (name == 'subset_size')}; got {value!r}")
     size = min(subset_size, len(x), len(y))
     rng = np.random.default_rng(seed)
     values = [

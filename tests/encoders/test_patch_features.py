@@ -27,6 +27,26 @@ def test_round_trip_and_patch_tokens(build, tmp_path):
     torch.testing.assert_close(tokens, hidden[:, extra:])
 
 
+def test_the_encoder_refuses_images_it_would_misread(tmp_path):
+    """A grey image was broadcast against the three channel means and encoded without a word; an
+    (N, H, W, C) array failed inside torch; a missing folder read as a hub repo id."""
+    import numpy as np
+
+    from condeval.encoders.patch_encoder import PatchEncoder
+
+    tiny_dinov3(32, width=32, layers=1, heads=2, patch_size=8).save_pretrained(tmp_path / "tower")
+    encoder = PatchEncoder(tmp_path / "tower")
+    images = np.zeros((2, 3, 32, 32), np.uint8)
+    assert encoder.encode(images).shape == (2, 32)
+    for wrong in (images[:, :1], images.transpose(0, 2, 3, 1)):
+        with pytest.raises(ValueError, match=r"reads 3-channel images \(N, 3, H, W\); got shape"):
+            encoder.encode(wrong)
+    with pytest.raises(ValueError, match="at least one image"):
+        encoder.tokens(images[:0])
+    with pytest.raises(FileNotFoundError, match="no saved model folder here"):
+        PatchEncoder(tmp_path / "typo")
+
+
 @pytest.mark.parametrize("kind", ["dinov3", "siglip"])
 def test_the_contrastive_objective_prefers_matching_views_and_the_trained_tower_loads(kind, tmp_path):
     import numpy as np

@@ -15,6 +15,9 @@ def test_bins_are_equal_within_each_condition_and_the_last_takes_the_remainder()
     assert [int((first == b).sum()) for b in range(10)] == [2] * 9 + [5]
     assert first[22] == 0 and first[0] == 9  # the lowest score is in bin 0
     assert bins[23:].tolist() == list(range(10))
+    # fewer samples than bins: all would land in the last bin, the most trusted labelled least trusted
+    with pytest.raises(ValueError, match="condition 1 has 5 samples for 10 bins"):
+        decile_bins(np.array([0] * 10 + [1] * 5), np.arange(15.0), n_bins=10)
 
 
 def _world(seed: int, n_per: int = 300, dim: int = 8):

@@ -51,3 +51,10 @@ def test_kid_refuses_bad_input():
         kid(np.ones((10, 3)), np.ones((10, 4)))
     with pytest.raises(ValueError, match="kernel"):
         polynomial_mmd2(np.ones((4, 3)), np.ones((4, 3)), kernel="rbf")
+    # one row: the error named polynomial_mmd2, not kid; no subsets: (nan, nan) with only a RuntimeWarning
+    with pytest.raises(ValueError, match="at least 2 rows on each side.*got 1 and 10"):
+        kid(np.ones((1, 3)), np.ones((10, 3)))
+    with pytest.raises(ValueError, match="n_subsets must be an integer >= 1; got 0"):
+        kid(np.ones((10, 3)), np.ones((10, 3)), n_subsets=0)
+    with pytest.raises(ValueError, match="subset_size must be an integer >= 2; got 1"):
+        kid(np.ones((10, 3)), np.ones((10, 3)), subset_size=1)

@@ -113,8 +113,31 @@ def test_writing_samples_outside_the_manifests_folder_is_refused_before_anything
 
 
 def test_wrong_arguments_are_refused_naming_what_was_given(tmp_path):
-    with pytest.raises(ValueError, match=r"got float64 \(1, 3, 4, 4\) and 1 attribute rows"):
+    with pytest.raises(ValueError, match=r"images must be uint8 \(N, C, H, W\); got float64 \(1, 3, 4, 4\)"):
         write_samples(np.zeros((1, 3, 4, 4)), [[0]], ["a"], [0], [0], tmp_path / "s", tmp_path / "s.parquet")
     _write(tmp_path, 3)
     with pytest.raises(TypeError, match=r"a list of attribute columns, e.g. \['a'\]"):
         read_samples(tmp_path / "shard-0.parquet", "a")
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"images": np.zeros((2, 16, 16, 3), np.uint8)}, ValueError, r"look like \(N, H, W, C\)"),
+        ({"names": ["a"]}, ValueError, r"1 names for 2 attributes"),
+        ({"names": ["a", "trust"]}, ValueError, "taken by the scores' own columns"),
+        ({"attributes": [[0.6, 1.0], [1.7, 0.0]]}, ValueError, "attributes must be integers; got dtype float64"),
+        ({"sample_ids": [5, 5]}, ValueError, "sample id 5 appears more than once"),
+        ({"seeds": [1]}, ValueError, "2 images, 1 seeds, 2 sample ids"),
+        ({"sample_ids": [5, -2]}, ValueError, r"sample_ids\[1\] must be a non-negative integer"),
+    ],
+)
+def test_what_read_samples_would_refuse_or_misread_is_not_written(tmp_path, change, error, message):
+    """Before, each of these wrote: an (N, H, W, C) array as 32 grey channels of 32 x 3 pixels, a manifest
+    missing the fourth attribute, floats truncated onto other conditions, one PNG overwriting another, or a
+    folder left without its manifest."""
+    arguments = {"images": np.zeros((2, 3, 8, 8), np.uint8), "attributes": [[0, 1], [1, 0]], "names": ["a", "b"],
+                 "seeds": [1, 2], "sample_ids": [5, 6]} | change  # fmt: skip
+    with pytest.raises(error, match=message):
+        write_samples(**arguments, folder=tmp_path / "s", manifest=tmp_path / "s.parquet")
+    assert list(tmp_path.iterdir()) == []

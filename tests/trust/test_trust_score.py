@@ -194,6 +194,48 @@ def test_bad_input_is_refused_with_its_reason():
         TrustScorer(names=["m", "s", "g"]).fit(x, np.zeros_like(a))
 
 
+def test_a_labs_mistakes_are_refused_before_they_corrupt_a_score():
+    """Each of these used to score or select silently wrong, or fail far from the cause (a lab's trial)."""
+    import polars as pl
+    import torch
+
+    from condeval.trust.filtering import accepted_mask
+
+    x, a = _world(300, seed=0)
+    names = ["m", "s", "g"]
+    scorer = TrustScorer(names=names).fit(x, a)
+    refusals = [
+        # an attribute named like a score column overwrote the trust the thresholds are read from
+        (lambda: TrustScorer(names=["trust", "s", "g"]).fit(x, a), ValueError, r"\['trust'\] are taken"),
+        (lambda: TrustScorer(names=["m", "m", "g"]).fit(x, a), ValueError, r"distinct; \['m'\] repeat"),
+        (lambda: TrustScorer(names="msg").fit(x, a), TypeError, "got the string 'msg'"),
+        (lambda: TrustScorer(regularization=-1.0), ValueError, "regularization must be a finite ridge >= 0"),
+        # the percent instead of the fraction: every threshold null, then a comparison with None
+        (lambda: scorer.thresholds(95), ValueError, r"quantile must be a fraction in \(0, 1\]"),
+        (lambda: TrustScorer().thresholds(), ValueError, "not fitted"),
+        (lambda: accepted_mask(np.zeros(4), [[0.6, 1, 0]] * 4, scorer.thresholds(), names), ValueError, "integers"),
+        (lambda: accepted_mask(np.zeros(4), a[:3], scorer.thresholds(), names), ValueError, "with N = 4"),
+        (lambda: accepted_mask(np.zeros(4), a[:4, 0], scorer.thresholds(), names), ValueError, r"must be \(N, K\)"),
+        (lambda: accepted_mask(np.zeros(4), a[:4], scorer.thresholds(), "m"), TypeError, "got the string 'm'"),
+        # identical real rows: the z-scores divided by a zero spread (NaN trust)
+        (lambda: TrustScorer().fit(np.tile(x[:1], (300, 1)), a), ValueError, "do not vary"),
+    ]  # fmt: skip
+    for call, error, message in refusals:
+        with pytest.raises(error, match=message):
+            call()
+    # a value held out whole in the calibration rows was scored as another value by searchsorted
+    rare = a.copy()
+    rare[:, 1] = np.where(np.arange(len(a)) == 0, 1, 0) + np.where(np.arange(len(a)) % 2 == 1, 2, 0)
+    with pytest.raises(ValueError, match="lies only in calibration rows"):
+        TrustScorer(calibration=0.9, seed=1).fit(x, rare)
+    # torch inputs with gradients, and no samples at all, score as plain arrays do
+    scores = scorer.score(torch.tensor(x[:5], requires_grad=True), torch.tensor(a[:5]))
+    assert scores.equals(scorer.score(x[:5], a[:5]))
+    empty = scorer.score(np.zeros((0, 8)), np.zeros((0, 3), np.int64))
+    assert empty.height == 0 and empty.columns == scores.columns
+    assert isinstance(empty, pl.DataFrame)
+
+
 def _wells(units: int, per_unit: int, seed: int, dim: int = 32, unit_sd: float = 3.0):
     """RxRx1-like rows: units (wells) of ``per_unit`` rows sharing a condition and a random offset."""
     rng = np.random.default_rng(seed)

@@ -40,8 +40,12 @@ class PatchEncoder:
     def __init__(self, path: str | os.PathLike, device: str | None = None):
         from transformers import AutoConfig, AutoModel
 
+        from condeval.core.devices import check_device
+
         self.path = Path(path)
-        self.device = torch.device(device or "cpu")
+        if not (self.path / "config.json").is_file():
+            raise FileNotFoundError(f"{self.path}: no saved model folder here (no config.json)")
+        self.device = check_device(device or "cpu")
         model_type = AutoConfig.from_pretrained(str(path)).model_type
         model = AutoModel.from_pretrained(str(path))
         self.model = (model.vision_model if model_type == "siglip" else model).eval().to(self.device)
@@ -61,6 +65,18 @@ class PatchEncoder:
     def width(self) -> int:
         return int(self.model.config.hidden_size)
 
+    @property
+    def channels(self) -> int:
+        """The channels an image must have (the model's ``num_channels``: 3, or RxRx1's 6)."""
+        return int(self.model.config.num_channels)
+
+    def _checked(self, images) -> np.ndarray:
+        images = _checked(images)
+        if images.shape[1] != self.channels:
+            raise ValueError(f"{self.path} reads {self.channels}-channel images (N, {self.channels}, H, W); got "
+                             f"shape {images.shape}")  # fmt: skip
+        return images
+
     def _pixels(self, images: np.ndarray) -> torch.Tensor:
         if self.image_processor is None:
             return pixel_values(images)
@@ -73,8 +89,11 @@ class PatchEncoder:
         """(N, P, D) float32 patch tokens of uint8 images (N, C, H, W): REPA's alignment targets."""
         from condeval.encoders.features import _batches
 
+        images = self._checked(images)
         chunks = [patch_tokens(self.model, self._pixels(b).to(self.device)).float().cpu().numpy()
-                  for b in _batches(_checked(images), batch_size, "patch tokens")]  # fmt: skip
+                  for b in _batches(images, batch_size, "patch tokens")]  # fmt: skip
+        if not chunks:
+            raise ValueError("tokens needs at least one image (the token count is read from an image)")
         return np.concatenate(chunks).astype(np.float32)
 
     @torch.no_grad()
@@ -88,7 +107,7 @@ class PatchEncoder:
         """
         from condeval.encoders.features import _batches
 
-        images = _checked(images)
+        images = self._checked(images)
         chunks = [
             mean_patch_features(self.model, self._pixels(batch).to(self.device)).float().cpu().numpy()
             for batch in _batches(images, batch_size, "patch features")
@@ -100,7 +119,7 @@ class PatchEncoder:
 
 
 def _checked(images) -> np.ndarray:
-    images = np.asarray(images)
+    images = images.detach().cpu().numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
     if images.ndim != 4 or images.dtype != np.uint8:
         raise ValueError(f"images must be uint8 (N, C, H, W); got {images.dtype} {images.shape}")
     return images

@@ -29,10 +29,18 @@ def condition_codes(attributes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decile_bins(codes: np.ndarray, scores: np.ndarray, n_bins: int = 10) -> np.ndarray:
-    """Each sample's bin (0 = lowest score, the most trusted) within its condition ``codes``."""
+    """Each sample's bin (0 = lowest score, the most trusted) within its condition ``codes``.
+
+    A condition needs at least ``n_bins`` samples: with fewer, every bin but the last is empty and
+    all of them, the most trusted included, land in the least trusted bin (refused).
+    """
     codes, scores = np.asarray(codes), np.asarray(scores)
     if codes.shape != scores.shape:
         raise ValueError(f"one condition code per score: {codes.shape} codes, {scores.shape} scores")
+    distinct, counts = np.unique(codes, return_counts=True)
+    if len(counts) and counts.min() < n_bins:
+        raise ValueError(f"condition {distinct[np.argmin(counts)].item()!r} has {counts.min()} samples for {n_bins} bins: "
+                         "each condition needs at least n_bins")  # fmt: skip
     bins = np.empty(len(scores), dtype=np.int64)
     for code in np.unique(codes):
         rows = np.flatnonzero(codes == code)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from condeval.trust.checks import as_array, attribute_names, attribute_rows
 from condeval.trust.filtering import UNDEFINED_GAIN, relative_improvement, selection_gain
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
@@ -35,11 +36,12 @@ def fit_and_score(real_features, real_attributes, sample_features, sample_attrib
     tuple
         The fitted scorer, and the samples' scores with their attribute columns.
     """
-    scorer = TrustScorer(calibration=calibration, regularization=regularization, names=list(names), seed=seed,
+    names = attribute_names(names)
+    scorer = TrustScorer(calibration=calibration, regularization=regularization, names=names, seed=seed,
                          realism=realism)  # fmt: skip
     scorer.fit(real_features, real_attributes, groups=groups)
     scores = scorer.score(sample_features, sample_attributes)
-    attributes = np.asarray(sample_attributes)
+    attributes = attribute_rows(sample_attributes, scores.height, "sample_attributes")
     return scorer, scores.with_columns(pl.Series(name, attributes[:, k]) for k, name in enumerate(names))
 
 
@@ -99,12 +101,18 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
     """
     from condeval.metrics import kid
 
-    names = list(names)
+    names = attribute_names(names)
     attributes = scores.select(names).to_numpy()
     trust = scores[score].to_numpy()
+    kid_features = as_array(kid_features)
+    if len(kid_features) != scores.height:
+        raise ValueError(f"kid_features has {len(kid_features)} rows for {scores.height} scored samples")
+    reference_features = as_array(reference_features)
+    reference_attributes = attribute_rows(reference_attributes, len(reference_features), "reference_attributes")
+    conditions = attribute_rows(np.atleast_2d(as_array(conditions)), name="conditions")
     sizes = {key: protocol[key] for key in ("subset_size", "n_subsets", "seed", "kernel") if key in protocol}
     rows = []
-    for condition in np.asarray(conditions):
+    for condition in conditions:
         mine = (attributes == condition).all(axis=1)
         real = reference_features[(reference_attributes == condition).all(axis=1)]
         gain = dict.fromkeys(_GAIN_COLUMNS) | selection_gain(kid_features[mine], trust[mine], real, condition,

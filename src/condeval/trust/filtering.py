@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 
 from condeval.metrics import kid
+from condeval.trust.checks import as_array, attribute_names, attribute_rows
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,14 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
     attributes : array-like of int, shape (N, K)
     names : list of str
         The attribute columns of the result.
+    quantile : float in (0, 1]
+        0.95 for the P95 (not 95).
     """
-    attributes = np.asarray(attributes)
+    if isinstance(quantile, bool) or not isinstance(quantile, (int, float, np.number)) or not 0 < quantile <= 1:
+        raise ValueError(f"quantile must be a fraction in (0, 1] (0.95 for the P95); got {quantile!r}")
+    scores = as_array(scores)
+    attributes = attribute_rows(attributes, len(scores))
+    names = attribute_names(names, attributes.shape[1])
     frame = pl.DataFrame({name: attributes[:, k] for k, name in enumerate(names)} | {"score": np.asarray(scores)})
     thresholds = (
         frame.group_by(names)
@@ -101,8 +108,15 @@ def acceptance(
 def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.DataFrame, names: list[str]) -> np.ndarray:
     """One accept/reject per sample, for analyses that need a single selected set (CellProfiler's,
     Section 5.1.3): its condition's own threshold, or, for a fallback condition, acceptance by at
-    least half of the tied seen conditions' thresholds (the KID protocol averages over them instead)."""
-    trust, attributes = np.asarray(trust), np.asarray(attributes)
+    least half of the tied seen conditions' thresholds (the KID protocol averages over them instead).
+
+    ``trust`` (N,), ``attributes`` integer (N, K) and ``names`` (K) are checked first, naming the argument.
+    """
+    trust = as_array(trust)
+    if trust.ndim != 1:
+        raise ValueError(f"trust must be one score per sample (N,); got shape {trust.shape}")
+    attributes = attribute_rows(attributes, len(trust))
+    names = attribute_names(names, attributes.shape[1])
     mask = np.zeros(len(trust), dtype=bool)
     for condition in np.unique(attributes, axis=0):
         rows = (attributes == condition).all(axis=1)

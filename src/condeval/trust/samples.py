@@ -23,7 +23,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.core.io import DataFileError, atomic_directory, read_parquet, saved_folder, write_parquet
+from condeval.core.io import (
+    DataFileError,
+    atomic_directory,
+    check_non_negative_integer,
+    read_parquet,
+    saved_folder,
+    write_parquet,
+)
+from condeval.trust.checks import as_array, attribute_names, attribute_rows
 
 __all__ = [
     "write_samples",
@@ -103,15 +111,35 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
                   manifest: str | os.PathLike) -> pl.DataFrame:  # fmt: skip
     """Save uint8 ``images`` (N, C, H, W) under ``folder`` (atomically) and their manifest; returns it.
 
-    ``folder`` must lie beside or below the manifest's folder.
+    ``folder`` must lie beside or below the manifest's folder. Everything is checked before a file is
+    written (a refused call leaves no folder without its manifest):
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the argument: images that are not uint8 (N, C, H, W) (an (N, H, W, C) array is named as
+        such), attributes that are not integer (N, K) rows, ``names`` that are not K distinct names,
+        ``seeds`` or ``sample_ids`` of another length or not non-negative integers, a repeated sample id,
+        a ``folder`` outside the manifest's folder.
     """
     from PIL import Image
 
-    images, attributes = np.asarray(images), np.asarray(attributes, dtype=np.int64)
-    if images.ndim != 4 or images.dtype != np.uint8 or len(attributes) != len(images):
-        raise ValueError(f"images must be uint8 (N, C, H, W) with one attribute row each; got {images.dtype} "
-                         f"{images.shape} and {len(attributes)} attribute rows")  # fmt: skip
-    names = _attribute_names(names)
+    images = as_array(images)
+    if images.ndim != 4 or images.dtype != np.uint8:
+        raise ValueError(f"images must be uint8 (N, C, H, W); got {images.dtype} {images.shape}")
+    if images.shape[1] > 8 and images.shape[-1] <= 4:
+        raise ValueError(f"images of shape {images.shape} look like (N, H, W, C); pass (N, C, H, W), e.g. "
+                         "images.transpose(0, 3, 1, 2)")  # fmt: skip
+    attributes = attribute_rows(attributes, len(images))
+    names = attribute_names(names, attributes.shape[1])
+    if not len(seeds) == len(sample_ids) == len(images):
+        raise ValueError(f"one seed and sample id per image: {len(images)} images, {len(seeds)} seeds, "
+                         f"{len(sample_ids)} sample ids")  # fmt: skip
+    sample_ids = [check_non_negative_integer(v, f"sample_ids[{row}]") for row, v in enumerate(sample_ids)]
+    seeds = [check_non_negative_integer(v, f"seeds[{row}]") for row, v in enumerate(seeds)]
+    unique, counts = np.unique(sample_ids, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"sample_ids: sample id {int(unique[counts > 1][0])} appears more than once (one file per id)")
     folder, manifest = Path(folder), Path(manifest)
     relative = os.path.relpath(folder, manifest.parent)
     if relative == ".." or relative.startswith(".." + os.sep):
@@ -173,7 +201,7 @@ def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.Data
     """
     from PIL import Image
 
-    manifest, names = Path(manifest), _attribute_names(names)
+    manifest, names = Path(manifest), attribute_names(names)
     frame = read_parquet(manifest)
     missing = [c for c in ("sample_id", *names, "file", "channels") if c not in frame.columns]
     if missing:
@@ -200,12 +228,6 @@ def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.Data
             )
         images.append(pixels)
     return frame, (np.stack(images) if images else np.zeros((0, 3, 1, 1), np.uint8))
-
-
-def _attribute_names(names) -> list[str]:
-    if isinstance(names, str):
-        raise TypeError(f"names must be a list of attribute columns, e.g. [{names!r}]; got the string {names!r}")
-    return list(names)
 
 
 def _channel_paths(base: Path, record: dict, manifest: Path) -> list[Path]:

@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from condeval.metrics import unit_rows
+from condeval.trust.checks import as_array, attribute_names, attribute_rows
 
 __all__ = ["REALISM_SIDES", "REGULARIZATION", "TrustScorer"]
 
@@ -129,6 +130,8 @@ class TrustScorer:
                  realism: str = "one-sided"):  # fmt: skip
         if not 0 <= calibration < 1:
             raise ValueError(f"calibration must be in [0, 1); got {calibration}")
+        if not 0 <= regularization < np.inf:
+            raise ValueError(f"regularization must be a finite ridge >= 0; got {regularization}")
         if realism not in REALISM_SIDES:
             raise ValueError(f"realism must be one of {REALISM_SIDES}; got {realism!r}")
         self.calibration, self.regularization, self.names, self.seed = calibration, regularization, names, seed
@@ -179,8 +182,19 @@ class TrustScorer:
             shifts = means - self.mean_  # (V, d): δ_kv = μ_kv − μ, the value means about the realism centre
             self._projections.append(precision @ shifts.T)  # (d, V): P_k δ_kv
             self._offsets.append(np.einsum("vd,dv->v", shifts, self._projections[-1]))  # δ_kvᵀ P_k δ_kv
+        self._check_calibration_values(attributes[calibration_rows])
         self._calibrate(z[calibration_rows], attributes[calibration_rows])
         return self
+
+    def _check_calibration_values(self, attributes: np.ndarray) -> None:
+        """Every calibration row's value was fitted: a value held out whole has no mean to score against."""
+        for k, values in enumerate(self.values_):
+            unfitted = np.setdiff1d(attributes[:, k], values)
+            if len(unfitted):
+                raise ValueError(
+                    f"attribute {self.names_[k]!r} value {unfitted[0]} lies only in calibration rows (fitted: "
+                    f"{values.tolist()}): lower calibration={self.calibration} or give the value more rows"
+                )
 
     def _split(self, attributes: np.ndarray, groups=None) -> tuple[np.ndarray, np.ndarray]:
         """(fit rows, calibration rows): ``calibration`` of each condition's units (``groups``; None: each
@@ -210,6 +224,13 @@ class TrustScorer:
         energy, margins = self._energies(z, attributes)
         self.energy_calibration_ = (float(energy.mean()), float(energy.std(ddof=1)))
         self.margin_calibration_ = [(float(m.mean()), float(m.std(ddof=1))) for m in margins.T]
+        spreads = {"realism": self.energy_calibration_[1]} | {
+            f"margin_{name}": spread for name, (_, spread) in zip(self.names_, self.margin_calibration_, strict=True)
+        }
+        flat = [name for name, spread in spreads.items() if not spread > 0]
+        if flat:
+            raise ValueError(f"the {len(z)} calibration rows' {flat} do not vary (identical features?): "
+                             "nothing to z-score against")  # fmt: skip
         scores = self._scores(energy, margins)
         self.calibration_ = scores.with_columns(
             pl.Series(name, attributes[:, k]) for k, name in enumerate(self.names_)
@@ -220,6 +241,7 @@ class TrustScorer:
         rows' trust (:func:`~condeval.trust.filtering.condition_thresholds`; the P95-real rule at 0.95)."""
         from condeval.trust.filtering import condition_thresholds
 
+        self._require_fitted()
         calibration = self.calibration_
         return condition_thresholds(calibration["trust"], calibration.select(self.names_).to_numpy(), self.names_,
                                     quantile)  # fmt: skip
@@ -264,6 +286,8 @@ class TrustScorer:
         """(realism energy (N,), margins (N, K)) of unit rows ``z``, from the centred rows ``x = z − μ``
         (products in ``z``'s precision, float32 when scoring; sums in float64): ``xᵀ P x`` and every
         attribute's ``xᵀ P_k δ_kv``."""
+        if len(z) == 0:
+            return np.zeros(0), np.zeros((0, attributes.shape[1]))
         mean, precision = self.mean_.astype(z.dtype), self.precision_.astype(z.dtype)
         projections = np.concatenate(self._projections, axis=1).astype(z.dtype)  # (d, ΣV): every P_k δ_kv
         energy, products = [], []
@@ -289,30 +313,28 @@ class TrustScorer:
 
     # ---------------------------------------------------------------------------- validation
     def _checked(self, features, attributes, *, fitting: bool) -> tuple[np.ndarray, np.ndarray]:
-        features = np.asarray(features)
-        attributes = np.asarray(attributes)
+        features = as_array(features)
         if features.ndim != 2:
             raise ValueError(f"features must be (N, D); got shape {features.shape}")
         if not np.isfinite(features).all():
             bad = int(np.flatnonzero(~np.isfinite(features).all(axis=1))[0])
             raise ValueError(f"features hold NaN or infinite values (first at row {bad})")
-        if attributes.ndim != 2 or len(attributes) != len(features):
-            raise ValueError(f"attributes must be (N, K) with N = {len(features)}; got shape {attributes.shape}")
-        if not np.issubdtype(attributes.dtype, np.integer):
-            raise ValueError(f"attributes must be integers; got dtype {attributes.dtype}")
+        attributes = attribute_rows(attributes, len(features))
         if fitting:
-            self.names_ = list(self.names) if self.names is not None else [f"a{k}" for k in range(attributes.shape[1])]
-            if len(self.names_) != attributes.shape[1]:
-                raise ValueError(f"{len(self.names_)} names for {attributes.shape[1]} attributes")
+            k = attributes.shape[1]
+            self.names_ = attribute_names([f"a{j}" for j in range(k)] if self.names is None else self.names, k)
             self.dim_ = features.shape[1]
         else:
             self._check_fitted_shape(features, attributes)
         # the fit in float64; scores in float32, the precision of their products
         return unit_rows(features, dtype=np.float64 if fitting else np.float32), attributes
 
-    def _check_fitted_shape(self, features: np.ndarray, attributes: np.ndarray) -> None:
+    def _require_fitted(self) -> None:
         if not hasattr(self, "calibration_"):
             raise ValueError("TrustScorer is not fitted: call fit(features, attributes) first")
+
+    def _check_fitted_shape(self, features: np.ndarray, attributes: np.ndarray) -> None:
+        self._require_fitted()
         if features.shape[1] != self.dim_:
             raise ValueError(f"features have D = {features.shape[1]}; the scorer was fitted on D = {self.dim_}")
         if attributes.shape[1] != len(self.values_):

@@ -1,0 +1,68 @@
+"""Input checks the trust track's public functions share: attribute names and rows, torch inputs.
+
+A lab calls :class:`~condeval.trust.score.TrustScorer`, :func:`~condeval.trust.filtering.accepted_mask`,
+:func:`~condeval.trust.evaluate.fit_and_score` and :func:`~condeval.trust.samples.write_samples` with
+its own arrays; each refuses the same mistakes with the same message, naming the argument.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["RESERVED_NAMES", "as_array", "attribute_names", "attribute_rows"]
+
+#: Columns the scores and thresholds frames hold beside the attribute columns: an attribute of one of
+#: these names would overwrite them (a threshold read from the attribute instead of the trust).
+RESERVED_NAMES = ("realism", "faithfulness", "trust", "threshold", "n_real", "coverage")
+
+
+def as_array(values) -> np.ndarray:
+    """``values`` as a NumPy array; a torch tensor is detached and moved to the CPU first."""
+    if hasattr(values, "detach") and hasattr(values, "cpu"):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
+def attribute_names(names, n_attributes: int | None = None) -> list[str]:
+    """``names`` as a list of distinct attribute column names (``n_attributes`` of them, when given).
+
+    Raises
+    ------
+    TypeError
+        ``names`` is one string (it would be read as one name per character) or None.
+    ValueError
+        A repeated name, a name of :data:`RESERVED_NAMES`, or another count than ``n_attributes``.
+    """
+    if isinstance(names, str):
+        raise TypeError(f"names must be a list of attribute columns, e.g. [{names!r}]; got the string {names!r}")
+    if names is None:
+        raise TypeError("names must be a list of attribute columns; got None")
+    names = list(names)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"names must be distinct; {repeated} repeat")
+    reserved = [name for name in names if name in RESERVED_NAMES]
+    if reserved:
+        raise ValueError(f"attribute names {reserved} are taken by the scores' own columns {list(RESERVED_NAMES)}")
+    if n_attributes is not None and len(names) != n_attributes:
+        raise ValueError(f"{len(names)} names for {n_attributes} attributes (names: {names})")
+    return names
+
+
+def attribute_rows(attributes, n_rows: int | None = None, name: str = "attributes") -> np.ndarray:
+    """``attributes`` as an integer (N, K) array, N = ``n_rows`` when given.
+
+    Raises
+    ------
+    ValueError
+        Another shape, or values that are not integers (a float is refused rather than truncated:
+        0.6 must not become value 0).
+    """
+    array = as_array(attributes)
+    if array.ndim != 2 or (n_rows is not None and len(array) != n_rows):
+        rows = "N" if n_rows is None else f"N = {n_rows}"
+        raise ValueError(f"{name} must be (N, K), one row of attribute values per sample, with {rows}; "
+                         f"got shape {array.shape}")  # fmt: skip
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name} must be integers; got dtype {array.dtype}")
+    return array
