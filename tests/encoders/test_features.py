@@ -181,3 +181,47 @@ def test_crel_refuses_image_and_caption_features_of_two_clips(tmp_path):
     aligned_features(
         {"image": [image], "caption_bert": [other]}
     )  # BERT features are another space, compared with BERT only
+
+
+def test_clip_and_dino_read_images_alike_and_refuse_a_lone_str(tmp_path):
+    """One interface for both image encoders (code written against image_encoder('clip', ...) works with
+    'dino'); a str was read character by character (12 caption rows for 'a red circle', or '/' opened as
+    an image), an array failed on a missing .convert."""
+    import numpy as np
+    import torch
+    from PIL import Image
+    from transformers import CLIPModel, Dinov2Model
+
+    from condeval.datasets.miniworld import vocabulary
+    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.dino import dino_image_processor, tiny_dinov2_config
+    from condeval.encoders.features import image_encoder
+    from condeval.encoders.tokenizer import build_word_tokenizer
+
+    tokenizer = build_word_tokenizer(vocabulary())
+    torch.manual_seed(0)
+    config = tiny_clip_config(tokenizer, 32, vision_width=32, vision_layers=1, patch_size=16, text_width=32,
+                              text_layers=1, projection_dim=8)  # fmt: skip
+    CLIPModel(config).save_pretrained(tmp_path / "clip")
+    tokenizer.save_pretrained(tmp_path / "clip")
+    clip_image_processor(32).save_pretrained(tmp_path / "clip")
+    Dinov2Model(tiny_dinov2_config(32, width=16, layers=1, heads=2)).save_pretrained(tmp_path / "dino")
+    dino_image_processor(32).save_pretrained(tmp_path / "dino")
+    arrays = np.random.default_rng(0).integers(0, 256, (2, 3, 32, 32), dtype=np.uint8)
+    Image.fromarray(arrays[0].transpose(1, 2, 0)).save(tmp_path / "image.png")
+    for name, width in (("clip", 8), ("dino", 16)):
+        encoder = image_encoder(name, tmp_path / name)
+        assert encoder.width == width and isinstance(encoder.feature, str)
+        from_arrays = encoder.encode(torch.from_numpy(arrays))
+        np.testing.assert_allclose(from_arrays[:1], encoder.image_features([tmp_path / "image.png"]), atol=1e-6)
+        with pytest.raises(TypeError, match="got one path .*wrap it in a list"):
+            encoder.image_features(str(tmp_path / "image.png"))
+        with pytest.raises(TypeError, match=r"images\[0\] must be a PIL image or a file path; got ndarray"):
+            encoder.image_features(list(arrays))
+        with pytest.raises(ValueError, match=r"encodes uint8 RGB images \(N, 3, H, W\)"):
+            encoder.encode(arrays.transpose(0, 2, 3, 1))
+    clip = image_encoder("clip", tmp_path / "clip")
+    with pytest.raises(TypeError, match="got one str 'a red circle'"):
+        clip.text_features("a red circle")
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str; got int"):
+        clip.text_features(["a red circle", 3])

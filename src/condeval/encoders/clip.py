@@ -1,7 +1,8 @@
 """A tiny ``CLIPModel`` trained contrastively on the mini-world, with shape-swap hard negatives.
 
 Trained here, it is saved with ``save_pretrained`` (model, word-level tokenizer, image processor in
-one folder) and loaded everywhere with :func:`condeval.encoders.load_clip`, the call that loads
+one folder) and loaded everywhere as ``ClipEncoder(path)`` (:class:`condeval.encoders.features.ClipEncoder`,
+which reads the folder with ``CLIPModel.from_pretrained``), the call that loads
 ``openai/clip-vit-large-patch14`` from a local directory on a cluster.
 
 Why hard negatives: with the symmetric InfoNCE loss alone, a tiny CLIP retrieves well from colour,

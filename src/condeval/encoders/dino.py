@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from condeval.core.training import ScheduledModule
+from condeval.encoders.features import ArrayImages, image_list, rgb_images
 
 __all__ = ["FEATURE", "tiny_dinov2_config", "dino_image_processor", "ContrastiveDino", "train_dino", "DinoEncoder",
            "second_views", "dino_signal"]  # fmt: skip
@@ -130,8 +131,15 @@ def train_dino(
                             batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
 
 
-class DinoEncoder:
-    """A saved ``Dinov2Model`` and its image processor; features are unit rows of :data:`FEATURE`."""
+class DinoEncoder(ArrayImages):
+    """A saved ``Dinov2Model`` and its image processor; features are unit rows of :data:`FEATURE`.
+
+    The interface of :class:`~condeval.encoders.features.ClipEncoder`'s image side: ``image_features``
+    (PIL images or paths), ``encode`` (uint8 (N, 3, H, W)), ``width``, ``feature``.
+    """
+
+    #: What :meth:`encode` returns, as feature shards record it.
+    feature = f"{FEATURE} (the final-layer-normed CLS token)"
 
     def __init__(self, path: str | os.PathLike, device: str | None = None):
         from transformers import AutoImageProcessor, Dinov2Model
@@ -151,19 +159,18 @@ class DinoEncoder:
     def preprocessing(self) -> dict:
         return {"image_processor": self.image_processor.to_dict(), "feature": FEATURE, "normalisation": "L2"}
 
+    @property
+    def width(self) -> int:
+        return int(self.model.config.hidden_size)
+
     @torch.no_grad()
     def image_features(self, images, batch_size: int = 128) -> np.ndarray:
         """Unit-norm features (n, hidden_size); ``images`` are PIL images or file paths."""
-        from PIL import Image
-
         from condeval.encoders.features import _batches, _unit_rows
 
         chunks = []
-        for batch in _batches(list(images), batch_size, "DINO images"):
-            pil = [
-                Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i.convert("RGB") for i in batch
-            ]
-            pixels = self.image_processor(pil, return_tensors="pt")["pixel_values"].to(self.device)
+        for batch in _batches(image_list(images), batch_size, "DINO images"):
+            pixels = self.image_processor(rgb_images(batch), return_tensors="pt")["pixel_values"].to(self.device)
             chunks.append(_unit_rows(getattr(self.model(pixel_values=pixels), FEATURE)))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
 

@@ -42,7 +42,52 @@ def _unit_rows(features: torch.Tensor) -> np.ndarray:
     return unit_rows(features.float()).cpu().numpy().astype(np.float32)
 
 
-class ClipEncoder:
+def image_list(images) -> list:
+    """``images`` as a list of PIL images or image file paths, refused by position otherwise.
+
+    One path is refused rather than read as a sequence of characters; an array is pointed to the
+    encoders' ``encode``, which takes uint8 (N, 3, H, W).
+    """
+    if isinstance(images, (str, bytes, os.PathLike)):
+        raise TypeError(f"images must be a sequence of PIL images or file paths; got one path {str(images)!r} "
+                        "(wrap it in a list)")  # fmt: skip
+    images = list(images)
+    bad = next((i for i, image in enumerate(images) if not isinstance(image, (str, os.PathLike, Image.Image))), None)
+    if bad is not None:
+        raise TypeError(f"images[{bad}] must be a PIL image or a file path; got {type(images[bad]).__name__} "
+                        "(uint8 arrays (N, 3, H, W) go through encode)")  # fmt: skip
+    return images
+
+
+def rgb_images(batch: Sequence) -> list[Image.Image]:
+    """RGB PIL images of a batch of PIL images or file paths (files opened here, one batch at a time)."""
+    return [Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i.convert("RGB") for i in batch]
+
+
+def text_list(texts) -> list[str]:
+    """``texts`` as a list of str, refused by position otherwise (one str is not read character by character)."""
+    if isinstance(texts, str):
+        raise TypeError(f"texts must be a sequence of str; got one str {texts!r} (wrap it in a list)")
+    texts = list(texts)
+    bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+    if bad is not None:
+        raise TypeError(f"texts[{bad}] must be a str; got {type(texts[bad]).__name__}")
+    return texts
+
+
+class ArrayImages:
+    """``encode``: uint8 RGB arrays (N, 3, H, W), the layout of
+    :meth:`condeval.encoders.patch_encoder.PatchEncoder.encode`, through the encoder's ``image_features``."""
+
+    def encode(self, images, batch_size: int = 128) -> np.ndarray:
+        """Unit-norm image features of uint8 RGB images (N, 3, H, W)."""
+        images = images.detach().cpu().numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
+        if images.ndim != 4 or images.shape[1] != 3 or images.dtype != np.uint8:
+            raise ValueError(f"{self.path}: encodes uint8 RGB images (N, 3, H, W); got {images.dtype} {images.shape}")
+        return self.image_features([Image.fromarray(image.transpose(1, 2, 0)) for image in images], batch_size)
+
+
+class ClipEncoder(ArrayImages):
     """A ``CLIPModel`` with its tokenizer and image processor, loaded from one folder.
 
     Parameters
@@ -98,11 +143,8 @@ class ClipEncoder:
     def image_features(self, images: Sequence[Image.Image | str], batch_size: int = 128) -> np.ndarray:
         """Unit-norm image embeddings (n, projection_dim); ``images`` are PIL images or file paths."""
         chunks = []
-        for batch in _batches(list(images), batch_size, "CLIP images"):
-            pil = [
-                Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i.convert("RGB") for i in batch
-            ]
-            pixels = self.image_processor(pil, return_tensors="pt")["pixel_values"].to(self.device)
+        for batch in _batches(image_list(images), batch_size, "CLIP images"):
+            pixels = self.image_processor(rgb_images(batch), return_tensors="pt")["pixel_values"].to(self.device)
             chunks.append(_unit_rows(self.model.get_image_features(pixel_values=pixels).pooler_output))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
 
@@ -113,21 +155,11 @@ class ClipEncoder:
     def width(self) -> int:
         return int(self.model.config.projection_dim)
 
-    def encode(self, images, batch_size: int = 128) -> np.ndarray:
-        """Unit-norm image embeddings of uint8 RGB images (N, 3, H, W), the array layout of
-        :meth:`condeval.encoders.patch_encoder.PatchEncoder.encode`."""
-        images = np.asarray(images)
-        if images.ndim != 4 or images.shape[1] != 3 or images.dtype != np.uint8:
-            raise ValueError(
-                f"{self.path}: CLIP encodes uint8 RGB images (N, 3, H, W); got {images.dtype} {images.shape}"
-            )
-        return self.image_features([Image.fromarray(image.transpose(1, 2, 0)) for image in images], batch_size)
-
     @torch.no_grad()
     def text_features(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """Unit-norm caption embeddings (n, projection_dim)."""
         chunks = []
-        for batch in _batches(list(texts), batch_size, "CLIP texts"):
+        for batch in _batches(text_list(texts), batch_size, "CLIP texts"):
             tokens = self.tokenizer(
                 list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
             ).to(self.device)
@@ -162,7 +194,7 @@ class BertEncoder:
     def text_features(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """Unit-norm [CLS] features (n, hidden_size)."""
         chunks = []
-        for batch in _batches(list(texts), batch_size, "BERT texts"):
+        for batch in _batches(text_list(texts), batch_size, "BERT texts"):
             tokens = self.tokenizer(
                 list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
             ).to(self.device)
