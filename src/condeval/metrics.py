@@ -175,9 +175,10 @@ def kid(
     if min(len(x), len(y)) < 2:
         raise ValueError(f"kid needs at least 2 rows on each side (the unbiased MMD² leaves the diagonal out); "
                          f"got {len(x)} and {len(y)}")  # fmt: skip
-    for name, value in (("subset_size", subset_size), ("n_subsets", n_subsets)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1 + (name == "subset_size"):
-            raise ValueError(f"kid: {name} must be an integer >= {1 + (name == 'subset_size')}; got {value!r}")
+    from condeval.core.io import check_integer
+
+    check_integer(subset_size, "subset_size", least=2)
+    check_integer(n_subsets, "n_subsets", least=1)
     size = min(subset_size, len(x), len(y))
     rng = np.random.default_rng(seed)
     values = [

@@ -103,11 +103,17 @@ _NAN[2, 1] = np.nan
         (_fit_arrays(3), {}, ValueError, "Y_lgm has 3 rows: too few"),
         (_ARRAYS, {"val_fraction": 1.2}, ValueError, "val_fraction must be in"),
         (_ARRAYS, {"quantile_level": 1.5}, ValueError, "quantile_level must be in"),
+        # a cond_dim other than X's width failed inside the first training step (mat1 and mat2 shapes)
+        (_ARRAYS, {"lgm_kwargs": {"cond_dim": 5}}, ValueError, "cond_dim=5: a conditional VAE reads X_lgm, 3 wide"),
+        (_ARRAYS, {"dqr_kwargs": {"latent_dim": 4}}, TypeError, r"dqr_kwargs may not set \['latent_dim'\]"),
+        # no epoch: a missing checkpoint after a run that trained nothing
+        (_ARRAYS, {"lgm_epochs": 0}, ValueError, "lgm_epochs must be an integer >= 1; got 0"),
+        (_ARRAYS, {"dqr_batch_size": 2.5}, TypeError, "dqr_batch_size must be an integer >= 1; got float"),
     ],
 )
 def test_a_bad_fit_input_is_refused_by_name_before_any_training(tmp_path, arrays, settings, error, message):
     with pytest.raises(error, match=message):
-        CReL.fit(**arrays, out_dir=tmp_path / "run", lgm_epochs=1, dqr_epochs=1, **settings)
+        CReL.fit(**arrays, out_dir=tmp_path / "run", **({"lgm_epochs": 1, "dqr_epochs": 1} | settings))
     assert not (tmp_path / "run").exists()
 
 
@@ -136,7 +142,7 @@ def test_the_worst_case_search_refuses_bad_settings_and_a_ground_truth_of_anothe
         ({"steps": 2.5}, "steps must be an integer"),
         ({"extra_starts": np.zeros((3, 5))}, r"extra_starts must have shape \(60, r\).* got \(3, 5\)"),
     ]:
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises((ValueError, TypeError), match=message):
             crel.reliability(X, **({"gt": Y, "steps": 2, "num_z0": 4} | arguments))
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA device"):

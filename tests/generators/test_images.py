@@ -49,9 +49,9 @@ def test_a_bad_manifest_is_refused_naming_the_file_and_record(tmp_path, frame, m
     ("call", "error", "message"),
     [
         ({"image_ids": [5, 5]}, ValueError, "image id 5 appears more than once"),
-        ({"image_ids": [5, -1]}, ValueError, r"image_ids\[1\] must be a non-negative integer"),
-        ({"image_ids": [5, 1.5]}, TypeError, r"image_ids\[1\] must be a non-negative integer; got float"),
-        ({"seeds": [1, None]}, TypeError, r"seeds\[1\] must be a non-negative integer"),
+        ({"image_ids": [5, -1]}, ValueError, r"image_ids\[1\] must be an integer >= 0"),
+        ({"image_ids": [5, 1.5]}, TypeError, r"image_ids\[1\] must be an integer >= 0; got float"),
+        ({"seeds": [1, None]}, TypeError, r"seeds\[1\] must be an integer >= 0"),
         ({"prompts": ["a"]}, ValueError, "got lengths"),
         ({"images": [np.zeros((8, 8, 3), np.uint8)] * 2}, TypeError, r"images\[0\] must be a PIL image"),
         ({"folder": "../elsewhere"}, ValueError, "must lie beside or below the manifest's folder"),

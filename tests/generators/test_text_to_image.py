@@ -184,10 +184,10 @@ def test_a_missing_folder_or_component_is_named(saved, tmp_path):
     [
         ("a red circle", [1], {}, TypeError, "prompts must be a sequence of str, one per image; got one str"),
         (["a red circle", 3], [1, 2], {}, TypeError, r"prompts\[1\] must be a str"),
-        (PROMPTS, ["img_a", "img_b"], {}, TypeError, r"image_ids\[0\] must be a non-negative integer; got str"),
-        (PROMPTS, [0, 1.5], {}, TypeError, r"image_ids\[1\] must be a non-negative integer; got float"),
-        (PROMPTS, [0, -1], {}, ValueError, r"image_ids\[1\] must be a non-negative integer"),
-        (PROMPTS, [0, 1], {"batch_size": 0}, ValueError, "batch_size must be a positive integer"),
+        (PROMPTS, ["img_a", "img_b"], {}, TypeError, r"image_ids\[0\] must be an integer >= 0; got str"),
+        (PROMPTS, [0, 1.5], {}, TypeError, r"image_ids\[1\] must be an integer >= 0; got float"),
+        (PROMPTS, [0, -1], {}, ValueError, r"image_ids\[1\] must be an integer >= 0"),
+        (PROMPTS, [0, 1], {"batch_size": 0}, ValueError, "batch_size must be an integer >= 1"),
         (PROMPTS, [0, 1], {"output_type": "np"}, TypeError, r"sets \['output_type'\] itself"),
         (PROMPTS, [0, 1], {"prior_num_inference_steps": 1}, ValueError, "prior_num_inference_steps must be at least 2"),
     ],
@@ -197,5 +197,5 @@ def test_generation_arguments_are_refused_by_name_before_drawing(prompts, ids, e
     per character, a float id truncated onto another image's noise."""
     with pytest.raises(error, match=message):
         t2i.generate_images(None, prompts, ids, seed=0, progress_bar=False, **extra)
-    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
         t2i.image_seed(-1, 0)

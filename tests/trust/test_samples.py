@@ -129,7 +129,7 @@ def test_wrong_arguments_are_refused_naming_what_was_given(tmp_path):
         ({"attributes": [[0.6, 1.0], [1.7, 0.0]]}, ValueError, "attributes must be integers; got dtype float64"),
         ({"sample_ids": [5, 5]}, ValueError, "sample id 5 appears more than once"),
         ({"seeds": [1]}, ValueError, "2 images, 1 seeds, 2 sample ids"),
-        ({"sample_ids": [5, -2]}, ValueError, r"sample_ids\[1\] must be a non-negative integer"),
+        ({"sample_ids": [5, -2]}, ValueError, r"sample_ids\[1\] must be an integer >= 0"),
     ],
 )
 def test_what_read_samples_would_refuse_or_misread_is_not_written(tmp_path, change, error, message):

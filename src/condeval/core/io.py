@@ -33,7 +33,7 @@ __all__ = [
     "write_npz",
     "read_npz",
     "check_finite",
-    "check_non_negative_integer",
+    "check_integer",
     "fingerprint",
     "files_sha256",
     "write_folder_manifest",
@@ -111,15 +111,18 @@ def check_finite(array: np.ndarray, name: str, source: str | os.PathLike | None 
     return array
 
 
-def check_non_negative_integer(value, name: str) -> int:
-    """``value`` as an int, refused naming ``name`` unless it is a non-negative integer (a float is
-    refused rather than truncated: an id of 1.5 must not become id 1)."""
+def check_integer(value, name: str, least: int = 0) -> int:
+    """``value`` as an int, refused naming ``name`` unless it is an integer ``>= least`` (TypeError for a
+    float, a str or a bool, rather than truncating: an id of 1.5 must not become id 1; ValueError below
+    ``least``)."""
     try:
-        integer = operator.index(value)
+        integer = operator.index(value) if not isinstance(value, bool) else None
     except TypeError:
-        raise TypeError(f"{name} must be a non-negative integer; got {type(value).__name__} {value!r}") from None
-    if integer < 0:
-        raise ValueError(f"{name} must be a non-negative integer; got {integer}")
+        integer = None
+    if integer is None:
+        raise TypeError(f"{name} must be an integer >= {least}; got {type(value).__name__} {value!r}")
+    if integer < least:
+        raise ValueError(f"{name} must be an integer >= {least}; got {integer}")
     return integer
 
 

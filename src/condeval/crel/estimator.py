@@ -65,6 +65,28 @@ def _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction: float, quantile_level:
     return tuple(arrays.values())
 
 
+#: Hyperparameters ``CReL.fit`` sets itself, which ``lgm_kwargs`` / ``dqr_kwargs`` may not repeat.
+_SET_BY_FIT = {"lgm_kwargs": ("output_dim", "latent_dim", "beta", "metric"),
+               "dqr_kwargs": ("cond_dim", "latent_dim", "quantile_level", "direction_seed")}  # fmt: skip
+
+
+def _fit_settings(x_width: int, lgm_kwargs: dict | None, dqr_kwargs: dict | None, **counts) -> None:
+    """``fit``'s counts (integers >= 1) and model keyword arguments, checked before any training: a
+    conditional VAE's ``cond_dim`` is X's width, and neither dict repeats what ``fit`` sets."""
+    from condeval.core.io import check_integer
+
+    for name, value in counts.items():
+        check_integer(value, name, least=1)
+    for name, kwargs in (("lgm_kwargs", lgm_kwargs), ("dqr_kwargs", dqr_kwargs)):
+        repeated = sorted(set(kwargs or {}) & set(_SET_BY_FIT[name]))
+        if repeated:
+            raise TypeError(f"{name} may not set {repeated}: CReL.fit sets them (its own arguments, or the data)")
+    cond_dim = (lgm_kwargs or {}).get("cond_dim", 0)
+    if cond_dim and cond_dim != x_width:
+        raise ValueError(f"lgm_kwargs cond_dim={cond_dim}: a conditional VAE reads X_lgm, {x_width} wide "
+                         "(cond_dim must be its width, or 0 for an unconditional VAE)")  # fmt: skip
+
+
 def _holdout(rng: np.random.Generator, fraction: float, *arrays: np.ndarray) -> tuple[tuple, tuple]:
     """Split arrays row-wise into (training, early-stopping validation) tuples."""
     is_val = rng.random(arrays[0].shape[0]) < fraction
@@ -139,6 +161,8 @@ class CReL:
         from condeval.core.training import fit as fit_module
 
         X_lgm, Y_lgm, X_dqr, Y_dqr = _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction, quantile_level)
+        _fit_settings(X_lgm.shape[1], lgm_kwargs, dqr_kwargs, latent_dim=latent_dim, lgm_epochs=lgm_epochs,
+                      dqr_epochs=dqr_epochs, lgm_batch_size=lgm_batch_size, dqr_batch_size=dqr_batch_size)  # fmt: skip
         out_dir = Path(out_dir)
         rng = np.random.default_rng(seed)
         pl.seed_everything(seed, workers=True, verbose=False)

@@ -311,7 +311,7 @@ def _keep_best(best_val, best_z, val, z):
 
 def _check_settings(**counts) -> None:
     """The search's counts, refused by name: integers, ``steps`` >= 0 and the others >= 1."""
+    from condeval.core.io import check_integer
+
     for name, value in counts.items():
-        least = 0 if name == "steps" else 1
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}; got {value!r}")
+        check_integer(value, name, least=0 if name == "steps" else 1)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.core.io import DataFileError, atomic_directory, check_non_negative_integer, read_parquet, write_parquet
+from condeval.core.io import DataFileError, atomic_directory, check_integer, read_parquet, write_parquet
 
 __all__ = ["MANIFEST_COLUMNS", "write_generated_images", "read_image_manifest"]
 
@@ -46,8 +46,8 @@ def write_generated_images(images, image_ids, prompts, seeds, folder: str | os.P
     lengths = {"images": len(images), "image_ids": len(image_ids), "prompts": len(prompts), "seeds": len(seeds)}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"one image id, prompt and seed per image; got lengths {lengths}")
-    ids = [check_non_negative_integer(value, f"image_ids[{row}]") for row, value in enumerate(image_ids)]
-    seeds = [check_non_negative_integer(value, f"seeds[{row}]") for row, value in enumerate(seeds)]
+    ids = [check_integer(value, f"image_ids[{row}]") for row, value in enumerate(image_ids)]
+    seeds = [check_integer(value, f"seeds[{row}]") for row, value in enumerate(seeds)]
     bad = next((row for row, image in enumerate(images) if not isinstance(image, Image.Image)), None)
     if bad is not None:
         raise TypeError(f"images[{bad}] must be a PIL image; got {type(images[bad]).__name__} "

@@ -341,9 +341,9 @@ def image_seed(seed: int, image_id: int) -> int:
     would be truncated onto another image's noise)."""
     import numpy as np
 
-    from condeval.core.io import check_non_negative_integer
+    from condeval.core.io import check_integer
 
-    state = [check_non_negative_integer(seed, "seed"), check_non_negative_integer(image_id, "image id")]
+    state = [check_integer(seed, "seed"), check_integer(image_id, "image id")]
     return int(np.random.SeedSequence(state).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
@@ -352,7 +352,7 @@ _SET_BY_GENERATE = ("prompt", "generator", "output_type")
 
 
 def _check_generation(prompts, image_ids, batch_size, call: dict) -> None:
-    from condeval.core.io import check_non_negative_integer
+    from condeval.core.io import check_integer
 
     if isinstance(prompts, str):
         raise TypeError("prompts must be a sequence of str, one per image; got one str")
@@ -362,9 +362,8 @@ def _check_generation(prompts, image_ids, batch_size, call: dict) -> None:
     if len(prompts) != len(image_ids):
         raise ValueError(f"{len(prompts)} prompts but {len(image_ids)} image ids")
     for position, image_id in enumerate(image_ids):
-        check_non_negative_integer(image_id, f"image_ids[{position}]")
-    if isinstance(batch_size, bool) or check_non_negative_integer(batch_size, "batch_size") == 0:
-        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}")
+        check_integer(image_id, f"image_ids[{position}]")
+    check_integer(batch_size, "batch_size", least=1)
     reserved = sorted(set(call) & set(_SET_BY_GENERATE))
     if reserved:
         raise TypeError(f"generate_images sets {reserved} itself (one seeded generator per image id, PIL output)")

@@ -26,7 +26,7 @@ import polars as pl
 from condeval.core.io import (
     DataFileError,
     atomic_directory,
-    check_non_negative_integer,
+    check_integer,
     read_parquet,
     saved_folder,
     write_parquet,
@@ -135,8 +135,8 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
     if not len(seeds) == len(sample_ids) == len(images):
         raise ValueError(f"one seed and sample id per image: {len(images)} images, {len(seeds)} seeds, "
                          f"{len(sample_ids)} sample ids")  # fmt: skip
-    sample_ids = [check_non_negative_integer(v, f"sample_ids[{row}]") for row, v in enumerate(sample_ids)]
-    seeds = [check_non_negative_integer(v, f"seeds[{row}]") for row, v in enumerate(seeds)]
+    sample_ids = [check_integer(v, f"sample_ids[{row}]") for row, v in enumerate(sample_ids)]
+    seeds = [check_integer(v, f"seeds[{row}]") for row, v in enumerate(seeds)]
     unique, counts = np.unique(sample_ids, return_counts=True)
     if (counts > 1).any():
         raise ValueError(f"sample_ids: sample id {int(unique[counts > 1][0])} appears more than once (one file per id)")
