@@ -253,3 +253,56 @@ def test_a_table_refuses_scores_it_would_misrank():
         table2(scores.drop("metric"))
     with pytest.raises(TypeError, match="must be a polars DataFrame"):
         table2(scores.to_dict(as_series=False))
+    # each accepted before and ranked, or failing inside polars (a lab's trial)
+    fine = scores.with_columns(crel_rho=pl.lit(0.1), image_id=pl.Series([1, 2, 1, 2]))
+    for frame, error, message in [
+        (fine.clear(), ValueError, "no rows"),
+        (fine.with_columns(model=pl.lit(None, pl.String)), ValueError, "4 score rows have no model"),
+        (fine.with_columns(metric=pl.lit("dino")), ValueError, r"metric\(s\) \['dino'\]; this table's are"),
+        (fine.with_columns(rho=pl.col("rho").cast(pl.String)), TypeError, "rho must be numeric; got String"),
+        (fine.with_columns(image_id=pl.Series([1, 1, 1, 2])), ValueError, "image 1 appears 2 times for model 'a'"),
+    ]:
+        with pytest.raises(error, match=message):
+            table2(frame)
+    assert table2(fine).height == 2
+
+
+def test_text_to_image_arrays_and_table3_refuse_what_they_would_misread(tmp_path):
+    from condeval.crel.image_to_text import assign_unit_folds
+    from condeval.crel.text_to_image import item_arrays, table3
+    from condeval.crel.text_to_image import metric_arrays as t2i_arrays
+
+    rng = np.random.default_rng(0)
+    clip, dino = rng.normal(size=(240, 8)), rng.normal(size=(240, 16))
+    X, Y, GT = t2i_arrays("dino", clip, clip, dino, dino)
+    assert Y.shape == GT.shape == (240, 16) and X.shape == (240, 8)
+    with pytest.raises(ValueError, match=r"one row per item, the same n; got .*'real_dino': 100"):
+        t2i_arrays("dino", clip, clip, dino[:100], dino)
+    with pytest.raises(ValueError, match="caption_clip and generated_clip must come from one encoder"):
+        t2i_arrays("clip", clip, dino, dino, dino)
+    with pytest.raises(ValueError, match=r"generated_dino must be a numeric \(n, width\) array"):
+        t2i_arrays("dino", clip, clip, dino, list(dino[:, 0]))
+    # too few items left calibration and test empty, which failed only in calibrate
+    with pytest.raises(ValueError, match=r"19 units leave the fold\(s\) \['cal', 'test'\] empty"):
+        assign_folds(np.arange(19), seed=0)
+    scores = pl.DataFrame({"model": ["m"] * 2, "metric": ["bert"] * 2, "rho": [0.5, 0.6], "crel_rho": [0.1, 0.2]})
+    with pytest.raises(ValueError, match=r"metric\(s\) \['bert'\]; this table's are \['clip', 'dino'\]"):
+        table3(scores)
+
+    # three images drawn per caption (ids 3c, 3c + 1, 3c + 2): folds by caption through item_arrays' units
+    from condeval.crel.text_to_image import FEATURE_SOURCES, SOURCE_ENCODERS
+    from condeval.encoders.features import write_feature_shard
+
+    shards = {}
+    for name in FEATURE_SOURCES:
+        shards[name] = [tmp_path / f"{name}.safetensors"]
+        width = 8 if SOURCE_ENCODERS[name] == "clip" else 16
+        meta = {"encoder": {"weights_sha256": SOURCE_ENCODERS[name] * 16}}
+        write_feature_shard(shards[name][0], np.arange(240), rng.normal(size=(240, width)), meta)
+    caption_of = {image_id: image_id // 3 for image_id in range(240)}
+    ids, *_, folds = item_arrays(shards, "dino", seed=0, units=caption_of)
+    np.testing.assert_array_equal(folds, assign_unit_folds(ids // 3, seed=0))
+    assert all(len(set(folds[ids // 3 == c])) == 1 for c in range(80))
+    assert len({frozenset(folds[ids // 3 == c]) for c in range(80)}) == 4
+    with pytest.raises(ValueError, match="units names no unit for 1 item"):
+        item_arrays(shards, "dino", seed=0, units={i: c for i, c in caption_of.items() if i != 7})

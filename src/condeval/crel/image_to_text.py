@@ -68,7 +68,8 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
     """The fold of every image (``FOLDS`` names), a seeded permutation cut at the fractions.
 
     The same ids and seed always give the same folds, whatever their order. Calibration and test
-    get ``floor(n · fraction)`` images each; the VAE fold takes the rounding remainder.
+    get ``floor(n · fraction)`` images each; the VAE fold takes the rounding remainder. Too few images
+    for every fold to get one is refused (an empty calibration fold would only fail later, in ``calibrate``).
     """
     ids = np.asarray(image_ids)
     if len(np.unique(ids)) != len(ids):
@@ -80,6 +81,10 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
     permuted = order[np.random.default_rng(seed).permutation(len(ids))]
     sizes = [int(np.floor(len(ids) * f)) for f in fractions[1:]]
     sizes.insert(0, len(ids) - sum(sizes))
+    empty = [name for name, size in zip(FOLDS, sizes, strict=True) if size == 0]
+    if empty:
+        raise ValueError(f"{len(ids)} units leave the fold(s) {empty} empty at fractions {fractions}: "
+                         f"need at least {int(np.ceil(1 / min(fractions)))} units")  # fmt: skip
     folds = np.empty(len(ids), dtype=object)
     start = 0
     for name, size in zip(FOLDS, sizes):
@@ -388,8 +393,10 @@ def temperature_table(scores: pl.DataFrame, temperatures: dict[str, float]) -> p
     )
 
 
-def _check_scores(scores) -> None:
-    """Per-item scores a table can rank: a polars DataFrame with its columns, every ρ and CReL-ρ finite."""
+def _check_scores(scores, metrics: tuple[str, ...] = METRICS) -> None:
+    """Per-item scores a table can rank: a polars DataFrame with its columns and rows, a model and one of
+    ``metrics`` on every row, every ρ and CReL-ρ a finite number, each item (``image_id``) once per
+    model and metric."""
     needed = ("model", "metric", "rho", "crel_rho")
     if not isinstance(scores, pl.DataFrame):
         raise TypeError(f"scores must be a polars DataFrame with columns {', '.join(needed)} (one row per test "
@@ -398,6 +405,22 @@ def _check_scores(scores) -> None:
     missing = [column for column in needed if column not in scores.columns]
     if missing:
         raise ValueError(f"scores have no column {missing[0]!r} (need {', '.join(needed)})")
+    if scores.height == 0:
+        raise ValueError("scores have no rows: nothing to rank")
+    if scores["model"].null_count():
+        raise ValueError(f"{scores['model'].null_count()} score rows have no model")
+    unknown = sorted(set(scores["metric"].to_list()) - set(metrics), key=str)
+    if unknown:
+        raise ValueError(f"scores hold metric(s) {unknown}; this table's are {list(metrics)}")
+    for column in ("rho", "crel_rho"):
+        if not scores[column].dtype.is_numeric():
+            raise TypeError(f"{column} must be numeric; got {scores[column].dtype}")
+    if "image_id" in scores.columns:
+        repeated = scores.filter(pl.struct("model", "metric", "image_id").is_duplicated())
+        if repeated.height:
+            first = repeated.row(0, named=True)
+            raise ValueError(f"image {first['image_id']} appears {repeated.height} times for model {first['model']!r}, "
+                             f"metric {first['metric']!r}: one row per test item")  # fmt: skip
     for column in ("rho", "crel_rho"):
         bad = scores.filter(~pl.col(column).cast(pl.Float64).is_finite().fill_null(False))
         if bad.height:
@@ -420,7 +443,7 @@ _TABLE2_EXTRAS = {
 }
 
 
-def table2(scores: pl.DataFrame) -> pl.DataFrame:
+def table2(scores: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> pl.DataFrame:
     """Table 2 from per-item scores with columns ``model``, ``metric``, ``rho``, ``crel_rho``.
 
     One row per (model, metric): mean ρ and its rank, CReL-ρ (the mean of the per-item worst
@@ -428,8 +451,9 @@ def table2(scores: pl.DataFrame) -> pl.DataFrame:
     Where the scores hold them: mean ρ at the items' own decoded codes (``rho_own_code``), with Δ
     split into ``reconstruction`` = ρ(own code) − ρ and ``worst_case`` = CReL-ρ − ρ(own code);
     the fraction of converged searches; median nearest-real-caption distances (:func:`manifold_check`).
+    ``metrics``: those a row may name (image-to-text's, :data:`METRICS`; Table 3 passes its own).
     """
-    _check_scores(scores)
+    _check_scores(scores, metrics)
     extras = [summarise(name).alias(name) for name, summarise in _TABLE2_EXTRAS.items() if name in scores.columns]
     summary = scores.group_by("metric", "model", maintain_order=True).agg(
         pl.col("rho").mean().alias("mean_rho"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from condeval.crel.image_to_text import aligned_features, assign_folds, table2
+from condeval.crel.image_to_text import aligned_features, assign_folds, assign_unit_folds, table2
 
 __all__ = ["METRICS", "FEATURE_SOURCES", "SOURCE_ENCODERS", "metric_arrays", "item_arrays", "table3"]
 
@@ -35,27 +35,56 @@ ONE_ENCODER_SOURCES = (("caption_clip", "generated_clip"), ("real_dino", "genera
 def metric_arrays(
     metric: str, caption_clip: np.ndarray, generated_clip: np.ndarray, real_dino: np.ndarray, generated_dino: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(condition X, output Y, ground truth GT) of one metric, row-aligned per item."""
+    """(condition X, output Y, ground truth GT) of one metric, row-aligned per item.
+
+    Every source must be a numeric (n, width) array of the same n; the two CLIP sources share a width,
+    and so do the two DINO ones (a source of the other encoder, or rows of other items, is refused).
+    """
+    if metric not in METRICS:
+        raise ValueError(f"unknown text-to-image metric {metric!r}; expected one of {METRICS}")
+    sources = {"caption_clip": caption_clip, "generated_clip": generated_clip, "real_dino": real_dino,
+               "generated_dino": generated_dino}  # fmt: skip
+    arrays = {name: _feature_rows(values, name) for name, values in sources.items()}
+    rows = {name: len(values) for name, values in arrays.items()}
+    if len(set(rows.values())) > 1:
+        raise ValueError(f"the sources must hold one row per item, the same n; got {rows}")
+    for first, second in ONE_ENCODER_SOURCES:
+        if arrays[first].shape[1] != arrays[second].shape[1]:
+            raise ValueError(f"{first} and {second} must come from one encoder (one width); got "
+                             f"{arrays[first].shape[1]} and {arrays[second].shape[1]}")  # fmt: skip
     if metric == "clip":
-        return caption_clip, generated_clip, caption_clip
-    if metric == "dino":
-        return caption_clip, generated_dino, real_dino
-    raise ValueError(f"unknown text-to-image metric {metric!r}; expected one of {METRICS}")
+        return arrays["caption_clip"], arrays["generated_clip"], arrays["caption_clip"]
+    return arrays["caption_clip"], arrays["generated_dino"], arrays["real_dino"]
 
 
-def item_arrays(shards: dict[str, list], metric: str, seed: int, encoders: dict | None = None):
+def _feature_rows(values, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 2 or not np.issubdtype(array.dtype, np.number):
+        raise ValueError(f"{name} must be a numeric (n, width) array; got {array.dtype} {array.shape}")
+    return array
+
+
+def item_arrays(shards: dict[str, list], metric: str, seed: int, encoders: dict | None = None, units=None):
     """(image ids, X, Y, GT, folds) of one metric from the :data:`FEATURE_SOURCES` shard lists.
 
     ``encoders`` maps ``clip`` and ``dino`` to the encoder (folder or manifest) every shard of a
-    source must come from; image ids must agree across sources.
+    source must come from; image ids must agree across sources. ``units`` maps each item's image id
+    to its exchangeable unit when items share one (several images drawn for one caption): the folds
+    are then drawn by unit (:func:`~condeval.crel.image_to_text.assign_unit_folds`), so no caption
+    lies in two folds. Default: each item its own unit.
     """
     ids, arrays = aligned_features({name: shards[name] for name in FEATURE_SOURCES}, encoders,
                                    source_encoders=SOURCE_ENCODERS, groups=ONE_ENCODER_SOURCES, subset=True)  # fmt: skip
     X, Y, GT = metric_arrays(metric, **arrays)
-    return ids, X, Y, GT, assign_folds(ids, seed)
+    if units is None:
+        return ids, X, Y, GT, assign_folds(ids, seed)
+    missing = [int(i) for i in ids if int(i) not in units]
+    if missing:
+        raise ValueError(f"units names no unit for {len(missing)} item(s), e.g. image id {missing[0]}")
+    return ids, X, Y, GT, assign_unit_folds([units[int(i)] for i in ids], seed)
 
 
 def table3(scores):
     """Table 3 from per-item scores (``model``, ``metric``, ``rho``, ``crel_rho``): Table 2's summary
-    (:func:`condeval.crel.image_to_text.table2`) over the text-to-image metrics."""
-    return table2(scores)
+    (:func:`condeval.crel.image_to_text.table2`) over the text-to-image metrics (:data:`METRICS`)."""
+    return table2(scores, METRICS)
