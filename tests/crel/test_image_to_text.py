@@ -260,7 +260,11 @@ def test_a_table_refuses_scores_it_would_misrank():
         (fine.with_columns(model=pl.lit(None, pl.String)), ValueError, "4 score rows have no model"),
         (fine.with_columns(metric=pl.lit("dino")), ValueError, r"metric\(s\) \['dino'\]; this table's are"),
         (fine.with_columns(rho=pl.col("rho").cast(pl.String)), TypeError, "rho must be numeric; got String"),
-        (fine.with_columns(image_id=pl.Series([1, 1, 1, 2])), ValueError, "image 1 appears 2 times for model 'a'"),
+        (
+            fine.with_columns(image_id=pl.Series([1, 1, 1, 2])),
+            ValueError,
+            "image 1 appears more than once for model 'a'",
+        ),
     ]:
         with pytest.raises(error, match=message):
             table2(frame)
@@ -306,3 +310,14 @@ def test_text_to_image_arrays_and_table3_refuse_what_they_would_misread(tmp_path
     assert len({frozenset(folds[ids // 3 == c]) for c in range(80)}) == 4
     with pytest.raises(ValueError, match="units names no unit for 1 item"):
         item_arrays(shards, "dino", seed=0, units={i: c for i, c in caption_of.items() if i != 7})
+    with pytest.raises(ValueError, match="units names no unit for 1 item"):
+        item_arrays(shards, "dino", seed=0, units=caption_of | {7: None})
+    with pytest.raises(TypeError, match=r"units must map each image id to its unit .*got ndarray"):
+        item_arrays(shards, "dino", seed=0, units=np.arange(240) // 3)
+    with pytest.raises(ValueError, match=r"shards lack the source\(s\) \['real_dino'\]"):
+        item_arrays({k: v for k, v in shards.items() if k != "real_dino"}, "dino", seed=0)
+    # one image twice in a source, with two different rows: the first was used
+    write_feature_shard(shards["caption_clip"][0], np.r_[0, np.arange(239)], rng.normal(size=(240, 8)),
+                        {"encoder": {"weights_sha256": "clip" * 16}})  # fmt: skip
+    with pytest.raises(ValueError, match="image id 0 has 2 rows; one row per image"):
+        item_arrays(shards, "dino", seed=0)

@@ -216,6 +216,8 @@ def test_clip_and_dino_read_images_alike_and_refuse_a_lone_str(tmp_path):
         np.testing.assert_allclose(from_arrays[:1], encoder.image_features([tmp_path / "image.png"]), atol=1e-6)
         with pytest.raises(TypeError, match="got one path .*wrap it in a list"):
             encoder.image_features(str(tmp_path / "image.png"))
+        with pytest.raises(TypeError, match="got one PIL image"):
+            encoder.image_features(Image.open(tmp_path / "image.png"))
         with pytest.raises(TypeError, match=r"images\[0\] must be a PIL image or a file path; got ndarray"):
             encoder.image_features(list(arrays))
         with pytest.raises(ValueError, match=r"encodes uint8 RGB images \(N, 3, H, W\)"):

@@ -53,6 +53,8 @@ def test_a_bad_manifest_is_refused_naming_the_file_and_record(tmp_path, frame, m
         ({"image_ids": [5, 1.5]}, TypeError, r"image_ids\[1\] must be an integer >= 0; got float"),
         ({"seeds": [1, None]}, TypeError, r"seeds\[1\] must be an integer >= 0"),
         ({"prompts": ["a"]}, ValueError, "got lengths"),
+        ({"prompts": "ab"}, TypeError, "prompts must be a sequence of str, one per image"),
+        ({"prompts": ["a", None]}, TypeError, "prompts must be a sequence of str"),
         ({"images": [np.zeros((8, 8, 3), np.uint8)] * 2}, TypeError, r"images\[0\] must be a PIL image"),
         ({"folder": "../elsewhere"}, ValueError, "must lie beside or below the manifest's folder"),
     ],

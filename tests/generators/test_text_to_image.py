@@ -172,6 +172,14 @@ def test_a_missing_folder_or_component_is_named(saved, tmp_path):
     shutil.rmtree(no_vae / "vae")
     with pytest.raises(FileNotFoundError, match=r"component folder\(s\) \['vae'\]"):
         t2i.load_text_to_image(no_vae)
+    prior_only = shutil.copytree(saved["kandinsky"] / t2i.PRIOR_FOLDER, tmp_path / "p" / t2i.PRIOR_FOLDER).parent
+    with pytest.raises(FileNotFoundError, match="holds Kandinsky's prior but no decoder/"):
+        t2i.load_text_to_image(prior_only)
+    from diffusers import KandinskyV22Pipeline
+
+    decoder = KandinskyV22Pipeline.from_pretrained(saved["kandinsky"] / t2i.DECODER_FOLDER)
+    with pytest.raises(TypeError, match="a Kandinsky decoder alone draws from image embeddings"):
+        t2i.generate_images(decoder, PROMPTS, [0, 1], seed=0, progress_bar=False)
     with pytest.raises(ValueError, match="holds a StableDiffusion3Pipeline, not the KandinskyV22Pipeline"):
         t2i.load_text_to_image(saved["sd3"], prior=saved["kandinsky"] / t2i.PRIOR_FOLDER)
     if not torch.cuda.is_available():
@@ -190,6 +198,8 @@ def test_a_missing_folder_or_component_is_named(saved, tmp_path):
         (PROMPTS, [0, 1], {"batch_size": 0}, ValueError, "batch_size must be an integer >= 1"),
         (PROMPTS, [0, 1], {"output_type": "np"}, TypeError, r"sets \['output_type'\] itself"),
         (PROMPTS, [0, 1], {"prior_num_inference_steps": 1}, ValueError, "prior_num_inference_steps must be at least 2"),
+        (PROMPTS, [0, 1], {"num_inference_steps": 0}, ValueError, "num_inference_steps must be at least 1; got 0"),
+        (PROMPTS, [0, 1], {"num_images_per_prompt": 2}, TypeError, r"sets \['num_images_per_prompt'\] itself"),
     ],
 )
 def test_generation_arguments_are_refused_by_name_before_drawing(prompts, ids, extra, error, message):

@@ -18,6 +18,8 @@ def test_bins_are_equal_within_each_condition_and_the_last_takes_the_remainder()
     # fewer samples than bins: all would land in the last bin, the most trusted labelled least trusted
     with pytest.raises(ValueError, match="condition 1 has 5 samples for 10 bins"):
         decile_bins(np.array([0] * 10 + [1] * 5), np.arange(15.0), n_bins=10)
+    with pytest.raises(ValueError, match="n_bins must be an integer >= 1; got 0"):
+        decile_bins(np.zeros(5), np.arange(5.0), n_bins=0)
 
 
 def _world(seed: int, n_per: int = 300, dim: int = 8):

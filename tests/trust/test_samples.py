@@ -130,6 +130,7 @@ def test_wrong_arguments_are_refused_naming_what_was_given(tmp_path):
         ({"sample_ids": [5, 5]}, ValueError, "sample id 5 appears more than once"),
         ({"seeds": [1]}, ValueError, "2 images, 1 seeds, 2 sample ids"),
         ({"sample_ids": [5, -2]}, ValueError, r"sample_ids\[1\] must be an integer >= 0"),
+        ({"seeds": None}, TypeError, "seeds must be a sequence of non-negative integers"),
     ],
 )
 def test_what_read_samples_would_refuse_or_misread_is_not_written(tmp_path, change, error, message):

@@ -171,3 +171,29 @@ def test_step_thresholds_read_the_calibration_rows_on_the_steps_path():
     assert (noisy["threshold"] > clean["threshold"]).all()
     with pytest.raises(ValueError, match="rows the scorer was fitted on"):
         step_thresholds(scorer, real[:100], attributes[:100])
+
+
+def test_selection_by_condition_refuses_inputs_it_would_misalign():
+    """A lab's own arrays: each used to fail with a numpy broadcast or index error, or a polars one."""
+    rng = np.random.default_rng(1)
+    conditions = np.array([[0, 0], [1, 0], [0, 1]])
+    attributes = np.repeat(conditions, 40, axis=0)
+    scorer, scores = fit_and_score(_features(attributes, rng), attributes, _features(attributes, rng), attributes,
+                                   NAMES)  # fmt: skip
+    reference = _features(attributes, rng)
+    arguments = (scores, _features(attributes, rng), scorer.thresholds(), reference, attributes)
+    for change, message in [
+        ({1: _features(attributes, rng)[:10]}, "kid_features has 10 rows for 120 scored samples"),
+        ({4: attributes[:, :1]}, "reference_attributes have 1 attributes; names give 2"),
+        ({5: np.array([[0, 0, 0]])}, "conditions have 3 attributes; names give 2"),
+    ]:
+        given = [*arguments, conditions]
+        for position, value in change.items():
+            given[position] = value
+        with pytest.raises(ValueError, match=message):
+            selection_by_condition(*given, NAMES, subset_size=10, n_subsets=2, n_random=2, min_real=5)
+    # polars reference attributes and one condition as a 1-D row read as their arrays do
+    one = selection_by_condition(*arguments[:4], pl.DataFrame(attributes, schema=NAMES), [1, 0], NAMES,
+                                 subset_size=10, n_subsets=2, n_random=2, min_real=5)  # fmt: skip
+    both = selection_by_condition(*arguments, conditions, NAMES, subset_size=10, n_subsets=2, n_random=2, min_real=5)
+    assert one.row(0) == both.row(1)

@@ -214,7 +214,11 @@ def test_a_labs_mistakes_are_refused_before_they_corrupt_a_score():
         (lambda: scorer.thresholds(95), ValueError, r"quantile must be a fraction in \(0, 1\]"),
         (lambda: TrustScorer().thresholds(), ValueError, "not fitted"),
         (lambda: accepted_mask(np.zeros(4), [[0.6, 1, 0]] * 4, scorer.thresholds(), names), ValueError, "integers"),
-        (lambda: accepted_mask(np.zeros(4), a[:3], scorer.thresholds(), names), ValueError, "with N = 4"),
+        (lambda: accepted_mask(np.zeros(4), a[:3], scorer.thresholds(), names), ValueError,
+         "trust has 4 scores and attributes 3 rows"),
+        (lambda: accepted_mask(np.zeros(4), a[:4], scorer.thresholds().drop("g"), names), ValueError,
+         r"thresholds have no column\(s\) \['g'\]"),
+        (lambda: TrustScorer().fit(x, a, groups=[None] * len(x)), ValueError, "groups has a missing id at row 0"),
         (lambda: accepted_mask(np.zeros(4), a[:4, 0], scorer.thresholds(), names), ValueError, r"must be \(N, K\)"),
         (lambda: accepted_mask(np.zeros(4), a[:4], scorer.thresholds(), "m"), TypeError, "got the string 'm'"),
         # identical real rows: the z-scores divided by a zero spread (NaN trust)

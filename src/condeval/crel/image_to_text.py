@@ -129,6 +129,10 @@ def aligned_features(
     for name, paths in shards.items():
         encoder = encoders.get(source_encoders.get(name))
         source_ids, features, metadata[name] = read_feature_shards(list(paths), encoder=encoder)
+        unique, counts = np.unique(source_ids, return_counts=True)
+        if (counts > 1).any():
+            raise ValueError(f"feature shards {paths[0]}...: image id {unique[counts > 1][0]} has {counts.max()} rows; "
+                             "one row per image")  # fmt: skip
         if ids is None:
             ids = source_ids
         elif subset and not np.array_equal(ids, source_ids):
@@ -419,8 +423,8 @@ def _check_scores(scores, metrics: tuple[str, ...] = METRICS) -> None:
         repeated = scores.filter(pl.struct("model", "metric", "image_id").is_duplicated())
         if repeated.height:
             first = repeated.row(0, named=True)
-            raise ValueError(f"image {first['image_id']} appears {repeated.height} times for model {first['model']!r}, "
-                             f"metric {first['metric']!r}: one row per test item")  # fmt: skip
+            raise ValueError(f"image {first['image_id']} appears more than once for model {first['model']!r}, "
+                             f"metric {first['metric']!r} ({repeated.height} rows repeat an item): one row per test item")  # fmt: skip
     for column in ("rho", "crel_rho"):
         bad = scores.filter(~pl.col(column).cast(pl.Float64).is_finite().fill_null(False))
         if bad.height:

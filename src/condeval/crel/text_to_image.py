@@ -17,6 +17,8 @@ Folds, calibration, the worst-case search and the table are those of image-to-te
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from condeval.crel.image_to_text import aligned_features, assign_folds, assign_unit_folds, table2
@@ -73,12 +75,19 @@ def item_arrays(shards: dict[str, list], metric: str, seed: int, encoders: dict 
     are then drawn by unit (:func:`~condeval.crel.image_to_text.assign_unit_folds`), so no caption
     lies in two folds. Default: each item its own unit.
     """
+    absent = [name for name in FEATURE_SOURCES if name not in shards]
+    if absent:
+        raise ValueError(f"shards lack the source(s) {absent} (need {list(FEATURE_SOURCES)})")
     ids, arrays = aligned_features({name: shards[name] for name in FEATURE_SOURCES}, encoders,
                                    source_encoders=SOURCE_ENCODERS, groups=ONE_ENCODER_SOURCES, subset=True)  # fmt: skip
     X, Y, GT = metric_arrays(metric, **arrays)
     if units is None:
         return ids, X, Y, GT, assign_folds(ids, seed)
-    missing = [int(i) for i in ids if int(i) not in units]
+    if not isinstance(units, Mapping):
+        raise TypeError(
+            f"units must map each image id to its unit ({{image_id: caption_id}}); got {type(units).__name__}"
+        )
+    missing = [int(i) for i in ids if units.get(int(i)) is None]
     if missing:
         raise ValueError(f"units names no unit for {len(missing)} item(s), e.g. image id {missing[0]}")
     return ids, X, Y, GT, assign_unit_folds([units[int(i)] for i in ids], seed)

@@ -48,9 +48,9 @@ def image_list(images) -> list:
     One path is refused rather than read as a sequence of characters; an array is pointed to the
     encoders' ``encode``, which takes uint8 (N, 3, H, W).
     """
-    if isinstance(images, (str, bytes, os.PathLike)):
-        raise TypeError(f"images must be a sequence of PIL images or file paths; got one path {str(images)!r} "
-                        "(wrap it in a list)")  # fmt: skip
+    if isinstance(images, (str, bytes, os.PathLike, Image.Image)):
+        what = "one PIL image" if isinstance(images, Image.Image) else f"one path {str(images)!r}"
+        raise TypeError(f"images must be a sequence of PIL images or file paths; got {what} (wrap it in a list)")
     images = list(images)
     bad = next((i for i, image in enumerate(images) if not isinstance(image, (str, os.PathLike, Image.Image))), None)
     if bad is not None:

@@ -43,6 +43,8 @@ def write_generated_images(images, image_ids, prompts, seeds, folder: str | os.P
     from PIL import Image
 
     folder, manifest = Path(folder), Path(manifest)
+    if isinstance(prompts, str) or not all(isinstance(prompt, str) for prompt in prompts):
+        raise TypeError("prompts must be a sequence of str, one per image (not one str, not None items)")
     lengths = {"images": len(images), "image_ids": len(image_ids), "prompts": len(prompts), "seeds": len(seeds)}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"one image id, prompt and seed per image; got lengths {lengths}")
@@ -62,7 +64,7 @@ def write_generated_images(images, image_ids, prompts, seeds, folder: str | os.P
             image.save(tmp / f"{image_id:012d}.png")
     relative = os.path.relpath(folder, manifest.parent)
     frame = pl.DataFrame({
-        "image_id": np.asarray(ids, dtype=np.int64), "prompt": [str(p) for p in prompts],
+        "image_id": np.asarray(ids, dtype=np.int64), "prompt": list(prompts),
         "file": [f"{relative}/{i:012d}.png" for i in ids], "seed": np.asarray(seeds, dtype=np.uint64),
     })  # fmt: skip
     write_parquet(frame, manifest)

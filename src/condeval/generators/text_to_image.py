@@ -284,6 +284,9 @@ def load_text_to_image(
         check_pipeline_folder(path)
         return DiffusionPipeline.from_pretrained(str(path)).to(device)
     decoder_dir = path / DECODER_FOLDER if (path / DECODER_FOLDER).is_dir() else path
+    if decoder_dir == path and not (path / "model_index.json").is_file():
+        raise FileNotFoundError(f"{path} holds Kandinsky's prior but no {DECODER_FOLDER}/ (nor a decoder pipeline at "
+                                "its root)")  # fmt: skip
     prior_pipe = KandinskyV22PriorPipeline.from_pretrained(
         str(check_pipeline_folder(prior, KandinskyV22PriorPipeline.__name__))
     )
@@ -347,8 +350,8 @@ def image_seed(seed: int, image_id: int) -> int:
     return int(np.random.SeedSequence(state).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-#: Arguments of ``__call__`` that :func:`generate_images` sets itself.
-_SET_BY_GENERATE = ("prompt", "generator", "output_type")
+#: Arguments of ``__call__`` that :func:`generate_images` sets itself (one image per prompt and id).
+_SET_BY_GENERATE = ("prompt", "generator", "output_type", "num_images_per_prompt")
 
 
 def _check_generation(prompts, image_ids, batch_size, call: dict) -> None:
@@ -367,6 +370,8 @@ def _check_generation(prompts, image_ids, batch_size, call: dict) -> None:
     reserved = sorted(set(call) & set(_SET_BY_GENERATE))
     if reserved:
         raise TypeError(f"generate_images sets {reserved} itself (one seeded generator per image id, PIL output)")
+    if call.get("num_inference_steps", 1) < 1:
+        raise ValueError(f"num_inference_steps must be at least 1; got {call['num_inference_steps']}")
     if call.get("prior_num_inference_steps", 2) < 2:
         # diffusers' UnCLIPScheduler divides by (steps - 1)
         raise ValueError(f"prior_num_inference_steps must be at least 2; got {call['prior_num_inference_steps']}")
@@ -413,6 +418,9 @@ def generate_images(
     from condeval.core.logs import progress
 
     _check_generation(prompts, image_ids, batch_size, call)
+    if type(pipe).__name__ == "KandinskyV22Pipeline":
+        raise TypeError("a Kandinsky decoder alone draws from image embeddings, not prompts: load the folder with "
+                        "its prior (load_text_to_image(path, prior=...))")  # fmt: skip
     seeds = [image_seed(seed, image_id) for image_id in image_ids]
     pipe.set_progress_bar_config(disable=True)
     images = []

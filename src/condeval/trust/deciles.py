@@ -34,6 +34,9 @@ def decile_bins(codes: np.ndarray, scores: np.ndarray, n_bins: int = 10) -> np.n
     A condition needs at least ``n_bins`` samples: with fewer, every bin but the last is empty and
     all of them, the most trusted included, land in the least trusted bin (refused).
     """
+    from condeval.core.io import check_integer
+
+    check_integer(n_bins, "n_bins", least=1)
     codes, scores = np.asarray(codes), np.asarray(scores)
     if codes.shape != scores.shape:
         raise ValueError(f"one condition code per score: {codes.shape} codes, {scores.shape} scores")

@@ -110,6 +110,9 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
     reference_features = as_array(reference_features)
     reference_attributes = attribute_rows(reference_attributes, len(reference_features), "reference_attributes")
     conditions = attribute_rows(np.atleast_2d(as_array(conditions)), name="conditions")
+    for name, rows in (("conditions", conditions), ("reference_attributes", reference_attributes)):
+        if rows.shape[1] != len(names):
+            raise ValueError(f"{name} have {rows.shape[1]} attributes; names give {len(names)}")
     sizes = {key: protocol[key] for key in ("subset_size", "n_subsets", "seed", "kernel") if key in protocol}
     rows = []
     for condition in conditions:

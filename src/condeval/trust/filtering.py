@@ -115,8 +115,13 @@ def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.Data
     trust = as_array(trust)
     if trust.ndim != 1:
         raise ValueError(f"trust must be one score per sample (N,); got shape {trust.shape}")
-    attributes = attribute_rows(attributes, len(trust))
+    attributes = attribute_rows(attributes)
+    if len(attributes) != len(trust):
+        raise ValueError(f"trust has {len(trust)} scores and attributes {len(attributes)} rows: one of each per sample")
     names = attribute_names(names, attributes.shape[1])
+    missing = [column for column in (*names, "threshold") if column not in thresholds.columns]
+    if missing:
+        raise ValueError(f"thresholds have no column(s) {missing} (TrustScorer.thresholds() gives one per name)")
     mask = np.zeros(len(trust), dtype=bool)
     for condition in np.unique(attributes, axis=0):
         rows = (attributes == condition).all(axis=1)

@@ -132,6 +132,9 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
                          "images.transpose(0, 3, 1, 2)")  # fmt: skip
     attributes = attribute_rows(attributes, len(images))
     names = attribute_names(names, attributes.shape[1])
+    for name, values in (("seeds", seeds), ("sample_ids", sample_ids)):
+        if values is None or isinstance(values, str):
+            raise TypeError(f"{name} must be a sequence of non-negative integers, one per image; got {values!r}")
     if not len(seeds) == len(sample_ids) == len(images):
         raise ValueError(f"one seed and sample id per image: {len(images)} images, {len(seeds)} seeds, "
                          f"{len(sample_ids)} sample ids")  # fmt: skip

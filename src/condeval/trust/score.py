@@ -38,6 +38,7 @@ import logging
 import numpy as np
 import polars as pl
 
+from condeval.core.conformal import unit_index
 from condeval.metrics import unit_rows
 from condeval.trust.checks import as_array, attribute_names, attribute_rows
 
@@ -206,7 +207,7 @@ class TrustScorer:
         if self.calibration == 0:
             return everything, everything
         _, condition = np.unique(attributes, axis=0, return_inverse=True)
-        _, unit = np.unique(groups, return_inverse=True)
+        unit = unit_index(groups, "groups")
         conditions_per_unit = np.bincount(np.unique(np.stack([unit, condition], axis=1), axis=0)[:, 0])
         if (conditions_per_unit > 1).any():
             bad = groups[unit == np.argmax(conditions_per_unit > 1)][0]
