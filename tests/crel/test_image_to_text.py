@@ -284,6 +284,8 @@ def test_text_to_image_arrays_and_table3_refuse_what_they_would_misread(tmp_path
         t2i_arrays("dino", clip, clip, dino[:100], dino)
     with pytest.raises(ValueError, match="caption_clip and generated_clip must come from one encoder"):
         t2i_arrays("clip", clip, dino, dino, dino)
+    with pytest.raises(ValueError, match=r"non-finite value in 'real_dino' at index \(3, 0\)"):
+        t2i_arrays("dino", clip, clip, np.where(np.arange(240)[:, None] == 3, np.nan, dino), dino)
     with pytest.raises(ValueError, match=r"generated_dino must be a numeric \(n, width\) array"):
         t2i_arrays("dino", clip, clip, dino, list(dino[:, 0]))
     # too few items left calibration and test empty, which failed only in calibrate

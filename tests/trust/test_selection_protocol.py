@@ -197,3 +197,15 @@ def test_selection_by_condition_refuses_inputs_it_would_misalign():
                                  subset_size=10, n_subsets=2, n_random=2, min_real=5)  # fmt: skip
     both = selection_by_condition(*arguments, conditions, NAMES, subset_size=10, n_subsets=2, n_random=2, min_real=5)
     assert one.row(0) == both.row(1)
+    # the ablation and the graded shift on a lab's own rows: an IndexError and a broadcast error before
+    from condeval.trust.evaluate import graded_shift, scorer_ablation
+
+    real = _features(attributes, rng)
+    with pytest.raises(ValueError, match="real_features has 60 rows; the scorer was fitted on at least"):
+        scorer_ablation(scorer, real[:60], attributes[:60], *arguments[1:2], scores, *arguments[1:2], reference,
+                        attributes, conditions, NAMES, subset_size=10, n_subsets=2, n_random=2, min_real=5)  # fmt: skip
+    with pytest.raises(ValueError, match="support has 3 attributes; names give 2"):
+        graded_shift(both, np.zeros((2, 3), np.int64), NAMES)
+    with pytest.raises(ValueError, match=r"per_condition has no column\(s\) \['c'\]"):
+        graded_shift(both, np.zeros((2, 3), np.int64), [*NAMES, "c"])
+    assert graded_shift(both, conditions[:2], NAMES)["hamming"].to_list() == [0, 0, 1]

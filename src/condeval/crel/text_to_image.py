@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from condeval.core.io import check_finite
 from condeval.crel.image_to_text import aligned_features, assign_folds, assign_unit_folds, table2
 
 __all__ = ["METRICS", "FEATURE_SOURCES", "SOURCE_ENCODERS", "metric_arrays", "item_arrays", "table3"]
@@ -63,7 +64,7 @@ def _feature_rows(values, name: str) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 2 or not np.issubdtype(array.dtype, np.number):
         raise ValueError(f"{name} must be a numeric (n, width) array; got {array.dtype} {array.shape}")
-    return array
+    return check_finite(array, name)
 
 
 def item_arrays(shards: dict[str, list], metric: str, seed: int, encoders: dict | None = None, units=None):

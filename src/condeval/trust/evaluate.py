@@ -308,8 +308,14 @@ def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.
     ``support`` (M, K) beside its mean trust and the KID of all its samples (:func:`selection_by_condition`'s rows)."""
     from condeval.trust.filtering import support_distance
 
-    names = list(names)
-    distance = support_distance(per_condition.select(names).to_numpy(), np.asarray(support))
+    names = attribute_names(names)
+    missing = [name for name in (*names, "mean_trust", "kid_all") if name not in per_condition.columns]
+    if missing:
+        raise ValueError(f"per_condition has no column(s) {missing} (selection_by_condition's rows with these names)")
+    support = attribute_rows(np.atleast_2d(as_array(support)), name="support")
+    if support.shape[1] != len(names):
+        raise ValueError(f"support has {support.shape[1]} attributes; names give {len(names)}")
+    distance = support_distance(per_condition.select(names).to_numpy(), support)
     return per_condition.select(*names, "mean_trust", "kid_all").with_columns(pl.Series("hamming", distance))
 
 
@@ -341,8 +347,13 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
     from condeval.trust.filtering import condition_thresholds
     from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy
 
-    names = list(names)
-    real_features, real_attributes = np.asarray(real_features), np.asarray(real_attributes)
+    names = attribute_names(names)
+    real_features = as_array(real_features)
+    real_attributes = attribute_rows(real_attributes, len(real_features), "real_attributes")
+    scorer._require_fitted()
+    if len(real_features) <= scorer.calibration_rows_.max(initial=-1):
+        raise ValueError(f"real_features has {len(real_features)} rows; the scorer was fitted on at least "
+                         f"{scorer.calibration_rows_.max() + 1}: pass the very rows it was fitted on, in its order")  # fmt: skip
     calibration = np.zeros(len(real_features), dtype=bool)
     calibration[scorer.calibration_rows_] = True
     fit_rows = ~calibration if scorer.calibration > 0 else calibration
