@@ -11,6 +11,7 @@ from condeval.crc.evaluate import (
     refuse_truncated,
     risk_sweep,
     select_alpha,
+    set_metrics,
     word_arrays,
 )
 from condeval.crc.metrics import fdr, fpr
@@ -72,6 +73,17 @@ def test_captions_with_truncated_words_are_refused_and_counted():
     kept, refused = refuse_truncated(frame)
     assert kept["key"].to_list() == [0, 2] and refused == 1
     assert refuse_truncated(frame.drop("truncated_words"))[1] == 0
+
+
+def test_set_metrics_refuses_an_unknown_risk_and_labels_that_are_not_0_or_1():
+    """'FDR' silently computed the FPR; a label of 0.5 became 0 (a lab's trial)."""
+    frame = pl.DataFrame({"key": [0, 1], "labels": [[0, 1], [0, 0]], "word_scores": [[0.2, 0.9], [0.3, 0.4]],
+                          "pos": [["NOUN", "NOUN"], ["NOUN", "VERB"]]})  # fmt: skip
+    assert set_metrics(frame, 0.5, "fdr")["risk"] == 0.0
+    with pytest.raises(ValueError, match=r"risk must be one of \('fdr', 'fpr'\); got 'FDR'"):
+        set_metrics(frame, 0.5, "FDR")
+    with pytest.raises(ValueError, match="labels must be 0/1 or bool per word; word 1 is 0.5"):
+        set_metrics(frame.with_columns(labels=pl.Series([[0.0, 0.5], [0.0, 0.0]])), 0.5, "fdr")
 
 
 def test_detection_signal_against_chance():
@@ -145,6 +157,12 @@ def test_a_sweep_refuses_an_image_on_both_sides_and_reports_the_image_risk_on_re
     calibration = _captions(200, rng)
     with pytest.raises(ValueError, match="100 images have captions in both calibration and test"):
         risk_sweep(calibration, calibration, [0.3], delta=0.1, risk="fdr")
+    # captions with a valid word past max_length are refused by risk_sweep itself, not only by the workflow
+    test = _captions(200, rng, images="test")
+    truncated = calibration.with_columns(truncated_words=pl.Series([1] * 20 + [0] * 180))
+    kept = risk_sweep(truncated, test, [0.3], delta=0.1, risk="fdr")
+    assert kept["n_calibration"][0] == 180
+    assert kept.equals(risk_sweep(calibration.slice(20), test, [0.3], delta=0.1, risk="fdr"))
     # one image of one caption at FDR 0, one of three captions at FDR 0.5
     flags, labels = np.array([1, 1, 1, 1, 1, 1, 1]), np.array([1, 1, 0, 1, 0, 1, 0])
     groups, images = np.array([0, 1, 1, 2, 2, 3, 3]), np.array([0, 1, 1, 1, 1, 1, 1])

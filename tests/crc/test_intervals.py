@@ -59,6 +59,10 @@ def test_bad_input_is_refused():
         calibrate_intervals(mean, np.where(np.arange(50) == 7, np.nan, std), human, unit="caption")
     with pytest.raises(ValueError, match="at least 3 pairs"):
         calibrate_intervals(mean[:2], std[:2], human[:2], unit="caption")
+    with pytest.raises(ValueError, match="std must be >= 0 .* pair 4 is negative"):
+        calibrate_intervals(mean, np.where(np.arange(50) == 4, -0.1, std), human, unit="caption")
+    with pytest.raises(ValueError, match="images has a missing id at pair 0"):
+        calibrate_intervals(mean, std, human, images=[None] * 50)
     with pytest.raises(ValueError, match="uncalibrated UPS is <= 0"):
         calibrate_intervals(human + (0.32 - std), std, human, unit="caption")  # the error shrinks as σ grows: UPS < 0
     with pytest.raises(ValueError, match="UPS is undefined"):

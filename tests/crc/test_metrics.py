@@ -98,3 +98,24 @@ def test_mismatched_lengths_are_refused(words):
     scores, labels, groups = words
     with pytest.raises(ValueError, match="differ in length"):
         fdr(scores[:-1] > 0.5, labels, groups)
+    # labels or flags that are not 0/1 were coerced to True (a "0" string, -1, 0.5, scores given as flags)
+    for bad, message in [
+        (np.full(len(labels), "0"), "labels must be 0/1 or bool per word; got dtype"),
+        (np.where(np.arange(len(labels)) == 4, -1, labels), "labels must be 0/1 or bool per word; word 4 is"),
+        (np.where(np.arange(len(labels)) == 2, 0.5, labels), "word 2 is"),
+    ]:
+        for metric in (lambda b: fdr(scores > 0.5, b, groups), lambda b: instance_ap(scores, b, groups)):
+            with pytest.raises(ValueError, match=message):
+                metric(bad)
+    with pytest.raises(ValueError, match="flags must be 0/1 or bool per word"):
+        fdr(scores, labels, groups)
+    with pytest.raises(ValueError, match="scores, labels, groups differ in length"):
+        instance_ap(scores[:-1], labels, groups)
+    with pytest.raises(ValueError, match="no words"):
+        fdr([], [], [])
+    with pytest.raises(ValueError, match=r"non-finite value in 'scores' at index \(3,\)"):
+        location_accuracy(np.where(np.arange(len(scores)) == 3, np.nan, scores), labels, groups, 0.5)
+    with pytest.raises(ValueError, match="system and human must be 1-D of one length"):
+        kendall_tau_c(scores[:5], scores[:4])
+    with pytest.raises(ValueError, match="mean, std and human must be 1-D of one length"):
+        ups(scores[:5], scores[:5], scores[:4])

@@ -220,3 +220,34 @@ def test_words_past_the_tokenizers_max_length_are_counted(encoder, image, tmp_pa
     # 30 word tokens fit beside the start and end tokens: words 30–41 are cut, 9 of them valid.
     assert rows["truncated_words"].to_list() == [9, 0]
     assert np.all(np.asarray(rows["word_scores"][0])[30:] == 0.0)
+
+
+def test_a_labs_mistakes_are_refused_before_sampling(encoder, image, tmp_path):
+    """A caption as one str was scored letter by letter (12 'words', all 0), and pairs beyond the shortest
+    of paths, captions and keys were dropped without a word (a lab's trial)."""
+    from condeval.crc.sampling import sample_captions
+
+    path = tmp_path / "scene.png"
+    image.save(path)
+    sampler = _sampler(encoder)
+    caption = "a red star".split()
+    for arguments, error, message in [
+        (([path], ["a red star"], [0]), TypeError, r"pair 0 \(key 0\): a caption must be its list of words"),
+        (([path], [caption, caption, caption], [0, 1, 2]), ValueError, "1 paths, 3 captions and 3 keys"),
+        (([path, path], [caption], [0, 1]), ValueError, "2 paths, 1 captions and 2 keys"),
+        (([image], [caption], [0]), TypeError, r"paths\[0\] must be an image file's path"),
+    ]:
+        with pytest.raises(error, match=message):
+            sample_captions(sampler, *arguments, seed=0, progress=False)
+    with pytest.raises(TypeError, match="a caption must be its list of words, e.g. \\['a', 'red', 'star'\\]"):
+        sampler.sample(image, "a red star", seed=0)
+    # a path and the PIL image it holds give the same samples
+    np.testing.assert_array_equal(
+        sampler.sample(path, caption, seed=0).scores, sampler.sample(image, caption, 0).scores
+    )
+    for settings, error, message in [
+        ({"n_image": 2.5}, TypeError, "n_image must be an integer >= 1; got float"),
+        ({"weight": -1.0}, ValueError, "weight must be positive"),
+    ]:
+        with pytest.raises(error, match=message):
+            _sampler(encoder, **settings)

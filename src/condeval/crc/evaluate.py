@@ -12,11 +12,15 @@ reported apart (``unscored_words``, ``unscored_errors``).
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import polars as pl
 
+from condeval.crc import word_risk
 from condeval.crc.intervals import NoValidLambdaError, calibrate_intervals, truncated_gaussian, truncation_bounds
 from condeval.crc.metrics import (
+    binary_words,
     fdr,
     fpr,
     instance_ap,
@@ -29,6 +33,8 @@ from condeval.crc.metrics import (
 )
 from condeval.crc.pos import MASKABLE_UPOS
 from condeval.crc.word_risk import calibrate_threshold
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "RISKS",
@@ -140,7 +146,7 @@ def word_arrays(frame: pl.DataFrame, valid_only: bool = False) -> tuple[np.ndarr
             f"caption key {frame['key'][bad]}: {lengths[bad]} labels but {frame['word_scores'].list.len()[bad]} word scores"
         )
     scores = frame["word_scores"].explode().to_numpy().astype(float)
-    labels = frame["labels"].explode().to_numpy().astype(int)
+    labels = binary_words(frame["labels"].explode().to_numpy(), "labels").astype(int)
     groups = np.repeat(frame["key"].to_numpy(), lengths)
     if valid_only:
         keep = valid_words(frame)
@@ -157,6 +163,8 @@ def set_metrics(frame: pl.DataFrame, threshold: float, risk: str) -> dict[str, f
     ``unscored_words`` and ``unscored_errors`` are the shares of all words and of all errors that
     are not valid (never flagged).
     """
+    if risk not in word_risk.RISKS:
+        raise ValueError(f"risk must be one of {word_risk.RISKS}; got {risk!r}")
     scores, labels, groups = word_arrays(frame)
     valid = valid_words(frame)
     flags = (scores > threshold) & valid
@@ -181,13 +189,18 @@ def risk_sweep(
 
     ``unit`` is the unit of exchangeability (:func:`condeval.crc.calibrate_threshold`): "image"
     (the ``path`` column) or "caption" (the paper's reading). An image with captions on both sides
-    is refused. The reported risks are the paper's mean over captions; the one ``unit="image"``
+    is refused, and so are captions with a valid word past the tokenizer's ``max_length``
+    (:func:`refuse_truncated`, counted in the log). The reported risks are the paper's mean over captions; the one ``unit="image"``
     controls is :func:`condeval.crc.metrics.fdr` (or ``fpr``) with ``images=``.
 
     Returns one row per α: ``alpha``, ``delta``, ``lambda_hat``, ``unit``, ``n_calibration``
     (captions), ``n_units`` (images or captions), then ``calibration_<metric>`` and
     ``test_<metric>`` for every metric of :func:`set_metrics`.
     """
+    (calibration, truncated_calibration), (test, truncated_test) = refuse_truncated(calibration), refuse_truncated(test)
+    if truncated_calibration or truncated_test:
+        log.info("risk_sweep: %d calibration and %d test captions refused (valid words past the tokenizer's "
+                 "max_length: never masked, never flagged)", truncated_calibration, truncated_test)  # fmt: skip
     shared = set(calibration["path"].to_list()) & set(test["path"].to_list())
     if shared:
         raise ValueError(f"{len(shared)} images have captions in both calibration and test (e.g. {min(shared)}): "

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from condeval.core.conformal import unit_index
 from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import ups
 from condeval.crc.word_risk import UNITS
@@ -101,7 +102,7 @@ def _check_interval_settings(delta, lambdas, bounds_factor, images, unit: str, n
         )
     if len(images) != n_pairs:
         raise ValueError(f"images must give one image per pair; got {len(images)} for {n_pairs} pairs")
-    return lambdas, len(np.unique(np.asarray(images)))
+    return lambdas, int(unit_index(images, "images", row="pair").max()) + 1
 
 
 class NoValidLambdaError(ValueError):
@@ -163,6 +164,8 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
             raise ValueError(
                 f"{name} contains NaN or inf (first at pair {int(np.flatnonzero(~np.isfinite(values))[0])})"
             )
+    if (std < 0).any():
+        raise ValueError(f"std must be >= 0 (a standard deviation); pair {int(np.flatnonzero(std < 0)[0])} is negative")
     lambdas, n_units = _check_interval_settings(delta, lambdas, bounds_factor, images, unit, len(mean))
     lower, upper = truncation_bounds(mean, bounds_factor)
     risks = np.array([ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in lambdas])

@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from condeval.core.conformal import unit_index
+from condeval.core.io import check_finite
 
 __all__ = [
+    "binary_words",
     "caption_index",
     "caption_losses",
     "caption_weights",
@@ -54,12 +56,35 @@ def caption_weights(caption: np.ndarray, images) -> tuple[np.ndarray, int]:
     return 1.0 / captions_per_image[image_of_caption], len(captions_per_image)
 
 
+def binary_words(values, name: str) -> np.ndarray:
+    """Per-word flags or error labels as bool: bools, or numbers that are all 0 or 1. Anything else
+    (scores given as flags, labels of -1 or 0.5, strings) is refused, not coerced to True."""
+    array = np.asarray(values)
+    if array.dtype == bool:
+        return array
+    if array.dtype.kind in "iuf":
+        bad = np.flatnonzero(~np.isin(array, (0, 1)))
+        if not len(bad):
+            return array.astype(bool)
+        raise ValueError(f"{name} must be 0/1 or bool per word; word {int(bad[0])} is {array[bad[0]].item()!r}")
+    raise ValueError(f"{name} must be 0/1 or bool per word; got dtype {array.dtype}")
+
+
+def _word_inputs(groups, **arrays) -> np.ndarray:
+    """Each word's caption (:func:`caption_index`), once the per-word ``arrays`` and ``groups`` are
+    checked: one length, at least one word."""
+    lengths = {name: len(values) for name, values in arrays.items()} | {"groups": len(groups)}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"{', '.join(lengths)} differ in length: {', '.join(map(str, lengths.values()))}")
+    if not lengths["groups"]:
+        raise ValueError("no words: the metrics need at least one caption")
+    return caption_index(groups)
+
+
 def _per_caption(flags, labels, groups):
     """Per caption: flagged errors, flagged correct words, errors, correct words."""
-    flags, labels = np.asarray(flags, dtype=bool), np.asarray(labels, dtype=bool)
-    if not len(flags) == len(labels) == len(groups):
-        raise ValueError(f"flags, labels and groups differ in length: {len(flags)}, {len(labels)}, {len(groups)}")
-    caption = caption_index(groups)
+    flags, labels = binary_words(flags, "flags"), binary_words(labels, "labels")
+    caption = _word_inputs(groups, flags=flags, labels=labels)
     count = lambda mask: np.bincount(caption, weights=mask, minlength=caption.max() + 1)  # noqa: E731
     return count(flags & labels), count(flags & ~labels), count(labels), count(~labels)
 
@@ -96,8 +121,9 @@ def _mean_risk(flags, labels, groups, images, risk: str) -> float:
 
 
 def _caption_truth_and_score(scores, labels, groups):
-    scores, labels = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
-    caption = caption_index(groups)
+    scores, labels = np.asarray(scores, dtype=float), binary_words(labels, "labels")
+    caption = _word_inputs(groups, scores=scores, labels=labels)
+    check_finite(scores, "scores")
     n = caption.max() + 1
     has_error = np.bincount(caption, weights=labels, minlength=n) > 0
     top = np.full(n, -np.inf)
@@ -127,8 +153,8 @@ def instance_f1(flags, labels, groups) -> float:
 
 def location_accuracy(scores, labels, groups, threshold: float) -> float:
     """LA: among captions with an error, the share whose top-scoring word is flagged and is an error."""
-    scores, labels = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
     has_error, top, caption = _caption_truth_and_score(scores, labels, groups)
+    scores, labels = np.asarray(scores, dtype=float), binary_words(labels, "labels")
     # First top-scoring word of each caption (np.unique on caption order keeps the first index).
     is_top = scores == top[caption]
     order = np.flatnonzero(is_top)
@@ -162,6 +188,8 @@ def ups(mean, std, human) -> float:
     from scipy.stats import pearsonr
 
     mean, std, human = (np.asarray(a, dtype=float) for a in (mean, std, human))
+    if not mean.shape == std.shape == human.shape or mean.ndim != 1:
+        raise ValueError(f"mean, std and human must be 1-D of one length; got {mean.shape}, {std.shape}, {human.shape}")
     return float(pearsonr(np.abs(mean - human), std).statistic)
 
 
@@ -169,4 +197,7 @@ def kendall_tau_c(system, human) -> float:
     """Kendall τ_c (Eq. 27) between system scores and human ratings."""
     from scipy.stats import kendalltau
 
+    system, human = np.asarray(system, dtype=float), np.asarray(human, dtype=float)
+    if not system.shape == human.shape or system.ndim != 1:
+        raise ValueError(f"system and human must be 1-D of one length; got {system.shape} and {human.shape}")
     return float(kendalltau(system, human, variant="c").statistic)

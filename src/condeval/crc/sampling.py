@@ -14,6 +14,7 @@ A word never masked (not a valid POS) scores f_v = 0, as in the official code (V
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,8 +132,12 @@ class AttentionMaskSampler:
         for name, ratio in (("image_ratio", image_ratio), ("text_ratio", text_ratio)):
             if not 0.0 <= ratio < 1.0:
                 raise ValueError(f"{name} must lie in [0, 1); got {ratio!r}")
-        if n_image < 1 or n_text < 1:
-            raise ValueError(f"n_image and n_text must be >= 1; got {n_image}, {n_text}")
+        from condeval.core.io import check_integer
+
+        check_integer(n_image, "n_image", least=1)
+        check_integer(n_text, "n_text", least=1)
+        if weight != "logit_scale" and not float(weight) > 0:
+            raise ValueError(f"weight must be positive (CLIPScore's w, 2.5) or 'logit_scale'; got {weight!r}")
         self.encoder, self.tagger = encoder, tagger
         self.n_image, self.n_text = n_image, n_text
         self.image_ratio, self.text_ratio = image_ratio, text_ratio
@@ -208,9 +213,14 @@ class AttentionMaskSampler:
         input_ids = tokens["input_ids"].repeat(1 + self.n_text, 1).to(self.encoder.device)
         return self.encoder.text_embeddings(input_ids, attention.to(self.encoder.device)), masks
 
-    def sample(self, image: Image.Image, words: Sequence[str], seed: int) -> PairSamples:
-        """All samples of one pair; the same ``seed`` gives the same masks."""
+    def sample(self, image: Image.Image | str | os.PathLike, words: Sequence[str], seed: int) -> PairSamples:
+        """All samples of one pair (``image`` a PIL image or its file); the same ``seed`` gives the same masks."""
         rng = np.random.default_rng(seed)
+        if isinstance(image, (str, os.PathLike)):
+            with Image.open(image) as opened:
+                return self.score(self.image_embeddings(opened, rng), words, rng)
+        if not isinstance(image, Image.Image):
+            raise TypeError(f"image must be a PIL image or an image file's path; got {type(image).__name__}")
         return self.score(self.image_embeddings(image, rng), words, rng)
 
     def score(self, image_embeddings: torch.Tensor, words: Sequence[str], rng: np.random.Generator) -> PairSamples:
@@ -219,9 +229,21 @@ class AttentionMaskSampler:
         One image's embeddings serve all of its captions (:func:`sample_captions`): the image
         forwards are most of a pair's cost.
         """
-        texts, masks = self.text_embeddings(list(words), rng)
+        texts, masks = self.text_embeddings(caption_words(words), rng)
         scores = clipscore(texts, image_embeddings, self.weight).cpu().numpy().astype(np.float64)
         return PairSamples(scores=scores, text_masks=masks, words=list(words))
+
+
+def caption_words(words) -> list[str]:
+    """A caption as its list of words, refused when it is one str (it would be read letter by letter)
+    or holds a non-str word."""
+    if isinstance(words, str):
+        raise TypeError(f"a caption must be its list of words, e.g. {words.split()!r}; got the str {words!r}")
+    words = list(words)
+    bad = next((j for j, word in enumerate(words) if not isinstance(word, str)), None)
+    if bad is not None:
+        raise TypeError(f"word {bad} of the caption must be a str; got {type(words[bad]).__name__}")
+    return words
 
 
 def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: Sequence[Sequence[str]], keys: Sequence[int], *,
@@ -251,6 +273,17 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
     import polars as pl
     from tqdm.auto import tqdm
 
+    if not len(paths) == len(words) == len(keys):
+        raise ValueError(f"one image path, caption and key per pair; got {len(paths)} paths, {len(words)} captions "
+                         f"and {len(keys)} keys")  # fmt: skip
+    for index, path in enumerate(paths):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"paths[{index}] must be an image file's path (its name seeds the image masks); got "
+                            f"{type(path).__name__}")  # fmt: skip
+        try:
+            caption_words(words[index])
+        except TypeError as error:
+            raise TypeError(f"pair {index} (key {keys[index]}): {error}") from None
     by_image: dict[str, list[int]] = {}
     for index, path in enumerate(paths):
         by_image.setdefault(str(path), []).append(index)
