@@ -232,14 +232,18 @@ def test_a_labs_mistakes_are_refused_before_sampling(encoder, image, tmp_path):
     sampler = _sampler(encoder)
     caption = "a red star".split()
     for arguments, error, message in [
-        (([path], ["a red star"], [0]), TypeError, r"pair 0 \(key 0\): a caption must be its list of words"),
+        (
+            ([path], ["a red star"], [0]),
+            TypeError,
+            r"pair 0 \(key 0\): a caption's words must be a sequence of str; got one str",
+        ),
         (([path], [caption, caption, caption], [0, 1, 2]), ValueError, "1 paths, 3 captions and 3 keys"),
         (([path, path], [caption], [0, 1]), ValueError, "2 paths, 1 captions and 2 keys"),
         (([image], [caption], [0]), TypeError, r"paths\[0\] must be an image file's path"),
     ]:
         with pytest.raises(error, match=message):
             sample_captions(sampler, *arguments, seed=0, progress=False)
-    with pytest.raises(TypeError, match="a caption must be its list of words, e.g. \\['a', 'red', 'star'\\]"):
+    with pytest.raises(TypeError, match="got one str 'a red star' \\(split it: \\['a', 'red', 'star'\\]\\)"):
         sampler.sample(image, "a red star", seed=0)
     # a path and the PIL image it holds give the same samples
     np.testing.assert_array_equal(

@@ -237,13 +237,9 @@ class AttentionMaskSampler:
 def caption_words(words) -> list[str]:
     """A caption as its list of words, refused when it is one str (it would be read letter by letter)
     or holds a non-str word."""
-    if isinstance(words, str):
-        raise TypeError(f"a caption must be its list of words, e.g. {words.split()!r}; got the str {words!r}")
-    words = list(words)
-    bad = next((j for j, word in enumerate(words) if not isinstance(word, str)), None)
-    if bad is not None:
-        raise TypeError(f"word {bad} of the caption must be a str; got {type(words[bad]).__name__}")
-    return words
+    from condeval.encoders.features import text_list
+
+    return text_list(words, "a caption's words", f"split it: {words.split()!r}" if isinstance(words, str) else "")
 
 
 def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: Sequence[Sequence[str]], keys: Sequence[int], *,

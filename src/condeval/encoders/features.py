@@ -64,14 +64,15 @@ def rgb_images(batch: Sequence) -> list[Image.Image]:
     return [Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i.convert("RGB") for i in batch]
 
 
-def text_list(texts) -> list[str]:
-    """``texts`` as a list of str, refused by position otherwise (one str is not read character by character)."""
+def text_list(texts, name: str = "texts", hint: str = "wrap it in a list") -> list[str]:
+    """``texts`` as a list of str, refused by position otherwise (one str is not read character by
+    character); ``name`` and ``hint`` word the message."""
     if isinstance(texts, str):
-        raise TypeError(f"texts must be a sequence of str; got one str {texts!r} (wrap it in a list)")
+        raise TypeError(f"{name} must be a sequence of str; got one str {texts!r} ({hint})")
     texts = list(texts)
     bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
     if bad is not None:
-        raise TypeError(f"texts[{bad}] must be a str; got {type(texts[bad]).__name__}")
+        raise TypeError(f"{name}[{bad}] must be a str; got {type(texts[bad]).__name__}")
     return texts
 
 
