@@ -12,7 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CLIPSCORE_WEIGHT", "KID_KERNELS", "clipscore", "cosine_similarity", "kid", "polynomial_mmd2", "unit_rows"]
+__all__ = [
+    "as_numpy",
+    "CLIPSCORE_WEIGHT",
+    "KID_KERNELS",
+    "clipscore",
+    "cosine_similarity",
+    "kid",
+    "polynomial_mmd2",
+    "unit_rows",
+]
 
 #: KID's cubic kernels: ``"cosine"`` is (x·y + 1)³ on L2-normalised rows (the trust score's official
 #: code); ``"standard"`` is (x·y/d + 1)³ on the rows as given (torchmetrics' and torch-fidelity's default).
@@ -28,6 +37,14 @@ _EPS = 1e-12
 
 def _is_torch(*arrays) -> bool:
     return any(type(a).__module__.startswith("torch") for a in arrays)
+
+
+def as_numpy(values) -> np.ndarray:
+    """``values`` as a NumPy array; a torch tensor is detached and moved to the CPU first (with
+    tensor methods only: the analysis environment has no torch to import)."""
+    if _is_torch(values):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values)
 
 
 def unit_rows(a, eps: float = _EPS, dtype=np.float64):
@@ -167,7 +184,7 @@ def kid(
     (float, float)
         Mean and standard deviation (``ddof=0``) of the subsets' MMD².
     """
-    x, y = (np.asarray(a.detach().cpu() if _is_torch(a) else a, dtype=np.float64) for a in (x, y))
+    x, y = (as_numpy(a).astype(np.float64) for a in (x, y))
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"kid needs (n, d) and (m, d) features; got {x.shape} and {y.shape}")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):

@@ -27,7 +27,7 @@ from condeval.encoders.shards import (
     read_feature_shards,
     write_feature_shard,
 )
-from condeval.metrics import unit_rows
+from condeval.metrics import as_numpy, unit_rows
 
 __all__ = ["ClipEncoder", "BertEncoder", "image_feature_encoder", "FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards",
            "check_one_encoder", "image_encoder"]  # fmt: skip
@@ -82,7 +82,7 @@ class ArrayImages:
 
     def encode(self, images, batch_size: int = 128) -> np.ndarray:
         """Unit-norm image features of uint8 RGB images (N, 3, H, W)."""
-        images = images.detach().cpu().numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
+        images = as_numpy(images)
         if images.ndim != 4 or images.shape[1] != 3 or images.dtype != np.uint8:
             raise ValueError(f"{self.path}: encodes uint8 RGB images (N, 3, H, W); got {images.dtype} {images.shape}")
         return self.image_features([Image.fromarray(image.transpose(1, 2, 0)) for image in images], batch_size)

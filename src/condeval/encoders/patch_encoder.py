@@ -119,7 +119,9 @@ class PatchEncoder:
 
 
 def _checked(images) -> np.ndarray:
-    images = images.detach().cpu().numpy() if isinstance(images, torch.Tensor) else np.asarray(images)
+    from condeval.metrics import as_numpy
+
+    images = as_numpy(images)
     if images.ndim != 4 or images.dtype != np.uint8:
         raise ValueError(f"images must be uint8 (N, C, H, W); got {images.dtype} {images.shape}")
     return images

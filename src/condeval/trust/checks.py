@@ -1,4 +1,4 @@
-"""Input checks the trust track's public functions share: attribute names and rows, torch inputs.
+"""Input checks the trust track's public functions share: attribute names and rows.
 
 A lab calls :class:`~condeval.trust.score.TrustScorer`, :func:`~condeval.trust.filtering.accepted_mask`,
 :func:`~condeval.trust.evaluate.fit_and_score` and :func:`~condeval.trust.samples.write_samples` with
@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RESERVED_NAMES", "as_array", "attribute_names", "attribute_rows"]
+from condeval.metrics import as_numpy
+
+__all__ = ["RESERVED_NAMES", "attribute_names", "attribute_rows"]
 
 #: Columns the scores and thresholds frames hold beside the attribute columns: an attribute of one of
 #: these names would overwrite them (a threshold read from the attribute instead of the trust).
 RESERVED_NAMES = ("realism", "faithfulness", "trust", "threshold", "n_real", "coverage")
-
-
-def as_array(values) -> np.ndarray:
-    """``values`` as a NumPy array; a torch tensor is detached and moved to the CPU first."""
-    if hasattr(values, "detach") and hasattr(values, "cpu"):
-        values = values.detach().cpu().numpy()
-    return np.asarray(values)
 
 
 def attribute_names(names, n_attributes: int | None = None) -> list[str]:
@@ -58,7 +53,7 @@ def attribute_rows(attributes, n_rows: int | None = None, name: str = "attribute
         Another shape, or values that are not integers (a float is refused rather than truncated:
         0.6 must not become value 0).
     """
-    array = as_array(attributes)
+    array = as_numpy(attributes)
     if array.ndim != 2 or (n_rows is not None and len(array) != n_rows):
         rows = "N" if n_rows is None else f"N = {n_rows}"
         raise ValueError(f"{name} must be (N, K), one row of attribute values per sample, with {rows}; "

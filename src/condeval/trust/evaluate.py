@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from condeval.trust.checks import as_array, attribute_names, attribute_rows
+from condeval.metrics import as_numpy
+from condeval.trust.checks import attribute_names, attribute_rows
 from condeval.trust.filtering import UNDEFINED_GAIN, relative_improvement, selection_gain
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
@@ -104,12 +105,12 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
     names = attribute_names(names)
     attributes = scores.select(names).to_numpy()
     trust = scores[score].to_numpy()
-    kid_features = as_array(kid_features)
+    kid_features = as_numpy(kid_features)
     if len(kid_features) != scores.height:
         raise ValueError(f"kid_features has {len(kid_features)} rows for {scores.height} scored samples")
-    reference_features = as_array(reference_features)
+    reference_features = as_numpy(reference_features)
     reference_attributes = attribute_rows(reference_attributes, len(reference_features), "reference_attributes")
-    conditions = attribute_rows(np.atleast_2d(as_array(conditions)), name="conditions")
+    conditions = attribute_rows(np.atleast_2d(as_numpy(conditions)), name="conditions")
     for name, rows in (("conditions", conditions), ("reference_attributes", reference_attributes)):
         if rows.shape[1] != len(names):
             raise ValueError(f"{name} have {rows.shape[1]} attributes; names give {len(names)}")
@@ -312,7 +313,7 @@ def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.
     missing = [name for name in (*names, "mean_trust", "kid_all") if name not in per_condition.columns]
     if missing:
         raise ValueError(f"per_condition has no column(s) {missing} (selection_by_condition's rows with these names)")
-    support = attribute_rows(np.atleast_2d(as_array(support)), name="support")
+    support = attribute_rows(np.atleast_2d(as_numpy(support)), name="support")
     if support.shape[1] != len(names):
         raise ValueError(f"support has {support.shape[1]} attributes; names give {len(names)}")
     distance = support_distance(per_condition.select(names).to_numpy(), support)
@@ -348,7 +349,7 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
     from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy
 
     names = attribute_names(names)
-    real_features = as_array(real_features)
+    real_features = as_numpy(real_features)
     real_attributes = attribute_rows(real_attributes, len(real_features), "real_attributes")
     scorer._require_fitted()
     if len(real_features) <= scorer.calibration_rows_.max(initial=-1):

@@ -24,8 +24,8 @@ import logging
 import numpy as np
 import polars as pl
 
-from condeval.metrics import kid
-from condeval.trust.checks import as_array, attribute_names, attribute_rows
+from condeval.metrics import as_numpy, kid
+from condeval.trust.checks import attribute_names, attribute_rows
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
     """
     if isinstance(quantile, bool) or not isinstance(quantile, (int, float, np.number)) or not 0 < quantile <= 1:
         raise ValueError(f"quantile must be a fraction in (0, 1] (0.95 for the P95); got {quantile!r}")
-    scores = as_array(scores)
+    scores = as_numpy(scores)
     attributes = attribute_rows(attributes, len(scores))
     names = attribute_names(names, attributes.shape[1])
     frame = pl.DataFrame({name: attributes[:, k] for k, name in enumerate(names)} | {"score": np.asarray(scores)})
@@ -112,7 +112,7 @@ def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.Data
 
     ``trust`` (N,), ``attributes`` integer (N, K) and ``names`` (K) are checked first, naming the argument.
     """
-    trust = as_array(trust)
+    trust = as_numpy(trust)
     if trust.ndim != 1:
         raise ValueError(f"trust must be one score per sample (N,); got shape {trust.shape}")
     attributes = attribute_rows(attributes)

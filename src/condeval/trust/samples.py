@@ -31,7 +31,8 @@ from condeval.core.io import (
     saved_folder,
     write_parquet,
 )
-from condeval.trust.checks import as_array, attribute_names, attribute_rows
+from condeval.metrics import as_numpy
+from condeval.trust.checks import attribute_names, attribute_rows
 
 __all__ = [
     "write_samples",
@@ -124,7 +125,7 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
     """
     from PIL import Image
 
-    images = as_array(images)
+    images = as_numpy(images)
     if images.ndim != 4 or images.dtype != np.uint8:
         raise ValueError(f"images must be uint8 (N, C, H, W); got {images.dtype} {images.shape}")
     if images.shape[1] > 8 and images.shape[-1] <= 4:

@@ -39,8 +39,8 @@ import numpy as np
 import polars as pl
 
 from condeval.core.conformal import unit_index
-from condeval.metrics import unit_rows
-from condeval.trust.checks import as_array, attribute_names, attribute_rows
+from condeval.metrics import as_numpy, unit_rows
+from condeval.trust.checks import attribute_names, attribute_rows
 
 __all__ = ["REALISM_SIDES", "REGULARIZATION", "TrustScorer"]
 
@@ -314,7 +314,7 @@ class TrustScorer:
 
     # ---------------------------------------------------------------------------- validation
     def _checked(self, features, attributes, *, fitting: bool) -> tuple[np.ndarray, np.ndarray]:
-        features = as_array(features)
+        features = as_numpy(features)
         if features.ndim != 2:
             raise ValueError(f"features must be (N, D); got shape {features.shape}")
         if not np.isfinite(features).all():
