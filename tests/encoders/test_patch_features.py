@@ -38,8 +38,9 @@ def test_the_encoder_refuses_images_it_would_misread(tmp_path):
     encoder = PatchEncoder(tmp_path / "tower")
     images = np.zeros((2, 3, 32, 32), np.uint8)
     assert encoder.encode(images).shape == (2, 32)
-    for wrong in (images[:, :1], images.transpose(0, 2, 3, 1)):
-        with pytest.raises(ValueError, match=r"reads 3-channel images \(N, 3, H, W\); got shape"):
+    for wrong, message in ((images[:, :1], r"reads 3-channel images \(N, 3, H, W\); got shape"),
+                           (images.transpose(0, 2, 3, 1), r"look like \(N, H, W, C\)")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
             encoder.encode(wrong)
     with pytest.raises(ValueError, match="at least one image"):
         encoder.tokens(images[:0])

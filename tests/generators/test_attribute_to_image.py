@@ -59,3 +59,39 @@ def test_bad_tuples_are_refused():
         encoder(torch.tensor([[0, 4]]))
     with pytest.raises(ValueError, match=r"\(B, 2\)"):
         encoder(torch.tensor([[0, 1, 1]]))
+
+
+@pytest.mark.parametrize(
+    ("attributes", "error", "message"),
+    [
+        ([[0.6, 1.9]], TypeError, "attributes must hold integers; got dtype float64"),
+        ([[2, 0]], ValueError, r"attributes\[0\] = \[2, 0\].*only for a whole row"),
+        ([[1, 0], [0, 3]], ValueError, r"attributes\[1\] = \[0, 3\]"),
+        ([[0, 4]], ValueError, r"0..values\[k\] - 1 \(values = \[2, 3\]\)"),
+        ([[-1, 0]], ValueError, r"attributes\[0\] = \[-1, 0\]"),
+        ([[0, 1, 1]], ValueError, r"\(B, 2\), one value per attribute"),
+    ],
+)
+def test_a_requested_tuple_is_refused_by_row_before_sampling(attribute_pipeline, attributes, error, message):
+    """0.6 was truncated onto value 0 (images byte for byte those of [0, 1]); [2, 0] sampled a half-dropped
+    condition training never produces."""
+    with pytest.raises(error, match=message):
+        attribute_pipeline()(attributes, num_inference_steps=1)
+
+
+def test_the_whole_dropped_row_samples_unconditionally(attribute_pipeline):
+    assert _images(attribute_pipeline(), np.array([[2, 3]]), [0]).shape == (1, 16, 16, 3)
+
+
+def test_pil_output_of_other_than_one_or_three_channels_is_refused_before_sampling(attribute_pipeline):
+    from condeval.generators.channelwise import ChannelwiseAutoencoderKL
+
+    pipe = attribute_pipeline()
+    sites = AttributeDiffusionPipeline(pipe.transformer, ChannelwiseAutoencoderKL.wrapping(pipe.vae, 6),
+                                       pipe.scheduler, pipe.attribute_encoder)  # fmt: skip
+    calls = []
+    with pytest.raises(ValueError, match="this generator draws 6.*output_type='np'"):
+        sites([[0, 1]], num_inference_steps=2, callback_on_step_end=lambda *a: calls.append(a) or {})
+    assert not calls
+    with pytest.raises(ValueError, match="output_type must be one of"):
+        pipe([[0, 1]], num_inference_steps=1, output_type="numpy")

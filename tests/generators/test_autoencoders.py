@@ -1,6 +1,7 @@
 """The latent autoencoders: unit-variance latents for the diffusion models that read them."""
 
 import numpy as np
+import pytest
 import torch
 
 from condeval.generators.autoencoders import fold_movq_scale, latent_statistics, tiny_movq, train_autoencoder
@@ -43,3 +44,29 @@ def test_a_trained_movq_is_saved_with_unit_variance_latents(tmp_path):
     mean, std = latent_statistics(saved, torch.as_tensor(images[16:]))
     assert abs(std - 1.0) < 1e-3, (summary, std)
     assert np.isfinite(summary["latent_std_folded"]) and summary["latent_std_folded"] != 1.0
+
+
+@pytest.mark.parametrize(
+    ("images", "error", "message"),
+    [
+        (
+            np.zeros((8, 3, 16, 16), np.uint8),
+            TypeError,
+            r"floats in \[-1, 1\]; got uint8 \(uint8 pixels: x / 127.5 - 1\)",
+        ),
+        (np.full((8, 3, 16, 16), 200.0, np.float32), ValueError, r"lie in \[-1, 1\]; got 200..200"),
+        (np.zeros((8, 16, 16, 3), np.float32), ValueError, r"look like \(N, H, W, C\)"),
+        (np.zeros((8, 1, 16, 16), np.float32), ValueError, "must have 3 channels"),
+        (
+            np.where(np.arange(8)[:, None, None, None] == 5, np.nan, np.zeros((8, 3, 16, 16), np.float32)),
+            ValueError,
+            r"images\[5\] holds NaN",
+        ),
+    ],
+)
+def test_images_outside_the_models_range_are_refused_before_training(tmp_path, images, error, message):
+    """0..255 floats trained to a validation loss of 2e4; one NaN pixel saved a model of NaN weights."""
+    with pytest.raises(error, match=message):
+        train_autoencoder(images, tmp_path / "vae", kind="kl", model={"channels": (8, 8)}, epochs=1, batch_size=4,
+                          lr=1e-3, val_images=2, seed=0)  # fmt: skip
+    assert not (tmp_path / "vae").exists()

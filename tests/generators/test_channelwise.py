@@ -74,3 +74,34 @@ def test_a_generator_trains_on_its_latents_and_samples_six_channel_sites(tmp_pat
     sampled = pipe([[0, 1], [1, 0]], num_inference_steps=2, generator=torch.Generator().manual_seed(0),
                    output_type="np").images  # fmt: skip
     assert sampled.shape == (2, 16, 16, 6) and np.isfinite(sampled).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        (
+            {"images": np.zeros((4, 6, 16, 16), np.float32)},
+            TypeError,
+            "images must be uint8 pixels 0..255; got float32",
+        ),
+        ({"images": np.zeros((4, 16, 16, 6), np.uint8)}, ValueError, r"look like \(N, H, W, C\)"),
+        ({"images": np.zeros((4, 3, 16, 16), np.uint8)}, ValueError, "must have 6 channels"),
+        ({"attributes": np.full((4, 2), 0.5)}, TypeError, "attributes must hold integers"),
+        ({"attributes": [[0, 2], [0, 0], [1, 1], [0, 1]]}, ValueError, r"attributes\[0\].*training data may not"),
+        ({"attributes": [[0, 1]] * 3}, ValueError, "4 images, 3 attribute rows"),
+        ({"values": [2, 0]}, ValueError, r"values\[1\] must be an integer >= 1"),
+    ],
+)
+def test_training_data_is_refused_by_name_before_any_training(tmp_path, change, error, message):
+    """Float images in [-1, 1] were rescaled as uint8 into a constant field; a value of values[k] (the
+    dropped row) trained the unconditional row; 0.5 was truncated onto value 0."""
+    from condeval.generators.attribute_training import train_attribute_generator
+
+    arguments = {"images": np.zeros((4, 6, 16, 16), np.uint8), "attributes": [[0, 1], [1, 0], [1, 1], [0, 0]],
+                 "values": [2, 2]} | change  # fmt: skip
+    wrapper = ChannelwiseAutoencoderKL.wrapping(_rgb(), image_channels=6).eval()
+    with pytest.raises(error, match=message):
+        train_attribute_generator(arguments["images"], arguments["attributes"], tmp_path / "g", values=arguments["values"],
+                                  vae=wrapper, transformer={"layers": 1, "heads": 2}, epochs=1, batch_size=2, lr=1e-3,
+                                  val_images=1, seed=0)  # fmt: skip
+    assert not (tmp_path / "g_run").exists()

@@ -88,3 +88,20 @@ def test_the_requested_colour_is_drawn_and_lost_when_the_text_is_cut(trained):
     )
     assert accuracy >= 0.6
     assert cut_accuracy <= 0.45
+
+
+def test_the_captions_and_frozen_encoders_identify_a_text_conditioned_run():
+    """A denoiser rerun into its folder on other captions or another CLIP resumed the old run and saved it
+    again byte for byte: both are now in the run's identity (core.training.fit reads frozen_identity)."""
+    from condeval.generators.text_to_image_training import _TextConditioned
+
+    torch.manual_seed(0)
+    clip, other_clip = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+
+    def identity(captions, encoder):
+        return _TextConditioned().attach(lambda prompts, device: None, captions, (encoder,)).frozen_identity()
+
+    same = identity([["a red square"]], clip)
+    assert identity([["a red square"]], clip) == same
+    assert identity([["a blue square"]], clip) != same
+    assert identity([["a red square"]], other_clip) != same

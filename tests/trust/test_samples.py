@@ -113,7 +113,7 @@ def test_writing_samples_outside_the_manifests_folder_is_refused_before_anything
 
 
 def test_wrong_arguments_are_refused_naming_what_was_given(tmp_path):
-    with pytest.raises(ValueError, match=r"images must be uint8 \(N, C, H, W\); got float64 \(1, 3, 4, 4\)"):
+    with pytest.raises(TypeError, match=r"images must be uint8 pixels 0..255; got float64"):
         write_samples(np.zeros((1, 3, 4, 4)), [[0]], ["a"], [0], [0], tmp_path / "s", tmp_path / "s.parquet")
     _write(tmp_path, 3)
     with pytest.raises(TypeError, match=r"a list of attribute columns, e.g. \['a'\]"):
@@ -126,7 +126,7 @@ def test_wrong_arguments_are_refused_naming_what_was_given(tmp_path):
         ({"images": np.zeros((2, 16, 16, 3), np.uint8)}, ValueError, r"look like \(N, H, W, C\)"),
         ({"names": ["a"]}, ValueError, r"1 names for 2 attributes"),
         ({"names": ["a", "trust"]}, ValueError, "taken by the scores' own columns"),
-        ({"attributes": [[0.6, 1.0], [1.7, 0.0]]}, ValueError, "attributes must be integers; got dtype float64"),
+        ({"attributes": [[0.6, 1.0], [1.7, 0.0]]}, TypeError, "attributes must hold integers; got dtype float64"),
         ({"sample_ids": [5, 5]}, ValueError, "sample id 5 appears more than once"),
         ({"seeds": [1]}, ValueError, "2 images, 1 seeds, 2 sample ids"),
         ({"sample_ids": [5, -2]}, ValueError, r"sample_ids\[1\] must be an integer >= 0"),

@@ -184,7 +184,7 @@ def test_bad_input_is_refused_with_its_reason():
     unseen[0, 1] = 7
     with pytest.raises(ValueError, match="attribute 'a1' value 7 was never seen"):
         scorer.score(x[:2], unseen)
-    with pytest.raises(ValueError, match="integers"):
+    with pytest.raises(TypeError, match="integers"):
         scorer.score(x[:2], a[:2].astype(float))
     with pytest.raises(ValueError, match="K = 2"):
         scorer.score(x[:2], a[:2, :2])
@@ -213,7 +213,7 @@ def test_a_labs_mistakes_are_refused_before_they_corrupt_a_score():
         # the percent instead of the fraction: every threshold null, then a comparison with None
         (lambda: scorer.thresholds(95), ValueError, r"quantile must be a fraction in \(0, 1\]"),
         (lambda: TrustScorer().thresholds(), ValueError, "not fitted"),
-        (lambda: accepted_mask(np.zeros(4), [[0.6, 1, 0]] * 4, scorer.thresholds(), names), ValueError, "integers"),
+        (lambda: accepted_mask(np.zeros(4), [[0.6, 1, 0]] * 4, scorer.thresholds(), names), TypeError, "integers"),
         (lambda: accepted_mask(np.zeros(4), a[:3], scorer.thresholds(), names), ValueError,
          "trust has 4 scores and attributes 3 rows"),
         (lambda: accepted_mask(np.zeros(4), a[:4], scorer.thresholds().drop("g"), names), ValueError,

@@ -34,6 +34,8 @@ __all__ = [
     "read_npz",
     "check_finite",
     "check_integer",
+    "integer_array",
+    "image_batch",
     "fingerprint",
     "files_sha256",
     "write_folder_manifest",
@@ -124,6 +126,85 @@ def check_integer(value, name: str, least: int = 0) -> int:
     if integer < least:
         raise ValueError(f"{name} must be an integer >= {least}; got {integer}")
     return integer
+
+
+def integer_array(values, name: str, *, ndim: int | None = None, least: int | None = None) -> np.ndarray:
+    """``values`` as an int64 array, refused naming ``name`` unless every entry is an integer.
+
+    A float array is refused even where its values are whole (an id of 0.5 must not become 0, a NaN
+    must not become -2**63), as are bools, strings and uint64 values past int64's range. Tensors are
+    read on the CPU.
+
+    Raises
+    ------
+    TypeError
+        Not an integer array.
+    ValueError
+        Another number of dimensions than ``ndim``, or a value below ``least``.
+    """
+    from condeval.metrics import as_numpy  # torch-free unless a tensor is passed
+
+    array = np.asarray(as_numpy(values))
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s); got shape {array.shape}")
+    if array.size and (not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_):
+        raise TypeError(f"{name} must hold integers; got dtype {array.dtype} (refused rather than truncated)")
+    if array.dtype == np.uint64 and array.size and int(array.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name}: {int(array.max())} is past the int64 range")
+    array = array.astype(np.int64)
+    if least is not None and array.size and int(array.min()) < least:
+        raise ValueError(f"{name} must be integers >= {least}; got {int(array.min())}")
+    return array
+
+
+def image_batch(images, name: str = "images", *, kind: str = "uint8", channels: int | None = None) -> np.ndarray:
+    """``images`` as an (N, C, H, W) array of the ``kind`` a model reads, refused naming ``name``.
+
+    Parameters
+    ----------
+    images : ndarray or Tensor, shape (N, C, H, W)
+    name : str
+        The argument, as messages name it.
+    kind : {"uint8", "signed"}
+        uint8 pixels 0..255, or finite floats in [-1, 1] (the autoencoders' and denoisers' range).
+    channels : int, optional
+        The channel count the model was built for.
+
+    Raises
+    ------
+    TypeError
+        Another dtype (uint8 where floats in [-1, 1] belong is named with its scaling, and the converse).
+    ValueError
+        Not 4-D, an (N, H, W, C) array (named as such), another channel count, a non-finite value or
+        one outside [-1, 1].
+    """
+    from condeval.metrics import as_numpy  # torch-free unless a tensor is passed
+
+    array = as_numpy(images)
+    if array.ndim != 4:
+        raise ValueError(f"{name} must be (N, C, H, W); got shape {array.shape}")
+    last_is_channels = array.shape[-1] == channels if channels is not None else array.shape[-1] <= 4
+    if array.shape[1] != channels and array.shape[1] > 8 and last_is_channels:
+        raise ValueError(f"{name} of shape {array.shape} look like (N, H, W, C); pass (N, C, H, W), e.g. "
+                         f"{name}.transpose(0, 3, 1, 2)")  # fmt: skip
+    if channels is not None and array.shape[1] != channels:
+        raise ValueError(f"{name} must have {channels} channels (the model's); got shape {array.shape}")
+    if kind == "uint8":
+        if array.dtype != np.uint8:
+            hint = " (floats in [-1, 1]: ((x + 1) * 127.5).round().astype(np.uint8))" if array.dtype.kind == "f" else ""
+            raise TypeError(f"{name} must be uint8 pixels 0..255; got {array.dtype}{hint}")
+        return array
+    if kind != "signed":
+        raise ValueError(f"kind must be 'uint8' or 'signed'; got {kind!r}")
+    if array.dtype.kind != "f":
+        raise TypeError(f"{name} must be floats in [-1, 1]; got {array.dtype} (uint8 pixels: x / 127.5 - 1)")
+    finite = np.isfinite(array).reshape(len(array), -1).all(axis=1)
+    if not finite.all():
+        raise ValueError(f"{name}[{int(np.flatnonzero(~finite)[0])}] holds NaN or infinite values")
+    if array.size and (array.min() < -1.0 - 1e-5 or array.max() > 1.0 + 1e-5):
+        raise ValueError(f"{name} must lie in [-1, 1]; got {array.min():g}..{array.max():g} (pixels 0..255: "
+                         "x / 127.5 - 1; 0..1: 2 * x - 1)")  # fmt: skip
+    return array
 
 
 def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:

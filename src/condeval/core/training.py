@@ -46,6 +46,7 @@ __all__ = [
     "export_best",
     "training_summary",
     "model_record",
+    "state_digest",
     "RUN_KEYS",
     "select_accelerator",
     "accelerator_for_gpus",
@@ -99,6 +100,30 @@ class EpochTimer(Callback):
             if name.endswith("loss")
         )
         log.info("epoch %d/%d: %s (%.1f s)", trainer.current_epoch + 1, trainer.max_epochs, losses, self.durations[-1])
+
+
+class FiniteLosses(Callback):
+    """Stop a run loudly at a non-finite training or validation loss (NaN in the rows, a diverging step)
+    instead of letting early stopping end it quietly and the caller save non-finite weights."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+
+    def _check(self, loss, trainer: pl.Trainer, where: str) -> None:
+        if loss is not None and not bool(torch.isfinite(torch.as_tensor(loss)).all()):
+            raise FloatingPointError(
+                f"{self.out_dir}: the {where} loss is {float(torch.as_tensor(loss).float().mean())} in epoch "
+                f"{trainer.current_epoch + 1} (non-finite rows, or a step that diverged): stopping rather than "
+                "keeping non-finite weights"
+            )
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx) -> None:
+        self._check(
+            outputs.get("loss") if isinstance(outputs, dict) else outputs, trainer, f"training (batch {batch_idx})"
+        )
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._check(trainer.callback_metrics.get("val_loss"), trainer, "validation")
 
 
 class RngState(Callback):
@@ -215,18 +240,41 @@ def _match_fingerprint(out_dir: Path, fingerprint: str) -> None:
     previous = stamp.read_text().strip() if stamp.exists() else None
     if previous != fingerprint:
         if previous is not None or (out_dir / CHECKPOINT_DIR).exists():
-            log.warning("%s belongs to another job (inputs or parameters changed): starting afresh", out_dir)
+            log.warning(
+                "%s belongs to another job (its rows, parameters or schedule changed): starting afresh", out_dir
+            )
         _clear_previous_run(out_dir)
         with atomic_path(stamp, suffix=".txt") as tmp:
             tmp.write_text(fingerprint + "\n")
 
 
+def state_digest(*parts) -> str:
+    """SHA-256 of modules' weights (their ``state_dict``: names, dtypes, shapes and bytes) and of plain
+    JSON-able values (captions, vocabularies), for a module's :meth:`frozen_identity`."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, torch.nn.Module):
+            for name, tensor in part.state_dict().items():
+                array = np.ascontiguousarray(tensor.detach().cpu().numpy())
+                digest.update(f"{name}{array.dtype}{array.shape}".encode())
+                digest.update(array)
+        else:
+            digest.update(json.dumps(part, sort_keys=True, default=_stable_repr).encode())
+    return digest.hexdigest()
+
+
 def _run_identity(module, rows: Sequence[np.ndarray], settings: dict, fingerprint: str | None) -> str:
-    """SHA-256 of what a run folder's checkpoints depend on: the module's class and hyperparameters, the
-    rows, the fit's settings and the caller's fingerprint. ``max_epochs`` is left out: a higher cap
-    extends a run (a lower one is handled in :func:`fit`)."""
-    header = {"module": type(module).__qualname__, "hparams": dict(getattr(module, "hparams", None) or {}),
-              "settings": settings, "fingerprint": fingerprint}  # fmt: skip
+    """SHA-256 of what a run folder's checkpoints depend on: the module's class and hyperparameters, its
+    :meth:`frozen_identity` where it defines one (inputs its batches are completed with: captions, a
+    frozen encoder), the rows, the fit's settings and the caller's fingerprint. ``max_epochs`` is left
+    out: a higher cap extends a run (a lower one is handled in :func:`fit`)."""
+    hparams = dict(getattr(module, "hparams", None) or {})
+    frozen = module.frozen_identity() if hasattr(module, "frozen_identity") else None
+    if not hparams and fingerprint is None:
+        log.warning("%s saved no hyperparameters (save_hyperparameters()) and fit got no fingerprint: a run "
+                    "folder it left is resumed whatever its other settings were", type(module).__qualname__)  # fmt: skip
+    header = {"module": type(module).__qualname__, "hparams": hparams, "frozen": frozen, "settings": settings,
+              "fingerprint": fingerprint}  # fmt: skip
     digest = hashlib.sha256(json.dumps(header, sort_keys=True, default=_stable_repr).encode())
     for array in rows:
         array = np.ascontiguousarray(array.detach().cpu().numpy() if torch.is_tensor(array) else array)
@@ -236,7 +284,13 @@ def _run_identity(module, rows: Sequence[np.ndarray], settings: dict, fingerprin
 
 
 def _stable_repr(value) -> str:
-    """A hyperparameter JSON cannot hold, as text that is the same in every process (no addresses)."""
+    """A hyperparameter JSON cannot hold, as text that is the same in every process (no addresses); an
+    array or tensor by the digest of its bytes (its repr elides the middle of a long one)."""
+    if torch.is_tensor(value):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        array = np.ascontiguousarray(value)
+        return f"{array.dtype}{array.shape}:{hashlib.sha256(array).hexdigest()}"
     text = repr(value)
     return type(value).__qualname__ if " at 0x" in text else text
 
@@ -436,15 +490,26 @@ def fit(
     fingerprint : str, optional
         Identity of this training job beyond what ``fit`` sees (e.g. the files its rows
         came from). Either way a run folder is resumed only by the same module class and
-        hyperparameters, the same rows, ``patience``, ``batch_size`` and ``seed``, and
-        this fingerprint; one left by any other fit is discarded, so a change of data or
-        parameters always trains afresh. A higher ``max_epochs`` continues a run; a lower
-        one than the run has passed trains afresh.
+        hyperparameters (arrays and tensors by their bytes), the same :meth:`frozen_identity`
+        where the module defines one (the captions and frozen encoders it completes its batches
+        with: :func:`state_digest`), the same rows, ``patience``, ``batch_size`` and ``seed``,
+        and this fingerprint; one left by any other fit is discarded, so a change of data or
+        parameters always trains afresh. A module without saved hyperparameters is warned
+        about: settings outside them cannot be seen. A higher ``max_epochs`` continues a run
+        whose hyperparameters do not depend on it; the package's ``train_*`` functions size
+        their learning-rate schedule by the epochs (``total_steps``), so there a new epoch
+        count trains afresh. A lower one than the run has passed trains afresh.
 
     Returns
     -------
     Path
         The best (lowest ``val_loss``) checkpoint.
+
+    Raises
+    ------
+    FloatingPointError
+        A training or validation loss that is not finite (NaN in the rows, a diverging step),
+        naming ``out_dir`` and the epoch.
 
     Notes
     -----
@@ -486,6 +551,7 @@ def fit(
     timer = EpochTimer()
     shuffle_generator = torch.Generator().manual_seed(int(seed))
     callbacks = [
+        FiniteLosses(out_dir),
         RngState(shuffle_generator),
         EarlyStopping(monitor="val_loss", patience=patience, check_on_train_epoch_end=False),
         EpochSnapshots(ckpt_dir, save_epochs),

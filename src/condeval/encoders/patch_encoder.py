@@ -71,7 +71,9 @@ class PatchEncoder:
         return int(self.model.config.num_channels)
 
     def _checked(self, images) -> np.ndarray:
-        images = _checked(images)
+        from condeval.core.io import image_batch
+
+        images = image_batch(images)
         if images.shape[1] != self.channels:
             raise ValueError(f"{self.path} reads {self.channels}-channel images (N, {self.channels}, H, W); got "
                              f"shape {images.shape}")  # fmt: skip
@@ -116,12 +118,3 @@ class PatchEncoder:
         if not np.isfinite(features).all():
             raise ValueError(f"{self.path}: non-finite features (row {int(np.argwhere(~np.isfinite(features))[0, 0])})")
         return features.astype(np.float32)
-
-
-def _checked(images) -> np.ndarray:
-    from condeval.metrics import as_numpy
-
-    images = as_numpy(images)
-    if images.ndim != 4 or images.dtype != np.uint8:
-        raise ValueError(f"images must be uint8 (N, C, H, W); got {images.dtype} {images.shape}")
-    return images

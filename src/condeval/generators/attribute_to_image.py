@@ -21,12 +21,57 @@ values instead of a caption:
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from diffusers import ConfigMixin, DiffusionPipeline, ModelMixin  # ModelMixin here: diffusers' loader looks it up
 from diffusers.configuration_utils import register_to_config
 from diffusers.pipelines.pipeline_utils import ImagePipelineOutput
 
-__all__ = ["AttributeEncoder", "AttributeDiffusionPipeline", "ModelMixin", "REPAProjector"]
+from condeval.core.io import integer_array
+from condeval.generators.autoencoders import image_channels
+
+__all__ = [
+    "AttributeEncoder",
+    "AttributeDiffusionPipeline",
+    "attribute_values",
+    "ModelMixin",
+    "OUTPUT_TYPES",
+    "REPAProjector",
+]
+
+#: What :meth:`AttributeDiffusionPipeline.__call__` returns: PIL images, (N, H, W, C) arrays in [0, 1],
+#: (N, C, H, W) tensors, or the latents.
+OUTPUT_TYPES = ("pil", "np", "pt", "latent")
+
+
+def attribute_values(attributes, values, name: str = "attributes", *, allow_dropped: bool = True) -> np.ndarray:
+    """``attributes`` as integer (B, K) rows of values an :class:`AttributeEncoder` of ``values`` holds.
+
+    Value ``values[k]`` is attribute k's "dropped" row: a request may drop a whole row (the
+    unconditional sample, as condition dropout trains it) but not part of one, which training
+    never produces; training data (``allow_dropped=False``) may not hold it at all.
+
+    Raises
+    ------
+    TypeError
+        Values that are not integers (0.6 is refused, not truncated onto value 0).
+    ValueError
+        Another width than K, or a value outside ``0..values[k] - 1`` (naming the row).
+    """
+    rows = integer_array(attributes, name, ndim=2)
+    values = np.asarray(values)
+    if rows.shape[1] != len(values):
+        raise ValueError(f"{name} must be (B, {len(values)}), one value per attribute; got shape {rows.shape}")
+    dropped = rows == values
+    partly = dropped.any(axis=1) & ~dropped.all(axis=1) if allow_dropped else dropped.any(axis=1)
+    bad = np.flatnonzero(((rows < 0) | (rows > values)).any(axis=1) | partly)
+    if len(bad):
+        why = ("may request it only for a whole row, the unconditional sample" if allow_dropped
+               else "and training data may not hold it")  # fmt: skip
+        raise ValueError(f"{name}[{bad[0]}] = {rows[bad[0]].tolist()}: attribute k takes the values "
+                         f"0..values[k] - 1 (values = {values.tolist()}); values[k] itself is the dropped "
+                         f"condition, {why}")  # fmt: skip
+    return rows
 
 
 class AttributeEncoder(ModelMixin, ConfigMixin):
@@ -48,6 +93,10 @@ class AttributeEncoder(ModelMixin, ConfigMixin):
         super().__init__()
         self.tables = torch.nn.ModuleList(torch.nn.Embedding(v + 1, width) for v in values)
         self.context = torch.nn.Linear(width, context_width)
+
+    def check_values(self, attributes, name: str = "attributes", *, allow_dropped: bool = True) -> np.ndarray:
+        """:func:`attribute_values` against these tables."""
+        return attribute_values(attributes, self.config.values, name, allow_dropped=allow_dropped)
 
     def dropped(self, attributes: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``attributes`` with every attribute of the rows in ``mask`` (B,) set to its "dropped" row."""
@@ -152,7 +201,13 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
         from diffusers.utils.torch_utils import randn_tensor
 
         device = self._execution_device
-        attributes = torch.as_tensor(attributes, dtype=torch.long, device=device)
+        if output_type not in OUTPUT_TYPES:
+            raise ValueError(f"output_type must be one of {OUTPUT_TYPES}; got {output_type!r}")
+        channels = image_channels(self.vae)
+        if output_type == "pil" and channels not in (1, 3):
+            raise ValueError(f"output_type 'pil' holds 1 or 3 channels; this generator draws {channels}: "
+                             "ask for output_type='np' (N, H, W, C) or 'pt'")  # fmt: skip
+        attributes = torch.as_tensor(self.attribute_encoder.check_values(attributes), device=device)
         context, pooled = self.attribute_encoder(attributes)
         config = self.transformer.config
         shape = (len(attributes), config.in_channels, config.sample_size, config.sample_size)
@@ -189,10 +244,10 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
         return ImagePipelineOutput(images=images) if return_dict else (images,)
 
     def _empty_images(self, latents: torch.Tensor) -> torch.Tensor:
-        """No decoded images, (0, C, H, W) at the decoder's output size."""
-        scale = 2 ** (len(self.vae.config.block_out_channels) - 1)
-        side = latents.shape[-1] * scale
-        return latents.new_zeros((0, self.vae.config.out_channels, side, side))
+        """No decoded images, (0, C, H, W) at the decoder's output size (read off one decoded zero latent:
+        a channelwise autoencoder's config holds no RGB decoder's sizes)."""
+        probe = self.vae.decode(latents.new_zeros((1, *latents.shape[1:]))).sample
+        return probe.new_zeros((0, *probe.shape[1:]))
 
 
 def _tensor_inputs(tensors: dict, names) -> dict:

@@ -169,19 +169,24 @@ def train_attribute_generator(
     """
     import pytorch_lightning as pl
 
+    from condeval.core.io import check_integer, image_batch
     from condeval.encoders.patch_features import pixel_values
     from condeval.encoders.train import _steps
-    from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
+    from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder, attribute_values
+    from condeval.generators.autoencoders import image_channels
     from condeval.generators.text_to_image import flow_scheduler
     from condeval.generators.text_to_image_training import _fit_best, _run_dir, _save_folder, latents_of
 
+    images = image_batch(images, channels=image_channels(vae))
+    values = tuple(check_integer(v, f"values[{k}]", least=1) for k, v in enumerate(values))
+    attributes = attribute_values(attributes, values, allow_dropped=False)
+    if len(attributes) != len(images):
+        raise ValueError(f"one attribute row per image: {len(images)} images, {len(attributes)} attribute rows")
     pl.seed_everything(seed, workers=True, verbose=False)
     latents = latents_of(vae, pixel_values(images).numpy())
     width = transformer.get("head_dim", 16) * transformer["heads"]
-    encoder_config = dict(
-        AttributeEncoder(values=tuple(int(v) for v in values), width=width, context_width=width).config
-    )
-    rows = (latents, np.asarray(attributes, dtype=np.int64))
+    encoder_config = dict(AttributeEncoder(values=values, width=width, context_width=width).config)
+    rows = (latents, attributes)
     repa = {}
     if repa_extractor is not None:
         rows += (repa_extractor.tokens(images),)

@@ -27,6 +27,7 @@ __all__ = [
     "train_autoencoder",
     "latent_statistics",
     "fold_movq_scale",
+    "image_channels",
 ]
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,13 @@ def _autoencoder_class(kind: str):
 
 
 @torch.no_grad()
+def image_channels(vae) -> int:
+    """The channels of the images an autoencoder reads and draws: an ``AutoencoderKL``'s or ``VQModel``'s
+    ``in_channels``, a :class:`~condeval.generators.channelwise.ChannelwiseAutoencoderKL`'s ``image_channels``."""
+    config = vae.config
+    return int(config["image_channels"] if "image_channels" in config else config["in_channels"])
+
+
 def latent_statistics(vae, images: torch.Tensor, batch_size: int = 256) -> tuple[float, float]:
     """(mean, standard deviation) of the latents of ``images``: an ``AutoencoderKL``'s latent means
     or a ``VQModel``'s unquantised latents."""
@@ -204,12 +212,15 @@ def train_autoencoder(
     """
     import pytorch_lightning as pl
 
+    from condeval.core.io import image_batch
     from condeval.encoders.train import _steps, train_and_export
 
     pl.seed_everything(seed, workers=True, verbose=False)
+    images = image_batch(images, kind="signed")
     side = images.shape[-1]
     build = tiny_autoencoder_kl if kind == "kl" else tiny_movq
     config = dict(build(side, **model).config)
+    image_batch(images, kind="signed", channels=config["in_channels"])
     steps = _steps(len(images) - val_images, batch_size, epochs)
     module = AutoencoderModule(kind, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
                                kl_weight=kl_weight, crop=crop)  # fmt: skip

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from condeval.core.training import ScheduledModule
+from condeval.core.training import ScheduledModule, state_digest
 
 __all__ = [
     "FlowMatchingModule",
@@ -56,12 +56,22 @@ class _TextConditioned(ScheduledModule):
     callable, on the module's device.
 
     ``encode`` and ``captions`` are attached with :meth:`attach` and are not part of the
-    checkpoint: only the denoiser is.
+    checkpoint: only the denoiser is. They are part of the run's identity (:meth:`frozen_identity`),
+    so a run folder left by other captions or another text encoder is not resumed.
     """
 
-    def attach(self, encode, captions: list[list[str]]) -> _TextConditioned:
+    def attach(self, encode, captions: list[list[str]], frozen=()) -> _TextConditioned:
+        """Attach ``encode(prompts, device)`` and each image's ``captions``; ``frozen``: the modules and
+        tokenizers ``encode`` reads (their weights and vocabularies identify the run)."""
         self._encode, self._captions, self._empty = encode, captions, None
+        vocabularies = [part.get_vocab() for part in frozen if hasattr(part, "get_vocab")]
+        modules = [part for part in frozen if isinstance(part, torch.nn.Module)]
+        self._frozen = state_digest(captions, vocabularies, *modules)
         return self
+
+    def frozen_identity(self) -> str:
+        """Digest of the attached captions and frozen encoders (:func:`condeval.core.training.state_digest`)."""
+        return self._frozen
 
     def _encoded(self, prompts: list[str]):
         return self._encode(prompts, self.device)
@@ -272,6 +282,10 @@ class T5FromClipModule(ScheduledModule):
         if clip_state is not None:
             self.teacher.load_state_dict(clip_state)
 
+    def frozen_identity(self) -> str:
+        """Digest of the CLIP teacher's weights (``clip_state`` is no hyperparameter)."""
+        return state_digest(self.teacher)
+
     def _loss(self, batch, training: bool) -> torch.Tensor:
         ids, mask = batch
         with torch.no_grad():
@@ -285,7 +299,18 @@ def latents_of(vae, images: np.ndarray, batch_size: int = 256) -> np.ndarray:
     """Scaled latent means of ``images`` in [-1, 1]: ``(mode - shift_factor) * scaling_factor`` (KL)
     or the MoVQ's pre-quantisation latents (the space Kandinsky's decoder denoises).
 
-    Runs on the autoencoder's device (a GPU job moves it there first); returns CPU float32."""
+    Runs on the autoencoder's device (a GPU job moves it there first); returns CPU float32.
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``images`` that are not finite floats in [-1, 1], (N, C, H, W) with the autoencoder's C
+        (:func:`condeval.core.io.image_batch`: uint8 pixels are named with their scaling).
+    """
+    from condeval.core.io import image_batch
+    from condeval.generators.autoencoders import image_channels
+
+    images = image_batch(images, kind="signed", channels=image_channels(vae))
     out = []
     with torch.no_grad():
         for chunk in torch.as_tensor(images).split(batch_size):
@@ -440,14 +465,16 @@ def train_flow_generator(
     rows = (latents, np.arange(len(latents)))
     fit = dict(val_rows=val_images, batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)
     out_dir = Path(out_dir)
-    trained, summary = _fit_best(module.attach(encode, captions), rows, _run_dir(out_dir), epochs=epochs, **fit)
+    trained, summary = _fit_best(
+        module.attach(encode, captions, (clip, tokenizer, t5)), rows, _run_dir(out_dir), epochs=epochs, **fit
+    )
     if family == "flux" and transformer.get("guidance_embeds", True):
         distill_steps = _steps(len(images) - val_images, batch_size, distill_epochs)
         student = GuidanceDistillationModule(
             config, trained.transformer.state_dict(), lr=distill_lr or lr, warmup_steps=max(1, distill_steps // 20),
             total_steps=distill_steps, guidance_range=tuple(guidance_range),
         )  # fmt: skip
-        trained, distilled = _fit_best(student.attach(encode, captions), rows, _run_dir(out_dir) / "distill",
+        trained, distilled = _fit_best(student.attach(encode, captions, (clip, tokenizer, t5)), rows, _run_dir(out_dir) / "distill",
                                        epochs=distill_epochs, **fit)  # fmt: skip
         summary = {**summary, "guidance_distillation": distilled}
     pipe.register_modules(transformer=trained.transformer)
@@ -623,7 +650,7 @@ def train_kandinsky(
     prior_module = KandinskyPriorModule(
         dict(prior_model.config), embeddings.mean(0).tolist(), embeddings.std(0).tolist(), lr=lr,
         warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
-    ).attach(partial(_encode_prior_prompts, prior_pipe), captions)  # fmt: skip
+    ).attach(partial(_encode_prior_prompts, prior_pipe), captions, (text, tokenizer))  # fmt: skip
     fit = {"val_rows": val_images, "batch_size": batch_size, "seed": seed, "accelerator": accelerator}
     trained_prior, prior_summary = _fit_best(prior_module, (embeddings.numpy(), np.arange(len(images))),
                                              run_dir / PRIOR_FOLDER, epochs=prior_epochs,

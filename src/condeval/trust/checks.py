@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.io import integer_array
 from condeval.metrics import as_numpy
 
 __all__ = ["RESERVED_NAMES", "attribute_names", "attribute_rows"]
@@ -50,14 +51,14 @@ def attribute_rows(attributes, n_rows: int | None = None, name: str = "attribute
     Raises
     ------
     ValueError
-        Another shape, or values that are not integers (a float is refused rather than truncated:
-        0.6 must not become value 0).
+        Another shape.
+    TypeError
+        Values that are not integers (:func:`condeval.core.io.integer_array`: a float is refused rather
+        than truncated, 0.6 must not become value 0).
     """
     array = as_numpy(attributes)
     if array.ndim != 2 or (n_rows is not None and len(array) != n_rows):
         rows = "N" if n_rows is None else f"N = {n_rows}"
         raise ValueError(f"{name} must be (N, K), one row of attribute values per sample, with {rows}; "
                          f"got shape {array.shape}")  # fmt: skip
-    if not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(f"{name} must be integers; got dtype {array.dtype}")
-    return array
+    return integer_array(array, name)

@@ -27,11 +27,11 @@ from condeval.core.io import (
     DataFileError,
     atomic_directory,
     check_integer,
+    image_batch,
     read_parquet,
     saved_folder,
     write_parquet,
 )
-from condeval.metrics import as_numpy
 from condeval.trust.checks import attribute_names, attribute_rows
 
 __all__ = [
@@ -125,12 +125,7 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
     """
     from PIL import Image
 
-    images = as_numpy(images)
-    if images.ndim != 4 or images.dtype != np.uint8:
-        raise ValueError(f"images must be uint8 (N, C, H, W); got {images.dtype} {images.shape}")
-    if images.shape[1] > 8 and images.shape[-1] <= 4:
-        raise ValueError(f"images of shape {images.shape} look like (N, H, W, C); pass (N, C, H, W), e.g. "
-                         "images.transpose(0, 3, 1, 2)")  # fmt: skip
+    images = image_batch(images)
     attributes = attribute_rows(attributes, len(images))
     names = attribute_names(names, attributes.shape[1])
     for name, values in (("seeds", seeds), ("sample_ids", sample_ids)):

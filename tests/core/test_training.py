@@ -1,0 +1,101 @@
+"""`condeval.core.training.fit`: a run stops loudly at a non-finite loss, and a run folder is resumed only
+by the same run (hyperparameters compared by their bytes, the frozen inputs a module names)."""
+
+import logging
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from condeval.core.training import fit, state_digest
+
+ROWS = np.random.default_rng(0).normal(size=(40, 4)).astype(np.float32)
+TARGETS = ROWS.sum(axis=1, keepdims=True)
+OTHER_RUN = "belongs to another job"
+
+
+class Regression(pl.LightningModule):
+    """Linear regression; ``weights`` (a tensor hyperparameter) scales the loss, ``frozen`` names an input."""
+
+    def __init__(self, weights: torch.Tensor | None = None, frozen: str | None = None, lr: float = 0.01):
+        super().__init__()
+        self.save_hyperparameters(ignore=["frozen"])
+        self.net, self._frozen = torch.nn.Linear(4, 1), frozen
+
+    def frozen_identity(self):
+        return self._frozen
+
+    def _loss(self, batch):
+        x, y = batch
+        scale = 1.0 if self.hparams.weights is None else self.hparams.weights.mean()
+        return ((self.net(x) - y) ** 2).mean() * scale
+
+    def training_step(self, batch, batch_idx):
+        return self._loss(batch)
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val_loss", self._loss(batch))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+class Unnamed(Regression):
+    """The same module without saved hyperparameters."""
+
+    def __init__(self):
+        pl.LightningModule.__init__(self)
+        self.net, self._frozen = torch.nn.Linear(4, 1), None
+
+    def _loss(self, batch):
+        x, y = batch
+        return ((self.net(x) - y) ** 2).mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def _fit(module, out_dir, rows=ROWS):
+    return fit(module, (rows[8:], TARGETS[8:]), (rows[:8], TARGETS[:8]), out_dir, max_epochs=2, patience=5,
+               batch_size=8, seed=0, progress=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("where", ["training", "validation"])
+def test_a_nan_row_stops_the_run_loudly_instead_of_saving_nan_weights(tmp_path, where):
+    rows = ROWS.copy()
+    rows[20 if where == "training" else 3, 1] = np.nan
+    with pytest.raises(FloatingPointError, match=rf"{tmp_path.name}.*the {where}.*loss is nan.*non-finite"):
+        _fit(Regression(), tmp_path, rows)
+
+
+def test_a_tensor_hyperparameter_changed_where_its_repr_elides_trains_afresh(tmp_path, caplog):
+    weights, changed = torch.ones(2000), torch.ones(2000)
+    changed[1000] = 3.0
+    assert repr(weights) == repr(changed)  # what the identity read before
+    _fit(Regression(weights), tmp_path)
+    with caplog.at_level(logging.WARNING, logger="condeval.core.training"):
+        _fit(Regression(changed), tmp_path)
+    assert OTHER_RUN in caplog.text
+
+
+def test_a_changed_frozen_input_trains_afresh_and_the_same_one_resumes(tmp_path, caplog):
+    _fit(Regression(frozen="captions A"), tmp_path)
+    with caplog.at_level(logging.WARNING, logger="condeval.core.training"):
+        _fit(Regression(frozen="captions A"), tmp_path)
+        assert OTHER_RUN not in caplog.text
+        _fit(Regression(frozen="captions B"), tmp_path)
+    assert OTHER_RUN in caplog.text
+
+
+def test_a_module_without_saved_hyperparameters_is_warned_about(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="condeval.core.training"):
+        _fit(Unnamed(), tmp_path)
+    assert "saved no hyperparameters" in caplog.text
+
+
+def test_state_digest_reads_weights_and_values():
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    assert state_digest(a, ["x"]) == state_digest(a, ["x"])
+    assert len({state_digest(a, ["x"]), state_digest(b, ["x"]), state_digest(a, ["y"])}) == 3
