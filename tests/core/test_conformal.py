@@ -65,3 +65,12 @@ def test_bounds_and_empirical_coverage():
     low, high = coverage_bounds(99, 0.1)
     assert low == pytest.approx(0.9) and high == pytest.approx(0.91)
     assert empirical_coverage([0.1, 0.2, 0.3, 0.4], 0.25) == 0.5
+
+
+def test_a_list_of_int_and_str_ids_is_refused_not_merged():
+    """numpy turned [1, "1"] into two "1": 80 units were calibrated as 40."""
+    from condeval.core.conformal import unit_index
+
+    with pytest.raises(TypeError, match="one sortable type"):
+        unit_index([1, "1", 2, "2"])
+    np.testing.assert_array_equal(unit_index(["b", "a", np.str_("b")]), [1, 0, 1])

@@ -323,3 +323,34 @@ def test_text_to_image_arrays_and_table3_refuse_what_they_would_misread(tmp_path
                         {"encoder": {"weights_sha256": "clip" * 16}})  # fmt: skip
     with pytest.raises(ValueError, match="image id 0 has 2 rows; one row per image"):
         item_arrays(shards, "dino", seed=0)
+
+
+@pytest.mark.parametrize(
+    ("unit_ids", "seed", "error", "message"),
+    [
+        ([0.0, 1.0, np.nan, np.nan] * 10, 0, ValueError, "unit_ids has a missing id at row 2"),
+        ([0, 1, None, 3] * 10, 0, ValueError, "unit_ids has a missing id at row 2"),
+        ([1, "1", 2, "2"] * 10, 0, TypeError, "one sortable type"),
+        (np.arange(40).reshape(20, 2), 0, ValueError, r"1-D\); got shape \(20, 2\)"),
+        (np.arange(40), None, TypeError, "seed must be an integer"),
+    ],
+)
+def test_unit_folds_refuse_missing_and_mixed_ids_and_a_missing_seed(unit_ids, seed, error, message):
+    """NaN ids of different images were merged into one unit; seed None drew another split each call."""
+    from condeval.crel.image_to_text import assign_unit_folds
+
+    with pytest.raises(error, match=message):
+        assign_unit_folds(unit_ids, seed)
+
+
+def test_evaluate_crel_calibrates_on_units_when_given_groups(fitted):
+    """evaluate_crel had no groups: captions of one image were calibrated as exchangeable."""
+    crel, X, Y, folds = fitted
+    cal, test = folds == "cal", folds == "test"
+    images = np.repeat(np.arange(25), 4)
+    by_unit = evaluate_crel(crel, X[cal], Y[cal], X[test][:3], Y[test][:3], Y[test][:3], alpha=0.1, num_z0=2,
+                            steps=2, lr=0.05, seed=0, groups=images)  # fmt: skip
+    crel.calibrate(X[cal], Y[cal], 0.1, groups=images)
+    assert by_unit["gamma_cal"][0] == crel.gamma_cal_
+    crel.calibrate(X[cal], Y[cal], 0.1)
+    assert crel.gamma_cal_ != by_unit["gamma_cal"][0]

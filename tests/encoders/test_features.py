@@ -227,3 +227,34 @@ def test_clip_and_dino_read_images_alike_and_refuse_a_lone_str(tmp_path):
         clip.text_features("a red circle")
     with pytest.raises(TypeError, match=r"texts\[1\] must be a str; got int"):
         clip.text_features(["a red circle", 3])
+
+
+@pytest.mark.parametrize(
+    ("ids", "error", "message"),
+    [
+        (np.array([0.5, 1.7, 2.2]), TypeError, "ids must hold integers; got dtype float64"),
+        (np.array([0.0, np.nan, 2.0]), TypeError, "ids must hold integers"),
+        (np.array([2**63 + 5, 1, 2], dtype=np.uint64), ValueError, "past the int64 range"),
+        (np.array([True, False, True]), TypeError, "got dtype bool"),
+    ],
+)
+def test_shard_ids_that_are_not_integers_are_refused_not_truncated(tmp_path, ids, error, message):
+    """0.5 was written as id 0 and NaN as -2**63; aligned_features then lined image 10.2 up with 10."""
+    with pytest.raises(error, match=message):
+        write_feature_shard(tmp_path / "s.safetensors", ids, np.ones((3, 2)), META)
+    assert not (tmp_path / "s.safetensors").exists()
+
+
+def test_sixteen_bit_images_are_read_at_eight_bits_and_32_bit_ones_refused(tmp_path):
+    """A 16-bit PNG became a white image (convert("RGB") clips at 255): CLIP cosine 1.000 with white."""
+    from PIL import Image
+
+    from condeval.encoders.features import rgb_images
+
+    grey = np.arange(0, 256, dtype=np.uint8).reshape(16, 16)
+    Image.fromarray(grey.astype(np.uint16) * 257).save(tmp_path / "deep.png")
+    assert Image.open(tmp_path / "deep.png").mode.startswith("I;16")
+    for image in rgb_images([tmp_path / "deep.png"]) + rgb_images([Image.open(tmp_path / "deep.png")]):
+        np.testing.assert_array_equal(np.asarray(image)[..., 0], grey)
+    with pytest.raises(ValueError, match="32-bit float image .*convert it to uint8"):
+        rgb_images([Image.fromarray(grey.astype(np.float32) / 255)])

@@ -116,3 +116,41 @@ def test_captioner_refuses_a_folder_of_another_model(tmp_path, tokenizer):
     ).save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="not a BLIP or GIT"):
         Captioner(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        ({"num_return_sequences": 3}, ValueError, r"one caption per image; \['num_return_sequences'\]"),
+        ({"batch_size": -1}, ValueError, "batch_size must be an integer >= 1; got -1"),
+        ({"batch_size": 0}, ValueError, "batch_size must be an integer >= 1; got 0"),
+        ({"seed": None}, TypeError, "seed must be an integer"),
+        ({"images": "/"}, TypeError, "got one path '/'"),
+    ],
+)
+def test_captioner_arguments_are_refused_by_name(tmp_path, tokenizer, images, call, error, message):
+    """num_return_sequences=3 returned 3·N captions in one list (zipped with the ids: other images'
+    captions); batch_size=-1 returned no caption at all; one path was read character by character."""
+    from condeval.generators.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
+
+    config = tiny_captioner_config("git", tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1)
+    for save in (_model_class("git")(config), tokenizer, captioner_image_processor("git", 64)):
+        save.save_pretrained(tmp_path)
+    arguments = {"images": images, "seed": 0, "max_new_tokens": 2} | call
+    with pytest.raises(error, match=message):
+        Captioner(tmp_path).generate(arguments.pop("images"), **arguments)
+
+
+def test_a_bert_with_fewer_positions_than_max_length_truncates_at_its_own(tmp_path, tokenizer):
+    """A lab's BERT of 16 positions crashed inside transformers on a 30-token caption."""
+    from transformers import BertForPreTraining
+
+    from condeval.encoders.bert import tiny_bert_config
+    from condeval.encoders.features import BertEncoder
+
+    bert = BertForPreTraining(tiny_bert_config(tokenizer, width=32, layers=1, max_length=16)).eval()
+    bert.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    encoder = BertEncoder(tmp_path)
+    assert encoder.max_length == 16
+    assert encoder.text_features([" ".join(["red"] * 30)]).shape == (1, 32)

@@ -126,6 +126,10 @@ def unit_index(ids, name: str = "units", row: str = "row") -> np.ndarray:
     A missing id (None, NaN) or ids of types that do not sort together are refused, naming ``name``
     and the first such ``row``: a missing id must not silently become a unit of its own.
     """
+    if isinstance(ids, (list, tuple)):
+        kinds = {"str" if isinstance(v, (str, np.str_)) else "other" for v in ids}
+        if len(kinds) > 1:  # numpy would turn them all to str: id 1 and id "1" one unit
+            raise TypeError(f"{name} must hold ids of one sortable type; got str ids beside others")
     ids = np.asarray(ids)
     missing = np.isnan(ids) if ids.dtype.kind == "f" else None
     if ids.dtype == object:

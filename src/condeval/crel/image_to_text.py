@@ -71,6 +71,9 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
     get ``floor(n · fraction)`` images each; the VAE fold takes the rounding remainder. Too few images
     for every fold to get one is refused (an empty calibration fold would only fail later, in ``calibrate``).
     """
+    from condeval.core.io import check_integer
+
+    check_integer(seed, "seed")
     ids = np.asarray(image_ids)
     if len(np.unique(ids)) != len(ids):
         raise ValueError("image ids must be unique; rows that share an exchangeable unit (one condition's "
@@ -97,9 +100,16 @@ def assign_unit_folds(unit_ids, seed: int, fractions: tuple[float, ...] = FOLD_F
     """The fold of every row when rows share an exchangeable unit (several outputs of one condition,
     the captions of one image): :func:`assign_folds` over the units, each row taking its unit's fold,
     so that no unit lies in two folds and calibration is exchangeable with a new condition. The
-    fractions are of units, not rows."""
-    units, unit_of_row = np.unique(np.asarray(unit_ids), return_inverse=True)
-    return assign_folds(units, seed, fractions)[unit_of_row]
+    fractions are of units, not rows. A missing id (None, NaN) or ids that do not sort together are
+    refused (:func:`condeval.core.conformal.unit_index`): a missing id must not merge rows of different
+    units into one."""
+    from condeval.core.conformal import unit_index
+
+    if np.ndim(unit_ids) != 1:
+        raise ValueError(f"unit_ids must be one id per row (1-D); got shape {np.shape(unit_ids)}")
+    unit_of_row = unit_index(unit_ids, "unit_ids")
+    # assign_folds reads only the ids' order, which unit_index's 0..n_units - 1 keep
+    return assign_folds(np.arange(len(np.unique(unit_of_row))), seed, fractions)[unit_of_row]
 
 
 def aligned_features(
@@ -335,9 +345,14 @@ def evaluate_crel(
     lr: float,
     seed: int,
     device=None,
+    groups=None,
     **stopping,
 ) -> dict[str, np.ndarray]:
     """Calibrate on the calibration fold, then score every test item.
+
+    ``groups`` gives each calibration row's exchangeable unit (e.g. its image, where a fold holds
+    several captions of one image) and is passed to :meth:`CReL.calibrate`: the bound then covers
+    every caption of a new unit. Without it the rows are taken as exchangeable.
 
     Returns per test item: ``rho`` (cos of the sampled caption's feature to GT), ``crel_rho`` (the
     worst ρ in the calibrated region, Eq. 8), ``covered`` (E(y) ∈ S^γ(x)), ``rho_own_code`` (ρ of
@@ -346,7 +361,7 @@ def evaluate_crel(
     :func:`condeval.crel.reliability.reliability_score`). The own code is one of the PGD starts,
     so for a covered item ``crel_rho <= rho_own_code``.
     """
-    crel.calibrate(X_cal, Y_cal, alpha)
+    crel.calibrate(X_cal, Y_cal, alpha, groups=groups)
     out = _worst_case(
         crel, X_test, Y_test, GT_test, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, **stopping
     )

@@ -59,9 +59,28 @@ def image_list(images) -> list:
     return images
 
 
+#: PIL's 16-bit modes, read as 8 bits by value / 257 (``convert("RGB")`` clips them at 255: a white image).
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
+
+
 def rgb_images(batch: Sequence) -> list[Image.Image]:
-    """RGB PIL images of a batch of PIL images or file paths (files opened here, one batch at a time)."""
-    return [Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i.convert("RGB") for i in batch]
+    """RGB PIL images of a batch of PIL images or file paths (files opened here, one batch at a time).
+
+    16-bit images (:data:`SIXTEEN_BIT_MODES`, e.g. a 16-bit PNG) are scaled to 8 bits. 32-bit integer
+    and float images (modes ``I`` and ``F``) carry no range PIL can read, so they are refused: convert
+    them to 8 bits first.
+    """
+    return [_rgb(Image.open(i) if isinstance(i, (str, os.PathLike)) else i, i) for i in batch]
+
+
+def _rgb(image: Image.Image, source) -> Image.Image:
+    if image.mode in SIXTEEN_BIT_MODES:
+        image = Image.fromarray(np.round(np.asarray(image, dtype=np.float64) / 257.0).astype(np.uint8), "L")
+    elif image.mode in ("I", "F"):
+        where = source if isinstance(source, (str, os.PathLike)) else "an image"
+        raise ValueError(f"{where}: a 32-bit {'float' if image.mode == 'F' else 'integer'} image (PIL mode "
+                         f"{image.mode}) has no range to read as 8 bits; convert it to uint8 first")  # fmt: skip
+    return image.convert("RGB")
 
 
 def text_list(texts, name: str = "texts", hint: str = "wrap it in a list") -> list[str]:
@@ -171,7 +190,8 @@ class ClipEncoder(ArrayImages):
 class BertEncoder:
     """A ``BertModel`` whose caption feature is the [CLS] hidden state (the paper's BERT-SIM).
 
-    Captions are truncated at ``max_length`` tokens (the paper: 50).
+    Captions are truncated at ``max_length`` tokens (the paper: 50), or at the model's
+    ``max_position_embeddings`` where it has fewer positions.
     """
 
     def __init__(self, path: str | os.PathLike, device: str | None = None, max_length: int = 50):
@@ -181,7 +201,7 @@ class BertEncoder:
         self.device = torch.device(device or "cpu")
         self.model = BertModel.from_pretrained(str(path), add_pooling_layer=False).eval().to(self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
-        self.max_length = max_length
+        self.max_length = min(max_length, self.model.config.max_position_embeddings)
 
     @property
     def identity(self) -> dict:

@@ -19,7 +19,7 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file, save
 
-from condeval.core.io import atomic_path, files_sha256
+from condeval.core.io import atomic_path, files_sha256, integer_array
 
 __all__ = ["FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards", "check_one_encoder"]
 
@@ -45,8 +45,18 @@ def model_identity(path: str | os.PathLike) -> dict:
 
 
 def write_feature_shard(path: str | os.PathLike, ids: np.ndarray, features: np.ndarray, metadata: dict) -> None:
-    """Write one shard atomically; ``metadata`` (JSON-serialisable) goes in the safetensors header."""
-    ids, features = np.asarray(ids, dtype=np.int64), np.ascontiguousarray(features, dtype=np.float32)
+    """Write one shard atomically; ``metadata`` (JSON-serialisable) goes in the safetensors header.
+
+    Raises
+    ------
+    TypeError
+        ``ids`` that are not integers (:func:`condeval.core.io.integer_array`: 0.5 is refused rather
+        than truncated onto id 0, a NaN rather than written as -2**63).
+    ValueError
+        Mismatched shapes, or non-finite features.
+    """
+    ids = integer_array(ids, f"{path}: ids")
+    features = np.ascontiguousarray(features, dtype=np.float32)
     if features.ndim != 2 or ids.shape != (features.shape[0],):
         raise ValueError(f"{path}: need features (n, d) and ids (n,); got {features.shape} and {ids.shape}")
     if not np.isfinite(features).all():

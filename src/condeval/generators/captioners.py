@@ -12,6 +12,7 @@ and CReL measures the worst of what a model may say. The sampling settings come 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +23,13 @@ from PIL import Image
 
 from condeval.core.logs import progress
 
-__all__ = ["ARCHITECTURES", "tiny_captioner_config", "captioner_image_processor", "Captioner"]
+__all__ = ["ARCHITECTURES", "RESERVED_SAMPLING", "tiny_captioner_config", "captioner_image_processor", "Captioner"]
+
+log = logging.getLogger(__name__)
+
+#: ``model.generate`` arguments :meth:`Captioner.generate` refuses: they return several sequences per image
+#: in one flat list, which would pair images with other images' captions.
+RESERVED_SAMPLING = ("num_return_sequences",)
 
 ARCHITECTURES = ("blip", "git")
 
@@ -193,8 +200,27 @@ class Captioner:
         Returns
         -------
         list of str
-            One caption per image, in order.
+            One caption per image, in order (an empty caption, which a captioner may sample, is kept
+            and counted in a warning).
+
+        Raises
+        ------
+        TypeError, ValueError
+            Naming the argument: one image or path instead of a sequence, an item that is neither,
+            a ``seed`` or ``batch_size`` that is not an integer (``batch_size`` at least 1), or a
+            ``sampling`` key that returns other than one caption per image
+            (:data:`RESERVED_SAMPLING`: draw again with another seed instead).
         """
+        from condeval.core.io import check_integer
+        from condeval.encoders.features import image_list, rgb_images
+
+        images = image_list(images)
+        check_integer(seed, "seed")
+        check_integer(batch_size, "batch_size", least=1)
+        reserved = sorted(set(sampling) & set(RESERVED_SAMPLING))
+        if reserved:
+            raise ValueError(f"generate samples one caption per image; {reserved} would change that (for more "
+                             "captions per image, call it again with another seed)")  # fmt: skip
         unwanted = [
             self.tokenizer.convert_tokens_to_ids(t)
             for t in (
@@ -208,12 +234,12 @@ class Captioner:
         sampling = {"suppress_tokens": sorted(set(unwanted)), **sampling}
         captions: list[str] = []
         for start in progress(range(0, len(images), batch_size), desc="captions", unit="batch", enabled=progress_bar):
-            batch = [
-                Image.open(i).convert("RGB") if isinstance(i, (str, os.PathLike)) else i
-                for i in images[start : start + batch_size]
-            ]
+            batch = rgb_images(images[start : start + batch_size])
             pixels = self.image_processor(batch, return_tensors="pt")["pixel_values"].to(self.device)
             torch.manual_seed(int(np.random.SeedSequence([seed, start]).generate_state(1)[0]))
             out = self.model.generate(pixel_values=pixels, **sampling)
             captions.extend(text.strip() for text in self.tokenizer.batch_decode(out, skip_special_tokens=True))
+        empty = sum(not caption for caption in captions)
+        if empty:
+            log.warning("%s: %d of %d sampled captions are empty", self.path, empty, len(captions))
         return captions
