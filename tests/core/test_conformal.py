@@ -74,3 +74,25 @@ def test_a_list_of_int_and_str_ids_is_refused_not_merged():
     with pytest.raises(TypeError, match="one sortable type"):
         unit_index([1, "1", 2, "2"])
     np.testing.assert_array_equal(unit_index(["b", "a", np.str_("b")]), [1, 0, 1])
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: conformal_quantile(np.arange(10.0).reshape(5, 2), 0.1), ValueError, r"1-D.*\(5, 2\)"),
+        (lambda: conformal_quantile(["0.1", "0.2", "0.3"], 0.5), TypeError, "numbers; got dtype <U3"),
+        (lambda: conformal_rank(19.5, 0.1), TypeError, "n must be an integer"),
+        (lambda: coverage_bounds(0, 0.1), ValueError, "n must be an integer >= 1; got 0"),
+    ],
+)
+def test_inputs_that_would_calibrate_the_wrong_sample_are_refused(call, error, message):
+    """5 points x 2 columns were flattened into one sample of 10 (the overall maximum at alpha = 0.1)."""
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_the_rank_is_one_near_alpha_one_and_the_band_stays_below_one():
+    assert conformal_rank(5, 1 - 1e-11) == 1 and conformal_quantile([3.0, 1.0, 2.0], 1 - 1e-11) == 1.0
+    assert coverage_bounds(5, 0.05) == (0.95, 1.0)
+    torch = pytest.importorskip("torch")
+    assert conformal_quantile(torch.arange(20.0, requires_grad=True), 0.1) == 18.0

@@ -51,12 +51,15 @@ def conformal_rank(n: int, alpha: float) -> int:
         If α ∉ (0, 1) or k > n, i.e. there are too few calibration points for
         the requested α (at least ⌈1/α⌉ − 1 are needed).
     """
+    from condeval.core.io import check_integer
+
     alpha = _check_alpha(alpha)
-    if n < 1:
+    if check_integer(n, "n") < 1:
         raise ValueError("conformal calibration needs at least one score; got 0")
-    # round() guards against (n+1)(1-α) landing a hair above an integer in floating point.
+    # round() guards against (n+1)(1-α) landing a hair above an integer in floating point; the rank is
+    # at least 1 for every α < 1 (rounding would make it 0 within 1e-9 of α = 1)
     product = (n + 1) * (1.0 - alpha)
-    rank = math.ceil(round(product, 9))
+    rank = max(1, math.ceil(round(product, 9)))
     if rank > n:
         needed = math.ceil(round(1.0 / alpha, 9)) - 1
         raise ValueError(
@@ -87,15 +90,24 @@ def conformal_quantile(scores, alpha: float) -> float:
 
     Raises
     ------
+    TypeError
+        Scores that are not numbers (strings, bools).
     ValueError
-        If α ∉ (0, 1), the scores contain NaN, or the rank exceeds n.
+        If α ∉ (0, 1), the scores are not 1-D or contain NaN, or the rank exceeds n.
 
     Examples
     --------
     >>> conformal_quantile([0.3, 0.1, 0.2, 0.5, 0.4, 0.9, 0.7, 0.6, 0.8, 1.0], 0.2)
     0.9
     """
-    values = np.asarray(scores, dtype=np.float64).ravel()
+    from condeval.metrics import as_numpy
+
+    values = as_numpy(scores)
+    if values.ndim != 1:  # a flattened (n, k) array would calibrate n·k scores as one sample
+        raise ValueError(f"scores must be 1-D, one score per calibration point; got shape {values.shape}")
+    if values.dtype.kind not in "iuf":
+        raise TypeError(f"scores must be numbers; got dtype {values.dtype}")
+    values = values.astype(np.float64)
     if np.isnan(values).any():
         bad = int(np.flatnonzero(np.isnan(values))[0])
         raise ValueError(f"scores contain NaN (first at index {bad})")
@@ -106,10 +118,13 @@ def conformal_quantile(scores, alpha: float) -> float:
 def coverage_bounds(n: int, alpha: float) -> tuple[float, float]:
     """Marginal coverage interval ``[1−α, 1−α + 1/(n+1)]`` of split conformal.
 
-    The upper end assumes continuous (tie-free) scores.
+    The upper end assumes continuous (tie-free) scores; it is at most 1.
     """
+    from condeval.core.io import check_integer
+
     alpha = _check_alpha(alpha)
-    return 1.0 - alpha, 1.0 - alpha + 1.0 / (n + 1)
+    check_integer(n, "n", least=1)
+    return 1.0 - alpha, min(1.0, 1.0 - alpha + 1.0 / (n + 1))
 
 
 def empirical_coverage(test_scores, threshold: float) -> float:
