@@ -11,7 +11,9 @@ Two errors of widely copied bound code are not repeated here: the Hoeffding term
 min(r̂, R) (so it binds whenever r̂ < R, not never), and the Bentkus term uses the ceiling ⌈n r̂⌉.
 MAPIE takes that ceiling of n·r̂ as float64 computes it, and a mean accumulated in float64 lands
 just above an integer (1000 losses of 0.1: n·r̂ = 100.00000000000001), where ⌈·⌉ adds one; n·r̂
-is snapped to the nearest integer first when within 1e-9 (relative) of it, so the bound is Eq. 7's there.
+is snapped to the nearest integer first when within the rounding error of a float64 sum of n terms
+(4·n·ε·|n·r̂|, ε the float64 epsilon), so the bound is Eq. 7's there and a real fractional part
+(40,000 + 1e-5 over n = 200,000) is kept.
 """
 
 from __future__ import annotations
@@ -72,14 +74,16 @@ def hb_p_value(risk_hat, n: int, alpha: float) -> np.ndarray:
     flat = compute_hoeffding_bentkus_p_value(risks.reshape(-1), n, alpha)[:, 0]
     # MAPIE's Bentkus count ⌈n·r̂⌉ can be one too many (module docstring); the exact count never
     # exceeds it, so its tail is the smaller one and the minimum is the exact bound.
-    exact_bentkus = np.e * binom.cdf(_exact_ceiling(n * risks.reshape(-1)), n, alpha)
+    exact_bentkus = np.e * binom.cdf(_exact_ceiling(n * risks.reshape(-1), n), n, alpha)
     return np.minimum(np.minimum(flat, exact_bentkus), 1.0).reshape(risks.shape)
 
 
-def _exact_ceiling(counts: np.ndarray) -> np.ndarray:
-    """⌈x⌉ of sums computed in float64, after snapping those within 1e-9 (relative) of an integer to it."""
+def _exact_ceiling(counts: np.ndarray, n: int) -> np.ndarray:
+    """⌈x⌉ of sums of ``n`` terms computed in float64, after snapping those within their rounding error
+    (4·n·ε·|x|, the bound of recursive summation with the mean's division and product) of an integer."""
     nearest = np.round(counts)
-    snapped = np.where(np.isclose(counts, nearest, rtol=1e-9, atol=1e-9), nearest, counts)
+    tolerance = 4.0 * n * np.finfo(np.float64).eps * np.abs(counts)
+    snapped = np.where(np.abs(counts - nearest) <= tolerance, nearest, counts)
     return np.ceil(snapped)
 
 
