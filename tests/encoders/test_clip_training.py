@@ -77,3 +77,24 @@ def test_the_contrastive_loss_on_padding_cut_batches_is_the_loss_on_full_length_
         text, hard = (module.embed(ids=i[:, 0], mask=m[:, 0]) for i, m in ((ids, mask), (hard_ids, hard_mask)))
         full = contrastive_loss(image, text, hard, module.model.logit_scale, 2.0, module.hparams.max_logit_scale)
     assert float(cut) == pytest.approx(float(full), rel=1e-5)
+
+
+def test_caption_words_the_tokenizer_does_not_know_are_counted_in_a_warning(caplog):
+    """A lab's own captions became "a [UNK] [UNK]" each, and train_clip trained on them without a word."""
+    import logging
+
+    from condeval.datasets.miniworld import vocabulary
+    from condeval.encoders.data import token_arrays
+    from condeval.encoders.tokenizer import build_word_tokenizer
+    from condeval.encoders.train import _warn_unknown_words
+
+    tokenizer = build_word_tokenizer(vocabulary())
+    captions = [["a crimson zebra"], ["a red star"]]
+    ids, mask = token_arrays(tokenizer, [c for per_image in captions for c in per_image], 8)
+    with caplog.at_level(logging.WARNING, logger="condeval.encoders.train"):
+        _warn_unknown_words(tokenizer, captions, (ids, mask))
+    assert "2 of " in caplog.text and "['crimson', 'zebra']" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="condeval.encoders.train"):
+        _warn_unknown_words(tokenizer, captions[1:], token_arrays(tokenizer, captions[1], 8))
+    assert not caplog.text

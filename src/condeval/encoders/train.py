@@ -8,6 +8,7 @@ folder that also holds the tokenizer and image processor, written atomically.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ from condeval.core.training import fit, model_record, training_summary
 from condeval.datasets.coco import load_captions
 from condeval.datasets.miniworld import SHAPES, images_with_shapes, swap_shape_noun
 from condeval.encoders.data import captions_per_image, pixel_values, token_arrays
+
+log = logging.getLogger(__name__)
 
 __all__ = ["coco_split", "train_clip", "train_bert", "train_and_export"]
 
@@ -73,6 +76,20 @@ def _token_cube(
     inner = (per_caption,) if per_caption > 1 else ()
     shape = (len(captions), len(captions[0]) // per_caption, *inner, max_length)
     return ids.reshape(shape), mask.reshape(shape)
+
+
+def _warn_unknown_words(tokenizer, captions: list[list[str]], tokens: tuple[np.ndarray, np.ndarray]) -> None:
+    """Log how many caption tokens the tokenizer reads as its unknown token, with a few of their words (a
+    lab's captions against the mini-world's word vocabulary: every unknown word becomes one [UNK])."""
+    ids, mask = tokens
+    unknown = int(((ids == tokenizer.unk_token_id) & (mask > 0)).sum()) if tokenizer.unk_token_id is not None else 0
+    if unknown:
+        vocabulary = tokenizer.get_vocab()
+        words = sorted(
+            {w for per_image in captions for c in per_image for w in c.lower().split() if w not in vocabulary}
+        )
+        log.warning("%d of %d caption tokens are %s (words the tokenizer does not know, e.g. %s)", unknown,
+                    int((mask > 0).sum()), tokenizer.unk_token, words[:10])  # fmt: skip
 
 
 def _foils(captions: list[list[str]], rng: np.random.Generator, shapes: list[str], per_caption: int) -> list[list[str]]:
@@ -170,7 +187,9 @@ def train_clip(
     seen = [shape for shape in SHAPES if shape not in set(exclude_shapes)]
     length = model.get("max_length", 32)
     hard = _token_cube(tokenizer, _foils(captions, rng, seen, foils), length, foils)
-    arrays = (pixel_values(frame["path"].to_list(), processor), *_token_cube(tokenizer, captions, length), *hard)
+    tokens = _token_cube(tokenizer, captions, length)
+    _warn_unknown_words(tokenizer, captions, tokens)
+    arrays = (pixel_values(frame["path"].to_list(), processor), *tokens, *hard)
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_clip_config(tokenizer, image_size, **model)
     steps = _steps(len(captions) - val_images, batch_size, epochs)
