@@ -46,6 +46,26 @@ def test_metric_arrays_pair_each_metric_with_its_ground_truth():
         metric_arrays("dino", image, ref, cap_clip, cap_bert)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"caption_clip": np.ones((8, 3))}, r"the same n; got \{'image': 2, 'reference_bert': 2, 'caption_clip': 8"),
+        (
+            {"caption_clip": np.ones((2, 5)), "caption_bert": np.ones((2, 3))},
+            "image and caption_clip must come from one",
+        ),
+        ({"image": [[1.0, np.nan, 0.0], [0.0, 1.0, 0.0]]}, "image"),
+        ({"reference_bert": np.ones(2)}, r"reference_bert must be a numeric \(n, width\) array"),
+    ],
+)
+def test_metric_arrays_refuse_sources_of_other_items_or_encoders(change, message):
+    """Per-caption features beside per-image ones, and CLIP and BERT sources swapped, came back silently."""
+    sources = {"image": np.ones((2, 3)), "reference_bert": np.ones((2, 5)), "caption_clip": np.ones((2, 3)),
+               "caption_bert": np.ones((2, 5))} | change  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        metric_arrays("clip", **sources)
+
+
 def test_the_condition_is_the_image_alone_unless_the_reference_is_asked_for():
     rng = np.random.default_rng(3)
     image, ref, cap_clip, cap_bert = (
@@ -195,6 +215,12 @@ def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
     assert curve[1]["se"] == pytest.approx(np.std(out["crel_rho"], ddof=1) / np.sqrt(test.sum()))
     reused = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], searched={3: out}, **search)
     assert reused == curve  # Table 2's search stands in for the point it would rerun
+    other = folds == "cal"  # a search of other items was taken for these items' point
+    with pytest.raises(ValueError, match="num_z0 = 3 scored other items"):
+        num_z0_curve(crel, X[other], Y[other], GT[other], [3], searched={3: out | {"crel_rho": np.zeros(other.sum()),
+                     "converged": np.ones(other.sum(), bool)}}, **search)  # fmt: skip
+    with pytest.raises(TypeError, match=r"num_z0s\[0\] must be an integer"):
+        num_z0_curve(crel, X[test], Y[test], GT[test], [2.7], **search)
 
 
 def test_a_search_given_to_the_num_z0_curve_is_not_run_again(fitted, monkeypatch):

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
+from condeval.core.io import check_finite
 from condeval.metrics import cosine_similarity, unit_rows
 
 __all__ = [
@@ -199,10 +200,17 @@ def num_z0_curve(
     Returns per ``num_z0``: the mean CReL-ρ, its standard error over the items and the fraction of
     items whose search converged.
     """
+    from condeval.core.io import check_integer
+
+    num_z0s = [check_integer(k, f"num_z0s[{i}]", least=1) for i, k in enumerate(num_z0s)]
     searched = searched or {}
+    rho = cosine_rows(Y_test, GT_test)
     for k, out in searched.items():
         if len(out["crel_rho"]) != len(X_test):
             raise ValueError(f"the search at num_z0 = {k} scored {len(out['crel_rho'])} items, not {len(X_test)}")
+        if "rho" in out and not np.allclose(out["rho"], rho):  # evaluate_crel's record of its items
+            raise ValueError(f"the search at num_z0 = {k} scored other items than X_test, Y_test, GT_test "
+                             "(its rho differs): searched holds searches of these items only")  # fmt: skip
     curve = []
     for k in num_z0s:
         out = (
@@ -298,6 +306,29 @@ def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return cosine_similarity(np.asarray(a, np.float64), np.asarray(b, np.float64))
 
 
+def feature_sources(sources: Mapping[str, np.ndarray], pairs: tuple[tuple[str, str], ...]) -> dict[str, np.ndarray]:
+    """``sources`` as numeric, finite (n, width) arrays of one n, each pair of ``pairs`` of one width.
+
+    A metric's sources are its items' features from two encoders: a source with another item count
+    (per-caption features beside per-image ones) or of the other encoder (two sources swapped) is
+    refused naming them, before it could be paired row by row.
+    """
+    arrays = {}
+    for name, values in sources.items():
+        array = np.asarray(values)
+        if array.ndim != 2 or not np.issubdtype(array.dtype, np.number):
+            raise ValueError(f"{name} must be a numeric (n, width) array; got {array.dtype} {array.shape}")
+        arrays[name] = check_finite(array, name)
+    rows = {name: len(values) for name, values in arrays.items()}
+    if len(set(rows.values())) > 1:
+        raise ValueError(f"the sources must hold one row per item, the same n; got {rows}")
+    for first, second in pairs:
+        if arrays[first].shape[1] != arrays[second].shape[1]:
+            raise ValueError(f"{first} and {second} must come from one encoder (one width); got "
+                             f"{arrays[first].shape[1]} and {arrays[second].shape[1]}")  # fmt: skip
+    return arrays
+
+
 def condition_features(condition: str, image: np.ndarray, reference_bert: np.ndarray) -> np.ndarray:
     """The condition X of every item: ``image`` (the CLIP image feature) or ``image+reference``
     (it and the evaluation caption's BERT feature side by side)."""
@@ -321,14 +352,17 @@ def metric_arrays(
 
     ``image``: CLIP image features; ``reference_bert``: BERT features of the evaluation captions;
     ``caption_clip`` / ``caption_bert``: features of the model's sampled captions; ``condition``:
-    see :func:`condition_features`.
+    see :func:`condition_features`. The sources are checked by :func:`feature_sources` (one n; the
+    CLIP sources of one width, the BERT ones of another).
     """
-    condition = condition_features(condition, image, reference_bert)
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
+    sources = feature_sources({"image": image, "reference_bert": reference_bert, "caption_clip": caption_clip,
+                               "caption_bert": caption_bert}, ONE_ENCODER_SOURCES)  # fmt: skip
+    condition = condition_features(condition, sources["image"], sources["reference_bert"])
     if metric == "clip":
-        return condition, caption_clip, image
-    if metric == "bert":
-        return condition, caption_bert, reference_bert
-    raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
+        return condition, sources["caption_clip"], sources["image"]
+    return condition, sources["caption_bert"], sources["reference_bert"]
 
 
 def evaluate_crel(

@@ -21,8 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from condeval.core.io import check_finite
-from condeval.crel.image_to_text import aligned_features, assign_folds, assign_unit_folds, table2
+from condeval.crel.image_to_text import aligned_features, assign_folds, assign_unit_folds, feature_sources, table2
 
 __all__ = ["METRICS", "FEATURE_SOURCES", "SOURCE_ENCODERS", "metric_arrays", "item_arrays", "table3"]
 
@@ -45,26 +44,11 @@ def metric_arrays(
     """
     if metric not in METRICS:
         raise ValueError(f"unknown text-to-image metric {metric!r}; expected one of {METRICS}")
-    sources = {"caption_clip": caption_clip, "generated_clip": generated_clip, "real_dino": real_dino,
-               "generated_dino": generated_dino}  # fmt: skip
-    arrays = {name: _feature_rows(values, name) for name, values in sources.items()}
-    rows = {name: len(values) for name, values in arrays.items()}
-    if len(set(rows.values())) > 1:
-        raise ValueError(f"the sources must hold one row per item, the same n; got {rows}")
-    for first, second in ONE_ENCODER_SOURCES:
-        if arrays[first].shape[1] != arrays[second].shape[1]:
-            raise ValueError(f"{first} and {second} must come from one encoder (one width); got "
-                             f"{arrays[first].shape[1]} and {arrays[second].shape[1]}")  # fmt: skip
+    arrays = feature_sources({"caption_clip": caption_clip, "generated_clip": generated_clip, "real_dino": real_dino,
+                              "generated_dino": generated_dino}, ONE_ENCODER_SOURCES)  # fmt: skip
     if metric == "clip":
         return arrays["caption_clip"], arrays["generated_clip"], arrays["caption_clip"]
     return arrays["caption_clip"], arrays["generated_dino"], arrays["real_dino"]
-
-
-def _feature_rows(values, name: str) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim != 2 or not np.issubdtype(array.dtype, np.number):
-        raise ValueError(f"{name} must be a numeric (n, width) array; got {array.dtype} {array.shape}")
-    return check_finite(array, name)
 
 
 def item_arrays(shards: dict[str, list], metric: str, seed: int, encoders: dict | None = None, units=None):
