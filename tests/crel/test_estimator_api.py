@@ -62,6 +62,32 @@ def test_wrong_widths_name_the_argument_and_the_expected_shape(crel, data):
         crel.calibrate(X, Y[:50], 0.1)
 
 
+def test_complex_and_string_features_are_refused_by_name(crel, data):
+    """Complex X lost its imaginary part with a torch warning; str X failed inside torch unnamed."""
+    X, Y = data
+    with pytest.raises(TypeError, match="X must be real numbers; got dtype complex128"):
+        crel.calibrate(X + 1j, Y, 0.1)
+    with pytest.raises(TypeError, match="Y must be real numbers; got dtype <U"):
+        crel.calibrate(X, Y.astype(str), 0.1)
+    crel.calibrate(X, Y, 0.1)
+    with pytest.raises(TypeError, match="X must be real numbers"):
+        crel.contains(X.astype(str), Y)
+
+
+def test_a_zero_ground_truth_is_refused_under_the_cosine_metric(data):
+    """Its cosine is 0 to every point: CReL-rho scored 0, silently."""
+    torch.manual_seed(0)
+    lgm = LatentVAE(output_dim=2, latent_dim=2, hidden_dims=[8, 8])
+    dqr = DirectionalQuantileRegressor(cond_dim=3, latent_dim=2, quantile_level=0.1, direction_seed=0,
+                                       n_directions=32, directions_per_step=16, hidden_dims=[8])  # fmt: skip
+    crel, (X, Y) = CReL(lgm, dqr, metric="cosine"), data
+    crel.calibrate(X, Y, 0.1)
+    gt = Y.copy()
+    gt[4] = 0.0
+    with pytest.raises(ValueError, match="gt row 4 is all zeros"):
+        crel.reliability(X, gt, steps=2, num_z0=2)
+
+
 def test_use_before_calibration_says_to_calibrate(crel, data):
     X, Y = data
     for call in (lambda: crel.contains(X, Y), lambda: next(iter(crel.region_clouds(X))),
@@ -98,7 +124,7 @@ _NAN[2, 1] = np.nan
         (_changed(_ARRAYS, "X_lgm", _ARRAYS["X_lgm"][:10]), {}, ValueError, "X_lgm and Y_lgm .* 10 and 40"),
         (_changed(_ARRAYS, "Y_dqr", np.ones((40, 4))), {}, ValueError, "Y_lgm and Y_dqr must have the same width"),
         (_changed(_ARRAYS, "Y_lgm", np.ones(40)), {}, ValueError, r"Y_lgm must be 2-D .*\(40,\)"),
-        (_changed(_ARRAYS, "X_dqr", [["a"] * 3] * 40), {}, TypeError, "X_dqr must be numeric"),
+        (_changed(_ARRAYS, "X_dqr", [["a"] * 3] * 40), {}, TypeError, "X_dqr must be real numbers; got dtype <U1"),
         (_changed(_ARRAYS, "X_lgm", _NAN), {}, ValueError, "X_lgm"),
         (_fit_arrays(3), {}, ValueError, "Y_lgm has 3 rows: too few"),
         (_ARRAYS, {"val_fraction": 1.2}, ValueError, "val_fraction must be in"),
@@ -141,6 +167,10 @@ def test_the_worst_case_search_refuses_bad_settings_and_a_ground_truth_of_anothe
         ({"num_z0": "50"}, "num_z0 must be an integer"),
         ({"steps": 2.5}, "steps must be an integer"),
         ({"extra_starts": np.zeros((3, 5))}, r"extra_starts must have shape \(60, r\).* got \(3, 5\)"),
+        (
+            {"extra_starts": np.where(np.arange(60)[:, None] == 7, np.nan, np.zeros((60, 2)))},
+            r"extra_starts hold NaN or infinite values \(row 7\)",
+        ),
     ]:
         with pytest.raises((ValueError, TypeError), match=message):
             crel.reliability(X, **({"gt": Y, "steps": 2, "num_z0": 4} | arguments))

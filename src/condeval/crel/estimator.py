@@ -26,16 +26,23 @@ from condeval.crel.models.vae import LatentVAE
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.regions import iter_region_clouds
 from condeval.crel.reliability import reliability_score
+from condeval.metrics import as_numpy
 
 __all__ = ["CReL"]
 
 
+def _real(array, name: str) -> np.ndarray:
+    """``array`` as a real-valued NumPy array, or a TypeError naming ``name``."""
+    values = as_numpy(array)
+    if values.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers; got dtype {values.dtype}")
+    return values
+
+
 def _numeric_rows(array, name: str) -> np.ndarray:
-    """``array`` as finite float64 rows (n, k), or an error naming ``name``."""
-    try:
-        rows = np.asarray(array, dtype=np.float64)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"{name} must be numeric; {error}") from None
+    """``array`` as finite float64 rows (n, k), or an error naming ``name`` (strings, numeric ones
+    included, bools and complex numbers are refused: a complex array would lose its imaginary part)."""
+    rows = _real(array, name).astype(np.float64)
     if rows.ndim != 2:
         raise ValueError(f"{name} must be 2-D (rows, features); got shape {rows.shape}")
     return check_finite(rows, name)
@@ -240,17 +247,19 @@ class CReL:
     def _check_inputs(self, X: np.ndarray, Y: np.ndarray | None = None) -> None:
         """Shapes the models expect, named by argument (X: (n, p); Y: (n, d), same n)."""
         p = int(self.dqr.hparams.cond_dim)
-        X = np.asarray(X)
+        X = as_numpy(X)
         if X.ndim != 2 or X.shape[1] != p:
             raise ValueError(f"X must have shape (n, {p}) (the DQR's condition width); got {X.shape}")
+        _real(X, "X")
         if Y is None:
             return
         d = int(self.lgm.hparams.output_dim)
-        Y = np.asarray(Y)
+        Y = as_numpy(Y)
         if Y.ndim != 2 or Y.shape[1] != d:
             raise ValueError(f"Y must have shape (n, {d}) (the LGM's output width); got {Y.shape}")
         if Y.shape[0] != X.shape[0]:
             raise ValueError(f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}")
+        _real(Y, "Y")
 
     @torch.no_grad()
     def encode(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -376,6 +385,9 @@ class CReL:
         if gt.shape != (len(X), d):
             raise ValueError(f"gt must have shape ({len(X)}, {d}) (one ground truth per row of X, in the LGM's "
                              f"output space); got {gt.shape}")  # fmt: skip
+        zero = np.flatnonzero(~gt.any(axis=1))
+        if self.metric == "cosine" and len(zero):  # a zero row's cosine is 0 to every point: a score of 0, silently
+            raise ValueError(f"gt row {int(zero[0])} is all zeros: its cosine similarity is undefined")
         U, b, X = self.directions, self.offsets(X), check_finite(np.asarray(X, dtype=np.float64), "X")
         if device is None:
             return reliability_score(

@@ -149,6 +149,9 @@ def reliability_score(
     if e_t is not None and (e_t.shape[0] != n or e_t.shape[2] != r):
         raise ValueError(f"extra_starts must have shape ({n}, r) or ({n}, m, r) with r = {r}; got "
                          f"{tuple(torch.as_tensor(extra_starts).shape)}")  # fmt: skip
+    if e_t is not None and not bool(torch.isfinite(e_t).all()):
+        bad = int(torch.nonzero(~torch.isfinite(e_t).reshape(n, -1).all(dim=1))[0, 0])
+        raise ValueError(f"extra_starts hold NaN or infinite values (row {bad})")
     if gt_t.shape[0] != n or (x_t is not None and x_t.shape[0] != n):
         raise ValueError(f"gt and x must have {n} rows (one per row of b)")
     gen = torch.Generator(device=device).manual_seed(int(seed))
