@@ -80,7 +80,11 @@ def test_a_list_of_int_and_str_ids_is_refused_not_merged():
     ("call", "error", "message"),
     [
         (lambda: conformal_quantile(np.arange(10.0).reshape(5, 2), 0.1), ValueError, r"1-D.*\(5, 2\)"),
-        (lambda: conformal_quantile(["0.1", "0.2", "0.3"], 0.5), TypeError, "numbers; got dtype <U3"),
+        (
+            lambda: conformal_quantile(["0.1", "0.2", "0.3"], 0.5),
+            TypeError,
+            "scores must be real numbers; got dtype <U3",
+        ),
         (lambda: conformal_rank(19.5, 0.1), TypeError, "n must be an integer"),
         (lambda: coverage_bounds(0, 0.1), ValueError, "n must be an integer >= 1; got 0"),
     ],

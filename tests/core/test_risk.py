@@ -83,9 +83,9 @@ def test_ucb_vectorizes_and_refuses_bad_input():
     for bad in (-0.1, 1.2, np.nan):
         with pytest.raises(ValueError, match="risk"):
             hb_ucb([0.2, bad], 100, 0.05)
-    with pytest.raises(ValueError, match="n, the number"):
+    with pytest.raises(ValueError, match="n must be an integer >= 1; got 0"):
         hb_ucb(0.2, 0, 0.05)
-    with pytest.raises(ValueError, match="n, the number"):
+    with pytest.raises(TypeError, match="n must be an integer >= 1; got float 10.5"):
         hb_ucb(0.2, 10.5, 0.05)
     for delta in (0.0, 1.0, 1.5):
         with pytest.raises(ValueError, match="delta"):
@@ -175,3 +175,18 @@ def test_a_real_fractional_part_of_the_count_is_kept_at_large_n():
     exact = np.e * binom.cdf(40_001, n, alpha)
     assert exact > 0.05
     assert float(hb_p_value(loss_sum / n, n, alpha)) == pytest.approx(min(exact, 1.0), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: hb_p_value("0.1", 100, 0.2), TypeError, "risk_hat must be real numbers"),
+        (lambda: hb_p_value(0.1, 100, "0.2"), TypeError, "alpha must be a number in"),
+        (lambda: learn_then_test([True, False], 0.05, "bonferroni"), TypeError, "p_values must be real numbers"),
+        (lambda: hb_ucb(0.1, float("nan"), 0.05), TypeError, "n must be an integer"),
+    ],
+)
+def test_strings_and_flags_are_refused_not_read_as_numbers(call, error, message):
+    """ "0.2" was read as 0.2 and [True, False] as p-values 1 and 0; n = NaN failed converting to int."""
+    with pytest.raises(error, match=message):
+        call()

@@ -74,6 +74,30 @@ def test_bad_input_is_refused():
         calibrate_intervals(mean, std, human, unit="caption")
 
 
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"mean": "negative"}, ValueError, r"mean must be >= 0 .* pair 3 is -"),
+        ({"images": np.arange(50)[:, None]}, ValueError, r"1-D, 50 of them\); got shape \(50, 1\)"),
+        ({"images": 5}, ValueError, r"got shape \(\)"),
+        ({"delta": "0.05"}, TypeError, "delta must be a number in"),
+        ({"bounds_factor": "2"}, ValueError, "bounds_factor must be a finite number > 1"),
+        ({"mean": "strings"}, TypeError, "mean must be real numbers"),
+    ],
+)
+def test_settings_and_means_the_intervals_would_misread_are_refused(change, error, message):
+    """Negative means inverted the truncation interval (the error blamed the data) or left means outside
+    it; images of shape (n, 1) passed; "0.05" and "2" were read as numbers or failed inside numpy."""
+    mean, std, human = _judged_pairs(50, np.random.default_rng(1))
+    arguments = {"mean": mean, "std": std, "human": human, "images": np.arange(50)} | change
+    if change.get("mean") == "negative":
+        arguments["mean"] = np.where(np.arange(50) == 3, -0.2, mean)
+    if change.get("mean") == "strings":
+        arguments["mean"] = mean.astype(str)
+    with pytest.raises(error, match=message):
+        calibrate_intervals(arguments.pop("mean"), arguments.pop("std"), arguments.pop("human"), **arguments)
+
+
 def test_the_image_is_the_unit_of_the_p_values():
     mean, std, human = _judged_pairs(400, np.random.default_rng(0))
     images = np.where(

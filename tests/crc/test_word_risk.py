@@ -233,7 +233,7 @@ def test_bad_word_inputs_are_refused_by_name():
         (lambda: calibrate_threshold(scores, labels, np.array([1, "a", *groups[2:]], dtype=object), unit="caption"), TypeError, "groups must hold ids of one sortable type"),
         (lambda: calibrate_threshold(scores, labels, groups, alpha=None, unit="caption"), TypeError, "alpha must be a number"),
         (lambda: calibrate_threshold(infinite, labels, groups, unit="caption"), ValueError, "word 7 is infinite"),
-        (lambda: calibrate_threshold(["abc"] * 200, labels, groups, unit="caption"), TypeError, "scores must be numeric"),
+        (lambda: calibrate_threshold(["abc"] * 200, labels, groups, unit="caption"), TypeError, "scores must be real numbers; got dtype <U3"),
         (lambda: calibrate_threshold(scores, labels, groups, grid=1, unit="caption"), ValueError, "grid must be a count of at least 2"),
         (lambda: calibrate_threshold(scores, labels, groups, grid=True, unit="caption"), ValueError, "grid must be a count"),
         (lambda: calibrate_threshold(scores, labels, groups, grid=2.5, unit="caption"), ValueError, "grid must be a count"),
@@ -241,3 +241,13 @@ def test_bad_word_inputs_are_refused_by_name():
     ]:  # fmt: skip
         with pytest.raises(error, match=message):
             call()
+
+
+def test_flags_and_a_string_level_are_refused_not_calibrated():
+    """scores > 0.5 (flags) calibrated to lambda = 1.0 and alpha "0.5" was read as 0.5."""
+    rng = np.random.default_rng(0)
+    scores, labels, groups = rng.random(200), rng.integers(0, 2, 200), np.repeat(np.arange(40), 5)
+    with pytest.raises(TypeError, match="scores must be real numbers; got dtype bool"):
+        calibrate_threshold(scores > 0.5, labels, groups, unit="caption")
+    with pytest.raises(TypeError, match="alpha must be a number in"):
+        calibrate_threshold(scores, labels, groups, alpha="0.5", unit="caption")

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from condeval.core.io import check_integer, open_unit, real_array
+
 __all__ = [
     "conformal_rank",
     "conformal_quantile",
@@ -19,15 +21,6 @@ __all__ = [
     "unit_index",
     "unit_scores",
 ]
-
-
-def _check_alpha(alpha: float) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
-        raise TypeError(f"alpha must be a number in (0, 1); got {type(alpha).__name__} {alpha!r}")
-    alpha = float(alpha)
-    if not (0.0 < alpha < 1.0) or math.isnan(alpha):
-        raise ValueError(f"alpha must lie in the open interval (0, 1); got {alpha!r}")
-    return alpha
 
 
 def conformal_rank(n: int, alpha: float) -> int:
@@ -51,9 +44,7 @@ def conformal_rank(n: int, alpha: float) -> int:
         If α ∉ (0, 1) or k > n, i.e. there are too few calibration points for
         the requested α (at least ⌈1/α⌉ − 1 are needed).
     """
-    from condeval.core.io import check_integer
-
-    alpha = _check_alpha(alpha)
+    alpha = open_unit(alpha, "alpha")
     if check_integer(n, "n") < 1:
         raise ValueError("conformal calibration needs at least one score; got 0")
     # round() guards against (n+1)(1-α) landing a hair above an integer in floating point; the rank is
@@ -100,14 +91,8 @@ def conformal_quantile(scores, alpha: float) -> float:
     >>> conformal_quantile([0.3, 0.1, 0.2, 0.5, 0.4, 0.9, 0.7, 0.6, 0.8, 1.0], 0.2)
     0.9
     """
-    from condeval.metrics import as_numpy
-
-    values = as_numpy(scores)
-    if values.ndim != 1:  # a flattened (n, k) array would calibrate n·k scores as one sample
-        raise ValueError(f"scores must be 1-D, one score per calibration point; got shape {values.shape}")
-    if values.dtype.kind not in "iuf":
-        raise TypeError(f"scores must be numbers; got dtype {values.dtype}")
-    values = values.astype(np.float64)
+    # 1-D: a flattened (n, k) array would calibrate n·k scores as one sample
+    values = real_array(scores, "scores", ndim=1)
     if np.isnan(values).any():
         bad = int(np.flatnonzero(np.isnan(values))[0])
         raise ValueError(f"scores contain NaN (first at index {bad})")
@@ -120,9 +105,7 @@ def coverage_bounds(n: int, alpha: float) -> tuple[float, float]:
 
     The upper end assumes continuous (tie-free) scores; it is at most 1.
     """
-    from condeval.core.io import check_integer
-
-    alpha = _check_alpha(alpha)
+    alpha = open_unit(alpha, "alpha")
     check_integer(n, "n", least=1)
     return 1.0 - alpha, min(1.0, 1.0 - alpha + 1.0 / (n + 1))
 

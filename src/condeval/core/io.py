@@ -35,6 +35,8 @@ __all__ = [
     "check_finite",
     "check_integer",
     "integer_array",
+    "real_array",
+    "open_unit",
     "image_batch",
     "fingerprint",
     "files_sha256",
@@ -146,7 +148,7 @@ def integer_array(values, name: str, *, ndim: int | None = None, least: int | No
 
     array = np.asarray(as_numpy(values))
     if ndim is not None and array.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension(s); got shape {array.shape}")
+        raise ValueError(f"{name} must be {ndim}-D; got shape {array.shape}")
     if array.size and (not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_):
         raise TypeError(f"{name} must hold integers; got dtype {array.dtype} (refused rather than truncated)")
     if array.dtype == np.uint64 and array.size and int(array.max()) > np.iinfo(np.int64).max:
@@ -155,6 +157,40 @@ def integer_array(values, name: str, *, ndim: int | None = None, least: int | No
     if least is not None and array.size and int(array.min()) < least:
         raise ValueError(f"{name} must be integers >= {least}; got {int(array.min())}")
     return array
+
+
+def real_array(values, name: str, *, ndim: int | None = None) -> np.ndarray:
+    """``values`` as a float64 array, refused naming ``name`` unless its entries are real numbers.
+
+    Strings (numeric ones too), bools (flags are not scores), complex numbers and objects are refused,
+    rather than converted; tensors are detached and read on the CPU.
+
+    Raises
+    ------
+    TypeError
+        Not a real-valued array.
+    ValueError
+        Another number of dimensions than ``ndim``.
+    """
+    from condeval.metrics import as_numpy  # torch-free unless a tensor is passed
+
+    array = np.asarray(as_numpy(values))
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers; got dtype {array.dtype}")
+    if ndim is not None and array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D; got shape {array.shape}")
+    return array.astype(np.float64)
+
+
+def open_unit(value, name: str) -> float:
+    """``value`` as a float in the open interval (0, 1) (a level α or δ), refused naming ``name``: a
+    string or a bool is a TypeError, not converted; NaN, 0, 1 and a percent (10 for 0.1) a ValueError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number in (0, 1); got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not 0.0 < value < 1.0:  # NaN fails too
+        raise ValueError(f"{name} must lie in (0, 1); got {value!r}")
+    return value
 
 
 def image_batch(images, name: str = "images", *, kind: str = "uint8", channels: int | None = None) -> np.ndarray:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.io import check_integer, open_unit, real_array
+
 __all__ = ["hb_p_value", "hb_ucb", "learn_then_test", "FWER_METHODS"]
 
 FWER_METHODS = {"bonferroni": "bonferroni", "holm": "bonferroni_holm", "fixed_sequence": "fixed_sequence"}
@@ -28,26 +30,13 @@ _R_MAX = 1.0 - 1e-12
 
 
 def _check_risks(risk_hat) -> np.ndarray:
-    risks = np.asarray(risk_hat, dtype=float)
+    risks = real_array(risk_hat, "risk_hat")
     if np.isnan(risks).any():
         raise ValueError("empirical risk contains NaN")
     if ((risks < 0) | (risks > 1)).any():
         bad = risks[(risks < 0) | (risks > 1)].flat[0]
         raise ValueError(f"empirical risk must lie in [0, 1] (losses bounded by 1); got {bad!r}")
     return risks
-
-
-def _check_n(n) -> int:
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise ValueError(f"n, the number of calibration points, must be an integer >= 1; got {n!r}")
-    return int(n)
-
-
-def _check_open_unit(value, name: str) -> float:
-    value = float(value)
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"{name} must lie in (0, 1); got {value!r}")
-    return value
 
 
 def hb_p_value(risk_hat, n: int, alpha: float) -> np.ndarray:
@@ -70,7 +59,7 @@ def hb_p_value(risk_hat, n: int, alpha: float) -> np.ndarray:
     from mapie.risk_control.methods import compute_hoeffding_bentkus_p_value
     from scipy.stats import binom
 
-    risks, n, alpha = _check_risks(risk_hat), _check_n(n), _check_open_unit(alpha, "alpha")
+    risks, n, alpha = _check_risks(risk_hat), check_integer(n, "n", least=1), open_unit(alpha, "alpha")
     flat = compute_hoeffding_bentkus_p_value(risks.reshape(-1), n, alpha)[:, 0]
     # MAPIE's Bentkus count ⌈n·r̂⌉ can be one too many (module docstring); the exact count never
     # exceeds it, so its tail is the smaller one and the minimum is the exact bound.
@@ -112,7 +101,7 @@ def hb_ucb(risk_hat, n: int, delta: float) -> np.ndarray:
     ValueError
         On a risk outside [0, 1] or NaN, n < 1, or δ outside (0, 1).
     """
-    risks, n, delta = _check_risks(risk_hat), _check_n(n), _check_open_unit(delta, "delta")
+    risks, n, delta = _check_risks(risk_hat), check_integer(n, "n", least=1), open_unit(delta, "delta")
     unique, inverse = np.unique(risks, return_inverse=True)
     bounds = np.array([_ucb_one(r, n, delta) for r in unique])
     return bounds[inverse].reshape(risks.shape)
@@ -153,10 +142,10 @@ def learn_then_test(p_values, delta: float, method: str = "bonferroni") -> np.nd
 
     if method not in FWER_METHODS:
         raise ValueError(f"method must be one of {sorted(FWER_METHODS)}; got {method!r}")
-    p = np.asarray(p_values, dtype=float)
+    p = real_array(p_values, "p_values")
     if p.ndim != 1 or p.size == 0:
         raise ValueError(f"p_values must be a non-empty 1-D array; got shape {p.shape}")
     if np.isnan(p).any() or ((p < 0) | (p > 1)).any():
         raise ValueError("p_values must lie in [0, 1] and contain no NaN")
-    delta = _check_open_unit(delta, "delta")
+    delta = open_unit(delta, "delta")
     return np.asarray(control_fwer(p, delta, FWER_METHODS[method]), dtype=int)

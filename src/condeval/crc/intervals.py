@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from condeval.core.conformal import unit_index
+from condeval.core.io import open_unit, real_array
 from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import ups
 from condeval.crc.word_risk import UNITS
@@ -83,12 +84,12 @@ def ups_risk(mean, std, human) -> float:
 
 def _check_interval_settings(delta, lambdas, bounds_factor, images, unit: str, n_pairs: int) -> tuple[np.ndarray, int]:
     """The grid as an array and the number of units, after checking each setting by name."""
-    if not 0.0 < float(delta) < 1.0:
-        raise ValueError(f"delta must lie in (0, 1); got {delta!r}")
-    lambdas = np.asarray(lambdas, dtype=float)
+    open_unit(delta, "delta")
+    lambdas = real_array(lambdas, "lambdas")
     if lambdas.ndim != 1 or lambdas.size == 0 or not (np.isfinite(lambdas) & (lambdas > 0)).all():
         raise ValueError(f"lambdas must be a non-empty 1-D grid of positive finite sigma scales; got {lambdas!r}")
-    if not (np.isfinite(bounds_factor) and bounds_factor > 1.0):
+    if not (isinstance(bounds_factor, (int, float, np.integer, np.floating)) and np.isfinite(bounds_factor)
+            and bounds_factor > 1.0):  # fmt: skip
         raise ValueError(
             f"bounds_factor must be a finite number > 1 (the truncation interval must contain every mean); got {bounds_factor!r}"
         )
@@ -100,8 +101,8 @@ def _check_interval_settings(delta, lambdas, bounds_factor, images, unit: str, n
         raise ValueError(
             "unit='image' needs each pair's image (images=...); unit='caption' is the paper's pair-level reading"
         )
-    if len(images) != n_pairs:
-        raise ValueError(f"images must give one image per pair; got {len(images)} for {n_pairs} pairs")
+    if np.ndim(images) != 1 or len(images) != n_pairs:
+        raise ValueError(f"images must give one image per pair (1-D, {n_pairs} of them); got shape {np.shape(images)}")
     return lambdas, int(unit_index(images, "images", row="pair").max()) + 1
 
 
@@ -154,7 +155,7 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
         ``ValueError``) when no λ on the grid rejects, or when the uncalibrated UPS ≤ 0 (α would be
         1: nothing to improve on).
     """
-    mean, std, human = (np.asarray(a, dtype=float) for a in (mean, std, human))
+    mean, std, human = (real_array(values, name) for name, values in (("mean", mean), ("std", std), ("human", human)))
     if not mean.shape == std.shape == human.shape or mean.ndim != 1:
         raise ValueError(f"mean, std and human must be 1-D of one length; got {mean.shape}, {std.shape}, {human.shape}")
     if len(mean) < 3:
@@ -166,6 +167,9 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
             )
     if (std < 0).any():
         raise ValueError(f"std must be >= 0 (a standard deviation); pair {int(np.flatnonzero(std < 0)[0])} is negative")
+    if (mean < 0).any():  # the truncation interval [min / f, max * f] holds every mean only when none is < 0
+        raise ValueError(f"mean must be >= 0 (CLIPScores; the truncation interval scales the extreme means); pair "
+                         f"{int(np.flatnonzero(mean < 0)[0])} is {float(mean[mean < 0][0])}")  # fmt: skip
     lambdas, n_units = _check_interval_settings(delta, lambdas, bounds_factor, images, unit, len(mean))
     lower, upper = truncation_bounds(mean, bounds_factor)
     risks = np.array([ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in lambdas])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.io import open_unit, real_array
 from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import caption_index, caption_losses, caption_weights
 
@@ -33,10 +34,7 @@ UNITS = ("image", "caption")
 
 
 def _check_words(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    try:
-        scores = np.asarray(scores, dtype=float)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"scores must be numeric, one per word; {error}") from None
+    scores = real_array(scores, "scores")
     labels = np.asarray(labels)
     groups = np.asarray(groups)
     if scores.ndim != 1 or labels.ndim != 1 or groups.ndim != 1:
@@ -125,7 +123,7 @@ def min_calibration_units(alpha: float, delta: float) -> int:
     With fewer, :func:`calibrate_threshold` refuses for every input, so a workflow can refuse
     such an α before computing anything.
     """
-    alpha, delta = _check_level(alpha, "alpha"), _check_level(delta, "delta")
+    alpha, delta = open_unit(alpha, "alpha"), open_unit(delta, "delta")
     return int(np.ceil(np.log(delta) / np.log1p(-alpha) - 1e-9))
 
 
@@ -146,16 +144,6 @@ def check_alphas(alphas, delta: float, n_units: int, unit: str, source: str, key
         needs = ", ".join(f"alpha {alpha:g} needs {needed}" for alpha, needed in short)
         raise ValueError(f"config key '{key}': {source} has {n_units} calibration {unit}s, too few at delta {delta:g} ({needs}); "
                          "raise alpha or delta, or calibrate on more")  # fmt: skip
-
-
-def _check_level(value, name: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number in (0, 1); got {value!r}") from None
-    if not 0.0 < value < 1.0:  # NaN fails too
-        raise ValueError(f"{name} must lie in (0, 1); got {value!r}")
-    return value
 
 
 def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float = 0.2, delta: float = 0.05, grid=None, *,
@@ -200,7 +188,7 @@ def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float 
         or a missing ``images``, or when no λ controls the risk (too few units for α and δ: even
         the empty set's bound exceeds α).
     """
-    alpha, delta = _check_level(alpha, "alpha"), _check_level(delta, "delta")
+    alpha, delta = open_unit(alpha, "alpha"), open_unit(delta, "delta")
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}; got {unit!r}")
     if unit == "image" and images is None:

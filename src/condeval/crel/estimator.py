@@ -19,7 +19,7 @@ import torch
 
 from condeval.core.conformal import conformal_quantile, unit_scores
 from condeval.core.devices import check_device
-from condeval.core.io import check_finite
+from condeval.core.io import check_finite, real_array
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.metrics import similarity
 from condeval.crel.models.vae import LatentVAE
@@ -31,18 +31,10 @@ from condeval.metrics import as_numpy
 __all__ = ["CReL"]
 
 
-def _real(array, name: str) -> np.ndarray:
-    """``array`` as a real-valued NumPy array, or a TypeError naming ``name``."""
-    values = as_numpy(array)
-    if values.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be real numbers; got dtype {values.dtype}")
-    return values
-
-
 def _numeric_rows(array, name: str) -> np.ndarray:
     """``array`` as finite float64 rows (n, k), or an error naming ``name`` (strings, numeric ones
     included, bools and complex numbers are refused: a complex array would lose its imaginary part)."""
-    rows = _real(array, name).astype(np.float64)
+    rows = real_array(array, name)
     if rows.ndim != 2:
         raise ValueError(f"{name} must be 2-D (rows, features); got shape {rows.shape}")
     return check_finite(rows, name)
@@ -250,7 +242,7 @@ class CReL:
         X = as_numpy(X)
         if X.ndim != 2 or X.shape[1] != p:
             raise ValueError(f"X must have shape (n, {p}) (the DQR's condition width); got {X.shape}")
-        _real(X, "X")
+        real_array(X, "X")
         if Y is None:
             return
         d = int(self.lgm.hparams.output_dim)
@@ -259,7 +251,7 @@ class CReL:
             raise ValueError(f"Y must have shape (n, {d}) (the LGM's output width); got {Y.shape}")
         if Y.shape[0] != X.shape[0]:
             raise ValueError(f"X and Y must have the same number of rows; got {X.shape[0]} and {Y.shape[0]}")
-        _real(Y, "Y")
+        real_array(Y, "Y")
 
     @torch.no_grad()
     def encode(self, X: np.ndarray, Y: np.ndarray) -> np.ndarray:
