@@ -119,3 +119,22 @@ def test_mismatched_lengths_are_refused(words):
         kendall_tau_c(scores[:5], scores[:4])
     with pytest.raises(ValueError, match="mean, std and human must be 1-D of one length"):
         ups(scores[:5], scores[:5], scores[:4])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"flags": np.zeros((10, 2), bool)}, r"flags must be 1-D, one entry per word; got shapes \[\(10, 2\)\]"),
+        ({"groups": 3}, r"groups must be 1-D.*\[\(\)\]"),
+        ({"images": np.zeros((10, 1))}, r"one image per word, shape \(10,\); got shape \(10, 1\)"),
+    ],
+)
+def test_arrays_of_another_shape_are_named_with_their_shape(change, message):
+    """2-D flags failed in numpy ("object too deep"), groups=3 as "int has no len()", and images of shape
+    (10, 1) read "got 10 for 10 words"."""
+    from condeval.crc.metrics import fdr
+
+    arguments = {"flags": np.zeros(10, bool), "labels": np.zeros(10, bool), "groups": np.arange(10) // 2,
+                 "images": None} | change  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        fdr(**arguments)

@@ -43,9 +43,7 @@ def caption_weights(caption: np.ndarray, images) -> tuple[np.ndarray, int]:
         return np.ones(n_captions), n_captions
     images = np.asarray(images)
     if images.shape != caption.shape:
-        raise ValueError(
-            f"images must give one image per word; got {images.shape[0] if images.ndim else 0} for {len(caption)} words"
-        )
+        raise ValueError(f"images must give one image per word, shape ({len(caption)},); got shape {images.shape}")
     image_of_caption = np.empty(n_captions, dtype=np.int64)
     image = caption_index(images, "images")
     image_of_caption[caption] = image
@@ -73,7 +71,12 @@ def binary_words(values, name: str) -> np.ndarray:
 def _word_inputs(groups, **arrays) -> np.ndarray:
     """Each word's caption (:func:`caption_index`), once the per-word ``arrays`` and ``groups`` are
     checked: one length, at least one word."""
-    lengths = {name: len(values) for name, values in arrays.items()} | {"groups": len(groups)}
+    shapes = {name: np.shape(values) for name, values in arrays.items()} | {"groups": np.shape(groups)}
+    not_1d = [name for name, shape in shapes.items() if len(shape) != 1]
+    if not_1d:
+        raise ValueError(f"{', '.join(not_1d)} must be 1-D, one entry per word; got shapes "
+                         f"{[shapes[name] for name in not_1d]}")  # fmt: skip
+    lengths = {name: shape[0] for name, shape in shapes.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"{', '.join(lengths)} differ in length: {', '.join(map(str, lengths.values()))}")
     if not lengths["groups"]:
