@@ -153,7 +153,7 @@ def integer_array(values, name: str, *, ndim: int | None = None, least: int | No
         raise TypeError(f"{name} must hold integers; got dtype {array.dtype} (refused rather than truncated)")
     if array.dtype == np.uint64 and array.size and int(array.max()) > np.iinfo(np.int64).max:
         raise ValueError(f"{name}: {int(array.max())} is past the int64 range")
-    array = array.astype(np.int64)
+    array = array if array.dtype == np.int64 else array.astype(np.int64)  # no copy: callers' layouts kept
     if least is not None and array.size and int(array.min()) < least:
         raise ValueError(f"{name} must be integers >= {least}; got {int(array.min())}")
     return array
