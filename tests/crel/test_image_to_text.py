@@ -154,6 +154,20 @@ def test_table2_splits_delta_at_the_own_code():
     assert a["reconstruction"] + a["worst_case"] == pytest.approx(a["delta"])
 
 
+def test_table2_warns_when_the_models_were_scored_on_other_items(caplog):
+    """Models scored on disjoint test images were ranked without a word (only n_test hinted at it)."""
+    import logging
+
+    scores = pl.DataFrame({"model": ["a", "a", "b", "b"], "metric": ["clip"] * 4, "image_id": [0, 1, 100, 101],
+                           "rho": [0.3, 0.5, 0.2, 0.2], "crel_rho": [-0.2, 0.0, 0.1, 0.1]})  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="condeval.crel.image_to_text"):
+        table2(scores)
+        assert "clip models were scored on different items (a 2, b 2; 0 shared)" in caplog.text
+        caplog.clear()
+        table2(scores.with_columns(image_id=pl.Series([0, 1, 0, 1])))
+    assert not caplog.text
+
+
 def test_table2_ranks_within_each_metric():
     scores = pl.DataFrame({
         "model": ["a", "a", "b", "b", "a", "b"],

@@ -19,6 +19,7 @@ BERT-SIM's ground truth inside the condition).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import numpy as np
@@ -26,6 +27,8 @@ import polars as pl
 
 from condeval.core.io import check_finite
 from condeval.metrics import cosine_similarity, unit_rows
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CONDITIONS",
@@ -482,6 +485,20 @@ def _check_scores(scores, metrics: tuple[str, ...] = METRICS) -> None:
                              f"in {bad.height} rows: a NaN or missing score would be ranked, not averaged")  # fmt: skip
 
 
+def _warn_of_other_items(scores: pl.DataFrame) -> None:
+    """Log where the models of one metric were scored on different items (``image_id``): the paper ranks
+    captioners on the same test images, and a mean over other items ranks other questions."""
+    if "image_id" not in scores.columns:
+        return
+    for (metric,), rows in scores.group_by("metric", maintain_order=True):
+        items = {model: frozenset(group["image_id"].to_list()) for (model,), group in rows.group_by("model")}
+        if len(set(items.values())) > 1:
+            shared = frozenset.intersection(*items.values())
+            log.warning("table2: the %s models were scored on different items (%s; %d shared): their ranks "
+                        "compare means over other images", metric,
+                        ", ".join(f"{model} {len(ids)}" for model, ids in sorted(items.items())), len(shared))  # fmt: skip
+
+
 def _ranks(values: pl.Expr) -> pl.Expr:
     return values.rank(method="min", descending=True).cast(pl.Int64)
 
@@ -507,6 +524,7 @@ def table2(scores: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> pl.DataF
     ``metrics``: those a row may name (image-to-text's, :data:`METRICS`; Table 3 passes its own).
     """
     _check_scores(scores, metrics)
+    _warn_of_other_items(scores)
     extras = [summarise(name).alias(name) for name, summarise in _TABLE2_EXTRAS.items() if name in scores.columns]
     summary = scores.group_by("metric", "model", maintain_order=True).agg(
         pl.col("rho").mean().alias("mean_rho"),
