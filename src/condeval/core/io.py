@@ -179,7 +179,7 @@ def real_array(values, name: str, *, ndim: int | None = None) -> np.ndarray:
         raise TypeError(f"{name} must be real numbers; got dtype {array.dtype}")
     if ndim is not None and array.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D; got shape {array.shape}")
-    return array.astype(np.float64)
+    return array if array.dtype == np.float64 else array.astype(np.float64)  # no copy, as np.asarray read them
 
 
 def open_unit(value, name: str) -> float:
