@@ -60,7 +60,7 @@ def test_bad_records_are_named(tmp_path):
     write_rich_hf(path, [{"filename": "u3.png", "prompt_misalignment_label": "1 2"}])
     with pytest.raises(DatasetFormatError, match="record 0 .*must hold 0/1"):
         read_rich_hf(path, PROMPTS)
-    write_rich_hf(path, [{"filename": "u3.png", "prompt_misalignment_label": "1 1"}] * 3)
+    write_rich_hf(path, [{"filename": f"u{k}.png", "prompt_misalignment_label": "1 1"} for k in (1, 2, 3)])
     path.write_bytes(path.read_bytes()[:-10])
     with pytest.raises(DatasetFormatError, match="train.tfrecord: record 2 is truncated"):
         read_rich_hf(path, PROMPTS)

@@ -23,6 +23,7 @@ __all__ = [
     "DroppedRows",
     "counting_dropped_rows",
     "report_rows",
+    "read_text",
     "read_json",
     "text_field",
     "integer_field",
@@ -37,15 +38,28 @@ class DatasetFormatError(ValueError):
     """A dataset file is missing, unreadable, or breaks its format (names the file and the record)."""
 
 
-def read_json(path: str | os.PathLike, expected: type) -> object:
-    """The JSON document of a released file, which must be a ``expected`` (dict or list)."""
+def read_text(path: str | os.PathLike) -> str:
+    """A released text file's content, decoded as UTF-8 (a byte-order mark, as Windows editors write, is dropped).
+
+    Raises :class:`DatasetFormatError` naming the file when it is missing, not a readable file (a
+    folder, no permission) or not UTF-8.
+    """
     path = Path(path)
     try:
-        document = json.loads(path.read_bytes().decode("utf-8"))
+        return path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise DatasetFormatError(f"{path}: file not found") from None
     except UnicodeDecodeError as error:
         raise DatasetFormatError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    except OSError as error:  # a folder, no permission
+        raise DatasetFormatError(f"{path}: not a readable file ({error.strerror})") from None
+
+
+def read_json(path: str | os.PathLike, expected: type) -> object:
+    """The JSON document of a released file, which must be a ``expected`` (dict or list)."""
+    path = Path(path)
+    try:
+        document = json.loads(read_text(path))
     except json.JSONDecodeError as error:
         raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(document, expected):
@@ -63,9 +77,11 @@ def text_field(value: object, where: str, field: str) -> str:
 
 
 def integer_field(value: object, where: str, field: str) -> int:
-    """``value``, which must be a JSON integer (not a bool, float or string)."""
+    """``value``, which must be a JSON integer (not a bool, float or string) that fits 64 bits."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise DatasetFormatError(f"{where}: '{field}' must be an integer, found {value!r}")
+    if not -(2**63) <= value < 2**63:
+        raise DatasetFormatError(f"{where}: '{field}' {value} does not fit a 64-bit integer")
     return value
 
 
@@ -77,7 +93,11 @@ def finite_number(value: object, where: str, field: str) -> float:
 
 
 def relative_path(value: object, where: str, field: str) -> str:
-    """A path from a data file, which must stay under its data root: relative, without ``..``."""
+    """A path from a data file, which must stay under its data root: relative, without ``..``.
+
+    The text is checked, not the file system: a symbolic link under the root is followed (DVC's
+    link cache and a lab's shared copies are links), so a link is trusted as its root's owner made it.
+    """
     text = text_field(value, where, field)
     posix, windows = PurePosixPath(text), PureWindowsPath(text)
     if posix.is_absolute() or windows.is_absolute() or windows.drive or ".." in windows.parts:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.datasets import DatasetFormatError, relative_path
+from condeval.datasets import DatasetFormatError, read_text, relative_path, report_rows
 
 __all__ = [
     "ATTRIBUTES",
@@ -60,12 +60,7 @@ IMAGE_FOLDER = "img_align_celeba"
 
 
 def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_bytes().decode("utf-8").splitlines()
-    except FileNotFoundError:
-        raise DatasetFormatError(f"{path}: file not found") from None
-    except UnicodeDecodeError as error:
-        raise DatasetFormatError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    return read_text(path).splitlines()
 
 
 def read_attribute_file(path: str | os.PathLike) -> pl.DataFrame:
@@ -158,17 +153,30 @@ def load_celeba(root: str | os.PathLike, attributes=ATTRIBUTES, partition: str |
     DatasetFormatError
         Naming the file: a malformed line (above), an unknown attribute, an image without a
         partition, or a listed image file that is missing.
+    ValueError
+        ``attributes`` not distinct names, or a ``partition`` other than train, val or test.
+
+    Notes
+    -----
+    Partition lines of images the attribute file does not list are dropped and counted
+    (:func:`condeval.datasets.counting_dropped_rows`).
     """
     root = Path(root)
+    attributes = _attribute_names(attributes)
+    if partition is not None and partition not in PARTITIONS.values():
+        raise ValueError(f"partition must be one of {list(PARTITIONS.values())} or None; got {partition!r}")
     table = read_attribute_file(root / ATTRIBUTE_FILE)
     unknown = [a for a in attributes if a not in table.columns]
     if unknown:
         raise DatasetFormatError(f"{root / ATTRIBUTE_FILE}: no attribute {unknown[0]!r} in its header")
     frame = table.select("image", *[((pl.col(a) + 1) // 2).cast(pl.UInt8).alias(a) for a in attributes])
-    frame = frame.join(read_partition_file(root / PARTITION_FILE), on="image", how="left", maintain_order="left")
+    partitions = read_partition_file(root / PARTITION_FILE)
+    frame = frame.join(partitions, on="image", how="left", maintain_order="left")
     unpartitioned = frame.filter(pl.col("partition").is_null())
     if unpartitioned.height:
         raise DatasetFormatError(f"{root / PARTITION_FILE}: no partition for image {unpartitioned['image'][0]!r}")
+    report_rows(root / PARTITION_FILE, frame.height, {"images the attribute file does not list": partitions.height - frame.height}, "images")  # fmt: skip
+    report_rows(root / ATTRIBUTE_FILE, frame.height, {}, "images")
     if partition is not None:
         frame = frame.filter(pl.col("partition") == partition)
     paths = [str(root / IMAGE_FOLDER / image) for image in frame["image"]]
@@ -176,6 +184,16 @@ def load_celeba(root: str | os.PathLike, attributes=ATTRIBUTES, partition: str |
     if missing is not None:
         raise DatasetFormatError(f"{root / ATTRIBUTE_FILE}: listed image {missing} is missing")
     return frame.with_columns(pl.Series("path", paths)).select("image", "path", "partition", *attributes)
+
+
+def _attribute_names(attributes) -> list[str]:
+    """``attributes`` as a list of distinct names (one str is refused: it would be read letter by letter)."""
+    if isinstance(attributes, str):
+        raise ValueError(f"attributes must be a sequence of names, not one str: [{attributes!r}]")
+    names = list(attributes)
+    if not names or not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
+        raise ValueError(f"attributes must be distinct attribute names; got {names!r}")
+    return names
 
 
 def write_celeba_lists(root: str | os.PathLike, images: list[str], values: np.ndarray, partitions: list[int]) -> None:

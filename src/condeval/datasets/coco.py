@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.datasets import DatasetFormatError, integer_field, read_json, relative_path, text_field
+from condeval.datasets import DatasetFormatError, integer_field, read_json, relative_path, report_rows, text_field
 
 __all__ = [
     "load_captions",
@@ -104,6 +104,7 @@ def load_captions(annotations_json: str | os.PathLike, image_dir: str | os.PathL
         },
         schema={"image_id": pl.Int64, "caption_id": pl.Int64, "file_name": pl.String, "caption": pl.String},
     ).sort("image_id", "caption_id")
+    report_rows(path, frame.height, {}, "captions")
     return with_image_paths(frame, file_names, image_dir, path) if image_dir is not None else frame
 
 
@@ -159,8 +160,12 @@ def shard_image_ids(image_ids: np.ndarray, n_shards: int, shard: int) -> np.ndar
 
 
 def coco_root(captions_json: str | os.PathLike) -> Path:
-    """The dataset folder of ``<root>/annotations/captions_{split}2014.json``."""
-    return Path(captions_json).resolve().parents[1]
+    """The dataset folder of ``<root>/annotations/captions_{split}2014.json``.
+
+    Symbolic links are not resolved: a captions file linked from a shared copy (or DVC's cache)
+    reads its images from the root it is listed under.
+    """
+    return Path(captions_json).absolute().parents[1]
 
 
 def image_dir(captions_json: str | os.PathLike) -> Path:

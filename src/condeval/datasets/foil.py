@@ -77,7 +77,8 @@ def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLi
     ------
     DatasetFormatError
         Naming the file and the record: a missing field, a duplicate (id, foil), an id without
-        both an original and a foil, or a foil identical to its original.
+        both an original and a foil, an original and a foil of different images, or a foil identical
+        to its original.
     """
     path = Path(annotations_json)
     file_names, annotations = read_coco_json(path, _FOIL_FIELDS, annotation_key=lambda a: (a["id"], bool(a["foil"])))
@@ -90,6 +91,11 @@ def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLi
         if set(pair) != {False, True}:
             raise DatasetFormatError(
                 f"{path}: annotation id {pair_id} has no {'foil' if False in pair else 'original'} caption"
+            )
+        if pair[False]["image_id"] != pair[True]["image_id"]:
+            raise DatasetFormatError(
+                f"{path}: annotation id {pair_id}: the original is of image {pair[False]['image_id']}, "
+                f"its foil of image {pair[True]['image_id']}"
             )
         labelled = _labelled_pair(pair[False]["caption"], pair[True]["caption"], f"{path}: annotation id {pair_id}")
         if labelled is None:
@@ -110,8 +116,9 @@ def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLi
     return with_image_paths(frame, file_names, image_dir, path) if image_dir is not None else frame
 
 
-def _check_nocaps_record(record: object, where: str) -> None:
-    """Raise naming ``where`` unless a FOIL-nocaps record has every field, each of its type."""
+def _check_nocaps_record(record: object, where: str) -> str:
+    """A FOIL-nocaps record's image path (stripped); raises naming ``where`` unless the record has every
+    field, each of its type."""
     missing = [f for f in _NOCAPS_FIELDS if not isinstance(record, dict) or f not in record]
     if missing:
         raise DatasetFormatError(f"{where} lacks field '{missing[0]}'")
@@ -126,7 +133,7 @@ def _check_nocaps_record(record: object, where: str) -> None:
         text_field(reference, where, f"references[{number}]")
     text_field(record["baseline"], where, "baseline")
     text_field(record["foil"], where, "foil")
-    relative_path(record["image_path"], where, "image_path")
+    return relative_path(record["image_path"], where, "image_path")
 
 
 def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | None = None) -> pl.DataFrame:
@@ -152,7 +159,7 @@ def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | No
     records = read_json(path, list)
     rows, dropped = [], 0
     for index, record in enumerate(records):
-        _check_nocaps_record(record, f"{path}: record {index}")
+        image_path = _check_nocaps_record(record, f"{path}: record {index}")
         labelled = _labelled_pair(record["baseline"], record["foil"], f"{path}: record {index}")
         if labelled is None:
             dropped += 1
@@ -160,7 +167,7 @@ def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | No
         original, foiled, error = labelled
         for is_foil, words, caption in ((False, original, record["baseline"]), (True, foiled, record["foil"])):
             rows.append({
-                "pair_id": index, "image_path": record["image_path"], "domain": record["domain"], "caption": caption.strip(),
+                "pair_id": index, "image_path": image_path, "domain": record["domain"], "caption": caption.strip(),
                 "foil": is_foil, "words": words, "labels": [int(is_foil and i == error) for i in range(len(words))],
                 "references": [reference.strip() for reference in record["references"]],
             })  # fmt: skip

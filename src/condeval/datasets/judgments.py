@@ -11,6 +11,8 @@ DataFrames. Unpickling runs code from the file, so :func:`load_pickled_judgments
 
 from __future__ import annotations
 
+import ast
+import json
 import math
 import os
 from pathlib import Path
@@ -32,22 +34,35 @@ _POLARIS_COLUMNS = ("refs", "cand", "img", "human_score")
 
 
 def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
-    """Flickr8k-Expert (or CrowdFlower) as ``flickr8k.json`` holds it (jmhessel/clipscore's build).
+    """Flickr8k-Expert as ``flickr8k.json`` holds it (jmhessel/clipscore's build).
 
     The file maps an image id to ``image_path``, ``ground_truth`` (reference captions) and
     ``human_judgement`` (entries with ``caption`` and ``rating`` 1–4, several raters per caption).
-    Ratings of one (image, caption) are averaged: 5,664 pairs for the Expert set.
+    Ratings of one (image, caption) are averaged: 5,664 pairs for the Expert set. The CrowdFlower
+    build of the same script shares the layout but rates on [0, 1] (the share of "yes" votes), so
+    its ratings are refused here rather than read on the Expert's scale.
+
+    Raises
+    ------
+    DatasetFormatError
+        Naming the file, the image and the judgement: a missing field, an image path listed under
+        two image ids, an empty caption, or a rating that is not a number in 1–4. A NaN rating (how
+        the release marks an unrated judgement) is dropped and counted.
     """
     path = Path(path)
     document = read_json(path, dict)
     ratings: dict[tuple[str, str], list[float]] = {}
     references: dict[str, list[str]] = {}
+    listed_by: dict[str, str] = {}
     unrated = 0
     for key, entry in document.items():
         for field in ("image_path", "ground_truth", "human_judgement"):
             if not isinstance(entry, dict) or field not in entry:
                 raise DatasetFormatError(f"{path}: image {key} lacks field '{field}'")
         image = relative_path(entry["image_path"], f"{path}: image {key}", "image_path")
+        if image in listed_by:
+            raise DatasetFormatError(f"{path}: image {key}: image_path {image!r} is already image {listed_by[image]}'s")
+        listed_by[image] = key
         references[image] = _captions(entry["ground_truth"], f"{path}: image {key}", "ground_truth")
         if not isinstance(entry["human_judgement"], list):
             raise DatasetFormatError(f"{path}: image {key}: 'human_judgement' must be a list")
@@ -55,6 +70,7 @@ def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
             where = f"{path}: image {key}, judgement {number}"
             if not isinstance(judgement, dict) or "caption" not in judgement or "rating" not in judgement:
                 raise DatasetFormatError(f"{where} lacks 'caption' or 'rating'")
+            caption = text_field(judgement["caption"], where, "caption")
             rating = judgement["rating"]
             if isinstance(rating, float) and math.isnan(rating):
                 unrated += 1  # the release marks unrated entries with NaN
@@ -62,7 +78,7 @@ def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
             rating = finite_number(rating, where, "rating")
             if not 1 <= rating <= 4:
                 raise DatasetFormatError(f"{where}: rating {rating} is outside 1-4")
-            ratings.setdefault((image, text_field(judgement["caption"], where, "caption")), []).append(rating)
+            ratings.setdefault((image, caption), []).append(rating)
     report_rows(path, len(ratings), {"unrated judgements (NaN rating)": unrated}, "judged captions")
     rows = [{"image": image, "caption": caption, "references": references[image], "human_score": float(np.mean(values))}
             for (image, caption), values in ratings.items()]  # fmt: skip
@@ -80,11 +96,14 @@ def _captions(values: object, where: str, field: str) -> list[str]:
 def load_polaris(path: str | os.PathLike) -> pl.DataFrame:
     """Polaris in its released table format (Parquet or CSV): ``refs``, ``cand``, ``img``, ``human_score``.
 
-    ``img`` is an image path, or the Hugging Face image struct whose ``path`` is kept.
+    ``img`` is an image path, or the Hugging Face image struct whose ``path`` is kept. In a CSV,
+    every column is read as text and ``refs`` as a JSON list (or the Python list that pandas'
+    ``to_csv`` writes), so a score column that starts with whole numbers still reads its fractions.
     """
     path = Path(path)
+    csv = path.suffix.lower() != ".parquet"
     try:
-        frame = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(path)
+        frame = pl.read_csv(path, infer_schema=False) if csv else pl.read_parquet(path)
     except FileNotFoundError:
         raise DatasetFormatError(f"{path}: file not found") from None
     except Exception as error:
@@ -93,20 +112,38 @@ def load_polaris(path: str | os.PathLike) -> pl.DataFrame:
     if missing:
         raise DatasetFormatError(f"{path}: column '{missing[0]}' is missing (has {frame.columns})")
     image = pl.col("img").struct.field("path") if isinstance(frame.schema["img"], pl.Struct) else pl.col("img")
-    refs = (
-        pl.col("refs")
-        if isinstance(frame.schema["refs"], pl.List)
-        else pl.col("refs").str.json_decode(pl.List(pl.String))
-    )
     try:
-        frame = frame.select(
-            image.alias("image"), pl.col("cand").alias("caption"), refs.alias("references"), pl.col("human_score")
-        )
+        frame = frame.select(image.alias("image"), pl.col("cand").alias("caption"), "refs", "human_score")
     except pl.exceptions.PolarsError as error:
-        raise DatasetFormatError(
-            f"{path}: 'img' must hold image paths and 'refs' lists of captions ({error})"
-        ) from None
-    return _checked_judgments(frame.rows(), path)
+        raise DatasetFormatError(f"{path}: 'img' must hold image paths ({error})") from None
+    rows = frame.rows()
+    if csv:
+        rows = [(image, caption, _listed(refs, f"{path}: row {number}"), _number(score, f"{path}: row {number}"))
+                for number, (image, caption, refs, score) in enumerate(rows)]  # fmt: skip
+    return _checked_judgments(rows, path)
+
+
+def _listed(refs: str | None, where: str) -> object:
+    """A CSV cell of references as the list it spells (JSON, or a Python literal); a null as given."""
+    if refs is None:
+        return refs
+    try:
+        return json.loads(refs)
+    except json.JSONDecodeError:
+        try:
+            return ast.literal_eval(refs)  # pandas' to_csv writes lists as Python literals; no code runs
+        except (ValueError, SyntaxError):
+            raise DatasetFormatError(f"{where}: 'refs' is not a list of captions, found {refs[:80]!r}") from None
+
+
+def _number(score: str | None, where: str) -> float | None:
+    """A CSV cell of a score as the number it spells; a null as given."""
+    if score is None:
+        return score
+    try:
+        return float(score)
+    except ValueError:
+        raise DatasetFormatError(f"{where}: 'human_score' must be a finite number, found {score!r}") from None
 
 
 def _checked_judgments(rows: list[tuple], path: Path) -> pl.DataFrame:
@@ -143,6 +180,10 @@ def load_pickled_judgments(path: str | os.PathLike, allow_pickle: bool = False) 
         table = pd.read_pickle(path)
     except FileNotFoundError:
         raise DatasetFormatError(f"{path}: file not found") from None
+    except Exception as error:  # unpickling raises whatever the file's bytes lead to
+        raise DatasetFormatError(f"{path}: not a readable pickle ({type(error).__name__}: {error})") from None
+    if not isinstance(table, pd.DataFrame):
+        raise DatasetFormatError(f"{path}: holds a {type(table).__name__}, not a pandas DataFrame")
     missing = [c for c in ("candidates", "image_path", "human_scores") if c not in table.columns]
     if missing:
         raise DatasetFormatError(f"{path}: column '{missing[0]}' is missing (has {list(table.columns)})")
@@ -155,7 +196,8 @@ def load_pickled_judgments(path: str | os.PathLike, allow_pickle: bool = False) 
 
 def _mean_score(scores: object, where: str) -> float:
     """The mean of one caption's human scores, each a finite number."""
-    values = list(scores) if isinstance(scores, (list, tuple, np.ndarray)) else [scores]
+    values = np.ravel(scores).tolist() if isinstance(scores, np.ndarray) else scores
+    values = list(values) if isinstance(values, (list, tuple)) else [values]
     if not values:
         raise DatasetFormatError(f"{where} has no human_scores")
     return float(np.mean([finite_number(_plain(value), where, "human_scores") for value in values]))

@@ -76,25 +76,29 @@ def _examples(path: Path) -> Iterable[tuple[int, dict]]:
 
 def _bytes(features, key: str, path: Path, index: int) -> str:
     if key not in features or not features[key].bytes_list.value:
-        raise DatasetFormatError(f"{path}: record {index} lacks field '{key}'")
+        raise DatasetFormatError(f"{path}: record {index} lacks field '{key}' (one bytes value)")
+    values = features[key].bytes_list.value
+    if len(values) != 1:
+        raise DatasetFormatError(f"{path}: record {index}: '{key}' holds {len(values)} values, not one")
     try:
-        return features[key].bytes_list.value[0].decode("utf-8")
+        return values[0].decode("utf-8")
     except UnicodeDecodeError as error:
         raise DatasetFormatError(f"{path}: record {index}: '{key}' is not UTF-8 (byte {error.start})") from None
 
 
-def _scores(features, path: Path, index: int, filename: str) -> dict[str, float]:
-    """The float scores a record holds, each finite."""
-    scores = {
-        key: float(features[key].float_list.value[0])
-        for key in SCORES
-        if key in features and features[key].float_list.value
-    }
-    bad = next((key for key, value in scores.items() if not math.isfinite(value)), None)
-    if bad is not None:
-        raise DatasetFormatError(
-            f"{path}: record {index} ({filename}): '{bad}' must be a finite number, found {scores[bad]}"
-        )
+def _scores(features, where: str) -> dict[str, float]:
+    """The scores a record holds, each one finite float (an int64 list or several values are refused)."""
+    scores = {}
+    for key in SCORES:
+        if key not in features:
+            continue
+        kind = features[key].WhichOneof("kind")
+        values = getattr(features[key], kind).value if kind else []
+        if kind != "float_list" or len(values) != 1:
+            raise DatasetFormatError(f"{where}: '{key}' must be one float, found {len(values)} values in a {kind}")
+        if not math.isfinite(values[0]):
+            raise DatasetFormatError(f"{where}: '{key}' must be a finite number, found {values[0]}")
+        scores[key] = float(values[0])
     return scores
 
 
@@ -118,27 +122,41 @@ def read_rich_hf(
     polars.DataFrame
         ``filename``, ``image_uid``, ``caption`` (the prompt), ``words``, ``labels`` (1 = the word
         is misaligned, i.e. the dataset's 0), and the float scores present in the file.
+
+    Raises
+    ------
+    DatasetFormatError
+        Naming the file and the record: a missing or repeated field value, labels other than 0/1,
+        an image listed twice, a uid without a prompt, a score that is not one finite float, or a
+        record whose scores are not those of the file's first record. A record whose prompt has no
+        word, or a word count other than its label count, is dropped and counted.
     """
     path = Path(path)
-    rows, dropped = [], 0
+    rows, seen, score_keys = [], {}, None
+    dropped = {"token and label counts differ": 0, "prompt has no word": 0}
     for index, features in _examples(path):
         filename = relative_path(_bytes(features, "filename", path, index), f"{path}: record {index}", "filename")
+        where = f"{path}: record {index} ({filename})"
+        if filename in seen:
+            raise DatasetFormatError(f"{where}: image listed twice (first in record {seen[filename]})")
+        seen[filename] = index
         raw_labels = _bytes(features, "prompt_misalignment_label", path, index).split()
         if not all(label in ("0", "1") for label in raw_labels):
-            raise DatasetFormatError(
-                f"{path}: record {index} ({filename}): prompt_misalignment_label must hold 0/1 values"
-            )
+            raise DatasetFormatError(f"{where}: prompt_misalignment_label must hold 0/1 values")
+        scores = _scores(features, where)
+        score_keys = list(scores) if score_keys is None else score_keys
+        if list(scores) != score_keys:
+            raise DatasetFormatError(f"{where}: holds scores {list(scores)}, the file's first record {score_keys}")
         uid = Path(filename).stem
         if uid not in prompts:
-            raise DatasetFormatError(f"{path}: record {index} ({filename}): no Pick-a-Pic prompt for image uid {uid}")
-        words = split_prompt(text_field(prompts[uid], f"{path}: record {index} ({filename})", "prompt"))
-        if len(words) != len(raw_labels):
-            dropped += 1
+            raise DatasetFormatError(f"{where}: no Pick-a-Pic prompt for image uid {uid}")
+        words = split_prompt(text_field(prompts[uid], where, "prompt"))
+        if not words or len(words) != len(raw_labels):
+            dropped["prompt has no word" if not words else "token and label counts differ"] += 1
             continue
-        scores = _scores(features, path, index, filename)
         rows.append({"filename": filename, "image_uid": uid, "caption": prompts[uid], "words": words,
                      "labels": [1 - int(label) for label in raw_labels], **scores})  # fmt: skip
-    report_rows(path, len(rows), {"token and label counts differ": dropped})
+    report_rows(path, len(rows), dropped)
     schema = {
         "filename": pl.String,
         "image_uid": pl.String,
@@ -146,7 +164,7 @@ def read_rich_hf(
         "words": pl.List(pl.String),
         "labels": pl.List(pl.Int8),
     }
-    frame = pl.DataFrame(rows, schema={**schema, **{key: pl.Float64 for key in SCORES if rows and key in rows[0]}})
+    frame = pl.DataFrame(rows, schema={**schema, **{key: pl.Float64 for key in score_keys or ()}})
     if image_dir is not None:
         root = Path(image_dir)
         absent = next((name for name in frame["filename"] if not (root / name).is_file()), None)
@@ -172,8 +190,18 @@ def write_rich_hf(path: str | os.PathLike, records: Iterable[Mapping]) -> None:
 
 
 def pick_a_pic_prompts(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
-    """Image uid → prompt from Pick-a-Pic v1 Parquet files (``caption``, ``image_0_uid``, ``image_1_uid``)."""
+    """Image uid → prompt from Pick-a-Pic v1 Parquet files (``caption``, ``image_0_uid``, ``image_1_uid``).
+
+    An image appears in several rows (one per comparison); every row must give it the same caption.
+
+    Raises
+    ------
+    DatasetFormatError
+        Naming the file and the row: a missing file or column, a null or empty uid, or a uid whose
+        caption differs from the one an earlier row (of any file) gave it.
+    """
     prompts: dict[str, str] = {}
+    origins: dict[str, str] = {}
     for path in paths:
         try:
             frame = pl.read_parquet(path, columns=["caption", "image_0_uid", "image_1_uid"])
@@ -183,6 +211,15 @@ def pick_a_pic_prompts(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
             raise DatasetFormatError(f"{path}: Pick-a-Pic column missing ({error})") from None
         except (pl.exceptions.PolarsError, OSError) as error:  # not Parquet, truncated
             raise DatasetFormatError(f"{path}: not a readable Parquet file ({error})") from None
+        captions = frame["caption"].to_list()
         for column in ("image_0_uid", "image_1_uid"):
-            prompts.update(zip(frame[column].to_list(), frame["caption"].to_list()))
+            for row, (uid, caption) in enumerate(zip(frame[column].to_list(), captions)):
+                uid = text_field(uid, f"{path}: row {row}", column)
+                if prompts.setdefault(uid, caption) != caption:
+                    raise DatasetFormatError(
+                        f"{path}: row {row}: image {uid} has caption {caption!r}, but {origins[uid]} gave it "
+                        f"{prompts[uid]!r}"
+                    )
+                origins.setdefault(uid, f"{path}: row {row}")
+        report_rows(path, frame.height, {}, "comparisons")
     return prompts

@@ -19,12 +19,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from condeval.datasets import DatasetFormatError, relative_path
+from condeval.datasets import DatasetFormatError, relative_path, report_rows, text_field
 
 __all__ = [
     "METADATA_COLUMNS",
     "CELL_TYPES",
     "CHANNELS",
+    "DATASETS",
     "CONTROL_SIRNA_ID",
     "read_metadata",
     "site_paths",
@@ -40,6 +41,8 @@ METADATA_COLUMNS = (
 )  # fmt: skip
 CELL_TYPES = {"HEPG2": 0, "HUVEC": 1, "RPE": 2, "U2OS": 3}
 CHANNELS = 6
+#: The release's ``dataset`` values: its training and test sites.
+DATASETS = ("train", "test")
 #: siRNA ids from this one on are controls (the trust-score code's rule).
 CONTROL_SIRNA_ID = 1108
 
@@ -52,9 +55,9 @@ def read_metadata(root: str | os.PathLike) -> pl.DataFrame:
     Raises
     ------
     DatasetFormatError
-        Naming the file and the CSV line: a missing column, an empty or non-integer plate, site or
-        siRNA id, an unknown cell type, an experiment or well that leaves the data root, or a
-        duplicate site id.
+        Naming the file and the CSV line: a missing column, an empty site id, an empty or
+        non-integer plate, site or siRNA id, an unknown cell type, a ``dataset`` other than train or
+        test, an experiment or well that leaves the data root, or a duplicate site id.
     """
     path = Path(root) / "metadata.csv"
     try:
@@ -75,24 +78,35 @@ def read_metadata(root: str | os.PathLike) -> pl.DataFrame:
         frame = frame.with_columns(parsed.alias(column))
     for line, row in enumerate(frame.iter_rows(named=True), start=2):
         where = f"{path}: line {line} (site {row['site_id']})"
+        text_field(row["site_id"], where, "site_id")
         if row["cell_type"] not in CELL_TYPES:
             raise DatasetFormatError(
                 f"{where}: unknown cell type {row['cell_type']!r} (known: {', '.join(CELL_TYPES)})"
             )
+        if row["dataset"] not in DATASETS:
+            raise DatasetFormatError(f"{where}: 'dataset' must be one of {DATASETS}, found {row['dataset']!r}")
         relative_path(row["experiment"], where, "experiment")
         relative_path(row["well"], where, "well")
     duplicated = frame.filter(pl.col("site_id").is_duplicated())
     if duplicated.height:
         raise DatasetFormatError(f"{path}: site {duplicated['site_id'][0]!r} listed twice")
+    report_rows(path, frame.height, {}, "sites")
     return frame.with_columns(
         pl.col("cell_type").replace_strict(CELL_TYPES, return_dtype=pl.Int64).alias("cell_type_id")
     )
 
 
 def site_paths(root: str | os.PathLike, row: dict) -> list[Path]:
-    """The six channel files of one metadata row: ``images/<experiment>/Plate<plate>/<well>_s<site>_w<c>.png``."""
-    folder = Path(root) / "images" / row["experiment"] / f"Plate{int(row['plate'])}"
-    return [folder / f"{row['well']}_s{int(row['site'])}_w{c}.png" for c in range(1, CHANNELS + 1)]
+    """The six channel files of one metadata row: ``images/<experiment>/Plate<plate>/<well>_s<site>_w<c>.png``.
+
+    The row's experiment and well must stay under ``root`` (no absolute path, no ``..``), as
+    :func:`read_metadata` checks them, since a row may also be built by hand.
+    """
+    where = f"site {row.get('site_id')}"
+    experiment = relative_path(row["experiment"], where, "experiment")
+    well = relative_path(row["well"], where, "well")
+    folder = Path(root) / "images" / experiment / f"Plate{int(row['plate'])}"
+    return [folder / f"{well}_s{int(row['site'])}_w{c}.png" for c in range(1, CHANNELS + 1)]
 
 
 def load_site(root: str | os.PathLike, row: dict) -> np.ndarray:
@@ -110,10 +124,13 @@ def load_site(root: str | os.PathLike, row: dict) -> np.ndarray:
     for path in site_paths(root, row):
         if not path.is_file():
             raise DatasetFormatError(f"site {row['site_id']}: channel file {path} is missing")
-        with Image.open(path) as image:
-            if image.mode != "L":
-                raise DatasetFormatError(f"site {row['site_id']}: {path} is mode {image.mode}, not 8-bit grey (L)")
-            channels.append(np.asarray(image))
+        try:
+            with Image.open(path) as image:
+                if image.mode != "L":
+                    raise DatasetFormatError(f"site {row['site_id']}: {path} is mode {image.mode}, not 8-bit grey (L)")
+                channels.append(np.asarray(image))
+        except OSError as error:  # not an image (PIL.UnidentifiedImageError), truncated, unreadable
+            raise DatasetFormatError(f"site {row['site_id']}: {path} is not a readable image ({error})") from None
     if len({c.shape for c in channels}) != 1:
         raise DatasetFormatError(f"site {row['site_id']}: its channels differ in size {[c.shape for c in channels]}")
     return np.stack(channels)
