@@ -79,6 +79,7 @@ if "crel" in config:
         include: "workflow/rules/crel/i2t_report.smk"
 
         declare_targets("crel_i2t", i2t_targets())
+        declare_targets("crel_i2t_num_z0", i2t_num_z0_targets())
 
 
 if "text_to_image" in config.get("crel", {}):
@@ -86,6 +87,7 @@ if "text_to_image" in config.get("crel", {}):
     include: "workflow/rules/crel/t2i.smk"
 
     declare_targets("crel_t2i", t2i_targets())
+    declare_targets("crel_t2i_num_z0", t2i_num_z0_targets())
 
 
 if "crc" in config:
@@ -138,6 +140,18 @@ rule crel_t2i:
     """CReL on text-to-image (Section 4.3): Table 3, Fig. 11, the generators' signal (Fig. 7: crel_t2i_num_z0)."""
     input:
         target_inputs("crel_t2i", section="crel.text_to_image"),
+
+
+rule crel_i2t_num_z0:
+    """Opt-in ablation: Fig. 6, CReL-rho against num_z0 (crel.image_to_text.num_z0_curve)."""
+    input:
+        target_inputs("crel_i2t_num_z0", section="crel.image_to_text"),
+
+
+rule crel_t2i_num_z0:
+    """Opt-in ablation: Fig. 7, CReL-rho against num_z0 (crel.text_to_image.num_z0_curve)."""
+    input:
+        target_inputs("crel_t2i_num_z0", section="crel.text_to_image"),
 
 
 rule crc:

@@ -116,6 +116,31 @@ def test_config_check_refuses_alphas_that_name_one_job(cfg):
         design.check_config(clash)
 
 
+@pytest.mark.parametrize(
+    "section,key,value,message",
+    [
+        ("ablations", "betas", [0.1, 0.1000001], r"crel\.ablations\.betas' holds 0\.1 and 0\.1000001.*same job"),
+        ("dqr_baseline", "quantile_levels", [0.01, 0.0100000001], r"crel\.dqr_baseline\.quantile_levels.*same job"),
+        ("grid", "quantiles", [0.99, 0.01], r"crel\.grid\.quantiles' must be \[lower, upper\] with lower < upper"),
+    ],
+)
+def test_config_check_refuses_lists_that_would_misname_or_shrink(cfg, section, key, value, message):
+    wrong = copy.deepcopy(cfg)
+    wrong[section][key] = value
+    with pytest.raises(ValueError, match=message):
+        design.check_config(wrong)
+
+
+def test_output_grid_refuses_reversed_quantiles():
+    from condeval.crel.grid import OutputGrid
+
+    outputs = np.random.default_rng(0).normal(size=(500, 2))
+    grid = OutputGrid.from_samples(outputs, quantiles=(0.01, 0.99))
+    assert (np.asarray(grid.lower) < np.asarray(grid.upper)).all()
+    with pytest.raises(ValueError, match="quantiles must be \\[lower, upper\\]"):
+        OutputGrid.from_samples(outputs, quantiles=(0.99, 0.01))
+
+
 def test_the_shipped_configs_pass(cfg):
     design.check_config(cfg)
     design.check_config(yaml.safe_load((REPO / ".test/config/config.yaml").read_text())["crel"])

@@ -54,6 +54,10 @@ def _crel(key, **update):
         (_crel("ablations", checkpoint_epochs=[1, 99]), "crel.ablations.checkpoint_epochs"),
         # 0.1 and 0.1000001 would both be job "alpha0.1"
         (_crel("calibration", alphas=[0.1, 0.1000001]), "crel.calibration.alphas"),
+        # YAML's 2.0 passes JSON Schema's integer, NaN every range: both refused by key, one line each
+        (_crel("lgm", latent_dim=2.0), "config key 'crel.lgm.latent_dim': must be an integer; got 2.0 (write 2)"),
+        (_crel("synthetic", sigma=float("nan")), "config key 'crel.synthetic.sigma': NaN is not a number here"),
+        (_crel("ablations", betas=[0.1, 0.1000001]), "config key 'crel.ablations.betas' holds 0.1 and 0.1000001"),
         # n = 1006 cut 50/30/10/10 cumulatively leaves 100 calibration points, too few for
         # alpha = 0.0099 (needs 101), although round(1006 * 0.1) = 101 would pass
         (lambda c: (c["crel"]["synthetic"].update(n=1006), c["crel"]["calibration"].update(alphas=[0.1, 0.0099])),
@@ -66,8 +70,28 @@ def test_invalid_config_is_refused_before_any_job(tmp_path, mutate, key):
     result = _snakemake(tmp_path)
     assert result.returncode != 0
     assert key in result.stderr + result.stdout
+    assert "Failed validating" not in result.stderr + result.stdout  # one line per key, not jsonschema's dump
     for generated in ("data", "results", "logs"):
         assert not (tmp_path / generated).exists(), generated
+
+
+def test_a_key_written_twice_is_refused_before_any_job(tmp_path):
+    """PyYAML keeps the last of two `alphas:` silently: a lab merging two blocks would lose one."""
+    config = (REPO / ".test/config/config.yaml").read_text()
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text(config + "\ncrel:\n  seed: 3\n")
+    result = _snakemake(tmp_path)
+    assert result.returncode != 0
+    assert "config/config.yaml: line " in result.stderr and "key 'crel' is written twice" in result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_opt_in_targets_without_their_section_name_it(tmp_path):
+    _write_config(tmp_path, lambda c: None)
+    for target, section in (("crel_i2t_num_z0", "crel.image_to_text"), ("crel_t2i_num_z0", "crel.text_to_image")):
+        result = _snakemake(tmp_path, "-n", target)
+        assert result.returncode != 0
+        assert f"target '{target}' needs the config section '{section}'" in result.stderr + result.stdout
 
 
 def _with_i2t(mutate):
@@ -133,6 +157,9 @@ def _crc(*keys, **update):
         (_crc("intervals", "calibration", dataset="vicr"), "crc.intervals.calibration.dataset"),
         (_crc("data", "judgments", flickr8k={"format": "pickle", "file": "data/vicr.pkl", "images": "data"}), "crc.allow_pickle"),
         (_crc("words", alphas=[0.2, 1.2]), "alphas"),
+        (_crc("words", alphas=[0.1, 0.1000001]), "config key 'crc.words.alphas' holds 0.1 and 0.1000001"),
+        (_crc("words", delta=float("nan")), "config key 'crc.words.delta': NaN is not a number here"),
+        (lambda c: c["coco"].update(shards=2.0), "config key 'coco.shards': must be an integer"),
         (_crc("sampling", "words", text_ratio=1.0), "text_ratio"),
         (_crc(clipscore_weight="cosine"), "clipscore_weight"),
         (_crc("tagger", kind="stanza"), "model_dir"),

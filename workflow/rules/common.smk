@@ -4,6 +4,8 @@ import os
 import sys
 from pathlib import Path
 
+import yaml
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -12,7 +14,7 @@ min_version("9.0")
 # condeval the jobs' environment installs.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from condeval.core.config import alpha_labels, canonical  # noqa: E402
+from condeval.core.config import alpha_labels, canonical, config_errors, duplicate_keys  # noqa: E402
 from condeval.core.devices import JOB_ENVIRONMENT  # noqa: E402
 from condeval.core.io import MANIFEST_SUFFIX  # noqa: E402
 
@@ -22,7 +24,24 @@ for _variable, _value in JOB_ENVIRONMENT.items():
     os.environ.setdefault(_variable, _value)
 
 
-validate(config, schema="../schemas/config.schema.yaml")
+def validated(section, schema, prefix=""):
+    """``section`` checked against workflow/schemas/``schema``, its defaults filled in.
+
+    Every error is one line naming its config key (condeval.core.config.config_errors, where NaN and
+    ``2.0`` for an integer are refused too); Snakemake's validate then adds the schema's defaults.
+    """
+    path = Path(workflow.basedir) / "workflow" / "schemas" / schema
+    errors = config_errors(section, yaml.safe_load(path.read_text()), prefix)
+    if errors:
+        raise ValueError(f"the config is invalid ({path.name}):\n  " + "\n  ".join(errors))
+    validate(section, schema=str(path))
+    return section
+
+
+_twice = [problem for problem in map(duplicate_keys, workflow.configfiles) if problem]
+if _twice:
+    raise ValueError("a config file writes a key twice (YAML keeps the last, silently):\n  " + "\n  ".join(_twice))
+validated(config, "config.schema.yaml")
 
 
 def track_config(track):
@@ -33,11 +52,7 @@ def track_config(track):
     section = config.get(track)
     if section is None:
         raise ValueError(f"config key '{track}' is missing")
-    try:
-        validate(section, schema=str(Path(workflow.basedir) / "workflow" / "schemas" / f"{track}.schema.yaml"))
-    except Exception as error:
-        raise ValueError(f"config section '{track}' is invalid: {error}") from None
-    return section
+    return validated(section, f"{track}.schema.yaml", track)
 
 
 def saved_manifest(folder):

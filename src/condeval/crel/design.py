@@ -224,6 +224,14 @@ def check_config(cfg: dict, prefix: str = "crel.") -> None:
         )
     if len(cfg["lgm"]["hidden_dims"]) % 2:
         raise ValueError(f"config key '{prefix}lgm.hidden_dims' must list encoder then decoder widths (even length)")
+    # each value names one model (vae-beta0.1, tau0.01): two that print alike would be one model in two rows
+    alpha_labels(ablations["betas"], prefix + "ablations.betas")
+    alpha_labels(cfg["dqr_baseline"]["quantile_levels"], prefix + "dqr_baseline.quantile_levels")
+    low, high = cfg["grid"]["quantiles"]
+    if not low < high:
+        raise ValueError(
+            f"config key '{prefix}grid.quantiles' must be [lower, upper] with lower < upper; got {[low, high]}"
+        )
     scaling = cfg.get("scaling")
     if scaling:
         _check_splits(f"{prefix}scaling.splits", scaling["splits"])

@@ -46,8 +46,11 @@ class OutputGrid:
     def from_samples(
         cls, Y: np.ndarray, n_points: int = 20_000, quantiles=(0.01, 0.99), pad: float = 0.2
     ) -> OutputGrid:
-        """Build the grid from training outputs (see module docstring)."""
+        """Build the grid from training outputs (see module docstring); ``quantiles`` is [lower, upper]."""
         Y = np.asarray(Y, dtype=np.float64)
+        low, high = quantiles
+        if not 0 <= low < high <= 1:
+            raise ValueError(f"quantiles must be [lower, upper] with 0 <= lower < upper <= 1; got {list(quantiles)}")
         lo, hi = np.quantile(Y, quantiles, axis=0)
         m = max(2, int(round(n_points ** (1.0 / Y.shape[1]))))
         return cls(lower=lo - pad, upper=hi + pad, points_per_axis=m)

@@ -16,6 +16,7 @@ CRC_SWEEPS = {"foil_it": "fdr", "rich_hf": "fpr"}
 
 def _check_crc_config():
     """Cross-key checks the schema cannot express, before any job."""
+    alpha_labels(CRC["words"]["alphas"], "crc.words.alphas")  # 0.1 and 0.1000001 would be one row label
     clash = set(JUDGMENT_SETS) & set(WORD_BENCHMARKS)
     if clash:
         raise ValueError(f"config key 'crc.data.judgments': {sorted(clash)} are word benchmarks' names")

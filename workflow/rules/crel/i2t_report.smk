@@ -143,12 +143,6 @@ rule crel_i2t_temperature:
         i2t_temperature_targets,
 
 
-rule crel_i2t_num_z0:
-    """Opt-in ablation: Fig. 6, CReL-rho against num_z0 (crel.image_to_text.num_z0_curve)."""
-    input:
-        i2t_num_z0_targets(),
-
-
 # The scenes sidecar exists only in the mini-world; real COCO has no object truth to check captions against.
 if COCO["source"] == "miniworld":
 

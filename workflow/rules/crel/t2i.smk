@@ -307,12 +307,6 @@ rule t2i_fig7:
         "../../scripts/crel/i2t_fig6.py"
 
 
-rule crel_t2i_num_z0:
-    """Opt-in ablation: Fig. 7, CReL-rho against num_z0 (crel.text_to_image.num_z0_curve)."""
-    input:
-        t2i_num_z0_targets(),
-
-
 rule t2i_card:
     input:
         scores=t2i_scores,

@@ -95,6 +95,23 @@ for _key, _regimes in _regime_lists.items():
         raise ValueError(f"config key '{_key}' names {_unknown}, not in 'trust.regimes' {TRUST_REGIMES}")
 
 
+def _check_blocks():
+    """REPA's aligned block and the translator's read block must be blocks of the denoiser (1-based)."""
+    layers = TRUST.get("generator_training", {}).get("transformer", {}).get("layers")
+    generators = TRUST.get("generators", {})
+    blocks = {f"trust.generators.{v}.repa.depth": s["repa"]["depth"] for v, s in generators.items() if "repa" in s}
+    blocks |= {"trust.translator.layer": TRUST["translator"]["layer"]} if "translator" in TRUST else {}
+    for key, block in blocks.items():
+        if layers is not None and block > layers:
+            raise ValueError(
+                f"config key '{key}' is block {block}, past the denoiser's "
+                f"trust.generator_training.transformer.layers ({layers}); blocks are 1-based"
+            )
+
+
+_check_blocks()
+
+
 def trust_variants(dataset, regime):
     """The generators trained on ``dataset`` in ``regime``: each generator's and each dataset's `regimes`
     (by default every one of `trust.regimes`) must name it."""
