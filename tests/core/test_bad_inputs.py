@@ -185,3 +185,16 @@ def test_a_manifest_that_is_not_utf8_is_named(tmp_path):
     (tmp_path / "model.sha256").write_bytes(b"\xff\xfe not text")
     with pytest.raises(DataFileError, match=r"model.sha256: not UTF-8 text"):
         saved_folder(tmp_path / "model.sha256")
+
+
+@pytest.mark.parametrize("side", [8, 16])
+def test_channels_last_batches_are_named_at_any_size(side):
+    """An 8-pixel (N, H, W, C) batch was read as 8 channels of 3-pixel-wide images."""
+    from condeval.core.io import image_batch
+
+    channels_last = np.zeros((2, side, side, 3), np.uint8)
+    for channels in (None, 3):
+        with pytest.raises(ValueError, match=r"look like \(N, H, W, C\)"):
+            image_batch(channels_last, channels=channels)
+    assert image_batch(channels_last.transpose(0, 3, 1, 2), channels=3).shape == (2, 3, side, side)
+    assert image_batch(np.zeros((2, 6, side, side), np.uint8)).shape == (2, 6, side, side)  # RxRx1's six channels

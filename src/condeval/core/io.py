@@ -219,8 +219,9 @@ def image_batch(images, name: str = "images", *, kind: str = "uint8", channels: 
     array = as_numpy(images)
     if array.ndim != 4:
         raise ValueError(f"{name} must be (N, C, H, W); got shape {array.shape}")
-    last_is_channels = array.shape[-1] == channels if channels is not None else array.shape[-1] <= 4
-    if array.shape[1] != channels and array.shape[1] > 8 and last_is_channels:
+    # channels last: the model's count there and not first, or (count unknown) at most 4 last and more first
+    last_is_channels = array.shape[-1] == channels if channels is not None else array.shape[-1] <= 4 < array.shape[1]
+    if array.shape[1] != channels and last_is_channels:
         raise ValueError(f"{name} of shape {array.shape} look like (N, H, W, C); pass (N, C, H, W), e.g. "
                          f"{name}.transpose(0, 3, 1, 2)")  # fmt: skip
     if channels is not None and array.shape[1] != channels:

@@ -1,4 +1,4 @@
-"""Input checks the trust track's public functions share: attribute names and rows.
+"""Input checks the trust track's public functions share: attribute names and rows, flags and scores.
 
 A lab calls :class:`~condeval.trust.score.TrustScorer`, :func:`~condeval.trust.filtering.accepted_mask`,
 :func:`~condeval.trust.evaluate.fit_and_score` and :func:`~condeval.trust.samples.write_samples` with
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from condeval.core.io import integer_array
+from condeval.core.io import check_finite, integer_array, real_array
 from condeval.metrics import as_numpy
 
-__all__ = ["RESERVED_NAMES", "attribute_names", "attribute_rows"]
+__all__ = ["RESERVED_NAMES", "attribute_names", "attribute_rows", "flags", "score_values", "same_rows"]
 
 #: Columns the scores and thresholds frames hold beside the attribute columns: an attribute of one of
 #: these names would overwrite them (a threshold read from the attribute instead of the trust).
@@ -62,3 +62,43 @@ def attribute_rows(attributes, n_rows: int | None = None, name: str = "attribute
         raise ValueError(f"{name} must be (N, K), one row of attribute values per sample, with {rows}; "
                          f"got shape {array.shape}")  # fmt: skip
     return integer_array(array, name)
+
+
+def same_rows(n_rows: int, **arrays) -> None:
+    """Raise ``ValueError`` naming each of ``arrays`` (name=array) whose length is not ``n_rows``."""
+    wrong = {name: len(array) for name, array in arrays.items() if len(array) != n_rows}
+    if wrong:
+        raise ValueError(f"one row per sample ({n_rows}): {', '.join(f'{k} has {v}' for k, v in wrong.items())}")
+
+
+def flags(values, n_rows: int | None = None, name: str = "accepted") -> np.ndarray:
+    """``values`` as a bool (N,) array: booleans, or integers that are all 0 or 1.
+
+    Raises
+    ------
+    TypeError
+        Other values (0/1 read as row indices would select rows 0 and 1; a text "false" is true).
+    ValueError
+        Not 1-D, or not ``n_rows`` long.
+    """
+    array = as_numpy(values)
+    if array.dtype != bool:
+        if array.dtype.kind not in "iu" or not np.isin(array, (0, 1)).all():
+            raise TypeError(f"{name} must be booleans (or 0/1 integers); got dtype {array.dtype}")
+        array = array.astype(bool)
+    if array.ndim != 1 or (n_rows is not None and len(array) != n_rows):
+        raise ValueError(f"{name} must be one flag per row (N,){'' if n_rows is None else f' with N = {n_rows}'}; "
+                         f"got shape {array.shape}")  # fmt: skip
+    return array
+
+
+def score_values(values, n_rows: int | None = None, name: str = "scores") -> np.ndarray:
+    """``values`` as a finite float64 (N,) array, N = ``n_rows`` when given.
+
+    A NaN score would sit in no quantile (a condition's threshold NaN rejects all its samples) and an
+    infinite one set it to accept them all, so both are refused, naming ``name`` and the row.
+    """
+    array = real_array(values, name, ndim=1)
+    if n_rows is not None and len(array) != n_rows:
+        raise ValueError(f"{name} has {len(array)} values for {n_rows} rows")
+    return check_finite(array, name)

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from condeval.metrics import kid
+from condeval.trust.checks import same_rows, score_values
 
 __all__ = ["decile_bins", "kid_null", "decile_kid", "decile_classifier", "condition_codes"]
 
@@ -37,7 +38,7 @@ def decile_bins(codes: np.ndarray, scores: np.ndarray, n_bins: int = 10) -> np.n
     from condeval.core.io import check_integer
 
     check_integer(n_bins, "n_bins", least=1)
-    codes, scores = np.asarray(codes), np.asarray(scores)
+    codes, scores = np.asarray(codes), score_values(scores)  # a NaN score would rank last, silently
     if codes.shape != scores.shape:
         raise ValueError(f"one condition code per score: {codes.shape} codes, {scores.shape} scores")
     distinct, counts = np.unique(codes, return_counts=True)
@@ -90,6 +91,8 @@ def decile_kid(
         ``bin``, ``kid``, ``z_kid``, ``conditions`` (how many entered the mean; a condition needs
         ``min_rows`` samples in the bin and a null).
     """
+    same_rows(len(generated), generated_codes=generated_codes, bins=bins)
+    same_rows(len(real), real_codes=real_codes)
     rows = []
     for b in np.unique(bins):
         raw, z = [], []
@@ -122,6 +125,8 @@ def decile_classifier(
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    same_rows(len(generated), generated_codes=generated_codes, bins=bins)
+    same_rows(len(real), real_codes=real_codes)
     rows = []
     for b in np.unique(bins):
         x, y = generated[bins == b], generated_codes[bins == b]

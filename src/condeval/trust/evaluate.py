@@ -67,11 +67,15 @@ def step_thresholds(scorer: TrustScorer, features, attributes, quantile: float =
     """
     from condeval.trust.filtering import condition_thresholds
 
-    features, attributes = np.asarray(features), np.asarray(attributes)
-    rows = scorer.calibration_rows_
-    if len(features) != len(attributes) or len(features) <= rows.max():
+    features, rows = np.asarray(features), scorer.calibration_rows_
+    attributes = attribute_rows(attributes, name="attributes")
+    if not len(features) == len(attributes) == scorer.n_fit_rows_:
         raise ValueError(f"{len(features)} step features and {len(attributes)} attribute rows: need the "
-                         f"{rows.max() + 1}+ rows the scorer was fitted on, in its order")  # fmt: skip
+                         f"{scorer.n_fit_rows_} rows the scorer was fitted on, in its order")  # fmt: skip
+    fitted = scorer.calibration_.select(scorer.names_).to_numpy()
+    if not np.array_equal(attributes[rows], fitted):
+        raise ValueError("attributes are not the scorer's fit rows in its order: its calibration rows hold other "
+                         "attribute values (shuffled or other rows would give other conditions' thresholds)")  # fmt: skip
     trust = scorer.score(features[rows], attributes[rows])["trust"]
     return condition_thresholds(trust, attributes[rows], scorer.names_, quantile)
 

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from condeval.metrics import as_numpy, kid
-from condeval.trust.checks import attribute_names, attribute_rows
+from condeval.trust.checks import attribute_names, attribute_rows, score_values
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
     """
     if isinstance(quantile, bool) or not isinstance(quantile, (int, float, np.number)) or not 0 < quantile <= 1:
         raise ValueError(f"quantile must be a fraction in (0, 1] (0.95 for the P95); got {quantile!r}")
-    scores = as_numpy(scores)
+    scores = score_values(scores)
     attributes = attribute_rows(attributes, len(scores))
     names = attribute_names(names, attributes.shape[1])
     frame = pl.DataFrame({name: attributes[:, k] for k, name in enumerate(names)} | {"score": np.asarray(scores)})
@@ -88,8 +88,10 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
 
 def nearest_seen(condition, seen: np.ndarray) -> np.ndarray:
     """Rows of ``seen`` (M, K) at the minimum Hamming distance from ``condition`` (K,), all ties."""
-    seen = np.asarray(seen)
-    distance = (seen != np.asarray(condition)).sum(axis=1)
+    seen, condition = np.atleast_2d(seen), np.asarray(condition)
+    if not seen.size or seen.shape[1] != condition.size:
+        raise ValueError(f"seen must be (M, K) conditions with M >= 1 and K = {condition.size}; got shape {seen.shape}")
+    distance = (seen != condition).sum(axis=1)
     return seen[distance == distance.min()]
 
 
@@ -179,7 +181,8 @@ def selection_gain(
         ``fallback`` (how many thresholds were used, 0 for a calibrated condition) and ``skipped``
         (the reason, or None).
     """
-    generated, trust, real = np.asarray(generated), np.asarray(trust), np.asarray(real)
+    generated, real = np.asarray(generated), np.asarray(real)
+    trust = score_values(trust, len(generated), "trust")
     entries = acceptance(trust, condition, thresholds, names)
     own = tuple(int(v) for v in condition)
     row = {
@@ -234,4 +237,7 @@ def support_distance(conditions: np.ndarray, support: np.ndarray) -> np.ndarray:
     """Each condition's minimum Hamming distance to the training support (Appendix J's graded shift):
     0 for a seen condition, 1 for one attribute away, and so on."""
     conditions, support = np.atleast_2d(conditions), np.atleast_2d(support)
+    if not support.size or support.shape[1] != conditions.shape[1]:
+        raise ValueError(f"support must be (S, K) conditions with S >= 1 and the conditions' K = "
+                         f"{conditions.shape[1]}; got shape {support.shape}")  # fmt: skip
     return (conditions[:, None, :] != support[None, :, :]).sum(axis=2).min(axis=1)

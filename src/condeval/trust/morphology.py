@@ -33,6 +33,9 @@ import re
 import numpy as np
 import polars as pl
 
+from condeval.core.io import integer_array
+from condeval.trust.checks import attribute_names, flags, same_rows
+
 __all__ = [
     "METADATA_PATTERN", "DECILE_BINNINGS", "MorphologyFeatures", "drop_nan_rows", "real_rows", "generated_rows", "morphology_readouts", "centroid_features", "real_spread", "centroid_z", "random_matched",
     "selection_contrast", "feature_correlations",
@@ -53,6 +56,8 @@ CORRELATION_PRUNE = 0.7
 DECILE_BINNINGS = ("within_condition", "global")
 #: Conditions a per-feature correlation across conditions needs (with 2 it is ±1).
 MIN_CORRELATION_CONDITIONS = 3
+#: The attribute column of Fig. 3's cell-type classifier (RxRx1's, as condeval.trust.data names it).
+CELL_TYPE = "cell_type_id"
 #: The per-feature correlation table, also when no arm has one.
 CORRELATION_SCHEMA = {"feature": pl.String, "r_trust": pl.Float64, "r_random": pl.Float64, "gain": pl.Float64,
                       "arm": pl.String, "set": pl.String}  # fmt: skip
@@ -266,8 +271,13 @@ def selection_contrast(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, *
         ``n_accepted``, ``accept_pct``, ``z_trust``, ``z_random``, ``delta`` (trust − random),
         ``ci_low``, ``ci_high``, ``removed_pct`` (share of the random arm's excess the selection removes).
     """
+    z = np.asarray(z, dtype=np.float64)
+    accepted = flags(accepted, len(z), "accepted")  # 0/1 integers as indices would pick rows 0 and 1
+    same_rows(len(z), codes=codes)
     keep = np.isfinite(z)
-    z, codes, accepted = z[keep], codes[keep], accepted[keep]
+    z, codes, accepted = z[keep], np.asarray(codes)[keep], accepted[keep]
+    if not accepted.any():
+        raise ValueError(f"no accepted sample among the {len(z)} with a centroid z: nothing to contrast")
     rng = np.random.default_rng(seed)
     randoms = [random_matched(codes, accepted, rng) for _ in range(n_random)]
     z_trust = float(z[accepted].mean())
@@ -328,6 +338,20 @@ def _codes(attributes: np.ndarray, conditions: np.ndarray) -> np.ndarray:
     return np.array([lookup.get(tuple(row), -1) for row in np.asarray(attributes).tolist()], dtype=np.int64)
 
 
+def _attribute_columns(frame: pl.DataFrame, names: list[str], what: str) -> pl.DataFrame:
+    """``frame`` with its attribute columns ``names`` as Int64 (a CSV may read them as floats; joins need one
+    type), refused naming the table and column when one is missing or holds a value that is not whole."""
+    missing = [name for name in names if name not in frame.columns]
+    if missing:
+        raise ValueError(f"the {what} table lacks attribute column(s) {missing}")
+    for name in names:
+        values = frame[name].to_numpy()
+        if values.dtype.kind == "f" and np.isfinite(values).all() and (values == np.round(values)).all():
+            values = values.astype(np.int64)  # 3.0 read from a CSV is the id 3; 0.6 is no id
+        integer_array(values, f"the {what} table's {name!r}")
+    return frame.with_columns(pl.col(names).cast(pl.Int64))
+
+
 def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list[str], conditions: np.ndarray,
                         seen: np.ndarray, *, top_k: int | None = None, half_splits: int = 10, n_boot: int = 2000,
                         stratified: bool = True, n_random: int = 5, seed: int = 42, n_bins: int = 10,
@@ -363,6 +387,17 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
 
     if deciles not in DECILE_BINNINGS:
         raise ValueError(f"deciles={deciles!r}: one of {DECILE_BINNINGS}")
+    names = attribute_names(names)
+    if CELL_TYPE not in names:
+        raise ValueError(f"names {names} lack {CELL_TYPE!r}: Fig. 3's first classifier predicts the cell type")
+    conditions = np.asarray(conditions)
+    if conditions.ndim != 2 or conditions.shape[1] != len(names):
+        raise ValueError(f"conditions must be (M, K) with K = {len(names)} (names); got shape {conditions.shape}")
+    seen = flags(seen, len(conditions), "seen")  # ~ of 0/1 integers is -1/-2: every condition unseen
+    real, generated = _attribute_columns(real, names, "real"), _attribute_columns(generated, names, "generated")
+    missing = [column for column in ("trust", "accepted") if column not in generated.columns]
+    if missing:
+        raise ValueError(f"the generated table lacks column(s) {missing} (its samples' trust and P95-real acceptance)")
     joined = (*names, "sample_id", "trust", "accepted")  # what the workflow joined to CellProfiler's columns
     # the paper's step (ii), once: every readout and both feature sets use the same real rows
     real = drop_nan_rows(real_rows(real, conditions, names), joined, "real")
@@ -373,7 +408,7 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
     x_gen, gen_kept = filtered.transform(generated, "generated")
     real_codes = _codes(real.select(names).to_numpy()[real_kept], conditions)
     gen_codes = _codes(generated.select(names).to_numpy()[gen_kept], conditions)
-    accepted = generated["accepted"].to_numpy().astype(bool)[gen_kept]
+    accepted = flags(generated["accepted"].to_numpy(), name="generated['accepted']")[gen_kept]
     top = centroid_features(x_real, real_codes, k=top_k) if top_k else np.arange(x_real.shape[1])
     spread = real_spread(x_real[:, top], real_codes, n_splits=half_splits, seed=seed)
     z = centroid_z(x_real[:, top], real_codes, x_gen[:, top], gen_codes, spread)
@@ -382,8 +417,8 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
     u_gen, u_gen_kept = unfiltered.transform(generated, "generated (unfiltered)")
     u_real_codes = _codes(real.select(names).to_numpy()[u_real_kept], conditions)
     u_gen_codes = _codes(generated.select(names).to_numpy()[u_gen_kept], conditions)
-    u_accepted = generated["accepted"].to_numpy().astype(bool)[u_gen_kept]
-    for arm, in_arm in (("seen", np.flatnonzero(seen)), ("unseen", np.flatnonzero(~np.asarray(seen)))):
+    u_accepted = flags(generated["accepted"].to_numpy(), name="generated['accepted']")[u_gen_kept]
+    for arm, in_arm in (("seen", np.flatnonzero(seen)), ("unseen", np.flatnonzero(~seen))):
         rows = np.isin(gen_codes, in_arm) & np.isfinite(z)  # z is NaN where a condition has too few real sites
         if not accepted[rows].any():
             log.warning("%s arm: no accepted sample with a real-real spread to compare; no row", arm)
@@ -410,7 +445,7 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
                     "none of them and the last bin all (set n_bins at most the samples per condition)", n_bins,
                     "condition" if deciles == "within_condition" else "pool", smallest)  # fmt: skip
     bins = decile_bins(strata, generated["trust"].to_numpy()[gen_kept], n_bins)
-    cell_type = names.index("cell_type_id")
+    cell_type = names.index(CELL_TYPE)
     deciles = [
         decile_classifier(x_gen, target_gen, bins, x_real, target_real, seeds=classifier_seeds).with_columns(
             target=pl.lit(target))

@@ -166,7 +166,7 @@ class TrustScorer:
         if uncalibrated:
             log.warning("%d support condition(s) too small to hold out a calibration row: their samples take the "
                         "thresholds of the nearest calibrated conditions, as an unseen one does", uncalibrated)  # fmt: skip
-        self.calibration_rows_ = calibration_rows
+        self.calibration_rows_, self.n_fit_rows_ = calibration_rows, len(attributes)
         fitted = z[fit_rows]
         self.mean_ = fitted.mean(axis=0)
         self.precision_ = _precision(LedoitWolf().fit(fitted).covariance_, self.regularization)

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.io import check_finite, real_array
 from condeval.metrics import unit_rows
+from condeval.trust.checks import attribute_rows
 
 __all__ = [
     "ALPHAS",
@@ -39,6 +41,13 @@ __all__ = [
 ALPHAS = tuple(np.linspace(0.0, 1.0, 11))
 
 
+def _rows(features, attributes=None):
+    """Unit-normalised finite features (N, D) and, when given, integer attribute rows (N, K), checked
+    as TrustScorer checks its own (a NaN row would score NaN, 0.6 be read as value 0)."""
+    z = unit_rows(check_finite(real_array(features, "features", ndim=2), "features"))
+    return z if attributes is None else (z, attribute_rows(attributes, len(z)))
+
+
 class LinearProbeEnergy:
     """Summed per-attribute free energy of logistic-regression probes (lower is better)."""
 
@@ -48,7 +57,7 @@ class LinearProbeEnergy:
     def fit(self, features, attributes) -> LinearProbeEnergy:
         from sklearn.linear_model import LogisticRegression
 
-        z, attributes = unit_rows(features), np.asarray(attributes)
+        z, attributes = _rows(features, attributes)
         self.probes_ = [LogisticRegression(max_iter=self.max_iter).fit(z, attributes[:, k])
                         for k in range(attributes.shape[1])]  # fmt: skip
         return self
@@ -56,7 +65,7 @@ class LinearProbeEnergy:
     def score(self, features, attributes=None) -> np.ndarray:
         from scipy.special import logsumexp
 
-        z = unit_rows(features)
+        z = _rows(features)
         total = np.zeros(len(z))
         for probe in self.probes_:
             logits = probe.decision_function(z)
@@ -75,7 +84,7 @@ class KnnPerAttribute:
     def fit(self, features, attributes) -> KnnPerAttribute:
         from sklearn.neighbors import NearestNeighbors
 
-        z, attributes = unit_rows(features), np.asarray(attributes)
+        z, attributes = _rows(features, attributes)
         self.indexes_ = []
         for k in range(attributes.shape[1]):
             per_value = {}
@@ -88,7 +97,7 @@ class KnnPerAttribute:
         return self
 
     def score(self, features, attributes) -> np.ndarray:
-        z, attributes = unit_rows(features), np.asarray(attributes)
+        z, attributes = _rows(features, attributes)
         total = np.zeros(len(z))
         for k, per_value in enumerate(self.indexes_):
             for value in np.unique(attributes[:, k]):
@@ -104,13 +113,13 @@ class AlphaPrecisionDistance:
     """Distance to the real features' centre (α-Precision's geometry), label-agnostic."""
 
     def fit(self, features, attributes=None) -> AlphaPrecisionDistance:
-        z = unit_rows(features)
+        z = _rows(features)
         self.centre_ = z.mean(axis=0)
         self.real_distances_ = np.linalg.norm(z - self.centre_, axis=1)
         return self
 
     def score(self, features, attributes=None) -> np.ndarray:
-        return np.linalg.norm(unit_rows(features) - self.centre_, axis=1)
+        return np.linalg.norm(_rows(features) - self.centre_, axis=1)
 
 
 def alpha_precision(scorer: AlphaPrecisionDistance, features, alphas=ALPHAS) -> np.ndarray:

@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from condeval.trust.checks import attribute_names, attribute_rows, flags
+
 __all__ = [
     "LOSS_WEIGHTS", "StandardisedTranslator", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
     "noised_latents", "pair_groups", "step_noise_levels", "target_geometry", "translator_loss", "translator_pairs", "validation_split",
@@ -145,8 +147,14 @@ class Translator:
                  loss: str = "paper", whitened: dict | None = None):  # fmt: skip
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
-        if batch_size < 2:
+        from condeval.core.io import check_integer
+
+        if check_integer(batch_size, "batch_size") < 2:
             raise ValueError(f"batch_size must be at least 2 (the loss reads batch statistics); got {batch_size}")
+        check_integer(hidden, "hidden", least=1)
+        check_integer(epochs, "epochs", least=1)
+        if isinstance(val_share, bool) or not isinstance(val_share, (int, float)) or not 0 <= val_share < 1:
+            raise ValueError(f"val_share must be a fraction in [0, 1); got {val_share!r}")
         self.hidden, self.weights = hidden, dict(LOSS_WEIGHTS if weights is None else weights)
         self.loss, self.whitened = loss, WHITENED | dict(whitened or {})
         self.lr, self.weight_decay, self.epochs, self.batch_size = lr, weight_decay, epochs, batch_size
@@ -269,6 +277,13 @@ def validation_split(groups: np.ndarray, val_share: float, seed: int) -> tuple[n
     return rows[n_val:], rows[:n_val]
 
 
+def _noise_level(t) -> float:
+    """``t`` as a noise level in [0, 1] (1: pure noise); outside it the paths extrapolate (or give NaN)."""
+    if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or not 0 <= float(t) <= 1:
+        raise ValueError(f"a noise level t must lie in [0, 1] (1: pure noise); got {t!r}")
+    return float(t)
+
+
 def _checked(array, name: str) -> np.ndarray:
     array = np.asarray(array, dtype=np.float32)
     if array.ndim != 2:
@@ -330,7 +345,7 @@ def _conditioning_of(pipe, conditioning):
             "(for SD3's pipelines, pipe.encode_prompt of each row's prompt)"
         )  # fmt: skip
     device = next(pipe.transformer.parameters()).device
-    return lambda attributes: pipe.attribute_encoder(torch.as_tensor(attributes, dtype=torch.long, device=device))
+    return lambda attributes: pipe.attribute_encoder(torch.as_tensor(attribute_rows(attributes), device=device))
 
 
 @torch.no_grad()
@@ -345,6 +360,7 @@ def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: 
     pooled_projections)``; by default the pipeline's ``attribute_encoder`` (``AttributeDiffusionPipeline``).
     A pipeline conditioned on text (SD3's) needs it: e.g. ``pipe.encode_prompt`` of each row's prompt.
     """
+    t = _noise_level(t)
     device = next(pipe.transformer.parameters()).device
     latents = latents.to(device)
     if noise is None:
@@ -440,9 +456,18 @@ class TrustAbstention(TrajectoryTap):
 
     def __init__(self, transformer, layer: int, step: int, translator: Translator | None, scorer, thresholds, names,
                  attributes, conditional_half: bool = False, project=None, drop: bool = False):  # fmt: skip
+        from condeval.core.io import check_integer
+
+        step = check_integer(step, "step", least=0)
+        names = attribute_names(names)
+        fitted_names = getattr(scorer, "names_", None)
+        if fitted_names is not None and names != list(fitted_names):
+            raise ValueError(f"names {names} are not the scorer's {list(fitted_names)}, in its order: the thresholds "
+                             "would be read for other conditions than the trust")  # fmt: skip
+        attributes = attribute_rows(attributes, name="attributes")
         super().__init__(transformer, layer, [step], conditional_half, project)
-        self.step, self.translator, self.scorer = int(step), translator, scorer
-        self.thresholds, self.names, self.attributes = thresholds, list(names), np.asarray(attributes)
+        self.step, self.translator, self.scorer = step, translator, scorer
+        self.thresholds, self.names, self.attributes = thresholds, names, attributes
         self.drop = drop
         self.abstained: np.ndarray | None = None
         self.trust: np.ndarray | None = None
@@ -510,7 +535,8 @@ class TrustAbstention(TrajectoryTap):
 def compute_saved(abstained: np.ndarray, step: int, num_inference_steps: int) -> dict:
     """What abstaining at ``step`` (0-based) saves: the share of all denoising steps not run, and the
     decoder and extractor passes not made (one each per abstained sample)."""
-    abstained = np.asarray(abstained, dtype=bool)
+    abstained = flags(abstained, name="abstained")
+    step = _sampler_step(step, num_inference_steps)
     left = num_inference_steps - (step + 1)
     return {
         "steps_saved_pct": 100.0 * abstained.mean() * left / num_inference_steps,
@@ -527,9 +553,13 @@ def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int,
     pipeline's VAE, noised to each of ``t_values`` (fresh seeded noise per t) and read at block
     ``layer`` (through ``project`` and ``conditioning``, see :func:`internal_features`);
     (len(t_values) × N, width), t-major (all images at the first t, then the next)."""
+    from condeval.core.io import image_batch
     from condeval.encoders.patch_features import pixel_values
     from condeval.generators.text_to_image_training import latents_of
 
+    images = image_batch(images, "images")  # uint8: floats would be scaled as pixels 0..255
+    attributes = attributes if conditioning is not None else attribute_rows(attributes, len(images))
+    t_values = [_noise_level(t) for t in t_values]
     latents = torch.as_tensor(latents_of(pipe.vae, pixel_values(images).numpy()))
     attributes = np.asarray(attributes)
     features = []
@@ -547,6 +577,18 @@ def step_noise_levels(scheduler, num_inference_steps: int, steps) -> list[float]
     """The noise level t (1: pure noise) at which a ``num_inference_steps`` sampler runs each of its
     ``steps`` (0-based): the step's timestep over ``num_train_timesteps`` (a flow-matching scheduler's
     sigma), so that real images noised to it on the generator's path stand where the samples stand."""
+    steps = [_sampler_step(step, num_inference_steps) for step in steps]
     scheduler.set_timesteps(num_inference_steps)
     total = scheduler.config.num_train_timesteps
-    return [float(scheduler.timesteps[int(step)]) / total for step in steps]
+    return [float(scheduler.timesteps[step]) / total for step in steps]
+
+
+def _sampler_step(step, num_inference_steps: int) -> int:
+    """``step`` as a 0-based sampler step below ``num_inference_steps`` (-1 must not read the last)."""
+    from condeval.core.io import check_integer
+
+    check_integer(num_inference_steps, "num_inference_steps", least=1)
+    step = check_integer(step, "step", least=0)
+    if step >= num_inference_steps:
+        raise ValueError(f"step {step} is past the sampler's {num_inference_steps} steps (0-based)")
+    return step
