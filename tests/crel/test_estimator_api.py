@@ -213,3 +213,17 @@ def test_calibrating_on_units_covers_every_output_of_a_new_unit(crel):
         crel.calibrate(X[:200], Y[:200], alpha, groups=np.where(np.arange(200) == 3, np.nan, unit_of_row[:200]))
     with pytest.raises(ValueError, match="groups has a missing id at row 0"):
         crel.calibrate(X[:200], Y[:200], alpha, groups=[None, *unit_of_row[1:200]])
+
+
+def test_the_early_stopping_hold_out_is_never_empty():
+    """With 10 rows at seed 6 the row-wise draw held out none: the LGM trained without validation and its
+    last epoch was returned as the best. A draw with both sides filled is kept as it was."""
+    from condeval.crel.estimator import _holdout
+
+    rows = np.arange(10)
+    for seed in range(200):
+        (train,), (val,) = _holdout(np.random.default_rng(seed), 0.1, rows)
+        assert len(val) >= 1 and len(train) >= 1 and sorted([*train, *val]) == list(rows)
+    many = np.arange(1000)
+    (train,), (val,) = _holdout(np.random.default_rng(0), 0.1, many)
+    np.testing.assert_array_equal(val, many[np.random.default_rng(0).random(1000) < 0.1])

@@ -216,6 +216,17 @@ def test_the_worst_case_is_at_most_rho_at_a_covered_items_own_code(fitted):
     assert np.all(out["crel_rho"] <= 1.0) and np.all(out["crel_rho"] >= -1.0)
 
 
+def test_evaluate_crel_refuses_a_search_in_another_metric_than_its_cosines(fitted):
+    """rho is a cosine: a CReL searching in -MSE gave Table 2 a delta of -12 against 0.97, silently."""
+    from condeval.crel import CReL
+
+    crel, X, Y, folds = fitted
+    mse = CReL(crel.lgm, crel.dqr, metric="mse")
+    cal, test = folds == "cal", folds == "test"
+    with pytest.raises(ValueError, match="evaluate_crel compares cosines: .* searched in 'mse'"):
+        evaluate_crel(mse, X[cal], Y[cal], X[test], Y[test], Y[test], alpha=0.1, num_z0=1, steps=1, lr=0.05, seed=0)
+
+
 def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
     crel, X, Y, folds = fitted
     cal, test = folds == "cal", folds == "test"

@@ -87,8 +87,13 @@ def _fit_settings(x_width: int, lgm_kwargs: dict | None, dqr_kwargs: dict | None
 
 
 def _holdout(rng: np.random.Generator, fraction: float, *arrays: np.ndarray) -> tuple[tuple, tuple]:
-    """Split arrays row-wise into (training, early-stopping validation) tuples."""
-    is_val = rng.random(arrays[0].shape[0]) < fraction
+    """Split arrays row-wise into (training, early-stopping validation) tuples, each row held out with
+    probability ``fraction``; at least one row on each side (a draw of none would train without early
+    stopping and call its last epoch the best)."""
+    n = arrays[0].shape[0]
+    is_val = rng.random(n) < fraction
+    if is_val.all() or not is_val.any():
+        is_val[rng.integers(n)] = not is_val.any()  # only where the draw left a side empty
     return tuple(a[~is_val] for a in arrays), tuple(a[is_val] for a in arrays)
 
 
@@ -108,12 +113,14 @@ class CReL:
     ----------
     alpha_ : float
         Miscoverage level of the last calibration.
-    scores_cal_ : ndarray (n_cal,)
-        E_i⁺, exact distances of the calibration codes to their regions.
+    scores_cal_ : ndarray (n_cal,) or (n_units,)
+        E_i⁺, exact distances of the calibration codes to their regions; with ``groups``, one per
+        unit (its rows' largest).
     gamma_cal_ : float
-        The ⌈(n+1)(1−α)⌉-th smallest E_i⁺ (Eq. 6).
+        The ⌈(n+1)(1−α)⌉-th smallest of ``scores_cal_`` (Eq. 6).
     gamma_init_ : float
-        Coverage of the uncalibrated regions on the calibration set (Eq. 5).
+        Coverage of the uncalibrated regions on the calibration set (Eq. 5): a share of rows, or with
+        ``groups`` of units.
     """
 
     def __init__(self, lgm: LatentVAE, dqr: DirectionalQuantileRegressor, metric: str = "mse"):

@@ -397,7 +397,15 @@ def evaluate_crel(
     (``converged``, ``last_improvement``, ``steps_run``; ``stopping`` sets its rule, see
     :func:`condeval.crel.reliability.reliability_score`). The own code is one of the PGD starts,
     so for a covered item ``crel_rho <= rho_own_code``.
+
+    ``rho`` and ``rho_own_code`` are cosines (Tables 2 and 3 compare ρ and CReL-ρ in it), so ``crel``
+    must search in it too: ``CReL.fit(..., metric="cosine")`` or ``CReL.from_checkpoints(..., metric="cosine")``
+    (the latent model may have been trained on another loss); another metric is refused, since CReL-ρ
+    would be a −MSE set against cosines.
     """
+    if crel.metric != "cosine":
+        raise ValueError(f"evaluate_crel compares cosines: this CReL's worst case is searched in {crel.metric!r}; "
+                         "build it with metric='cosine' (CReL.from_checkpoints(..., metric='cosine'))")  # fmt: skip
     crel.calibrate(X_cal, Y_cal, alpha, groups=groups)
     out = _worst_case(
         crel, X_test, Y_test, GT_test, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, **stopping

@@ -34,6 +34,13 @@ import torch
 from condeval.core.training import ScheduledModule, state_digest
 
 __all__ = [
+    "train_text_to_image",
+    "train_flow_generator",
+    "train_kandinsky",
+    "train_t5_from_clip",
+    "world_images",
+    "latents_of",
+    "flow_velocity",
     "FlowMatchingModule",
     "GuidanceDistillationModule",
     "KandinskyPriorModule",
