@@ -13,6 +13,11 @@ for _metric, _starts in T2I["num_z0"].items():
         raise ValueError(
             f"crel.text_to_image.num_z0_curve {T2I['num_z0_curve']} must hold num_z0.{_metric} = {_starts} (Fig. 7's point there is Table 3's CReL-rho)"
         )
+if COCO["source"] == "miniworld" and T2I["items"] > COCO["miniworld"]["val_images"]:
+    raise ValueError(
+        f"config key 'crel.text_to_image.items' asks {T2I['items']} val images; the mini-world has "
+        f"coco.miniworld.val_images = {COCO['miniworld']['val_images']}"
+    )
 
 _TRAINED_FAMILIES = {T2I["models"][m]["family"] for m in T2I_MODELS if "train" in T2I["models"][m]}
 for _family in _TRAINED_FAMILIES:

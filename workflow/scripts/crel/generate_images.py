@@ -13,6 +13,9 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, shard = snakemake.params, int(snakemake.wildcards.shard)
 pairs = evaluation_pairs(load_captions(snakemake.input.captions, image_dir(snakemake.input.captions))).sort("image_id")
+if pairs.height < p.n_items:  # head() would draw fewer items than configured, silently
+    raise ValueError(f"config key 'crel.text_to_image.items' asks {p.n_items} items; {snakemake.input.captions} "
+                     f"has {pairs.height} images")  # fmt: skip
 items = pairs.head(p.n_items)
 rows = items.filter(items["image_id"].is_in(shard_image_ids(items["image_id"].to_numpy(), p.shards, shard)))
 pipe = load_text_to_image(
