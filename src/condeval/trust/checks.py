@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from condeval.core.io import check_finite, integer_array, real_array
+from condeval.core.io import check_finite, integer_array
 from condeval.metrics import as_numpy
 
 __all__ = ["RESERVED_NAMES", "attribute_names", "attribute_rows", "flags", "score_values", "same_rows"]
@@ -93,12 +93,17 @@ def flags(values, n_rows: int | None = None, name: str = "accepted") -> np.ndarr
 
 
 def score_values(values, n_rows: int | None = None, name: str = "scores") -> np.ndarray:
-    """``values`` as a finite float64 (N,) array, N = ``n_rows`` when given.
+    """``values`` as a finite real (N,) array in its own dtype (float32 scores stay float32, so their
+    quantiles are those computed before), N = ``n_rows`` when given.
 
     A NaN score would sit in no quantile (a condition's threshold NaN rejects all its samples) and an
     infinite one set it to accept them all, so both are refused, naming ``name`` and the row.
     """
-    array = real_array(values, name, ndim=1)
+    array = np.asarray(as_numpy(values))
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be real numbers; got dtype {array.dtype}")
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one score per row (N,); got shape {array.shape}")
     if n_rows is not None and len(array) != n_rows:
         raise ValueError(f"{name} has {len(array)} values for {n_rows} rows")
     return check_finite(array, name)
