@@ -212,6 +212,15 @@ def test_flickr8k_one_image_under_two_ids_is_refused(tmp_path):
         load_flickr8k_expert(path)
 
 
+def test_flickr8k_judgement_of_another_image_is_refused(tmp_path):
+    judged = [{"image_path": "img/2.jpg", "caption": "a zebra", "rating": 4}]
+    path = _flickr(tmp_path, {"1": _entry("img/1.jpg", ["a zebra grazes"], judged)})
+    with pytest.raises(DatasetFormatError, match="image 1, judgement 0: image_path 'img/2.jpg' is not its entry's"):
+        load_flickr8k_expert(path)
+    judged[0]["image_path"] = "img/1.jpg"
+    assert load_flickr8k_expert(_flickr(tmp_path, {"1": _entry("img/1.jpg", ["a zebra"], judged)})).height == 1
+
+
 def test_flickr8k_unrated_judgement_without_a_caption_is_refused(tmp_path):
     path = _flickr(tmp_path, {"1": _entry("img/1.jpg", ["a zebra"], [{"caption": None, "rating": math.nan}])})
     with pytest.raises(DatasetFormatError, match="image 1, judgement 0: 'caption' must be a non-empty string"):

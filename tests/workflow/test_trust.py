@@ -167,6 +167,8 @@ def test_a_regime_override_retrains_only_its_regime(tiny_run, tmp_path):
         ({"translator": {"steps": [0], "variants": ["sit"], "layer": 1}}, "trust.translator.variants"),
         ({"translator": {"steps": [0], "aligned": ["vanilla"], "layer": 1}}, "trust.translator.aligned"),
         ({"translator": {"steps": [0, 0]}}, "config key 'trust.translator.steps': [0, 0] has non-unique elements"),
+        ({"translator": {"steps": [0], "layer": 1, "aligned": ["repa-siglip", "repa-siglip"]}},
+         "config key 'trust.translator.aligned'"),
         ({"translator": {"steps": [0], "layer": 3}}, "config key 'trust.translator.layer' is block 3, past the denoiser's"),
         ({"generators": {"vanilla": {}, "repa-siglip": {"repa": {"extractor": "siglip", "depth": 4}}}},
          "config key 'trust.generators.repa-siglip.repa.depth' is block 4"),

@@ -228,7 +228,8 @@ def image_batch(images, name: str = "images", *, kind: str = "uint8", channels: 
         raise ValueError(f"{name} must have {channels} channels (the model's); got shape {array.shape}")
     if kind == "uint8":
         if array.dtype != np.uint8:
-            hint = " (floats in [-1, 1]: ((x + 1) * 127.5).round().astype(np.uint8))" if array.dtype.kind == "f" else ""
+            hint = (" (floats in [-1, 1]: ((x + 1) * 127.5).round().astype(np.uint8); in [0, 1]: "
+                    "(x * 255).round().astype(np.uint8))") if array.dtype.kind == "f" else ""  # fmt: skip
             raise TypeError(f"{name} must be uint8 pixels 0..255; got {array.dtype}{hint}")
         return array
     if kind != "signed":

@@ -70,6 +70,9 @@ def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
             where = f"{path}: image {key}, judgement {number}"
             if not isinstance(judgement, dict) or "caption" not in judgement or "rating" not in judgement:
                 raise DatasetFormatError(f"{where} lacks 'caption' or 'rating'")
+            own = judgement.get("image_path", entry["image_path"])
+            if own != entry["image_path"]:  # a judgement of another image filed under this one
+                raise DatasetFormatError(f"{where}: image_path {own!r} is not its entry's {entry['image_path']!r}")
             caption = text_field(judgement["caption"], where, "caption")
             rating = judgement["rating"]
             if isinstance(rating, float) and math.isnan(rating):
