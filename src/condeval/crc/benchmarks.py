@@ -69,6 +69,8 @@ def foil_it_captions(annotations_json: str | os.PathLike, image_dir: str | os.Pa
         With ``train_json``: the share of the train file's images that calibrate (1: all of it, the
         paper's sizes; 0.1: the official code's), the test file tests whole. Without: the share of
         the test file's images that calibrate, the rest tests.
+    seed : int
+        Of the draw of calibration images (:func:`image_subsets`).
     train_json, train_image_dir : path-like, optional
         The train file and its images (real FOIL-it: COCO train2014).
     """
@@ -127,6 +129,10 @@ def judged_captions(fmt: str, path: str | os.PathLike, image_root: str | os.Path
         The release format (``pickle``: VICR and Composite, refused unless ``allow_pickle``).
     path, image_root : path-like
         The release file, and the folder its image paths are relative to.
+    allow_pickle : bool
+        Unpickle a ``pickle`` release (it runs code from the file: trusted files only).
+    calibration_fraction, seed : float, int
+        The share of the set's images drawn (seeded) to calibrate; the rest test (:func:`image_subsets`).
     """
     if fmt == "pickle":
         frame = load_pickled_judgments(path, allow_pickle=allow_pickle)

@@ -364,6 +364,11 @@ def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFr
         Calibration pairs with ``mean``, ``std`` and ``human_score``.
     evaluations : dict of str to polars.DataFrame
         The evaluation pairs of each dataset.
+    delta, lambdas, method
+        Learn-then-Test's FWER, the grid of σ scales and the FWER procedure
+        (:func:`~condeval.crc.intervals.calibrate_intervals`).
+    truncation_factor : float
+        The truncation interval's factor (its ``bounds_factor``).
     unit : {"image", "caption"}
         What n counts in the Learn-then-Test p-values: the calibration pairs' images (``path``) or the pairs.
 

@@ -146,6 +146,12 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
     unit : {"image", "caption"}
         What n in the HB p-value counts: images (default) or pairs (the paper's).
 
+    Returns
+    -------
+    IntervalCalibration
+        The grid, each λ's risk and p-value, the λ that control the risk (``valid``), α (1 − the
+        uncalibrated UPS), λ̂ and the truncation bounds.
+
     Raises
     ------
     ValueError

@@ -134,6 +134,10 @@ def sample_conditional(
         Unit-norm conditions.
     n_samples : int
         Samples per condition.
+    params : SyntheticParams
+        The design's mean function and noise.
+    rng : numpy.random.Generator
+        Draws the norms and the noise.
 
     Returns
     -------
@@ -184,6 +188,8 @@ def assign_folds(n: int, fractions: dict[str, float], seed: int) -> np.ndarray:
         Number of rows.
     fractions : dict
         Fraction per fold in :data:`FOLDS`; must sum to 1.
+    seed : int
+        Of the permutation.
 
     Returns
     -------

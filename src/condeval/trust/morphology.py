@@ -259,6 +259,8 @@ def selection_contrast(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, *
         Random subsets averaged for the random arm (each condition-matched: :func:`random_matched`).
     n_boot, level : int, float
         Bootstrap replicates and the CI's level (percentile interval).
+    seed : int
+        Of the random subsets and the bootstrap.
     stratified : bool
         The paper's bootstrap, stratified by condition: samples resampled within each condition with
         their accept flags, the trust arm's mean set against the random arm's expectation under that
@@ -364,8 +366,13 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
     real, generated : polars.DataFrame
         ``Image.csv`` rows with the attribute columns ``names``; ``generated`` also has ``trust`` and
         ``accepted`` (P95-real, :func:`~condeval.trust.filtering.accepted_mask`).
+    names : list of str
+        The attribute columns (integers; RxRx1's ``cell_type_id`` among them, for Fig. 3's cell-type
+        classifier).
     conditions : ndarray, shape (M, K)
-        The queried conditions; ``seen`` (M,) says which are in the training support (the two arms).
+        The queried conditions.
+    seen : ndarray of bool, shape (M,)
+        Which conditions are in the training support (the two arms); 0/1 integers are read as flags.
     top_k : int, optional
         None (or 0): the centroid distance over every kept column (the paper); k: over the top k of
         :func:`centroid_features` (the official code's raw-distance stage: 15).
