@@ -2,6 +2,7 @@
 real column format, the centroid statistic, and the bootstrap CI's coverage in a simulation."""
 
 import logging
+import re
 
 import numpy as np
 import polars as pl
@@ -140,7 +141,19 @@ def test_the_per_feature_tables_read_generators_without_any_correlation():
     assert "Top-correlated features under trust, repa, seen" in text and "| `a` | 0.900 |" in text
     assert "No uninformative-feature check: vanilla" in text
     text = feature_tables_markdown(rows, "repa")
-    assert "Uninformative features (unfiltered set, lowest r under random), repa, seen" in text and "| `b` |" in text
+    assert "Uninformative features (unfiltered set, lowest |r| under random), repa, seen" in text and "| `b` |" in text
+
+
+def test_the_uninformative_features_are_those_nearest_no_correlation():
+    """The sanity check lists r near 0 under random selection (the paper's 0.000-0.005), never a feature
+    that tracks the real means in reverse (r near -1)."""
+    from condeval.trust.report import feature_tables_markdown
+
+    r_random = [-0.99, -0.5, 0.002, 0.3, -0.01] + [0.6 + 0.03 * k for k in range(8)]
+    rows = pl.DataFrame({"feature": [f"f{k}" for k in range(len(r_random))], "r_trust": 0.5, "r_random": r_random,
+                         "gain": 0.0, "arm": "unseen", "set": "unfiltered", "variant": "vanilla"})  # fmt: skip
+    listed = re.findall(r"\| `(f\d+)` \|", feature_tables_markdown(rows, "vanilla"))
+    assert listed[:3] == ["f2", "f4", "f3"] and "f0" not in listed, listed
 
 
 def _readout_world(seed: int, trust_offset: float = 0.0):

@@ -22,7 +22,19 @@ __all__ = [
     "feature_tables_markdown",
 ]
 
-_SCORE_LABELS = {"trust": "trust", "realism": "realism", "faithfulness": "faithfulness"}
+# each score's axis name and what its first decile holds
+_SCORE_LABELS = {"trust": ("trust", "most trusted"), "realism": ("realism", "most realistic"),
+                 "faithfulness": ("faithfulness", "most faithful")}  # fmt: skip
+
+
+# one colour per generator in every figure, whichever generators a figure holds
+_GENERATOR_COLOURS = {"vanilla": "C0", "repa-dinov3": "C1", "repa-siglip": "C2"}
+
+
+def variant_colours(variants) -> dict:
+    """Each generator's colour: the three of the paper fixed, any other from C3 on, in the order given."""
+    others = [v for v in variants if v not in _GENERATOR_COLOURS]
+    return {v: _GENERATOR_COLOURS.get(v) or f"C{3 + others.index(v) % 7}" for v in variants}
 
 
 def plot_deciles(rankings: pl.DataFrame, path, title: str) -> None:
@@ -33,14 +45,15 @@ def plot_deciles(rankings: pl.DataFrame, path, title: str) -> None:
     fig, axes = plt.subplots(len(metrics), len(scores), figsize=(4.2 * len(scores), 3.0 * len(metrics)),
                              squeeze=False, sharex=True)  # fmt: skip
     for col, score in enumerate(scores):
-        for variant in sorted(rankings["variant"].unique().to_list()):
+        colours = variant_colours(sorted(rankings["variant"].unique().to_list()))
+        for variant, colour in colours.items():
             part = rankings.filter((pl.col("score") == score) & (pl.col("variant") == variant)).sort("bin")
             decile = part["bin"].to_numpy() + 1
             for row, (metric, label) in enumerate(metrics):
-                axes[row][col].plot(decile, part[metric].to_numpy(), marker="o", label=variant)
+                axes[row][col].plot(decile, part[metric].to_numpy(), marker="o", label=variant, color=colour)
                 axes[row][col].set_ylabel(label)
-        axes[0][col].set_title(f"ranked by {_SCORE_LABELS[score]}")
-        axes[-1][col].set_xlabel(f"{_SCORE_LABELS[score]} decile (1 = most trusted)")
+        axes[0][col].set_title(f"ranked by {_SCORE_LABELS[score][0]}")
+        axes[-1][col].set_xlabel("{} decile (1 = {})".format(*_SCORE_LABELS[score]))
         axes[-1][col].set_xticks(np.arange(1, int(rankings["bin"].max()) + 2))
     axes[0][-1].legend(fontsize=8)
     fig.suptitle(title)
@@ -53,14 +66,13 @@ def plot_graded_shift(shift: pl.DataFrame, path, title: str) -> None:
     """Fig. 7: per-condition mean trust and KID against the minimum Hamming distance to the training
     support, one colour per generator, the means per distance joined."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for variant in sorted(shift["variant"].unique().to_list()):
+    for variant, colour in variant_colours(sorted(shift["variant"].unique().to_list())).items():
         part = shift.filter(pl.col("variant") == variant)
         means = part.group_by("hamming").agg(pl.col("mean_trust", "kid_all").mean()).sort("hamming")
         for ax, column in zip(axes, ("mean_trust", "kid_all"), strict=True):
             jitter = np.random.default_rng(0).uniform(-0.08, 0.08, part.height)
-            points = ax.scatter(part["hamming"].to_numpy() + jitter, part[column].to_numpy(), s=14, alpha=0.6)
-            ax.plot(means["hamming"].to_numpy(), means[column].to_numpy(), color=points.get_facecolor()[0],
-                    label=variant)  # fmt: skip
+            ax.scatter(part["hamming"].to_numpy() + jitter, part[column].to_numpy(), s=14, alpha=0.6, color=colour)
+            ax.plot(means["hamming"].to_numpy(), means[column].to_numpy(), color=colour, label=variant)
     axes[0].set_ylabel("mean trust (lower is better)")
     axes[1].set_ylabel("KID")
     for ax in axes:
@@ -77,16 +89,18 @@ def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
     """Fig. 3: accuracy on real sites of classifiers trained on each trust bin's generated sites
     in CellProfiler space, cell type (4 classes) and condition, one line per generator (``variant``)."""
     targets = sorted(deciles["target"].unique().to_list())
+    n_bins = int(deciles["bin"].max()) + 1
+    bin_name = "trust decile" if n_bins == 10 else f"trust bin, of {n_bins}"
     fig, axes = plt.subplots(1, len(targets), figsize=(4.4 * len(targets), 3.4), squeeze=False)
     for ax, target in zip(axes[0], targets, strict=True):
-        for variant in sorted(deciles["variant"].unique().to_list()):
+        for variant, colour in variant_colours(sorted(deciles["variant"].unique().to_list())).items():
             part = deciles.filter((pl.col("target") == target) & (pl.col("variant") == variant)).sort("bin")
             ax.errorbar(part["bin"].to_numpy() + 1, part["accuracy"].to_numpy(), yerr=part["accuracy_sd"].to_numpy(),
-                        marker="o", capsize=2, label=variant)  # fmt: skip
+                        marker="o", capsize=2, label=variant, color=colour)  # fmt: skip
         ax.set_title(f"{target} classifier on CellProfiler features")
-        ax.set_xlabel("trust decile (1 = most trusted)")
+        ax.set_xlabel(f"{bin_name} (1 = most trusted)")
         ax.set_ylabel("accuracy on real sites")
-        ax.set_xticks(np.arange(1, int(deciles["bin"].max()) + 2))
+        ax.set_xticks(np.arange(1, n_bins + 1))
     axes[0][-1].legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
@@ -182,18 +196,16 @@ def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
     """Fig. 4: the KID gain of trust selection and Accept% against the scoring step, one line per
     generator and path (REPA-aligned dotted), each generator's post-generation gain dashed."""
     fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
-    for variant in sorted(steps["variant"].unique().to_list()):
+    for variant, colour in variant_colours(sorted(steps["variant"].unique().to_list())).items():
         post = steps.filter((pl.col("variant") == variant) & (pl.col("scoring") == "post"))
-        colour = None
         for route in ("translator", "aligned"):
             during = steps.filter((pl.col("variant") == variant) & (pl.col("path") == route)).sort("step")
             if during.height == 0:
                 continue
             gain, accept = (during[c].cast(pl.Float64).to_numpy() for c in ("improvement", "accept"))  # null: skipped
             style = dict(marker="o", linestyle=":" if route == "aligned" else "-", color=colour)
-            label = variant if route == "translator" else f"{variant} ({PATH_NAMES[route]})"
-            line = axes[0].plot(during["step"].to_numpy(), gain, label=label, **style)
-            colour = line[0].get_color()
+            label = f"{variant} ({PATH_NAMES[route]})"
+            axes[0].plot(during["step"].to_numpy(), gain, label=label, **style)
             axes[1].plot(during["step"].to_numpy(), accept, label=label, **style)
         if post.height and post["improvement"][0] is not None:
             axes[0].axhline(post["improvement"][0], linestyle="--", color=colour, linewidth=1)
@@ -215,8 +227,8 @@ def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
 
 def feature_tables_markdown(correlations: pl.DataFrame, variant: str) -> str:
     """Per generator and arm, the 5 kept features best correlated with the real per-condition means under
-    trust; and for ``variant``'s unseen arm (else seen), the 10 unfiltered features least correlated under
-    random selection (the paper's sanity check)."""
+    trust; and for ``variant``'s unseen arm (else seen), the 10 unfiltered features with the smallest
+    ``|r|`` under random selection (the paper's sanity check)."""
     if correlations.is_empty():
         return "\nNo per-feature correlations: no arm had accepted samples in 3 conditions or more.\n"
     sections = [
@@ -234,8 +246,9 @@ def feature_tables_markdown(correlations: pl.DataFrame, variant: str) -> str:
     if mine.is_empty():
         return "".join(sections) + f"\nNo uninformative-feature check: {variant} has no arm with a correlation.\n"
     arm = "unseen" if "unseen" in mine["arm"].to_list() else "seen"
-    bottom = mine.filter(pl.col("arm") == arm).sort("r_random").head(10)
-    sections.append(f"\nUninformative features (unfiltered set, lowest r under random), {variant}, {arm}:\n\n"
+    # uninformative is r near 0 (the paper's bottom ten read 0.000-0.005); r near -1 is a strong correspondence
+    bottom = mine.filter(pl.col("arm") == arm).sort(pl.col("r_random").abs()).head(10)
+    sections.append(f"\nUninformative features (unfiltered set, lowest |r| under random), {variant}, {arm}:\n\n"
                     "| feature | r (random) | r (trust) |\n|---|---|---|\n"
                     + "".join(f"| `{r['feature']}` | {r['r_random']:.3f} | {r['r_trust']:.3f} |\n"
                               for r in bottom.iter_rows(named=True)))  # fmt: skip

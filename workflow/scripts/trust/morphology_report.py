@@ -27,6 +27,6 @@ sections.append(feature_tables_markdown(correlations, p.variants[0]))
 with atomic_path(snakemake.output.table) as tmp:
     tmp.write_text("".join(sections))
 with atomic_path(snakemake.output.figure) as tmp:
-    plot_morphology_deciles(deciles, tmp, f"rxrx1, {w.regime.replace('_', '-')} support: CellProfiler-space deciles")
+    plot_morphology_deciles(deciles, tmp, f"rxrx1, {w.regime.replace('_', '-')} support: CellProfiler-space trust bins")
 log.info("Section 5.1.3:\n%s", contrast)
 log.info("segmentation: %s", segmentation)
