@@ -1,5 +1,6 @@
 """The crc tables say what the sets could not see: calibration units, refused captions, never-scored words."""
 
+import numpy as np
 import polars as pl
 
 from condeval.crc.report import dropped_rows_markdown, sweep_markdown, table4_markdown
@@ -56,3 +57,22 @@ def test_dropped_rows_table_lists_every_file_read_and_each_reason():
     assert "|foil_it|foil/test.json|tokencountsdiffer|7|" in lines
     assert "|foil_it|foil/train.json|none|0|" in lines
     assert "|polaris|polaris.parquet|nowordleftafternormalisation|2|" in lines
+
+
+def test_fig1_never_shows_a_pair_clipscore_clipped_to_zero():
+    """The lowest-variance pick was a pair scored 0 throughout (its violin a flat line at the clip):
+    Fig. 1's three pairs come from the pairs with no clipped score when there are any."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from condeval.crc.report import plot_violins
+
+    rng = np.random.default_rng(0)
+    samples = [np.zeros(20)] + [0.5 + rng.normal(0, 0.01 * (k + 1), 20) for k in range(6)]
+    pairs = pl.DataFrame({"samples": [s.tolist() for s in samples], "std": [float(s.std()) for s in samples],
+                          "clipscore": [0.0] + [0.5] * 6, "words": [["clipped"]] + [[f"pair{k}"] for k in range(6)],
+                          "human_score": [0.5] * 7})  # fmt: skip
+    for seed in range(10):
+        figure = plot_violins(pairs, seed, "t")
+        ticks = " ".join(label.get_text() for label in figure.axes[0].get_xticklabels())
+        assert "clipped" not in ticks and "pair0" in ticks and "pair5" in ticks, ticks

@@ -198,9 +198,15 @@ def plot_violins(pairs: pl.DataFrame, seed: int, title: str):
     """Fig. 1: the masked-CLIPScore distributions of a random pair and of the highest- and lowest-variance pairs.
 
     ``pairs`` has ``samples`` (the I×T scores), ``std``, ``clipscore``, ``words`` and ``human_score``.
+    The three are drawn among the pairs none of whose scores CLIPScore clipped at 0 (all pairs if
+    every one has a clipped score): a clipped pair's spread is the clip's, and the lowest-variance pick
+    would otherwise be a pair scored 0 throughout.
     """
-    random_row = int(np.random.default_rng(seed).integers(len(pairs)))
-    order = pairs.with_row_index("row").sort("std")
+    indexed = pairs.with_row_index("row")
+    unclipped = indexed.filter(pl.col("samples").list.min() > 0)
+    candidates = unclipped if unclipped.height else indexed
+    random_row = int(candidates["row"][int(np.random.default_rng(seed).integers(candidates.height))])
+    order = candidates.sort("std")
     chosen = [
         ("random pair", random_row),
         ("highest variance", int(order["row"][-1])),
@@ -227,7 +233,7 @@ def plot_violins(pairs: pl.DataFrame, seed: int, title: str):
     ax.set_xticks(range(1, 4), ticks, fontsize=8)
     ax.set_ylabel("CLIPScore")
     ax.set_title(title)
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="best", fontsize=8, title="bars: median and extrema", title_fontsize=7)
     fig.tight_layout()
     return fig
 
