@@ -2,13 +2,14 @@
 by the same run (hyperparameters compared by their bytes, the frozen inputs a module names)."""
 
 import logging
+import shutil
 
 import numpy as np
 import pytest
 import pytorch_lightning as pl
 import torch
 
-from condeval.core.training import fit, state_digest
+from condeval.core.training import fit, fit_to_files, state_digest
 
 ROWS = np.random.default_rng(0).normal(size=(40, 4)).astype(np.float32)
 TARGETS = ROWS.sum(axis=1, keepdims=True)
@@ -99,3 +100,28 @@ def test_state_digest_reads_weights_and_values():
     a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
     assert state_digest(a, ["x"]) == state_digest(a, ["x"])
     assert len({state_digest(a, ["x"]), state_digest(b, ["x"]), state_digest(a, ["y"])}) == 3
+
+
+def test_a_moved_run_folder_answers_with_its_own_checkpoint(tmp_path):
+    """A run folder copied elsewhere (a DVC pull, another clone) and its original gone: the finished run
+    resumes from its own files and names its own best checkpoint (it named the old folder's, and exporting
+    it failed)."""
+    _fit(Regression(), tmp_path / "a" / "run")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(tmp_path / "a")
+    best = _fit(Regression(), tmp_path / "b" / "run")
+    assert best.parent == tmp_path / "b" / "run" / "checkpoints" and best.is_file(), best
+
+
+def test_the_same_run_in_two_folders_exports_the_same_bytes(tmp_path):
+    """The exported checkpoint holds no absolute path: the same config and seed give the same bytes in any
+    clone (they differed by the run folder's path, and every reader reran after a pull), and it loads."""
+    exported = []
+    for clone in ("a", "b/deeper"):
+        model = tmp_path / clone / "model.ckpt"
+        fit_to_files(Regression(), (ROWS[8:], TARGETS[8:]), (ROWS[:8], TARGETS[:8]), model, tmp_path / clone / "s.json",
+                     max_epochs=2, patience=5, batch_size=8, seed=0, progress=False)  # fmt: skip
+        exported.append(model.read_bytes())
+        assert str(tmp_path) not in str(torch.load(model, weights_only=True)["callbacks"])
+    assert exported[0] == exported[1]
+    assert isinstance(Regression.load_from_checkpoint(tmp_path / "a" / "model.ckpt"), Regression)

@@ -182,7 +182,9 @@ def test_vae_and_dqr_reload_from_checkpoint(tmp_path):
         progress=False,
     )
     exported = export_best(best, tmp_path / "export" / "vae.ckpt")
-    assert exported.read_bytes() == Path(best).read_bytes()
+    saved, written = (torch.load(path, weights_only=True) for path in (best, exported))
+    assert saved["state_dict"].keys() == written["state_dict"].keys()
+    assert all(torch.equal(saved["state_dict"][k], v) for k, v in written["state_dict"].items())
     loaded = LatentVAE.load_from_checkpoint(exported, weights_only=True)
     assert loaded.hparams.metric == "mae" and loaded.hparams.cond_dim == 3
     assert torch.allclose(loaded.encode(y, x), vae.encode(y, x))
@@ -521,7 +523,11 @@ def test_fit_to_files_exports_best_snapshots_and_summary(tmp_path):
         snapshot_paths=snapshots, save_epochs=[1, 3], max_epochs=3, patience=10, batch_size=128, seed=0, progress=False,
     )  # fmt: skip
     assert Path(best).parent.parent == tmp_path / "m_run"
-    assert model_path.read_bytes() == Path(best).read_bytes()
+    best_state, exported_state = (torch.load(path, weights_only=True)["state_dict"] for path in (best, model_path))
+    assert (
+        all(torch.equal(best_state[k], v) for k, v in exported_state.items())
+        and best_state.keys() == exported_state.keys()
+    )
     assert [torch.load(s, weights_only=False)["epoch"] for s in snapshots] == [0, 2]
     summary = json.loads(summary_path.read_text())
     assert summary["epochs_run"] == 3 and set(summary["val_loss_by_epoch"]) == {"1", "2", "3"}

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import operator
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -53,17 +55,32 @@ class DataFileError(ValueError):
     """A file is missing, unreadable, or lacks a required field."""
 
 
+def _remove_killed_writes(target: Path, suffix: str) -> None:
+    """Remove what a killed job's atomic write of ``target`` left beside it: a temporary file or folder
+    named as ``tempfile`` names ours (``.<name>.`` + 8 characters + ``suffix``). Nothing reads it, but it
+    sits inside the DVC-tracked output and would be pushed to the lab's remote."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}{re.escape(suffix)}")
+    for leftover in target.parent.iterdir():
+        if pattern.fullmatch(leftover.name):
+            logging.getLogger(__name__).info("removing %s, left by a killed write of %s", leftover, target)
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is untouched.
+    On an exception the temporary file is removed and ``path`` is untouched; a temporary file a killed
+    write of ``path`` left is removed first.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=suffix or target.suffix or ".tmp", dir=target.parent
-    )
+    suffix = suffix or target.suffix or ".tmp"
+    _remove_killed_writes(target, suffix)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -80,10 +97,12 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a fresh temporary folder next to ``path``; on success it replaces ``path`` whole.
 
     A saved model folder (``save_pretrained``) is never seen half-written: readers find the old
-    folder or the complete new one. On an exception the temporary folder is removed.
+    folder or the complete new one. On an exception the temporary folder is removed; one a killed write
+    of ``path`` left is removed first.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_killed_writes(target, "")
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         yield tmp

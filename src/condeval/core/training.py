@@ -149,7 +149,35 @@ class RngState(Callback):
             torch.cuda.set_rng_state_all(state_dict["cuda"])
 
 
-class _BestCheckpoint(ModelCheckpoint):
+# the paths a ModelCheckpoint's state holds, each a file in its dirpath
+_CHECKPOINT_PATH_KEYS = ("best_model_path", "kth_best_model_path", "last_model_path")
+
+
+def _rebased_checkpoint_state(state: dict, dirpath: str | os.PathLike) -> dict:
+    """A ModelCheckpoint state whose paths name the same files in ``dirpath`` (relative when ``dirpath`` is)."""
+    state = dict(state)
+    move = lambda path: str(Path(dirpath) / Path(path).name) if path else path  # noqa: E731
+    for key in _CHECKPOINT_PATH_KEYS:
+        if key in state:
+            state[key] = move(state[key])
+    if isinstance(state.get("best_k_models"), dict):
+        state["best_k_models"] = {move(path): score for path, score in state["best_k_models"].items()}
+    return state | {"dirpath": str(dirpath)}
+
+
+class _PortableCheckpoint(ModelCheckpoint):
+    """ModelCheckpoint that resumes a run folder that moved (a DVC pull, a copy): its saved state names
+    files of the old folder, which Lightning would read as another run's, keeping only the old best
+    path and forgetting the best score, so the first resumed epoch would count as best."""
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        saved = state_dict.get("dirpath")
+        if saved and self.dirpath and saved != self.dirpath:
+            state_dict = _rebased_checkpoint_state(state_dict, self.dirpath)
+        super().load_state_dict(state_dict)
+
+
+class _BestCheckpoint(_PortableCheckpoint):
     """ModelCheckpoint whose ``{epoch}`` in file names counts completed epochs (1-based)."""
 
     def format_checkpoint_name(self, metrics, filename=None, ver=None, **kwargs):
@@ -168,7 +196,7 @@ def _last_checkpoint(dirpath: Path) -> ModelCheckpoint:
     latest epoch; Lightning writes it through a file-system transaction (temporary file, then
     move), after validation and after EarlyStopping has counted the epoch.
     """
-    return ModelCheckpoint(
+    return _PortableCheckpoint(
         dirpath=dirpath,
         filename=LAST_NAME.removesuffix(".ckpt"),
         monitor=None,
@@ -535,7 +563,8 @@ def fit(
         ckpt_path, checkpoint = None, None
     if checkpoint is not None and _already_stopped(checkpoint):
         best = _callback_state(checkpoint, _BestCheckpoint).get("best_model_path")
-        if best and Path(best).exists():
+        best = best and ckpt_dir / Path(best).name  # the run folder may have moved since
+        if best and best.exists():
             log.info("%s: early stopping already ended this run; not training further", out_dir)
             return Path(best)
 
@@ -623,9 +652,16 @@ def fit_to_files(
 
 
 def export_best(best_ckpt: str | os.PathLike, dest: str | os.PathLike) -> Path:
-    """Copy ``best_ckpt`` to ``dest`` atomically (temp file in dest's folder, then rename)."""
-    with atomic_path(dest, suffix=".ckpt") as tmp:
-        shutil.copyfile(best_ckpt, tmp)
+    """Write ``best_ckpt`` to ``dest`` atomically (temp file in dest's folder, then rename), its callbacks'
+    paths made relative to the run folder: they named the folder absolutely, so the same run in two
+    clones exported different bytes and everything reading the file reran after a pull."""
+    checkpoint = torch.load(best_ckpt, map_location="cpu", weights_only=True)
+    callbacks = checkpoint.get("callbacks", {})
+    for key, state in callbacks.items():
+        if isinstance(state, dict) and "dirpath" in state:
+            callbacks[key] = _rebased_checkpoint_state(state, CHECKPOINT_DIR)
+    with atomic_path(dest, suffix=".ckpt") as tmp, open(tmp, "wb") as handle:
+        torch.save(checkpoint, handle)  # a file object: the archive's inner name is fixed, not tmp's
     return Path(dest)
 
 
