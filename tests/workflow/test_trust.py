@@ -146,6 +146,16 @@ def test_a_regime_override_retrains_only_its_regime(tiny_run, tmp_path):
     assert jobs["trust_train_generator"] == 4, jobs
 
 
+def test_a_dataset_override_retrains_only_its_dataset(tiny_run, tmp_path):
+    """``datasets.<dataset>.generator_training``: RxRx1's epochs retrain RxRx1's two generators and leave
+    CelebA's alone; an override equal to the shared value retrains nothing."""
+    workdir = copy_run(tiny_run, tmp_path / "run")
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "datasets", "rxrx1"), generator_training={"epochs": 2})
+    assert jobs["trust_train_generator"] == 2, jobs
+    jobs = dry_run_after_edit(workdir, "trust", ("trust", "datasets", "rxrx1"), generator_training={"epochs": 1})
+    assert not TRAINING_OR_GENERATION & set(jobs), jobs
+
+
 @pytest.mark.parametrize(
     "section, key",
     [

@@ -182,10 +182,12 @@ def trust_generator_train_inputs(wildcards):
     return inputs
 
 
-def trust_generator_training(variant, regime):
-    """A generator's training settings: the variant's own or the shared ones, with the regime's overrides."""
+def trust_generator_training(variant, regime, dataset):
+    """A generator's training settings: the variant's own or the shared ones, with the dataset's overrides,
+    then the regime's."""
     train = dict(TRUST["generators"][variant].get("train", TRUST["generator_training"]))
-    return train | train.pop("regimes", {}).get(regime, {})
+    regimes = train.pop("regimes", {})
+    return train | TRUST["datasets"][dataset].get("generator_training", {}) | regimes.get(regime, {})
 
 
 def trust_scoring_extractor(variant):

@@ -69,7 +69,9 @@ rule trust_train_generator:
         **TRUST_WILDCARDS,
     params:
         root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
-        train=lambda wildcards: canonical(trust_generator_training(wildcards.variant, wildcards.regime)),
+        train=lambda wildcards: canonical(
+            trust_generator_training(wildcards.variant, wildcards.regime, wildcards.dataset)
+        ),
         repa=lambda wildcards: canonical(TRUST["generators"][wildcards.variant].get("repa", {})),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         image_size=TRUST["image_size"],
