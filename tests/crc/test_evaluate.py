@@ -168,3 +168,24 @@ def test_a_sweep_refuses_an_image_on_both_sides_and_reports_the_image_risk_on_re
     groups, images = np.array([0, 1, 1, 2, 2, 3, 3]), np.array([0, 1, 1, 1, 1, 1, 1])
     assert fdr(flags, labels, groups) == pytest.approx(1.5 / 4)
     assert fdr(flags, labels, groups, images=images) == pytest.approx((0 + 0.5) / 2)
+
+
+@pytest.mark.parametrize("column", ["mean", "word_scores"])
+def test_a_non_finite_sample_names_its_shard_and_caption(tmp_path, column):
+    """A NaN in a sample shard (a score, or one inside a list) stops the read naming the shard and the
+    caption key; it named the caption table, which was sound, or (inside a list) passed to the metrics."""
+    from condeval.crc.evaluate import read_sampled
+
+    captions = tmp_path / "captions.parquet"
+    pl.DataFrame({"key": [0, 1, 2], "words": [["a", "b"]] * 3}).write_parquet(captions)
+    samples = pl.DataFrame({"key": [0, 1, 2], "clipscore": [0.5, 0.6, 0.7], "mean": [0.5, 0.6, 0.7],
+                            "std": [0.1, 0.1, 0.1], "word_scores": [[0.1, 0.2]] * 3})  # fmt: skip
+    good, bad = tmp_path / "shard-0.parquet", tmp_path / "shard-1.parquet"
+    samples.head(2).write_parquet(good)
+    broken = samples.tail(1)
+    broken = broken.with_columns(
+        pl.Series(column, [float("nan")] if column == "mean" else [[0.1, float("nan")]], dtype=broken.schema[column])
+    )
+    broken.write_parquet(bad)
+    with pytest.raises(FloatingPointError, match=rf"shard-1\.parquet: non-finite {column} at caption key 2"):
+        read_sampled(captions, [good, bad])

@@ -79,9 +79,27 @@ def join_samples(captions: pl.DataFrame, samples: pl.DataFrame, where: str = "sa
     return joined
 
 
+def read_sample_shard(shard) -> pl.DataFrame:
+    """One sample shard (Parquet), refused naming the file and the caption key where a score, or a score in
+    a list (the masked samples, the word scores), is NaN or infinite: joined with the captions, the error
+    named the caption table, which was sound."""
+    frame = pl.read_parquet(shard)
+    for column, dtype in frame.schema.items():
+        if dtype.is_float():
+            finite = pl.col(column).is_finite()
+        elif isinstance(dtype, pl.List) and dtype.inner.is_float():
+            finite = pl.col(column).list.eval(pl.element().is_finite()).list.all()
+        else:
+            continue
+        bad = frame.filter(~finite.fill_null(True))
+        if bad.height:
+            raise FloatingPointError(f"{shard}: non-finite {column} at caption key {bad['key'][0]}")
+    return frame
+
+
 def read_sampled(captions, shards, keep_distribution: bool = True) -> pl.DataFrame:
     """One benchmark's caption table (Parquet) joined with its sample shards (Parquet files)."""
-    samples = pl.concat([pl.read_parquet(shard) for shard in shards])
+    samples = pl.concat([read_sample_shard(shard) for shard in shards])
     if not keep_distribution:
         samples = samples.drop("samples", strict=False)
     return join_samples(pl.read_parquet(captions), samples, where=str(captions))
