@@ -55,11 +55,11 @@ class DataFileError(ValueError):
     """A file is missing, unreadable, or lacks a required field."""
 
 
-def _remove_killed_writes(target: Path, suffix: str) -> None:
-    """Remove what a killed job's atomic write of ``target`` left beside it: a temporary file or folder
-    named as ``tempfile`` names ours (``.<name>.`` + 8 characters + ``suffix``). Nothing reads it, but it
-    sits inside the DVC-tracked output and would be pushed to the lab's remote."""
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}{re.escape(suffix)}")
+def _remove_killed_writes(target: Path) -> None:
+    """Remove what a killed job's :func:`atomic_directory` of ``target`` left beside it: a temporary folder
+    named as ``tempfile`` names ours (``.<name>.`` + 8 characters). Nothing reads it, but it sits inside
+    the DVC-tracked output and would be pushed to the lab's remote."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}")
     for leftover in target.parent.iterdir():
         if pattern.fullmatch(leftover.name):
             logging.getLogger(__name__).info("removing %s, left by a killed write of %s", leftover, target)
@@ -73,13 +73,13 @@ def _remove_killed_writes(target: Path, suffix: str) -> None:
 def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is untouched; a temporary file a killed
-    write of ``path`` left is removed first.
+    On an exception the temporary file is removed and ``path`` is untouched. (A killed job can leave its
+    temporary file: looking for one would list the folder at every write, quadratic in the thousands of
+    images a miniature writes into one folder; :func:`atomic_directory` does look.)
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     suffix = suffix or target.suffix or ".tmp"
-    _remove_killed_writes(target, suffix)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
@@ -102,7 +102,7 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_killed_writes(target, "")
+    _remove_killed_writes(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         yield tmp
