@@ -124,4 +124,4 @@ def test_the_same_run_in_two_folders_exports_the_same_bytes(tmp_path):
         exported.append(model.read_bytes())
         assert str(tmp_path) not in str(torch.load(model, weights_only=True)["callbacks"])
     assert exported[0] == exported[1]
-    assert isinstance(Regression.load_from_checkpoint(tmp_path / "a" / "model.ckpt"), Regression)
+    assert isinstance(Regression.load_from_checkpoint(tmp_path / "a" / "model.ckpt", weights_only=True), Regression)
