@@ -79,8 +79,9 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    suffix = suffix or target.suffix or ".tmp"
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=suffix or target.suffix or ".tmp", dir=target.parent
+    )
     os.close(fd)
     tmp = Path(tmp_name)
     try:

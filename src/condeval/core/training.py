@@ -155,8 +155,11 @@ _CHECKPOINT_PATH_KEYS = ("best_model_path", "kth_best_model_path", "last_model_p
 
 def _rebased_checkpoint_state(state: dict, dirpath: str | os.PathLike) -> dict:
     """A ModelCheckpoint state whose paths name the same files in ``dirpath`` (relative when ``dirpath`` is)."""
+
+    def move(path):
+        return str(Path(dirpath) / Path(path).name) if path else path
+
     state = dict(state)
-    move = lambda path: str(Path(dirpath) / Path(path).name) if path else path  # noqa: E731
     for key in _CHECKPOINT_PATH_KEYS:
         if key in state:
             state[key] = move(state[key])
