@@ -198,3 +198,11 @@ def test_channels_last_batches_are_named_at_any_size(side):
             image_batch(channels_last, channels=channels)
     assert image_batch(channels_last.transpose(0, 3, 1, 2), channels=3).shape == (2, 3, side, side)
     assert image_batch(np.zeros((2, 6, side, side), np.uint8)).shape == (2, 6, side, side)  # RxRx1's six channels
+
+
+def test_a_non_finite_value_in_a_checked_column_names_the_file_and_row(tmp_path):
+    path = tmp_path / "latent_scores.parquet"
+    pl.DataFrame({"fold": ["cal", "cal", "test"], "score": [0.1, float("nan"), 0.3]}).write_parquet(path)
+    assert read_parquet(path, columns=["score"]).height == 3  # unchecked columns pass as they are
+    with pytest.raises(DataFileError, match=r"latent_scores.parquet: row 1 holds a non-finite 'score'"):
+        read_parquet(path, columns=["fold", "score"], finite=["score"])

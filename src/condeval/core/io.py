@@ -271,8 +271,14 @@ def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:
         frame.write_parquet(tmp)
 
 
-def read_parquet(path: str | os.PathLike, columns: Sequence[str] | None = None) -> pl.DataFrame:
-    """Read a Parquet file, naming the file and the missing column on failure."""
+def read_parquet(
+    path: str | os.PathLike, columns: Sequence[str] | None = None, finite: Sequence[str] = ()
+) -> pl.DataFrame:
+    """Read a Parquet file, naming the file and the missing column on failure.
+
+    ``finite`` names columns that must hold no NaN or infinite value: the first one found is refused
+    naming the file, the column and the row.
+    """
     path = Path(path)
     if not path.exists():
         raise DataFileError(f"{path}: file not found")
@@ -283,6 +289,13 @@ def read_parquet(path: str | os.PathLike, columns: Sequence[str] | None = None) 
     for column in columns or ():
         if column not in frame.columns:
             raise DataFileError(f"{path}: required field '{column}' is missing (has {frame.columns})")
+    for column in finite:
+        values = frame[column].to_numpy()
+        if not np.isfinite(values).all():
+            row = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise DataFileError(
+                f"{path}: row {row} holds a non-finite '{column}' ({values[row]!r}); refusing to continue"
+            )
     return frame
 
 

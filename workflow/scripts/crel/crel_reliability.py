@@ -12,7 +12,7 @@ from condeval.crel.folds import load_fold
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
-scores = read_parquet(snakemake.input.scores, columns=["fold", "score"])
+scores = read_parquet(snakemake.input.scores, columns=["fold", "score"], finite=["score"])
 cal_scores = scores.filter(scores["fold"] == "cal")["score"].to_numpy()
 crel = CReL.from_checkpoints(snakemake.input.lgm, snakemake.input.dqr, **snakemake.params.lgm_options)
 crel.calibrate_from_scores(cal_scores, float(snakemake.wildcards.alpha))

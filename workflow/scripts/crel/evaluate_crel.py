@@ -13,7 +13,7 @@ from condeval.crel.grid import OutputGrid
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 alpha = float(snakemake.wildcards.alpha)
-scores = read_parquet(snakemake.input.scores, columns=["fold", "score"])
+scores = read_parquet(snakemake.input.scores, columns=["fold", "score"], finite=["score"])
 cal_scores = scores.filter(scores["fold"] == "cal")["score"].to_numpy()
 test_scores = scores.filter(scores["fold"] == "test")["score"].to_numpy()
 crel = CReL.from_checkpoints(

@@ -13,7 +13,7 @@ from condeval.crel.grid import OutputGrid
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 alpha = float(snakemake.wildcards.alpha)
-cal_scores = read_parquet(snakemake.input.scores, columns=["score"])["score"].to_numpy()
+cal_scores = read_parquet(snakemake.input.scores, columns=["score"], finite=["score"])["score"].to_numpy()
 radius = feldman_threshold(cal_scores, alpha)
 crel = CReL.from_checkpoints(snakemake.input.lgm, snakemake.input.dqr, **snakemake.params.lgm_options)
 grid = OutputGrid.from_dict(read_json(snakemake.input.grid, required=["lower", "upper", "points_per_axis"]))

@@ -13,7 +13,7 @@ from condeval.crel.grid import OutputGrid
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
-scores = read_parquet(snakemake.input.scores, columns=["fold", "score"])
+scores = read_parquet(snakemake.input.scores, columns=["fold", "score"], finite=["score"])
 test_scores = scores.filter(scores["fold"] == "test")["score"].to_numpy()
 crel = CReL.from_checkpoints(snakemake.input.lgm, snakemake.input.dqr, **p.lgm_options)
 grid = OutputGrid.from_dict(read_json(snakemake.input.grid, required=["lower", "upper", "points_per_axis"]))
