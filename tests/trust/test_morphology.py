@@ -144,6 +144,19 @@ def test_the_per_feature_tables_read_generators_without_any_correlation():
     assert "Uninformative features (unfiltered set, lowest |r| under random), repa, seen" in text and "| `b` |" in text
 
 
+def test_the_section_table_names_the_arms_without_a_row_and_prints_no_negative_zero():
+    from condeval.trust.report import morphology_markdown
+
+    row = {"variant": "repa", "arm": "seen", "n_accepted": 6, "accept_pct": 50.0, "z_trust": 15.7, "z_random": 14.2,
+           "delta": 1.5, "ci_low": 0.0, "ci_high": 2.2, "removed_pct": -0.3}  # fmt: skip
+    counts = {"numeric": 9, "variance": 8, "outlier": 7, "unfiltered": 8, "real_rows": 4, "centroid_top_k": None,
+              "centroid_features": ["a", "b"]}  # fmt: skip
+    text = morphology_markdown(pl.DataFrame([row]), counts, None, ["vanilla", "repa"])
+    assert "| +0% |" in text and "-0%" not in text
+    assert "No row (no accepted sample among the measured ones): vanilla seen, vanilla unseen, repa unseen." in text
+    assert "No row" not in morphology_markdown(pl.DataFrame([row]), counts, None, [])
+
+
 def test_the_uninformative_features_are_those_nearest_no_correlation():
     """The sanity check lists r near 0 under random selection (the paper's 0.000-0.005), never a feature
     that tracks the real means in reverse (r near -1)."""

@@ -3,6 +3,8 @@ shift (Fig. 7)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -108,18 +110,26 @@ def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
     plt.close(fig)
 
 
-def morphology_markdown(contrast: pl.DataFrame, counts: dict, segmentation: dict | None) -> str:
-    """The Section 5.1.3 table (one row per generator and arm) with the feature and segmentation counts."""
+def morphology_markdown(
+    contrast: pl.DataFrame, counts: dict, segmentation: dict | None, variants: Sequence[str] = ()
+) -> str:
+    """The Section 5.1.3 table (one row per generator and arm) with the feature and segmentation counts;
+    the arms of ``variants`` without a row (no accepted sample measured) are named under it."""
     lines = [
         "| model | arm | accepted | Accept% | z (trust) | z (random) | Δz (95% CI) | removed |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for row in contrast.iter_rows(named=True) if "arm" in contrast.columns else []:
+    rows = list(contrast.iter_rows(named=True)) if "arm" in contrast.columns else []
+    for row in rows:
         lines.append(
             f"| {row['variant']} | {row['arm']} | {row['n_accepted']} | {row['accept_pct']:.1f} | {row['z_trust']:.3f} | "
             f"{row['z_random']:.3f} | {row['delta']:+.3f} ({row['ci_low']:+.3f}, {row['ci_high']:+.3f}) | "
-            f"{row['removed_pct']:+.0f}% |"
+            + f"{row['removed_pct']:+.0f}% |".replace("-0%", "+0%")
         )
+    present = {(row["variant"], row["arm"]) for row in rows}
+    missing = [f"{v} {arm}" for v in variants for arm in ("seen", "unseen") if (v, arm) not in present]
+    if missing:
+        lines += ["", f"No row (no accepted sample among the measured ones): {', '.join(missing)}."]
     lines += ["", f"Features: {counts['numeric']} numeric columns, {counts['variance']} after the variance threshold, "
               f"**{counts['outlier']} kept** after the real-data outlier filter (paper: 2,467 → 621); "
               f"{counts['unfiltered']} in the unfiltered set (paper: 2,415). Real sites {counts['real_rows']}; "

@@ -22,7 +22,7 @@ def tagged(paths):
 contrast, correlations, deciles = tagged(i.contrasts), tagged(i.correlations), tagged(i.deciles)
 counts = read_json(i.summaries[0])
 segmentation = segmentation_check(read_parquet(i.real), pl.read_csv(i.drawn[0])) if i.drawn else None
-sections = [morphology_markdown(contrast, counts, segmentation)]
+sections = [morphology_markdown(contrast, counts, segmentation, p.variants)]
 sections.append(feature_tables_markdown(correlations, p.variants[0]))
 with atomic_path(snakemake.output.table) as tmp:
     tmp.write_text("".join(sections))
