@@ -116,3 +116,16 @@ def test_no_improvement_is_reported_where_random_subsets_kid_is_not_positive():
     assert "undefined (KID random ≤ 0)" in selection_markdown(
         [{"dataset": "d", "regime": "r", "variant": "v"} | summary]
     )
+
+
+def test_a_row_without_an_evaluated_condition_shows_no_value_in_every_measured_cell():
+    """A generator none of whose conditions could be evaluated (too few samples or real rows) keeps its row,
+    with the table's column count and a dash, not a blank, in each cell nothing was measured for."""
+    from condeval.trust.evaluate import NO_VALUE, selection_markdown
+
+    markdown = selection_markdown([{"dataset": "d", "regime": "r", "variant": "v", "conditions": 0, "accept": None,
+                                    "spearman": None}])  # fmt: skip
+    header, _, row = markdown.strip().splitlines()
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert len(cells) == header.count("|") - 1
+    assert cells[3:] == ["0", NO_VALUE, NO_VALUE, NO_VALUE, NO_VALUE, NO_VALUE]

@@ -242,8 +242,13 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
     }
 
 
+#: What a table cell holds where nothing was measured (no evaluated condition, no rank correlation).
+NO_VALUE = "—"
+
+
 def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) -> str:
-    """The Section 5.1.1 table: one row per :func:`selection_summary`, led by its ``keys`` columns."""
+    """The Section 5.1.1 table: one row per :func:`selection_summary`, led by its ``keys`` columns
+    (:data:`NO_VALUE` where a row has nothing measured)."""
     header = " | ".join("model" if key == "variant" else key for key in keys)
     lines = [
         f"| {header} | conditions | Accept% | KID (trust) | KID (random) | improvement % (95% CI) | Spearman |",
@@ -251,10 +256,10 @@ def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) 
     ]
     for row in rows:
         lead = " | ".join(str(row[key]) for key in keys)
-        spearman = "" if row.get("spearman") is None else f"{row['spearman']:.2f}"
-        accept = "" if row.get("accept") is None else f"{row['accept']:.1f}"
+        spearman = NO_VALUE if row.get("spearman") is None else f"{row['spearman']:.2f}"
+        accept = NO_VALUE if row.get("accept") is None else f"{row['accept']:.1f}"
         if not row.get("conditions"):
-            lines.append(f"| {lead} | 0 | {accept} | | | | {spearman} |")
+            lines.append(f"| {lead} | 0 | {accept} | {NO_VALUE} | {NO_VALUE} | {NO_VALUE} | {spearman} |")
             continue
         gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:.1f} ± {row['band']:.1f}"
         lines.append(
