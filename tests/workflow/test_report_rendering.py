@@ -109,3 +109,20 @@ def test_a_bar_pair_in_a_caption_shows_up_as_a_system_message(planned, tmp_path)
     assert "system-message" in render_caption(job, LocalSourceFile(str(bad)))
     html = render_caption(job, LocalSourceFile(str(good)))
     assert "system-message" not in html and "|μ − human|" in html and job.rule.name in html
+
+
+@pytest.mark.slow
+def test_every_report_item_names_its_subcategory(planned):
+    """Snakemake files an item without a subcategory under "Other" in its category: every table and figure
+    is listed under the paper table or figure it reproduces instead."""
+    from snakemake.io import get_flag_value, is_flagged
+
+    unfiled = sorted(
+        {
+            f"{job.rule.name} -> {output}"
+            for job in planned
+            for output in job.output
+            if is_flagged(output, "report") and not get_flag_value(output, "report").subcategory
+        }
+    )
+    assert not unfiled, f"report items without a subcategory: {unfiled}"

@@ -20,20 +20,48 @@ rule crc_tables:
             expand("reports/crc/table1_{model}.md", model=CRC_MODELS),
             caption="../../report/crc/table1.rst",
             category="CLIPScore risk control",
+            subcategory="Table 1",
         ),
-        table2=report("reports/crc/table2.md", caption="../../report/crc/table2.rst", category="CLIPScore risk control"),
+        table2=report(
+            "reports/crc/table2.md",
+            caption="../../report/crc/table2.rst",
+            category="CLIPScore risk control",
+            subcategory="Table 2",
+            labels={"table": "Table 2"},
+        ),
         table3=report(
             expand("reports/crc/table3_{model}.md", model=CRC_MODELS),
             caption="../../report/crc/table3.rst",
             category="CLIPScore risk control",
+            subcategory="Table 3",
         ),
-        table4=report("reports/crc/table4.md", caption="../../report/crc/table4.rst", category="CLIPScore risk control"),
-        table5=report("reports/crc/table5.md", caption="../../report/crc/table5.rst", category="CLIPScore risk control"),
-        signal=report("reports/crc/signal.md", caption="../../report/crc/signal.rst", category="CLIPScore risk control"),
+        table4=report(
+            "reports/crc/table4.md",
+            caption="../../report/crc/table4.rst",
+            category="CLIPScore risk control",
+            subcategory="Table 4",
+            labels={"table": "Table 4"},
+        ),
+        table5=report(
+            "reports/crc/table5.md",
+            caption="../../report/crc/table5.rst",
+            category="CLIPScore risk control",
+            subcategory="Table 5",
+            labels={"table": "Table 5"},
+        ),
+        signal=report(
+            "reports/crc/signal.md",
+            caption="../../report/crc/signal.rst",
+            category="CLIPScore risk control",
+            subcategory="Signal",
+            labels={"table": "signal"},
+        ),
         dropped=report(
             "reports/crc/dropped_rows.md",
             caption="../../report/crc/dropped_rows.rst",
             category="CLIPScore risk control",
+            subcategory="Dropped rows",
+            labels={"table": "dropped rows"},
         ),
     params:
         models=CRC_MODELS,
@@ -61,7 +89,11 @@ rule crc_clipped:
     output:
         table="results/crc/clipped.parquet",
         markdown=report(
-            "reports/crc/clipped.md", caption="../../report/crc/clipped.rst", category="CLIPScore risk control"
+            "reports/crc/clipped.md",
+            caption="../../report/crc/clipped.rst",
+            category="CLIPScore risk control",
+            subcategory="Clipped scores",
+            labels={"table": "clipped scores"},
         ),
     params:
         shards={
@@ -86,6 +118,8 @@ rule crc_fig1:
             "reports/crc/fig1_violins_{model}.png",
             caption="../../report/crc/fig1.rst",
             category="CLIPScore risk control",
+            subcategory="Fig. 1",
+            labels={"model": "{model}"},
         ),
     wildcard_constraints:
         **CRC_WILDCARDS,
@@ -111,6 +145,8 @@ rule crc_word_examples:
             "reports/crc/word_examples_{model}.png",
             caption="../../report/crc/word_examples.rst",
             category="CLIPScore risk control",
+            subcategory="Word-error examples",
+            labels={"model": "{model}"},
         ),
     wildcard_constraints:
         **CRC_WILDCARDS,

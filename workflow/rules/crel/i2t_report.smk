@@ -12,6 +12,8 @@ rule i2t_table2:
             "reports/crel_i2t/table2_alpha{alpha}.md",
             caption="../../report/crel/i2t_table2.rst",
             category="CReL image-to-text",
+            subcategory="Table 2",
+            labels={"table": "Table 2"},
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
@@ -33,6 +35,8 @@ rule i2t_fig3:
             "reports/crel_i2t/fig3_violins_alpha{alpha}.png",
             caption="../../report/crel/i2t_fig3.rst",
             category="CReL image-to-text",
+            subcategory="Fig. 3",
+            labels={"figure": "Fig. 3"},
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
@@ -53,6 +57,8 @@ rule i2t_fig4:
             "reports/crel_i2t/fig4_examples_alpha{alpha}.png",
             caption="../../report/crel/i2t_fig4.rst",
             category="CReL image-to-text",
+            subcategory="Fig. 4",
+            labels={"figure": "Fig. 4"},
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
@@ -77,6 +83,8 @@ rule i2t_fig6:
             "reports/crel_i2t/fig6_num_z0_alpha{alpha}.png",
             caption="../../report/crel/i2t_fig6.rst",
             category="CReL image-to-text",
+            subcategory="Fig. 6",
+            labels={"figure": "Fig. 6"},
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
@@ -123,6 +131,8 @@ rule i2t_temperature:
             "reports/crel_i2t/temperature_alpha{alpha}.md",
             caption="../../report/crel/i2t_temperature.rst",
             category="CReL image-to-text",
+            subcategory="Temperature ablation",
+            labels={"table": "temperature ablation"},
         ),
     wildcard_constraints:
         **I2T_WILDCARDS,
@@ -156,6 +166,8 @@ if COCO["source"] == "miniworld":
                 "reports/crel_i2t/grounding.md",
                 caption="../../report/crel/i2t_grounding.rst",
                 category="CReL image-to-text",
+                subcategory="Grounding",
+                labels={"table": "grounding"},
             ),
         params:
             generated=i2t_generated_captions,

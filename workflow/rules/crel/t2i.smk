@@ -140,6 +140,8 @@ rule t2i_signal:
             "results/crel_t2i/signal.json",
             caption="../../report/crel/t2i_signal.rst",
             category="CReL text-to-image",
+            subcategory="Generator signal",
+            labels={"table": "generator signal"},
         ),
     params:
         models=T2I_MODELS,
@@ -223,6 +225,8 @@ rule t2i_table3:
             "reports/crel_t2i/table3_alpha{alpha}.md",
             caption="../../report/crel/t2i_table3.rst",
             category="CReL text-to-image",
+            subcategory="Table 3",
+            labels={"table": "Table 3"},
         ),
     wildcard_constraints:
         **T2I_WILDCARDS,
@@ -244,6 +248,8 @@ rule t2i_fig11:
             "reports/crel_t2i/fig11_violins_alpha{alpha}.png",
             caption="../../report/crel/t2i_fig11.rst",
             category="CReL text-to-image",
+            subcategory="Fig. 11",
+            labels={"figure": "Fig. 11"},
         ),
     wildcard_constraints:
         **T2I_WILDCARDS,
@@ -293,6 +299,8 @@ rule t2i_fig7:
             "reports/crel_t2i/fig7_num_z0_alpha{alpha}.png",
             caption="../../report/crel/t2i_fig7.rst",
             category="CReL text-to-image",
+            subcategory="Fig. 7",
+            labels={"figure": "Fig. 7"},
         ),
     wildcard_constraints:
         **T2I_WILDCARDS,
@@ -338,6 +346,8 @@ rule t2i_fig12:
             "reports/crel_t2i/fig12_examples_alpha{alpha}.png",
             caption="../../report/crel/t2i_fig12.rst",
             category="CReL text-to-image",
+            subcategory="Fig. 12",
+            labels={"figure": "Fig. 12"},
         ),
     wildcard_constraints:
         **T2I_WILDCARDS,

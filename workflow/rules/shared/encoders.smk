@@ -113,6 +113,8 @@ rule encoder_signal:
             "results/encoders/signal.json",
             caption="../../report/shared/encoder_signal.rst",
             category="Encoders",
+            subcategory="Signal",
+            labels={"table": "encoder signal"},
         ),
     params:
         bert_max_length=ENCODERS["bert"].get("max_length", 50),

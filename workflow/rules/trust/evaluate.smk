@@ -53,12 +53,14 @@ rule trust_selection_table:
             "reports/trust/selection_table.md",
             caption="../../report/trust/selection_table.rst",
             category="Trust score",
+            subcategory="Section 5.1.1",
             labels={"table": "Section 5.1.1"},
         ),
         ablation=report(
             "reports/trust/scorer_ablation.md",
             caption="../../report/trust/scorer_ablation.rst",
             category="Trust score",
+            subcategory="Appendix J",
             labels={"table": "Appendix J scorers"},
         ),
     params:
