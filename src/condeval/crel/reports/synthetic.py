@@ -149,8 +149,9 @@ def plot_coverage_vs_alpha(summaries: list[dict], n_cal: int, path) -> None:
 
 
 def _legend(ax) -> None:
-    """Legend with equal, readable marker sizes (scatter sizes differ by orders of magnitude)."""
-    legend = ax.legend(fontsize=7)
+    """Legend below the axes, off the data (the clouds fill every corner of a panel), with equal,
+    readable marker sizes (scatter sizes differ by orders of magnitude)."""
+    legend = ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
     for handle in legend.legend_handles:
         if hasattr(handle, "set_sizes"):
             handle.set_sizes([25])
