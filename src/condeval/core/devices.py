@@ -61,6 +61,31 @@ def check_device(device, name: str = "device"):
     return resolved
 
 
+#: The precisions a config may ask a model to run in; ``auto`` is bfloat16 on a GPU, float32 on a CPU.
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+def torch_dtype(name: str | None, device=None):
+    """The ``torch.dtype`` a model runs in on ``device``, from a config's ``dtype`` value.
+
+    Parameters
+    ----------
+    name : {"auto", "bfloat16", "float16", "float32"} or None
+        ``None`` and ``"auto"`` give bfloat16 on CUDA (half the memory of float32, the range of it)
+        and float32 elsewhere; the others are taken as they are, on any device.
+    device : str or torch.device, optional
+        Where the model runs (default: the CPU).
+    """
+    import torch
+
+    name = name or "auto"
+    if name not in DTYPES:
+        raise ValueError(f"dtype {name!r} is none of {DTYPES}")
+    if name == "auto":
+        return torch.bfloat16 if torch.device(device or "cpu").type == "cuda" else torch.float32
+    return getattr(torch, name)
+
+
 def accelerator_for_gpus(gpus: int) -> str:
     """Lightning accelerator of a workflow job granted ``gpus`` GPUs (its ``gpu`` resource).
 

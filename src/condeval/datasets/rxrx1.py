@@ -9,6 +9,11 @@ as released: ``metadata.csv`` and six 8-bit PNG channels per site.
 A site's six channels stack into a (6, H, W) uint8 array (:func:`load_site`). The trust-score code
 treats ``sirna_id >= 1108`` as controls (:data:`CONTROL_SIRNA_ID`) and codes cell types as
 HEPG2 = 0, HUVEC = 1, RPE = 2, U2OS = 3 (:data:`CELL_TYPES`).
+
+An RGB reader (CellProfiler's composite input, DINOv3 and SigLIP from the hub) sees a site as its
+:func:`composite`, as the official code composes it: each channel stretched between its own 0.1th and
+99.9th percentiles, coloured with rxrx1-utils' colour map (:data:`RXRX1_COLOURS`), the six summed and
+clipped (rxrx1-utils' ``convert_tensor_to_rgb`` uses fixed ranges instead of percentiles).
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ __all__ = [
     "write_site",
     "held_out_pairs",
     "condition_subset",
+    "RXRX1_COLOURS",
+    "STRETCH_PERCENTILES",
+    "composite",
+    "composites",
+    "resized",
 ]
 
 METADATA_COLUMNS = (
@@ -47,6 +57,11 @@ DATASETS = ("train", "test")
 CONTROL_SIRNA_ID = 1108
 
 _INTEGER_COLUMNS = ("plate", "site", "sirna_id")
+#: rxrx1-utils' colour of each channel (w1 Hoechst ... w6 Golgi), RGB in 0..255.
+RXRX1_COLOURS = np.array(
+    [[19, 0, 249], [42, 255, 31], [255, 0, 25], [45, 255, 252], [250, 0, 253], [254, 255, 40]], dtype=np.float64
+)
+STRETCH_PERCENTILES = (0.1, 99.9)
 
 
 def read_metadata(root: str | os.PathLike) -> pl.DataFrame:
@@ -150,6 +165,45 @@ def write_site(root: str | os.PathLike, row: dict, channels: np.ndarray) -> list
         with atomic_path(path) as tmp:
             Image.fromarray(channel, mode="L").save(tmp, format="PNG")
     return paths
+
+
+def composites(sites: np.ndarray) -> np.ndarray:
+    """RGB composites of a batch of sites: uint8 (N, 6, H, W) to uint8 (N, 3, H, W), each site stretched
+    between its own channels' percentiles (the batch does not change a site's colours)."""
+    sites = np.asarray(sites)
+    if sites.ndim != 4 or sites.shape[1] != CHANNELS:
+        raise ValueError(f"sites are (N, {CHANNELS}, H, W); got shape {sites.shape}")
+    sites = sites.astype(np.float32)
+    low, high = np.percentile(sites, STRETCH_PERCENTILES, axis=(2, 3), keepdims=True)
+    stretched = np.clip((sites - low) / np.maximum(high - low, 1e-6), 0.0, 1.0)
+    rgb = np.einsum("nchw,ck->nkhw", stretched, RXRX1_COLOURS.astype(np.float32))
+    return np.round(np.clip(rgb, 0, 255)).astype(np.uint8)
+
+
+def composite(site: np.ndarray, side: int | None = None) -> np.ndarray:
+    """One site's RGB composite, (side, side, 3) uint8 (:func:`composites` of one site, channels last).
+
+    Parameters
+    ----------
+    site : ndarray, shape (6, H, W), uint8
+        RxRx1's channels w1..w6.
+    side : int, optional
+        Resize (bicubic) to this side after colouring: every image CellProfiler measures, real or
+        generated, at one size (the miniature's 32-pixel sites at 128; the paper's generator at 256).
+    """
+    site = np.asarray(site)
+    if site.ndim != 3 or site.shape[0] != CHANNELS:
+        raise ValueError(f"a site is ({CHANNELS}, H, W); got {site.shape}")
+    return resized(composites(site[None])[0].transpose(1, 2, 0), side)
+
+
+def resized(image: np.ndarray, side: int | None) -> np.ndarray:
+    """A uint8 image (H, W) or (H, W, 3) resized (bicubic, PIL) to ``side`` × ``side``; as it is without ``side``."""
+    from PIL import Image
+
+    if side is None or image.shape[:2] == (side, side):
+        return image
+    return np.asarray(Image.fromarray(image).resize((side, side), Image.BICUBIC))
 
 
 def _pair_counts(metadata: pl.DataFrame) -> pl.DataFrame:

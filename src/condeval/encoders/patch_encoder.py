@@ -1,11 +1,16 @@
 """A saved DINOv3 ViT or SigLIP vision folder read as the trust score's feature: the mean patch token.
 
 ``PatchEncoder(path)`` loads ``facebook/dinov3-vitl16-pretrain-lvd1689m``, ``google/siglip-so400m-patch14-224``
-(its vision tower) or a tiny folder trained here, all with ``from_pretrained``. Pixels go through the
-folder's image processor when it has one (the hub checkpoints: resize and ImageNet / SigLIP
-normalisation, RGB only); a folder without one (the tiny extractors, any channel count) reads each
-channel scaled to [−1, 1] (:func:`condeval.encoders.patch_features.pixel_values`), as it was trained.
-Features are returned as computed, not normalised: the trust score and KID normalise inside.
+(its vision tower) or a tiny folder trained here, all with ``from_pretrained``, in the precision asked
+(``dtype``; bfloat16 on a GPU by default). Pixels go through the folder's image processor when it has
+one (the hub checkpoints: resize and ImageNet / SigLIP normalisation), read from its
+``preprocessor_config.json`` and applied with torch (:class:`~condeval.encoders.preprocess.ImageProcessing`:
+the hub's DINOv3 names a processor class that transformers builds only with torchvision). Such a
+checkpoint reads RGB: six-channel RxRx1 sites are read as their composite
+(:func:`condeval.datasets.rxrx1.composites`, as the official code and CellProfiler's input). A folder
+without a processor (the tiny extractors, any channel count) reads each channel scaled to [−1, 1]
+(:func:`condeval.encoders.patch_features.pixel_values`), as it was trained. Features are returned as
+float32, not normalised: the trust score and KID normalise inside.
 """
 
 from __future__ import annotations
@@ -17,10 +22,9 @@ import numpy as np
 import torch
 
 from condeval.encoders.patch_features import mean_patch_features, patch_tokens, pixel_values
+from condeval.encoders.preprocess import PROCESSOR_FILE, ImageProcessing
 
 __all__ = ["PatchEncoder"]
-
-_PROCESSOR_FILE = "preprocessor_config.json"
 
 
 class PatchEncoder:
@@ -37,23 +41,38 @@ class PatchEncoder:
     #: What :meth:`encode` returns, as feature shards record it.
     feature = "mean patch token"
 
-    def __init__(self, path: str | os.PathLike, device: str | None = None):
+    def __init__(self, path: str | os.PathLike, device: str | None = None, dtype: str | None = None,
+                 image_size: int | None = None):  # fmt: skip
+        """
+        Parameters
+        ----------
+        path : path-like
+            A ``save_pretrained`` folder of a ``DINOv3ViTModel``, ``SiglipVisionModel`` or ``SiglipModel``.
+        device : str, optional
+            ``"cuda"`` on a GPU; default CPU.
+        dtype : {"auto", "bfloat16", "float16", "float32"}, optional
+            The model's precision (:func:`condeval.core.devices.torch_dtype`; default auto).
+        image_size : int, optional
+            Read images at ``image_size`` × ``image_size`` instead of the processor's size (DINOv3 at
+            256 px, as the official code; its rotary positions take any multiple of the patch).
+        """
         from transformers import AutoConfig, AutoModel
 
-        from condeval.core.devices import check_device
+        from condeval.core.devices import check_device, torch_dtype
 
         self.path = Path(path)
         if not (self.path / "config.json").is_file():
             raise FileNotFoundError(f"{self.path}: no saved model folder here (no config.json)")
         self.device = check_device(device or "cpu")
+        self.dtype = torch_dtype(dtype, self.device)
         model_type = AutoConfig.from_pretrained(str(path)).model_type
-        model = AutoModel.from_pretrained(str(path))
+        model = AutoModel.from_pretrained(str(path), dtype=self.dtype)
         self.model = (model.vision_model if model_type == "siglip" else model).eval().to(self.device)
-        self.image_processor = None
-        if (self.path / _PROCESSOR_FILE).exists():
-            from transformers import AutoImageProcessor
-
-            self.image_processor = AutoImageProcessor.from_pretrained(str(path))
+        has_processor = (self.path / PROCESSOR_FILE).is_file()
+        if image_size is not None and not has_processor:
+            raise ValueError(f"{self.path}: image_size is for a checkpoint with an image processor; this folder has "
+                             "none (it reads images at their own size)")  # fmt: skip
+        self.processing = ImageProcessing.from_pretrained(path, image_size) if has_processor else None
 
     @property
     def identity(self) -> dict:
@@ -67,24 +86,28 @@ class PatchEncoder:
 
     @property
     def channels(self) -> int:
-        """The channels an image must have (the model's ``num_channels``: 3, or RxRx1's 6)."""
+        """The channels the model reads (its ``num_channels``: 3, or a tiny RxRx1 extractor's 6)."""
         return int(self.model.config.num_channels)
 
     def _checked(self, images) -> np.ndarray:
+        """uint8 images (N, C, H, W) as the model reads them: six-channel sites composed to RGB for an RGB
+        checkpoint with a processor; any other channel count the model does not read is refused."""
         from condeval.core.io import image_batch
+        from condeval.datasets.rxrx1 import CHANNELS, composites
 
         images = image_batch(images)
+        if self.processing is not None and self.channels == 3 and images.shape[1] == CHANNELS:
+            return composites(images)
         if images.shape[1] != self.channels:
             raise ValueError(f"{self.path} reads {self.channels}-channel images (N, {self.channels}, H, W); got "
                              f"shape {images.shape}")  # fmt: skip
         return images
 
     def _pixels(self, images: np.ndarray) -> torch.Tensor:
-        if self.image_processor is None:
-            return pixel_values(images)
-        if images.shape[1] != 3:
-            raise ValueError(f"{self.path}: its image processor reads RGB; got {images.shape[1]} channels")
-        return self.image_processor(list(images.transpose(0, 2, 3, 1)), return_tensors="pt")["pixel_values"]
+        """The model's input on its device and in its dtype."""
+        if self.processing is None:
+            return pixel_values(images).to(self.device, self.dtype)
+        return self.processing(torch.from_numpy(np.ascontiguousarray(images)).to(self.device), self.dtype)
 
     @torch.no_grad()
     def tokens(self, images, batch_size: int = 256) -> np.ndarray:
@@ -92,7 +115,7 @@ class PatchEncoder:
         from condeval.encoders.features import _batches
 
         images = self._checked(images)
-        chunks = [patch_tokens(self.model, self._pixels(b).to(self.device)).float().cpu().numpy()
+        chunks = [patch_tokens(self.model, self._pixels(b)).float().cpu().numpy()
                   for b in _batches(images, batch_size, "patch tokens")]  # fmt: skip
         if not chunks:
             raise ValueError("tokens needs at least one image (the token count is read from an image)")
@@ -111,7 +134,7 @@ class PatchEncoder:
 
         images = self._checked(images)
         chunks = [
-            mean_patch_features(self.model, self._pixels(batch).to(self.device)).float().cpu().numpy()
+            mean_patch_features(self.model, self._pixels(batch)).float().cpu().numpy()
             for batch in _batches(images, batch_size, "patch features")
         ]  # fmt: skip
         features = np.concatenate(chunks) if chunks else np.zeros((0, self.width), np.float32)

@@ -5,9 +5,8 @@ CellProfiler lives in its own environment (``make cellprofiler``, or ``envs/cell
 cluster) and is only ever called as a program, so nothing here imports it. The pipelines are built with
 the ``cellprofiler_core`` API by ``tools/build_cppipe.py`` and saved under ``workflow/resources/trust/``.
 
-Composite (the official code's input): each channel is stretched between its own 0.1th and 99.9th
-percentiles, coloured with rxrx1-utils' colour map (:data:`RXRX1_COLOURS`) and the six summed and
-clipped, as rxrx1-utils' ``convert_tensor_to_rgb`` (which uses fixed ranges instead of percentiles).
+Composite (the official code's input): :func:`condeval.datasets.rxrx1.composite`, the one RGB view of
+a site that every RGB reader of this project shares.
 """
 
 from __future__ import annotations
@@ -22,19 +21,15 @@ import numpy as np
 import polars as pl
 
 from condeval.core.io import DataFileError, atomic_path
+from condeval.datasets.rxrx1 import RXRX1_COLOURS, composite, resized
 
 __all__ = [
     "RXRX1_COLOURS", "INPUTS", "IMAGE_SUFFIX", "composite", "write_inputs", "run_cellprofiler", "file_column", "read_image_csv",
     "merge_image_csvs", "segmentation_check", "RUN_COLUMNS",
 ]  # fmt: skip
 
-#: rxrx1-utils' colour of each channel (w1 Hoechst ... w6 Golgi), RGB in 0..255.
-RXRX1_COLOURS = np.array(
-    [[19, 0, 249], [42, 255, 31], [255, 0, 25], [45, 255, 252], [250, 0, 253], [254, 255, 40]], dtype=np.float64
-)
 #: What a pipeline reads per site: one RGB composite (the official code's) or the six grey channels.
 INPUTS = ("composite", "channels")
-STRETCH_PERCENTILES = (0.1, 99.9)
 #: The files a pipeline reads: NumPy arrays, float32 in [0, 1]. CellProfiler loads ``.npy`` in Python,
 #: where a PNG goes through Bio-Formats in Java (0.2 s a site more, measured), to the same features.
 IMAGE_SUFFIX = ".npy"
@@ -43,34 +38,6 @@ _REQUIRED_COLUMNS = ("ImageNumber", "Count_Nuclei", "Count_Cells")
 #: inputs, and the image set's encoded file list. :func:`merge_image_csvs` drops them, so the same sites give
 #: the same table in any run and clone.
 RUN_COLUMNS = re.compile(r"^(ExecutionTime_|PathName_|URL_|ImageSet_)|^Metadata_FileLocation$")
-
-
-def _resized(image: np.ndarray, side: int | None) -> np.ndarray:
-    from PIL import Image
-
-    if side is None or image.shape[0] == side:
-        return image
-    return np.asarray(Image.fromarray(image).resize((side, side), Image.BICUBIC))
-
-
-def composite(site: np.ndarray, side: int | None = None) -> np.ndarray:
-    """One site's RGB composite, (side, side, 3) uint8.
-
-    Parameters
-    ----------
-    site : ndarray, shape (6, H, W), uint8
-        RxRx1's channels w1..w6.
-    side : int, optional
-        Resize (bicubic) to this side after colouring: every image CellProfiler measures, real or
-        generated, at one size (the miniature's 32-pixel sites at 128; the paper's generator at 256).
-    """
-    site = np.asarray(site, dtype=np.float64)
-    if site.ndim != 3 or site.shape[0] != len(RXRX1_COLOURS):
-        raise ValueError(f"a site is ({len(RXRX1_COLOURS)}, H, W); got {site.shape}")
-    low, high = np.percentile(site, STRETCH_PERCENTILES, axis=(1, 2), keepdims=True)
-    stretched = np.clip((site - low) / np.maximum(high - low, 1e-6), 0.0, 1.0)
-    rgb = np.clip(np.einsum("chw,ck->hwk", stretched, RXRX1_COLOURS), 0, 255)
-    return _resized(np.round(rgb).astype(np.uint8), side)
 
 
 def write_inputs(sites: Iterable[tuple[str, np.ndarray]], folder: str | os.PathLike, kind: str = "composite",
@@ -87,7 +54,7 @@ def write_inputs(sites: Iterable[tuple[str, np.ndarray]], folder: str | os.PathL
         if kind == "composite":
             images = {f"{name}{IMAGE_SUFFIX}": composite(site, side)}
         else:
-            images = {f"{name}_w{c + 1}{IMAGE_SUFFIX}": _resized(np.asarray(channel), side)
+            images = {f"{name}_w{c + 1}{IMAGE_SUFFIX}": resized(np.asarray(channel), side)
                       for c, channel in enumerate(site)}  # fmt: skip
         for file, image in images.items():
             with atomic_path(folder / file) as tmp, open(tmp, "wb") as stream:
