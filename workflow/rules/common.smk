@@ -14,6 +14,7 @@ min_version("9.0")
 # condeval the jobs' environment installs.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+from condeval.core.chunks import chunk_items  # noqa: E402
 from condeval.core.config import alpha_labels, canonical, config_errors, duplicate_keys  # noqa: E402
 from condeval.core.devices import JOB_ENVIRONMENT  # noqa: E402
 from condeval.core.io import MANIFEST_SUFFIX  # noqa: E402

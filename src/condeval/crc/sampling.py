@@ -144,10 +144,6 @@ class AttentionMaskSampler:
         self.image_masking = image_masking
         self.weight = float(encoder.model.logit_scale.detach()) if weight == "logit_scale" else float(weight)
 
-    @property
-    def model(self):
-        return self.encoder.model
-
     # -- images ------------------------------------------------------------------------------
     def _image_attention_mask(self, n_tokens: int, rng: np.random.Generator) -> torch.Tensor:
         """Additive masks (1 + I, 1, q, n_tokens): row 0 masks nothing; the CLS token is never masked."""
@@ -167,14 +163,13 @@ class AttentionMaskSampler:
     @torch.no_grad()
     def image_embeddings(self, image: Image.Image, rng: np.random.Generator) -> torch.Tensor:
         """(1 + I, projection_dim): the unmasked image, then I patch-masked ones, in one batch."""
-        pixels = self.encoder.image_processor([image.convert("RGB")], return_tensors="pt")["pixel_values"].to(
-            self.encoder.device
-        )
-        vision = self.model.vision_model
-        hidden = vision.pre_layrnorm(vision.embeddings(pixels)).expand(1 + self.n_image, -1, -1)
+        pixels = self.encoder.image_processor([image.convert("RGB")], return_tensors="pt")["pixel_values"]
+        vision = self.encoder.vision_tower
+        embedded = vision.embeddings(pixels.to(self.encoder.device, self.encoder.dtype))
+        hidden = vision.pre_layrnorm(embedded).expand(1 + self.n_image, -1, -1)
         mask = self._image_attention_mask(hidden.shape[1], rng).to(hidden.device, hidden.dtype)
         hidden = vision.encoder(inputs_embeds=hidden, attention_mask=mask).last_hidden_state
-        return self.model.visual_projection(vision.post_layernorm(hidden[:, 0]))
+        return self.encoder.visual_projection(vision.post_layernorm(hidden[:, 0])).float()
 
     # -- captions ----------------------------------------------------------------------------
     def _word_tokens(self, words: Sequence[str]) -> tuple[dict, list[list[int]]]:

@@ -141,12 +141,15 @@ class DinoEncoder(ArrayImages):
     #: What :meth:`encode` returns, as feature shards record it.
     feature = f"{FEATURE} (the final-layer-normed CLS token)"
 
-    def __init__(self, path: str | os.PathLike, device: str | None = None):
+    def __init__(self, path: str | os.PathLike, device: str | None = None, dtype: str | None = None):
         from transformers import AutoImageProcessor, Dinov2Model
 
+        from condeval.core.devices import check_device, torch_dtype
+
         self.path = Path(path)
-        self.device = torch.device(device or "cpu")
-        self.model = Dinov2Model.from_pretrained(str(path)).eval().to(self.device)
+        self.device = check_device(device or "cpu")
+        self.dtype = torch_dtype(dtype, self.device)
+        self.model = Dinov2Model.from_pretrained(str(path), dtype=self.dtype).eval().to(self.device)
         self.image_processor = AutoImageProcessor.from_pretrained(str(path))
 
     @property
@@ -170,8 +173,8 @@ class DinoEncoder(ArrayImages):
 
         chunks = []
         for batch in _batches(image_list(images), batch_size, "DINO images"):
-            pixels = self.image_processor(rgb_images(batch), return_tensors="pt")["pixel_values"].to(self.device)
-            chunks.append(_unit_rows(getattr(self.model(pixel_values=pixels), FEATURE)))
+            pixels = self.image_processor(rgb_images(batch), return_tensors="pt")["pixel_values"]
+            chunks.append(_unit_rows(getattr(self.model(pixel_values=pixels.to(self.device, self.dtype)), FEATURE)))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
 
 

@@ -23,14 +23,15 @@ from condeval.core.logs import progress
 from condeval.encoders.shards import (
     FeatureShardError,
     check_one_encoder,
+    encode_feature_shard,
     model_identity,
     read_feature_shards,
     write_feature_shard,
 )
 from condeval.metrics import as_numpy, unit_rows
 
-__all__ = ["ClipEncoder", "BertEncoder", "image_feature_encoder", "FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards",
-           "check_one_encoder", "image_encoder"]  # fmt: skip
+__all__ = ["ClipEncoder", "BertEncoder", "image_feature_encoder", "FeatureShardError", "model_identity", "write_feature_shard", "encode_feature_shard", "read_feature_shards",
+           "check_one_encoder", "image_encoder", "clip_vision_tower", "ResizedImage"]  # fmt: skip
 
 
 def _batches(items: Sequence, batch_size: int, desc: str):
@@ -59,6 +60,31 @@ def image_list(images) -> list:
     return images
 
 
+class ResizedImage(os.PathLike):
+    """An image file that the encoders read at ``side`` × ``side`` (RGB, Lanczos) when its batch is read, so
+    that many images are compared at a generator's size without holding them all resized in memory.
+
+    Parameters
+    ----------
+    path : path-like
+    side : int
+    """
+
+    def __init__(self, path: str | os.PathLike, side: int):
+        self.path, self.side = os.fspath(path), int(side)
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"ResizedImage({self.path!r}, {self.side})"
+
+    def open(self) -> Image.Image:
+        """The image, RGB, at ``side`` × ``side``."""
+        with Image.open(self.path) as image:
+            return _rgb(image, self.path).resize((self.side, self.side), Image.LANCZOS)
+
+
 #: PIL's 16-bit modes, read as 8 bits by value / 257 (``convert("RGB")`` clips them at 255: a white image).
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
 
@@ -70,7 +96,8 @@ def rgb_images(batch: Sequence) -> list[Image.Image]:
     and float images (modes ``I`` and ``F``) carry no range PIL can read, so they are refused: convert
     them to 8 bits first.
     """
-    return [_rgb(Image.open(i) if isinstance(i, (str, os.PathLike)) else i, i) for i in batch]
+    return [i.open() if isinstance(i, ResizedImage) else _rgb(Image.open(i) if isinstance(i, (str, os.PathLike)) else i, i)
+            for i in batch]  # fmt: skip
 
 
 def _rgb(image: Image.Image, source) -> Image.Image:
@@ -117,39 +144,63 @@ class ClipEncoder(ArrayImages):
     device : str, optional
         Torch device (default CPU).
     max_length : int, optional
-        Token cap (default: the text tower's position embeddings).
+        Token cap (default: the tokenizer's ``model_max_length`` or the text tower's positions, the
+        smaller: XLM-R has 514 positions for 512 tokens).
     tokenizer, image_processor : path-like, optional
         Folders to read them from instead of ``path``.
     trust_remote_code : bool
         For the converted multilingual LAION checkpoints (an XLM-R text tower, ``calpt/CLIP-ViT-*-xlm-roberta-*``),
-        which transformers has no class for: their text tower is the checkpoint's own code
-        (``AutoModel.from_pretrained(..., trust_remote_code=True)``), their vision tower is read
-        into a ``CLIPModel``, as the CLIPScore risk-control code loads them. Runs the folder's code:
-        only for checkpoints you trust.
+        which transformers has no class for: the checkpoint is the folder's own code
+        (``AutoModel.from_pretrained(..., trust_remote_code=True)``), loaded once; its text tower gives the
+        caption features and its CLIP vision tower (:func:`clip_vision_tower`) the image features, as
+        the CLIPScore risk-control code reads them. Runs the folder's code: only for checkpoints you trust.
+    dtype : {"auto", "bfloat16", "float16", "float32"}, optional
+        The model's precision (:func:`condeval.core.devices.torch_dtype`: bfloat16 on a GPU by default);
+        features are returned in float32 whatever it is.
+
+    Attributes
+    ----------
+    model : torch.nn.Module
+        The ``CLIPModel`` or the remote-code model: ``get_text_features`` and ``logit_scale``.
+    vision_tower : CLIPVisionTransformer
+        Embeddings, encoder and layer norms of the image tower (attention-mask sampling masks inside it).
+    visual_projection : torch.nn.Linear
     """
 
     def __init__(self, path: str | os.PathLike, device: str | None = None, max_length: int | None = None, *,
                  tokenizer: str | os.PathLike | None = None, image_processor: str | os.PathLike | None = None,
-                 trust_remote_code: bool = False):  # fmt: skip
+                 trust_remote_code: bool = False, dtype: str | None = None):  # fmt: skip
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, CLIPModel
 
+        from condeval.core.devices import check_device, torch_dtype
+
         self.path = Path(path)
-        self.device = torch.device(device or "cpu")
-        self.model = CLIPModel.from_pretrained(str(path)).eval().to(self.device)
-        # The tower get_text_features is called on: the CLIPModel itself, or the remote-code model.
-        self.text_model = (
-            AutoModel.from_pretrained(str(path), trust_remote_code=True).eval().to(self.device)
+        self.device = check_device(device or "cpu")
+        self.dtype = torch_dtype(dtype, self.device)
+        loaded = (
+            AutoModel.from_pretrained(str(path), trust_remote_code=True, dtype=self.dtype)
             if trust_remote_code
-            else self.model
+            else CLIPModel.from_pretrained(str(path), dtype=self.dtype)
         )
+        self.model = loaded.eval().to(self.device)
+        self.vision_tower = clip_vision_tower(self.model, self.path)
+        self.visual_projection = self.model.visual_projection
         self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer or path))
         self.image_processor = AutoImageProcessor.from_pretrained(str(image_processor or path))
-        self.max_length = max_length or getattr(self.model.config.text_config, "max_position_embeddings", 77)
+        positions = getattr(self.model.config.text_config, "max_position_embeddings", 77)
+        self.max_length = max_length or min(positions, self.tokenizer.model_max_length)
 
     def text_embeddings(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Projected, unnormalised caption embeddings of token ids (whichever tower holds the text)."""
-        out = self.text_model.get_text_features(input_ids=input_ids, attention_mask=attention_mask)
-        return out if isinstance(out, torch.Tensor) else out.pooler_output  # remote code may return the tensor
+        """Projected, unnormalised caption embeddings of token ids, float32 (whichever tower holds the text)."""
+        out = self.model.get_text_features(input_ids=input_ids, attention_mask=attention_mask)
+        return (
+            out if isinstance(out, torch.Tensor) else out.pooler_output
+        ).float()  # remote code may return the tensor
+
+    def image_embeddings(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """Projected, unnormalised image embeddings of processed pixels, float32."""
+        pooled = self.vision_tower(pixel_values=pixel_values.to(self.device, self.dtype)).pooler_output
+        return self.visual_projection(pooled).float()
 
     @property
     def identity(self) -> dict:
@@ -164,8 +215,8 @@ class ClipEncoder(ArrayImages):
         """Unit-norm image embeddings (n, projection_dim); ``images`` are PIL images or file paths."""
         chunks = []
         for batch in _batches(image_list(images), batch_size, "CLIP images"):
-            pixels = self.image_processor(rgb_images(batch), return_tensors="pt")["pixel_values"].to(self.device)
-            chunks.append(_unit_rows(self.model.get_image_features(pixel_values=pixels).pooler_output))
+            pixels = self.image_processor(rgb_images(batch), return_tensors="pt")["pixel_values"]
+            chunks.append(_unit_rows(self.image_embeddings(pixels)))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
 
     #: What :meth:`encode` returns, as feature shards record it.
@@ -187,6 +238,28 @@ class ClipEncoder(ArrayImages):
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
 
 
+def clip_vision_tower(model, path: str | os.PathLike = "the model"):
+    """The CLIP vision tower of a CLIP-like model (its embeddings, pre-layer-norm, encoder and post-layer-norm):
+    ``model.vision_model`` as ``CLIPModel`` and a ``VisionTextDualEncoderModel`` (the converted multilingual
+    LAION checkpoints) hold it, or inside it where the model nests one more ``vision_model`` (older code).
+
+    Raises
+    ------
+    TypeError
+        Naming ``path``, when the model has no such tower and ``visual_projection`` (attention-mask sampling
+        masks inside the tower's layers).
+    """
+    vision = getattr(model, "vision_model", None)
+    vision = getattr(vision, "vision_model", vision)
+    if not all(hasattr(vision, part) for part in _CLIP_TOWER_PARTS) or not hasattr(model, "visual_projection"):
+        raise TypeError(f"{path}: no CLIP vision tower (vision_model: {type(vision).__name__}) and "
+                        "visual_projection to read images with")  # fmt: skip
+    return vision
+
+
+_CLIP_TOWER_PARTS = ("embeddings", "pre_layrnorm", "encoder", "post_layernorm")
+
+
 class BertEncoder:
     """A ``BertModel`` whose caption feature is the [CLS] hidden state (the paper's BERT-SIM).
 
@@ -194,12 +267,18 @@ class BertEncoder:
     ``max_position_embeddings`` where it has fewer positions.
     """
 
-    def __init__(self, path: str | os.PathLike, device: str | None = None, max_length: int = 50):
+    def __init__(
+        self, path: str | os.PathLike, device: str | None = None, max_length: int = 50, dtype: str | None = None
+    ):
         from transformers import AutoTokenizer, BertModel
 
+        from condeval.core.devices import check_device, torch_dtype
+
         self.path = Path(path)
-        self.device = torch.device(device or "cpu")
-        self.model = BertModel.from_pretrained(str(path), add_pooling_layer=False).eval().to(self.device)
+        self.device = check_device(device or "cpu")
+        self.dtype = torch_dtype(dtype, self.device)
+        model = BertModel.from_pretrained(str(path), add_pooling_layer=False, dtype=self.dtype)
+        self.model = model.eval().to(self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.max_length = min(max_length, self.model.config.max_position_embeddings)
 
@@ -223,26 +302,29 @@ class BertEncoder:
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
 
 
-def image_feature_encoder(path: str | os.PathLike, device: str | None = None):
+def image_feature_encoder(path: str | os.PathLike, device: str | None = None, dtype: str | None = None,
+                          image_size: int | None = None):  # fmt: skip
     """The encoder of a saved folder by its ``model_type``: :class:`ClipEncoder` for a CLIP, else
-    :class:`~condeval.encoders.patch_encoder.PatchEncoder` (DINOv3, SigLIP); both ``encode`` uint8
-    images (N, C, H, W) into unit rows."""
+    :class:`~condeval.encoders.patch_encoder.PatchEncoder` (DINOv3, SigLIP; ``image_size`` overrides its
+    processor's); both ``encode`` uint8 images (N, C, H, W) into rows, in precision ``dtype``."""
     from transformers import AutoConfig
 
     if AutoConfig.from_pretrained(str(path)).model_type == "clip":
-        return ClipEncoder(path, device=device)
+        if image_size is not None:
+            raise ValueError(f"{path}: image_size is for DINOv3 and SigLIP folders; a CLIP reads its processor's size")
+        return ClipEncoder(path, device=device, dtype=dtype)
     from condeval.encoders.patch_encoder import PatchEncoder
 
-    return PatchEncoder(path, device=device)
+    return PatchEncoder(path, device=device, dtype=dtype, image_size=image_size)
 
 
-def image_encoder(name: str, path: str | os.PathLike, device: str | None = None):
+def image_encoder(name: str, path: str | os.PathLike, device: str | None = None, dtype: str | None = None):
     """The image encoder ``name`` (``clip``: :class:`ClipEncoder`; ``dino``:
-    :class:`condeval.encoders.dino.DinoEncoder`) loaded from ``path``."""
+    :class:`condeval.encoders.dino.DinoEncoder`) loaded from ``path`` in precision ``dtype``."""
     if name == "clip":
-        return ClipEncoder(path, device=device)
+        return ClipEncoder(path, device=device, dtype=dtype)
     if name == "dino":
         from condeval.encoders.dino import DinoEncoder
 
-        return DinoEncoder(path, device=device)
+        return DinoEncoder(path, device=device, dtype=dtype)
     raise ValueError(f"no image encoder {name!r}; expected 'clip' or 'dino'")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,8 @@ from safetensors.numpy import load_file, save
 
 from condeval.core.io import atomic_path, files_sha256, integer_array
 
-__all__ = ["FeatureShardError", "model_identity", "write_feature_shard", "read_feature_shards", "check_one_encoder"]
+__all__ = ["FeatureShardError", "model_identity", "write_feature_shard", "encode_feature_shard", "read_feature_shards",
+           "check_one_encoder"]  # fmt: skip
 
 
 class FeatureShardError(ValueError):
@@ -65,6 +66,47 @@ def write_feature_shard(path: str | os.PathLike, ids: np.ndarray, features: np.n
     payload = _sorted_metadata(save({"ids": ids, "features": features}, metadata=header))
     with atomic_path(path, suffix=".safetensors") as tmp:
         Path(tmp).write_bytes(payload)
+
+
+def encode_feature_shard(path: str | os.PathLike, ids: np.ndarray, encode: Callable[[slice], np.ndarray],
+                         metadata: dict, chunk_size: int) -> np.ndarray:  # fmt: skip
+    """Features of ``ids`` computed chunk by chunk and written as one shard: a job killed midway resumes.
+
+    Parameters
+    ----------
+    path : path-like
+        The shard to write (:func:`write_feature_shard`).
+    ids : ndarray (n,)
+        The items' ids, in the order ``encode`` reads them.
+    encode : callable
+        ``encode(items)`` returns the features (len(items), d) of the items at the positions ``items``
+        (a slice): e.g. ``lambda items: encoder.encode(images[items])``.
+    metadata : dict
+        The shard's provenance (encoder identity, input, preprocessing); it also fingerprints the
+        chunks, so chunks of another encoder or input are never reused.
+    chunk_size : int
+        Items per chunk (:class:`condeval.core.chunks.ChunkedWork`): a multiple of the encoder's batch.
+
+    Returns
+    -------
+    ndarray (n, d) float32
+        What was written.
+    """
+    from condeval.core.chunks import ChunkedWork, digest
+
+    ids = integer_array(ids, f"{path}: ids")
+    fingerprint = {"metadata": metadata, "ids": digest(ids), "chunk_size": chunk_size}
+    work = ChunkedWork(path, fingerprint, len(ids), chunk_size)
+
+    def write_chunk(items: slice, folder: Path) -> None:
+        np.save(folder / "features.npy", np.asarray(encode(items), dtype=np.float32))
+
+    folders = work.run(write_chunk)
+    chunks = [np.load(folder / "features.npy") for folder in folders] or [np.asarray(encode(slice(0, 0)), np.float32)]
+    features = np.concatenate(chunks)
+    write_feature_shard(path, ids, features, metadata)
+    work.clear()
+    return features
 
 
 def _sorted_metadata(payload: bytes) -> bytes:

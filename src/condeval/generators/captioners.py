@@ -151,20 +151,25 @@ class Captioner:
         ``preprocessor_config.json``.
     device : str, optional
         Torch device (default CPU).
+    dtype : {"auto", "bfloat16", "float16", "float32"}, optional
+        The model's precision (:func:`condeval.core.devices.torch_dtype`: bfloat16 on a GPU by default).
     """
 
-    def __init__(self, path: str | os.PathLike, device: str | None = None):
+    def __init__(self, path: str | os.PathLike, device: str | None = None, dtype: str | None = None):
         import json
 
         from transformers import AutoImageProcessor, AutoTokenizer
+
+        from condeval.core.devices import check_device, torch_dtype
 
         self.path = Path(path)
         model_type = json.loads((self.path / "config.json").read_text()).get("model_type")
         architecture = {"blip": "blip", "git": "git"}.get(model_type)
         if architecture is None:
             raise ValueError(f"{self.path / 'config.json'}: model_type {model_type!r} is not a BLIP or GIT captioner")
-        self.device = torch.device(device or "cpu")
-        self.model = _model_class(architecture).from_pretrained(str(path)).eval().to(self.device)
+        self.device = check_device(device or "cpu")
+        self.dtype = torch_dtype(dtype, self.device)
+        self.model = _model_class(architecture).from_pretrained(str(path), dtype=self.dtype).eval().to(self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.image_processor = AutoImageProcessor.from_pretrained(str(path))
 
@@ -176,12 +181,13 @@ class Captioner:
         seed: int,
         batch_size: int = 64,
         progress_bar: bool = True,
+        offset: int = 0,
         **sampling,
     ) -> list[str]:
         """One sampled caption per image.
 
-        Each batch seeds torch from ``(seed, batch offset)``: the same images, seed and batch size
-        give the same captions. Special tokens other than the end token are never sampled.
+        Each batch seeds torch from ``(seed, its first image's position)``: the same images, seed and
+        batch size give the same captions. Special tokens other than the end token are never sampled.
 
         Parameters
         ----------
@@ -194,6 +200,9 @@ class Captioner:
         progress_bar : bool, default True
             Report progress over batches (:func:`condeval.core.logs.progress`: a line per 30 s in a
             job's log, a bar on a terminal).
+        offset : int, default 0
+            The position of ``images[0]`` in a longer list drawn in pieces: the pieces of a list, each
+            drawn with its offset, give the captions of the whole list drawn at once (batches aligned).
         **sampling
             Keyword arguments of ``model.generate`` (e.g. ``do_sample``, ``temperature``, ``top_k``).
 
@@ -217,6 +226,7 @@ class Captioner:
         images = image_list(images)
         check_integer(seed, "seed")
         check_integer(batch_size, "batch_size", least=1)
+        check_integer(offset, "offset")
         reserved = sorted(set(sampling) & set(RESERVED_SAMPLING))
         if reserved:
             raise ValueError(f"generate samples one caption per image; {reserved} would change that (for more "
@@ -235,8 +245,8 @@ class Captioner:
         captions: list[str] = []
         for start in progress(range(0, len(images), batch_size), desc="captions", unit="batch", enabled=progress_bar):
             batch = rgb_images(images[start : start + batch_size])
-            pixels = self.image_processor(batch, return_tensors="pt")["pixel_values"].to(self.device)
-            torch.manual_seed(int(np.random.SeedSequence([seed, start]).generate_state(1)[0]))
+            pixels = self.image_processor(batch, return_tensors="pt")["pixel_values"].to(self.device, self.dtype)
+            torch.manual_seed(int(np.random.SeedSequence([seed, offset + start]).generate_state(1)[0]))
             out = self.model.generate(pixel_values=pixels, **sampling)
             captions.extend(text.strip() for text in self.tokenizer.batch_decode(out, skip_special_tokens=True))
         empty = sum(not caption for caption in captions)

@@ -14,6 +14,7 @@ the manifest's folder.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ import polars as pl
 
 from condeval.core.io import DataFileError, atomic_directory, check_integer, read_parquet, write_parquet
 
-__all__ = ["MANIFEST_COLUMNS", "write_generated_images", "read_image_manifest"]
+__all__ = ["MANIFEST_COLUMNS", "write_generated_images", "generate_image_shard", "read_image_manifest"]
 
 MANIFEST_COLUMNS = ("image_id", "prompt", "file", "seed")
 
@@ -40,29 +41,103 @@ def write_generated_images(images, image_ids, prompts, seeds, folder: str | os.P
         seed that is not a non-negative integer, a repeated image id (one file per id), a ``folder``
         outside the manifest's folder (:func:`read_image_manifest` would refuse the manifest).
     """
-    from PIL import Image
+    ids, seeds = _checked_rows(image_ids, prompts, seeds, folder, manifest, images=len(images))
+    _check_images(images, 0)
+    with atomic_directory(folder) as tmp:
+        for image, image_id in zip(images, ids, strict=True):
+            image.save(tmp / f"{image_id:012d}.png")
+    return _write_manifest(ids, prompts, seeds, folder, manifest)
 
+
+def generate_image_shard(draw, image_ids, prompts, seeds, folder: str | os.PathLike, manifest: str | os.PathLike,
+                         *, chunk_size: int, fingerprint: dict) -> pl.DataFrame:  # fmt: skip
+    """Draw a shard's images chunk by chunk and save them as :func:`write_generated_images` does.
+
+    Each chunk's PNGs are written, complete, beside the manifest before the next chunk is drawn
+    (:class:`condeval.core.chunks.ChunkedWork`): a job killed after hours keeps what it drew, its rerun
+    draws the rest, and memory holds one chunk's images. The result is the same bytes as one pass.
+
+    Parameters
+    ----------
+    draw : callable
+        ``draw(items)`` returns the PIL images of the rows at positions ``items`` (a slice).
+    image_ids, prompts, seeds
+        One per image, as :func:`write_generated_images` takes them.
+    folder, manifest : path-like
+        Where the images and their manifest land.
+    chunk_size : int
+        Images per chunk: a multiple of the pipeline's batch.
+    fingerprint : dict
+        What the images are drawn from (the generator's folder and settings); chunks of another are
+        discarded.
+
+    Returns
+    -------
+    polars.DataFrame
+        The manifest.
+    """
+    from condeval.core.chunks import ChunkedWork, digest
+
+    ids, seeds = _checked_rows(image_ids, prompts, seeds, folder, manifest)
+    rows = {"ids": digest(np.asarray(ids)), "prompts": digest(list(prompts)), "seeds": digest(seeds)}
+    work = ChunkedWork(manifest, {**fingerprint, **rows, "chunk_size": chunk_size}, len(ids), chunk_size)
+
+    def write_chunk(items: slice, tmp: Path) -> None:
+        images = draw(items)
+        if len(images) != len(ids[items]):
+            raise ValueError(f"draw returned {len(images)} images for the {len(ids[items])} rows {items}")
+        _check_images(images, items.start)
+        for image, image_id in zip(images, ids[items], strict=True):
+            image.save(tmp / f"{image_id:012d}.png")
+
+    chunks = work.run(write_chunk)
+    with atomic_directory(folder) as tmp:
+        for chunk in chunks:
+            for png in sorted(chunk.glob("*.png")):
+                _link_or_copy(png, tmp / png.name)  # the chunk stays whole until the manifest is written
+    frame = _write_manifest(ids, prompts, seeds, folder, manifest)
+    work.clear()
+    return frame
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # a filesystem without hard links
+        shutil.copy2(source, target)
+
+
+def _checked_rows(image_ids, prompts, seeds, folder, manifest, images: int | None = None):
+    """(ids, seeds) as integer lists, every row checked before anything is written."""
     folder, manifest = Path(folder), Path(manifest)
     if isinstance(prompts, str) or not all(isinstance(prompt, str) for prompt in prompts):
         raise TypeError("prompts must be a sequence of str, one per image (not one str, not None items)")
-    lengths = {"images": len(images), "image_ids": len(image_ids), "prompts": len(prompts), "seeds": len(seeds)}
+    lengths = {"image_ids": len(image_ids), "prompts": len(prompts), "seeds": len(seeds)}
+    if images is not None:
+        lengths = {"images": images, **lengths}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"one image id, prompt and seed per image; got lengths {lengths}")
     ids = [check_integer(value, f"image_ids[{row}]") for row, value in enumerate(image_ids)]
     seeds = [check_integer(value, f"seeds[{row}]") for row, value in enumerate(seeds)]
-    bad = next((row for row, image in enumerate(images) if not isinstance(image, Image.Image)), None)
-    if bad is not None:
-        raise TypeError(f"images[{bad}] must be a PIL image; got {type(images[bad]).__name__} "
-                        "(PIL.Image.fromarray converts an (H, W, 3) uint8 array)")  # fmt: skip
     unique, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         raise ValueError(f"image_ids: image id {int(unique[counts > 1][0])} appears more than once (one file per id)")
     if not folder.resolve().is_relative_to(manifest.parent.resolve()):
         raise ValueError(f"folder {folder} must lie beside or below the manifest's folder {manifest.parent}")
-    with atomic_directory(folder) as tmp:
-        for image, image_id in zip(images, ids, strict=True):
-            image.save(tmp / f"{image_id:012d}.png")
-    relative = os.path.relpath(folder, manifest.parent)
+    return np.asarray(ids, dtype=np.int64), seeds
+
+
+def _check_images(images, first_row: int) -> None:
+    from PIL import Image
+
+    bad = next((row for row, image in enumerate(images) if not isinstance(image, Image.Image)), None)
+    if bad is not None:
+        raise TypeError(f"images[{first_row + bad}] must be a PIL image; got {type(images[bad]).__name__} "
+                        "(PIL.Image.fromarray converts an (H, W, 3) uint8 array)")  # fmt: skip
+
+
+def _write_manifest(ids, prompts, seeds, folder: str | os.PathLike, manifest: str | os.PathLike) -> pl.DataFrame:
+    relative = os.path.relpath(folder, Path(manifest).parent)
     frame = pl.DataFrame({
         "image_id": np.asarray(ids, dtype=np.int64), "prompt": list(prompts),
         "file": [f"{relative}/{i:012d}.png" for i in ids], "seed": np.asarray(seeds, dtype=np.uint64),

@@ -23,11 +23,12 @@ __all__ = ["AttributeProbe", "at_size", "read_attributes", "attribute_accuracy",
 
 
 def at_size(path, side: int):
-    """The image at ``path`` as a generator of ``side`` pixels would draw it (RGB, Lanczos-resized):
-    how every reader here reads a real image beside generated ones."""
-    from PIL import Image
+    """The image at ``path`` as a generator of ``side`` pixels would draw it (RGB, Lanczos-resized), read
+    when an encoder's batch reaches it (:class:`~condeval.encoders.features.ResizedImage`): how every
+    reader here reads a real image beside generated ones."""
+    from condeval.encoders.features import ResizedImage
 
-    return Image.open(path).convert("RGB").resize((side, side), Image.LANCZOS)
+    return ResizedImage(path, side)
 
 
 def read_attributes(encoder, images, colours=None, shapes=None) -> tuple[np.ndarray, np.ndarray]:

@@ -245,9 +245,11 @@ def kandinsky_clip(clip, basis: torch.Tensor):
 
 
 def load_text_to_image(
-    path: str | os.PathLike, device: str | torch.device = "cpu", prior: str | os.PathLike | None = None
-):
-    """A saved generator as a callable pipeline.
+    path: str | os.PathLike, device: str | torch.device = "cpu", prior: str | os.PathLike | None = None,
+    dtype: str | None = None,
+):  # fmt: skip
+    """A saved generator as a callable pipeline, in precision ``dtype`` (default: bfloat16 on a GPU,
+    float32 on a CPU; :func:`condeval.core.devices.torch_dtype`).
 
     SD3 and FLUX: ``DiffusionPipeline.from_pretrained(path)``. Kandinsky 2.2: the prior pipeline
     (``prior``, default ``path/prior``) and the decoder pipeline (``path/decoder`` if it exists, else
@@ -269,9 +271,10 @@ def load_text_to_image(
         KandinskyV22PriorPipeline,
     )
 
-    from condeval.core.devices import check_device
+    from condeval.core.devices import check_device, torch_dtype
 
     path, device = Path(path), check_device(device)
+    loading = {"torch_dtype": torch_dtype(dtype, device)}
     if not path.is_dir():
         raise FileNotFoundError(f"no saved pipeline folder at {path}")
     if prior is not None and not Path(prior).is_dir():
@@ -282,16 +285,16 @@ def load_text_to_image(
             raise FileNotFoundError(f"{path} holds {DECODER_FOLDER}/ but no {PRIOR_FOLDER}/: Kandinsky needs its prior "
                                     "pipeline (save it there or pass prior=)")  # fmt: skip
         check_pipeline_folder(path)
-        return DiffusionPipeline.from_pretrained(str(path)).to(device)
+        return DiffusionPipeline.from_pretrained(str(path), **loading).to(device)
     decoder_dir = path / DECODER_FOLDER if (path / DECODER_FOLDER).is_dir() else path
     if decoder_dir == path and not (path / "model_index.json").is_file():
         raise FileNotFoundError(f"{path} holds Kandinsky's prior but no {DECODER_FOLDER}/ (nor a decoder pipeline at "
                                 "its root)")  # fmt: skip
     prior_pipe = KandinskyV22PriorPipeline.from_pretrained(
-        str(check_pipeline_folder(prior, KandinskyV22PriorPipeline.__name__))
+        str(check_pipeline_folder(prior, KandinskyV22PriorPipeline.__name__)), **loading
     )
     decoder = KandinskyV22Pipeline.from_pretrained(
-        str(check_pipeline_folder(decoder_dir, KandinskyV22Pipeline.__name__))
+        str(check_pipeline_folder(decoder_dir, KandinskyV22Pipeline.__name__)), **loading
     )
     pipe = KandinskyV22CombinedPipeline(
         unet=decoder.unet, scheduler=decoder.scheduler, movq=decoder.movq, prior_prior=prior_pipe.prior,

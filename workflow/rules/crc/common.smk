@@ -170,10 +170,10 @@ def crc_caption_params(wildcards):
 
 
 def crc_model_loading(wildcards):
-    """How the sampler loads the model: tokenizer and image-processor folders, remote code."""
+    """How the sampler loads the model: tokenizer and image-processor folders, remote code, precision."""
     section = CRC["models"][wildcards.model]
     return canonical(
-        {key: section[key] for key in ("tokenizer", "image_processor", "trust_remote_code") if key in section}
+        {key: section[key] for key in ("tokenizer", "image_processor", "trust_remote_code", "dtype") if key in section}
     )
 
 

@@ -19,6 +19,7 @@ rule crc_sample:
         shards=CRC["shards"],
         seed=CRC["seed"],
         keep_distribution=crc_keep_distribution,
+        chunk_size=chunk_items(64),  # pairs: one image's masks then its captions, no batches
     log:
         "logs/crc/sample_{model}_{benchmark}_shard-{shard}.log",
     conda:

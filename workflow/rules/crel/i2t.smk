@@ -49,6 +49,8 @@ rule generate_captions:
         shards=COCO["shards"],
         seed=I2T["seed"],
         batch_size=ENCODERS["batch_size"],
+        chunk_size=chunk_items(ENCODERS["batch_size"]),
+        dtype=captioner_dtype,
     log:
         "logs/crel_i2t/generate_{model}_shard-{shard}.log",
     conda:

@@ -58,6 +58,12 @@ def captioner_inputs(wildcards):
     return section["path"] if "path" in section else saved_manifest(f"results/crel_i2t/captioners/{model}")
 
 
+def captioner_dtype(wildcards):
+    """The precision a captioner samples in (crel.image_to_text.models.<model>.dtype; auto: bfloat16 on a GPU)."""
+    model = I2T_VARIANTS.get(wildcards.model, (wildcards.model,))[0]
+    return I2T["models"][model].get("dtype", "auto")
+
+
 def captioner_train_inputs(wildcards):
     train = I2T["models"][wildcards.model]["train"]
     inputs = {"captions": coco_world(), "tokenizer": saved_manifest("results/encoders/tokenizer")}

@@ -111,6 +111,8 @@ rule generate_images:
         image_size=T2I["image_size"],
         max_length=T2I["max_length"],
         batch_size=T2I["batch_size"],
+        chunk_size=chunk_items(T2I["batch_size"]),
+        dtype=generator_dtype,
         seed=T2I["seed"],
     log:
         "logs/crel_t2i/generate_{model}_shard-{shard}.log",
@@ -149,6 +151,7 @@ rule t2i_signal:
         image_size=T2I["image_size"],
         gallery=1000,
         probe_images=3000,
+        dtypes={encoder: ENCODERS[encoder].get("dtype", "auto") for encoder in ("clip", "dino")},
     log:
         "logs/crel_t2i/signal.log",
     conda:

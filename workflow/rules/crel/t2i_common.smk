@@ -59,6 +59,11 @@ def generator_inputs(wildcards):
     return {"model": section["path"], **({"prior": section["prior_path"]} if "prior_path" in section else {})}
 
 
+def generator_dtype(wildcards):
+    """The precision a generator samples in (crel.text_to_image.models.<model>.dtype; auto: bfloat16 on a GPU)."""
+    return T2I["models"][wildcards.model].get("dtype", "auto")
+
+
 def generator_train_inputs(wildcards):
     """What training one generator reads: the world, tokenizer, CLIP, its family's autoencoder (and T5)."""
     family = T2I["models"][wildcards.model]["family"]

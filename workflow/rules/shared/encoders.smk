@@ -118,6 +118,7 @@ rule encoder_signal:
         ),
     params:
         bert_max_length=ENCODERS["bert"].get("max_length", 50),
+        dtypes={encoder: ENCODERS[encoder].get("dtype", "auto") for encoder in ("clip", "bert")},
         gallery=1000,
         novel_shapes=NOVEL_SHAPES,
     log:

@@ -16,8 +16,10 @@ rule image_features:
         source=image_source_constraint(),
     params:
         encoders=FEATURE_ENCODERS["image"],
+        dtypes={encoder: ENCODERS[encoder].get("dtype", "auto") for encoder in FEATURE_ENCODERS["image"]},
         shards=COCO["shards"],
         batch_size=ENCODERS["batch_size"],
+        chunk_size=chunk_items(ENCODERS["batch_size"]),
     log:
         "logs/shared/features/images/{source}/shard-{shard}.log",
     conda:
@@ -46,8 +48,10 @@ rule text_features:
     params:
         encoders=FEATURE_ENCODERS["text"],
         max_length={encoder: ENCODERS[encoder].get("max_length") for encoder in FEATURE_ENCODERS["text"]},
+        dtypes={encoder: ENCODERS[encoder].get("dtype", "auto") for encoder in FEATURE_ENCODERS["text"]},
         shards=COCO["shards"],
         batch_size=ENCODERS["batch_size"],
+        chunk_size=chunk_items(ENCODERS["batch_size"]),
     log:
         "logs/shared/features/texts/{source}/shard-{shard}.log",
     conda:

@@ -48,6 +48,28 @@ def trust_extractor_input(wildcards):
     return trust_extractor(wildcards.dataset, wildcards.extractor)
 
 
+def trust_extractor_loading(extractor):
+    """How a job loads an extractor (or the `clip`): its precision and, for DINOv3 and SigLIP from the hub,
+    the side it reads images at (trust.extractors.<extractor>.dtype, .image_size)."""
+    section = TRUST["clip"] if extractor == "clip" else TRUST["extractors"][extractor]
+    return canonical({key: section[key] for key in ("dtype", "image_size") if key in section})
+
+
+def trust_extractor_loading_param(wildcards):
+    return trust_extractor_loading(wildcards.extractor)
+
+
+def trust_sample_loading(wildcards):
+    """:func:`trust_extractor_loading` of every space a variant's samples are scored in."""
+    return {e: trust_extractor_loading(e) for e in trust_sample_extractors(wildcards.dataset, wildcards.variant)}
+
+
+def trust_repa_loading(wildcards):
+    """:func:`trust_extractor_loading` of the extractor a REPA variant aligns to (none for the others)."""
+    repa = TRUST["generators"][wildcards.variant].get("repa")
+    return trust_extractor_loading(repa["extractor"]) if repa else {}
+
+
 def trust_real_features(dataset, extractor):
     return f"results/trust/{dataset}/features/real-{extractor}.safetensors"
 

@@ -22,6 +22,7 @@ rule trust_selection:
         selection=canonical(TRUST["selection"]),
         per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
+        clip_loading=trust_extractor_loading("clip") if TRUST_CLIP_DATASETS else {},
         seed=TRUST["seed"],
     log:
         "logs/trust/selection_{dataset}_{regime}_{variant}.log",

@@ -72,6 +72,8 @@ rule trust_real_features:
         root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
         image_size=TRUST["image_size"],
         batch_size=TRUST["batch_size"],
+        chunk_size=chunk_items(TRUST["batch_size"]),
+        loading=trust_extractor_loading_param,
     log:
         "logs/trust/real_features_{extractor}_{dataset}.log",
     conda:

@@ -75,6 +75,7 @@ rule trust_train_generator:
         repa=lambda wildcards: canonical(TRUST["generators"][wildcards.variant].get("repa", {})),
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         image_size=TRUST["image_size"],
+        extractor_loading=trust_repa_loading,
         seed=TRUST["seed"],
     log:
         "logs/trust/train_generator_{dataset}_{regime}_{variant}.log",
@@ -131,6 +132,7 @@ rule trust_sample_features:
     params:
         names=lambda wildcards: list(TRUST_ATTRIBUTES[wildcards.dataset]),
         extractors=lambda wildcards: trust_sample_extractors(wildcards.dataset, wildcards.variant),
+        loading=trust_sample_loading,
         batch_size=TRUST["batch_size"],
     log:
         "logs/trust/sample_features_{dataset}_{regime}_{variant}_shard-{shard}.log",

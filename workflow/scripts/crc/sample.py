@@ -1,8 +1,10 @@
-"""Snakemake adapter: attention-mask sampling of one benchmark shard with one CLIP model."""
+"""Snakemake adapter: attention-mask sampling of one benchmark shard with one CLIP model, chunk by chunk (a
+killed job resumes)."""
 
 import polars as pl
 import torch
 
+from condeval.core.chunks import ChunkedWork, source_signature
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import saved_folder, write_parquet
 from condeval.core.logs import log_to_file
@@ -28,15 +30,21 @@ sampling = dict(p.sampling)
 weight = sampling.pop("weight")
 encoder = ClipEncoder(saved_folder(snakemake.input.model), device=device, **dict(p.loading))
 sampler = AttentionMaskSampler(encoder, tagger, weight=weight, **sampling)
-samples = sample_captions(
-    sampler,
-    captions["path"].to_list(),
-    captions["words"].to_list(),
-    captions["key"].to_list(),
-    seed=p.seed,
-    keep_distribution=p.keep_distribution,
-)
+paths, words, keys = captions["path"].to_list(), captions["words"].to_list(), captions["key"].to_list()
+
+
+def samples_of(items):
+    return sample_captions(sampler, paths[items], words[items], keys[items], seed=p.seed,
+                           keep_distribution=p.keep_distribution)  # fmt: skip
+
+
+fingerprint = {"model": source_signature(snakemake.input.model), "captions": source_signature(snakemake.input.captions),
+               "shard": [shard, p.shards], "sampling": dict(p.sampling), "loading": dict(p.loading), "seed": p.seed,
+               "tagger": dict(p.tagger), "keep_distribution": p.keep_distribution}  # fmt: skip
+work = ChunkedWork(snakemake.output[0], fingerprint, len(keys), p.chunk_size)
+samples = work.run_tables(samples_of)
 write_parquet(samples, snakemake.output[0])
+work.clear()
 no_valid = int((~samples["has_valid_words"]).sum())
 # The paper scores such a caption by its unmasked CLIPScore alone: every f_v is 0, nothing is flagged.
 log.info(

@@ -1,8 +1,10 @@
-"""Snakemake adapter: sample one caption per val image of one image-id shard."""
+"""Snakemake adapter: sample one caption per val image of one image-id shard, chunk by chunk (a killed job
+resumes)."""
 
 import polars as pl
 import torch
 
+from condeval.core.chunks import ChunkedWork, source_signature
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import saved_folder, write_parquet
 from condeval.core.logs import log_to_file
@@ -15,9 +17,24 @@ p = snakemake.params
 shard = int(snakemake.wildcards.shard)
 pairs = evaluation_pairs(load_captions(snakemake.input.captions, image_dir(snakemake.input.captions)))
 rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
-captioner = Captioner(saved_folder(snakemake.input.model), device=device_for_gpus(snakemake.resources.get("gpu", 0)))
-captions = captioner.generate(
-    rows["path"].to_list(), seed=p.seed * 1_000_003 + shard, batch_size=p.batch_size, **dict(p.sampling)
-)
-write_parquet(pl.DataFrame({"image_id": rows["image_id"], "caption": captions}), snakemake.output[0])
-log.info("shard %d: %d captions, e.g. %r", shard, len(captions), captions[:3])
+ids, paths = rows["image_id"], rows["path"].to_list()
+captioner = Captioner(saved_folder(snakemake.input.model), device=device_for_gpus(snakemake.resources.get("gpu", 0)),
+                      dtype=p.dtype)  # fmt: skip
+seed = p.seed * 1_000_003 + shard
+fingerprint = {"model": source_signature(snakemake.input.model), "paths": paths, "seed": seed, "dtype": p.dtype,
+               "sampling": dict(p.sampling), "batch_size": p.batch_size}  # fmt: skip
+
+
+def captions_of(items):
+    sampled = captioner.generate(paths[items], seed=seed, batch_size=p.batch_size, offset=items.start or 0,
+                                 **dict(p.sampling))  # fmt: skip
+    return pl.DataFrame(
+        {"image_id": ids[items], "caption": sampled}, schema={"image_id": ids.dtype, "caption": pl.String}
+    )
+
+
+work = ChunkedWork(snakemake.output[0], fingerprint, len(paths), p.chunk_size)
+captions = work.run_tables(captions_of)
+write_parquet(captions, snakemake.output[0])
+work.clear()
+log.info("shard %d: %d captions, e.g. %r", shard, captions.height, captions["caption"].head(3).to_list())

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import torch
 
+from condeval.core.devices import device_for_gpus
 from condeval.core.io import read_json, saved_folder, write_json
 from condeval.core.logs import log_to_file
 from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions
@@ -19,7 +20,8 @@ p, i = snakemake.params, snakemake.input
 pairs = evaluation_pairs(load_captions(i.captions, image_dir(i.captions))).sort("image_id")
 scenes_file = Path(i.captions).parent / "scenes_val2014.json"
 scenes = read_json(scenes_file) if scenes_file.exists() else None
-clip = ClipEncoder(saved_folder(i.clip))
+device = device_for_gpus(snakemake.resources.get("gpu", 0))
+clip = ClipEncoder(saved_folder(i.clip), device=device, dtype=p.dtypes["clip"])
 
 
 probe = None
@@ -43,7 +45,8 @@ for model, shards in zip(p.models, manifests, strict=True):
     rows = pairs.filter(pairs["image_id"].is_in(ids)).sort("image_id")
     order = sorted(range(len(ids)), key=ids.__getitem__)
     generated = [paths[k] for k in order]
-    # The same reader on the real images at the generated size (the ceiling a generator at this size can reach)
+    # The same reader on the real images at the generated size (the ceiling a generator at this size can reach),
+    # each read when its batch is: memory holds a batch, not 40,504 images at 512 px
     real = [at_size(path, p.image_size) for path in rows["path"]]
     item_scenes = [scenes[str(k)] for k in rows["image_id"]] if scenes else [[] for _ in range(rows.height)]
     out["models"][model] = generation_signal(
@@ -51,7 +54,7 @@ for model, shards in zip(p.models, manifests, strict=True):
     )
     log.info("%s: %s", model, out["models"][model])
 if scenes:
-    dino = DinoEncoder(saved_folder(i.dino))
+    dino = DinoEncoder(saved_folder(i.dino), device=device, dtype=p.dtypes["dino"])
     head = pairs.head(1000)
     out["dino"] = dino_signal(
         dino, head["path"].to_list(), [scenes[str(k)] for k in head["image_id"]], head["image_id"].to_list()

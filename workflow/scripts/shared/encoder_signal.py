@@ -18,8 +18,10 @@ p = snakemake.params
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
 root = coco_root(snakemake.input.captions[0])
 frame, captions = coco_split(root, "val", p.gallery)
-clip = ClipEncoder(saved_folder(snakemake.input.clip), device=device)
-bert = BertEncoder(saved_folder(snakemake.input.bert), device=device, max_length=p.bert_max_length)
+clip = ClipEncoder(saved_folder(snakemake.input.clip), device=device, dtype=p.dtypes["clip"])
+bert = BertEncoder(
+    saved_folder(snakemake.input.bert), device=device, max_length=p.bert_max_length, dtype=p.dtypes["bert"]
+)
 signal = {
     "clip": {**clip.identity, **clip_signal(clip, frame["path"].to_list(), [c[0] for c in captions])},
     "bert": {**bert.identity, **bert_signal(bert, captions)},

@@ -8,7 +8,7 @@ from condeval.core.devices import device_for_gpus
 from condeval.core.io import saved_folder
 from condeval.core.logs import log_to_file
 from condeval.datasets.coco import evaluation_pairs, image_dir, load_captions, shard_image_ids
-from condeval.encoders.features import image_encoder, write_feature_shard
+from condeval.encoders.features import encode_feature_shard, image_encoder
 from condeval.generators.images import read_image_manifest
 
 log = log_to_file(snakemake.log[0])
@@ -25,9 +25,9 @@ else:
     described = "val images"
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
 for name, folder, output in zip(p.encoders, snakemake.input.encoders, snakemake.output, strict=True):
-    encoder = image_encoder(name, saved_folder(folder), device=device)
-    features = encoder.image_features(paths, batch_size=p.batch_size)
+    encoder = image_encoder(name, saved_folder(folder), device=device, dtype=p.dtypes[name])
     metadata = {"encoder": encoder.identity, "input": described, "preprocessing": encoder.preprocessing,
-                "shard": [shard, p.shards]}  # fmt: skip
-    write_feature_shard(output, ids, features, metadata)
+                "shard": [shard, p.shards], "dtype": p.dtypes[name]}  # fmt: skip
+    features = encode_feature_shard(output, ids, lambda items, encoder=encoder: encoder.image_features(paths[items], p.batch_size),
+                                    metadata, p.chunk_size)  # fmt: skip
     log.info("shard %d: %d %s features of width %d (%s)", shard, features.shape[0], name, features.shape[1], described)

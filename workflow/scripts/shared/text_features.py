@@ -9,7 +9,7 @@ from condeval.core.devices import device_for_gpus
 from condeval.core.io import saved_folder
 from condeval.core.logs import log_to_file
 from condeval.datasets.coco import evaluation_pairs, load_captions, shard_image_ids
-from condeval.encoders.features import BertEncoder, ClipEncoder, write_feature_shard
+from condeval.encoders.features import BertEncoder, ClipEncoder, encode_feature_shard
 
 TEXT_ENCODERS = {"clip": ClipEncoder, "bert": BertEncoder}
 
@@ -27,9 +27,10 @@ captions = rows["caption"].to_list()
 for name, folder, output in zip(p.encoders, snakemake.input.encoders, snakemake.output, strict=True):
     # an unset max_length keeps the encoder's own default (BERT: the paper's 50; CLIP: its tokenizer's)
     length = {"max_length": p.max_length[name]} if p.max_length[name] else {}
-    encoder = TEXT_ENCODERS[name](saved_folder(folder), device=device, **length)
-    features = encoder.text_features(captions, batch_size=p.batch_size)
+    encoder = TEXT_ENCODERS[name](saved_folder(folder), device=device, dtype=p.dtypes[name], **length)
     metadata = {"encoder": encoder.identity, "input": w.source, "preprocessing": encoder.preprocessing,
-                "shard": [shard, p.shards]}  # fmt: skip
-    write_feature_shard(output, rows["image_id"].to_numpy(), features, metadata)
+                "shard": [shard, p.shards], "dtype": p.dtypes[name]}  # fmt: skip
+    features = encode_feature_shard(output, rows["image_id"].to_numpy(),
+                                    lambda items, encoder=encoder: encoder.text_features(captions[items], p.batch_size), metadata,
+                                    p.chunk_size)  # fmt: skip
     log.info("shard %d of %s: %d %s features of width %d", shard, w.source, features.shape[0], name, features.shape[1])

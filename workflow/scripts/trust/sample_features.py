@@ -14,7 +14,8 @@ frame, images = read_samples(snakemake.input.samples, snakemake.params.names)
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
 with atomic_directory(snakemake.output.features) as folder:
     for extractor in snakemake.params.extractors:
-        encoder = image_feature_encoder(saved_folder(snakemake.input[extractor]), device=device)
+        loading = dict(snakemake.params.loading[extractor])
+        encoder = image_feature_encoder(saved_folder(snakemake.input[extractor]), device=device, **loading)
         features = encoder.encode(images, snakemake.params.batch_size)
         write_feature_shard(folder / f"{extractor}.safetensors", frame["sample_id"].to_numpy(), features,
                             {"encoder": encoder.identity, "samples": str(snakemake.input.samples),

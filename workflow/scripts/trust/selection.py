@@ -63,7 +63,7 @@ if "clip" in i.keys():  # Appendix J's CLIP alignment: each image against its co
     if not np.array_equal(clip_ids, sample_ids):
         raise ValueError(f"the samples' CLIP and scoring features hold different sample ids ({i.sample_features[0]})")
     precomputed["clip_alignment"] = clip_alignment_scores(
-        ClipEncoder(saved_folder(i.clip)),
+        ClipEncoder(saved_folder(i.clip), **dict(p.clip_loading)),
         (real(i.real_clip)[support], real_attributes[support]),
         (clip_features, sample_attributes),
     )

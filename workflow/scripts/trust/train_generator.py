@@ -37,7 +37,9 @@ attributes = attributes_of(w.dataset, support)
 values = attributes_of(w.dataset, table).max(axis=0) + 1
 gpus = snakemake.resources.get("gpu", 0)
 device = device_for_gpus(gpus) or "cpu"  # the latents and REPA targets are encoded there too
-extractor = PatchEncoder(saved_folder(snakemake.input.extractor), device=device) if repa else None
+extractor = (
+    PatchEncoder(saved_folder(snakemake.input.extractor), device=device, **dict(p.extractor_loading)) if repa else None
+)
 summary = train_attribute_generator(
     images, attributes, snakemake.output.model, values=values.tolist(),
     vae=load_autoencoder(saved_folder(snakemake.input.autoencoder)).to(device),
