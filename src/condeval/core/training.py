@@ -34,7 +34,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from pytorch_lightning.loggers import CSVLogger
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from condeval.core.devices import accelerator_for_gpus, device_for_gpus, select_accelerator  # noqa: F401 (re-exported)
 from condeval.core.io import atomic_path, read_json, write_json
@@ -216,15 +216,25 @@ def _as_batch_tensor(array: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(array, dtype=dtype)
 
 
-def _loader(arrays: Sequence[np.ndarray], batch_size: int, generator: torch.Generator | None = None) -> DataLoader:
-    """TensorDataset loader (floats as float32, integers such as token ids as int64); shuffled with ``generator`` if given."""
-    tensors = [_as_batch_tensor(a) for a in arrays]
+def _loader(rows, batch_size: int, generator: torch.Generator | None = None, workers: int = 0) -> DataLoader:
+    """A loader of rows: arrays (a TensorDataset; floats as float32, integers such as token ids as int64) or a
+    dataset read from disk (:class:`condeval.core.rows.RowShards`, with ``workers`` reading processes);
+    shuffled with ``generator`` if given."""
+    shuffle = generator is not None
+    if isinstance(rows, Dataset):
+        return DataLoader(rows, batch_size=batch_size, shuffle=shuffle, num_workers=workers, generator=generator,
+                          persistent_workers=workers > 0)  # fmt: skip
+    tensors = [_as_batch_tensor(a) for a in rows]
     lengths = {t.shape[0] for t in tensors}
     if len(lengths) != 1:
         raise ValueError(f"arrays of one split must have the same number of rows, got {sorted(lengths)}")
-    dataset = TensorDataset(*tensors)
-    shuffle = generator is not None
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=0, generator=generator)
+    return DataLoader(
+        TensorDataset(*tensors), batch_size=batch_size, shuffle=shuffle, num_workers=0, generator=generator
+    )
+
+
+def _as_rows(split) -> tuple:
+    return (split,) if isinstance(split, Dataset) else tuple(split)
 
 
 class UnsafeCheckpointError(RuntimeError):
@@ -294,7 +304,7 @@ def state_digest(*parts) -> str:
     return digest.hexdigest()
 
 
-def _run_identity(module, rows: Sequence[np.ndarray], settings: dict, fingerprint: str | None) -> str:
+def _run_identity(module, rows: Sequence, settings: dict, fingerprint: str | None) -> str:
     """SHA-256 of what a run folder's checkpoints depend on: the module's class and hyperparameters, its
     :meth:`frozen_identity` where it defines one (inputs its batches are completed with: captions, a
     frozen encoder), the rows, the fit's settings and the caller's fingerprint. ``max_epochs`` is left
@@ -308,6 +318,9 @@ def _run_identity(module, rows: Sequence[np.ndarray], settings: dict, fingerprin
               "fingerprint": fingerprint}  # fmt: skip
     digest = hashlib.sha256(json.dumps(header, sort_keys=True, default=_stable_repr).encode())
     for array in rows:
+        if isinstance(array, Dataset):  # rows read from disk: the files' identity, not their bytes
+            digest.update(array.identity.encode())
+            continue
         array = np.ascontiguousarray(array.detach().cpu().numpy() if torch.is_tensor(array) else array)
         digest.update(f"{array.dtype}{array.shape}".encode())
         digest.update(array)  # the contiguous buffer itself, no copy
@@ -485,8 +498,8 @@ class ScheduledModule(pl.LightningModule):
 # ---------------------------------------------------------------------- fit
 def fit(
     module: pl.LightningModule | CheckpointedModule,
-    train: tuple[np.ndarray, ...],
-    val: tuple[np.ndarray, ...],
+    train: tuple[np.ndarray, ...] | Dataset,
+    val: tuple[np.ndarray, ...] | Dataset,
     out_dir: str | os.PathLike,
     *,
     max_epochs: int,
@@ -498,6 +511,7 @@ def fit(
     save_epochs: Iterable[int] = (),
     progress: bool = True,
     fingerprint: str | None = None,
+    workers: int = 0,
 ) -> Path:
     """Train ``module`` with early stopping, resuming from ``out_dir`` if possible.
 
@@ -506,8 +520,10 @@ def fit(
     module : LightningModule or CheckpointedModule
         Model; its batches are the tuples of rows of ``train`` / ``val``. A
         :class:`~condeval.core.nn.CheckpointedModule` trains through :class:`LightningAdapter`.
-    train, val : tuple of ndarray
-        Arrays with equal numbers of rows, e.g. ``(y,)``, ``(y, x)`` or ``(x, z)``.
+    train, val : tuple of ndarray, or Dataset
+        Arrays with equal numbers of rows, e.g. ``(y,)``, ``(y, x)`` or ``(x, z)``; or rows too large for
+        memory, read from disk (:class:`condeval.core.rows.RowShards`: a batch at a time, its ``identity``
+        standing for its bytes).
     out_dir : path
         Run folder (see the module docstring for its layout).
     max_epochs, patience, batch_size, seed : int
@@ -518,6 +534,8 @@ def fit(
         Completed-epoch counts after which ``epoch=NNN.ckpt`` is also kept.
     progress : bool
         Show the progress bar.
+    workers : int
+        Processes reading a dataset's rows from disk while the model trains (arrays: none).
     fingerprint : str, optional
         Identity of this training job beyond what ``fit`` sees (e.g. the files its rows
         came from). Either way a run folder is resumed only by the same module class and
@@ -558,7 +576,7 @@ def fit(
     out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out_dir / CHECKPOINT_DIR
     settings = {"patience": patience, "batch_size": batch_size, "seed": seed}
-    _match_fingerprint(out_dir, _run_identity(module, (*train, *val), settings, fingerprint))
+    _match_fingerprint(out_dir, _run_identity(module, _as_rows(train) + _as_rows(val), settings, fingerprint))
     ckpt_path, checkpoint = _resume_point(out_dir)
     if checkpoint is not None and int(checkpoint["epoch"]) + 1 > max_epochs:
         log.info("%s ran %d epochs, past max_epochs=%d: starting afresh", out_dir, checkpoint["epoch"] + 1, max_epochs)
@@ -608,8 +626,8 @@ def fit(
         warnings.filterwarnings("ignore", message=r".*exists and is not empty.*")
         trainer.fit(
             as_lightning(module),
-            train_dataloaders=_loader(train, batch_size, shuffle_generator),
-            val_dataloaders=_loader(val, batch_size),
+            train_dataloaders=_loader(train, batch_size, shuffle_generator, workers),
+            val_dataloaders=_loader(val, batch_size, workers=workers),
             ckpt_path=ckpt_path,
             weights_only=True,
         )

@@ -12,7 +12,10 @@ Lightning: rectified flow on autoencoder latents, optionally with REPA.
   average-pooled (or interpolated) onto the token grid.
 
 Rows are ``(latents, attributes)`` or, with REPA, ``(latents, attributes, patch_features)``; the patch
-features are computed once from the frozen extractor, as the latents are from the frozen autoencoder.
+features are computed once from the frozen extractor, as the latents are from the frozen autoencoder,
+chunk by chunk into files beside the run (:func:`cached_rows`), and read back a batch at a time
+(:class:`condeval.core.rows.RowShards`): a job's memory is bounded by its batch and its chunk of images,
+not by its dataset, and a restarted job encodes nothing twice.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import torch.nn.functional as F
 from condeval.core.training import ScheduledModule
 from condeval.generators.text_to_image_training import _noised
 
-__all__ = ["AttributeFlowModule", "align_to_tokens", "train_attribute_generator"]
+__all__ = ["AttributeFlowModule", "align_to_tokens", "cached_rows", "train_attribute_generator"]
 
 
 def align_to_tokens(patches: torch.Tensor, tokens: int) -> torch.Tensor:
@@ -115,20 +118,71 @@ class AttributeFlowModule(ScheduledModule):
         return loss
 
 
-def _denoiser_config(latents: np.ndarray, encoder_width: int, transformer: dict) -> dict:
-    """An ``SD3Transformer2DModel`` config on the latents' grid: ``transformer``'s ``layers`` and ``heads``."""
+def _denoiser_config(latent_shape: tuple, encoder_width: int, transformer: dict) -> dict:
+    """An ``SD3Transformer2DModel`` config on the latents' grid (one latent's (C, h, w)): ``transformer``'s
+    ``layers`` and ``heads``."""
     from condeval.generators.text_to_image import tiny_sd3_transformer
 
-    model = tiny_sd3_transformer(latents.shape[-1], latents.shape[1], joint_attention_dim=encoder_width,
+    model = tiny_sd3_transformer(latent_shape[-1], latent_shape[0], joint_attention_dim=encoder_width,
                                  pooled_projection_dim=encoder_width, **transformer)  # fmt: skip
     return dict(model.config)
+
+
+def cached_rows(images, attributes: np.ndarray, vae, run_dir, *, repa_extractor=None, chunk_size: int,
+                fingerprint: str | None = None):  # fmt: skip
+    """The training rows of ``images``, encoded once, chunk by chunk, into ``run_dir``'s row cache.
+
+    Parameters
+    ----------
+    images : ndarray or sequence-like
+        uint8 images (N, C, H, W), or anything whose ``images[a:b]`` gives those rows and ``len`` the
+        count (e.g. a release read from disk a chunk at a time).
+    attributes : ndarray of int, shape (N, K)
+    vae : diffusers.AutoencoderKL
+        Its latent means, scaled, are the rows' ``latents`` (float32).
+    run_dir : path-like
+        The training run's folder; the cache waits beside it until the model is saved.
+    repa_extractor : condeval.encoders.patch_encoder.PatchEncoder, optional
+        Its patch tokens of each image are the rows' ``tokens`` (stored as float16: half the disk).
+    chunk_size : int
+        Images read and encoded at a time.
+    fingerprint : str, optional
+        What ``images`` are (their files); with the autoencoder's and extractor's weights and the
+        attributes it decides whether a cache of an earlier run can be reused.
+
+    Returns
+    -------
+    (condeval.core.chunks.ChunkedWork, condeval.core.rows.RowShards)
+        The cache (cleared once the model is saved) and its rows, in image order.
+    """
+    from condeval.core.chunks import ChunkedWork, digest
+    from condeval.core.io import image_batch
+    from condeval.core.rows import RowShards
+    from condeval.core.training import state_digest
+    from condeval.encoders.patch_features import pixel_values
+    from condeval.generators.autoencoders import image_channels
+    from condeval.generators.text_to_image_training import latents_of
+
+    names = ("latents", "attributes") + (("tokens",) if repa_extractor is not None else ())
+    identity = {"images": fingerprint, "attributes": digest(attributes), "vae": state_digest(vae),
+                "extractor": repa_extractor.identity if repa_extractor is not None else None}  # fmt: skip
+    work = ChunkedWork(Path(run_dir) / "rows", identity, len(images), chunk_size)
+
+    def write_chunk(items: slice, folder: Path) -> None:
+        chunk = image_batch(images[items], channels=image_channels(vae))
+        np.save(folder / "latents.npy", latents_of(vae, pixel_values(chunk).numpy()))
+        np.save(folder / "attributes.npy", np.asarray(attributes[items], dtype=np.int64))
+        if repa_extractor is not None:
+            np.save(folder / "tokens.npy", repa_extractor.tokens(chunk).astype(np.float16))
+
+    return work, RowShards(work.run(write_chunk), names)
 
 
 def train_attribute_generator(
     images: np.ndarray, attributes: np.ndarray, out_dir, *, values, vae, transformer: dict, epochs: int,
     batch_size: int, lr: float, val_images: int, seed: int, condition_dropout: float = 0.1,
     repa_extractor=None, repa_coefficient: float = 0.5, repa_depth: int = 1, repa_name: str = "",
-    accelerator: str = "cpu", fingerprint: str | None = None,
+    accelerator: str = "cpu", fingerprint: str | None = None, chunk_size: int | None = None, workers: int = 0,
 ) -> dict:  # fmt: skip
     """Train the attribute-conditioned generator (vanilla, or REPA with ``repa_extractor``) and save
     the whole :class:`~condeval.generators.attribute_to_image.AttributeDiffusionPipeline` (with its
@@ -136,8 +190,11 @@ def train_attribute_generator(
 
     Parameters
     ----------
-    images : ndarray
-        uint8 images (N, C, H, W) of the regime's training support; the first ``val_images`` validate.
+    images : ndarray or sequence-like
+        uint8 images (N, C, H, W) of the regime's training support, or anything whose ``images[a:b]`` gives
+        those rows (a release read from disk a chunk at a time); the first ``val_images`` validate. They
+        are encoded once into the run's row cache (:func:`cached_rows`), which training reads a batch
+        at a time.
     attributes : ndarray of int, shape (N, K)
     out_dir : path-like
         Receives the pipeline (``AttributeDiffusionPipeline.from_pretrained(out_dir)``); its Lightning
@@ -161,6 +218,11 @@ def train_attribute_generator(
         The extractor's name, kept in the saved :class:`REPAProjector`.
     accelerator : str
     fingerprint : str, optional
+        What the images are (their files, settings): a run folder or row cache of other inputs is not reused.
+    chunk_size : int, optional
+        Images read and encoded at a time into the cache (default 4 batches).
+    workers : int
+        Processes reading cached rows while the model trains.
 
     Returns
     -------
@@ -169,38 +231,38 @@ def train_attribute_generator(
     """
     import pytorch_lightning as pl
 
-    from condeval.core.io import check_integer, image_batch
-    from condeval.encoders.patch_features import pixel_values
+    from condeval.core.io import check_integer
     from condeval.encoders.train import _steps
     from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder, attribute_values
-    from condeval.generators.autoencoders import image_channels
     from condeval.generators.text_to_image import flow_scheduler
-    from condeval.generators.text_to_image_training import _fit_best, _run_dir, _save_folder, latents_of
+    from condeval.generators.text_to_image_training import _fit_best, _run_dir, _save_folder
 
-    images = image_batch(images, channels=image_channels(vae))
     values = tuple(check_integer(v, f"values[{k}]", least=1) for k, v in enumerate(values))
     attributes = attribute_values(attributes, values, allow_dropped=False)
     if len(attributes) != len(images):
         raise ValueError(f"one attribute row per image: {len(images)} images, {len(attributes)} attribute rows")
+    if not 0 < val_images < len(images):
+        raise ValueError(f"cannot hold out {val_images} of {len(images)} training images for validation")
     pl.seed_everything(seed, workers=True, verbose=False)
-    latents = latents_of(vae, pixel_values(images).numpy())
+    out_dir = Path(out_dir)
+    cache, rows = cached_rows(images, attributes, vae, _run_dir(out_dir), repa_extractor=repa_extractor,
+                              chunk_size=chunk_size or 4 * batch_size, fingerprint=fingerprint)  # fmt: skip
+    latents, _, *tokens = rows[0]
     width = transformer.get("head_dim", 16) * transformer["heads"]
     encoder_config = dict(AttributeEncoder(values=values, width=width, context_width=width).config)
-    rows = (latents, attributes)
     repa = {}
     if repa_extractor is not None:
-        rows += (repa_extractor.tokens(images),)
-        repa = dict(repa_coefficient=repa_coefficient, repa_depth=repa_depth, target_dim=rows[2].shape[-1],
+        repa = dict(repa_coefficient=repa_coefficient, repa_depth=repa_depth, target_dim=tokens[0].shape[-1],
                     extractor=repa_name)  # fmt: skip
     steps = _steps(len(images) - val_images, batch_size, epochs)
-    module = AttributeFlowModule(_denoiser_config(latents, width, transformer), encoder_config, lr=lr,
+    module = AttributeFlowModule(_denoiser_config(latents.shape, width, transformer), encoder_config, lr=lr,
                                  warmup_steps=max(1, steps // 20), total_steps=steps,
                                  condition_dropout=condition_dropout, **repa)  # fmt: skip
-    out_dir = Path(out_dir)
-    trained, summary = _fit_best(module, rows, _run_dir(out_dir), val_rows=val_images, epochs=epochs,
-                                 batch_size=batch_size, seed=seed, accelerator=accelerator,
-                                 fingerprint=fingerprint)  # fmt: skip
+    trained, summary = _fit_best(module, (rows.window(val_images), rows.window(0, val_images)), _run_dir(out_dir),
+                                 epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator,
+                                 fingerprint=fingerprint, workers=workers)  # fmt: skip
     pipe = AttributeDiffusionPipeline(trained.transformer, vae, flow_scheduler(), trained.attribute_encoder,
                                       getattr(trained, "projector", None))  # fmt: skip
     _save_folder(out_dir, pipe.save_pretrained, summary)
+    cache.clear()
     return summary

@@ -25,7 +25,8 @@ import polars as pl
 from condeval.datasets import celeba, rxrx1
 
 __all__ = [
-    "DATASETS", "ATTRIBUTE_NAMES", "real_table", "attributes_of", "image_channels", "read_images", "held_out_keys",
+    "DATASETS", "ATTRIBUTE_NAMES", "real_table", "attributes_of", "image_channels", "read_images", "ReleaseImages",
+    "held_out_keys",
     "training_support", "calibration_units", "release_validation", "queried_conditions",
 ]  # fmt: skip
 
@@ -89,6 +90,24 @@ def read_images(dataset: str, root: str | os.PathLike, rows: Iterable[dict], sid
     if not images:
         return np.zeros((0, image_channels(dataset), side, side), dtype=np.uint8)
     return np.stack(images).astype(np.uint8)
+
+
+class ReleaseImages:
+    """The rows of a release table as images read when sliced: ``images[a:b]`` is :func:`read_images` of rows
+    ``a .. b``, ``len(images)`` the row count. What a training job passes instead of an array that would
+    hold the whole support in memory."""
+
+    def __init__(self, dataset: str, root: str | os.PathLike, table: pl.DataFrame, side: int):
+        _check_dataset(dataset)
+        self.dataset, self.root, self.table, self.side = dataset, root, table, side
+
+    def __len__(self) -> int:
+        return self.table.height
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        if not isinstance(rows, slice):
+            raise TypeError(f"ReleaseImages reads a slice of rows (images[a:b]); got {type(rows).__name__}")
+        return read_images(self.dataset, self.root, self.table[rows].iter_rows(named=True), self.side)
 
 
 def _square(image, side: int):

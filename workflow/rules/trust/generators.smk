@@ -76,6 +76,7 @@ rule trust_train_generator:
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         image_size=TRUST["image_size"],
         extractor_loading=trust_repa_loading,
+        chunk_size=chunk_items(TRUST["batch_size"]),
         seed=TRUST["seed"],
     log:
         "logs/trust/train_generator_{dataset}_{regime}_{variant}.log",

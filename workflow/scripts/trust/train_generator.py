@@ -11,7 +11,7 @@ from condeval.core.training import accelerator_for_gpus
 from condeval.encoders.patch_encoder import PatchEncoder
 from condeval.generators.attribute_training import train_attribute_generator
 from condeval.generators.channelwise import load_autoencoder
-from condeval.trust.data import attributes_of, read_images, release_validation, training_support
+from condeval.trust.data import ReleaseImages, attributes_of, release_validation, training_support
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -31,7 +31,7 @@ if train.get("validation", "support") == "release":  # the official code's selec
     log.info("validation: %d rows of the release's held-back split, %d in conditions outside the support",
              validation.height, int(outside.sum()))  # fmt: skip
     support = pl.concat([validation, support])
-images = read_images(w.dataset, p.root, support.iter_rows(named=True), p.image_size)
+images = ReleaseImages(w.dataset, p.root, support, p.image_size)  # read a chunk at a time into the row cache
 attributes = attributes_of(w.dataset, support)
 # Each attribute's table spans the values of the whole release, so any queried condition has rows.
 values = attributes_of(w.dataset, table).max(axis=0) + 1
@@ -47,7 +47,7 @@ summary = train_attribute_generator(
     val_images=train["val_images"], seed=p.seed, condition_dropout=train["condition_dropout"],
     repa_extractor=extractor, repa_coefficient=repa.get("coefficient", 0.5), repa_depth=repa.get("depth", 1),
     repa_name=repa.get("extractor", ""),
-    accelerator=accelerator_for_gpus(gpus),
+    accelerator=accelerator_for_gpus(gpus), chunk_size=p.chunk_size, workers=min(4, snakemake.threads - 1),
     fingerprint=fingerprint(list(snakemake.input), {"train": train, "repa": repa, "regime": w.regime, "seed": p.seed}),
 )  # fmt: skip
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
