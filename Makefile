@@ -11,7 +11,7 @@ LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
     --emit-find-links --extra workflow --extra test --extra lint --output-file $(LOCK) pyproject.toml
 
-.PHONY: setup lock envs cellprofiler run report ablations scaling test test-fast bench bench-crc bench-i2t bench-t2i bench-trust lint format share fetch clean
+.PHONY: setup lock envs cellprofiler run report ablations scaling rehearse test test-fast bench bench-crc bench-i2t bench-t2i bench-trust lint format share fetch clean
 
 # pip compiles every installed module one file at a time; compileall does it on every core afterwards
 # (install 3 min 55 s -> 2 min 5 s + 57 s on 2 cores). The bytecode must exist before any job: under
@@ -76,6 +76,11 @@ ablations: setup
 scaling: setup
 	$(BIN)/snakemake --profile profiles/local scaling
 	$(BIN)/snakemake --profile profiles/local --report reports/report.html all scaling
+
+# The paper config's rehearsal (condeval.rehearsal): its whole DAG in rehearsal/ on data and checkpoints
+# written here in the real formats, served on loopback to the paper config's own fetch rules.
+rehearse: setup
+	$(BIN)/python tools/rehearse.py rehearsal
 
 # CReL image-to-text: one captioner sampled at several temperatures (crel.image_to_text.temperature_sweep).
 temperature: setup
