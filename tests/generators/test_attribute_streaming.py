@@ -43,7 +43,7 @@ def tiny_vae(blocks: int = 2):
 def _train(images, out_dir, **overrides):
     from condeval.generators.attribute_training import train_attribute_generator
 
-    attributes = np.stack([np.arange(len(images)) % 2, np.arange(len(images)) % 3], axis=1)
+    attributes = np.asfortranarray(np.stack([np.arange(len(images)) % 2, np.arange(len(images)) % 3], axis=1))  # as polars gives
     settings = dict(values=[2, 3], vae=tiny_vae(), transformer={"layers": 1, "heads": 2}, epochs=1, batch_size=8,
                     lr=1e-3, val_images=8, seed=0, chunk_size=16)  # fmt: skip
     return train_attribute_generator(images, attributes, out_dir, **{**settings, **overrides})

@@ -277,13 +277,17 @@ class _SplitSeen(Exception):
 
 
 def _fit_recording(monkeypatch, stop: bool = False) -> list:
-    """The (train, val) arrays each Translator.fit hands condeval.core.training.fit; with ``stop``, no training."""
+    """The (train, val) internal features each Translator.fit hands condeval.core.training.fit (as arrays; it
+    hands datasets); with ``stop``, no training."""
     import condeval.core.training as training
 
     seen, real_fit = [], training.fit
 
     def recording(module, train, val, *args, **kwargs):
-        seen.append((train, val, kwargs["batch_size"]))
+        seen.append(
+            tuple(np.stack([split[k][0] for k in range(len(split))]) for split in (train, val))
+            + (kwargs["batch_size"],)
+        )
         if stop:
             raise _SplitSeen
         return real_fit(module, train, val, *args, **kwargs)
@@ -304,7 +308,7 @@ def test_a_one_row_batch_at_the_end_of_either_split_leaves_the_fit_finite(tmp_pa
     translator = Translator(hidden=16, epochs=3, batch_size=32, val_share=1 / 3, seed=0, loss=loss)
     translator.fit(internal, target, run_dir=tmp_path / "run")
     ((train, val, batch_size),) = seen
-    assert len(train[0]) % batch_size == 1 and len(val[0]) % batch_size == 1  # the case under test
+    assert len(train) % batch_size == 1 and len(val) % batch_size == 1  # the case under test
     assert np.isfinite(translator.transform(internal)).all()
     logs = [polars.read_csv(path) for path in (tmp_path / "run").glob("csv/version_*/metrics.csv")]
     val_loss = polars.concat(logs, how="diagonal")["val_loss"].drop_nulls().to_numpy()
@@ -349,7 +353,7 @@ def test_the_validation_split_holds_out_whole_images(monkeypatch):
         with pytest.raises(_SplitSeen):
             Translator(hidden=8, epochs=1, batch_size=64, seed=seed).fit(internal, targets, **explicit)
         ((train, val, _),) = seen
-        return [np.array([image_of[row.tobytes()] for row in rows]) for rows in (train[0], val[0])]
+        return [np.array([image_of[row.tobytes()] for row in rows]) for rows in (train, val)]
 
     train, val = split(seed=0)
     assert len(train) + len(val) == len(internal)

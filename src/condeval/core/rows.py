@@ -18,7 +18,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["RowShards", "NpyRows"]
+__all__ = ["RowShards", "NpyRows", "ArrayRows", "RowSubset", "save_rows"]
+
+
+def save_rows(path: str | os.PathLike, array) -> None:
+    """Write ``array`` as a C-ordered ``.npy`` file that :class:`NpyRows` reads a row at a time (a Fortran-ordered
+    array, as polars' ``to_numpy`` gives, would be saved column-major)."""
+    np.save(path, np.ascontiguousarray(array))
 
 
 class NpyRows:
@@ -125,3 +131,46 @@ def _batch_dtype(row: np.ndarray) -> np.ndarray:
     if np.issubdtype(row.dtype, np.integer) or row.dtype == bool:
         return row.astype(np.int64)
     return row.astype(np.float32)
+
+
+class ArrayRows(torch.utils.data.Dataset):
+    """Rows of in-memory arrays as a dataset (floats as float32, integers as int64), identified by their bytes:
+    the same training code reads them and :class:`RowShards`."""
+
+    def __init__(self, *arrays: np.ndarray):
+        self.arrays = tuple(np.asarray(array) for array in arrays)
+        if len({len(array) for array in self.arrays}) != 1:
+            raise ValueError(
+                f"arrays of one split must have the same number of rows, got {[len(a) for a in self.arrays]}"
+            )
+
+    def __len__(self) -> int:
+        return len(self.arrays[0])
+
+    def __getitem__(self, index: int) -> tuple:
+        return tuple(_batch_dtype(array[index]) for array in self.arrays)
+
+    @property
+    def identity(self) -> str:
+        from condeval.core.chunks import digest
+
+        return digest([digest(np.ascontiguousarray(array)) for array in self.arrays])
+
+
+class RowSubset(torch.utils.data.Dataset):
+    """The rows of ``rows`` (any dataset with an ``identity``) at ``indices``, in that order."""
+
+    def __init__(self, rows, indices: Sequence[int]):
+        self.rows, self.indices = rows, np.asarray(indices, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index: int) -> tuple:
+        return self.rows[int(self.indices[index])]
+
+    @property
+    def identity(self) -> str:
+        from condeval.core.chunks import digest
+
+        return digest([self.rows.identity, digest(self.indices)])

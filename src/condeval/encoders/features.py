@@ -187,8 +187,9 @@ class ClipEncoder(ArrayImages):
         self.visual_projection = self.model.visual_projection
         self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer or path))
         self.image_processor = AutoImageProcessor.from_pretrained(str(image_processor or path))
-        positions = getattr(self.model.config.text_config, "max_position_embeddings", 77)
-        self.max_length = max_length or min(positions, self.tokenizer.model_max_length)
+        self.max_length = max_length or min(
+            text_positions(self.model.config.text_config), self.tokenizer.model_max_length
+        )
 
     def text_embeddings(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Projected, unnormalised caption embeddings of token ids, float32 (whichever tower holds the text)."""
@@ -258,6 +259,15 @@ def clip_vision_tower(model, path: str | os.PathLike = "the model"):
 
 
 _CLIP_TOWER_PARTS = ("embeddings", "pre_layrnorm", "encoder", "post_layernorm")
+
+
+def text_positions(text_config) -> int:
+    """Tokens a text tower reads: its position table, less RoBERTa's and XLM-R's offset (their positions start
+    after the padding id: 514 positions hold 512 tokens)."""
+    positions = getattr(text_config, "max_position_embeddings", 77)
+    if getattr(text_config, "model_type", None) in ("roberta", "xlm-roberta"):
+        positions -= text_config.pad_token_id + 1
+    return positions
 
 
 class BertEncoder:

@@ -157,7 +157,7 @@ def cached_rows(images, attributes: np.ndarray, vae, run_dir, *, repa_extractor=
     """
     from condeval.core.chunks import ChunkedWork, digest
     from condeval.core.io import image_batch
-    from condeval.core.rows import RowShards
+    from condeval.core.rows import RowShards, save_rows
     from condeval.core.training import state_digest
     from condeval.encoders.patch_features import pixel_values
     from condeval.generators.autoencoders import image_channels
@@ -170,10 +170,10 @@ def cached_rows(images, attributes: np.ndarray, vae, run_dir, *, repa_extractor=
 
     def write_chunk(items: slice, folder: Path) -> None:
         chunk = image_batch(images[items], channels=image_channels(vae))
-        np.save(folder / "latents.npy", latents_of(vae, pixel_values(chunk).numpy()))
-        np.save(folder / "attributes.npy", np.asarray(attributes[items], dtype=np.int64))
+        save_rows(folder / "latents.npy", latents_of(vae, pixel_values(chunk).numpy()))
+        save_rows(folder / "attributes.npy", np.asarray(attributes[items], dtype=np.int64))
         if repa_extractor is not None:
-            np.save(folder / "tokens.npy", repa_extractor.tokens(chunk).astype(np.float16))
+            save_rows(folder / "tokens.npy", repa_extractor.tokens(chunk).astype(np.float16))
 
     return work, RowShards(work.run(write_chunk), names)
 

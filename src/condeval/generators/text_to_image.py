@@ -274,7 +274,7 @@ def load_text_to_image(
     from condeval.core.devices import check_device, torch_dtype
 
     path, device = Path(path), check_device(device)
-    loading = {"torch_dtype": torch_dtype(dtype, device)}
+    loading = {"dtype": torch_dtype(dtype, device)}
     if not path.is_dir():
         raise FileNotFoundError(f"no saved pipeline folder at {path}")
     if prior is not None and not Path(prior).is_dir():

@@ -32,7 +32,7 @@ from condeval.trust.checks import attribute_names, attribute_rows, flags
 __all__ = [
     "LOSS_WEIGHTS", "StandardisedTranslator", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
     "noised_latents", "pair_groups", "step_noise_levels", "target_geometry", "translator_loss", "translator_pairs", "validation_split",
-    "whitened_translator_loss",
+    "whitened_translator_loss", "translator_pair_rows", "geometry_of", "pair_moments",
 ]  # fmt: skip
 
 #: The paper's loss weights (Section 5.2).
@@ -77,13 +77,34 @@ def target_geometry(target: torch.Tensor, gamma: float = WHITENED["gamma"], kapp
     (N, D): their ``mean``, covariance ``cov`` (ddof 1) and the tempered whitening
     ``whitening = V (Λ + λ_max/κ)^(−γ/2) Vᵀ`` of that covariance (eigenvalues clipped at 0)."""
     unit = torch.nn.functional.normalize(target.double(), dim=1)
-    mean = unit.mean(dim=0)
-    cov = torch.cov(unit.T)
-    eigenvalues, eigenvectors = torch.linalg.eigh(cov)
+    return geometry_of(unit.mean(dim=0), torch.cov(unit.T), gamma, kappa)
+
+
+def geometry_of(mean: torch.Tensor, cov: torch.Tensor, gamma: float = WHITENED["gamma"],
+                kappa: float = WHITENED["kappa"]) -> dict:  # fmt: skip
+    """:func:`target_geometry` from the unit targets' mean and covariance (however they were accumulated)."""
+    eigenvalues, eigenvectors = torch.linalg.eigh(cov.double())
     eigenvalues = eigenvalues.clamp_min(0.0)
     scale = (eigenvalues + eigenvalues.max() / kappa) ** (-gamma / 2)
     whitening = (eigenvectors * scale) @ eigenvectors.T
     return {"mean": mean.float(), "cov": cov.float(), "whitening": whitening.float()}
+
+
+def pair_moments(rows, batch_size: int = 4096) -> dict:
+    """Streaming statistics of translator pairs ``(internal, target)``, a batch at a time: the inputs'
+    mean and standard deviation (ddof 0) and the L2-normalised targets' mean and covariance (ddof 1)."""
+    loader = torch.utils.data.DataLoader(rows, batch_size=batch_size)
+    n, sums, squares, unit_sum, outer = 0, 0.0, 0.0, 0.0, 0.0
+    for internal, target, *_ in loader:
+        internal = internal.double()
+        unit = torch.nn.functional.normalize(target.double(), dim=1)
+        n += len(internal)
+        sums, squares = sums + internal.sum(dim=0), squares + (internal**2).sum(dim=0)
+        unit_sum, outer = unit_sum + unit.sum(dim=0), outer + unit.T @ unit
+    mean, unit_mean = sums / n, unit_sum / n
+    std = (squares / n - mean**2).clamp_min(0.0).sqrt()
+    cov = (outer - n * torch.outer(unit_mean, unit_mean)) / max(n - 1, 1)
+    return {"mean": mean, "std": std, "target_mean": unit_mean, "target_cov": cov}
 
 
 def whitened_translator_loss(predicted: torch.Tensor, target: torch.Tensor, geometry: dict, weights: dict | None = None,
@@ -139,6 +160,8 @@ class Translator:
     Examples
     --------
     >>> translator = Translator(hidden=256, epochs=20).fit(internal, siglip)   # doctest: +SKIP
+    >>> cache, rows, images = translator_pair_rows(pipe, images, attributes, siglip, t, 8, "run", chunk_size=1024)  # doctest: +SKIP
+    >>> translator.fit_rows(rows, images, run_dir="run")   # doctest: +SKIP
     >>> trust = scorer.score(translator.transform(internal_at_step), attributes)   # doctest: +SKIP
     """
 
@@ -171,37 +194,51 @@ class Translator:
         The validation split holds out whole images (:func:`validation_split`): ``groups`` (N,) names each
         pair's image; when None, pairs with the same target (bit for bit) are one image's, as
         :func:`translator_pairs` builds them (one image's extractor feature at every t)."""
-        import tempfile
-        import warnings
-
-        import pytorch_lightning as pl
-
-        from condeval.core.training import fit
-        from condeval.trust.translator_training import TranslatorModule
+        from condeval.core.rows import ArrayRows
 
         internal, target = _checked(internal, "internal"), _checked(target, "target")
         if len(internal) != len(target):
             raise ValueError(f"one target per internal feature: {len(internal)} against {len(target)}")
         groups = pair_groups(target) if groups is None else np.asarray(groups)
-        if groups.shape != (len(internal),):
-            raise ValueError(f"groups must name one group per row ({len(internal)}); got shape {groups.shape}")
+        return self.fit_rows(ArrayRows(internal, target), groups, run_dir, accelerator)
+
+    def fit_rows(self, rows, groups: np.ndarray, run_dir: str | os.PathLike | None = None,
+                 accelerator: str = "cpu") -> Translator:  # fmt: skip
+        """:meth:`fit` on pairs read a batch at a time: ``rows`` a dataset of ``(internal, target, ...)``
+        items with an ``identity`` (:class:`condeval.core.rows.RowShards` of :func:`translator_pair_rows`),
+        ``groups`` (N,) each pair's image. Statistics are accumulated a batch at a time
+        (:func:`pair_moments`), so memory holds a batch, not the pairs."""
+        import tempfile
+        import warnings
+
+        import pytorch_lightning as pl
+
+        from condeval.core.rows import RowSubset
+        from condeval.core.training import fit
+        from condeval.trust.translator_training import TranslatorModule
+
+        groups = np.asarray(groups)
+        if groups.shape != (len(rows),):
+            raise ValueError(f"groups must name one group per row ({len(rows)}); got shape {groups.shape}")
         train, val = validation_split(groups, self.val_share, self.seed)
+        train_rows, val_rows = RowSubset(rows, train), RowSubset(rows, val)
+        moments = pair_moments(train_rows)
+        in_dim, out_dim = len(moments["mean"]), len(moments["target_mean"])
         steps = self.epochs * int(np.ceil(len(train) / self.batch_size))
         pl.seed_everything(self.seed, verbose=False)
         module = TranslatorModule(
-            internal.shape[1], target.shape[1], self.hidden, self.weights, self.lr, self.weight_decay,
-            warmup_steps=max(1, steps // 20), total_steps=steps, mean=internal[train].mean(axis=0).tolist(),
-            scale=np.maximum(internal[train].std(axis=0), 1e-6).tolist(), loss=self.loss, whitened=self.whitened,
+            in_dim, out_dim, self.hidden, self.weights, self.lr, self.weight_decay, warmup_steps=max(1, steps // 20),
+            total_steps=steps, mean=moments["mean"].float().tolist(),
+            scale=moments["std"].float().clamp_min(1e-6).tolist(), loss=self.loss, whitened=self.whitened,
         )  # fmt: skip
         if self.loss == "whitened":
-            module.set_geometry(target_geometry(torch.as_tensor(target[train]), self.whitened["gamma"],
-                                                self.whitened["kappa"]))  # fmt: skip
+            module.set_geometry(geometry_of(moments["target_mean"], moments["target_cov"], self.whitened["gamma"],
+                                            self.whitened["kappa"]))  # fmt: skip
         with tempfile.TemporaryDirectory() as scratch, warnings.catch_warnings():
             # TranslatorModule skips a one-row batch on purpose (its batch statistics are NaN)
             warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
-            best = fit(module, (internal[train], target[train]), (internal[val], target[val]), run_dir or scratch,
-                       max_epochs=self.epochs, patience=self.epochs, batch_size=self.batch_size, seed=self.seed,
-                       accelerator=accelerator, progress=False)  # fmt: skip
+            best = fit(module, train_rows, val_rows, run_dir or scratch, max_epochs=self.epochs, patience=self.epochs,
+                       batch_size=self.batch_size, seed=self.seed, accelerator=accelerator, progress=False)  # fmt: skip
             module = TranslatorModule.load_from_checkpoint(best, map_location="cpu", weights_only=True)
         self.model, self.config = module.model.eval(), dict(module.hparams)
         return self
@@ -571,6 +608,59 @@ def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int,
                                               generator=generator, path=path, project=project,
                                               conditioning=conditioning))  # fmt: skip
     return np.concatenate(features)
+
+
+def translator_pair_rows(pipe, images, attributes, targets: np.ndarray, t_values, layer: int, cache_dir, *,
+                         chunk_size: int, seed: int = 0, path: str = "generator", fingerprint: str | None = None):  # fmt: skip
+    """:func:`translator_pairs` of ``images`` with their ``targets``, computed chunk by chunk into a cache beside
+    ``cache_dir`` and read back a batch at a time: the job holds a chunk of images, not the dataset.
+
+    Parameters
+    ----------
+    pipe, attributes, t_values, layer, path
+        As :func:`translator_pairs`.
+    images : ndarray or sequence-like
+        uint8 images (N, C, H, W), or anything whose ``images[a:b]`` gives those rows (a release read from disk).
+    targets : ndarray (N, D)
+        Each image's extractor feature: the target of its pair at every t.
+    cache_dir : path-like
+        The cache is ``<cache_dir>/.pairs.chunks`` (a training run's folder); a killed job reuses its chunks.
+    chunk_size : int
+        Images per chunk; each chunk's noise is seeded by ``(seed, its first image)``.
+    fingerprint : str, optional
+        What ``images`` are (their files); with the pipeline's weights it decides whether a cache is reused.
+
+    Returns
+    -------
+    (condeval.core.chunks.ChunkedWork, condeval.core.rows.RowShards, ndarray)
+        The cache (clear it once the translator is saved), its rows ``(internal, target, image, t)`` (t-major
+        within each chunk; ``t`` the position in ``t_values``) and each row's image (its position in
+        ``images``: the validation groups).
+    """
+    from condeval.core.chunks import ChunkedWork, digest
+    from condeval.core.rows import RowShards, save_rows
+    from condeval.core.training import state_digest
+
+    targets = _checked(targets, "targets")
+    attributes = np.asarray(attributes)
+    if not len(images) == len(targets) == len(attributes):
+        raise ValueError(f"one target and attribute row per image: {len(images)} images, {len(targets)} targets, "
+                         f"{len(attributes)} attribute rows")  # fmt: skip
+    identity = {"images": fingerprint, "targets": digest(targets), "attributes": digest(attributes), "t": list(t_values),
+                "layer": layer, "seed": seed, "path": path, "pipe": state_digest(pipe.transformer, pipe.vae)}  # fmt: skip
+    work = ChunkedWork(Path(cache_dir) / "pairs", identity, len(images), chunk_size)
+
+    def write_chunk(items: slice, folder: Path) -> None:
+        chunk_seed = int(np.random.SeedSequence([seed, items.start]).generate_state(1)[0] >> 1)
+        internal = translator_pairs(pipe, images[items], attributes[items], t_values, layer, seed=chunk_seed, path=path)
+        save_rows(folder / "internal.npy", internal.astype(np.float32))
+        save_rows(folder / "target.npy", np.tile(targets[items], (len(t_values), 1)))
+        save_rows(folder / "image.npy", np.tile(np.arange(items.start, items.stop), len(t_values)))
+        save_rows(folder / "t.npy", np.repeat(np.arange(len(t_values)), items.stop - items.start))
+
+    folders = work.run(write_chunk)
+    groups = np.concatenate([np.load(folder / "image.npy") for folder in folders]) if folders else np.zeros(0, int)
+    return work, RowShards(folders, ("internal", "target", "image", "t")), groups
 
 
 def step_noise_levels(scheduler, num_inference_steps: int, steps) -> list[float]:

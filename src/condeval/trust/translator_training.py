@@ -48,7 +48,7 @@ class TranslatorModule(ScheduledModule):
             super().validation_step(batch, batch_idx)
 
     def _loss(self, batch, training: bool) -> torch.Tensor:
-        internal, target = batch
+        internal, target, *_ = batch  # pairs read from disk carry their image too
         if self.hparams.loss == "whitened":
             geometry = {name: getattr(self, f"geometry_{name}") for name in ("mean", "cov", "whitening")}
             terms = whitened_translator_loss(self(internal), target, geometry, dict(self.hparams.whitened))

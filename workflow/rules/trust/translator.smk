@@ -31,6 +31,8 @@ rule trust_train_translator:
         root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         image_size=TRUST["image_size"],
+        chunk_size=chunk_items(TRUST["batch_size"]),
+        held_out_check=2000,  # real images outside the support whose translations are checked (seeded sample)
         seed=TRUST["seed"],
     log:
         "logs/trust/train_translator_{dataset}_{regime}_{variant}.log",

@@ -1,16 +1,17 @@
-"""Snakemake adapter: the translator of one generator, trained on noised real support images, and the
+"""Snakemake adapter: the translator of one generator, trained on noised real support images (their pairs
+computed a chunk of images at a time into a cache beside the run, read back a batch at a time), and the
 translated features of real images outside the support (the report scores them against their true ones)."""
 
 import numpy as np
 import torch
 
 from condeval.core.devices import accelerator_for_gpus, device_for_gpus
-from condeval.core.io import read_parquet, saved_folder, write_folder_manifest, write_json
+from condeval.core.io import fingerprint, read_parquet, saved_folder, write_folder_manifest, write_json
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import model_identity, read_feature_shards, write_feature_shard
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
-from condeval.trust.data import attributes_of, read_images, training_support
-from condeval.trust.translator import Translator, translator_pairs
+from condeval.trust.data import ReleaseImages, attributes_of, training_support
+from condeval.trust.translator import Translator, translator_pair_rows
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -25,44 +26,47 @@ pipe = AttributeDiffusionPipeline.from_pretrained(str(saved_folder(i.model)))
 pipe.to(device_for_gpus(snakemake.resources.get("gpu", 0)) or "cpu")
 attributes = attributes_of(w.dataset, table)
 t_values, layer = list(settings["t"]), settings["layer"]
+run_dir = f"{snakemake.output.model}_run"  # no output, so a failed job's cleanup keeps its cache and last.ckpt
 
 
-def pairs(rows):
-    images = read_images(w.dataset, p.root, table.filter(rows).iter_rows(named=True), p.image_size)
-    internal = translator_pairs(pipe, images, attributes[rows], t_values, layer, seed=p.seed,
-                                path=settings["noise_path"])  # fmt: skip
-    return internal, np.tile(siglip[rows], (len(t_values), 1))
+def pairs(rows, cache):
+    images = ReleaseImages(w.dataset, p.root, table.filter(rows), p.image_size)
+    return translator_pair_rows(pipe, images, attributes[rows], siglip[rows], t_values, layer, f"{run_dir}/{cache}",
+                                chunk_size=p.chunk_size, seed=p.seed, path=settings["noise_path"],
+                                fingerprint=fingerprint([i.table, i.siglip], {"root": p.root, "size": p.image_size}))  # fmt: skip
 
 
-internal, target = pairs(support)
-log.info("%d pairs (%d support images x %d noise levels), block %d: %d -> %d", len(internal), int(support.sum()),
-         len(t_values), layer, internal.shape[1], target.shape[1])  # fmt: skip
+cache, rows, images = pairs(support, "support")
+log.info("%d pairs (%d support images x %d noise levels), block %d", len(rows), int(support.sum()), len(t_values),
+         layer)  # fmt: skip
 translator = Translator(hidden=settings["hidden"], weights=dict(settings["weights"]), lr=settings["lr"],
                         weight_decay=settings["weight_decay"], epochs=settings["epochs"],
                         batch_size=settings["batch_size"], seed=p.seed, loss=settings["loss"],
                         whitened=dict(settings["whitened"]))  # fmt: skip
-# the run folder is no output, so a failed job's cleanup keeps its last.ckpt (docs/workflow.md, "A killed run")
-translator.fit(
-    internal,
-    target,
-    run_dir=f"{snakemake.output.model}_run",
-    groups=np.tile(np.flatnonzero(support), len(t_values)),
-    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-)  # validation holds out whole images
-translator.save(snakemake.output.model)
+translator.fit_rows(rows, images, run_dir=run_dir, accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)))
+translator.save(snakemake.output.model)  # validation held out whole images (groups: each pair's image)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
+cache.clear()
 # the issue's check, on real images outside the support: their translated features (scored against their true
 # SigLIP features by trust_during_generation_report, with the configured scorer) and the translation error
+# at most HELD_OUT_CHECK of them (seeded): the check's translated features are kept whole in one shard
 held = ~support
-held_internal, held_target = pairs(held)
-rows = int(held.sum())
-translated = [translator.transform(held_internal[k * rows : (k + 1) * rows]) for k in range(len(t_values))]
-write_feature_shard(snakemake.output.held_out, np.tile(np.flatnonzero(held), len(t_values)), np.concatenate(translated),
+outside = np.flatnonzero(held)
+if len(outside) > p.held_out_check:
+    held = np.zeros_like(support)
+    held[np.sort(np.random.default_rng(p.seed).choice(outside, p.held_out_check, replace=False))] = True
+held_cache, held_rows, _ = pairs(held, "held_out")
+internal, target, image, t_index = (np.stack(column) for column in zip(*(held_rows[k] for k in range(len(held_rows)))))
+order = np.lexsort((image, t_index))  # t-major over the whole set, as the report reads it
+internal, target, image, t_index = internal[order], target[order], image[order], t_index[order]
+translated = translator.transform(internal)
+write_feature_shard(snakemake.output.held_out, np.flatnonzero(held)[image], translated,
                     {"encoder": model_identity(snakemake.output.model), "layer": layer,
                      "t": [float(t) for t in t_values]})  # fmt: skip
-signal = {"pairs": len(internal), "held_out_images": rows, "by_t": [
-    {"t": float(t), "mse": float(np.mean((block - held_target[k * rows : (k + 1) * rows]) ** 2))}
-    for k, (t, block) in enumerate(zip(t_values, translated, strict=True))
+signal = {"pairs": len(rows), "held_out_images": int(held.sum()), "by_t": [
+    {"t": float(t), "mse": float(np.mean((translated[t_index == k] - target[t_index == k]) ** 2))}
+    for k, t in enumerate(t_values)
 ]}  # fmt: skip
 write_json(signal, snakemake.output.signal)
+held_cache.clear()
 log.info("translated held-out real features against their true SigLIP features: %s", signal["by_t"])
