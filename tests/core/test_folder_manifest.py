@@ -90,3 +90,16 @@ def test_a_killed_folder_write_leaves_nothing_in_the_output_folder(tmp_path):
         (tmp / "0000_w1.png").write_bytes(b"whole")
     assert not leftover.exists() and all(other.exists() for other in others)
     assert (tmp_path / "shard-0" / "0000_w1.png").read_bytes() == b"whole"
+
+
+def test_a_jobs_fingerprint_reads_a_configured_checkpoint_folder_by_its_files(tmp_path):
+    """The paper config names checkpoint folders (the hub's sd-vae-ft-mse) where the miniature has files."""
+    from condeval.core.io import fingerprint
+
+    for name in ("a", "b"):
+        (tmp_path / name / "vae").mkdir(parents=True)
+        (tmp_path / name / "config.json").write_text("{}")
+        (tmp_path / name / "vae" / "weights.safetensors").write_bytes(b"weights")
+    assert fingerprint([tmp_path / "a"]) == fingerprint([tmp_path / "b"])  # by content and names, not by path
+    (tmp_path / "b" / "vae" / "weights.safetensors").write_bytes(b"retrained")
+    assert fingerprint([tmp_path / "a"]) != fingerprint([tmp_path / "b"])

@@ -405,7 +405,8 @@ def read_npz(path: str | os.PathLike, required: Sequence[str] = ()) -> dict[str,
 
 
 def fingerprint(paths: Sequence[str | os.PathLike], params: Mapping | None = None) -> str:
-    """SHA-256 of the bytes of ``paths`` and of the JSON of ``params``: the identity of a job."""
+    """SHA-256 of the bytes of ``paths`` (a folder: its files, by name) and of the JSON of ``params``: the
+    identity of a job."""
     digest = _digest_files(paths)
     digest.update(json.dumps(params or {}, sort_keys=True, default=str).encode())
     return digest.hexdigest()
@@ -419,6 +420,11 @@ def files_sha256(paths: Sequence[str | os.PathLike]) -> str:
 def _digest_files(paths: Sequence[str | os.PathLike]):
     digest = hashlib.sha256()
     for path in paths:
+        if Path(path).is_dir():  # a configured checkpoint folder (the hub's sd-vae-ft-mse): its files, by name
+            files = _folder_files(Path(path))
+            digest.update(_digest_files(files).digest())
+            digest.update("\n".join(str(file.relative_to(path)) for file in files).encode())
+            continue
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)

@@ -669,6 +669,10 @@ def write_rehearsal_data(config: Mapping, workdir: Path, serve_root: Path, seed:
         _write_foil_nocaps(destinations, seed)
         _write_rich_hf(destinations, seed)
         _write_judgments(destinations, seed)
+        if config["crc"]["tagger"]["kind"] == "stanza":
+            from condeval.rehearsal.stanza_models import write_stanza_models
+
+            write_stanza_models(destinations.manual("crc.tagger.model_dir"), seed=seed)
     datasets = config.get("trust", {}).get("datasets", {})
     if "celeba" in datasets:
         _write_celeba(destinations.manual("trust.datasets.celeba.root"), seed)

@@ -266,10 +266,16 @@ def snakemake_command(workdir: str | os.PathLike, overlay: str | os.PathLike,
 
 def rehearsal_environment(workdir: str | os.PathLike, hub_endpoint: str,
                           base: Mapping[str, str] | None = None) -> dict[str, str]:  # fmt: skip
-    """``base`` (default ``os.environ``) with the hub on loopback and Hugging Face's files inside ``workdir``."""
+    """``base`` (default ``os.environ``) with the hub on loopback, Hugging Face's files inside ``workdir`` and the
+    repository's CellProfiler (``make cellprofiler``) first on PATH, where the paper config looks for it."""
     home = Path(workdir) / STATE / "hf-home"
     environment = dict(os.environ if base is None else base)
     environment.pop("HF_HUB_OFFLINE", None)  # the fetch rules must reach the loopback hub
+    cellprofiler = (
+        REPOSITORY / ".cellprofiler" / "bin"
+    )  # `make cellprofiler`'s: the paper config's `cellprofiler` on PATH
+    if cellprofiler.is_dir():
+        environment["PATH"] = f"{cellprofiler}{os.pathsep}{environment.get('PATH', '')}"
     return environment | {
         "HF_ENDPOINT": hub_endpoint,
         "HF_HOME": str(home),

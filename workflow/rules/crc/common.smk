@@ -136,9 +136,15 @@ def crc_source_files(benchmark):
 
 
 def crc_caption_inputs(wildcards):
+    """A benchmark's release files and, on the real data, its image folders: inputs, so that the rule fetching a
+    folder (COCO's train2014) runs first and a missing one is named before any job."""
     inputs = crc_source_files(wildcards.benchmark)
-    if "miniature" in CRC and wildcards.benchmark == "foil_it":
-        inputs["images"] = coco_captions("val")  # the images come with the world's val split
+    if "miniature" in CRC:
+        if wildcards.benchmark == "foil_it":
+            inputs["images"] = coco_captions("val")  # the images come with the world's val split
+        return inputs
+    params = crc_caption_params(wildcards)
+    inputs["image_folders"] = sorted({params[key] for key in ("images", "train_images") if key in params})
     return inputs
 
 
@@ -188,10 +194,10 @@ def crc_keep_distribution(wildcards):
 
 
 def crc_tagger_inputs():
-    """The lexicon tagger reads the mini-world's token sidecars; stanza reads its model folder (a param)."""
+    """The lexicon tagger reads the mini-world's token sidecars; stanza reads its model folder."""
     if CRC["tagger"]["kind"] == "lexicon":
         return [f"{COCO_ROOT}/annotations/tokens_{split}2014.jsonl" for split in ("train", "val")]
-    return []
+    return [CRC["tagger"]["model_dir"]]
 
 
 def crc_samples(model, benchmark):

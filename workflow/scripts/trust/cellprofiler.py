@@ -28,7 +28,13 @@ argv = [resolved(p.cellprofiler), "-c", "-r", "-p", resolved(p.pipeline), "-i", 
 with open(snakemake.log[0], "w") as log:  # noqa: F821
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
-    done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False)
+    try:
+        done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False)
+    except FileNotFoundError:
+        message = (f"CellProfiler not found: {argv[0]!r} is no program on PATH (config key trust.morphology.cellprofiler; "
+                   "`make cellprofiler` builds .cellprofiler/bin/cellprofiler, envs/cellprofiler.yaml under --sdm conda)")  # fmt: skip
+        log.write(message + "\n")
+        raise SystemExit(message) from None
 if done.returncode != 0 or not (partial / "Image.csv").is_file():
     raise RuntimeError(f"CellProfiler failed (exit {done.returncode}); see {snakemake.log[0]}")  # noqa: F821
 (partial / "Image.csv").replace(snakemake.output.table)  # noqa: F821
