@@ -15,7 +15,11 @@ def remote_clip(tmp_path_factory):
     from condeval.rehearsal.models import write_hub_repo
 
     root = tmp_path_factory.mktemp("hub")
-    names = {"model": B32, "tokenizer": "FacebookAI/xlm-roberta-base", "processor": "laion/CLIP-ViT-B-32-laion2B-s34B-b79K"}
+    names = {
+        "model": B32,
+        "tokenizer": "FacebookAI/xlm-roberta-base",
+        "processor": "laion/CLIP-ViT-B-32-laion2B-s34B-b79K",
+    }
     return {key: write_hub_repo(repo, root / repo) for key, repo in names.items()}
 
 

@@ -43,7 +43,9 @@ def tiny_vae(blocks: int = 2):
 def _train(images, out_dir, **overrides):
     from condeval.generators.attribute_training import train_attribute_generator
 
-    attributes = np.asfortranarray(np.stack([np.arange(len(images)) % 2, np.arange(len(images)) % 3], axis=1))  # as polars gives
+    attributes = np.asfortranarray(
+        np.stack([np.arange(len(images)) % 2, np.arange(len(images)) % 3], axis=1)
+    )  # as polars gives
     settings = dict(values=[2, 3], vae=tiny_vae(), transformer={"layers": 1, "heads": 2}, epochs=1, batch_size=8,
                     lr=1e-3, val_images=8, seed=0, chunk_size=16)  # fmt: skip
     return train_attribute_generator(images, attributes, out_dir, **{**settings, **overrides})
@@ -59,7 +61,7 @@ def test_an_image_source_read_a_chunk_at_a_time_trains_the_same_model_as_an_arra
     lazy = LazyImages(40, 16)
     _train(lazy, tmp_path / "streamed")
     _train(lazy[0:40], tmp_path / "in_memory")
-    assert lazy.reads[:3] == [(0, 16), (16, 32), (32, 40)]  # read in chunks, never whole
+    assert lazy.reads[:4] == [(0, 1), (0, 16), (16, 32), (32, 40)]  # its first image checked, then chunks, never whole
     streamed, in_memory = _weights(tmp_path / "streamed"), _weights(tmp_path / "in_memory")
     assert streamed.keys() == in_memory.keys() and "transformer" in streamed
     for part in streamed:
@@ -79,10 +81,10 @@ def test_a_job_killed_after_encoding_resumes_without_reading_an_image_again(tmp_
     monkeypatch.setattr(training, "_fit_best", killed)
     with pytest.raises(KeyboardInterrupt):
         _train(lazy, tmp_path / "model")
-    assert len(lazy.reads) == 3
+    assert len(lazy.reads) == 4  # the first image checked, then the three chunks
     monkeypatch.setattr(training, "_fit_best", fit_best)
     _train(lazy, tmp_path / "model")
-    assert len(lazy.reads) == 3  # every chunk came from the cache
+    assert lazy.reads[4:] == [(0, 1)]  # every chunk came from the cache
     assert (tmp_path / "model" / "model_index.json").is_file()
 
 

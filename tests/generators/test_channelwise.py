@@ -2,6 +2,9 @@
 encodes and decodes exactly as the RGB model does per channel, saves and loads as a diffusers model (alone
 and as a generator pipeline's vae), and a generator trains and samples on its 24 latent channels."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -74,6 +77,11 @@ def test_a_generator_trains_on_its_latents_and_samples_six_channel_sites(tmp_pat
     sampled = pipe([[0, 1], [1, 0]], num_inference_steps=2, generator=torch.Generator().manual_seed(0),
                    output_type="np").images  # fmt: skip
     assert sampled.shape == (2, 16, 16, 6) and np.isfinite(sampled).all()
+    # a job reading the generator imports the pipeline alone: the vae's module must come with it
+    load = "import sys; from condeval.generators.attribute_to_image import AttributeDiffusionPipeline as P; " \
+           "print(type(P.from_pretrained(sys.argv[1]).vae).__name__)"  # fmt: skip
+    fresh = subprocess.run([sys.executable, "-c", load, str(tmp_path / "generator")], capture_output=True, text=True)
+    assert fresh.stdout.strip().endswith("ChannelwiseAutoencoderKL"), fresh.stderr[-2000:]
 
 
 @pytest.mark.parametrize(

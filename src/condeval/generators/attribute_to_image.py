@@ -27,7 +27,10 @@ from diffusers import ConfigMixin, DiffusionPipeline, ModelMixin  # ModelMixin h
 from diffusers.configuration_utils import register_to_config
 from diffusers.pipelines.pipeline_utils import ImagePipelineOutput
 
+# A saved RxRx1 pipeline names its channel-by-channel vae's class; diffusers loads a component's class only from
+# a module already imported, so every reader of AttributeDiffusionPipeline gets it with this one.
 from condeval.core.io import integer_array
+from condeval.generators import channelwise  # noqa: F401
 from condeval.generators.autoencoders import image_channels
 
 __all__ = [

@@ -163,6 +163,7 @@ def cached_rows(images, attributes: np.ndarray, vae, run_dir, *, repa_extractor=
     from condeval.generators.autoencoders import image_channels
     from condeval.generators.text_to_image_training import latents_of
 
+    image_batch(images[0:1], channels=image_channels(vae))  # a wrong dtype or layout refused before any file is written
     names = ("latents", "attributes") + (("tokens",) if repa_extractor is not None else ())
     identity = {"images": fingerprint, "attributes": digest(attributes), "vae": state_digest(vae),
                 "extractor": repa_extractor.identity if repa_extractor is not None else None}  # fmt: skip

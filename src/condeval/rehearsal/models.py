@@ -26,6 +26,7 @@ model for T5, XLM-R and SigLIP whose SentencePiece ``.model`` file is written as
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -41,6 +42,9 @@ from condeval.core.io import atomic_directory
 
 __all__ = [
     "REPOS",
+    "REHEARSAL",
+    "SCALES",
+    "shapes",
     "write_hub_repo",
     "write_hub_repos",
     "catalogue_repos",
@@ -127,14 +131,32 @@ def _shard_size(model, shards: int) -> int:
     return low
 
 
+#: False while a repository is written without its weights (``write_hub_repo(..., weights=False)``).
+_WEIGHTS: contextvars.ContextVar[bool] = contextvars.ContextVar("rehearsal_weights", default=True)
+
+
+def _save_config(model, folder: Path) -> None:
+    """Only the config file ``save_pretrained`` would write (diffusers' ``save_config``; transformers' config with
+    the model's class in ``architectures``)."""
+    if hasattr(model, "save_config"):
+        model.save_config(folder)
+        return
+    model.config.architectures = [type(model).__name__]
+    model.config.save_pretrained(folder)
+
+
 def _save_model(model, folder: Path, dtype: torch.dtype = torch.float32, shards: int = 1) -> None:
-    """``model.save_pretrained(folder)`` in ``dtype`` (the hub's stored dtype), in ``shards`` safetensors files.
+    """``model.save_pretrained(folder)`` in ``dtype`` (the hub's stored dtype), in ``shards`` safetensors files;
+    its config alone while a repository is written without weights.
 
     Raises
     ------
     RuntimeError
         When no shard size gives exactly ``shards`` files (a model with too few tensors).
     """
+    if not _WEIGHTS.get():
+        _save_config(model, folder)
+        return
     model = model.to(dtype)
     if shards == 1:
         model.save_pretrained(folder)
@@ -450,179 +472,185 @@ def _tower(hidden: int, layers: int = _LAYERS, heads: int = _HEADS) -> dict:
             "num_attention_heads": heads}  # fmt: skip
 
 
-def _clip_text_config(vocab_size: int, hidden: int, projection: int, act: str = "quick_gelu"):
+def _vocab(shape: dict, tokenizer_size: int, key: str = "vocab_size") -> int:
+    """The vocabulary of a model: ``shape[key]`` at full size, else its rehearsal tokenizer's ``tokenizer_size``."""
+    return shape.get(key) or tokenizer_size
+
+
+def _clip_text_config(vocab_size: int, tower: dict, projection: int, act: str = "quick_gelu"):
     """A CLIP text tower: 77 positions, OpenAI's config ids (``bos_token_id`` 0, ``eos_token_id`` 2, ``pad_token_id``
     1, which make transformers pool at the largest id, ``<|endoftext|>``, as the hub's CLIP configs do)."""
     from transformers import CLIPTextConfig
 
     return CLIPTextConfig(vocab_size=vocab_size, max_position_embeddings=77, projection_dim=projection, hidden_act=act,
-                          bos_token_id=0, eos_token_id=2, pad_token_id=1, **_tower(hidden))  # fmt: skip
+                          bos_token_id=0, eos_token_id=2, pad_token_id=1, **tower)  # fmt: skip
 
 
-def _clip_vision_config(patch_size: int, hidden: int, projection: int, act: str = "quick_gelu"):
+def _clip_vision_config(patch_size: int, tower: dict, projection: int, act: str = "quick_gelu"):
     """A CLIP ViT at 224 px, 3 channels, patch ``patch_size``."""
     from transformers import CLIPVisionConfig
 
     return CLIPVisionConfig(image_size=224, patch_size=patch_size, num_channels=3, projection_dim=projection,
-                            hidden_act=act, **_tower(hidden))  # fmt: skip
+                            hidden_act=act, **tower)  # fmt: skip
 
 
-def _clip_model(vocab_size: int, patch_size: int, act: str = "quick_gelu", projection: int = 32):
-    """A ``CLIPModel`` (text 32 wide, vision 48 wide, projection ``projection``)."""
+def _clip_model(vocab_size: int, patch_size: int, shape: dict, act: str = "quick_gelu"):
+    """A ``CLIPModel`` of ``shape``'s ``text`` and ``vision`` towers and ``projection``."""
     from transformers import CLIPConfig, CLIPModel
 
-    config = CLIPConfig(text_config=_clip_text_config(vocab_size, 32, projection, act).to_dict(),
-                        vision_config=_clip_vision_config(patch_size, 48, projection, act).to_dict(),
+    projection = shape["projection"]
+    config = CLIPConfig(text_config=_clip_text_config(vocab_size, shape["text"], projection, act).to_dict(),
+                        vision_config=_clip_vision_config(patch_size, shape["vision"], projection, act).to_dict(),
                         projection_dim=projection)  # fmt: skip
     return CLIPModel(config)
 
 
-def _t5_encoder(vocab_size: int, d_model: int):
-    """T5 v1.1 XXL's encoder shrunk: gated GELU, untied, 32 buckets up to distance 128; the vocabulary
-    padded to a multiple of 128 as T5's 32,128."""
+def _t5_encoder(vocab_size: int, shape: dict):
+    """T5 v1.1 XXL's encoder at ``shape`` (``d_model``, ``d_kv``, ``d_ff``, ``num_layers``, ``num_heads``): gated
+    GELU, untied, 32 buckets up to distance 128; the vocabulary padded to a multiple of 128 as T5's 32,128."""
     from transformers import T5Config, T5EncoderModel
 
-    config = T5Config(vocab_size=128 * math.ceil(vocab_size / 128), d_model=d_model, d_kv=d_model // 4, d_ff=2 * d_model,
-                      num_layers=1, num_decoder_layers=1, num_heads=4, feed_forward_proj="gated-gelu",
-                      dense_act_fn="gelu_new", is_gated_act=True, relative_attention_num_buckets=32,
-                      relative_attention_max_distance=128, tie_word_embeddings=False, pad_token_id=0, eos_token_id=1,
-                      decoder_start_token_id=0)  # fmt: skip
+    config = T5Config(vocab_size=128 * math.ceil(_vocab(shape, vocab_size) / 128), d_model=shape["d_model"],
+                      d_kv=shape["d_kv"], d_ff=shape["d_ff"], num_layers=shape["num_layers"], num_decoder_layers=1,
+                      num_heads=shape["num_heads"], feed_forward_proj="gated-gelu", dense_act_fn="gelu_new",
+                      is_gated_act=True, relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                      tie_word_embeddings=False, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)  # fmt: skip
     return T5EncoderModel(config)
 
 
-def _autoencoder_kl(latent_channels: int, scaling_factor: float, shift_factor: float | None, *, quant_conv: bool,
-                    sample_size: int):  # fmt: skip
+def _autoencoder_kl(shape: dict, latent_channels: int, scaling_factor: float, shift_factor: float | None, *,
+                    quant_conv: bool, sample_size: int):  # fmt: skip
     """An ``AutoencoderKL`` of the Stable Diffusion design: 4 blocks (down-sampling × 8), mid-block attention,
-    32 groups, ``latent_channels`` maps scaled by ``scaling_factor`` and shifted by ``shift_factor``; blocks
-    32 wide (SD's 128, 256, 512, 512), one resnet per block (SD's 2)."""
+    32 groups, ``latent_channels`` maps scaled by ``scaling_factor`` and shifted by ``shift_factor``; the
+    blocks' widths and resnets per block from ``shape`` (SD's 128, 256, 512, 512 and 2)."""
     from diffusers import AutoencoderKL
 
     return AutoencoderKL(
         in_channels=3, out_channels=3, latent_channels=latent_channels, sample_size=sample_size,
         down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-        block_out_channels=(32, 32, 32, 32), layers_per_block=1, norm_num_groups=32, act_fn="silu",
-        scaling_factor=scaling_factor, shift_factor=shift_factor, use_quant_conv=quant_conv,
-        use_post_quant_conv=quant_conv, force_upcast=True,
+        block_out_channels=tuple(shape["block_out_channels"]), layers_per_block=shape["layers_per_block"],
+        norm_num_groups=32, act_fn="silu", scaling_factor=scaling_factor, shift_factor=shift_factor,
+        use_quant_conv=quant_conv, use_post_quant_conv=quant_conv, force_upcast=True,
     )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------- single models
-def _build_clip(folder: Path, seed: int, *, patch_size: int, act: str) -> None:
+def _build_clip(folder: Path, seed: int, shape: dict, *, patch_size: int, act: str) -> None:
     """A ``CLIPModel`` repository with its CLIP tokenizer and image processor (224 px)."""
     vocab_size = write_clip_tokenizer(folder)
-    _save_model(_clip_model(vocab_size, patch_size, act), folder)
+    _save_model(_clip_model(_vocab(shape, vocab_size), patch_size, shape, act), folder)
     _write_json(folder / "preprocessor_config.json", _clip_feature_extractor())
 
 
-def _build_clip_vit_l14(folder: Path, seed: int) -> None:
+def _build_clip_vit_l14(folder: Path, seed: int, shape: dict) -> None:
     """``openai/clip-vit-large-patch14``: ``CLIPModel``, vision 224 px patch 14, text 77 positions, quick GELU."""
-    _build_clip(folder, seed, patch_size=14, act="quick_gelu")
+    _build_clip(folder, seed, shape, patch_size=14, act="quick_gelu")
 
 
-def _build_laion_clip(folder: Path, seed: int, *, patch_size: int) -> None:
+def _build_laion_clip(folder: Path, seed: int, shape: dict, *, patch_size: int) -> None:
     """``laion/CLIP-ViT-{B-32,H-14}-laion2B-*``: the HF ``CLIPModel`` copy (GELU, as OpenCLIP's), its tokenizer
     and image processor. (The fetch takes only ``*.json``; the OpenCLIP weight files are left out.)"""
-    _build_clip(folder, seed, patch_size=patch_size, act="gelu")
+    _build_clip(folder, seed, shape, patch_size=patch_size, act="gelu")
 
 
-def _build_dinov2_base(folder: Path, seed: int) -> None:
+def _build_dinov2_base(folder: Path, seed: int, shape: dict) -> None:
     """``facebook/dinov2-base``: ``Dinov2Model`` patch 14, ``image_size`` 518 (37² position embeddings,
     interpolated at 224), layer-scale 1, GELU, and its ``BitImageProcessor`` (256 → crop 224)."""
     from transformers import Dinov2Config, Dinov2Model
 
-    config = Dinov2Config(image_size=518, patch_size=14, num_channels=3, hidden_size=32, num_hidden_layers=_LAYERS,
-                          num_attention_heads=_HEADS, mlp_ratio=2, layerscale_value=1.0)  # fmt: skip
+    config = Dinov2Config(image_size=518, patch_size=14, num_channels=3, layerscale_value=1.0, **shape)
     _save_model(Dinov2Model(config), folder)
     _write_json(folder / "preprocessor_config.json", _dinov2_image_processor())
 
 
-def _build_dinov3_vitl16(folder: Path, seed: int) -> None:
+def _build_dinov3_vitl16(folder: Path, seed: int, shape: dict) -> None:
     """``facebook/dinov3-vitl16-pretrain-lvd1689m``: ``DINOv3ViTModel`` at 224 px, patch 16, 4 register tokens,
     RoPE θ 100, no key bias; its processor file names ``DINOv3ViTImageProcessorFast`` as the hub's does."""
     from transformers import DINOv3ViTConfig, DINOv3ViTModel
 
     config = DINOv3ViTConfig(image_size=224, patch_size=16, num_channels=3, num_register_tokens=4, rope_theta=100.0,
-                             key_bias=False, layerscale_value=1.0, use_gated_mlp=False, **_tower(32))  # fmt: skip
+                             key_bias=False, layerscale_value=1.0, use_gated_mlp=False, **shape["tower"])  # fmt: skip
     _save_model(DINOv3ViTModel(config), folder)
     _write_json(folder / "preprocessor_config.json", _dinov3_image_processor())
 
 
-def _build_siglip_so400m(folder: Path, seed: int) -> None:
+def _build_siglip_so400m(folder: Path, seed: int, shape: dict) -> None:
     """``google/siglip-so400m-patch14-224``: a whole ``SiglipModel`` (vision 224 px patch 14 with its attention-
     pooling head; text 64 positions, pad and eos ``</s>`` 1), its image processor (224², mean/std 0.5) and
     SentencePiece tokenizer files."""
     from transformers import SiglipConfig, SiglipModel, SiglipTextConfig, SiglipVisionConfig
 
     vocab_size = write_siglip_tokenizer(folder)
-    text = SiglipTextConfig(vocab_size=vocab_size, max_position_embeddings=64, pad_token_id=1, eos_token_id=1,
-                            bos_token_id=None, projection_size=32, **_tower(32))  # fmt: skip
-    vision = SiglipVisionConfig(image_size=224, patch_size=14, num_channels=3, **_tower(32))
+    text = SiglipTextConfig(vocab_size=_vocab(shape, vocab_size), max_position_embeddings=64, pad_token_id=1,
+                            eos_token_id=1, bos_token_id=None, projection_size=shape["projection"],
+                            **shape["text"])  # fmt: skip
+    vision = SiglipVisionConfig(image_size=224, patch_size=14, num_channels=3, **shape["vision"])
     _save_model(SiglipModel(SiglipConfig(text_config=text.to_dict(), vision_config=vision.to_dict())), folder)
     _write_json(folder / "preprocessor_config.json", _siglip_image_processor())
 
 
-def _build_bert_base_uncased(folder: Path, seed: int) -> None:
+def _build_bert_base_uncased(folder: Path, seed: int, shape: dict) -> None:
     """``google-bert/bert-base-uncased``: ``BertForPreTraining`` weights (encoder, pooler, MLM and NSP heads, as
     the hub's), 512 positions, 2 token types, and its WordPiece tokenizer (no ``special_tokens_map.json``)."""
     from transformers import BertConfig, BertForPreTraining
 
     ids = write_bert_tokenizer(folder, special_map=False)
-    config = BertConfig(vocab_size=ids["vocab_size"], max_position_embeddings=512, type_vocab_size=2,
-                        pad_token_id=ids["pad"], **_tower(32))  # fmt: skip
+    config = BertConfig(vocab_size=_vocab(shape, ids["vocab_size"]), max_position_embeddings=512, type_vocab_size=2,
+                        pad_token_id=ids["pad"], **shape["tower"])  # fmt: skip
     _save_model(BertForPreTraining(config), folder)
 
 
-def _build_xlm_roberta(folder: Path, seed: int, *, hidden: int) -> None:
+def _build_xlm_roberta(folder: Path, seed: int, shape: dict) -> None:
     """``FacebookAI/xlm-roberta-{base,large}``: ``XLMRobertaForMaskedLM`` (514 positions, 1 token type, pad 1,
-    bos 0, eos 2; ``hidden`` wide, as the multilingual CLIP's text tower of the same size) and its tokenizer.
+    bos 0, eos 2; the tower of the multilingual CLIP's text of the same size) and its tokenizer.
     (The fetch takes only ``*.json`` and ``sentencepiece.bpe.model``.)"""
     from transformers import XLMRobertaForMaskedLM
 
     vocab_size = write_xlmr_tokenizer(folder)
-    _save_model(XLMRobertaForMaskedLM(_xlmr_config(vocab_size, hidden)), folder)
+    _save_model(XLMRobertaForMaskedLM(_xlmr_config(_vocab(shape, vocab_size), shape["tower"])), folder)
 
 
-def _xlmr_config(vocab_size: int, hidden: int):
+def _xlmr_config(vocab_size: int, tower: dict):
     """XLM-R's text config: 514 positions (512 + the padding offset), 1 token type, fairseq's special ids."""
     from transformers import XLMRobertaConfig
 
     return XLMRobertaConfig(vocab_size=vocab_size, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
-                            bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, **_tower(hidden))  # fmt: skip
+                            bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, **tower)  # fmt: skip
 
 
-def _build_blip_captioner(folder: Path, seed: int, *, vision_hidden: int) -> None:
+def _build_blip_captioner(folder: Path, seed: int, shape: dict) -> None:
     """``Salesforce/blip-image-captioning-{base,large}``: ``BlipForConditionalGeneration`` (ViT at 384 px, patch
     16; BERT decoder of 512 positions starting at ``[DEC]``, stopping at ``[SEP]`` 102, padding with ``[PAD]`` 0),
     ``BlipImageProcessor`` and the BERT tokenizer with ``[DEC]`` and ``[ENC]``."""
     from transformers import BlipConfig, BlipForConditionalGeneration, BlipTextConfig, BlipVisionConfig
 
     ids = write_bert_tokenizer(folder, blip=True)
-    vision = BlipVisionConfig(image_size=384, patch_size=16, **_tower(vision_hidden))
-    text = BlipTextConfig(vocab_size=ids["vocab_size"], max_position_embeddings=512, encoder_hidden_size=vision_hidden,
-                          bos_token_id=ids["dec"], sep_token_id=ids["sep"], pad_token_id=ids["pad"], eos_token_id=2,
-                          **_tower(32))  # fmt: skip
-    config = BlipConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=32)
+    vision = BlipVisionConfig(image_size=384, patch_size=16, **shape["vision"])
+    text = BlipTextConfig(vocab_size=_vocab(shape, ids["vocab_size"]), max_position_embeddings=512,
+                          encoder_hidden_size=shape["vision"]["hidden_size"], bos_token_id=ids["dec"],
+                          sep_token_id=ids["sep"], pad_token_id=ids["pad"], eos_token_id=2, **shape["text"])  # fmt: skip
+    config = BlipConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=shape["projection"])
     _save_model(BlipForConditionalGeneration(config), folder)
     _write_json(folder / "preprocessor_config.json", _blip_image_processor())
 
 
-def _build_git_captioner(folder: Path, seed: int, *, patch_size: int) -> None:
+def _build_git_captioner(folder: Path, seed: int, shape: dict, *, patch_size: int) -> None:
     """``microsoft/git-{base,large}-coco``: ``GitForCausalLM`` (CLIP ViT at 224 px, patch 16 or 14; text of 1024
     positions from ``[CLS]`` 101 to ``[SEP]`` 102), ``CLIPImageProcessor`` and the BERT tokenizer."""
     from transformers import GitConfig, GitForCausalLM, GitVisionConfig
 
     ids = write_bert_tokenizer(folder)
-    vision = GitVisionConfig(image_size=224, patch_size=patch_size, num_channels=3, **_tower(32))
-    config = GitConfig(vision_config=vision.to_dict(), vocab_size=ids["vocab_size"], max_position_embeddings=1024,
-                       bos_token_id=ids["cls"], eos_token_id=ids["sep"], pad_token_id=ids["pad"],
-                       **_tower(32, layers=1))  # fmt: skip
+    vision = GitVisionConfig(image_size=224, patch_size=patch_size, num_channels=3, **shape["vision"])
+    config = GitConfig(vision_config=vision.to_dict(), vocab_size=_vocab(shape, ids["vocab_size"]),
+                       max_position_embeddings=1024, bos_token_id=ids["cls"], eos_token_id=ids["sep"],
+                       pad_token_id=ids["pad"], **shape["text"])  # fmt: skip
     _save_model(GitForCausalLM(config), folder)
     _write_json(folder / "preprocessor_config.json", _clip_image_processor(processor_class="GitProcessor"))
 
 
-def _build_sd_vae_ft_mse(folder: Path, seed: int) -> None:
+def _build_sd_vae_ft_mse(folder: Path, seed: int, shape: dict) -> None:
     """``stabilityai/sd-vae-ft-mse``: ``AutoencoderKL`` with 4 latent channels, × 8, scaling 0.18215, quant convs."""
-    _save_model(_autoencoder_kl(4, 0.18215, None, quant_conv=True, sample_size=256), folder)
+    _save_model(_autoencoder_kl(shape["autoencoder"], 4, 0.18215, None, quant_conv=True, sample_size=256), folder)
 
 
 # ------------------------------------------------------------------------ multilingual LAION CLIP
@@ -703,7 +731,7 @@ def _code_module(path: Path):
     return module
 
 
-def _build_multilingual_clip(folder: Path, seed: int, *, patch_size: int, text_hidden: int, projection: int,
+def _build_multilingual_clip(folder: Path, seed: int, shape: dict, *, patch_size: int,
                             text_projection_type: str) -> None:  # fmt: skip
     """``calpt/CLIP-ViT-*-xlm-roberta-*``: a ``vision-text-dual-encoder`` config (CLIP vision at 224 px, patch
     ``patch_size``, GELU; XLM-R text of 514 positions) whose ``auto_map`` points at :data:`XLMR_CLIP_CODE`,
@@ -714,10 +742,11 @@ def _build_multilingual_clip(folder: Path, seed: int, *, patch_size: int, text_h
     module = _MODULE_FILE.removesuffix(".py")
     code = _code_module(folder / _MODULE_FILE)
     config_class, model_class = code.XLMRobertaCLIPConfig, code.XLMRobertaCLIPModel
-    vocab_size = len(_unigram_pieces()) + 5  # XLM-R's: four specials before the pieces, <mask> after
+    vocab_size = _vocab(shape, len(_unigram_pieces()) + 5)  # XLM-R's: four specials before the pieces, <mask> after
+    projection = shape["projection"]
     config = config_class(
-        vision_config=_clip_vision_config(patch_size, 48, projection, act="gelu").to_dict(),
-        text_config=_xlmr_config(vocab_size, text_hidden).to_dict(), projection_dim=projection,
+        vision_config=_clip_vision_config(patch_size, shape["vision"], projection, act="gelu").to_dict(),
+        text_config=_xlmr_config(vocab_size, shape["text"]).to_dict(), projection_dim=projection,
         text_projection_type=text_projection_type,
         auto_map={"AutoConfig": f"{module}.XLMRobertaCLIPConfig", "AutoModel": f"{module}.XLMRobertaCLIPModel"},
     )  # fmt: skip
@@ -742,16 +771,16 @@ def _save_pipeline(pipeline, folder: Path, *, dtypes: dict[str, torch.dtype], sh
             component.save_pretrained(folder / name)
 
 
-def _clip_text_encoder(vocab_size: int, hidden: int, *, projection: bool, act: str):
-    """SD3's / FLUX's / Kandinsky's CLIP text encoder: ``CLIPTextModelWithProjection`` (projection = ``hidden``,
-    as CLIP-L's 768 and bigG's 1280) or ``CLIPTextModel``."""
+def _clip_text_encoder(vocab_size: int, tower: dict, *, projection: bool, act: str):
+    """SD3's / FLUX's / Kandinsky's CLIP text encoder: ``CLIPTextModelWithProjection`` (projection = the tower's
+    width, as CLIP-L's 768 and bigG's 1280) or ``CLIPTextModel``."""
     from transformers import CLIPTextModel, CLIPTextModelWithProjection
 
-    config = _clip_text_config(vocab_size, hidden, hidden, act)
+    config = _clip_text_config(vocab_size, tower, tower["hidden_size"], act)
     return CLIPTextModelWithProjection(config) if projection else CLIPTextModel(config)
 
 
-def _build_sd3(folder: Path, seed: int, *, qk_norm: str | None, transformer_dtype: torch.dtype) -> None:
+def _build_sd3(folder: Path, seed: int, shape: dict, *, qk_norm: str | None, transformer_dtype: torch.dtype) -> None:
     """``stabilityai/stable-diffusion-3-medium-diffusers`` / ``stable-diffusion-3.5-large``: a
     ``StableDiffusion3Pipeline`` folder.
 
@@ -768,19 +797,20 @@ def _build_sd3(folder: Path, seed: int, *, qk_norm: str | None, transformer_dtyp
 
     from condeval.generators.text_to_image import flow_scheduler
 
-    clip_vocab, t5_vocab = len(_clip_vocabulary()[0]), len(_t5_pieces()) + _T5_EXTRA_IDS
-    t5_width, clip_l, clip_g = 128, 32, 48
+    clip_vocab = _vocab(shape, len(_clip_vocabulary()[0]), "clip_vocab_size")
+    t5_vocab = len(_t5_pieces()) + _T5_EXTRA_IDS
+    clip_l, clip_g = shape["clip_l"], shape["clip_g"]
     transformer = SD3Transformer2DModel(
-        sample_size=128, patch_size=2, in_channels=16, out_channels=16, num_layers=1, attention_head_dim=64,
-        num_attention_heads=1, joint_attention_dim=t5_width, caption_projection_dim=64,
-        pooled_projection_dim=clip_l + clip_g, pos_embed_max_size=192, qk_norm=qk_norm,
+        sample_size=128, patch_size=2, in_channels=16, out_channels=16, joint_attention_dim=shape["t5"]["d_model"],
+        pooled_projection_dim=clip_l["hidden_size"] + clip_g["hidden_size"], pos_embed_max_size=192, qk_norm=qk_norm,
+        **shape["transformer"],
     )  # fmt: skip
     pipeline = StableDiffusion3Pipeline(
         transformer=transformer, scheduler=flow_scheduler(3.0),
-        vae=_autoencoder_kl(16, 1.5305, 0.0609, quant_conv=False, sample_size=1024),
+        vae=_autoencoder_kl(shape["autoencoder"], 16, 1.5305, 0.0609, quant_conv=False, sample_size=1024),
         text_encoder=_clip_text_encoder(clip_vocab, clip_l, projection=True, act="quick_gelu"), tokenizer=None,
         text_encoder_2=_clip_text_encoder(clip_vocab, clip_g, projection=True, act="gelu"), tokenizer_2=None,
-        text_encoder_3=_t5_encoder(t5_vocab, t5_width), tokenizer_3=None,
+        text_encoder_3=_t5_encoder(t5_vocab, shape["t5"]), tokenizer_3=None,
     )  # fmt: skip
     sharded = transformer_dtype != torch.float16  # SD3.5-L: its 8B transformer in two bfloat16 shards
     _save_pipeline(pipeline, folder, dtypes={name: torch.float16 for name in pipeline.components} | {"transformer": transformer_dtype},
@@ -801,7 +831,7 @@ def _index_components(folder: Path, components: dict[str, str]) -> None:
     _write_json(folder / "model_index.json", index)
 
 
-def _build_flux_dev(folder: Path, seed: int) -> None:
+def _build_flux_dev(folder: Path, seed: int, shape: dict) -> None:
     """``black-forest-labs/FLUX.1-dev``: a ``FluxPipeline`` folder.
 
     Kept real: ``FluxTransformer2DModel`` patch 1 on 2×2-packed 16-channel latents (``in_channels`` 64),
@@ -812,22 +842,22 @@ def _build_flux_dev(folder: Path, seed: int) -> None:
     rotary axes (4, 6, 6) (the real 24 × 128 with 16, 56, 56), CLIP 32 wide (``pooled_projection_dim``), T5 64
     (``joint_attention_dim``).
     """
-    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
 
-    from condeval.generators.text_to_image import tiny_flux_transformer
-
-    clip_vocab, t5_vocab = len(_clip_vocabulary()[0]), len(_t5_pieces()) + _T5_EXTRA_IDS
-    t5_width, clip_width = 64, 32
+    clip_vocab = _vocab(shape, len(_clip_vocabulary()[0]), "clip_vocab_size")
+    t5_vocab = len(_t5_pieces()) + _T5_EXTRA_IDS
     scheduler = FlowMatchEulerDiscreteScheduler(
         num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15,
         base_image_seq_len=256, max_image_seq_len=4096,
     )  # fmt: skip
     pipeline = FluxPipeline(
-        scheduler=scheduler, vae=_autoencoder_kl(16, 0.3611, 0.1159, quant_conv=False, sample_size=1024),
-        text_encoder=_clip_text_encoder(clip_vocab, clip_width, projection=False, act="quick_gelu"), tokenizer=None,
-        text_encoder_2=_t5_encoder(t5_vocab, t5_width), tokenizer_2=None,
-        transformer=tiny_flux_transformer(16, layers=1, single_layers=1, heads=2, joint_attention_dim=t5_width,
-                                          pooled_projection_dim=clip_width, guidance_embeds=True),
+        scheduler=scheduler,
+        vae=_autoencoder_kl(shape["autoencoder"], 16, 0.3611, 0.1159, quant_conv=False, sample_size=1024),
+        text_encoder=_clip_text_encoder(clip_vocab, shape["clip"], projection=False, act="quick_gelu"), tokenizer=None,
+        text_encoder_2=_t5_encoder(t5_vocab, shape["t5"]), tokenizer_2=None,
+        transformer=FluxTransformer2DModel(patch_size=1, in_channels=4 * 16, joint_attention_dim=shape["t5"]["d_model"],
+                                           pooled_projection_dim=shape["clip"]["hidden_size"], guidance_embeds=True,
+                                           **shape["transformer"]),
     )  # fmt: skip
     _save_pipeline(pipeline, folder, dtypes={name: torch.bfloat16 for name in pipeline.components},
                    shards={"transformer": 3, "text_encoder_2": 2}, tokenizers={
@@ -836,34 +866,31 @@ def _build_flux_dev(folder: Path, seed: int) -> None:
     _index_components(folder, {"tokenizer": "CLIPTokenizer", "tokenizer_2": "T5TokenizerFast"})
 
 
-#: Kandinsky 2.2's shared width: the prior's ``embedding_dim``, its CLIP text width and both projections
-#: (1280 on the hub) and the decoder UNet's ``encoder_hid_dim``.
-_KANDINSKY_EMBEDDING = 32
-
-
-def _build_kandinsky_prior(folder: Path, seed: int) -> None:
+def _build_kandinsky_prior(folder: Path, seed: int, shape: dict) -> None:
     """``kandinsky-community/kandinsky-2-2-prior``: a ``KandinskyV22PriorPipeline`` folder.
 
     Kept real: ``PriorTransformer`` over 77 text tokens with 4 additional embeddings, its CLIP ViT-bigG/14
     towers (text: 77 positions, GELU, pad ``!``; image: ``CLIPVisionModelWithProjection`` at 224 px, patch 14),
     ``UnCLIPScheduler`` (sample prediction, fixed_small_log, clip range 10), the 224 px ``CLIPImageProcessor``;
     float32. ``clip_mean`` 0 and ``clip_std`` 1 (the class starts ``clip_std`` at 0, which zeroes every
-    embedding). Shrunk: 1 layer of 2 heads × 16, all widths :data:`_KANDINSKY_EMBEDDING` (image tower 48).
+    embedding). The prior's ``embedding_dim`` is its CLIP text width and both projections (``shape["embedding"]``,
+    1280 on the hub). Shrunk: 1 layer of 2 heads × 16, all widths 32 (image tower 48).
     """
-    from diffusers import KandinskyV22PriorPipeline
+    from diffusers import KandinskyV22PriorPipeline, PriorTransformer
     from transformers import CLIPVisionModelWithProjection
 
-    from condeval.generators.text_to_image import kandinsky_schedulers, tiny_kandinsky_prior
+    from condeval.generators.text_to_image import kandinsky_schedulers
 
-    prior = tiny_kandinsky_prior(_KANDINSKY_EMBEDDING, 77, layers=1, heads=2)
+    embedding = shape["embedding"]
+    prior = PriorTransformer(embedding_dim=embedding, num_embeddings=77, additional_embeddings=4, **shape["prior"])
     with torch.no_grad():
         prior.clip_mean.zero_()
         prior.clip_std.fill_(1.0)
-    image_encoder = CLIPVisionModelWithProjection(_clip_vision_config(14, 48, _KANDINSKY_EMBEDDING, act="gelu"))
+    image_encoder = CLIPVisionModelWithProjection(_clip_vision_config(14, shape["vision"], embedding, act="gelu"))
+    clip_vocab = _vocab(shape, len(_clip_vocabulary()[0]), "clip_vocab_size")
     pipeline = KandinskyV22PriorPipeline(
         prior=prior, image_encoder=image_encoder, tokenizer=None, scheduler=kandinsky_schedulers()[0],
-        text_encoder=_clip_text_encoder(len(_clip_vocabulary()[0]), _KANDINSKY_EMBEDDING, projection=True, act="gelu"),
-        image_processor=None,
+        text_encoder=_clip_text_encoder(clip_vocab, shape["text"], projection=True, act="gelu"), image_processor=None,
     )  # fmt: skip
     _save_pipeline(pipeline, folder, dtypes={}, shards={},
                    tokenizers={"tokenizer": functools.partial(write_clip_tokenizer, pad_token="!", fast_file=False)})  # fmt: skip
@@ -872,34 +899,128 @@ def _build_kandinsky_prior(folder: Path, seed: int) -> None:
     _index_components(folder, {"tokenizer": "CLIPTokenizer", "image_processor": "CLIPImageProcessor"})
 
 
-def _build_kandinsky_decoder(folder: Path, seed: int) -> None:
+def _build_kandinsky_decoder(folder: Path, seed: int, shape: dict) -> None:
     """``kandinsky-community/kandinsky-2-2-decoder``: a ``KandinskyV22Pipeline`` folder.
 
     Kept real: ``UNet2DConditionModel`` on 4 latent channels out 8 (noise and variance), image-embedding
     conditioning only (``addition_embed_type`` image, ``encoder_hid_dim_type`` image_proj), simple cross-attention
     blocks, scale-shift time conditioning, 4 levels; MoVQ ``VQModel`` 4 latent channels, 4 blocks (× 8) with
     attention in the deepest, spatial norm, 16384 codes; ``DDPMScheduler`` (linear betas 0.00085–0.012, epsilon,
-    offset 1); float32. Shrunk: every block 32 wide, one resnet per block.
+    offset 1); float32. The UNet reads image embeddings ``shape["embedding"]`` wide (the prior's). Shrunk: every
+    block 32 wide, one resnet per block.
     """
-    from diffusers import KandinskyV22Pipeline, VQModel
+    from diffusers import KandinskyV22Pipeline, UNet2DConditionModel, VQModel
 
-    from condeval.generators.text_to_image import kandinsky_schedulers, tiny_kandinsky_unet
+    from condeval.generators.text_to_image import kandinsky_schedulers
 
     movq = VQModel(
         in_channels=3, out_channels=3, latent_channels=4, vq_embed_dim=4, num_vq_embeddings=16384, sample_size=32,
-        norm_type="spatial", norm_num_groups=32, layers_per_block=1, block_out_channels=(32, 32, 32, 32),
+        norm_type="spatial", norm_num_groups=32, layers_per_block=shape["movq"]["layers_per_block"],
+        block_out_channels=tuple(shape["movq"]["block_out_channels"]),
         down_block_types=("DownEncoderBlock2D",) * 3 + ("AttnDownEncoderBlock2D",),
         up_block_types=("AttnUpDecoderBlock2D",) + ("UpDecoderBlock2D",) * 3,
     )  # fmt: skip
-    unet = tiny_kandinsky_unet(64, 4, _KANDINSKY_EMBEDDING, channels=(32, 32, 32, 32))
+    unet_shape = shape["unet"]
+    unet = UNet2DConditionModel(
+        sample_size=64, in_channels=4, out_channels=8, block_out_channels=tuple(unet_shape["block_out_channels"]),
+        layers_per_block=unet_shape["layers_per_block"],
+        down_block_types=("ResnetDownsampleBlock2D",) + ("SimpleCrossAttnDownBlock2D",) * 3,
+        up_block_types=("SimpleCrossAttnUpBlock2D",) * 3 + ("ResnetUpsampleBlock2D",),
+        mid_block_type="UNetMidBlock2DSimpleCrossAttn", attention_head_dim=unet_shape["attention_head_dim"],
+        cross_attention_dim=unet_shape["cross_attention_dim"], encoder_hid_dim=shape["embedding"],
+        encoder_hid_dim_type="image_proj", addition_embed_type="image", class_embed_type=None,
+        norm_num_groups=unet_shape["norm_num_groups"], only_cross_attention=False, resnet_time_scale_shift="scale_shift",
+    )  # fmt: skip
     pipeline = KandinskyV22Pipeline(unet=unet, scheduler=kandinsky_schedulers()[1], movq=movq)
     _save_pipeline(pipeline, folder, dtypes={}, shards={}, tokenizers={})
 
 
+# ------------------------------------------------------------------------------------------ shapes
+_CLIP_SHRUNK = {"text": _tower(32), "vision": _tower(48), "projection": 32}
+_AUTOENCODER_SHRUNK = {"block_out_channels": (32, 32, 32, 32), "layers_per_block": 1}
+
+
+def _t5_shrunk(width: int) -> dict:
+    """T5's encoder shrunk to one layer of 4 heads, ``width`` wide, MLP twice that."""
+    return {"d_model": width, "d_kv": width // 4, "d_ff": 2 * width, "num_layers": 1, "num_heads": 4}
+
+
+#: Hub repository id -> the values its builder shrinks, at the rehearsal's size: transformer towers
+#: (``hidden_size``, ``intermediate_size``, ``num_hidden_layers``, ``num_attention_heads``), projections, the
+#: denoisers' and autoencoders' depths and widths; a vocabulary left out is the rehearsal tokenizer's.
+#: :data:`condeval.rehearsal.full_size.FULL` holds the same keys at the checkpoints' real sizes.
+REHEARSAL: dict[str, dict] = {
+    "Salesforce/blip-image-captioning-base": {"vision": _tower(32), "text": _tower(32), "projection": 32},
+    "Salesforce/blip-image-captioning-large": {"vision": _tower(48), "text": _tower(32), "projection": 32},
+    "microsoft/git-base-coco": {"vision": _tower(32), "text": _tower(32, layers=1)},
+    "microsoft/git-large-coco": {"vision": _tower(32), "text": _tower(32, layers=1)},
+    "openai/clip-vit-large-patch14": _CLIP_SHRUNK,
+    "laion/CLIP-ViT-B-32-laion2B-s34B-b79K": _CLIP_SHRUNK,
+    "laion/CLIP-ViT-H-14-laion2B-s32B-b79K": _CLIP_SHRUNK,
+    "facebook/dinov2-base": {"hidden_size": 32, "num_hidden_layers": _LAYERS, "num_attention_heads": _HEADS,
+                             "mlp_ratio": 2},
+    "facebook/dinov3-vitl16-pretrain-lvd1689m": {"tower": _tower(32)},
+    "google/siglip-so400m-patch14-224": {"text": _tower(32), "vision": _tower(32), "projection": 32},
+    "google-bert/bert-base-uncased": {"tower": _tower(32)},
+    "FacebookAI/xlm-roberta-base": {"tower": _tower(32)},
+    "FacebookAI/xlm-roberta-large": {"tower": _tower(48)},
+    # the multilingual CLIPs: LAION's vision tower and XLM-R's text tower of the same size, their own projection
+    "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k": {"vision": _tower(48), "text": _tower(32),
+                                                               "projection": 24},
+    "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k": {"vision": _tower(48), "text": _tower(48),
+                                                                       "projection": 32},
+    "stabilityai/sd-vae-ft-mse": {"autoencoder": _AUTOENCODER_SHRUNK},
+    # SD3: CLIP-L 32 and CLIP-G 48 wide (pooled projection 80, as 768 + 1280 = 2048), T5 128 wide (the joint
+    # attention width, as 4096; wider than 32 + 48, as 4096 > 2048, since SD3 pads the CLIP states to it)
+    "stabilityai/stable-diffusion-3-medium-diffusers": {
+        "transformer": {"num_layers": 1, "num_attention_heads": 1, "attention_head_dim": 64,
+                        "caption_projection_dim": 64},
+        "clip_l": _tower(32), "clip_g": _tower(48), "t5": _t5_shrunk(128), "autoencoder": _AUTOENCODER_SHRUNK},
+    "stabilityai/stable-diffusion-3.5-large": {
+        "transformer": {"num_layers": 1, "num_attention_heads": 1, "attention_head_dim": 64,
+                        "caption_projection_dim": 64},
+        "clip_l": _tower(32), "clip_g": _tower(48), "t5": _t5_shrunk(128), "autoencoder": _AUTOENCODER_SHRUNK},
+    # FLUX: rotary axes (4, 6, 6) sum to the head width 16, as (16, 56, 56) to 128
+    "black-forest-labs/FLUX.1-dev": {
+        "transformer": {"num_layers": 1, "num_single_layers": 1, "num_attention_heads": 2, "attention_head_dim": 16,
+                        "axes_dims_rope": (4, 6, 6)},
+        "clip": _tower(32), "t5": _t5_shrunk(64), "autoencoder": _AUTOENCODER_SHRUNK},
+    # Kandinsky 2.2: one width (the prior's embedding, its CLIP text width and projections, the decoder's image
+    # embedding), 1280 on the hub
+    "kandinsky-community/kandinsky-2-2-prior": {
+        "prior": {"num_attention_heads": 2, "attention_head_dim": 16, "num_layers": 1}, "embedding": 32,
+        "text": _tower(32), "vision": _tower(48)},
+    "kandinsky-community/kandinsky-2-2-decoder": {
+        "unet": {"block_out_channels": (32, 32, 32, 32), "layers_per_block": 1, "attention_head_dim": 16,
+                 "cross_attention_dim": 32, "norm_num_groups": 8},
+        "movq": {"block_out_channels": (32, 32, 32, 32), "layers_per_block": 1}, "embedding": 32},
+}  # fmt: skip
+
+SCALES = ("rehearsal", "full")
+
+
+def shapes(repo: str, scale: str = "rehearsal") -> dict:
+    """The values ``repo``'s builder takes at ``scale``: :data:`REHEARSAL`'s or the checkpoint's real ones
+    (:data:`condeval.rehearsal.full_size.FULL`).
+
+    Raises
+    ------
+    ValueError
+        A scale other than :data:`SCALES`.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}; got {scale!r}")
+    if scale == "rehearsal":
+        return REHEARSAL[repo]
+    from condeval.rehearsal.full_size import FULL
+
+    return FULL[repo]
+
+
 # ---------------------------------------------------------------------------------------- registry
-_BUILDERS: dict[str, Callable[[Path, int], None]] = {
-    "Salesforce/blip-image-captioning-base": functools.partial(_build_blip_captioner, vision_hidden=32),
-    "Salesforce/blip-image-captioning-large": functools.partial(_build_blip_captioner, vision_hidden=48),
+_BUILDERS: dict[str, Callable[[Path, int, dict], None]] = {
+    "Salesforce/blip-image-captioning-base": _build_blip_captioner,
+    "Salesforce/blip-image-captioning-large": _build_blip_captioner,
     "microsoft/git-base-coco": functools.partial(_build_git_captioner, patch_size=16),
     "microsoft/git-large-coco": functools.partial(_build_git_captioner, patch_size=14),
     "openai/clip-vit-large-patch14": _build_clip_vit_l14,
@@ -915,14 +1036,14 @@ _BUILDERS: dict[str, Callable[[Path, int], None]] = {
     "kandinsky-community/kandinsky-2-2-prior": _build_kandinsky_prior,
     "google-bert/bert-base-uncased": _build_bert_base_uncased,
     "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k": functools.partial(
-        _build_multilingual_clip, patch_size=32, text_hidden=32, projection=24, text_projection_type="mlp"
+        _build_multilingual_clip, patch_size=32, text_projection_type="mlp"
     ),
-    "FacebookAI/xlm-roberta-base": functools.partial(_build_xlm_roberta, hidden=32),
+    "FacebookAI/xlm-roberta-base": _build_xlm_roberta,
     "laion/CLIP-ViT-B-32-laion2B-s34B-b79K": functools.partial(_build_laion_clip, patch_size=32),
     "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k": functools.partial(
-        _build_multilingual_clip, patch_size=14, text_hidden=48, projection=32, text_projection_type="linear"
+        _build_multilingual_clip, patch_size=14, text_projection_type="linear"
     ),
-    "FacebookAI/xlm-roberta-large": functools.partial(_build_xlm_roberta, hidden=48),
+    "FacebookAI/xlm-roberta-large": _build_xlm_roberta,
     "laion/CLIP-ViT-H-14-laion2B-s32B-b79K": functools.partial(_build_laion_clip, patch_size=14),
     "facebook/dinov3-vitl16-pretrain-lvd1689m": _build_dinov3_vitl16,
     "google/siglip-so400m-patch14-224": _build_siglip_so400m,
@@ -935,28 +1056,38 @@ def _repo_seed(repo: str, seed: int) -> int:
     return (seed * 1_000_003 + zlib.crc32(repo.encode())) % 2**63
 
 
-def _seeded(repo: str, build: Callable[[Path, int], None]) -> Callable[[Path, int], None]:
-    """``build`` drawing its weights from torch's generator seeded by (``repo``, ``seed``), the caller's
-    generator state kept, the libraries' chatter off."""
+def _seeded(repo: str, build: Callable[[Path, int, dict], None]) -> Callable[..., None]:
+    """``build`` at ``scale`` (:func:`shapes`), drawing its weights from torch's generator seeded by (``repo``,
+    ``seed``), the caller's generator state kept, the libraries' chatter off; without ``weights``, built on the
+    meta device and written without its weight files."""
 
-    def builder(folder: Path, seed: int = 0) -> None:
+    def builder(folder: Path, seed: int = 0, *, scale: str = "rehearsal", weights: bool = True) -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        with torch.random.fork_rng(devices=[]), _quiet_libraries():
-            torch.manual_seed(_repo_seed(repo, seed))
-            build(folder, seed)
+        written = _WEIGHTS.set(weights)
+        try:
+            with torch.random.fork_rng(devices=[]), _quiet_libraries(), _build_device(weights):
+                torch.manual_seed(_repo_seed(repo, seed))
+                build(folder, seed, shapes(repo, scale))
+        finally:
+            _WEIGHTS.reset(written)
 
     builder.__doc__ = (build.func if isinstance(build, functools.partial) else build).__doc__
     builder.__name__ = builder.__qualname__ = f"build {repo}"
     return builder
 
 
-#: Hub repository id -> ``builder(folder, seed)`` writing that repository's files into ``folder``
-#: (deterministic in ``seed``).
+def _build_device(weights: bool):
+    """Where models are built: as the caller builds them with weights, else on the meta device (no memory)."""
+    return contextlib.nullcontext() if weights else torch.device("meta")
+
+
+#: Hub repository id -> ``builder(folder, seed, *, scale="rehearsal", weights=True)`` writing that repository's
+#: files into ``folder`` (deterministic in ``seed``; see :func:`write_hub_repo`).
 REPOS: dict[str, Callable[[Path, int], None]] = {repo: _seeded(repo, build) for repo, build in _BUILDERS.items()}
 
 
-def write_hub_repo(repo: str, folder: Path, seed: int = 0) -> Path:
+def write_hub_repo(repo: str, folder: Path, seed: int = 0, *, scale: str = "rehearsal", weights: bool = True) -> Path:
     """Write ``repo``'s rehearsal files into ``folder``, atomically (a temporary folder beside it, renamed).
 
     Parameters
@@ -967,6 +1098,14 @@ def write_hub_repo(repo: str, folder: Path, seed: int = 0) -> Path:
         Where the repository's files land (replaced whole if it exists).
     seed : int
         Seed of the random weights; the same seed writes the same bytes.
+    scale : {"rehearsal", "full"}
+        The shrunk depth and width (:data:`REHEARSAL`) or the checkpoint's real ones
+        (:data:`condeval.rehearsal.full_size.FULL`; a full-size FLUX.1-dev with weights is 12B parameters
+        built on the CPU and 33 GB written).
+    weights : bool
+        False: every file but the weights (configs, tokenizers, processors, schedulers), the models built on
+        the meta device in a second; :func:`condeval.rehearsal.full_size.random_weights` loads such a folder
+        with random weights made where they are used.
 
     Returns
     -------
@@ -981,7 +1120,7 @@ def write_hub_repo(repo: str, folder: Path, seed: int = 0) -> Path:
     if repo not in REPOS:
         raise KeyError(f"no rehearsal builder for hub repository {repo!r}; known: {sorted(REPOS)}")
     with atomic_directory(folder) as tmp:
-        REPOS[repo](tmp, seed)
+        REPOS[repo](tmp, seed, scale=scale, weights=weights)
     return Path(folder)
 
 
@@ -1006,16 +1145,18 @@ def _quiet_libraries():
             transformers_logging.enable_progress_bar()
 
 
-def write_hub_repos(hub_root: Path, repos: Iterable[str] | None = None, seed: int = 0) -> dict[str, Path]:
-    """Write each repository at ``hub_root/<owner>/<name>/`` (default: every repository of :data:`REPOS`),
-    skipping one whose folder exists. Returns ``{repo: folder}`` for all of them, written or found."""
+def write_hub_repos(hub_root: Path, repos: Iterable[str] | None = None, seed: int = 0, *, scale: str = "rehearsal",
+                    weights: bool = True) -> dict[str, Path]:  # fmt: skip
+    """Write each repository at ``hub_root/<owner>/<name>/`` (default: every repository of :data:`REPOS`; ``scale``
+    and ``weights`` as :func:`write_hub_repo`), skipping one whose folder exists. Returns ``{repo: folder}`` for
+    all of them, written or found."""
     folders = {}
     for repo in REPOS if repos is None else repos:
         folder = Path(hub_root) / repo
         if folder.exists():
             log.info("%s exists, kept", folder)
         else:
-            write_hub_repo(repo, folder, seed)
+            write_hub_repo(repo, folder, seed, scale=scale, weights=weights)
         folders[repo] = folder
     return folders
 
