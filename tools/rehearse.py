@@ -6,6 +6,7 @@ Snakemake on config/paper.yaml + config/trust_pickles.yaml + config/rehearsal.ya
 WORKDIR/reports/report.html (condeval.rehearsal.run):
 
     python tools/rehearse.py WORKDIR [--seed 0] [--cores 2] [--target all ...] [--dry-run] [--serve-only]
+                                     [-- SNAKEMAKE ARGUMENTS]      (e.g. -- --keep-going)
 
 Exits with Snakemake's status.
 """
@@ -27,8 +28,10 @@ def main() -> int:
     parser.add_argument("--target", nargs="+", default=list(DEFAULT_TARGETS), help="Snakemake targets")
     parser.add_argument("--dry-run", action="store_true", help="Snakemake's --dry-run (no report)")
     parser.add_argument("--serve-only", action="store_true", help="prepare and serve until Ctrl-C; no Snakemake")
+    parser.add_argument("snakemake", nargs=argparse.REMAINDER, help="after --: more arguments for Snakemake")
     args = parser.parse_args()
-    return rehearse(args.workdir, args.seed, args.cores, args.target, args.dry_run, args.serve_only)
+    extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
+    return rehearse(args.workdir, args.seed, args.cores, args.target, args.dry_run, args.serve_only, extra)
 
 
 if __name__ == "__main__":

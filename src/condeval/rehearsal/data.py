@@ -99,13 +99,14 @@ JUDGMENT_IMAGES = {"flickr8k": 8, "polaris": 8, "vicr": 10, "composite": 8}
 CANDIDATE_ERRORS = 2
 RATERS = 3
 #: CelebA faces per attribute condition (all 16) and partition: the held-out support's five conditions
-#: keep one calibration face each (20% of 4) and 12 training faces beside 8 validation ones; val and
-#: test give every condition the two real rows outside the support that selection.min_real asks.
-CELEBA_PER_CONDITION = {"train": 4, "val": 1, "test": 1}
+#: keep 6 of their 8 training faces each once 20% calibrate, the k = 5 neighbours Appendix J's kNN scorer
+#: needs of every attribute value (a value held by one condition alone: male, smiling...); val and test give
+#: every condition the two real rows outside the support that selection.min_real asks.
+CELEBA_PER_CONDITION = {"train": 8, "val": 1, "test": 1}
 #: (cell type, siRNA) -> (train sites, test sites), two sites a well, for ``trust.datasets.rxrx1.subset``
 #: {held_out_pairs: 4, n_each: 2, min_count: 4}. The four pairs with 8 training sites are held out; of
 #: them the two with test sites rank first and are the unseen queries (a HEPG2 control, a HUVEC siRNA).
-#: The seen queries are RPE's siRNA and U2OS's control, whose three training wells each leave one to
+#: The seen queries are RPE's siRNA and U2OS's control, whose four training wells each leave one to
 #: calibrate the scorer; the EMPTY wells of HEPG2 and HUVEC keep both cell types in the held-out
 #: support (the scorer refuses a value it never fitted). Every queried pair has two test sites, the real
 #: rows the full support's selection compares against.
@@ -114,10 +115,10 @@ RXRX1_SITES = {
     ("HUVEC", 1): (8, 2),
     ("HEPG2", 1): (8, 0),
     ("HUVEC", 1108): (8, 0),
-    ("RPE", 1): (6, 2),
-    ("U2OS", 1108): (6, 2),
-    ("HEPG2", 1138): (2, 0),
-    ("HUVEC", 1138): (2, 0),
+    ("RPE", 1): (8, 2),  # 8: RPE and U2OS keep 6 fitting rows after calibration, the kNN scorer's k = 5 and more
+    ("U2OS", 1108): (8, 2),
+    ("HEPG2", 1138): (4, 0),  # 1138 in 8 training sites: 6 fitting rows after calibration, the kNN scorer's k = 5
+    ("HUVEC", 1138): (4, 0),
 }
 
 _COCO_INFO = {"description": "This is stable 1.0 version of the 2014 MS COCO dataset.", "url": "http://mscoco.org",

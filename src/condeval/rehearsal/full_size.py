@@ -48,9 +48,9 @@ def tower(hidden: int, layers: int, heads: int, intermediate: int) -> dict:
 #: heads, MLP 3072 (BertConfig's, BlipVisionConfig's, GitVisionConfig's and CLIPVisionConfig's default: class
 #: default) and 1024 × 24 of 16, MLP 4096 (ViT-L; recalled).
 BASE, LARGE = tower(768, 12, 12, 3072), tower(1024, 24, 16, 4096)
-#: OpenAI CLIP ViT-L/14: vision LARGE, this text tower and projection (recalled; REFERENCE: vision 1024 × 24,
-#: text 768 × 12, projection 768).
-CLIP_L_TEXT, CLIP_L_PROJECTION = tower(768, 12, 12, 3072), 768
+#: OpenAI CLIP ViT-L/14: vision LARGE, text BASE, projection 768 (recalled; REFERENCE: vision 1024 × 24, text
+#: 768 × 12, projection 768); its text tower is SD3's and FLUX's CLIP-L.
+CLIP_L_TEXT, CLIP_L_PROJECTION = BASE, 768
 #: LAION ViT-B/32: vision BASE, text and projection transformers' CLIP class defaults (class default).
 VIT_B32_TEXT, VIT_B32_PROJECTION = tower(512, 12, 8, 2048), 512
 #: LAION ViT-H/14 (recalled: OpenCLIP's ViT-H-14, vision 1280 × 32 of head width 80; text 1024 × 24 = LARGE).
@@ -59,6 +59,9 @@ VIT_H14_VISION, VIT_H14_PROJECTION = tower(1280, 32, 16, 5120), 1024
 BIGG_TEXT, BIGG_VISION = tower(1280, 32, 20, 5120), tower(1664, 48, 16, 8192)
 #: XLM-RoBERTa's vocabulary (base: BASE, large: LARGE; recalled).
 XLMR_VOCAB = 250002
+#: SigLIP so400m's towers, vision and text alike (REFERENCE: 1152, 27 layers, MLP 4304; 16 heads recalled, and
+#: the same in a public preset table, kvmm's SigLIPSo400mP14).
+SO400M = tower(1152, 27, 16, 4304)
 #: T5 v1.1 XXL's encoder (SD3's text_encoder_3, FLUX's text_encoder_2; recalled; REFERENCE: d_model 4096).
 T5_XXL = {"d_model": 4096, "d_kv": 64, "d_ff": 10240, "num_layers": 24, "num_heads": 64, "vocab_size": 32128}
 #: The Stable Diffusion autoencoder's blocks (sd-vae-ft-mse, SD3's and FLUX's VAEs; recalled, as in
@@ -88,10 +91,8 @@ FULL: dict[str, dict] = {
     "facebook/dinov2-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "mlp_ratio": 4},
     # DINOv3 ViT-L/16: REFERENCE (1024 wide, 24 layers); 16 heads and MLP 4096 recalled
     "facebook/dinov3-vitl16-pretrain-lvd1689m": {"tower": LARGE},
-    # SigLIP so400m: REFERENCE (1152, 27 layers, MLP 4304); 16 heads and the text tower (the same shape,
-    # vocabulary 32,000, the class default) recalled, and the same in a public preset table (kvmm's SigLIPSo400mP14)
-    "google/siglip-so400m-patch14-224": {"text": tower(1152, 27, 16, 4304), "vision": tower(1152, 27, 16, 4304),
-                                         "projection": 1152, "vocab_size": 32000},
+    # SigLIP so400m: text vocabulary 32,000 (class default), projection its width
+    "google/siglip-so400m-patch14-224": {"text": SO400M, "vision": SO400M, "projection": 1152, "vocab_size": 32000},
     "google-bert/bert-base-uncased": {"tower": BASE, "vocab_size": 30522},
     "FacebookAI/xlm-roberta-base": {"tower": BASE, "vocab_size": XLMR_VOCAB},
     "FacebookAI/xlm-roberta-large": {"tower": LARGE, "vocab_size": XLMR_VOCAB},

@@ -628,7 +628,8 @@ def _build_blip_captioner(folder: Path, seed: int, shape: dict) -> None:
     vision = BlipVisionConfig(image_size=384, patch_size=16, **shape["vision"])
     text = BlipTextConfig(vocab_size=_vocab(shape, ids["vocab_size"]), max_position_embeddings=512,
                           encoder_hidden_size=shape["vision"]["hidden_size"], bos_token_id=ids["dec"],
-                          sep_token_id=ids["sep"], pad_token_id=ids["pad"], eos_token_id=2, **shape["text"])  # fmt: skip
+                          sep_token_id=ids["sep"], pad_token_id=ids["pad"], eos_token_id=2,
+                          **shape["text"])  # fmt: skip
     config = BlipConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=shape["projection"])
     _save_model(BlipForConditionalGeneration(config), folder)
     _write_json(folder / "preprocessor_config.json", _blip_image_processor())
@@ -929,7 +930,8 @@ def _build_kandinsky_decoder(folder: Path, seed: int, shape: dict) -> None:
         mid_block_type="UNetMidBlock2DSimpleCrossAttn", attention_head_dim=unet_shape["attention_head_dim"],
         cross_attention_dim=unet_shape["cross_attention_dim"], encoder_hid_dim=shape["embedding"],
         encoder_hid_dim_type="image_proj", addition_embed_type="image", class_embed_type=None,
-        norm_num_groups=unet_shape["norm_num_groups"], only_cross_attention=False, resnet_time_scale_shift="scale_shift",
+        norm_num_groups=unet_shape["norm_num_groups"], only_cross_attention=False,
+        resnet_time_scale_shift="scale_shift",
     )  # fmt: skip
     pipeline = KandinskyV22Pipeline(unet=unet, scheduler=kandinsky_schedulers()[1], movq=movq)
     _save_pipeline(pipeline, folder, dtypes={}, shards={}, tokenizers={})

@@ -251,12 +251,14 @@ def prepare(workdir: str | os.PathLike, seed: int = 0) -> Prepared:
 
 def snakemake_command(workdir: str | os.PathLike, overlay: str | os.PathLike,
                       targets: Sequence[str] = DEFAULT_TARGETS, cores: int = 2, dry_run: bool = False,
-                      report: str | os.PathLike | None = None, repository: Path = REPOSITORY) -> list[str]:  # fmt: skip
+                      report: str | os.PathLike | None = None, repository: Path = REPOSITORY,
+                      extra: Sequence[str] = ()) -> list[str]:  # fmt: skip
     """The Snakemake command of the rehearsal: the repository's Snakefile run in ``workdir`` on the paper
-    config, the trust pickles, the rehearsal overlay and ``overlay`` (the fetch section), in that order."""
+    config, the trust pickles, the rehearsal overlay and ``overlay`` (the fetch section), in that order;
+    ``extra`` arguments (``--keep-going``...) before the config files."""
     configs = [str(repository / path) for path in CONFIGS] + [str(overlay)]
     command = [sys.executable, "-m", "snakemake", *targets, "-s", str(repository / "Snakefile"),
-               "-d", str(workdir), "--cores", str(cores), "--configfile", *configs]  # fmt: skip
+               "-d", str(workdir), "--cores", str(cores), *extra, "--configfile", *configs]  # fmt: skip
     if dry_run:
         command.append("--dry-run")
     if report is not None:
@@ -298,7 +300,7 @@ def _serve_until_interrupted(server: LoopbackServer, overlay: Path, command: Seq
 
 
 def rehearse(workdir: str | os.PathLike, seed: int = 0, cores: int = 2, targets: Sequence[str] = DEFAULT_TARGETS,
-             dry_run: bool = False, serve_only: bool = False) -> int:  # fmt: skip
+             dry_run: bool = False, serve_only: bool = False, extra: Sequence[str] = ()) -> int:  # fmt: skip
     """Prepare, serve, pin, run Snakemake and build the report; Snakemake's exit status.
 
     Parameters
@@ -315,13 +317,15 @@ def rehearse(workdir: str | os.PathLike, seed: int = 0, cores: int = 2, targets:
         ``--dry-run``, and no report.
     serve_only : bool
         Prepare and serve until interrupted; Snakemake is not run.
+    extra : sequence of str
+        More arguments for Snakemake (``--keep-going``, ``--forcerun RULE``...).
     """
     started = time.monotonic()
     prepared = prepare(workdir, seed)
     with LoopbackServer(prepared.serve_root, prepared.hub_root) as server:
         catalogue = write_rehearsal_catalogue(prepared.workdir, prepared.served, server.commits)
         overlay = write_rehearsal_config(prepared.workdir, catalogue, server.mirror)
-        command = snakemake_command(prepared.workdir, overlay, targets, cores, dry_run)
+        command = snakemake_command(prepared.workdir, overlay, targets, cores, dry_run, extra=extra)
         if serve_only:
             return _serve_until_interrupted(server, overlay, command)
         environment = rehearsal_environment(prepared.workdir, server.hub_endpoint)
