@@ -28,9 +28,9 @@ def main() -> int:
     parser.add_argument("--target", nargs="+", default=list(DEFAULT_TARGETS), help="Snakemake targets")
     parser.add_argument("--dry-run", action="store_true", help="Snakemake's --dry-run (no report)")
     parser.add_argument("--serve-only", action="store_true", help="prepare and serve until Ctrl-C; no Snakemake")
-    parser.add_argument("snakemake", nargs=argparse.REMAINDER, help="after --: more arguments for Snakemake")
-    args = parser.parse_args()
-    extra = args.snakemake[1:] if args.snakemake[:1] == ["--"] else args.snakemake
+    argv = sys.argv[1:]
+    ours, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
+    args = parser.parse_args(ours)
     return rehearse(args.workdir, args.seed, args.cores, args.target, args.dry_run, args.serve_only, extra)
 
 

@@ -537,3 +537,25 @@ def test_a_text_conditioned_pipeline_reads_real_images_through_the_labs_conditio
     )
     other = translator_pairs(sd3, images, attributes[::-1].copy(), [0.25, 0.5], 2, conditioning=conditioning)
     assert not np.allclose(other, own)
+
+
+def test_internal_features_read_a_pipeline_loaded_in_bfloat16(attribute_pipeline):
+    """The paper config's precision on a GPU: float32 latents and noise are cast to the denoiser's dtype, and the
+    features agree with float32's (cosine >= 0.99 per row on this random tiny denoiser)."""
+    import torch
+
+    from condeval.trust.translator import internal_features
+
+    pipe = attribute_pipeline(num_layers=2)
+    latents = torch.randn(6, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    attributes = np.array([[0, 1], [1, 2], [0, 0], [1, 1], [0, 2], [1, 0]])
+
+    def features():
+        return internal_features(pipe, latents, attributes, 0.5, 1, generator=torch.Generator().manual_seed(1))
+
+    full = features()
+    pipe.to(dtype=torch.bfloat16)
+    half = features()
+    assert half.dtype == np.float32 and half.shape == full.shape
+    cosine = (full * half).sum(1) / np.linalg.norm(full, axis=1) / np.linalg.norm(half, axis=1)
+    assert cosine.min() >= 0.99

@@ -145,16 +145,17 @@ class AttentionMaskSampler:
         self.weight = float(encoder.model.logit_scale.detach()) if weight == "logit_scale" else float(weight)
 
     # -- images ------------------------------------------------------------------------------
-    def _image_attention_mask(self, n_tokens: int, rng: np.random.Generator) -> torch.Tensor:
-        """Additive masks (1 + I, 1, q, n_tokens): row 0 masks nothing; the CLS token is never masked."""
-        lowest = torch.finfo(torch.float32).min
+    def _image_attention_mask(self, n_tokens: int, rng: np.random.Generator, dtype=torch.float32) -> torch.Tensor:
+        """Additive masks (1 + I, 1, q, n_tokens) in ``dtype``: row 0 masks nothing; the CLS token is never masked.
+        The mask value is ``dtype``'s lowest, not float32's, which half precisions would round to −inf."""
+        lowest = torch.finfo(dtype).min
         if self.image_masking == "patches":
-            mask = torch.zeros(1 + self.n_image, 1, 1, n_tokens)
+            mask = torch.zeros(1 + self.n_image, 1, 1, n_tokens, dtype=dtype)
             k = math.ceil(self.image_ratio * (n_tokens - 1))
             for i in range(1, 1 + self.n_image):
                 mask[i, 0, 0, 1 + rng.choice(n_tokens - 1, size=k, replace=False)] = lowest
             return mask
-        mask = torch.zeros(1 + self.n_image, 1, n_tokens * n_tokens)
+        mask = torch.zeros(1 + self.n_image, 1, n_tokens * n_tokens, dtype=dtype)
         k = math.ceil(self.image_ratio * n_tokens * n_tokens)
         for i in range(1, 1 + self.n_image):
             mask[i, 0, rng.choice(n_tokens * n_tokens, size=k, replace=False)] = lowest
@@ -167,7 +168,7 @@ class AttentionMaskSampler:
         vision = self.encoder.vision_tower
         embedded = vision.embeddings(pixels.to(self.encoder.device, self.encoder.dtype))
         hidden = vision.pre_layrnorm(embedded).expand(1 + self.n_image, -1, -1)
-        mask = self._image_attention_mask(hidden.shape[1], rng).to(hidden.device, hidden.dtype)
+        mask = self._image_attention_mask(hidden.shape[1], rng, hidden.dtype).to(hidden.device)
         hidden = vision.encoder(inputs_embeds=hidden, attention_mask=mask).last_hidden_state
         return self.encoder.visual_projection(vision.post_layernorm(hidden[:, 0])).float()
 

@@ -398,11 +398,13 @@ def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: 
     A pipeline conditioned on text (SD3's) needs it: e.g. ``pipe.encode_prompt`` of each row's prompt.
     """
     t = _noise_level(t)
-    device = next(pipe.transformer.parameters()).device
-    latents = latents.to(device)
+    weight = next(pipe.transformer.parameters())
+    device, dtype = weight.device, weight.dtype  # a pipeline loaded in bfloat16 reads bfloat16 inputs
+    latents = latents.to(device, dtype)
     if noise is None:
-        noise = torch.randn(latents.shape, generator=generator, device="cpu").to(device)
-    times = torch.full((len(latents),), float(t), device=device)
+        noise = torch.randn(latents.shape, generator=generator, device="cpu")
+    noise = noise.to(device, dtype)
+    times = torch.full((len(latents),), float(t), device=device, dtype=dtype)
     context, pooled = _conditioning_of(pipe, conditioning)(np.asarray(attributes))
     if len(context) != len(latents) or len(pooled) != len(latents):
         raise ValueError(f"conditioning returned {len(context)} and {len(pooled)} rows for {len(latents)} latents")
@@ -411,7 +413,7 @@ def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: 
         # the scheduler's timesteps are sigma × num_train_timesteps
         timestep = times * pipe.scheduler.config.num_train_timesteps
         pipe.transformer(hidden_states=noised_latents(latents, times, noise, path), timestep=timestep,
-                         encoder_hidden_states=context.to(device), pooled_projections=pooled.to(device))  # fmt: skip
+                         encoder_hidden_states=context.to(device, dtype), pooled_projections=pooled.to(device, dtype))  # fmt: skip
     except _FeaturesKept:
         pass
     finally:
