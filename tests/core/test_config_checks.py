@@ -49,6 +49,10 @@ def test_the_offline_default_is_valid(track):
         ("crel", lambda c: c["calibration"].update(alphas=[0.1, 1.5]),
          "config key 'crel.calibration.alphas[1]': 1.5 is greater than or equal to the maximum of 1"),
         ("trust", lambda c: c["translator"].update(steps=[4, 4, 9]), "config key 'trust.translator.steps': [4, 4, 9] has non-unique"),
+        # KID compares at least two accepted samples (found by the rehearsal: 1 passed the schema, then KID refused)
+        ("trust", lambda c: c["selection"].update(min_accepted=1), "config key 'trust.selection.min_accepted': 1 is less than the minimum of 2"),
+        ("crel", lambda c: c["image_to_text"]["models"]["mini-blip-small"].update(dtype="half"),
+         "config key 'crel.image_to_text.models.mini-blip-small.dtype': 'half' is not one of"),
     ],
 )  # fmt: skip
 def test_each_error_is_one_line_naming_its_key(track, mutate, expected):

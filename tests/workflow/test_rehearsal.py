@@ -58,6 +58,8 @@ def test_every_rule_of_the_paper_dag_runs_at_the_real_shapes(tmp_path):
     executed = set(re.findall(r"^(?:local)?rule (\w+):$", output, flags=re.M))
     jobs = len(re.findall(r"^(?:local)?rule \w+:$", output, flags=re.M))
     print(f"rehearsal: {len(executed)} rules ({jobs} jobs) of the paper DAG's {len(expected)} in {elapsed:.0f} s")
-    assert executed == expected, f"not run: {sorted(expected - executed)}; not in the paper DAG: {sorted(executed - expected)}"
+    assert executed == expected, (
+        f"not run: {sorted(expected - executed)}; not in the paper DAG: {sorted(executed - expected)}"
+    )
     report = tmp_path / "run" / "reports" / "report.html"
     assert report.is_file() and report.stat().st_size > 100_000

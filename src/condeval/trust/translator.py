@@ -32,7 +32,7 @@ from condeval.trust.checks import attribute_names, attribute_rows, flags
 __all__ = [
     "LOSS_WEIGHTS", "StandardisedTranslator", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
     "noised_latents", "pair_groups", "step_noise_levels", "target_geometry", "translator_loss", "translator_pairs", "validation_split",
-    "whitened_translator_loss", "translator_pair_rows", "geometry_of", "pair_moments",
+    "whitened_translator_loss", "translator_pair_rows", "geometry_of", "pair_moments", "trajectory_features",
 ]  # fmt: skip
 
 #: The paper's loss weights (Section 5.2).
@@ -663,6 +663,59 @@ def translator_pair_rows(pipe, images, attributes, targets: np.ndarray, t_values
     folders = work.run(write_chunk)
     groups = np.concatenate([np.load(folder / "image.npy") for folder in folders]) if folders else np.zeros(0, int)
     return work, RowShards(folders, ("internal", "target", "image", "t")), groups
+
+
+def trajectory_features(pipe, images, attributes, levels, taps: dict, output, *, chunk_size: int, seed: int = 0,
+                        fingerprint: str | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """Real images on the samples' path: :func:`translator_pairs` of ``images`` at each of ``levels`` through each
+    tap, computed a chunk of images at a time (resumable, :class:`condeval.core.chunks.ChunkedWork` beside
+    ``output``) and gathered per tap and level.
+
+    Parameters
+    ----------
+    pipe, attributes
+        As :func:`translator_pairs`.
+    images : ndarray or sequence-like
+        uint8 images (N, C, H, W), or anything whose ``images[a:b]`` gives those rows (a release read from disk).
+    levels : sequence of float
+        Noise levels (one per scoring step).
+    taps : dict
+        Name -> ``(layer, project)``: the block whose tokens are kept and the projector they go through (None).
+    output : path-like
+        What the features become (its chunks wait beside it).
+    chunk_size : int
+        Images per chunk; each chunk's noise is seeded by ``(seed, its first image)``.
+    fingerprint : str, optional
+        What ``images`` are; with the pipeline's weights it decides whether chunks are reused.
+
+    Returns
+    -------
+    dict
+        ``(name, k)`` -> features (N, width) of every image at ``levels[k]`` through tap ``name``.
+    """
+    from condeval.core.chunks import ChunkedWork, digest
+    from condeval.core.rows import save_rows
+    from condeval.core.training import state_digest
+
+    attributes = np.asarray(attributes)
+    identity = {"images": fingerprint, "attributes": digest(attributes), "levels": [float(t) for t in levels],
+                "taps": {name: layer for name, (layer, _) in taps.items()}, "seed": seed,
+                "pipe": state_digest(*(m for m in (pipe.transformer, pipe.vae, pipe.repa_projector) if m is not None))}  # fmt: skip
+    work = ChunkedWork(output, identity, len(images), chunk_size)
+
+    def write_chunk(items: slice, folder: Path) -> None:
+        chunk_seed = int(np.random.SeedSequence([seed, items.start]).generate_state(1)[0] >> 1)
+        chunk = images[items]
+        for name, (layer, project) in taps.items():
+            kept = translator_pairs(pipe, chunk, attributes[items], levels, layer, seed=chunk_seed, project=project)
+            for k, features in enumerate(np.split(kept, len(levels))):
+                save_rows(folder / f"{name}-{k}.npy", features)
+
+    folders = work.run(write_chunk)
+    features = {(name, k): np.concatenate([np.load(folder / f"{name}-{k}.npy") for folder in folders])
+                for name in taps for k in range(len(levels))}  # fmt: skip
+    work.clear()
+    return features
 
 
 def step_noise_levels(scheduler, num_inference_steps: int, steps) -> list[float]:

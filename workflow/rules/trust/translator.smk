@@ -97,6 +97,7 @@ rule trust_real_trajectory:
         root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         image_size=TRUST["image_size"],
+        chunk_size=chunk_items(TRUST["batch_size"]),
         seed=TRUST["seed"],
     log:
         "logs/trust/real_trajectory_{dataset}_{regime}_{variant}.log",

@@ -1,17 +1,25 @@
 """Snakemake adapter: the real support images on the samples' path at each scoring step: noised to the
 step's level, the denoiser's block tokens (``step-<s>``) and/or a REPA generator's aligned features
-(``aligned-step-<s>``) kept, one feature shard per step (ids: the real table's rows)."""
+(``aligned-step-<s>``) kept, one feature shard per step (ids: the real table's rows). The images are read and
+noised a chunk at a time (a killed job resumes)."""
 
 import numpy as np
 import torch
 
 from condeval.core.devices import device_for_gpus
-from condeval.core.io import atomic_directory, files_sha256, read_parquet, saved_folder, write_folder_manifest
+from condeval.core.io import (
+    atomic_directory,
+    files_sha256,
+    fingerprint,
+    read_parquet,
+    saved_folder,
+    write_folder_manifest,
+)
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import write_feature_shard
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
-from condeval.trust.data import attributes_of, read_images, training_support
-from condeval.trust.translator import step_noise_levels, translator_pairs
+from condeval.trust.data import ReleaseImages, attributes_of, training_support
+from condeval.trust.translator import step_noise_levels, trajectory_features
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -22,7 +30,7 @@ support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_
 folder = saved_folder(i.model)
 pipe = AttributeDiffusionPipeline.from_pretrained(str(folder))
 pipe.to(device_for_gpus(snakemake.resources.get("gpu", 0)) or "cpu")
-images = read_images(w.dataset, p.root, table.filter(support).iter_rows(named=True), p.image_size)
+images = ReleaseImages(w.dataset, p.root, table.filter(support), p.image_size)
 attributes = attributes_of(w.dataset, table)[support]
 levels = step_noise_levels(pipe.scheduler, p.num_inference_steps, steps)
 paths = {}  # file prefix -> (block, projector)
@@ -32,11 +40,12 @@ if p.keep["aligned"]:
     paths["aligned-step"] = (pipe.repa_projector.config.depth, pipe.repa_projector)
 ids = np.flatnonzero(support)
 encoder = {"name": str(folder), "weights_sha256": files_sha256([i.model])}
+kept = trajectory_features(pipe, images, attributes, levels, paths, snakemake.output.features, chunk_size=p.chunk_size,
+                           seed=p.seed, fingerprint=fingerprint([i.table], {"root": p.root, "size": p.image_size}))  # fmt: skip
 with atomic_directory(snakemake.output.features) as out:
-    for prefix, (layer, project) in paths.items():
-        kept = translator_pairs(pipe, images, attributes, levels, layer, seed=p.seed, project=project)
-        for step, t, features in zip(steps, levels, np.split(kept, len(levels)), strict=True):
-            write_feature_shard(out / f"{prefix}-{step}.safetensors", ids, features,
+    for prefix, (layer, _) in paths.items():
+        for k, (step, t) in enumerate(zip(steps, levels, strict=True)):
+            write_feature_shard(out / f"{prefix}-{step}.safetensors", ids, kept[prefix, k],
                                 {"encoder": encoder, "layer": layer, "step": step, "t": t})  # fmt: skip
         log.info("%s: %d support images at steps %s (t %s), block %d", prefix, len(ids), steps,
                  [round(t, 4) for t in levels], layer)  # fmt: skip
