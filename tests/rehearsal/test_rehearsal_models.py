@@ -540,3 +540,21 @@ def test_kandinsky_draws_512_pixel_images(hub):
     image = decoder(image_embeds=embeds.image_embeds, negative_image_embeds=embeds.negative_image_embeds, height=512,
                     width=512, num_inference_steps=2, generator=torch.Generator().manual_seed(0)).images[0]  # fmt: skip
     assert image.size == (512, 512)
+
+
+@pytest.mark.parametrize("repo", ["openai/clip-vit-large-patch14", "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k",
+                                  "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k"])  # fmt: skip
+def test_the_random_clips_score_a_caption_above_zero_on_average(hub, repo):
+    """As a trained CLIP does: a random one's cosines share its towers' offsets' sign, and below zero every
+    CLIPScore sample clips at 0 (the interval calibration then meets a constant spread)."""
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(hub[repo], trust_remote_code=repo.startswith("calpt")).eval()
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        images = model.get_image_features(pixel_values=torch.randn(6, 3, 224, 224, generator=generator))
+        ids = torch.randint(5, model.config.text_config.vocab_size, (6, 10), generator=generator)
+        texts = model.get_text_features(input_ids=ids, attention_mask=torch.ones_like(ids))
+    images, texts = (x if torch.is_tensor(x) else x.pooler_output for x in (images, texts))
+    cosine = torch.nn.functional.normalize(images, dim=-1) @ torch.nn.functional.normalize(texts, dim=-1).T
+    assert cosine.mean() > 0

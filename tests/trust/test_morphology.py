@@ -223,3 +223,18 @@ def test_cp_deciles_are_class_balanced_within_condition_by_default():
     assert balanced["accuracy"][0] > 0.9 and balanced["accuracy"][0] >= balanced["accuracy"][-1]
     with pytest.raises(ValueError, match="deciles="):
         morphology_readouts(*args, deciles="per_bin", **options)
+
+
+def test_a_generator_whose_sites_cellprofiler_cannot_measure_is_reported_not_a_crash(caplog):
+    """An untrained generator draws no cells: every CellProfiler feature of its samples is NaN (seen in the
+    paper config's rehearsal). The readouts say so: no generated rows, no contrast row, no correlations."""
+    from condeval.trust.morphology import morphology_readouts
+
+    real, generated, conditions = _readout_world(1)
+    features = [c for c in generated.columns if c.startswith("Mean_")]
+    generated = generated.with_columns([pl.lit(np.nan).alias(c) for c in features])
+    with caplog.at_level(logging.WARNING):
+        out = morphology_readouts(real, generated, ["cell_type_id", "sirna_id"], conditions,
+                                  np.array([True, True, False, False]), n_boot=20, classifier_seeds=(0,))  # fmt: skip
+    assert out["counts"]["generated_rows"] == 0 and out["contrast"].is_empty() and out["correlations"].is_empty()
+    assert "did CellProfiler find no cells" in caplog.text

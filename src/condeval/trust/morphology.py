@@ -143,8 +143,11 @@ class MorphologyFeatures:
         x = frame.select(self.columns).to_numpy().astype(np.float64)
         finite = np.isfinite(x).all(axis=1)
         if not finite.all():
-            log.warning("%s: %d of %d rows dropped for NaN or infinite CellProfiler features", what,
-                        int((~finite).sum()), len(x))  # fmt: skip
+            log.warning("%s: %d of %d rows dropped for NaN or infinite CellProfiler features%s", what,
+                        int((~finite).sum()), len(x), "" if finite.any() else
+                        " (none left: did CellProfiler find no cells in these images?)")  # fmt: skip
+        if not finite.any():  # a generator that draws no cells: nothing measured, reported as such, not a crash
+            return np.zeros((0, len(self.columns))), finite
         return self.scaler.transform(x[finite]), finite
 
     @staticmethod
