@@ -4,6 +4,7 @@ catalogue and config overlay that point the paper config's fetch rules at it (12
 import copy
 import hashlib
 import http.client
+import os
 import re
 import shutil
 import subprocess
@@ -322,10 +323,14 @@ def test_the_snakemake_command_runs_the_repository_snakefile_in_the_workdir_on_e
 
 def test_the_environment_points_the_hub_at_the_server_and_hugging_face_into_the_workdir(tmp_path):
     environment = rehearsal_environment(tmp_path, "http://127.0.0.1:9/hub", {"HF_HUB_OFFLINE": "1", "PATH": "/bin"})
+    path = environment.pop("PATH").split(os.pathsep)
     assert environment == {
-        "PATH": "/bin", "HF_ENDPOINT": "http://127.0.0.1:9/hub", "HF_HOME": str(tmp_path / ".rehearsal/hf-home"),
+        "HF_ENDPOINT": "http://127.0.0.1:9/hub", "HF_HOME": str(tmp_path / ".rehearsal/hf-home"),
         "HF_HUB_CACHE": str(tmp_path / ".rehearsal/hf-home/hub"), "HF_HUB_DISABLE_TELEMETRY": "1",
     }  # fmt: skip
+    assert path[-1] == "/bin"
+    if len(path) > 1:  # the repository's CellProfiler, alone in a folder: the paper config's `cellprofiler`
+        assert sorted(p.name for p in Path(path[0]).iterdir()) == ["cellprofiler"]
 
 
 def test_the_cli_only_parses_its_arguments():

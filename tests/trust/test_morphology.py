@@ -225,7 +225,7 @@ def test_cp_deciles_are_class_balanced_within_condition_by_default():
         morphology_readouts(*args, deciles="per_bin", **options)
 
 
-def test_a_generator_whose_sites_cellprofiler_cannot_measure_is_reported_not_a_crash(caplog):
+def test_a_generator_whose_sites_cellprofiler_cannot_measure_is_reported_not_a_crash(caplog, tmp_path):
     """An untrained generator draws no cells: every CellProfiler feature of its samples is NaN (seen in the
     paper config's rehearsal). The readouts say so: no generated rows, no contrast row, no correlations."""
     from condeval.trust.morphology import morphology_readouts
@@ -238,3 +238,7 @@ def test_a_generator_whose_sites_cellprofiler_cannot_measure_is_reported_not_a_c
                                   np.array([True, True, False, False]), n_boot=20, classifier_seeds=(0,))  # fmt: skip
     assert out["counts"]["generated_rows"] == 0 and out["contrast"].is_empty() and out["correlations"].is_empty()
     assert "did CellProfiler find no cells" in caplog.text
+    from condeval.trust.report import plot_morphology_deciles
+
+    plot_morphology_deciles(out["deciles"].with_columns(variant=pl.lit("vanilla")), tmp_path / "fig3.png", "Fig. 3")
+    assert (tmp_path / "fig3.png").stat().st_size > 0  # Fig. 3 says nothing was measured

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from condeval.core.fetch import read_catalog, resolve_sources
-from condeval.core.io import atomic_path
+from condeval.core.io import atomic_path, files_sha256
 from condeval.rehearsal.serve import LoopbackServer
 
 __all__ = [
@@ -199,7 +199,8 @@ def _data(config: Mapping, workdir: Path, serve_root: Path, seed: int) -> dict[s
 
     stamp_path = workdir / STATE / "data.json"
     stamp = _read_stamp(stamp_path)
-    key = {"seed": seed, "config": _fingerprint(config)}
+    writers = [Path(__file__).with_name(name) for name in ("data.py", "stanza_models.py")]
+    key = {"seed": seed, "config": _fingerprint(config), "writers": files_sha256(writers)}  # new code, new data
     if stamp and {k: stamp.get(k) for k in key} == key:
         served = {url: Path(path) for url, path in stamp["served"].items()}
         if all(path.is_file() for path in served.values()) and all(p.exists() for p in _manual_paths(config, workdir)):
@@ -212,22 +213,23 @@ def _data(config: Mapping, workdir: Path, serve_root: Path, seed: int) -> dict[s
 def _hub_repos(hub_root: Path, seed: int) -> list[str]:
     """Every repository of the catalogue under ``hub_root``, written for ``seed``.
 
-    A repository the stamp lists for ``seed`` is kept; any other folder (another seed's) is written
-    anew. The stamp grows after each repository, so an interrupted write loses only the one in hand.
+    A repository the stamp lists for ``seed`` and this ``models.py`` is kept; any other folder (another
+    seed's, older code's) is written anew. The stamp grows after each repository, so an interrupted write loses only the one in hand.
     """
     from condeval.rehearsal.models import catalogue_repos, write_hub_repos
 
     repos = catalogue_repos(REPOSITORY / CATALOGUE)
     stamp_path = hub_root.parent / "hub.json"
     stamp = _read_stamp(stamp_path) or {}
-    written = set(stamp.get("repos", [])) if stamp.get("seed") == seed else set()
+    writer = files_sha256([Path(__file__).with_name("models.py")])  # a repository of older code is written anew
+    written = set(stamp.get("repos", [])) if (stamp.get("seed"), stamp.get("writer")) == (seed, writer) else set()
     for repo in repos:
         if repo in written and (hub_root / repo).is_dir():
             continue
         shutil.rmtree(hub_root / repo, ignore_errors=True)  # write_hub_repos keeps any folder it finds
         write_hub_repos(hub_root, repos=[repo], seed=seed)
         written.add(repo)
-        _write_stamp(stamp_path, {"seed": seed, "repos": sorted(written)})
+        _write_stamp(stamp_path, {"seed": seed, "writer": writer, "repos": sorted(written)})
     return repos
 
 
@@ -273,11 +275,13 @@ def rehearsal_environment(workdir: str | os.PathLike, hub_endpoint: str,
     home = Path(workdir) / STATE / "hf-home"
     environment = dict(os.environ if base is None else base)
     environment.pop("HF_HUB_OFFLINE", None)  # the fetch rules must reach the loopback hub
-    cellprofiler = (
-        REPOSITORY / ".cellprofiler" / "bin"
-    )  # `make cellprofiler`'s: the paper config's `cellprofiler` on PATH
-    if cellprofiler.is_dir():
-        environment["PATH"] = f"{cellprofiler}{os.pathsep}{environment.get('PATH', '')}"
+    program = REPOSITORY / ".cellprofiler" / "bin" / "cellprofiler"  # `make cellprofiler`'s
+    if program.is_file():  # a folder holding it alone: the venv's own python must not shadow the jobs'
+        bin_dir = Path(workdir) / STATE / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        (bin_dir / "cellprofiler").unlink(missing_ok=True)
+        (bin_dir / "cellprofiler").symlink_to(program)
+        environment["PATH"] = f"{bin_dir}{os.pathsep}{environment.get('PATH', '')}"
     return environment | {
         "HF_ENDPOINT": hub_endpoint,
         "HF_HOME": str(home),

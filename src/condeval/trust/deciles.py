@@ -109,6 +109,10 @@ def decile_kid(
     return pl.DataFrame(rows)
 
 
+#: The columns of :func:`decile_classifier`'s table (also when it has no row).
+DECILE_CLASSIFIER_SCHEMA = {"bin": pl.Int64, "accuracy": pl.Float64, "accuracy_sd": pl.Float64, "train_rows": pl.Int64}
+
+
 def decile_classifier(
     generated: np.ndarray, generated_codes: np.ndarray, bins: np.ndarray, real: np.ndarray, real_codes: np.ndarray,
     *, seeds: tuple[int, ...] = (0, 1, 2, 3, 4), max_iter: int = 2000,
@@ -141,4 +145,4 @@ def decile_classifier(
             scores.append(model.fit(x[order], y[order]).score(real, real_codes))
         rows.append({"bin": int(b), "accuracy": float(np.mean(scores)), "accuracy_sd": float(np.std(scores)),
                      "train_rows": len(x)})  # fmt: skip
-    return pl.DataFrame(rows)
+    return pl.DataFrame(rows, schema=DECILE_CLASSIFIER_SCHEMA)  # no bin (no generated row measured): no row

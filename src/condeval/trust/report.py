@@ -91,6 +91,14 @@ def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
     """Fig. 3: accuracy on real sites of classifiers trained on each trust bin's generated sites
     in CellProfiler space, cell type (4 classes) and condition, one line per generator (``variant``)."""
     targets = sorted(deciles["target"].unique().to_list())
+    if deciles.is_empty():  # no generated site measured (e.g. no cells found in any): an empty figure saying so
+        fig, ax = plt.subplots(figsize=(4.4, 3.4))
+        ax.text(0.5, 0.5, "no generated site measured by CellProfiler", ha="center", va="center")
+        ax.set_axis_off()
+        fig.suptitle(title)
+        fig.savefig(path, dpi=150)
+        plt.close(fig)
+        return
     n_bins = int(deciles["bin"].max()) + 1
     bin_name = "trust decile" if n_bins == 10 else f"trust bin, of {n_bins}"
     fig, axes = plt.subplots(1, len(targets), figsize=(4.4 * len(targets), 3.4), squeeze=False)
