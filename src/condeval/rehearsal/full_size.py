@@ -66,7 +66,7 @@ SO400M = tower(1152, 27, 16, 4304)
 T5_XXL = {"d_model": 4096, "d_kv": 64, "d_ff": 10240, "num_layers": 24, "num_heads": 64, "vocab_size": 32128}
 #: The Stable Diffusion autoencoder's blocks (sd-vae-ft-mse, SD3's and FLUX's VAEs; recalled, as in
 #: ``benchmarks/bench_trust_device.py``).
-SD_AUTOENCODER = {"block_out_channels": (128, 256, 512, 512), "layers_per_block": 2}
+SD_AUTOENCODER = {"block_out_channels": (128, 256, 512, 512), "layers_per_block": 2, "norm_num_groups": 32}
 CLIP_VOCAB = 49408  # class default
 
 #: Hub repository id -> its real-size values (the keys of :data:`condeval.rehearsal.models.REHEARSAL`).
