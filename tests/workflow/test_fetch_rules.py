@@ -21,10 +21,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow  # starts Snakemake
 PAPER = yaml.safe_load((REPO / "config/paper.yaml").read_text())
-#: Sources whose paths are inputs of the paper targets (image folders and the stanza models are
-#: params: listed by the preflight, fetched with their file sources or by hand).
+#: Sources whose paths are inputs of the paper targets (the CRC image folders and the stanza models
+#: included, so that they are fetched before the jobs reading them).
 DAG_SOURCES = {
     "coco2014", "foil_it", "foil_nocaps", "richhf18k", "pick_a_pic_prompts", "flickr8k", "polaris", "clipscore_bundle",
+    "coco2014_train_images", "richhf18k_images", "foil_nocaps_images", "stanza_en",
     "blip_base", "blip_large", "git_base", "git_large", "clip_vit_l14", "bert_base", "ml_laion_b32", "ml_laion_h14",
     "dinov2_base", "sd3_medium", "sd35_large", "flux_dev", "kandinsky_22", "celeba", "rxrx1", "dinov3_vitl16",
     "siglip_so400m", "sd_vae_ft_mse",

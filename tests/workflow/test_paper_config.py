@@ -57,6 +57,8 @@ def _stand_ins(workdir: Path) -> dict:
         *(data["rich_hf"][k] for k in ("calibration", "test", "prompts")),
     ]
     files += [section["file"] for section in data["judgments"].values()]
+    sections = [data["foil_it"], data["foil_nocaps"], data["rich_hf"], *data["judgments"].values()]
+    folders += {s[key] for s in sections for key in ("images", "train_images") if key in s} | {crc["tagger"]["model_dir"]}
     trust = config["trust"]
     files += [
         f"{trust['datasets']['celeba']['root']}/list_attr_celeba.txt",
@@ -67,7 +69,7 @@ def _stand_ins(workdir: Path) -> dict:
         (workdir / file).parent.mkdir(parents=True, exist_ok=True)
         (workdir / file).write_text("")
     for folder in folders:
-        (workdir / folder).mkdir(parents=True)
+        (workdir / folder).mkdir(parents=True, exist_ok=True)
     return config
 
 

@@ -554,13 +554,14 @@ def table2(scores: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> pl.DataF
 
 def fit_on_folds(X, Y, folds, run_dir, *, vae: Mapping, dqr: Mapping, seed: int, accelerator: str = "cpu"):
     """:meth:`condeval.crel.CReL.fit` on the VAE and DQR folds with a track's ``vae`` and ``dqr`` settings
-    (cosine metric); the image-to-text and text-to-image fits both go through here."""
+    (cosine metric; ``vae.val_fraction`` of both folds held out for early stopping, default 0.1); the
+    image-to-text and text-to-image fits both go through here."""
     from condeval.crel import CReL
 
     return CReL.fit(
         X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"], run_dir,
         latent_dim=vae["latent_dim"], beta=vae["beta"], metric="cosine", quantile_level=dqr["quantile_level"],
-        lgm_epochs=vae["max_epochs"], dqr_epochs=dqr["max_epochs"], seed=seed,
+        lgm_epochs=vae["max_epochs"], dqr_epochs=dqr["max_epochs"], seed=seed, val_fraction=vae.get("val_fraction", 0.1),
         lgm_kwargs={"hidden_dims": list(vae["hidden_dims"]), "dropout": vae["dropout"], "batch_norm": vae["batch_norm"], "lr": vae["lr"]},
         dqr_kwargs={"hidden_dims": list(dqr["hidden_dims"]), "n_directions": dqr["n_directions"], "directions_per_step": dqr["directions_per_step"]},
         accelerator=accelerator,

@@ -144,7 +144,10 @@ def crc_caption_inputs(wildcards):
             inputs["images"] = coco_captions("val")  # the images come with the world's val split
         return inputs
     params = crc_caption_params(wildcards)
-    inputs["image_folders"] = sorted({params[key] for key in ("images", "train_images") if key in params})
+    folders = {params[key] for key in ("images", "train_images") if key in params}
+    # A folder holding a release file (the CLIPScore bundle's Vicr/) comes with that file's source.
+    files = [Path(path) for path in inputs.values() if isinstance(path, str)]
+    inputs["image_folders"] = sorted(folder for folder in folders if not any(Path(folder) in f.parents for f in files))
     return inputs
 
 
