@@ -142,3 +142,88 @@ def test_what_read_samples_would_refuse_or_misread_is_not_written(tmp_path, chan
     with pytest.raises(error, match=message):
         write_samples(**arguments, folder=tmp_path / "s", manifest=tmp_path / "s.parquet")
     assert list(tmp_path.iterdir()) == []
+
+
+class _Killed(RuntimeError):
+    pass
+
+
+class _Dying:
+    """A pipeline that dies when asked for the condition ``at``, recording what it was asked to draw."""
+
+    def __init__(self, pipe, at):
+        self.pipe, self.at, self.calls = pipe, at, []
+
+    def __call__(self, attributes, **kwargs):
+        self.calls.append(attributes.tolist())
+        if self.at is not None and attributes.tolist()[0] == self.at:
+            raise _Killed("the job's time ran out")
+        return self.pipe(attributes, **kwargs)
+
+
+def _files(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_shard_drawn_chunk_by_chunk_and_killed_midway_resumes_to_the_same_bytes_as_one_pass(
+    tmp_path, attribute_pipeline
+):
+    from condeval.core.chunks import scratch_folder
+    from condeval.trust.samples import generate_sample_shard, generate_samples
+
+    pipe = attribute_pipeline()
+    pipe.set_progress_bar_config(disable=True)
+    conditions, first_ids = np.array([[0, 0], [1, 2], [0, 1]]), [0, 6, 12]
+    parts = [
+        generate_samples(pipe, [c], 2, seed=0, num_inference_steps=2, first_id=f) for c, f in zip(conditions, first_ids)
+    ]
+    images, attributes, seeds, ids = (np.concatenate([part[i] for part in parts]) for i in range(4))
+    write_samples(images, attributes, NAMES, seeds, ids, tmp_path / "one" / "shard", tmp_path / "one" / "shard.parquet")
+
+    draw = _Dying(pipe, at=[0, 1])
+    chunked, manifest = tmp_path / "chunked" / "shard", tmp_path / "chunked" / "shard.parquet"
+    arguments = dict(per_condition=2, seed=0, num_inference_steps=2, batch_size=2, chunk_size=2, fingerprint={"m": 1})
+    with pytest.raises(_Killed):
+        generate_sample_shard(draw, conditions, first_ids, NAMES, chunked, manifest, **arguments)
+    assert not manifest.exists() and len(list(scratch_folder(manifest).glob("chunk-*"))) == 2
+    draw.at, draw.calls = None, []
+    frame = generate_sample_shard(draw, conditions, first_ids, NAMES, chunked, manifest, **arguments)
+    assert draw.calls == [[[0, 1], [0, 1]]]  # only the unfinished condition is drawn again
+    assert _files(chunked) == _files(tmp_path / "one" / "shard")
+    assert manifest.read_bytes() == (tmp_path / "one" / "shard.parquet").read_bytes()
+    assert frame["sample_id"].to_list() == ids.tolist() and not scratch_folder(manifest).exists()
+    read_samples(manifest, NAMES)  # the files the manifest names are where it says
+
+
+def test_a_shards_features_are_written_a_chunk_at_a_time_and_a_finished_extractor_is_not_redone(tmp_path):
+    from condeval.core.chunks import scratch_folder
+    from condeval.encoders.shards import read_feature_shards
+    from condeval.trust.samples import encode_sample_shard
+
+    images, _, frame = _write(tmp_path, 3, n=6)
+    reads = []
+
+    class Mean:
+        identity, feature = {"name": "mean", "weights_sha256": "m"}, "mean"
+
+        def encode(self, batch, batch_size):
+            reads.append(len(batch))
+            return batch.reshape(len(batch), 3, -1).mean(-1).astype(np.float32)
+
+    class Failing(Mean):
+        identity = {"name": "failing", "weights_sha256": "f"}
+
+        def encode(self, batch, batch_size):
+            raise _Killed("out of memory")
+
+    folder, manifest = tmp_path / "features", tmp_path / "shard-0.parquet"
+    with pytest.raises(_Killed):
+        encode_sample_shard(manifest, NAMES, {"mean": Mean, "other": Failing}, folder, batch_size=2, chunk_size=4)
+    assert reads == [4, 2] and not folder.exists()  # memory held a chunk of images, never the shard
+    assert (scratch_folder(folder) / "mean.safetensors").is_file()
+    reads.clear()
+    shapes = encode_sample_shard(manifest, NAMES, {"mean": Mean, "other": Mean}, folder, batch_size=2, chunk_size=4)
+    assert reads == [4, 2] and shapes == {"mean": (6, 3), "other": (6, 3)}  # "mean" was read back, not redone
+    ids, features, _ = read_feature_shards([folder / "mean.safetensors"])
+    np.testing.assert_allclose(features, images.reshape(6, 3, -1).mean(-1))
+    assert ids.tolist() == frame["sample_id"].to_list() and not scratch_folder(folder).exists()

@@ -116,6 +116,15 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
             shutil.rmtree(tmp)
 
 
+def link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Hard-link ``source`` at ``target`` (no second copy of a finished chunk's file), or copy it where
+    the filesystem has no hard links."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

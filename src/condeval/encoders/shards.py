@@ -95,6 +95,9 @@ def encode_feature_shard(path: str | os.PathLike, ids: np.ndarray, encode: Calla
     from condeval.core.chunks import ChunkedWork, digest
 
     ids = integer_array(ids, f"{path}: ids")
+    finished = _finished_shard(Path(path), ids, metadata)
+    if finished is not None:
+        return finished
     fingerprint = {"metadata": metadata, "ids": digest(ids), "chunk_size": chunk_size}
     work = ChunkedWork(path, fingerprint, len(ids), chunk_size)
 
@@ -107,6 +110,19 @@ def encode_feature_shard(path: str | os.PathLike, ids: np.ndarray, encode: Calla
     write_feature_shard(path, ids, features, metadata)
     work.clear()
     return features
+
+
+def _finished_shard(path: Path, ids: np.ndarray, metadata: dict) -> np.ndarray | None:
+    """The features of a shard already written at ``path`` from the same ids and metadata (a job that
+    writes several shards and was killed after some), else None."""
+    if not path.is_file():
+        return None
+    try:
+        meta, written_ids, features = _read_shard(path)
+    except FeatureShardError:
+        return None
+    same = meta == json.loads(json.dumps(metadata, sort_keys=True)) and np.array_equal(written_ids, ids)
+    return features if same else None
 
 
 def _sorted_metadata(payload: bytes) -> bytes:

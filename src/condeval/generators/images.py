@@ -14,13 +14,12 @@ the manifest's folder.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from condeval.core.io import DataFileError, atomic_directory, check_integer, read_parquet, write_parquet
+from condeval.core.io import DataFileError, atomic_directory, check_integer, link_or_copy, read_parquet, write_parquet
 
 __all__ = ["MANIFEST_COLUMNS", "write_generated_images", "generate_image_shard", "read_image_manifest"]
 
@@ -94,17 +93,10 @@ def generate_image_shard(draw, image_ids, prompts, seeds, folder: str | os.PathL
     with atomic_directory(folder) as tmp:
         for chunk in chunks:
             for png in sorted(chunk.glob("*.png")):
-                _link_or_copy(png, tmp / png.name)  # the chunk stays whole until the manifest is written
+                link_or_copy(png, tmp / png.name)  # the chunk stays whole until the manifest is written
     frame = _write_manifest(ids, prompts, seeds, folder, manifest)
     work.clear()
     return frame
-
-
-def _link_or_copy(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # a filesystem without hard links
-        shutil.copy2(source, target)
 
 
 def _checked_rows(image_ids, prompts, seeds, folder, manifest, images: int | None = None):

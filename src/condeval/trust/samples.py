@@ -28,6 +28,7 @@ from condeval.core.io import (
     atomic_directory,
     check_integer,
     image_batch,
+    link_or_copy,
     read_parquet,
     saved_folder,
     write_parquet,
@@ -40,6 +41,8 @@ __all__ = [
     "sample_feature_files",
     "sample_seed",
     "generate_samples",
+    "generate_sample_shard",
+    "encode_sample_shard",
     "shard_conditions",
 ]
 
@@ -104,6 +107,126 @@ def generate_samples(pipe, conditions, per_condition: int, *, seed: int, num_inf
     return np.concatenate(images), attributes, seeds, ids
 
 
+def generate_sample_shard(pipe, conditions, first_ids, names, folder: str | os.PathLike, manifest: str | os.PathLike,
+                          *, per_condition: int, seed: int, num_inference_steps: int, batch_size: int,
+                          chunk_size: int, fingerprint: dict) -> pl.DataFrame:  # fmt: skip
+    """Draw a shard's samples a chunk of conditions at a time and save them as :func:`write_samples` does.
+
+    Each chunk's PNGs and rows are written, complete, before the next chunk is drawn
+    (:class:`condeval.core.chunks.ChunkedWork`): a job killed after hours keeps what it drew, its rerun
+    draws the rest, and memory holds one chunk's samples. The result is the same bytes as one pass.
+
+    Parameters
+    ----------
+    pipe : AttributeDiffusionPipeline
+    conditions : array-like of int, shape (M, K)
+        The shard's conditions.
+    first_ids : sequence of int
+        The first ``sample_id`` of each condition (its samples take the next ``per_condition`` ids).
+    names : sequence of str
+        The K attribute names.
+    folder, manifest : path-like
+        Where the samples and their manifest land.
+    per_condition, seed, num_inference_steps, batch_size : int
+        As :func:`generate_samples` takes them.
+    chunk_size : int
+        Samples per chunk, rounded down to whole conditions (at least one).
+    fingerprint : dict
+        What the samples are drawn from (the generator's folder); chunks of another are discarded.
+    """
+    from condeval.core.chunks import ChunkedWork, digest
+
+    conditions, first_ids = np.asarray(conditions, dtype=np.int64), [int(first) for first in first_ids]
+    if len(first_ids) != len(conditions):
+        raise ValueError(f"one first id per condition: {len(conditions)} conditions, {len(first_ids)} first ids")
+    settings = {"per_condition": per_condition, "seed": seed, "steps": num_inference_steps, "batch_size": batch_size}
+    rows = {"conditions": digest(conditions), "first_ids": digest(np.asarray(first_ids)), "names": list(names)}
+    per_chunk = max(1, chunk_size // per_condition)
+    work = ChunkedWork(
+        manifest, {**fingerprint, **settings, **rows, "per_chunk": per_chunk}, len(conditions), per_chunk
+    )
+
+    def write_chunk(items: slice, tmp: Path) -> None:
+        parts = [generate_samples(pipe, [condition], per_condition, seed=seed, num_inference_steps=num_inference_steps,
+                                  batch_size=batch_size, first_id=first)
+                 for condition, first in zip(conditions[items], first_ids[items], strict=True)]  # fmt: skip
+        images, attributes, seeds, ids = (np.concatenate([part[i] for part in parts]) for i in range(4))
+        write_samples(images, attributes, names, seeds, ids, tmp / "samples", tmp / _CHUNK_ROWS)
+
+    chunks = work.run(write_chunk)
+    folder, manifest = Path(folder), Path(manifest)
+    relative = os.path.relpath(folder, manifest.parent)
+    frames = [read_parquet(chunk / _CHUNK_ROWS) for chunk in chunks]
+    with atomic_directory(folder) as tmp:
+        for chunk in chunks:
+            for png in sorted((chunk / "samples").rglob("*.png")):
+                target = tmp / png.relative_to(chunk / "samples")
+                target.parent.mkdir(exist_ok=True)
+                link_or_copy(png, target)
+    rows = pl.concat(frames)
+    files = [f"{relative}/{file.removeprefix('samples/')}" for file in rows["file"]]
+    attributes = rows.select(list(names)).to_numpy()
+    frame = _manifest_frame(rows["sample_id"], attributes, names, files, rows["channels"], rows["seed"])
+    write_parquet(frame, manifest)
+    work.clear()
+    return frame
+
+
+_CHUNK_ROWS = "manifest.parquet"
+
+
+def encode_sample_shard(manifest: str | os.PathLike, names, encoders: dict, folder: str | os.PathLike, *,
+                        batch_size: int, chunk_size: int) -> dict[str, tuple[int, int]]:  # fmt: skip
+    """Features of one samples shard in every space it is scored in: ``<folder>/<extractor>.safetensors``.
+
+    The samples' pixels are read a chunk at a time and each extractor's features are written chunk by
+    chunk (:func:`condeval.encoders.shards.encode_feature_shard`): memory holds one chunk's images and
+    one extractor, and a killed job resumes at its last chunk; the folder appears whole, at the end.
+
+    Parameters
+    ----------
+    manifest : path-like
+        The samples' manifest (:func:`read_samples`).
+    names : sequence of str
+        The attribute names.
+    encoders : dict
+        Extractor name → a callable returning its feature encoder (``encode(images, batch_size)``,
+        ``identity``, ``feature``), called when that extractor's turn comes.
+    folder : path-like
+        The feature folder to write.
+    batch_size, chunk_size : int
+        Images per forward pass and per chunk.
+
+    Returns
+    -------
+    dict
+        Extractor name → the shape of its features.
+    """
+    import shutil
+
+    from condeval.core.chunks import scratch_folder
+    from condeval.encoders.shards import encode_feature_shard
+
+    ids = read_parquet(manifest)["sample_id"].to_numpy()
+    staging, shapes = scratch_folder(folder), {}
+    for name, load in encoders.items():
+        encoder = load()
+
+        def encode(items: slice, encoder=encoder):
+            wanted = ids[items]
+            _, images = read_samples(manifest, names, keep=lambda sample_ids: np.isin(sample_ids, wanted))
+            return encoder.encode(images, batch_size)
+
+        metadata = {"encoder": encoder.identity, "samples": str(manifest), "feature": encoder.feature}
+        shapes[name] = encode_feature_shard(staging / f"{name}.safetensors", ids, encode, metadata, chunk_size).shape
+        del encoder
+    with atomic_directory(folder) as tmp:
+        for name in encoders:
+            link_or_copy(staging / f"{name}.safetensors", tmp / f"{name}.safetensors")
+    shutil.rmtree(staging)
+    return shapes
+
+
 def _condition_name(values) -> str:
     return "_".join(str(int(v)) for v in values)
 
@@ -156,14 +279,18 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
             for c, channel in enumerate(image, start=1):
                 Image.fromarray(channel, "L").save(tmp / f"{stem}_w{c}.png")
             files.append(f"{relative}/{stem}_w1.png")
-    frame = pl.DataFrame(
-        {"sample_id": np.asarray(sample_ids, dtype=np.int64)}
-        | {name: attributes[:, k] for k, name in enumerate(names)}
-        | {"file": files, "channels": np.full(len(images), images.shape[1], np.int64),
-           "seed": np.asarray(seeds, dtype=np.uint64)}
-    )  # fmt: skip
+    frame = _manifest_frame(sample_ids, attributes, names, files, np.full(len(images), images.shape[1]), seeds)
     write_parquet(frame, manifest)
     return frame
+
+
+def _manifest_frame(sample_ids, attributes, names, files, channels, seeds) -> pl.DataFrame:
+    """The manifest's columns built in one way, so that the same rows are the same Parquet bytes."""
+    return pl.DataFrame(
+        {"sample_id": np.asarray(sample_ids, dtype=np.int64)}
+        | {name: np.asarray(attributes[:, k], dtype=np.int64) for k, name in enumerate(names)}
+        | {"file": list(files), "channels": np.asarray(channels, dtype=np.int64), "seed": np.asarray(seeds, dtype=np.uint64)}
+    )  # fmt: skip
 
 
 def sample_feature_files(folders, extractor: str) -> list[Path]:

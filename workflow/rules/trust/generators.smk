@@ -107,6 +107,7 @@ rule trust_generate:
             TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)}
         ),
         seed=TRUST["seed"],
+        chunk_size=chunk_items(TRUST["sampling"]["batch_size"]),
     log:
         "logs/trust/generate_{dataset}_{regime}_{variant}_shard-{shard}.log",
     conda:
@@ -135,6 +136,7 @@ rule trust_sample_features:
         extractors=lambda wildcards: trust_sample_extractors(wildcards.dataset, wildcards.variant),
         loading=trust_sample_loading,
         batch_size=TRUST["batch_size"],
+        chunk_size=chunk_items(TRUST["batch_size"]),
     log:
         "logs/trust/sample_features_{dataset}_{regime}_{variant}_shard-{shard}.log",
     conda:

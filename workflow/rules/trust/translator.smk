@@ -32,7 +32,7 @@ rule trust_train_translator:
         subset=lambda wildcards: trust_subset(wildcards.dataset),
         image_size=TRUST["image_size"],
         chunk_size=chunk_items(TRUST["batch_size"]),
-        held_out_check=2000,  # real images outside the support whose translations are checked (seeded sample)
+        held_out_check=TRUST["translator"]["held_out_check"],
         seed=TRUST["seed"],
     log:
         "logs/trust/train_translator_{dataset}_{regime}_{variant}.log",

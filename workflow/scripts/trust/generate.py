@@ -1,14 +1,15 @@
-"""Snakemake adapter: samples of one shard of the queried conditions, seeded per (condition, sample)."""
+"""Snakemake adapter: samples of one shard of the queried conditions, seeded per (condition, sample), written
+chunk by chunk (a killed job resumes)."""
 
-import numpy as np
 import torch
 
+from condeval.core.chunks import source_signature
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import read_parquet, saved_folder
 from condeval.core.logs import log_to_file
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.trust.data import ATTRIBUTE_NAMES
-from condeval.trust.samples import generate_samples, shard_conditions, write_samples
+from condeval.trust.samples import generate_sample_shard, shard_conditions
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -24,12 +25,10 @@ pipe.set_progress_bar_config(disable=True)
 per_condition = sampling["per_condition"]
 # ids: the condition's row in conditions.parquet times per_condition, plus the sample's index
 first_ids = [int(k) * per_condition for k in range(shard, len(conditions), sampling["shards"])]
-parts = [
-    generate_samples(pipe, [condition], per_condition, seed=p.seed, num_inference_steps=sampling["num_inference_steps"],
-                     batch_size=sampling["batch_size"], first_id=first)
-    for condition, first in zip(mine, first_ids, strict=True)
-]  # fmt: skip
-images, attributes, seeds, ids = (np.concatenate([part[i] for part in parts]) for i in range(4))
-write_samples(images, attributes, names, seeds, ids, snakemake.output.images, snakemake.output.manifest)
-log.info("%d samples of %d conditions (shard %d of %d) at %d steps", len(images), len(mine), shard,
+frame = generate_sample_shard(
+    pipe, mine, first_ids, names, snakemake.output.images, snakemake.output.manifest, per_condition=per_condition,
+    seed=p.seed, num_inference_steps=sampling["num_inference_steps"], batch_size=sampling["batch_size"],
+    chunk_size=p.chunk_size, fingerprint={"model": source_signature(snakemake.input.model)},
+)  # fmt: skip
+log.info("%d samples of %d conditions (shard %d of %d) at %d steps", frame.height, len(mine), shard,
          sampling["shards"], sampling["num_inference_steps"])  # fmt: skip

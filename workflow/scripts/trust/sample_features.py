@@ -1,24 +1,27 @@
-"""Snakemake adapter: one shard of samples in every space it is scored in (ids: sample_id), read once."""
+"""Snakemake adapter: one shard of samples in every space it is scored in (ids: sample_id), a chunk of samples
+at a time (a killed job resumes)."""
+
+from functools import partial
 
 import torch
 
 from condeval.core.devices import device_for_gpus
-from condeval.core.io import atomic_directory, saved_folder, write_folder_manifest
+from condeval.core.io import saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.encoders.features import image_feature_encoder, write_feature_shard
-from condeval.trust.samples import read_samples
+from condeval.encoders.features import image_feature_encoder
+from condeval.trust.samples import encode_sample_shard
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
-frame, images = read_samples(snakemake.input.samples, snakemake.params.names)
+p = snakemake.params
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
-with atomic_directory(snakemake.output.features) as folder:
-    for extractor in snakemake.params.extractors:
-        loading = dict(snakemake.params.loading[extractor])
-        encoder = image_feature_encoder(saved_folder(snakemake.input[extractor]), device=device, **loading)
-        features = encoder.encode(images, snakemake.params.batch_size)
-        write_feature_shard(folder / f"{extractor}.safetensors", frame["sample_id"].to_numpy(), features,
-                            {"encoder": encoder.identity, "samples": str(snakemake.input.samples),
-                             "feature": encoder.feature})  # fmt: skip
-        log.info("%s: %d x %d features of %s", extractor, *features.shape, snakemake.input.samples)
+encoders = {
+    extractor: partial(image_feature_encoder, saved_folder(snakemake.input[extractor]), device=device,
+                       **dict(p.loading[extractor]))
+    for extractor in p.extractors
+}  # fmt: skip
+shapes = encode_sample_shard(snakemake.input.samples, p.names, encoders, snakemake.output.features,
+                             batch_size=p.batch_size, chunk_size=p.chunk_size)  # fmt: skip
 write_folder_manifest(snakemake.output.features, snakemake.output.manifest)
+for extractor, shape in shapes.items():
+    log.info("%s: %d x %d features of %s", extractor, *shape, snakemake.input.samples)
