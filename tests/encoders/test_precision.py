@@ -104,3 +104,15 @@ def test_auto_is_bfloat16_on_a_gpu_and_float32_on_a_cpu():
     assert torch_dtype("auto", "cuda") is torch.bfloat16 and torch_dtype("float16", "cpu") is torch.float16
     with pytest.raises(ValueError, match="dtype 'half' is none of"):
         torch_dtype("half")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_a_loaded_model_logs_the_precision_its_weights_are_in(clip_folder, dtype, caplog):
+    """What a job's log says of each checkpoint it loads: the precision its weights hold, read from the weights
+    (the rehearsal checks it for every model of the paper config's GPU rules)."""
+    from condeval.encoders.features import ClipEncoder
+
+    with caplog.at_level("INFO", logger="condeval.core.devices"):
+        encoder = ClipEncoder(clip_folder, dtype=dtype)
+    assert {p.dtype for p in encoder.model.parameters()} == {getattr(torch, dtype)}
+    assert f"{clip_folder}: weights in {dtype}" in caplog.text

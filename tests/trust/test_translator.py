@@ -66,6 +66,12 @@ def test_the_translation_check_ranks_true_features_first_and_shuffled_ones_at_ch
     assert abs(rows[2]["spearman"]) < 0.1
     with pytest.raises(ValueError, match="one block per t"):
         translation_agreement(target, attributes, support, np.stack([held, noisy]), [0.0], ["a", "b"])
+    # a seeded sample of the rows outside the support (the workflow's held-out check) is scored as those rows
+    sample = np.sort(np.random.default_rng(2).choice(np.flatnonzero(~support), 300, replace=False))
+    checked = translation_agreement(target, attributes, support, target[sample][None], [0.0], ["a", "b"], rows=sample)
+    assert checked[0]["spearman"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="row 0 lies in the support"):
+        translation_agreement(target, attributes, support, target[:3][None], [0.0], ["a", "b"], rows=np.arange(3))
 
 
 def test_a_refit_with_other_settings_in_the_same_run_folder_trains_afresh(tmp_path):

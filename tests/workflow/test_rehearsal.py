@@ -47,6 +47,21 @@ def _placed_by_hand() -> set[str]:
     return {f"fetch_{source.name}" for source in resolve_sources(catalogue, config) if source.kind == "manual"}
 
 
+#: The logs of the jobs that load a hub checkpoint on a GPU (config/rehearsal.yaml runs each in bfloat16).
+CHECKPOINT_LOGS = (
+    "crel_t2i/generate_*.log", "crel_i2t/generate_*.log", "shared/features/*/*/shard-*.log", "crc/sample_*.log",
+    "trust/real_features_*.log", "trust/sample_features_*.log",
+)  # fmt: skip
+
+
+def _precisions(logs: Path) -> dict[str, list[str]]:
+    """Each checkpoint-loading job's log → the precisions its loaded weights were in (``weights in ...``)."""
+    files = [file for pattern in CHECKPOINT_LOGS for file in sorted(logs.glob(pattern))]
+    return {
+        str(file.relative_to(logs)): re.findall(r": weights in (.+)$", file.read_text(), flags=re.M) for file in files
+    }
+
+
 def test_every_rule_of_the_paper_dag_runs_at_the_real_shapes(tmp_path):
     expected = _paper_dag_rules(tmp_path / "dry")
     started = time.perf_counter()
@@ -61,5 +76,9 @@ def test_every_rule_of_the_paper_dag_runs_at_the_real_shapes(tmp_path):
     assert executed == expected, (
         f"not run: {sorted(expected - executed)}; not in the paper DAG: {sorted(executed - expected)}"
     )
+    precisions = _precisions(tmp_path / "run" / "logs")
+    assert len(precisions) > 40 and all(precisions.values()), f"jobs that logged no weights: {precisions}"
+    wrong = {log: found for log, found in precisions.items() if set(found) != {"bfloat16"}}
+    assert not wrong, f"checkpoints not in the configured bfloat16: {wrong}"
     report = tmp_path / "run" / "reports" / "report.html"
     assert report.is_file() and report.stat().st_size > 100_000

@@ -86,6 +86,25 @@ def torch_dtype(name: str | None, device=None):
     return getattr(torch, name)
 
 
+def weight_dtypes(model) -> list[str]:
+    """The precisions ``model``'s weights are held in (a module, or a pipeline's modules), e.g. ``["bfloat16"]``."""
+    import torch
+
+    modules = [model] if isinstance(model, torch.nn.Module) else list(getattr(model, "components", {}).values())
+    parameters = (p for m in modules if isinstance(m, torch.nn.Module) for p in m.parameters())
+    return sorted({str(parameter.dtype).removeprefix("torch.") for parameter in parameters})
+
+
+def log_precision(model, source) -> list[str]:
+    """Log, naming ``source``, the precisions ``model``'s weights were loaded in (a job's log shows what the
+    config's ``dtype`` gave); returns them."""
+    import logging
+
+    dtypes = weight_dtypes(model)
+    logging.getLogger(__name__).info("%s: weights in %s", source, ", ".join(dtypes))
+    return dtypes
+
+
 def accelerator_for_gpus(gpus: int) -> str:
     """Lightning accelerator of a workflow job granted ``gpus`` GPUs (its ``gpu`` resource).
 

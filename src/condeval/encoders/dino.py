@@ -144,12 +144,13 @@ class DinoEncoder(ArrayImages):
     def __init__(self, path: str | os.PathLike, device: str | None = None, dtype: str | None = None):
         from transformers import AutoImageProcessor, Dinov2Model
 
-        from condeval.core.devices import check_device, torch_dtype
+        from condeval.core.devices import check_device, log_precision, torch_dtype
 
         self.path = Path(path)
         self.device = check_device(device or "cpu")
         self.dtype = torch_dtype(dtype, self.device)
         self.model = Dinov2Model.from_pretrained(str(path), dtype=self.dtype).eval().to(self.device)
+        log_precision(self.model, self.path)
         self.image_processor = AutoImageProcessor.from_pretrained(str(path))
 
     @property

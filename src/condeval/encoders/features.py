@@ -172,7 +172,7 @@ class ClipEncoder(ArrayImages):
                  trust_remote_code: bool = False, dtype: str | None = None):  # fmt: skip
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, CLIPModel
 
-        from condeval.core.devices import check_device, torch_dtype
+        from condeval.core.devices import check_device, log_precision, torch_dtype
 
         self.path = Path(path)
         self.device = check_device(device or "cpu")
@@ -183,6 +183,7 @@ class ClipEncoder(ArrayImages):
             else CLIPModel.from_pretrained(str(path), dtype=self.dtype)
         )
         self.model = loaded.eval().to(self.device)
+        log_precision(self.model, self.path)
         self.vision_tower = clip_vision_tower(self.model, self.path)
         self.visual_projection = self.model.visual_projection
         self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer or path))
@@ -282,13 +283,14 @@ class BertEncoder:
     ):
         from transformers import AutoTokenizer, BertModel
 
-        from condeval.core.devices import check_device, torch_dtype
+        from condeval.core.devices import check_device, log_precision, torch_dtype
 
         self.path = Path(path)
         self.device = check_device(device or "cpu")
         self.dtype = torch_dtype(dtype, self.device)
         model = BertModel.from_pretrained(str(path), add_pooling_layer=False, dtype=self.dtype)
         self.model = model.eval().to(self.device)
+        log_precision(self.model, self.path)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.max_length = min(max_length, self.model.config.max_position_embeddings)
 

@@ -58,7 +58,7 @@ class PatchEncoder:
         """
         from transformers import AutoConfig, AutoModel
 
-        from condeval.core.devices import check_device, torch_dtype
+        from condeval.core.devices import check_device, log_precision, torch_dtype
 
         self.path = Path(path)
         if not (self.path / "config.json").is_file():
@@ -68,6 +68,7 @@ class PatchEncoder:
         model_type = AutoConfig.from_pretrained(str(path)).model_type
         model = AutoModel.from_pretrained(str(path), dtype=self.dtype)
         self.model = (model.vision_model if model_type == "siglip" else model).eval().to(self.device)
+        log_precision(self.model, self.path)
         has_processor = (self.path / PROCESSOR_FILE).is_file()
         if image_size is not None and not has_processor:
             raise ValueError(f"{self.path}: image_size is for a checkpoint with an image processor; this folder has "

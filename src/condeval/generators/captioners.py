@@ -160,7 +160,7 @@ class Captioner:
 
         from transformers import AutoImageProcessor, AutoTokenizer
 
-        from condeval.core.devices import check_device, torch_dtype
+        from condeval.core.devices import check_device, log_precision, torch_dtype
 
         self.path = Path(path)
         model_type = json.loads((self.path / "config.json").read_text()).get("model_type")
@@ -170,6 +170,7 @@ class Captioner:
         self.device = check_device(device or "cpu")
         self.dtype = torch_dtype(dtype, self.device)
         self.model = _model_class(architecture).from_pretrained(str(path), dtype=self.dtype).eval().to(self.device)
+        log_precision(self.model, self.path)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.image_processor = AutoImageProcessor.from_pretrained(str(path))
 

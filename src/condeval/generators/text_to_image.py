@@ -271,7 +271,7 @@ def load_text_to_image(
         KandinskyV22PriorPipeline,
     )
 
-    from condeval.core.devices import check_device, torch_dtype
+    from condeval.core.devices import check_device, log_precision, torch_dtype
 
     path, device = Path(path), check_device(device)
     loading = {"dtype": torch_dtype(dtype, device)}
@@ -285,7 +285,9 @@ def load_text_to_image(
             raise FileNotFoundError(f"{path} holds {DECODER_FOLDER}/ but no {PRIOR_FOLDER}/: Kandinsky needs its prior "
                                     "pipeline (save it there or pass prior=)")  # fmt: skip
         check_pipeline_folder(path)
-        return DiffusionPipeline.from_pretrained(str(path), **loading).to(device)
+        pipe = DiffusionPipeline.from_pretrained(str(path), **loading).to(device)
+        log_precision(pipe, path)
+        return pipe
     decoder_dir = path / DECODER_FOLDER if (path / DECODER_FOLDER).is_dir() else path
     if decoder_dir == path and not (path / "model_index.json").is_file():
         raise FileNotFoundError(f"{path} holds Kandinsky's prior but no {DECODER_FOLDER}/ (nor a decoder pipeline at "
@@ -302,6 +304,7 @@ def load_text_to_image(
         prior_tokenizer=prior_pipe.tokenizer, prior_scheduler=prior_pipe.scheduler,
         prior_image_processor=prior_pipe.image_processor,
     )  # fmt: skip
+    log_precision(pipe, f"{decoder_dir} with {prior}")
     return pipe.to(device)
 
 

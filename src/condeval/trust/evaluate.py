@@ -157,8 +157,8 @@ def score_agreement(during: pl.DataFrame, post: pl.DataFrame) -> dict:
     return {f"rho_{c}": float(spearmanr(during[c], post[c]).statistic) for c in ("realism", "faithfulness", "trust")}
 
 
-def translation_agreement(real_features, real_attributes, support, translated, t_values, names, *, seed: int = 0,
-                          groups=None, **scorer_options) -> list[dict]:  # fmt: skip
+def translation_agreement(real_features, real_attributes, support, translated, t_values, names, *, rows=None,
+                          seed: int = 0, groups=None, **scorer_options) -> list[dict]:  # fmt: skip
     """How well a translator's features rank real images by trust: per noise level, the Spearman between the
     trust of translated features of real images outside the support and the trust of their true features,
     both scored by one :class:`TrustScorer` fitted on the support's true features (:func:`fit_and_score`).
@@ -170,10 +170,13 @@ def translation_agreement(real_features, real_attributes, support, translated, t
     real_attributes : ndarray of int, shape (N, K)
     support : ndarray of bool, shape (N,)
         The training support's rows; the others are the ones translated.
-    translated : ndarray, shape (T, N - support.sum(), D)
-        The translated features of the rows outside the support, in row order, one block per noise level.
+    translated : ndarray, shape (T, M, D)
+        The translated features of ``rows``, in that order, one block per noise level.
     t_values : sequence of float, length T
     names : sequence of str
+    rows : ndarray of int, shape (M,), optional
+        The rows translated, all outside the support (the workflow checks a seeded sample of them); default
+        every row outside the support, in row order.
     seed : int
     groups : ndarray, shape (N,), optional
         Every real row's calibration unit (:meth:`TrustScorer.fit`).
@@ -187,11 +190,14 @@ def translation_agreement(real_features, real_attributes, support, translated, t
     """
     from scipy.stats import spearmanr
 
-    support = np.asarray(support, dtype=bool)
-    held, translated = ~support, np.asarray(translated)
-    if translated.shape[:2] != (len(t_values), held.sum()):
-        raise ValueError(f"translated features of shape {translated.shape}: need ({len(t_values)}, {held.sum()}, D), "
-                         "one block per t of the rows outside the support")  # fmt: skip
+    support, translated = np.asarray(support, dtype=bool), np.asarray(translated)
+    held = np.flatnonzero(~support) if rows is None else np.asarray(rows, dtype=np.int64)
+    inside = held[support[held]]
+    if len(inside):
+        raise ValueError(f"rows: row {int(inside[0])} lies in the support (the translated rows must lie outside it)")
+    if translated.shape[:2] != (len(t_values), len(held)):
+        raise ValueError(f"translated features of shape {translated.shape}: need ({len(t_values)}, {len(held)}, D), "
+                         "one block per t of the rows translated")  # fmt: skip
     scorer, true_scores = fit_and_score(real_features[support], real_attributes[support], real_features[held],
                                         real_attributes[held], names, seed=seed,
                                         groups=None if groups is None else np.asarray(groups)[support],

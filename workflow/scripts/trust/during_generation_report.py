@@ -21,16 +21,17 @@ support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_
 ids, real_siglip, _ = read_feature_shards([i.real_siglip])
 if not np.array_equal(ids, np.arange(table.height)):
     raise ValueError(f"{i.real_siglip}: its ids are not the rows of {i.table}")
-attributes, held = attributes_of(w.dataset, table), np.flatnonzero(~support)
+attributes = attributes_of(w.dataset, table)
 signals = {}
 for variant, signal_path, held_out_path in zip(p.translated, i.signals, i.held_out, strict=True):
     held_ids, translated, meta = read_feature_shards([held_out_path])
     t_values = meta["t"]
-    if not np.array_equal(held_ids, np.tile(held, len(t_values))):
-        raise ValueError(f"{held_out_path}: its ids are not the rows of {i.table} outside the support, per t")
-    agreement = translation_agreement(real_siglip, attributes, support,
-                                      translated.reshape(len(t_values), len(held), -1), t_values, names,
-                                      seed=p.seed, groups=calibration_units(w.dataset, table), **dict(p.scorer))  # fmt: skip
+    per_t = held_ids.reshape(len(t_values), -1)  # the checked rows (a seeded sample of those outside the support)
+    if not (per_t == per_t[0]).all():
+        raise ValueError(f"{held_out_path}: its ids are not the same rows of {i.table} at every t")
+    agreement = translation_agreement(real_siglip, attributes, support, translated.reshape(*per_t.shape, -1), t_values,
+                                      names, rows=per_t[0], seed=p.seed, groups=calibration_units(w.dataset, table),
+                                      **dict(p.scorer))  # fmt: skip
     signals[variant] = read_json(signal_path)
     for row, scored in zip(signals[variant]["by_t"], agreement, strict=True):
         row["spearman"] = scored["spearman"]
