@@ -317,7 +317,7 @@ def test_the_snakemake_command_runs_the_repository_snakefile_in_the_workdir_on_e
     configs = command[command.index("--configfile") + 1 :]
     assert configs == [str(REPO / path) for path in CONFIGS] + [str(tmp_path / ".rehearsal/fetch.yaml")]
     report = snakemake_command(tmp_path, "o.yaml", report=tmp_path / "r.html", dry_run=True)
-    assert report[-3:] == ["--dry-run", "--report", str(tmp_path / "r.html")]
+    assert report[-4:] == ["--dry-run", "--report", str(tmp_path / "r.html"), "--report-after-run"]
     assert report[report.index("--configfile") + 1 : report.index("--dry-run")][-1] == "o.yaml"
 
 

@@ -264,7 +264,7 @@ def snakemake_command(workdir: str | os.PathLike, overlay: str | os.PathLike,
     if dry_run:
         command.append("--dry-run")
     if report is not None:
-        command += ["--report", str(report)]
+        command += ["--report", str(report), "--report-after-run"]  # one DAG for the run and its report
     return command
 
 
@@ -329,15 +329,12 @@ def rehearse(workdir: str | os.PathLike, seed: int = 0, cores: int = 2, targets:
     with LoopbackServer(prepared.serve_root, prepared.hub_root) as server:
         catalogue = write_rehearsal_catalogue(prepared.workdir, prepared.served, server.commits)
         overlay = write_rehearsal_config(prepared.workdir, catalogue, server.mirror)
-        command = snakemake_command(prepared.workdir, overlay, targets, cores, dry_run, extra=extra)
+        report = None if dry_run else prepared.workdir / "reports" / "report.html"
+        command = snakemake_command(prepared.workdir, overlay, targets, cores, dry_run, report, extra=extra)
         if serve_only:
             return _serve_until_interrupted(server, overlay, command)
-        environment = rehearsal_environment(prepared.workdir, server.hub_endpoint)
-        status = subprocess.run(command, env=environment).returncode
-        if status == 0 and not dry_run:
-            report = prepared.workdir / "reports" / "report.html"
+        if report is not None:
             report.parent.mkdir(parents=True, exist_ok=True)  # Snakemake's --report does not make it
-            report_command = snakemake_command(prepared.workdir, overlay, targets, cores, report=report)
-            status = subprocess.run(report_command, env=environment).returncode
+        status = subprocess.run(command, env=rehearsal_environment(prepared.workdir, server.hub_endpoint)).returncode
     print(f"rehearsal: snakemake exited {status} after {time.monotonic() - started:.0f} s wall", flush=True)
     return status
