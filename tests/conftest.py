@@ -9,7 +9,8 @@ import torch
 # module a unit of work so that a module's fixtures are built once. Most of the suite's time is the shared
 # tiny run of every track (tests/workflow/conftest.py ``tiny_run``, about 2 cores for 24 minutes on a slow
 # host) and the modules that read it. So the first of its readers is queued first, and one worker starts
-# the run at once; the other takes every module that does not read it; the remaining readers come last,
+# the run at once; the other starts the paper config's rehearsal (tests/workflow/test_rehearsal.py, the
+# longest module), then takes every module that does not read the run; the remaining readers come last,
 # the heaviest first, when both workers can share them. Each worker's torch gets one of the 2 cores.
 TINY_RUN_READERS = (  # heaviest first, by the durations of a serial run (docs/testing.md)
     "test_workflow.py", "test_dvc_sharing.py", "test_slurm.py", "test_i2t.py", "test_t2i.py", "test_crc.py",
@@ -39,6 +40,8 @@ def pytest_collection_modifyitems(config, items):
 
     def rank(item) -> tuple[int, int]:
         module = _module(item)
+        if module.endswith("/test_rehearsal.py"):
+            return (0, 1)
         if module not in readers:
             return (1, 0)
         return (0, 0) if module == starter else (2, _reader_weight(module))
