@@ -259,10 +259,8 @@ def snakemake_command(workdir: str | os.PathLike, overlay: str | os.PathLike,
     config, the trust pickles, the rehearsal overlay and ``overlay`` (the fetch section), in that order;
     ``extra`` arguments (``--keep-going``...) before the config files."""
     configs = [str(repository / path) for path in CONFIGS] + [str(overlay)]
-    # greedy: the ILP scheduler solves (a CBC process) at each of the 294 jobs' turns, CPU the 2 cores lack
     command = [sys.executable, "-m", "snakemake", *targets, "-s", str(repository / "Snakefile"),
-               "-d", str(workdir), "--cores", str(cores), "--scheduler", "greedy", *extra,
-               "--configfile", *configs]  # fmt: skip
+               "-d", str(workdir), "--cores", str(cores), *extra, "--configfile", *configs]  # fmt: skip
     if dry_run:
         command.append("--dry-run")
     if report is not None:
