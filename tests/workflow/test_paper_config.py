@@ -58,7 +58,8 @@ def _stand_ins(workdir: Path) -> dict:
     ]
     files += [section["file"] for section in data["judgments"].values()]
     sections = [data["foil_it"], data["foil_nocaps"], data["rich_hf"], *data["judgments"].values()]
-    folders += {s[key] for s in sections for key in ("images", "train_images") if key in s} | {crc["tagger"]["model_dir"]}
+    folders += [s[key] for s in sections for key in ("images", "train_images") if key in s]
+    folders.append(crc["tagger"]["model_dir"])
     trust = config["trust"]
     files += [
         f"{trust['datasets']['celeba']['root']}/list_attr_celeba.txt",
