@@ -31,7 +31,7 @@ from diffusers.pipelines.pipeline_utils import ImagePipelineOutput
 # a module already imported, so every reader of AttributeDiffusionPipeline gets it with this one.
 from condeval.core.io import integer_array
 from condeval.generators import channelwise  # noqa: F401
-from condeval.generators.autoencoders import image_channels
+from condeval.generators.channelwise import image_channels  # not .autoencoders: that imports Lightning
 
 __all__ = [
     "AttributeEncoder",

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from condeval.core.training import ScheduledModule
+from condeval.generators.channelwise import image_channels
 
 __all__ = [
     "tiny_autoencoder_kl",
@@ -123,13 +124,6 @@ def _autoencoder_class(kind: str):
 
 
 @torch.no_grad()
-def image_channels(vae) -> int:
-    """The channels of the images an autoencoder reads and draws: an ``AutoencoderKL``'s or ``VQModel``'s
-    ``in_channels``, a :class:`~condeval.generators.channelwise.ChannelwiseAutoencoderKL`'s ``image_channels``."""
-    config = vae.config
-    return int(config["image_channels"] if "image_channels" in config else config["in_channels"])
-
-
 def latent_statistics(vae, images: torch.Tensor, batch_size: int = 256) -> tuple[float, float]:
     """(mean, standard deviation) of the latents of ``images``: an ``AutoencoderKL``'s latent means
     or a ``VQModel``'s unquantised latents."""

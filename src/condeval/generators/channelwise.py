@@ -21,7 +21,14 @@ from diffusers.configuration_utils import register_to_config
 from diffusers.models.autoencoders.autoencoder_kl import AutoencoderKLOutput
 from diffusers.models.autoencoders.vae import DecoderOutput, DiagonalGaussianDistribution
 
-__all__ = ["ChannelwiseAutoencoderKL", "ModelMixin", "load_autoencoder"]
+__all__ = ["ChannelwiseAutoencoderKL", "ModelMixin", "load_autoencoder", "image_channels"]
+
+
+def image_channels(vae) -> int:
+    """The channels of the images an autoencoder reads and draws: an ``AutoencoderKL``'s or ``VQModel``'s
+    ``in_channels``, a :class:`ChannelwiseAutoencoderKL`'s ``image_channels``."""
+    config = vae.config
+    return int(config["image_channels"] if "image_channels" in config else config["in_channels"])
 
 
 class ChannelwiseAutoencoderKL(ModelMixin, ConfigMixin):
