@@ -140,10 +140,10 @@ def generate_sample_shard(pipe, conditions, first_ids, names, folder: str | os.P
     if len(first_ids) != len(conditions):
         raise ValueError(f"one first id per condition: {len(conditions)} conditions, {len(first_ids)} first ids")
     settings = {"per_condition": per_condition, "seed": seed, "steps": num_inference_steps, "batch_size": batch_size}
-    rows = {"conditions": digest(conditions), "first_ids": digest(np.asarray(first_ids)), "names": list(names)}
+    drawn = {"conditions": digest(conditions), "first_ids": digest(np.asarray(first_ids)), "names": list(names)}
     per_chunk = max(1, chunk_size // per_condition)
     work = ChunkedWork(
-        manifest, {**fingerprint, **settings, **rows, "per_chunk": per_chunk}, len(conditions), per_chunk
+        manifest, {**fingerprint, **settings, **drawn, "per_chunk": per_chunk}, len(conditions), per_chunk
     )
 
     def write_chunk(items: slice, tmp: Path) -> None:
