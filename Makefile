@@ -2,14 +2,32 @@
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
-# Every package of the runtime + workflow + test extras, pinned with hashes (torch 2.13.0+cpu from
-# /opt/wheels); condeval itself goes in editable without dependencies, so nothing floats.
+# Every package of the runtime + workflow + test extras, pinned with hashes, in two locks of the same
+# versions: $(LOCK) with torch 2.13.0+cpu (the PyTorch CPU index's wheel) and $(LOCK_CUDA) with PyPI's
+# torch 2.13.0 and its CUDA runtime packages (GPU nodes: `make setup TORCH=cuda`). condeval itself goes in
+# editable without dependencies, so nothing floats. A venv remembers its flavour ($(VENV)/.torch), so a
+# later `make run` or `make test` on a CUDA venv never reinstalls the CPU lock over it.
 LOCK := requirements/lock.txt
+LOCK_CUDA := requirements/lock-cuda.txt
+# where pip finds torch 2.13.0+cpu: this machine's copy of the CPU index's wheel (same sha256), else the index
+TORCH_CPU_WHEELS ?= $(if $(wildcard /opt/wheels/torch-2.13.0+cpu-*.whl),/opt/wheels,https://download.pytorch.org/whl/cpu/torch/)
+TORCH ?= $(shell cat $(VENV)/.torch 2>/dev/null || echo cpu)
+ifeq ($(TORCH),cpu)
+SETUP_LOCK := $(LOCK)
+SETUP_LINKS := --find-links $(TORCH_CPU_WHEELS)
+else ifeq ($(TORCH),cuda)
+SETUP_LOCK := $(LOCK_CUDA)
+SETUP_LINKS :=
+else
+$(error TORCH must be cpu or cuda, not '$(TORCH)')
+endif
+STAMP := $(VENV)/.installed-$(TORCH)
 LOCK_VENV := $(VENV)/lock-tools
 LOCK_FLAGS ?=
 LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --no-emit-index-url \
-    --emit-find-links --extra workflow --extra test --extra lint --output-file $(LOCK) pyproject.toml
+    --no-emit-find-links --extra workflow --extra test --extra lint
+# Both locks resolve against PyPI itself, whatever this machine's pip configuration adds.
+LOCK_ENV := env -u PIP_FIND_LINKS -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
 .PHONY: setup lock envs cellprofiler run report ablations scaling rehearse test test-fast bench bench-crc bench-i2t bench-t2i bench-trust lint format share fetch clean
 
@@ -18,24 +36,33 @@ LOCK_ARGS := --generate-hashes --allow-unsafe --all-build-deps --strip-extras --
 # PYTHONDONTWRITEBYTECODE (set here and in CI) nothing is written at import time, and every job would
 # compile torch and transformers from source again. Like pip, it skips files that do not parse (a few
 # packages ship templates and Python-2 test data), hence `|| true`.
-$(STAMP): pyproject.toml $(LOCK)
+$(STAMP): pyproject.toml $(SETUP_LOCK)
+	@if [ -f $(VENV)/.torch ] && [ "$$(cat $(VENV)/.torch)" != $(TORCH) ]; then \
+	    echo "$(VENV) holds the $$(cat $(VENV)/.torch) torch; remove it or use another VENV= for TORCH=$(TORCH)" >&2; exit 1; fi
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --no-compile --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-compile --require-hashes $(SETUP_LINKS) -r $(SETUP_LOCK)
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	echo $(TORCH) > $(VENV)/.torch
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-# Regenerate $(LOCK) after changing the dependency lists in pyproject.toml (existing pins are kept
-# where still allowed; `make lock LOCK_FLAGS=--upgrade` bumps everything). pip-tools lives in its own
-# venv (pyproject.toml [dependency-groups] dev), never in $(VENV).
+# Regenerate both locks after changing the dependency lists in pyproject.toml (existing pins are kept
+# where still allowed; `make lock LOCK_FLAGS=--upgrade` bumps everything). The CUDA lock is constrained
+# to the CPU lock's versions, so the two differ only in torch and what PyPI's torch alone requires
+# (tests/test_locks.py). pip-tools lives in its own venv (pyproject.toml [dependency-groups] dev).
 lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/pip install -q pip==26.3
 	$(LOCK_VENV)/bin/pip install -q --group dev
-	CUSTOM_COMPILE_COMMAND="make lock  [= pip-tools 7.6.2: pip-compile $(LOCK_ARGS)]" \
-	    $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --quiet $(LOCK_ARGS)
+	$(LOCK_ENV) CUSTOM_COMPILE_COMMAND="make lock  [= pip-tools 7.6.2: pip-compile $(LOCK_ARGS) --find-links TORCH_CPU_WHEELS]" \
+	    $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --quiet $(LOCK_ARGS) --find-links $(TORCH_CPU_WHEELS) \
+	    --output-file $(LOCK) pyproject.toml
+	sed -n 's/^\([A-Za-z0-9._-]*==[^ ]*\).*/\1/p' $(LOCK) | grep -v '^torch==' > $(LOCK_VENV)/cpu-pins.txt
+	$(LOCK_ENV) CUSTOM_COMPILE_COMMAND="make lock  [= pip-tools 7.6.2: pip-compile $(LOCK_ARGS) --constraint <$(LOCK)'s pins but torch>]" \
+	    $(LOCK_VENV)/bin/pip-compile $(LOCK_FLAGS) --quiet $(LOCK_ARGS) --constraint $(LOCK_VENV)/cpu-pins.txt \
+	    --output-file $(LOCK_CUDA) pyproject.toml
 	$(PYTHON) tools/make_envs.py
 
 # The rules' conda environments (envs/*.yaml) from $(LOCK) (standard library only; `make lock` ends with it).
