@@ -9,7 +9,8 @@ Each table lives in a docs file between two markers, which this script replaces 
     <!-- /generated: table1 -->
 
 Blocks: ``table1`` (CReL Table 1), one per Appendix C ablation table (``table4_beta``, ...), one per
-image-to-text Table 2 (``table2_alpha0.1``, ...) and ``encoder_signal``. A block that no docs file
+image-to-text Table 2 (``table2_alpha0.1``, ...), ``encoder_signal`` and ``sources`` (the catalogue
+``config/sources.yaml``, which needs no run). A block that no docs file
 marks is printed instead. The paper's numbers come from condeval/crel/paper.yaml (through the
 report tables, which carry them in ``paper_*`` columns), never from this script:
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
+from condeval.core.fetch import catalogue_table, read_catalog
 from condeval.core.io import atomic_path
 from condeval.crel.reports.synthetic import METHOD_LABELS
 
@@ -66,9 +68,9 @@ def signal_sentence(signal: dict) -> str:
             f"{bert['same_image_mean']:.3f}, other image {bert['other_image_mean']:.3f}, AUC {bert['auc']:.3f}.")  # fmt: skip
 
 
-def generated_blocks(reports: Path, i2t: Path, signal: Path) -> dict[str, str]:
-    """Every table a run has written, by block name, as Markdown."""
-    blocks = {}
+def generated_blocks(reports: Path, i2t: Path, signal: Path, sources: Path | None = None) -> dict[str, str]:
+    """Every table a run has written, and the catalogue ``sources``, by block name, as Markdown."""
+    blocks = {} if sources is None else {"sources": "\n".join(catalogue_table(read_catalog(sources)))}
     if (reports / "table1.csv").exists():
         blocks["table1"] = "\n".join(table1_rows(pl.read_csv(reports / "table1.csv")))
     for markdown in sorted((reports / "ablations").glob("table*.md")):
@@ -122,10 +124,11 @@ def main() -> None:
     parser.add_argument("--reports", type=Path, default=Path("reports/crel/nonlinear"))
     parser.add_argument("--i2t", type=Path, default=Path("reports/crel_i2t"))
     parser.add_argument("--signal", type=Path, default=Path("results/encoders/signal.json"))
+    parser.add_argument("--sources", type=Path, default=Path("config/sources.yaml"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
     parser.add_argument("--write", action="store_true", help="fill the marked blocks of DOCS/*.md")
     args = parser.parse_args()
-    blocks = generated_blocks(args.reports, args.i2t, args.signal)
+    blocks = generated_blocks(args.reports, args.i2t, args.signal, args.sources)
     placed = write_docs(args.docs, blocks) if args.write else set()
     for name in sorted(placed):
         print(f"wrote block {name}")

@@ -4,6 +4,7 @@ import hashlib
 import http.server
 import io
 import json
+import shutil
 import socket
 import threading
 import zipfile
@@ -106,13 +107,14 @@ def test_a_wrong_checksum_is_refused_naming_the_source_and_leaves_no_file(server
     assert not (folder / "records.json").exists() and list(folder.iterdir()) == []
 
 
-def test_an_unpinned_download_is_refused_with_its_sha256_unless_opted_in(server, tmp_path):
+def test_an_unpinned_download_is_refused_without_a_lock_folder_and_locked_with_one(server, tmp_path):
     source, folder = _records_source(None, tmp_path)
-    with pytest.raises(FetchError, match=f"no sha256 in the catalogue; it gave sha256 {_sha(RECORDS)}.*unpinned: true"):
+    with pytest.raises(FetchError, match=r"bench: not pinned in the catalogue, and no lock folder .*fetch\.lock"):
         fetch_source(source, mirror=server)
-    assert list(folder.iterdir()) == []
-    fetch_source(source, mirror=server, unpinned=True, log=lambda message: None)
+    assert not folder.exists()
+    fetch_source(source, mirror=server, lock_dir=tmp_path / "locks", log=lambda message: None)
     assert (folder / "records.json").read_bytes() == RECORDS
+    assert _sha(RECORDS) in (tmp_path / "locks/bench.yaml").read_text()
 
 
 def test_a_cut_download_leaves_no_output(server, tmp_path):
@@ -159,7 +161,7 @@ def test_offline_one_message_lists_every_missing_source_and_where_to_place_it(tm
     monkeypatch.setenv("HF_ENDPOINT", _closed_port_url())
     sources = _every_kind(tmp_path)
     with pytest.raises(FetchError) as refused:
-        preflight(sources[:1], mirror=_closed_port_url(), unpinned=True, others=sources[1:])
+        preflight(sources[:1], mirror=_closed_port_url(), others=sources[1:], lock_dir=tmp_path / "locks")
     message = str(refused.value)
     assert message.startswith("4 source(s) of the config are missing and cannot be fetched now")
     for source in sources:
@@ -169,14 +171,19 @@ def test_offline_one_message_lists_every_missing_source_and_where_to_place_it(tm
     assert "offline: http://127.0.0.1:" in message and "run the tagger's download" in message
 
 
-def test_online_the_preflight_refuses_only_manual_and_unpinned_sources(server, tmp_path, monkeypatch):
+def test_online_the_preflight_refuses_only_manual_sources_and_unpinned_ones_without_a_lock_folder(
+    server, tmp_path, monkeypatch
+):
     monkeypatch.setenv("HF_ENDPOINT", server)  # answers 404 to the hub API: reachable
     sources = _every_kind(tmp_path)
     with pytest.raises(FetchError) as refused:
         preflight(sources, mirror=server)
     message = str(refused.value)
     assert message.startswith("2 source(s)") and "- images: " in message and "- tagger: " in message
-    assert "- records: " not in message and "offline" not in message
+    assert "no lock folder" in message and "- records: " not in message and "offline" not in message
+    with pytest.raises(FetchError) as refused:
+        preflight(sources, mirror=server, lock_dir=tmp_path / "locks")
+    assert str(refused.value).startswith("1 source(s)") and "- tagger: " in str(refused.value)
     needed = [s for s in sources if s.name in ("records", "clip")]
     preflight(
         needed, mirror=server, others=[s for s in sources if s not in needed]
@@ -264,15 +271,14 @@ def test_a_hub_file_that_differs_from_the_hubs_record_is_refused_and_nothing_kep
     assert list((tmp_path / "models").iterdir()) == []
 
 
-def test_an_unpinned_hub_checkpoint_is_refused_with_its_commit_unless_opted_in(hub, tmp_path):
-    with pytest.raises(
-        FetchError, match=f"org/clip has no revision in the catalogue; its main branch is at {FakeHub.COMMIT}"
-    ):
-        fetch_source(_hub_source(tmp_path, None))
-    assert hub.revisions == []
+def test_an_unpinned_hub_checkpoint_is_fetched_at_main_and_locked_then_fetched_as_locked(hub, tmp_path):
     logged = []
-    fetch_source(_hub_source(tmp_path, None), unpinned=True, log=logged.append)
-    assert hub.revisions == [FakeHub.COMMIT] and any(f"revision: {FakeHub.COMMIT}" in line for line in logged)
+    fetch_source(_hub_source(tmp_path, None), lock_dir=tmp_path / "locks", log=logged.append)
+    assert hub.revisions == [FakeHub.COMMIT] and any(f"at {FakeHub.COMMIT}, and locking it" in line for line in logged)
+    hub.COMMIT = "d" * 40  # main moved on: the lock's commit is fetched, not main
+    shutil.rmtree(tmp_path / "models/clip")
+    fetch_source(_hub_source(tmp_path, None), lock_dir=tmp_path / "locks", log=logged.append)
+    assert hub.revisions == ["c" * 40, "c" * 40]
 
 
 def test_an_optional_source_is_left_out_when_the_config_does_not_name_its_key():
@@ -291,7 +297,7 @@ def test_a_missing_source_a_job_names_but_no_job_writes_is_refused(server, tmp_p
     params = [f"{{'images': '{images.folders[0]}', 'seed': 0}}", "{'alpha': 0.1}"]
     assert named_by([images, tagger, clip], params) == [images]
     with pytest.raises(FetchError) as refused:
-        preflight([], mirror=server, unpinned=True, unscheduled=[images], others=[clip])
+        preflight([], mirror=server, unscheduled=[images], others=[clip], lock_dir=tmp_path / "locks")
     message = str(refused.value)
     assert (
         message.startswith("1 source(s)")

@@ -18,12 +18,14 @@ import jsonschema
 import numpy as np
 import pytest
 import yaml
-from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 from safetensors.numpy import save as safetensors_bytes
 
 from condeval.core.fetch import FetchError, fetch_source, preflight, read_catalog, resolve_sources
 from condeval.rehearsal.run import (
     CONFIGS,
+    TOKEN,
+    file_pin,
     merged_config,
     rehearsal_catalogue,
     rehearsal_environment,
@@ -213,10 +215,67 @@ def test_main_resolves_to_the_commit_and_an_unknown_repo_is_not_found(server):
         api.repo_info("org/absent")
 
 
-def test_an_unpinned_hub_source_fetched_with_opt_in_logs_the_served_commit(server, tmp_path):
-    logged = []
-    fetch_source(_hub_source(tmp_path, None), unpinned=True, log=logged.append)
-    assert any(f"revision: {server.commit(REPO_ID)}" in line for line in logged)
+# Locks: what the catalogue does not pin, the first fetch locks
+
+
+def test_the_first_fetch_of_unpinned_sources_writes_their_lock_and_a_second_fetch_gets_the_same_bytes(server, tmp_path):
+    locks, logged = tmp_path / "locks", []
+    records, clip = _http_source(tmp_path, None), _hub_source(tmp_path, None)
+    fetch_source(records, mirror=server.mirror, lock_dir=locks, log=logged.append)
+    fetch_source(clip, lock_dir=locks, log=logged.append)
+    http_lock, hub_lock = (
+        yaml.safe_load((locks / "records.yaml").read_text()),
+        yaml.safe_load((locks / "clip.yaml").read_text()),
+    )
+    assert http_lock["http"] == [
+        {"url": f"https://{HOST}/v1/records.json", "sha256": _sha(RECORDS), "size": len(RECORDS)}
+    ]
+    assert hub_lock["hub"][0]["revision"] == server.commit(REPO_ID)
+    assert hub_lock["hub"][0]["files"] == {name: _sha(data) for name, data in HUB_FILES.items()}
+    assert sum("commit it" in line for line in logged) == 2
+    first = {**_files(tmp_path / "data"), **_files(tmp_path / "models")}
+    shutil.rmtree(tmp_path / "data"), shutil.rmtree(tmp_path / "models")
+    fetch_source(records, mirror=server.mirror, lock_dir=locks, log=_quiet)
+    fetch_source(clip, lock_dir=locks, log=_quiet)
+    assert {**_files(tmp_path / "data"), **_files(tmp_path / "models")} == first
+    assert yaml.safe_load((locks / "clip.yaml").read_text()) == hub_lock  # a lock is written once
+
+
+def test_a_changed_upstream_is_refused_naming_the_file_and_the_lock(roots, server, tmp_path):
+    locks = tmp_path / "locks"
+    records = _http_source(tmp_path, None)
+    fetch_source(records, mirror=server.mirror, lock_dir=locks, log=_quiet)
+    (roots[0] / HOST / "v1" / "records.json").write_bytes(RECORDS.replace(b"red", b"tan"))
+    (tmp_path / "data/records.json").unlink()
+    with pytest.raises(
+        FetchError,
+        match=rf"records: .*records\.json has sha256 {_sha(RECORDS.replace(b'red', b'tan'))}, {locks}/records\.yaml pins {_sha(RECORDS)}",
+    ):
+        fetch_source(records, mirror=server.mirror, lock_dir=locks, log=_quiet)
+    assert not (tmp_path / "data/records.json").exists()
+    clip = _hub_source(tmp_path, None)
+    fetch_source(clip, lock_dir=locks, log=_quiet)
+    lock = yaml.safe_load((locks / "clip.yaml").read_text())
+    lock["hub"][0]["files"]["tokenizer.json"] = "0" * 64  # the bytes at the locked commit are not the locked ones
+    (locks / "clip.yaml").write_text(yaml.safe_dump(lock))
+    shutil.rmtree(tmp_path / "models/clip")
+    with pytest.raises(
+        FetchError, match=rf"clip: {REPO_ID}@\w+: file tokenizer\.json has sha256 \w+, {locks}/clip\.yaml locks 0{{64}}"
+    ):
+        fetch_source(clip, lock_dir=locks, log=_quiet)
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_a_lock_written_for_another_catalogue_entry_is_refused_by_the_fetch_and_the_preflight(server, tmp_path):
+    locks = tmp_path / "locks"
+    fetch_source(_hub_source(tmp_path, None), lock_dir=locks, log=_quiet)
+    edited = _hub_source(tmp_path, None, allow=["*.json"])  # the entry changed since its lock was written
+    message = rf"{locks}/clip\.yaml: this lock was written for another catalogue entry of source 'clip'"
+    with pytest.raises(FetchError, match=message):
+        fetch_source(edited, lock_dir=locks, log=_quiet)
+    with pytest.raises(FetchError, match=message):
+        preflight([edited], lock_dir=locks)
+    preflight([_hub_source(tmp_path, None)], lock_dir=locks)  # the entry it was written for passes
 
 
 def test_the_cdn_serves_only_the_urls_the_hub_signed(server):
@@ -229,16 +288,23 @@ def test_the_cdn_serves_only_the_urls_the_hub_signed(server):
     )
 
 
-def test_a_gated_repo_without_its_token_is_refused_and_with_it_lands(roots, tmp_path, monkeypatch):
+def test_a_gated_repo_without_its_token_is_refused_naming_the_licence_page_and_with_it_lands(
+    roots, tmp_path, monkeypatch
+):
     with LoopbackServer(*roots, gated={REPO_ID: "hf_rehearsal"}) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.hub_endpoint)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no token saved by a login either
         monkeypatch.delenv("HF_TOKEN", raising=False)
-        source = _hub_source(tmp_path, server.commit(REPO_ID))
-        with pytest.raises(GatedRepoError, match="Cannot access gated repo"):
-            fetch_source(source, log=_quiet)
+        source = _hub_source(tmp_path, server.commit(REPO_ID), gated=True)
+        licence = rf"gated: accept the licence at https://huggingface\.co/{REPO_ID} .* HF_TOKEN"
+        with pytest.raises(FetchError, match=f"- clip: a tiny CLIP \\[{licence}"):
+            preflight([source])  # before any job
+        with pytest.raises(FetchError, match=f"clip: {REPO_ID} is {licence}"):
+            fetch_source(source, log=_quiet)  # and by the hub itself, were the preflight skipped
         assert list((tmp_path / "models").iterdir()) == []
         monkeypatch.setenv("HF_TOKEN", "hf_another")
-        with pytest.raises(GatedRepoError, match="403"):
+        preflight([source])
+        with pytest.raises(FetchError, match="is gated"):
             fetch_source(source, log=_quiet)
         monkeypatch.setenv("HF_TOKEN", "hf_rehearsal")
         fetch_source(source, log=_quiet)
@@ -265,7 +331,7 @@ def test_the_preflight_passes_with_the_server_up_and_names_every_source_when_it_
 # Catalogue and overlay
 
 
-def test_the_rehearsal_catalogue_pins_exactly_the_served_files_and_commits(tmp_path):
+def test_the_rehearsal_catalogue_replaces_exactly_the_catalogues_pins_by_what_is_served(tmp_path):
     catalogue = read_catalog(REPO / "config/sources.yaml")
     before = copy.deepcopy(catalogue)
     annotations = "http://images.cocodataset.org/annotations/annotations_trainval2014.zip"
@@ -279,14 +345,15 @@ def test_the_rehearsal_catalogue_pins_exactly_the_served_files_and_commits(tmp_p
     expected = copy.deepcopy(before)
     for entry in expected["sources"].values():
         for item in entry.get("http", []):
-            if item["url"] in served:
+            if item["url"] in served and item["sha256"]:
                 item |= {"sha256": _sha(served[item["url"]].read_bytes()), "size": served[item["url"]].stat().st_size}
         for item in entry.get("hub", []):
-            item["revision"] = commits.get(item["repo"], item["revision"])
+            if item["revision"]:
+                item["revision"] = commits.get(item["repo"], item["revision"])
     assert pinned == expected
     assert pinned["sources"]["coco2014"]["http"][0]["sha256"] == _sha(b"annotations")
-    assert pinned["sources"]["clip_vit_l14"]["hub"][0]["revision"] == "a" * 40
-    assert pinned["sources"]["ml_laion_b32"]["hub"][1]["revision"] == "b" * 40
+    # the catalogue pins no hub revision: the rehearsal's first fetch locks each, as a lab's does
+    assert pinned["sources"]["clip_vit_l14"]["hub"][0]["revision"] is None
     written = write_rehearsal_catalogue(tmp_path / "work", served, commits)  # checked against the schema
     assert read_catalog(written) == pinned
 
@@ -297,8 +364,9 @@ def test_the_overlay_validates_against_the_config_schema_and_its_catalogue_survi
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     jsonschema.Draft202012Validator(schema).validate(fetch)
     assert fetch == {
-        "fetch": {"sources": str(tmp_path / "work/.rehearsal/sources.yaml"), "mirror": "http://127.0.0.1:1"}
-    }
+        "fetch": {"sources": str(tmp_path / "work/.rehearsal/sources.yaml"), "mirror": "http://127.0.0.1:1",
+                  "lock": str(tmp_path / "work/.rehearsal/sources.lock")}
+    }  # fmt: skip
     assert REPO / fetch["fetch"]["sources"] == tmp_path / "work/.rehearsal/sources.yaml"  # as fetch.smk joins it
 
 
@@ -325,7 +393,7 @@ def test_the_environment_points_the_hub_at_the_server_and_hugging_face_into_the_
     environment = rehearsal_environment(tmp_path, "http://127.0.0.1:9/hub", {"HF_HUB_OFFLINE": "1", "PATH": "/bin"})
     path = environment.pop("PATH").split(os.pathsep)
     assert environment == {
-        "HF_ENDPOINT": "http://127.0.0.1:9/hub", "HF_HOME": str(tmp_path / ".rehearsal/hf-home"),
+        "HF_TOKEN": TOKEN, "HF_ENDPOINT": "http://127.0.0.1:9/hub", "HF_HOME": str(tmp_path / ".rehearsal/hf-home"),
         "HF_HUB_CACHE": str(tmp_path / ".rehearsal/hf-home/hub"), "HF_HUB_DISABLE_TELEMETRY": "1",
     }  # fmt: skip
     assert path[-1] == "/bin"
@@ -410,7 +478,7 @@ def test_prepare_writes_once_and_a_rerun_rewrites_only_what_is_gone_or_of_anothe
 
 
 @pytest.mark.slow
-def test_a_dry_run_rehearsal_pins_the_catalogue_to_the_server_and_plans_the_fetch_jobs(writers, tmp_path, capfd):
+def test_a_dry_run_rehearsal_points_the_catalogue_at_the_server_and_plans_the_fetch_jobs(writers, tmp_path, capfd):
     """The whole glue: prepare, serve, pin, overlay and Snakemake's dry run of the paper config (3 s here)."""
     from condeval.rehearsal.run import rehearse
 
@@ -420,10 +488,9 @@ def test_a_dry_run_rehearsal_pins_the_catalogue_to_the_server_and_plans_the_fetc
     assert scheduled["fetch_clip_vit_l14"] == "1" and scheduled["fetch_coco2014"] == "1"
     assert "fetch_celeba" not in scheduled  # a manual source the data writer placed
     catalogue = read_catalog(tmp_path / "work/.rehearsal/sources.yaml")
-    revision = catalogue["sources"]["clip_vit_l14"]["hub"][0]["revision"]
-    assert (
-        LoopbackServer(tmp_path / "serve", tmp_path / "work/.rehearsal/hub").commit("openai/clip-vit-large-patch14")
-        == revision
+    pinned = catalogue["sources"]["coco2014"]["http"][0]
+    assert (pinned["sha256"], pinned["size"]) == file_pin(
+        tmp_path / "work/.rehearsal/serve/images.cocodataset.org/annotations/annotations_trainval2014.zip"
     )
     overlay = yaml.safe_load((tmp_path / "work/.rehearsal/fetch.yaml").read_text())
     assert overlay["fetch"]["sources"] == str(tmp_path / "work/.rehearsal/sources.yaml")
@@ -443,4 +510,8 @@ def test_a_rehearsal_brings_a_hub_and_an_http_source_in_through_the_paper_config
     assert fetched == _files(work / ".rehearsal/hub/openai/clip-vit-large-patch14")
     assert (work / config["crc"]["data"]["foil_nocaps"]["file"]).read_bytes() == RECORDS
     assert "2 source(s) to fetch" in (work / "logs/fetch/preflight.log").read_text()
+    lock = yaml.safe_load((work / ".rehearsal/sources.lock/clip_vit_l14.yaml").read_text())
+    assert lock["hub"][0]["revision"] == LoopbackServer(work / ".rehearsal/serve", work / ".rehearsal/hub").commit(
+        "openai/clip-vit-large-patch14"
+    )  # unpinned in the catalogue: locked by its first fetch, inside the work folder
     assert (work / "reports/report.html").is_file()

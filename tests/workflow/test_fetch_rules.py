@@ -105,7 +105,8 @@ def _stand_ins(work: Path, catalog: Path) -> None:
 
 
 def _fetch_config(catalog: Path, mirror: str) -> str:
-    return f"fetch={json.dumps({'sources': str(catalog), 'mirror': mirror})}"
+    """The catalogue, its lock folder beside it (never the repository's) and the mirror."""
+    return f"fetch={json.dumps({'sources': str(catalog), 'lock': str(catalog.parent / 'locks'), 'mirror': mirror})}"
 
 
 def test_a_fetch_rule_downloads_its_source_once_and_a_present_one_is_never_refetched(tmp_path, server):
@@ -118,6 +119,7 @@ def test_a_fetch_rule_downloads_its_source_once_and_a_present_one_is_never_refet
     assert result.returncode == 0, result.stderr[-3000:]
     assert (work / target).read_bytes() == RECORDS
     assert (work / "logs/fetch/preflight.log").read_text() == "1 source(s) to fetch: foil_nocaps\n"
+    assert (tmp_path / "locks/foil_nocaps.yaml").is_file()  # the lock folder the config names
     again = _snakemake(work, target, "--config", _fetch_config(catalog, server), "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 

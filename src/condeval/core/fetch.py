@@ -10,12 +10,19 @@ Downloads stream to a temporary file beside the target, are checked against thei
 and are renamed into place; an archive's members are refused if they would land outside their
 folder. Nothing downloaded is unpickled. ``fetch.mirror`` (a base URL) and ``HF_ENDPOINT`` redirect
 every download, for a site mirror or a test server.
+
+A source the catalogue does not pin is fetched once as it is upstream, and that fetch writes its
+**lock** (``<lock folder>/<name>.yaml``: each URL's sha256 and size; each hub repository's commit and
+every file's sha256), which the lab commits. Every later fetch, by anyone, gets exactly those bytes
+or stops naming the file. A lock records the catalogue entry it was written for: one written for
+another entry is refused. Gated hub repositories (``gated: true``) read a token from ``HF_TOKEN``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.client
+import json
 import os
 import shutil
 import tarfile
@@ -33,6 +40,8 @@ from condeval.core.io import atomic_directory, atomic_path
 __all__ = [
     "FetchError",
     "Source",
+    "read_lock",
+    "write_lock",
     "resolve_sources",
     "source_paths",
     "missing_sources",
@@ -45,12 +54,13 @@ __all__ = [
     "preflight",
     "read_catalog",
     "run_preflight",
+    "catalogue_table",
 ]
 
 CHUNK_BYTES = 1 << 20
 PROBE_TIMEOUT_S = 10
 READ_TIMEOUT_S = 60
-OPT_IN = "--config 'fetch={unpinned: true}'"
+HUB = "https://huggingface.co"
 
 
 class FetchError(RuntimeError):
@@ -76,6 +86,8 @@ class Source:
     checked : tuple of str
         Paths whose absence makes the source missing: the outputs, plus a manual source's folders
         that hold one of its files (not outputs: Snakemake forbids an output inside another).
+    entry : str
+        sha256 of the catalogue entry as written (config keys, not paths): the entry a lock was written for.
     """
 
     name: str
@@ -85,6 +97,7 @@ class Source:
     folders: tuple[str, ...]
     spec: dict = field(compare=False)
     checked: tuple[str, ...] = ()
+    entry: str = ""
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -195,7 +208,8 @@ def resolve_sources(catalog: Mapping, config: Mapping, catalog_name: str = "sour
                 raise FetchError(f"{where}: writes {path}, which source '{claimed[path]}' writes too")
             claimed[path] = name
         checked = tuple(files + folders + extra) if extra else ()
-        sources.append(Source(name, kind, entry["about"], tuple(files), tuple(folders), spec, checked))
+        digest = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+        sources.append(Source(name, kind, entry["about"], tuple(files), tuple(folders), spec, checked, digest))
     return sources
 
 
@@ -240,21 +254,16 @@ def _stream(url: str, handle, label: str) -> tuple[str, int]:
 
 
 def _check_pin(
-    label: str, url: str, got: str, count: int, sha256: str | None, size: int | None, unpinned: bool
+    label: str, url: str, got: str, count: int, sha256: str | None, size: int | None, pinned_by: str
 ) -> None:
     if size is not None and count != size:
-        raise FetchError(f"{label}: {url} gave {count} bytes, the catalogue pins {size}; nothing was kept")
-    if sha256 is None and not unpinned:
-        raise FetchError(
-            f"{label}: {url} has no sha256 in the catalogue; it gave sha256 {got} ({count} bytes). "
-            f"Pin that value if you trust it, or rerun with {OPT_IN}; nothing was kept"
-        )
+        raise FetchError(f"{label}: {url} gave {count} bytes, {pinned_by} pins {size}; nothing was kept")
     if sha256 is not None and got != sha256.lower():
-        raise FetchError(f"{label}: {url} has sha256 {got}, the catalogue pins {sha256}; nothing was kept")
+        raise FetchError(f"{label}: {url} has sha256 {got}, {pinned_by} pins {sha256}; nothing was kept")
 
 
 def download(url: str, path: str | os.PathLike, label: str, sha256: str | None = None, size: int | None = None,
-             unpinned: bool = False) -> str:  # fmt: skip
+             pinned_by: str = "the catalogue") -> tuple[str, int]:  # fmt: skip
     """Download ``url`` to ``path``, renamed into place only once its sha256 (and size) match.
 
     Parameters
@@ -266,20 +275,20 @@ def download(url: str, path: str | os.PathLike, label: str, sha256: str | None =
     label : str
         The source's name, for messages.
     sha256, size
-        The catalogue's pins; with ``sha256=None`` the download is refused unless ``unpinned``.
-    unpinned : bool
-        Keep a download that has no pinned sha256 (the user opted in).
+        The pins; ``None`` checks nothing (a first fetch, whose values the caller locks).
+    pinned_by : str
+        Who pins them, for messages (the catalogue, or a lock file).
 
     Returns
     -------
-    str
-        The sha256 of what arrived (for a lab to pin).
+    tuple of (str, int)
+        The sha256 and byte count of what arrived.
     """
     with atomic_path(path, suffix=".part") as tmp:
         with open(tmp, "wb") as handle:
             got, count = _stream(url, handle, label)
-        _check_pin(label, url, got, count, sha256, size, unpinned)
-    return got
+        _check_pin(label, url, got, count, sha256, size, pinned_by)
+    return got, count
 
 
 def _safe_name(name: str, archive: Path) -> PurePosixPath:
@@ -351,47 +360,123 @@ def _is_dir(info) -> bool:
     return info.is_dir() if isinstance(info, zipfile.ZipInfo) else info.isdir()
 
 
-def _fetch_http(source: Source, mirror: str | None, unpinned: bool, log) -> None:
-    for item in source.spec["http"]:
+def lock_file(lock_dir: str | os.PathLike, source: Source) -> Path:
+    """Where ``source``'s lock lives in the lock folder."""
+    return Path(lock_dir) / f"{source.name}.yaml"
+
+
+def read_lock(source: Source, lock_dir: str | os.PathLike) -> dict | None:
+    """``source``'s lock, or None before its first fetch.
+
+    Raises
+    ------
+    FetchError
+        The lock was written for another catalogue entry of the source (an edited URL, pin, pattern or
+        key), or does not have the entry's shape; the message names the file.
+    """
+    import yaml
+
+    path = lock_file(lock_dir, source)
+    if not path.is_file():
+        return None
+    lock = yaml.safe_load(path.read_text())
+    if not isinstance(lock, dict) or lock.get("entry") != source.entry:
+        raise FetchError(
+            f"{path}: this lock was written for another catalogue entry of source '{source.name}' than the "
+            f"catalogue holds now; restore the entry, or delete the lock to fetch the source as it is upstream and lock it again"
+        )  # fmt: skip
+    items = source.spec.get("http") or source.spec.get("hub") or []
+    if len(lock.get(source.kind, [])) != len(items):
+        raise FetchError(
+            f"{path}: locks {len(lock.get(source.kind, []))} {source.kind} item(s), the entry has {len(items)}"
+        )
+    return lock
+
+
+def write_lock(source: Source, lock_dir: str | os.PathLike, items: list[dict]) -> Path:
+    """Write ``source``'s lock (atomically): the entry it is for and what its first fetch got."""
+    import yaml
+
+    path = lock_file(lock_dir, source)
+    header = (f"# The lock of source '{source.name}' (condeval.core.fetch), written by its first fetch: commit it.\n"
+              "# Every later fetch gets exactly these bytes or stops; delete it to fetch the source anew.\n")  # fmt: skip
+    body = yaml.safe_dump({"source": source.name, "entry": source.entry, source.kind: items}, sort_keys=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(header + body)
+    return path
+
+
+def _fetch_http(source: Source, mirror: str | None, lock: dict | None, pinned_by: str, log) -> list[dict]:
+    got = []
+    for index, item in enumerate(source.spec["http"]):
         url = mirrored(item["url"], mirror)
-        pins = {"sha256": item.get("sha256"), "size": item.get("size"), "unpinned": unpinned}
+        locked = lock["http"][index] if lock else {}
+        by = "the catalogue" if item.get("sha256") else pinned_by
+        pins = {"sha256": item.get("sha256") or locked.get("sha256"), "size": item.get("size") or locked.get("size")}
         if "extract" not in item:
-            got = download(url, item["path"], source.name, **pins)
-            log(f"{source.name}: {url} -> {item['path']} (sha256 {got})")
-            continue
-        folder = Path(item["path"])
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=f".{source.name}.", dir=folder) as scratch:
-            archive = Path(scratch) / PurePosixPath(urllib.parse.urlsplit(url).path).name
-            got = download(url, archive, source.name, **pins)
-            log(f"{source.name}: {url} (sha256 {got}) -> {', '.join(item['extract'])} under {folder}")
-            extract_members(archive, item["extract"], folder)
+            sha256, size = download(url, item["path"], source.name, **pins, pinned_by=by)
+            log(f"{source.name}: {url} -> {item['path']} (sha256 {sha256})")
+        else:
+            folder = Path(item["path"])
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(prefix=f".{source.name}.", dir=folder) as scratch:
+                archive = Path(scratch) / PurePosixPath(urllib.parse.urlsplit(url).path).name
+                sha256, size = download(url, archive, source.name, **pins, pinned_by=by)
+                log(f"{source.name}: {url} (sha256 {sha256}) -> {', '.join(item['extract'])} under {folder}")
+                extract_members(archive, item["extract"], folder)
+        got.append({"url": item["url"], "sha256": sha256, "size": size})
+    return got
 
 
-def _fetch_hub(source: Source, unpinned: bool, log) -> None:
-    for hub in source.spec["hub"]:
-        _fetch_repo(source.name, hub, unpinned, log)
+def _gated_message(repos: Iterable[str]) -> str:
+    pages = ", ".join(f"{HUB}/{repo}" for repo in repos)
+    return (f"gated: accept the licence at {pages} with your Hugging Face account, then set HF_TOKEN to a read "
+            f"token of that account ({HUB}/settings/tokens)")  # fmt: skip
 
 
-def _fetch_repo(label: str, hub: Mapping, unpinned: bool, log) -> None:
-    """One repository of a hub source at its pinned commit, checked file by file, renamed into place."""
+def _fetch_repo(label: str, hub: Mapping, locked: Mapping, pinned_by: str, log) -> dict:
+    """One repository of a hub source at its pinned (or locked, or current) commit, checked file by file
+    against the hub's record and the lock, renamed into place; its commit and files' sha256."""
     from huggingface_hub import HfApi, snapshot_download  # only hub sources need it
+    from huggingface_hub.errors import GatedRepoError
 
     endpoint = os.environ.get("HF_ENDPOINT")
-    revision = hub.get("revision")
-    if revision is None:
-        resolved = HfApi(endpoint=endpoint).repo_info(hub["repo"], repo_type=hub.get("type", "model")).sha
-        if not unpinned:
-            raise FetchError(f"{label}: {hub['repo']} has no revision in the catalogue; its main branch is at {resolved}. "
-                             f"Pin that commit if you trust it, or rerun with {OPT_IN}")  # fmt: skip
-        log(f"{label}: unpinned, fetching {hub['repo']} at {resolved}: pin `revision: {resolved}`")
-        revision = resolved
-    with atomic_directory(hub["path"]) as tmp:
-        snapshot_download(hub["repo"], repo_type=hub.get("type", "model"), revision=revision, local_dir=tmp,
-                          allow_patterns=hub.get("allow"), ignore_patterns=hub.get("ignore"), endpoint=endpoint)  # fmt: skip
-        _verify_hub_files(label, hub, revision, Path(tmp), endpoint)
-        shutil.rmtree(Path(tmp) / ".cache", ignore_errors=True)
+    try:
+        revision = hub.get("revision") or locked.get("revision")
+        if revision is None:
+            revision = HfApi(endpoint=endpoint).repo_info(hub["repo"], repo_type=hub.get("type", "model")).sha
+            log(f"{label}: {hub['repo']} is not pinned; fetching its main branch, at {revision}, and locking it")
+        with atomic_directory(hub["path"]) as tmp:
+            snapshot_download(hub["repo"], repo_type=hub.get("type", "model"), revision=revision, local_dir=tmp,
+                              allow_patterns=hub.get("allow"), ignore_patterns=hub.get("ignore"), endpoint=endpoint)  # fmt: skip
+            shutil.rmtree(Path(tmp) / ".cache", ignore_errors=True)
+            _verify_hub_files(label, hub, revision, Path(tmp), endpoint)
+            files = _folder_digests(Path(tmp))
+            if locked:
+                _check_locked_files(f"{label}: {hub['repo']}@{revision}", files, locked["files"], pinned_by)
+    except GatedRepoError as error:
+        raise FetchError(f"{label}: {hub['repo']} is {_gated_message([hub['repo']])}") from error
     log(f"{label}: {hub['repo']}@{revision} -> {hub['path']}")
+    return {"repo": hub["repo"], "revision": revision, "files": files}
+
+
+def _folder_digests(folder: Path) -> dict[str, str]:
+    """Every file under ``folder``, by its POSIX path there, with its sha256."""
+    paths = sorted(path for path in folder.rglob("*") if path.is_file())
+    return {path.relative_to(folder).as_posix(): _file_digest(path, hashlib.sha256()) for path in paths}
+
+
+def _check_locked_files(label: str, got: Mapping[str, str], locked: Mapping[str, str], pinned_by: str) -> None:
+    for name in sorted(got.keys() | locked.keys()):
+        if name not in got:
+            raise FetchError(f"{label}: file {name} locked by {pinned_by} did not arrive; nothing was kept")
+        if name not in locked:
+            raise FetchError(f"{label}: file {name} arrived, {pinned_by} does not lock it; nothing was kept")
+        if got[name] != locked[name]:
+            raise FetchError(
+                f"{label}: file {name} has sha256 {got[name]}, {pinned_by} locks {locked[name]}; nothing was kept"
+            )
 
 
 def _verify_hub_files(label: str, hub: Mapping, revision: str, folder: Path, endpoint: str | None) -> None:
@@ -422,21 +507,46 @@ def _file_digest(path: Path, digest) -> str:
     return digest.hexdigest()
 
 
-def fetch_source(source: Source, mirror: str | None = None, unpinned: bool = False, log=print) -> None:
+def fetch_source(
+    source: Source, mirror: str | None = None, lock_dir: str | os.PathLike | None = None, log=print
+) -> None:
     """Fetch one source into the paths it writes; a manual source only explains itself.
+
+    Parameters
+    ----------
+    source : Source
+        One entry of :func:`resolve_sources`.
+    mirror : str, optional
+        ``fetch.mirror``: a base URL serving every HTTP(S) download.
+    lock_dir : path-like, optional
+        The lock folder (``fetch.lock``). A source the catalogue does not pin is fetched as it is
+        upstream and locked there on its first fetch, and fetched as locked afterwards. Without one, only
+        pinned sources are fetched.
+    log : callable
+        Takes one line per download.
 
     Raises
     ------
     FetchError
-        A failed or mismatched download (nothing is left at the source's paths), an unpinned
-        download the user did not opt in to, or a manual source.
+        A failed download, or one that differs from the catalogue's pin or the lock (nothing is left at
+        the source's paths); a lock written for another entry; a gated repository without a token that
+        may read it; an unpinned source without a lock folder; a manual source.
     """
-    if source.kind == "http":
-        _fetch_http(source, mirror, unpinned, log)
-    elif source.kind == "hub":
-        _fetch_hub(source, unpinned, log)
-    else:
+    if source.kind == "manual":
         raise FetchError(cannot_fetch([source], {}))
+    lock = read_lock(source, lock_dir) if lock_dir is not None else None
+    if lock_dir is None and _unpinned(source):
+        raise FetchError(f"{source.name}: not pinned in the catalogue, and no lock folder to lock it in (fetch.lock)")
+    pinned_by = str(lock_file(lock_dir, source)) if lock_dir is not None else "the catalogue"
+    if source.kind == "http":
+        items = _fetch_http(source, mirror, lock, pinned_by, log)
+    else:
+        locks = lock["hub"] if lock else [{}] * len(source.spec["hub"])
+        items = [
+            _fetch_repo(source.name, hub, locked, pinned_by, log) for hub, locked in zip(source.spec["hub"], locks)
+        ]
+    if lock_dir is not None and lock is None:
+        log(f"{source.name}: locked in {write_lock(source, lock_dir, items)}: commit it")
 
 
 def _origin(url: str) -> str:
@@ -481,7 +591,7 @@ def _where_from(source: Source) -> str:
         return " + ".join(item["url"] for item in source.spec["http"])
     if source.kind == "hub":
         return " + ".join(
-            f"huggingface.co/{hub['repo']} at {hub.get('revision') or 'an unpinned revision'}"
+            f"huggingface.co/{hub['repo']} at {hub.get('revision') or 'its locked or current commit'}"
             for hub in source.spec["hub"]
         )
     return source.spec["manual"]
@@ -495,7 +605,7 @@ def cannot_fetch(sources: Sequence[Source], reasons: Mapping[str, str]) -> str:
     sources : sequence of Source
         The sources that cannot be fetched now.
     reasons : mapping
-        Source name -> why (unreachable, unpinned); a manual source needs none.
+        Source name -> why (unreachable, gated, a stale lock); a manual source needs none.
     """
     head = f"{len(sources)} source(s) of the config are missing and cannot be fetched now. Place each at the path shown (or fix the reason), then rerun:"
     lines = [head]
@@ -509,31 +619,45 @@ def cannot_fetch(sources: Sequence[Source], reasons: Mapping[str, str]) -> str:
     return "\n".join(lines)
 
 
+def _gated_without_token(sources: Iterable[Source]) -> dict[str, list[str]]:
+    """Source name -> its gated repositories, when no Hugging Face token is set (``HF_TOKEN`` or a login)."""
+    gated = {s.name: [hub["repo"] for hub in s.spec["hub"] if hub.get("gated")] for s in sources if s.kind == "hub"}
+    gated = {name: repos for name, repos in gated.items() if repos}
+    if not gated:
+        return {}
+    from huggingface_hub import get_token
+
+    return {} if get_token() else gated
+
+
 def preflight(
     needed: Sequence[Source],
     mirror: str | None = None,
-    unpinned: bool = False,
     others: Sequence[Source] = (),
     unscheduled: Sequence[Source] = (),
+    lock_dir: str | os.PathLike | None = None,
 ) -> None:
     """Before any download: refuse in one message if a needed source cannot be fetched now.
 
-    A source cannot be fetched when it is manual, unpinned without the user's opt-in, or when
-    the host of any automatic source does not answer (offline, every automatic source must then
-    be placed by hand).
+    A source cannot be fetched when it is manual; when its lock was written for another catalogue
+    entry; when it is gated and no Hugging Face token is set; when it is unpinned and there is no lock
+    folder; or when the host of any automatic source does not answer (offline, every automatic
+    source must then be placed by hand).
 
     Parameters
     ----------
     needed : sequence of Source
         The missing sources this run fetches.
-    mirror, unpinned
-        The config's ``fetch.mirror`` and ``fetch.unpinned``.
+    mirror : str, optional
+        The config's ``fetch.mirror``.
     others : sequence of Source
         Missing sources this run does not need: they never cause a refusal, but a refusal lists
         them too, so that one message says everything to place.
     unscheduled : sequence of Source
         Missing sources this run reads (an image folder passed as a parameter) but no job of it
         writes: always refused, since no job will fetch them.
+    lock_dir : path-like, optional
+        The lock folder (``fetch.lock``).
 
     Raises
     ------
@@ -541,12 +665,16 @@ def preflight(
         Listing every source that cannot be fetched now, where it comes from and where it goes.
     """
     everything = [*needed, *unscheduled, *others]
-    reasons = {
-        s.name: f"unpinned: pin it in the catalogue, or rerun with {OPT_IN}"
-        for s in everything
-        if _unpinned(s) and not unpinned
-    }
     automatic = [s for s in everything if s.kind != "manual"]
+    reasons = {name: _gated_message(repos) for name, repos in _gated_without_token(automatic).items()}
+    for source in automatic:
+        if lock_dir is None and _unpinned(source):
+            reasons[source.name] = "not pinned in the catalogue, and no lock folder to lock it in (fetch.lock)"
+        elif lock_dir is not None:
+            try:
+                read_lock(source, lock_dir)
+            except FetchError as error:
+                reasons[source.name] = str(error)
     failures = [error for error in map(_probe, _probe_urls(automatic, mirror).values()) if error]
     if failures:
         offline = "offline: " + "; ".join(failures)
@@ -593,13 +721,13 @@ def run_preflight(
     others: Sequence[Source],
     log_path: str | os.PathLike,
     mirror: str | None = None,
-    unpinned: bool = False,
     unscheduled: Sequence[Source] = (),
+    lock_dir: str | os.PathLike | None = None,
 ) -> None:
     """The workflow's preflight: ``preflight`` with its verdict written to ``log_path``."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     try:
-        preflight(needed, mirror, unpinned, others, unscheduled)
+        preflight(needed, mirror, others, unscheduled, lock_dir)
     except FetchError as error:
         Path(log_path).write_text(f"{error}\n")
         raise
@@ -610,3 +738,36 @@ def named_by(sources: Iterable[Source], texts: Iterable[str]) -> list[Source]:
     """The sources one of whose paths occurs in ``texts`` (the parameters of the jobs a run executes)."""
     joined = "\n".join(texts)
     return [source for source in sources if any(path in joined for path in source.checked or source.outputs)]
+
+
+def _pin_words(entry: Mapping) -> str:
+    if "manual" in entry:
+        return "placed by hand (the run's message says how)"
+    if "http" in entry:
+        pinned = [bool(item.get("sha256")) for item in entry["http"]]
+        return "sha256 in the catalogue" if all(pinned) else "locked by its first fetch"
+    pinned = [bool(item.get("revision")) for item in entry["hub"]]
+    words = "commit in the catalogue" if all(pinned) else "locked by its first fetch"
+    return words + ("; gated (`HF_TOKEN`)" if any(item.get("gated") for item in entry["hub"]) else "")
+
+
+def catalogue_table(catalog: Mapping) -> list[str]:
+    """The catalogue as the docs show it: a count line, then one Markdown table row per source."""
+    entries = catalog["sources"]
+    repos = [item for entry in entries.values() for item in entry.get("hub", [])]
+    downloads = [item for entry in entries.values() for item in entry.get("http", [])]
+    manual = [name for name, entry in entries.items() if "manual" in entry]
+    lines = [
+        f"{len(entries)} sources: {len(repos)} hub repositories ({sum(bool(r.get('gated')) for r in repos)} gated, "
+        f"{sum(bool(r.get('revision')) for r in repos)} with a commit in the catalogue), {len(downloads)} HTTP "
+        f"downloads ({sum(bool(d.get('sha256')) for d in downloads)} with a sha256 in the catalogue), "
+        f"{len(manual)} placed by hand.",
+        "",
+        "| source | kind | what | pin |",
+        "|---|---|---|---|",
+    ]
+    for name, entry in entries.items():
+        kind = next(kind for kind in ("http", "hub", "manual") if kind in entry)
+        what = entry["about"] + (" (optional)" if entry.get("optional") else "")
+        lines.append(f"| `{name}` | {kind} | {what} | {_pin_words(entry)} |")
+    return lines

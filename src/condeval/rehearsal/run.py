@@ -6,12 +6,14 @@
    ``workdir`` at the config's paths, the HTTP sources' files under ``workdir/.rehearsal/serve``) and the
    hub repositories (:mod:`condeval.rehearsal.models`, ``workdir/.rehearsal/hub``), skipping both when
    a stamp says they were written for the same seed and config and every file is still there;
-2. a :class:`~condeval.rehearsal.serve.LoopbackServer` serves them; :func:`rehearsal_catalogue` pins the
-   catalogue to what it serves (each HTTP file's sha256 and size, each repository's commit) and
-   :func:`write_rehearsal_config` points ``fetch.sources`` and ``fetch.mirror`` at it;
+2. a :class:`~condeval.rehearsal.serve.LoopbackServer` serves them, the catalogue's gated repositories
+   only to the token :data:`TOKEN`; :func:`rehearsal_catalogue` replaces the catalogue's pins by what it
+   serves (each pinned HTTP file's sha256 and size, each pinned repository's commit; what the catalogue
+   leaves unpinned stays so, and its first fetch locks it) and :func:`write_rehearsal_config` points
+   ``fetch.sources``, ``fetch.lock`` (inside ``workdir``) and ``fetch.mirror`` at it;
 3. Snakemake runs the paper config's targets in ``workdir`` (:func:`snakemake_command`) with
-   ``HF_ENDPOINT`` on the server, so that the paper config's own fetch rules bring everything in, then
-   builds the report.
+   ``HF_ENDPOINT`` on the server and ``HF_TOKEN`` set, so that the paper config's own fetch rules bring
+   everything in, then builds the report.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ __all__ = [
     "CONFIGS",
     "DEFAULT_TARGETS",
     "Prepared",
+    "TOKEN",
+    "gated_repositories",
     "merged_config",
     "prepare",
     "rehearsal_catalogue",
@@ -53,6 +57,8 @@ CATALOGUE = Path("config/sources.yaml")
 SOURCES_SCHEMA = Path("workflow/schemas/sources.schema.yaml")
 CONFIGS = (Path("config/paper.yaml"), Path("config/trust_pickles.yaml"), Path("config/rehearsal.yaml"))
 DEFAULT_TARGETS = ("all", "ablations", "crel_i2t_num_z0", "scaling")
+#: The token the loopback hub asks for the catalogue's gated repositories (HF_TOKEN in the rehearsal's jobs).
+TOKEN = "hf_rehearsal"
 STATE = ".rehearsal"  # inside the work folder: served files, hub repositories, catalogue, overlay, HF home
 CHUNK_BYTES = 1 << 20
 
@@ -113,19 +119,26 @@ def rehearsal_catalogue(catalogue: Mapping, served: Mapping[str, Path], commits:
     Returns
     -------
     dict
-        A copy in which each HTTP item whose URL is served has that file's ``sha256`` and ``size``, and
-        each hub item whose repository is served has its commit as ``revision``; every URL, repository,
-        key and other entry as it was.
+        A copy in which each pinned HTTP item whose URL is served has that file's ``sha256`` and ``size``,
+        and each pinned hub item whose repository is served has its commit as ``revision``; unpinned items,
+        every URL, repository, key and other entry as they were.
     """
     pinned = copy.deepcopy(dict(catalogue))
     for entry in pinned["sources"].values():
         for item in entry.get("http", []):
-            if item["url"] in served:
+            if item["url"] in served and item.get("sha256"):
                 item["sha256"], item["size"] = file_pin(served[item["url"]])
         for item in entry.get("hub", []):
-            if item["repo"] in commits:
+            if item["repo"] in commits and item.get("revision"):
                 item["revision"] = commits[item["repo"]]
     return pinned
+
+
+def gated_repositories(catalogue: Mapping) -> list[str]:
+    """The hub repositories the catalogue marks ``gated``."""
+    return [
+        item["repo"] for entry in catalogue["sources"].values() for item in entry.get("hub", []) if item.get("gated")
+    ]
 
 
 def write_rehearsal_catalogue(workdir: str | os.PathLike, served: Mapping[str, Path], commits: Mapping[str, str],
@@ -139,11 +152,16 @@ def write_rehearsal_catalogue(workdir: str | os.PathLike, served: Mapping[str, P
 
 
 def write_rehearsal_config(workdir: str | os.PathLike, catalogue_path: str | os.PathLike, mirror: str) -> Path:
-    """A config overlay ``fetch: {sources: <catalogue, absolute>, mirror: <mirror>}`` in ``workdir/.rehearsal``.
+    """A config overlay ``fetch: {sources: <catalogue>, lock: <workdir/.rehearsal/sources.lock>, mirror:
+    <mirror>}`` in ``workdir/.rehearsal`` (absolute paths).
 
-    fetch.smk joins ``fetch.sources`` to the repository's folder; an absolute path survives that join.
+    fetch.smk joins ``fetch.sources`` and ``fetch.lock`` to the repository's folder; an absolute path
+    survives that join, so the rehearsal's locks never land in the repository's. The lock folder starts
+    empty: the served commits follow the seed.
     """
-    overlay = {"fetch": {"sources": str(Path(catalogue_path).resolve()), "mirror": mirror}}
+    lock = (Path(workdir) / STATE / "sources.lock").resolve()
+    shutil.rmtree(lock, ignore_errors=True)
+    overlay = {"fetch": {"sources": str(Path(catalogue_path).resolve()), "lock": str(lock), "mirror": mirror}}
     return _write_yaml(Path(workdir) / STATE / "fetch.yaml", overlay)
 
 
@@ -270,7 +288,7 @@ def snakemake_command(workdir: str | os.PathLike, overlay: str | os.PathLike,
 
 def rehearsal_environment(workdir: str | os.PathLike, hub_endpoint: str,
                           base: Mapping[str, str] | None = None) -> dict[str, str]:  # fmt: skip
-    """``base`` (default ``os.environ``) with the hub on loopback, Hugging Face's files inside ``workdir`` and the
+    """``base`` (default ``os.environ``) with the hub on loopback and its token, Hugging Face's files inside ``workdir`` and the
     repository's CellProfiler (``make cellprofiler``) first on PATH, where the paper config looks for it."""
     home = Path(workdir) / STATE / "hf-home"
     environment = dict(os.environ if base is None else base)
@@ -283,6 +301,7 @@ def rehearsal_environment(workdir: str | os.PathLike, hub_endpoint: str,
         (bin_dir / "cellprofiler").symlink_to(program)
         environment["PATH"] = f"{bin_dir}{os.pathsep}{environment.get('PATH', '')}"
     return environment | {
+        "HF_TOKEN": TOKEN,
         "HF_ENDPOINT": hub_endpoint,
         "HF_HOME": str(home),
         "HF_HUB_CACHE": str(home / "hub"),
@@ -326,7 +345,8 @@ def rehearse(workdir: str | os.PathLike, seed: int = 0, cores: int = 2, targets:
     """
     started = time.monotonic()
     prepared = prepare(workdir, seed)
-    with LoopbackServer(prepared.serve_root, prepared.hub_root) as server:
+    gated = gated_repositories(read_catalog(REPOSITORY / CATALOGUE))
+    with LoopbackServer(prepared.serve_root, prepared.hub_root, gated=dict.fromkeys(gated, TOKEN)) as server:
         catalogue = write_rehearsal_catalogue(prepared.workdir, prepared.served, server.commits)
         overlay = write_rehearsal_config(prepared.workdir, catalogue, server.mirror)
         report = None if dry_run else prepared.workdir / "reports" / "report.html"

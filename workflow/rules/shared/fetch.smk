@@ -3,9 +3,11 @@
 # source's keys, so a run from an empty tree schedules these first. They run on the submitting
 # (login) node, the one with a network. The offline default has no `fetch:` section: no rule here.
 #
+# A source the catalogue does not pin is locked by its first fetch in the lock folder `fetch.lock`
+# (config/sources.lock/<name>.yaml by default; commit it) and fetched as locked afterwards.
 # Before any job starts (onstart: not in a dry run), the sources of the fetch jobs this run will
-# execute are checked at once: if any is manual, unpinned without opt-in, or its host does not
-# answer, or if a job of the run names (in its params) a missing source no job writes, the run
+# execute are checked at once: if any is manual, locked for another catalogue entry, gated without a
+# Hugging Face token, or its host does not answer, or if a job of the run names (in its params) a missing source no job writes, the run
 # stops with ONE message listing each (and every other missing source) with where to place it. A preflight job would not do: a job every fetch rule waits for would rerun
 # present sources' rules whenever it ran.
 from condeval.core import fetch as fetch_sources  # noqa: E402
@@ -13,6 +15,7 @@ from condeval.core import fetch as fetch_sources  # noqa: E402
 if "fetch" in config:
     FETCH = config["fetch"]
     FETCH_CATALOG_FILE = str(Path(workflow.basedir) / FETCH["sources"])  # relative to the repository, like the configs
+    FETCH_LOCK_DIR = str(Path(workflow.basedir) / FETCH.get("lock", "config/sources.lock"))
     FETCH_CATALOG = fetch_sources.read_catalog(
         FETCH_CATALOG_FILE, Path(workflow.basedir) / "workflow/schemas/sources.schema.yaml"
     )
@@ -38,8 +41,8 @@ if "fetch" in config:
                 others,
                 "logs/fetch/preflight.log",
                 FETCH.get("mirror") or None,
-                FETCH.get("unpinned", False),
                 unscheduled,
+                FETCH_LOCK_DIR,
             )
 
     onstart:
@@ -61,6 +64,7 @@ if "fetch" in config:
             params:
                 source=_source.name,
                 catalog=FETCH_CATALOG_FILE,
+                lock=FETCH_LOCK_DIR,
                 spec=_source.spec,  # a new pin refetches, so that what is on disk matches it
             script:
                 "../../scripts/shared/fetch.py"

@@ -9,4 +9,4 @@ catalog = snakemake.params.catalog
 source = next(
     s for s in resolve_sources(read_catalog(catalog), snakemake.config, catalog) if s.name == snakemake.params.source
 )
-fetch_source(source, mirror=settings.get("mirror") or None, unpinned=settings.get("unpinned", False), log=log.info)
+fetch_source(source, mirror=settings.get("mirror") or None, lock_dir=snakemake.params.lock, log=log.info)
