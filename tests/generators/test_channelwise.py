@@ -84,6 +84,23 @@ def test_a_generator_trains_on_its_latents_and_samples_six_channel_sites(tmp_pat
     assert fresh.stdout.strip().endswith("ChannelwiseAutoencoderKL"), fresh.stderr[-2000:]
 
 
+def test_a_length_in_steps_rounds_up_to_whole_epochs_and_one_length_only_is_taken(tmp_path):
+    """The paper gives its generators' training as 400k steps; the support's size sets the epochs."""
+    from condeval.generators.attribute_training import train_attribute_generator
+
+    wrapper = ChannelwiseAutoencoderKL.wrapping(_rgb(), image_channels=6).eval()
+    images = np.random.default_rng(0).integers(0, 256, (40, 6, 16, 16), dtype=np.uint8)
+    attributes = np.random.default_rng(1).integers(0, 2, (40, 2))
+    settings = dict(values=[2, 2], vae=wrapper, transformer={"layers": 1, "heads": 2}, batch_size=16, lr=1e-3,
+                    val_images=8, seed=0)  # fmt: skip
+    for lengths in ({}, {"epochs": 1, "steps": 2}):
+        with pytest.raises(ValueError, match="as epochs or as steps, one of the two"):
+            train_attribute_generator(images, attributes, tmp_path / "refused", **settings, **lengths)
+    # 32 training images at batch 16: 2 steps an epoch, so 3 steps take 2 epochs
+    summary = train_attribute_generator(images, attributes, tmp_path / "g", **settings, steps=3, warmup_steps=1000)
+    assert summary["epochs_run"] == 2
+
+
 @pytest.mark.parametrize(
     ("change", "error", "message"),
     [

@@ -180,8 +180,9 @@ def cached_rows(images, attributes: np.ndarray, vae, run_dir, *, repa_extractor=
 
 
 def train_attribute_generator(
-    images: np.ndarray, attributes: np.ndarray, out_dir, *, values, vae, transformer: dict, epochs: int,
+    images: np.ndarray, attributes: np.ndarray, out_dir, *, values, vae, transformer: dict, epochs: int | None = None,
     batch_size: int, lr: float, val_images: int, seed: int, condition_dropout: float = 0.1,
+    steps: int | None = None, warmup_steps: int | None = None,
     repa_extractor=None, repa_coefficient: float = 0.5, repa_depth: int = 1, repa_name: str = "",
     accelerator: str = "cpu", fingerprint: str | None = None, chunk_size: int | None = None, workers: int = 0,
 ) -> dict:  # fmt: skip
@@ -206,7 +207,12 @@ def train_attribute_generator(
         The trained autoencoder (its shift and scale set).
     transformer : dict
         ``layers``, ``heads`` and optionally ``head_dim`` (16) and ``qk_norm`` of the ``SD3Transformer2DModel``.
-    epochs, batch_size, val_images, seed : int
+    epochs, steps : int
+        The training's length, one of the two: passes over the support, or optimiser steps (rounded up to
+        whole epochs; the paper trains 400,000 at batch 256).
+    warmup_steps : int, optional
+        The learning rate's linear warm-up (the paper's 1,000); default 5% of the steps.
+    batch_size, val_images, seed : int
     lr : float
     condition_dropout : float
         The paper's 0.1.
@@ -255,9 +261,15 @@ def train_attribute_generator(
     if repa_extractor is not None:
         repa = dict(repa_coefficient=repa_coefficient, repa_depth=repa_depth, target_dim=tokens[0].shape[-1],
                     extractor=repa_name)  # fmt: skip
-    steps = _steps(len(images) - val_images, batch_size, epochs)
+    if (epochs is None) == (steps is None):
+        raise ValueError(f"give the training's length as epochs or as steps, one of the two; got epochs={epochs}, steps={steps}")
+    batches = _steps(len(images) - val_images, batch_size, 1)
+    if steps is not None:
+        epochs = -(-check_integer(steps, "steps", least=1) // batches)
+    steps = epochs * batches
+    warmup_steps = max(1, steps // 20) if warmup_steps is None else check_integer(warmup_steps, "warmup_steps", least=1)
     module = AttributeFlowModule(_denoiser_config(latents.shape, width, transformer), encoder_config, lr=lr,
-                                 warmup_steps=max(1, steps // 20), total_steps=steps,
+                                 warmup_steps=min(warmup_steps, steps), total_steps=steps,
                                  condition_dropout=condition_dropout, **repa)  # fmt: skip
     trained, summary = _fit_best(module, (rows.window(val_images), rows.window(0, val_images)), _run_dir(out_dir),
                                  epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator,

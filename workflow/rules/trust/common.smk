@@ -209,7 +209,11 @@ def trust_generator_training(variant, regime, dataset):
     then the regime's."""
     train = dict(TRUST["generators"][variant].get("train", TRUST["generator_training"]))
     regimes = train.pop("regimes", {})
-    return train | TRUST["datasets"][dataset].get("generator_training", {}) | regimes.get(regime, {})
+    for overrides in (TRUST["datasets"][dataset].get("generator_training", {}), regimes.get(regime, {})):
+        if {"epochs", "steps"} & overrides.keys():  # a length replaces the inherited one, in either unit
+            train = {key: value for key, value in train.items() if key not in ("epochs", "steps")}
+        train |= overrides
+    return train
 
 
 def trust_scoring_extractor(variant):

@@ -43,7 +43,8 @@ extractor = (
 summary = train_attribute_generator(
     images, attributes, snakemake.output.model, values=values.tolist(),
     vae=load_autoencoder(saved_folder(snakemake.input.autoencoder)).to(device),
-    transformer=dict(train["transformer"]), epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
+    transformer=dict(train["transformer"]), epochs=train.get("epochs"), steps=train.get("steps"),
+    warmup_steps=train.get("warmup_steps"), batch_size=train["batch_size"], lr=train["lr"],
     val_images=train["val_images"], seed=p.seed, condition_dropout=train["condition_dropout"],
     repa_extractor=extractor, repa_coefficient=repa.get("coefficient", 0.5), repa_depth=repa.get("depth", 1),
     repa_name=repa.get("extractor", ""),
