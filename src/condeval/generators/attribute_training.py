@@ -262,7 +262,9 @@ def train_attribute_generator(
         repa = dict(repa_coefficient=repa_coefficient, repa_depth=repa_depth, target_dim=tokens[0].shape[-1],
                     extractor=repa_name)  # fmt: skip
     if (epochs is None) == (steps is None):
-        raise ValueError(f"give the training's length as epochs or as steps, one of the two; got epochs={epochs}, steps={steps}")
+        raise ValueError(
+            f"give the training's length as epochs or as steps, one of the two; got epochs={epochs}, steps={steps}"
+        )
     batches = _steps(len(images) - val_images, batch_size, 1)
     if steps is not None:
         epochs = -(-check_integer(steps, "steps", least=1) // batches)
