@@ -92,3 +92,28 @@ def test_judged_captions_count_the_captions_left_without_words(world, tmp_path):
         table = judged_captions("flickr8k", paths["flickr8k"], world)
     assert len(table) == len(whole)
     assert dropped.as_dict()[str(paths["flickr8k"])] == {"no word left after normalisation": 1}
+
+
+def test_a_pickled_release_splits_by_its_own_subsets_and_counts_the_rows_of_others(world, tmp_path):
+    """VICR's Table 5 split is the release's own (val calibrates, test tests), not a draw of our own."""
+    import pandas as pd
+
+    images = sorted(p.relative_to(world).as_posix() for p in (world / "val2014").glob("*.jpg"))[:6]
+    frame = pd.DataFrame({
+        "image_path": images, "candidates": [f"a red cube number {k}" for k in range(6)],
+        "human_scores": [[1.0, 2.0]] * 6, "subset": ["val", "val", "test", "test", "test", "train"],
+    })  # fmt: skip
+    frame.to_pickle(tmp_path / "VICR.pkl")
+    with counting_dropped_rows() as dropped:
+        table = judged_captions("pickle", tmp_path / "VICR.pkl", world, allow_pickle=True,
+                                subsets={"calibration": "val", "test": "test"}, calibration_fraction=0.9)  # fmt: skip
+    assert table["subset"].to_list() == ["calibration"] * 2 + ["test"] * 3  # the fraction is not used
+    assert dropped.as_dict()[str(tmp_path / "VICR.pkl")] == {"in another subset": 1}
+    with pytest.raises(
+        DatasetFormatError, match=r"no row of subset 'validation' \(its subsets: \['test', 'train', 'val'\]\)"
+    ):
+        judged_captions(
+            "pickle", tmp_path / "VICR.pkl", world, allow_pickle=True, subsets={"calibration": "validation"}
+        )
+    with pytest.raises(ValueError, match="only a pickle release has its own subsets"):
+        judged_captions("flickr8k", tmp_path / "VICR.pkl", world, subsets={"test": "test"})

@@ -97,6 +97,28 @@ def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, archit
     assert "captions: 100%" in capsys.readouterr().err  # progress reaches a non-terminal stderr (a job's log)
 
 
+def test_a_captioner_image_size_resizes_every_image_before_the_models_processor(tmp_path, tokenizer, images):
+    """CReL runs every captioner "at image size 224 x 224": the images are made that square first."""
+    from condeval.generators.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
+
+    config = tiny_captioner_config(
+        "blip", tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1
+    )
+    for save in (_model_class("blip")(config).eval(), tokenizer, captioner_image_processor("blip", 64)):
+        save.save_pretrained(tmp_path)
+    seen = []
+    for image_size in (None, 20):
+        captioner = Captioner(tmp_path, image_size=image_size)
+        processor = captioner.image_processor
+        captioner.image_processor = lambda batch, **kwargs: (
+            seen.append([i.size for i in batch]) or processor(batch, **kwargs)
+        )
+        captioner.generate(images[:2], seed=0, do_sample=False, max_new_tokens=1)
+    assert seen[0] == [image.size for image in images[:2]] and seen[1] == [(20, 20), (20, 20)]
+    with pytest.raises(ValueError, match="image_size must be an integer >= 1"):
+        Captioner(tmp_path, image_size=0)
+
+
 def test_captioners_moved_to_generators_stay_importable_from_crel():
     from condeval.crel import captioner_training as old_training
     from condeval.crel import captioners as old

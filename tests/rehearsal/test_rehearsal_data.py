@@ -221,7 +221,8 @@ def test_judgment_sets_load_and_calibrate(work):
     for name, section in CONFIG["crc"]["data"]["judgments"].items():
         fraction = calibration["fraction"] if name == calibration["dataset"] else 0.0
         table = benchmarks.judged_captions(section["format"], work / section["file"], work / section["images"],
-                                           allow_pickle=True, calibration_fraction=fraction, seed=0)  # fmt: skip
+                                           allow_pickle=True, calibration_fraction=fraction, seed=0,
+                                           subsets=section.get("subsets"))  # fmt: skip
         assert table.height == 3 * data.JUDGMENT_IMAGES[name] and table["human_score"].n_unique() > 2, name
         assert (table["subset"] == "calibration").sum() >= (3 if fraction else 0)  # a correlation needs three pairs
         for path in table["path"].unique():

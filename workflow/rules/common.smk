@@ -136,8 +136,12 @@ def _trust_paths(trust):
     return paths | _config_paths(trust.get("clip"), "trust.clip", ("path",))
 
 
+DATA_FIELDS_NOT_PATHS = ("format", "subsets")  # a release's format and the names of its own splits
+
+
 def _data_paths(section, key):
-    """``key.…: path`` for every string under a data section (its files and image folders), except formats."""
+    """``key.…: path`` for every string under a data section (its files and image folders), except formats
+    and split names."""
     if isinstance(section, str):
         return {key: section}
     if not isinstance(section, dict):
@@ -145,7 +149,7 @@ def _data_paths(section, key):
     return {
         leaf: path
         for field, value in section.items()
-        if field != "format"
+        if field not in DATA_FIELDS_NOT_PATHS
         for leaf, path in _data_paths(value, f"{key}.{field}").items()
     }
 

@@ -12,12 +12,14 @@ file's items, i.e. all of it as originals and foils; a 198,960-pair test split, 
 file) and the official code (10% of the train file) both calibrate on the train file. Passing no
 train file is the other reading: a fraction of the test file's images calibrates, the rest tests.
 Every draw is by image, so no image is in both subsets. RichHF-18K calibrates on its dev split;
-a judgment set on a random fraction of one set's images (the paper: VICR's validation subset).
+a judgment set on its release's own calibration subset (VICR's ``val``, the paper's) or on a random
+fraction of one set's images.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -120,8 +122,10 @@ _LOADERS = {"flickr8k": load_flickr8k_expert, "polaris": load_polaris}
 
 
 def judged_captions(fmt: str, path: str | os.PathLike, image_root: str | os.PathLike, *, allow_pickle: bool = False,
-                    calibration_fraction: float = 0.0, seed: int = 0) -> pl.DataFrame:  # fmt: skip
-    """A human-judgment set as captions with ``human_score``; a ``calibration_fraction`` of its images calibrates.
+                    calibration_fraction: float = 0.0, seed: int = 0,
+                    subsets: Mapping[str, str] | None = None) -> pl.DataFrame:  # fmt: skip
+    """A human-judgment set as captions with ``human_score``; the release's own subsets, or a
+    ``calibration_fraction`` of its images, calibrate.
 
     Parameters
     ----------
@@ -133,9 +137,15 @@ def judged_captions(fmt: str, path: str | os.PathLike, image_root: str | os.Path
         Unpickle a ``pickle`` release (it runs code from the file: trusted files only).
     calibration_fraction, seed : float, int
         The share of the set's images drawn (seeded) to calibrate; the rest test (:func:`image_subsets`).
+        Not used with ``subsets``.
+    subsets : mapping, optional
+        A ``pickle`` release's own split: ``{"calibration": "val", "test": "test"}`` (VICR's, the paper's);
+        ``{"test": "test"}`` tests on the release's test rows alone.
     """
+    if subsets and fmt != "pickle":
+        raise ValueError(f"{path}: only a pickle release has its own subsets (format {fmt!r})")
     if fmt == "pickle":
-        frame = load_pickled_judgments(path, allow_pickle=allow_pickle)
+        frame = load_pickled_judgments(path, allow_pickle=allow_pickle, subsets=subsets)
     elif fmt in _LOADERS:
         frame = _LOADERS[fmt](path)
     else:
@@ -153,9 +163,11 @@ def judged_captions(fmt: str, path: str | os.PathLike, image_root: str | os.Path
         path, len(with_words), {"no word left after normalisation": len(frame) - len(with_words)}, "judged captions"
     )
     frame = with_words
-    subset = (
-        image_subsets(frame["image"], calibration_fraction, seed)
-        if calibration_fraction > 0
-        else pl.Series("subset", ["test"] * len(frame))
-    )
-    return _finish(frame.with_columns(subset), ["path", "words", "human_score", "subset"])
+    if "subset" not in frame.columns:
+        subset = (
+            image_subsets(frame["image"], calibration_fraction, seed)
+            if calibration_fraction > 0
+            else pl.Series("subset", ["test"] * len(frame))
+        )
+        frame = frame.with_columns(subset)
+    return _finish(frame, ["path", "words", "human_score", "subset"])

@@ -15,6 +15,7 @@ import ast
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -166,11 +167,23 @@ def _checked_judgments(rows: list[tuple], path: Path) -> pl.DataFrame:
     return pl.DataFrame(checked, schema=JUDGMENT_SCHEMA, orient="row")
 
 
-def load_pickled_judgments(path: str | os.PathLike, allow_pickle: bool = False) -> pl.DataFrame:
+def load_pickled_judgments(
+    path: str | os.PathLike, allow_pickle: bool = False, subsets: Mapping[str, str] | None = None
+) -> pl.DataFrame:
     """VICR or Composite as pickled in the CLIPScore risk-control bundle (trusted files only).
 
     The DataFrame has ``candidates``, ``image_path``, ``human_scores`` and ``refs`` (Composite) or
-    ``subset`` (VICR).
+    ``subset`` (VICR: ``val`` and ``test``).
+
+    Parameters
+    ----------
+    path : path-like
+    allow_pickle : bool
+        Unpickle the file (it runs code from it).
+    subsets : mapping, optional
+        Our subset name -> the release's ``subset`` value (``{"calibration": "val", "test": "test"}``, the
+        paper's VICR splits): the table gets a ``subset`` column of our names, and the rows of any other
+        release subset are dropped and counted.
     """
     path = Path(path)
     if not allow_pickle:
@@ -190,11 +203,29 @@ def load_pickled_judgments(path: str | os.PathLike, allow_pickle: bool = False) 
     missing = [c for c in ("candidates", "image_path", "human_scores") if c not in table.columns]
     if missing:
         raise DatasetFormatError(f"{path}: column '{missing[0]}' is missing (has {list(table.columns)})")
+    ours = None
+    if subsets:
+        table, ours = _release_subsets(table, subsets, path)
     references = table["refs"].tolist() if "refs" in table.columns else [[] for _ in range(len(table))]
     scores = [_mean_score(scores, f"{path}: row {number}") for number, scores in enumerate(table["human_scores"])]
-    return _checked_judgments(
+    checked = _checked_judgments(
         list(zip(table["image_path"].tolist(), table["candidates"].tolist(), references, scores)), path
     )
+    return checked if ours is None else checked.with_columns(pl.Series("subset", ours, pl.String))
+
+
+def _release_subsets(table, subsets: Mapping[str, str], path: Path):
+    """The rows of ``table`` (pandas) in the release subsets ``subsets`` names, and their subset in our names."""
+    if "subset" not in table.columns:
+        raise DatasetFormatError(f"{path}: has no 'subset' column to split by (has {list(table.columns)})")
+    found = sorted(map(str, table["subset"].unique()))
+    absent = [value for value in subsets.values() if value not in found]
+    if absent:
+        raise DatasetFormatError(f"{path}: no row of subset {absent[0]!r} (its subsets: {found})")
+    ours_of = {theirs: ours for ours, theirs in subsets.items()}
+    kept = table[table["subset"].isin(list(ours_of))]
+    report_rows(path, len(kept), {"in another subset": len(table) - len(kept)}, "judged captions")
+    return kept, [ours_of[value] for value in kept["subset"]]
 
 
 def _mean_score(scores: object, where: str) -> float:

@@ -153,9 +153,18 @@ class Captioner:
         Torch device (default CPU).
     dtype : {"auto", "bfloat16", "float16", "float32"}, optional
         The model's precision (:func:`condeval.core.devices.torch_dtype`: bfloat16 on a GPU by default).
+    image_size : int, optional
+        Resize each image to this square (bicubic) before the model's own processor: CReL's "all at image
+        size 224 × 224" for every captioner. Default: the images as they are.
     """
 
-    def __init__(self, path: str | os.PathLike, device: str | None = None, dtype: str | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        device: str | None = None,
+        dtype: str | None = None,
+        image_size: int | None = None,
+    ):
         import json
 
         from transformers import AutoImageProcessor, AutoTokenizer
@@ -173,6 +182,11 @@ class Captioner:
         log_precision(self.model, self.path)
         self.tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.image_processor = AutoImageProcessor.from_pretrained(str(path))
+        if image_size is not None:
+            from condeval.core.io import check_integer
+
+            check_integer(image_size, "image_size", least=1)
+        self.image_size = image_size
 
     @torch.no_grad()
     def generate(
@@ -246,6 +260,9 @@ class Captioner:
         captions: list[str] = []
         for start in progress(range(0, len(images), batch_size), desc="captions", unit="batch", enabled=progress_bar):
             batch = rgb_images(images[start : start + batch_size])
+            if self.image_size is not None:
+                square = (self.image_size, self.image_size)
+                batch = [image.resize(square, Image.Resampling.BICUBIC) for image in batch]
             pixels = self.image_processor(batch, return_tensors="pt")["pixel_values"].to(self.device, self.dtype)
             torch.manual_seed(int(np.random.SeedSequence([seed, offset + start]).generate_state(1)[0]))
             out = self.model.generate(pixel_values=pixels, **sampling)

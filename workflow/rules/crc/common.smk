@@ -25,6 +25,14 @@ def _check_crc_config():
         raise ValueError(
             f"config key 'crc.intervals.calibration.dataset': {calibration!r} is not one of crc.data.judgments {JUDGMENT_SETS}"
         )
+    for name, section in CRC_DATA["judgments"].items():
+        subsets = section.get("subsets", {})
+        if subsets and section["format"] != "pickle":
+            raise ValueError(f"config key 'crc.data.judgments.{name}.subsets': only a pickle release has its own subsets")
+        if subsets and name == calibration and "calibration" not in subsets:
+            raise ValueError(
+                f"config key 'crc.data.judgments.{name}.subsets': {name} calibrates the intervals, so it needs a calibration subset"
+            )
     for name, section in CRC["models"].items():
         if "encoder" in section and "clip" not in config.get("encoders", {}):
             raise ValueError(f"config key 'crc.models.{name}.encoder' needs the 'encoders' section")

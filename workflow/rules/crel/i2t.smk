@@ -51,6 +51,7 @@ rule generate_captions:
         batch_size=ENCODERS["batch_size"],
         chunk_size=chunk_items(ENCODERS["batch_size"]),
         dtype=captioner_dtype,
+        image_size=I2T.get("image_size"),
     log:
         "logs/crel_i2t/generate_{model}_shard-{shard}.log",
     conda:

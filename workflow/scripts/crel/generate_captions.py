@@ -19,10 +19,10 @@ pairs = evaluation_pairs(load_captions(snakemake.input.captions, image_dir(snake
 rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
 ids, paths = rows["image_id"], rows["path"].to_list()
 captioner = Captioner(saved_folder(snakemake.input.model), device=device_for_gpus(snakemake.resources.get("gpu", 0)),
-                      dtype=p.dtype)  # fmt: skip
+                      dtype=p.dtype, image_size=p.image_size)  # fmt: skip
 seed = p.seed * 1_000_003 + shard
 fingerprint = {"model": source_signature(snakemake.input.model), "paths": paths, "seed": seed, "dtype": p.dtype,
-               "sampling": dict(p.sampling), "batch_size": p.batch_size}  # fmt: skip
+               "sampling": dict(p.sampling), "batch_size": p.batch_size, "image_size": p.image_size}  # fmt: skip
 
 
 def captions_of(items):
