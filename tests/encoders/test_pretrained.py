@@ -1,5 +1,7 @@
 """Saved tiny models load back through from_pretrained, as the real checkpoints do on a cluster."""
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -97,6 +99,12 @@ def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, archit
     assert "captions: 100%" in capsys.readouterr().err  # progress reaches a non-terminal stderr (a job's log)
 
 
+def _recording(processor, seen, batch, **kwargs):
+    """The processor's answer, recording the sizes of the images it was handed."""
+    seen.append([image.size for image in batch])
+    return processor(batch, **kwargs)
+
+
 def test_a_captioner_image_size_resizes_every_image_before_the_models_processor(tmp_path, tokenizer, images):
     """CReL runs every captioner "at image size 224 x 224": the images are made that square first."""
     from condeval.generators.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
@@ -109,10 +117,7 @@ def test_a_captioner_image_size_resizes_every_image_before_the_models_processor(
     seen = []
     for image_size in (None, 20):
         captioner = Captioner(tmp_path, image_size=image_size)
-        processor = captioner.image_processor
-        captioner.image_processor = lambda batch, **kwargs: (
-            seen.append([i.size for i in batch]) or processor(batch, **kwargs)
-        )
+        captioner.image_processor = functools.partial(_recording, captioner.image_processor, seen)
         captioner.generate(images[:2], seed=0, do_sample=False, max_new_tokens=1)
     assert seen[0] == [image.size for image in images[:2]] and seen[1] == [(20, 20), (20, 20)]
     with pytest.raises(ValueError, match="image_size must be an integer >= 1"):
