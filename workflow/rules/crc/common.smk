@@ -28,7 +28,9 @@ def _check_crc_config():
     for name, section in CRC_DATA["judgments"].items():
         subsets = section.get("subsets", {})
         if subsets and section["format"] != "pickle":
-            raise ValueError(f"config key 'crc.data.judgments.{name}.subsets': only a pickle release has its own subsets")
+            raise ValueError(
+                f"config key 'crc.data.judgments.{name}.subsets': only a pickle release has its own subsets"
+            )
         if subsets and name == calibration and "calibration" not in subsets:
             raise ValueError(
                 f"config key 'crc.data.judgments.{name}.subsets': {name} calibrates the intervals, so it needs a calibration subset"
