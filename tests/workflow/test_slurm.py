@@ -121,6 +121,16 @@ def cluster(tmp_path_factory):
         assert not left, f"daemons still running after stop: {left}"
 
 
+def _site_values() -> list[str]:
+    """The localhost cluster's account and partitions, which profiles/slurm leaves for a lab to set."""
+    gpu = (
+        f"{rule}:{assign}"
+        for rule in sorted(GPU_RULES)
+        for assign in ("gpu=0", "gres='gpu:1'", "slurm_partition='gpu'")
+    )
+    return ["--default-resources", "slurm_account=localtest", "slurm_partition=localtest", "--set-resources", *gpu]
+
+
 @pytest.fixture(scope="module")
 def runs(tiny_run, cluster, tmp_path_factory):
     """The reliability table's last two levels rerun through SLURM (profile by path, run from the workdir)
@@ -130,9 +140,7 @@ def runs(tiny_run, cluster, tmp_path_factory):
     result, wall_s = _run(
         SNAKEMAKE + [
             "-s", str(REPO / "Snakefile"), "-d", str(slurm_dir), "--profile", str(REPO / "profiles/slurm"),
-            "--slurm-init-seconds-before-status-checks", "5", "--forcerun", FORCED,
-            "--set-resources",
-            *(f"{rule}:{assign}" for rule in sorted(GPU_RULES) for assign in ("gpu=0", "gres='gpu:1'", "slurm_partition='gpu'")),
+            "--slurm-init-seconds-before-status-checks", "5", "--forcerun", FORCED, *_site_values(),
             "--", SLURM_TARGET,
         ],
         slurm_dir, env, timeout=1500,
@@ -141,6 +149,29 @@ def runs(tiny_run, cluster, tmp_path_factory):
     assert result.returncode == 0, _tail(log, 8000)
     cluster["timings"]["slurm run"] = f"{wall_s:.0f}s"
     return {"slurm": slurm_dir, "local": tiny_run, "log": log, "env": env}
+
+
+@pytest.mark.parametrize(
+    ("site", "refusal"),
+    [
+        ([], "the cluster profile's site values are not set (slurm_account=SET-ME, slurm_partition=SET-ME)"),
+        (["--default-resources", "slurm_account=localtest", "slurm_partition=localtest",
+          "--set-resources", f"{GPU_RULE}:slurm_partition=gpu"],
+         f"1 rule(s) that use a GPU would run without one ({GPU_RULE})"),
+    ],
+    ids=["profile-values-unset", "gpu-block-replaced"],
+)  # fmt: skip
+def test_a_run_the_cluster_would_misuse_is_refused_before_any_submission(runs, tmp_path, site, refusal):
+    """The profile as shipped (SET-ME), and a command-line --set-resources that drops a rule's GPU."""
+    work = tmp_path / "work"
+    shutil.copytree(runs["slurm"], work, ignore=shutil.ignore_patterns("slurm_logs", "log"))
+    result, _ = _run(
+        SNAKEMAKE + ["--profile", "slurm", "-d", str(work), "--forcerun", FORCED, *site, "--", SLURM_TARGET],
+        REPO, runs["env"], timeout=300,
+    )  # fmt: skip
+    log = result.stdout + result.stderr
+    assert result.returncode != 0 and "the cluster run cannot start" in log and refusal in log, _tail(log)
+    assert not SUBMITTED.findall(log), "a job was submitted"
 
 
 def test_every_job_went_through_sbatch(runs):
@@ -191,7 +222,8 @@ def test_a_failing_job_fails_the_run(runs, tmp_path):
     victim.write_bytes(b"this is not a parquet file\n")
     started = time.monotonic()
     result, wall_s = _run(
-        SNAKEMAKE + ["--profile", "slurm", "-d", str(broken), "--slurm-init-seconds-before-status-checks", "5"],
+        SNAKEMAKE + ["--profile", "slurm", "-d", str(broken), "--slurm-init-seconds-before-status-checks", "5",
+                     *_site_values()],
         REPO, runs["env"], timeout=300,
     )  # fmt: skip
     log = result.stdout + result.stderr

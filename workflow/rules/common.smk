@@ -15,6 +15,7 @@ min_version("9.0")
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from condeval.core.chunks import chunk_items  # noqa: E402
+from condeval.core.cluster import ClusterJob, cluster_refusals  # noqa: E402
 from condeval.core.config import alpha_labels, canonical, config_errors, duplicate_keys  # noqa: E402
 from condeval.core.devices import JOB_ENVIRONMENT  # noqa: E402
 from condeval.core.io import MANIFEST_SUFFIX  # noqa: E402
@@ -37,6 +38,38 @@ def validated(section, schema, prefix=""):
         raise ValueError(f"the config is invalid ({path.name}):\n  " + "\n  ".join(errors))
     validate(section, schema=str(path))
     return section
+
+
+#: Checks of a real run's DAG before any job starts, in order (Snakemake keeps one onstart handler, this one).
+ONSTART_CHECKS = []
+
+
+def run_onstart_checks(log):
+    """onstart: every check of ONSTART_CHECKS; the first to raise stops the run before any job."""
+    for check in ONSTART_CHECKS:
+        check(log)
+
+
+def cluster_preflight(log):
+    """On a cluster executor, refuse the profile's unset site values and GPU rules granted no GPU
+    (condeval.core.cluster), in one message, before any job is submitted."""
+    if not workflow.non_local_exec:
+        return
+    jobs = [
+        ClusterJob(job.rule.name, dict(job.resources.items()), "gpu" in job.rule.resources)
+        for job in workflow.dag.needrun_jobs()
+        if not job.is_local
+    ]
+    refusals = cluster_refusals(jobs, config.get("gpu_rules_on_cpu", False))
+    if refusals:
+        raise ValueError("the cluster run cannot start:\n  " + "\n  ".join(refusals))
+
+
+ONSTART_CHECKS.append(cluster_preflight)
+
+
+onstart:
+    run_onstart_checks(log)
 
 
 _twice = [problem for problem in map(duplicate_keys, workflow.configfiles) if problem]

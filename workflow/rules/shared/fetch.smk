@@ -45,8 +45,7 @@ if "fetch" in config:
                 FETCH_LOCK_DIR,
             )
 
-    onstart:
-        fetch_preflight(log)
+    ONSTART_CHECKS.append(fetch_preflight)
 
     for _rule, _source in FETCH_SOURCES.items():
 
