@@ -62,8 +62,10 @@ if "fetch" in config:
                 "../../../envs/torch.yaml"
             params:
                 source=_source.name,
-                catalog=FETCH_CATALOG_FILE,
-                lock=FETCH_LOCK_DIR,
+                # as the config writes them (relative to the repository): a clone elsewhere has the same
+                # params, so Snakemake's params trigger does not fetch everything again
+                catalog=FETCH["sources"],
+                lock=FETCH.get("lock", "config/sources.lock"),
                 spec=_source.spec,  # a new pin refetches, so that what is on disk matches it
             script:
                 "../../scripts/shared/fetch.py"
