@@ -1,6 +1,7 @@
 """Fixtures shared by more than one test folder, and the order `make test`'s two workers take the modules in."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,22 @@ TINY_RUN_READERS = (  # heaviest first, by the durations of a serial run (docs/t
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+
+# The repository's lock folder holds a lab's real locks (condeval.core.fetch): a test that fetches must
+# name its own (fetch.lock), or its loopback commits would be committed as the hub's.
+REPOSITORY_LOCKS = Path(__file__).resolve().parents[1] / "config/sources.lock"
+
+
+def _locks() -> set[str]:
+    return {path.name for path in REPOSITORY_LOCKS.glob("*.yaml")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_test_writes_the_repositorys_locks():
+    before = _locks()
+    yield
+    written = sorted(_locks() - before)
+    assert not written, f"a test wrote {written} into {REPOSITORY_LOCKS}: give its fetch a lock folder of its own"
 
 
 def _module(item) -> str:
