@@ -451,8 +451,8 @@ def _fetch_repo(label: str, hub: Mapping, locked: Mapping, pinned_by: str, log) 
             snapshot_download(hub["repo"], repo_type=hub.get("type", "model"), revision=revision, local_dir=tmp,
                               allow_patterns=hub.get("allow"), ignore_patterns=hub.get("ignore"), endpoint=endpoint)  # fmt: skip
             shutil.rmtree(Path(tmp) / ".cache", ignore_errors=True)
-            _verify_hub_files(label, hub, revision, Path(tmp), endpoint)
-            files = _folder_digests(Path(tmp))
+            files = _folder_digests(Path(tmp))  # each file read once: the lock's and the hub's LFS check
+            _verify_hub_files(label, hub, revision, Path(tmp), endpoint, files)
             if locked:
                 _check_locked_files(f"{label}: {hub['repo']}@{revision}", files, locked["files"], pinned_by)
     except GatedRepoError as error:
@@ -479,8 +479,11 @@ def _check_locked_files(label: str, got: Mapping[str, str], locked: Mapping[str,
             )
 
 
-def _verify_hub_files(label: str, hub: Mapping, revision: str, folder: Path, endpoint: str | None) -> None:
-    """Check each downloaded file against the hub's record: sha256 for LFS files, the git blob id otherwise."""
+def _verify_hub_files(
+    label: str, hub: Mapping, revision: str, folder: Path, endpoint: str | None, sha256s: Mapping[str, str]
+) -> None:
+    """Check each downloaded file against the hub's record: sha256 for LFS files (``sha256s``, already read),
+    the git blob id otherwise."""
     from huggingface_hub import HfApi
 
     info = HfApi(endpoint=endpoint).repo_info(
@@ -491,7 +494,7 @@ def _verify_hub_files(label: str, hub: Mapping, revision: str, folder: Path, end
         if not path.is_file():
             continue  # left out by `allow`
         if sibling.lfs is not None:
-            got, want = _file_digest(path, hashlib.sha256()), sibling.lfs.sha256
+            got, want = sha256s[sibling.rfilename], sibling.lfs.sha256
         else:  # git's blob id: sha1 of a "blob <size>" header and the bytes
             got, want = _file_digest(path, hashlib.sha1(b"blob %d\0" % path.stat().st_size)), sibling.blob_id
         if want is not None and got != want:
