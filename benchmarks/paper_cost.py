@@ -7,7 +7,7 @@ A100-80GB, H100-80GB and H200-141GB it fits with 10% headroom; then the total, a
 (card, date, commit of the measuring run).
 
 Item counts: the config's where it states them (``crel.text_to_image.items``, the per-condition sample
-counts, the generators' epochs), the datasets' sizes as the papers and ``../shared/REFERENCE.md`` state
+counts, the generators' steps or epochs), the datasets' sizes as the papers and ``../shared/REFERENCE.md`` state
 them (COCO 2014 val 40,504 images, CelebA 202,599, RxRx1 125,510, the CLIPScore benchmarks' pairs), and
 where the workflow's reach is not a stated number (the images each feature job reads, a regime's
 training support), an estimate that says what it assumes.
@@ -92,10 +92,16 @@ def _releases(config: dict, wildcard) -> Items:
 
 
 def _training_images(config: dict, wildcard) -> Items:
-    epochs, variants = config["trust"]["generator_training"]["epochs"], 1 if wildcard == "vanilla" else 2
+    training, variants = config["trust"]["generator_training"], 1 if wildcard == "vanilla" else 2
     named = "" if variants == 1 else " x 2 (REPA-DINOv3 and REPA-SigLIP, same step cost assumed)"
-    basis = f"{epochs} epochs x support ~ whole release x {_regimes(config)} regimes{named}"
-    return Items(epochs * (CELEBA + RXRX1) * _regimes(config) * variants, basis, True)
+    if "steps" in training:
+        per_regime = training["steps"] * training["batch_size"] * len(config["trust"]["datasets"])
+        length = f"{training['steps']:,} steps x batch {training['batch_size']} x {len(config['trust']['datasets'])} datasets"
+    else:
+        per_regime = training["epochs"] * (CELEBA + RXRX1)
+        length = f"{training['epochs']} epochs x support ~ whole release"
+    basis = f"{length} x {_regimes(config)} regimes{named}"
+    return Items(per_regime * _regimes(config) * variants, basis, True)
 
 
 def _samples(config: dict, wildcard) -> Items:

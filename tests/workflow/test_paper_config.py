@@ -138,13 +138,18 @@ def test_paper_config_dry_run_resolves_every_target(tmp_path):
 
 def test_generation_features_and_training_ask_for_a_gpu_under_slurm(tmp_path):
     _stand_ins(tmp_path)
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    gpu_partition = profile["set-resources"]["train_vae"]["slurm_partition"]
+    profile_gpu_rules = {rule for rule, resources in profile["set-resources"].items() if resources.get("gpu")}
     result = _dry_run(tmp_path, "--profile", str(REPO / "profiles/slurm"))
     assert result.returncode == 0, result.stderr[-3000:]
     blocks = re.split(r"\n(?=(?:local)?rule \w+:)", result.stdout)
     seen = set()
     for block in blocks:
         rule = re.match(r"(?:local)?rule (\w+):", block)
-        if rule and rule.group(1) in I2T_GPU_RULES + T2I_GPU_RULES + TRUST_GPU_RULES + ("train_vae", "train_dqr"):
+        if rule and rule.group(1) in profile_gpu_rules:
             seen.add(rule.group(1))
-            assert "gpu=1" in block and "slurm_partition=gpu" in block, block[:800]
-    assert seen == set(I2T_GPU_RULES) | set(T2I_GPU_RULES) | set(TRUST_GPU_RULES) | {"train_vae", "train_dqr"}
+            assert "gpu=1" in block and f"slurm_partition={gpu_partition}," in block, block[:800]
+        elif rule:
+            assert "gpu=1" not in block, block[:800]
+    assert seen >= set(I2T_GPU_RULES) | set(T2I_GPU_RULES) | set(TRUST_GPU_RULES) | {"train_vae", "train_dqr"}

@@ -171,7 +171,7 @@ def test_a_dataset_override_retrains_only_its_dataset(tiny_run, tmp_path):
         ({"translator": {"steps": [0], "noise_path": "ddpm"}}, "noise_path"),
         ({"translator": {"steps": [5], "layer": 1}}, "trust.translator.steps"),
         ({"generator_training": {"epochs": 1, "batch_size": 8, "lr": 0.1, "transformer": {"layers": 1, "heads": 1},
-                                 "regimes": {"full": {"steps": 10}}}}, "steps"),
+                                 "regimes": {"full": {"steps": 10, "epochs": 2}}}}, "trust.generator_training.regimes.full"),
         ({"generator_training": {"epochs": 1, "batch_size": 8, "lr": 0.1, "transformer": {"layers": 1, "heads": 1},
                                  "regimes": {"partial": {"epochs": 2}}}}, "partial"),
         ({"translator": {"steps": [0], "variants": ["sit"], "layer": 1}}, "trust.translator.variants"),
