@@ -28,23 +28,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_paper_gpu import DTYPES, ROOT, paper_config  # noqa: E402
 
+from condeval.crc.benchmarks import PAPER_PAIRS as CRC_PAIRS  # noqa: E402
+from condeval.datasets.coco import VAL2014_IMAGES as COCO_VAL  # noqa: E402
+from condeval.trust.design import RELEASE_IMAGES  # noqa: E402
+
+CELEBA, RXRX1 = RELEASE_IMAGES["celeba"], RELEASE_IMAGES["rxrx1"]
+
 GIB = 2**30
 HEADROOM = 1.10
 #: Each card's memory as nvidia-smi reports it (MiB; recalled): the smallest that holds peak × HEADROOM is named.
 CARDS = {"A100-40GB": 40960, "A100-80GB": 81920, "H100-80GB": 81559, "H200-141GB": 143771}
-#: COCO 2014's val images: one evaluation caption each (CReL's 40,504 pairs; REFERENCE.md).
-COCO_VAL = 40_504
-#: The trust releases' images (CelebA's img_align_celeba; RxRx1's sites).
-CELEBA, RXRX1 = 202_599, 125_510
 #: The queried conditions of a trust dataset: CelebA's 4 binary attributes (16 tuples), RxRx1's canonical 50
 #: (25 seen and 25 unseen pairs; REFERENCE.md).
 CONDITIONS = {"celeba": 16, "rxrx1": 50}
-#: Pairs the CLIPScore benchmarks' sampling jobs read: FOIL-it test 198,960 and its train file's 395,300
-#: (calibration, config comment), FOIL-nocaps 5,000, Rich-HF dev 995 + test 955 (REFERENCE.md), VICR 15,646,
-#: Polaris test 26,122 rows (REFERENCE.md; 8,726 unique pairs in the paper), Flickr8k-Expert 5,664, Composite
-#: 13,146 (the paper's appendix).
-CRC_PAIRS = {"FOIL-it test": 198_960, "FOIL-it train": 395_300, "FOIL-nocaps": 5_000, "Rich-HF": 995 + 955,
-             "VICR": 15_646, "Polaris": 26_122, "Flickr8k-Expert": 5_664, "Composite": 13_146}  # fmt: skip
 #: t2i_signal's gallery: the first 1,000 captions, their generated and real images, per generator (the rule's params).
 SIGNAL_GALLERY = 1_000
 

@@ -73,7 +73,7 @@ def test_every_error_is_listed_once():
 def test_top_level_keys_are_named_without_a_prefix():
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     assert config_errors({**CONFIG, "crell": {}}, schema) == [
-        "config key 'crell': unknown key (known: check_inputs, coco, crc, crel, encoders, fetch, gpu_rules_on_cpu, trust)"
+        "config key 'crell': unknown key (known: check_inputs, cluster, coco, crc, crel, encoders, fetch, gpu_rules_on_cpu, trust)"
     ]
     assert config_errors({"check_inputs": math.nan}, schema)[0].startswith("config key 'check_inputs'")
 

@@ -14,7 +14,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from condeval.core.fetch import FetchError, fetch_source, named_by, preflight, read_catalog, resolve_sources
+from condeval.core.fetch import (
+    FetchError,
+    fetch_source,
+    model_parameters,
+    named_by,
+    preflight,
+    read_catalog,
+    resolve_sources,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -304,3 +312,17 @@ def test_a_missing_source_a_job_names_but_no_job_writes_is_refused(server, tmp_p
         and "- images: " in message
         and "run `snakemake fetch_images` first" in message
     )
+
+
+def test_a_lock_is_written_for_the_pin_not_the_description_or_the_models_size():
+    """Rewording `about` or restating `parameters` keeps a lab's lock; changing what is fetched does not."""
+    config = {"crc": {"model": "models/clip"}}
+    entry = {"about": "a CLIP", "hub": [{"repo": "org/clip", "revision": None, "to": "crc.model"}]}
+
+    def digest(changed):
+        return resolve_sources({"sources": {"clip": changed}}, config)[0].entry
+
+    sized = {"about": "a CLIP, sized", "hub": [{**entry["hub"][0], "parameters": {"loaded": 4.28e8}}]}
+    assert digest(sized) == digest(entry)
+    assert digest({**entry, "hub": [{**entry["hub"][0], "repo": "org/other"}]}) != digest(entry)
+    assert model_parameters({"sources": {"clip": sized}}) == {"crc.model": {"loaded": 4.28e8}}

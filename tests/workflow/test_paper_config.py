@@ -153,3 +153,66 @@ def test_generation_features_and_training_ask_for_a_gpu_under_slurm(tmp_path):
         elif rule:
             assert "gpu=1" not in block, block[:800]
     assert seen >= set(I2T_GPU_RULES) | set(T2I_GPU_RULES) | set(TRUST_GPU_RULES) | {"train_vae", "train_dqr"}
+
+
+def _job_resources(stdout: str) -> list[tuple[str, str, dict]]:
+    """(rule, wildcards, integer resources) of each job of a dry run."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", stdout):
+        rule, wildcards = re.match(r"(?:local)?rule (\w+):", block), re.search(r"wildcards: (.*)", block)
+        resources = re.search(r"resources: (.*)", block)
+        if rule and resources:
+            values = {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)(?:,|$)", resources.group(1))}
+            jobs.append((rule.group(1), wildcards.group(1) if wildcards else "", values))
+    return jobs
+
+
+def test_gpu_jobs_ask_what_their_paper_work_needs_and_fit_the_default_site(tmp_path):
+    """SD3.5-Large and FLUX.1-dev ask their bf16 load size in host and GPU memory and a runtime covering
+    their shard's FLOPs at 40% of an H100's bf16 peak; trust training covers its 400k steps; every
+    sized job fits one H100-80GB within 48 h (config `cluster`'s defaults)."""
+    _stand_ins(tmp_path)
+    config = yaml.safe_load((REPO / "config/paper.yaml").read_text())
+    catalogue = yaml.safe_load((REPO / "config/sources.yaml").read_text())["sources"]
+    result = _dry_run(tmp_path, "--profile", str(REPO / "profiles/slurm"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = _job_resources(result.stdout)
+    t2i = config["crel"]["text_to_image"]
+    images = -(-t2i["items"] // config["coco"]["shards"])
+    for model, source in (("sd35-large", "sd35_large"), ("flux-dev", "flux_dev")):
+        size = catalogue[source]["hub"][0]["parameters"]
+        asked = [
+            values for rule, wildcards, values in jobs if rule == "generate_images" and f"model={model}," in wildcards
+        ]
+        assert len(asked) == config["coco"]["shards"]
+        latent_tokens = (t2i["image_size"] // 16) ** 2
+        forwards = 2 if model.startswith("sd") else 1
+        floor_s = images * 50 * forwards * 2 * size["denoiser"] * latent_tokens / (0.4 * 989e12)
+        for values in asked:
+            assert values["mem_mb"] * 2**20 >= 2 * size["loaded"] and values["gpu_mem_mb"] * 2**20 >= 2 * size["loaded"]
+            assert values["runtime"] * 60 >= floor_s, (model, values, floor_s)
+    training = config["trust"]["generator_training"]
+    sit_b = 18 * 12 * 768**2
+    floor_s = training["steps"] * training["batch_size"] * 6 * sit_b * 256 / (0.4 * 989e12)
+    asked = [values for rule, _, values in jobs if rule == "trust_train_generator"]
+    assert asked and all(values["runtime"] * 60 >= floor_s for values in asked), (asked[0], floor_s)
+    sized = [(rule, values) for rule, _, values in jobs if "gpu_mem_mb" in values]
+    assert {rule for rule, _ in sized} >= {
+        "generate_images",
+        "generate_captions",
+        "trust_train_generator",
+        "trust_generate",
+    }
+    assert all(values["gpu_mem_mb"] <= 81_559 and values["runtime"] <= 48 * 60 for _, values in sized), max(
+        sized, key=lambda item: item[1]["runtime"])  # fmt: skip
+
+
+def test_the_docs_bill_is_the_one_the_code_plans():
+    """docs/cluster.md's bill block is what tools/cluster_bill.py plans now (regenerate it with --write)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import cluster_bill
+
+    block = re.search(r"<!-- generated: cluster_bill -->\n(.*?)<!-- /generated: cluster_bill -->",
+                      (REPO / "docs/cluster.md").read_text(), flags=re.S)  # fmt: skip
+    assert block, "docs/cluster.md has no cluster_bill block"
+    assert block.group(1).strip() == cluster_bill.main([]).strip(), "stale: python tools/cluster_bill.py --write"

@@ -158,11 +158,14 @@ def runs(tiny_run, cluster, tmp_path_factory):
         (["--default-resources", "slurm_account=localtest", "slurm_partition=localtest",
           "--set-resources", f"{GPU_RULE}:slurm_partition=gpu"],
          f"1 rule(s) that use a GPU would run without one ({GPU_RULE})"),
+        ([*_site_values(), "--config", "cluster={runtime_limit_h: 0.5}"],
+         "crel_reliability asks 60 min; the partition's limit is 30 min"),
     ],
-    ids=["profile-values-unset", "gpu-block-replaced"],
+    ids=["profile-values-unset", "gpu-block-replaced", "beyond-the-time-limit"],
 )  # fmt: skip
 def test_a_run_the_cluster_would_misuse_is_refused_before_any_submission(runs, tmp_path, site, refusal):
-    """The profile as shipped (SET-ME), and a command-line --set-resources that drops a rule's GPU."""
+    """The profile as shipped (SET-ME), a command-line --set-resources that drops a rule's GPU, and a
+    partition limit shorter than a job asks (config `cluster`)."""
     work = tmp_path / "work"
     shutil.copytree(runs["slurm"], work, ignore=shutil.ignore_patterns("slurm_logs", "log"))
     result, _ = _run(

@@ -1,5 +1,6 @@
 # Helpers every track needs. Track helpers live in workflow/rules/<track>/common.smk; input
 # functions live there too, never lambdas inside rules.
+import functools
 import os
 import sys
 from pathlib import Path
@@ -10,15 +11,40 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
+#: This workflow's own folder (workflow/), of this checkout or of the module a lab's project uses. Not
+#: workflow.basedir: that is the main Snakefile's folder, the lab's project when the workflow is a module.
+WORKFLOW_SOURCE = workflow.current_basedir.join("..")
+#: The checkout holding it, when it is on disk (a local module or this repository); None for a remote module.
+REPOSITORY = Path(str(WORKFLOW_SOURCE)).resolve().parent if WORKFLOW_SOURCE.is_local else None
+
+
+def workflow_file(relative):
+    """A local path to the workflow's file ``relative`` (to workflow/), read through Snakemake's source
+    cache when the module is remote."""
+    source = WORKFLOW_SOURCE.join(relative)
+    return Path(str(source)) if source.is_local else Path(workflow.sourcecache.get_path(source))
+
+
+def repository_path(path):
+    """A config's relative path: the working directory's if it names something there (a lab's own copy),
+    else the repository's (its catalogue, pipelines, .cellprofiler venv); absolute paths and bare program
+    names (`cellprofiler`, left to PATH) as given."""
+    if os.path.isabs(path) or os.path.exists(path) or "/" not in path or REPOSITORY is None:
+        return path
+    return str(REPOSITORY / path)
+
+
 # The DAG is built by this checkout's package (design functions, config checks), whichever
-# condeval the jobs' environment installs.
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+# condeval the jobs' environment installs; a remote module builds it with the installed condeval.
+if REPOSITORY is not None:
+    sys.path.insert(0, str(REPOSITORY / "src"))
 
 from condeval.core.chunks import chunk_items  # noqa: E402
 from condeval.core.cluster import ClusterJob, cluster_refusals  # noqa: E402
 from condeval.core.config import alpha_labels, canonical, config_errors, duplicate_keys  # noqa: E402
 from condeval.core.devices import JOB_ENVIRONMENT  # noqa: E402
 from condeval.core.io import MANIFEST_SUFFIX  # noqa: E402
+from condeval.core.resources import CARDS, encoding_work, folder_parameters, need, needs_beyond  # noqa: E402
 
 # Jobs inherit this process's environment: the allocator settings that keep the latent DQR's
 # large activations in the heap (condeval.core.devices.JOB_ENVIRONMENT). A value set by the user wins.
@@ -32,7 +58,7 @@ def validated(section, schema, prefix=""):
     Every error is one line naming its config key (condeval.core.config.config_errors, where NaN and
     ``2.0`` for an integer are refused too); Snakemake's validate then adds the schema's defaults.
     """
-    path = Path(workflow.basedir) / "workflow" / "schemas" / schema
+    path = workflow_file(f"schemas/{schema}")
     errors = config_errors(section, yaml.safe_load(path.read_text()), prefix)
     if errors:
         raise ValueError(f"the config is invalid ({path.name}):\n  " + "\n  ".join(errors))
@@ -66,6 +92,52 @@ def cluster_preflight(log):
 
 
 ONSTART_CHECKS.append(cluster_preflight)
+
+#: Each hub model's stated parameters by the config key it is fetched to (fetch.smk adds the catalogue's).
+MODEL_PARAMETERS = {}
+
+
+def model_size(key, path):
+    """The parameters of the model at config key ``key`` (folder ``path``): the catalogue's, else its
+    safetensors' (``loaded`` only), else None (a model this run has not made yet)."""
+    if key in MODEL_PARAMETERS:
+        return MODEL_PARAMETERS[key]
+    loaded = folder_parameters(path)
+    return None if loaded is None else {"loaded": loaded}
+
+
+def site_card():
+    """The GPU the site grants (config `cluster.gpu`)."""
+    return CARDS[config["cluster"]["gpu"]]
+
+
+def job_need(work_of, field, wildcards):
+    """One field of a GPU job's resources: its work (``work_of(wildcards)``) sized on the site's card."""
+    return need(work_of(wildcards), site_card()).resources()[field]
+
+
+def gpu_resources(work_of):
+    """A GPU rule's host memory, GPU memory, runtime and floor, each computed from its config by ``work_of``
+    (a function of the job's wildcards returning its condeval.core.resources.GpuWork)."""
+    fields = ("mem_mb", "gpu_mem_mb", "runtime", "gpu_floor_min")
+    return {field: functools.partial(job_need, work_of, field) for field in fields}
+
+
+def oversized_jobs(log):
+    """On a cluster executor, refuse jobs needing more GPU memory than the site's card has or more time
+    than its partition's limit (config `cluster`), naming each rule and the numbers."""
+    if not workflow.non_local_exec:
+        return
+    limit_min = round(config["cluster"]["runtime_limit_h"] * 60)
+    lines = sorted({line for job in workflow.dag.needrun_jobs() if not job.is_local and "gpu" in job.rule.resources
+                    for line in needs_beyond(job.rule.name, dict(job.resources.items()), site_card(), limit_min)})  # fmt: skip
+    if lines:
+        raise ValueError(
+            "\n  ".join([f"the cluster run cannot start (config `cluster`: {config['cluster']}):", *lines])
+        )
+
+
+ONSTART_CHECKS.append(oversized_jobs)
 
 
 onstart:

@@ -55,6 +55,7 @@ __all__ = [
     "read_catalog",
     "run_preflight",
     "catalogue_table",
+    "model_parameters",
 ]
 
 CHUNK_BYTES = 1 << 20
@@ -87,7 +88,8 @@ class Source:
         Paths whose absence makes the source missing: the outputs, plus a manual source's folders
         that hold one of its files (not outputs: Snakemake forbids an output inside another).
     entry : str
-        sha256 of the catalogue entry as written (config keys, not paths): the entry a lock was written for.
+        sha256 of the catalogue entry as written (config keys, not paths), less its `about` and models' `parameters`:
+        the entry a lock was written for.
     """
 
     name: str
@@ -113,6 +115,18 @@ class Source:
 
     def checked_only(self) -> list[str]:
         return [f"{path}/" for path in self.checked if path not in self.outputs]
+
+    def as_params(self) -> dict:
+        """What a fetch job needs of the source, as Snakemake params: no description and no models' sizes, so
+        rewording the catalogue or restating a size refetches nothing, and no path of the checkout."""
+        return {"name": self.name, "kind": self.kind, "files": list(self.files), "folders": list(self.folders),
+                "spec": _pinned_part(self.spec), "checked": list(self.checked), "entry": self.entry}  # fmt: skip
+
+    @classmethod
+    def from_params(cls, params: Mapping) -> Source:
+        """The source a fetch job was given by :meth:`as_params`."""
+        return cls(params["name"], params["kind"], params["name"], tuple(params["files"]), tuple(params["folders"]),
+                   dict(params["spec"]), tuple(params["checked"]), params["entry"])  # fmt: skip
 
 
 def config_value(config: Mapping, key: str, where: str) -> str:
@@ -208,9 +222,27 @@ def resolve_sources(catalog: Mapping, config: Mapping, catalog_name: str = "sour
                 raise FetchError(f"{where}: writes {path}, which source '{claimed[path]}' writes too")
             claimed[path] = name
         checked = tuple(files + folders + extra) if extra else ()
-        digest = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps(_pinned_part(entry), sort_keys=True).encode()).hexdigest()
         sources.append(Source(name, kind, entry["about"], tuple(files), tuple(folders), spec, checked, digest))
     return sources
+
+
+def _pinned_part(entry: Mapping) -> dict:
+    """What a lock is written for: the entry less its description and its models' sizes."""
+    pinned = {key: value for key, value in entry.items() if key != "about"}
+    if "hub" in pinned:
+        pinned["hub"] = [{key: value for key, value in item.items() if key != "parameters"} for item in pinned["hub"]]
+    return pinned
+
+
+def model_parameters(catalog: Mapping) -> dict[str, dict]:
+    """Each hub repository's stated ``parameters``, by the config key it is fetched to."""
+    return {
+        item["to"]: dict(item["parameters"])
+        for entry in catalog["sources"].values()
+        for item in entry.get("hub", ())
+        if "parameters" in item
+    }
 
 
 def source_paths(sources: Iterable[Source]) -> dict[str, str]:

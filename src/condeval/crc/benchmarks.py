@@ -31,6 +31,7 @@ from condeval.datasets.judgments import load_flickr8k_expert, load_pickled_judgm
 from condeval.datasets.rich_hf import pick_a_pic_prompts, read_rich_hf
 
 __all__ = [
+    "PAPER_PAIRS",
     "SUBSETS",
     "WORD_BENCHMARKS",
     "foil_it_captions",
@@ -42,6 +43,12 @@ __all__ = [
 
 SUBSETS = ("calibration", "test")
 WORD_BENCHMARKS = ("foil_it", "foil_nocaps", "rich_hf")
+#: Image-caption pairs of each benchmark's release: FOIL-it test 198,960 and its train file 395,300 (when
+#: FOIL-it calibrates on it), FOIL-nocaps 5,000, Rich-HF dev 995 + test 955 (REFERENCE.md), VICR 15,646,
+#: Polaris test 26,122 rows (REFERENCE.md; 8,726 unique pairs in the paper), Flickr8k-Expert 5,664,
+#: Composite 13,146 (the paper's appendix). They size the sampling jobs before the data is read.
+PAPER_PAIRS = {"foil_it": 198_960, "foil_it_train": 395_300, "foil_nocaps": 5_000, "rich_hf": 995 + 955,
+               "vicr": 15_646, "polaris": 26_122, "flickr8k": 5_664, "composite": 13_146}  # fmt: skip
 
 
 def image_subsets(images: pl.Series, fraction: float, seed: int) -> pl.Series:

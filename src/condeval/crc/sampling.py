@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from condeval.core.resources import INFERENCE_BYTES_PER_TOKEN, GpuWork, forward_flops, tower_parameters
 from condeval.crc.pos import PosTagger, maskable_words
 from condeval.encoders.features import ClipEncoder
 from condeval.metrics import CLIPSCORE_WEIGHT, cosine_similarity
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # polars is imported where the table is built
     import polars as pl
 
 __all__ = [
+    "sampling_work",
     "CLIPSCORE_WEIGHT",
     "IMAGE_MASKINGS",
     "clipscore",
@@ -317,3 +319,20 @@ def _sample_row(sampler: AttentionMaskSampler, pair: PairSamples, key: int, keep
     if keep_distribution:
         row["samples"] = pair.distribution.astype(np.float32).tolist()
     return row
+
+
+#: Tokens a tower reads, at most: a ViT/14's 257 at 224 px, CLIP's 77 text tokens.
+IMAGE_TOKENS, TEXT_TOKENS = 257, 77
+
+
+def sampling_work(parameters: dict | None, sampling: dict, pairs: int, dtype: str = "auto") -> GpuWork:
+    """One ``crc_sample`` job's GPU work: ``pairs`` pairs, each through ``n_image`` + 1 image and ``n_text`` + 1
+    text forwards of a CLIP of ``parameters`` (each tower's own, condeval.core.resources.tower_parameters;
+    None: a CLIP this run trains)."""
+    if not parameters:
+        return GpuWork(0.0, 0.0, dtype, basis="a CLIP trained by this run")
+    per_pair = (sampling["n_image"] + 1) * forward_flops(tower_parameters(parameters, "image"), IMAGE_TOKENS)
+    per_pair += (sampling["n_text"] + 1) * forward_flops(tower_parameters(parameters, "text"), TEXT_TOKENS)
+    batch_tokens = (sampling["n_image"] + 1) * IMAGE_TOKENS + (sampling["n_text"] + 1) * TEXT_TOKENS
+    return GpuWork(parameters["loaded"], pairs * per_pair, dtype, activation_bytes=batch_tokens * INFERENCE_BYTES_PER_TOKEN,
+                   basis=f"{pairs:,} pairs x ({sampling['n_image']} + {sampling['n_text']} + 2) forwards")  # fmt: skip

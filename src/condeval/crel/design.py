@@ -23,6 +23,13 @@ import re
 
 from condeval.core.config import alpha_label, alpha_labels, canonical
 from condeval.core.conformal import conformal_rank
+from condeval.core.resources import (
+    INFERENCE_BYTES_PER_TOKEN,
+    GpuWork,
+    forward_flops,
+    unet_forward_flops,
+    vae_decode_flops,
+)
 from condeval.crel.synthetic import FOLDS, fold_sizes
 
 __all__ = [
@@ -38,6 +45,8 @@ __all__ = [
     "lgm_latent_dim",
     "ablation_rows",
     "check_config",
+    "generation_work",
+    "captioning_work",
 ]
 
 LGM_ID = r"vae|cvae|vae-beta[0-9.e+-]+|vae-r\d+|vae-mae|vae-long-(epoch\d+|best)|sd-(cond|uncond)-T\d+"
@@ -240,3 +249,72 @@ def check_config(cfg: dict, prefix: str = "crel.") -> None:
 
 
 assert set(FOLDS) == {"lgm", "dqr", "cal", "test"}
+
+
+#: CLIP's text tokens (SD3's two CLIP encoders, Kandinsky's prior).
+CLIP_TOKENS = 77
+#: Denoising steps of Kandinsky 2.2's prior (its pipeline's default).
+KANDINSKY_PRIOR_STEPS = 25
+#: Tokens a captioner writes per image (COCO captions run 10-20 words) and the image tokens it reads (ViT at 224, patch 16).
+CAPTION_TOKENS, CAPTIONER_IMAGE_TOKENS = 30, 197
+
+
+def _denoiser_forward_flops(family: str, denoiser: float, image_size: int, max_length: int) -> float:
+    latent_side = image_size // 8
+    if family == "kandinsky":
+        return unet_forward_flops(denoiser, latent_side)
+    text = max_length + (2 * CLIP_TOKENS if family == "sd3" else 0)
+    return forward_flops(denoiser, (latent_side // 2) ** 2 + text)  # MMDiT: 2 x 2 patches and text tokens jointly
+
+
+def generation_work(
+    model: dict,
+    parameters: dict | None,
+    prior: dict | None,
+    image_size: int,
+    max_length: int,
+    batch_size: int,
+    images: int,
+) -> GpuWork:
+    """One ``generate_images`` job's GPU work.
+
+    Parameters
+    ----------
+    model : dict
+        The generator's section (``crel.text_to_image.models.<model>``: ``family``, ``sampling``, ``dtype``).
+    parameters, prior : dict or None
+        The pipeline's (and Kandinsky's prior's) ``loaded`` and ``denoiser`` parameter counts; None when
+        unknown (a generator this run trains), giving a work of no weight.
+    image_size, max_length, batch_size : int
+        The track's image side, T5 tokens and prompts per call.
+    images : int
+        The images the job draws.
+    """
+    if not parameters:
+        return GpuWork(0.0, 0.0, model.get("dtype", "auto"), basis="a generator trained by this run")
+    sampling, family = model["sampling"], model["family"]
+    forwards = 1 if family == "flux" or sampling.get("guidance_scale", 1.0) <= 1.0 else 2  # FLUX: distilled guidance
+    denoiser = parameters.get("denoiser", parameters["loaded"])
+    step = forwards * _denoiser_forward_flops(family, denoiser, image_size, max_length)
+    per_image = sampling["num_inference_steps"] * step + vae_decode_flops(image_size)
+    per_image += forward_flops(parameters["loaded"] - denoiser, max_length)  # text encoders, once per prompt
+    loaded = parameters["loaded"]
+    if prior:
+        per_image += KANDINSKY_PRIOR_STEPS * 2 * forward_flops(prior.get("denoiser", prior["loaded"]), CLIP_TOKENS)
+        loaded += prior["loaded"]
+    tokens = forwards * batch_size * ((image_size // 16) ** 2 + max_length)
+    return GpuWork(loaded, images * per_image, model.get("dtype", "auto"),
+                   activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN,
+                   basis=f"{images:,} images x {sampling['num_inference_steps']} steps x {forwards} forward(s)")  # fmt: skip
+
+
+def captioning_work(parameters: dict | None, sampling: dict, dtype: str, batch_size: int, images: int) -> GpuWork:
+    """One ``generate_captions`` job's GPU work: ``images`` captions from a captioner of ``parameters``
+    (None: one this run trains) sampled with generate()'s ``sampling`` keywords."""
+    if not parameters:
+        return GpuWork(0.0, 0.0, dtype, basis="a captioner trained by this run")
+    beams = sampling.get("num_beams", 1)
+    per_image = forward_flops(parameters["loaded"], CAPTIONER_IMAGE_TOKENS + beams * CAPTION_TOKENS)
+    tokens = batch_size * beams * (CAPTIONER_IMAGE_TOKENS + CAPTION_TOKENS)
+    return GpuWork(parameters["loaded"], images * per_image, dtype,
+                   activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN, basis=f"{images:,} captions")  # fmt: skip

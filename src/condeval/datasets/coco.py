@@ -17,6 +17,7 @@ import polars as pl
 from condeval.datasets import DatasetFormatError, integer_field, read_json, relative_path, report_rows, text_field
 
 __all__ = [
+    "VAL2014_IMAGES",
     "load_captions",
     "evaluation_pairs",
     "shard_image_ids",
@@ -28,6 +29,9 @@ __all__ = [
 
 _IMAGE_FIELDS = ("id", "file_name")
 _ANNOTATION_FIELDS = ("id", "image_id", "caption")
+
+#: The images of COCO 2014's val split (CReL's 40,504 evaluation pairs, one caption each).
+VAL2014_IMAGES = 40_504
 
 
 def _boolean(value: object, where: str, field: str) -> bool:

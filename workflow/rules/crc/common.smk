@@ -2,6 +2,8 @@
 # and input functions. The track reads the shared COCO data (the miniature's benchmarks are written
 # from the mini-world) and the shared tiny CLIP.
 from condeval.crc.miniature import MINI_JUDGMENT_FILES  # noqa: E402
+from condeval.crc import sampling as crc_sampling  # noqa: E402
+from condeval.crc.benchmarks import PAPER_PAIRS  # noqa: E402
 
 CRC = track_config("crc")
 CRC_DATA = CRC["data"]
@@ -199,6 +201,18 @@ def crc_model_loading(wildcards):
 def crc_sampling_params(wildcards):
     kind = "words" if wildcards.benchmark in WORD_BENCHMARKS else "intervals"
     return canonical({**CRC["sampling"][kind], "weight": CRC["clipscore_weight"]})
+
+
+def crc_sampling_work(wildcards):
+    """One crc_sample job's GPU work (condeval.crc.sampling.sampling_work): a shard of the benchmark's
+    pairs, counted by the release's size (condeval.crc.benchmarks.PAPER_PAIRS; the largest for another)."""
+    benchmark, section = wildcards.benchmark, CRC["models"][wildcards.model]
+    pairs = PAPER_PAIRS.get(benchmark, max(PAPER_PAIRS.values()))
+    if benchmark == "foil_it" and "train" in CRC_DATA["foil_it"]:
+        pairs += PAPER_PAIRS["foil_it_train"]
+    parameters = model_size(f"crc.models.{wildcards.model}.path", section["path"]) if "path" in section else None
+    sampling = crc_sampling_params(wildcards)
+    return crc_sampling.sampling_work(parameters, sampling, -(-pairs // CRC["shards"]), section.get("dtype", "auto"))
 
 
 def crc_keep_distribution(wildcards):

@@ -27,8 +27,7 @@ rule crc_sample:
     threads: 1
     priority: 10
     resources:
-        mem_mb=4000,
-        runtime=120,
+        **gpu_resources(crc_sampling_work),
         gpu=0,
     script:
         "../../scripts/crc/sample.py"

@@ -59,8 +59,7 @@ rule generate_captions:
     threads: 1
     priority: 20
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(captioning_work),
         gpu=0,
     script:
         "../../scripts/crel/generate_captions.py"

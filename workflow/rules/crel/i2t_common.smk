@@ -64,6 +64,17 @@ def captioner_dtype(wildcards):
     return I2T["models"][model].get("dtype", "auto")
 
 
+def captioning_work(wildcards):
+    """One generate_captions job's GPU work (condeval.crel.design.captioning_work): a shard of val's images."""
+    model = I2T_VARIANTS.get(wildcards.model, (wildcards.model,))[0]
+    section = I2T["models"][model]
+    key = f"crel.image_to_text.models.{model}.path"
+    parameters = model_size(key, section["path"]) if "path" in section else None
+    images = -(-VAL2014_IMAGES // COCO["shards"])  # at most: a miniature's val is smaller
+    return design.captioning_work(parameters, captioner_sampling(wildcards), captioner_dtype(wildcards),
+                                  ENCODERS["batch_size"], images)  # fmt: skip
+
+
 def captioner_train_inputs(wildcards):
     train = I2T["models"][wildcards.model]["train"]
     inputs = {"captions": coco_world(), "tokenizer": saved_manifest("results/encoders/tokenizer")}

@@ -121,8 +121,7 @@ rule generate_images:
     threads: 1
     priority: 15
     resources:
-        mem_mb=4000,
-        runtime=120,
+        **gpu_resources(generation_work),
         gpu=0,
     script:
         "../../scripts/crel/generate_images.py"

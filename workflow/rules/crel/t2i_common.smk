@@ -64,6 +64,18 @@ def generator_dtype(wildcards):
     return T2I["models"][wildcards.model].get("dtype", "auto")
 
 
+def generation_work(wildcards):
+    """One generate_images job's GPU work (condeval.crel.design.generation_work): a shard of the items."""
+    section = T2I["models"][wildcards.model]
+    key = f"crel.text_to_image.models.{wildcards.model}"
+    parameters = model_size(f"{key}.path", section["path"]) if "path" in section else None
+    prior = model_size(f"{key}.prior_path", section["prior_path"]) if "prior_path" in section else None
+    images = -(-T2I["items"] // COCO["shards"])
+    return design.generation_work(
+        section, parameters, prior, T2I["image_size"], T2I["max_length"], T2I["batch_size"], images
+    )
+
+
 def generator_train_inputs(wildcards):
     """What training one generator reads: the world, tokenizer, CLIP, its family's autoencoder (and T5)."""
     family = T2I["models"][wildcards.model]["family"]

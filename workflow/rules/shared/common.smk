@@ -7,6 +7,7 @@
 # with --set-resources (profiles/slurm does) and the job runs on CUDA.
 import re
 
+from condeval.datasets.coco import VAL2014_IMAGES  # noqa: E402
 from condeval.datasets.miniworld import SHAPES  # noqa: E402
 
 COCO = track_config("coco")
@@ -164,3 +165,29 @@ def feature_outputs(kind):
 def feature_encoder_inputs(kind):
     """The encoders of ``kind`` as inputs, in :func:`feature_outputs`' order."""
     return [trained_encoder_inputs(encoder) for encoder in FEATURE_ENCODERS[kind]]
+
+
+def feature_tokens(name, kind):
+    """Tokens per item encoder ``name`` reads for ``kind``: ViT/14s at 224 px 257, CLIP text 77, BERT its max_length."""
+    if name == "bert":
+        return ENCODERS["bert"].get("max_length", 512)
+    return 257 if kind == "image" else 77
+
+
+def feature_work(kind, wildcards):
+    """One image_features / text_features job's GPU work: a shard of val's images or evaluation captions
+    (one per image; at most COCO 2014's val) through each encoder of ``kind``."""
+    encoders = [
+        (model_size(f"encoders.{name}.path", ENCODERS[name]["path"]) if "path" in ENCODERS[name] else None,
+         kind, feature_tokens(name, kind))
+        for name in FEATURE_ENCODERS[kind]
+    ]  # fmt: skip
+    return encoding_work(encoders, -(-VAL2014_IMAGES // COCO["shards"]), ENCODERS["batch_size"])
+
+
+def image_feature_work(wildcards):
+    return feature_work("image", wildcards)
+
+
+def text_feature_work(wildcards):
+    return feature_work("text", wildcards)

@@ -27,8 +27,7 @@ rule image_features:
     threads: 1
     priority: 20
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(image_feature_work),
         gpu=0,
     script:
         "../../scripts/shared/image_features.py"
@@ -59,8 +58,7 @@ rule text_features:
     threads: 1
     priority: 20
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(text_feature_work),
         gpu=0,
     script:
         "../../scripts/shared/text_features.py"

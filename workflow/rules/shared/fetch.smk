@@ -14,11 +14,10 @@ from condeval.core import fetch as fetch_sources  # noqa: E402
 
 if "fetch" in config:
     FETCH = config["fetch"]
-    FETCH_CATALOG_FILE = str(Path(workflow.basedir) / FETCH["sources"])  # relative to the repository, like the configs
-    FETCH_LOCK_DIR = str(Path(workflow.basedir) / FETCH.get("lock", "config/sources.lock"))
-    FETCH_CATALOG = fetch_sources.read_catalog(
-        FETCH_CATALOG_FILE, Path(workflow.basedir) / "workflow/schemas/sources.schema.yaml"
-    )
+    FETCH_CATALOG_FILE = repository_path(FETCH["sources"])  # the project's own copy, else the workflow's
+    FETCH_LOCK_DIR = FETCH.get("lock", "config/sources.lock")  # the project's, like every path of the config
+    FETCH_CATALOG = fetch_sources.read_catalog(FETCH_CATALOG_FILE, workflow_file("schemas/sources.schema.yaml"))
+    MODEL_PARAMETERS.update(fetch_sources.model_parameters(FETCH_CATALOG))
     FETCH_SOURCES = {
         f"fetch_{source.name}": source
         for source in fetch_sources.resolve_sources(FETCH_CATALOG, config, FETCH_CATALOG_FILE)
@@ -61,11 +60,9 @@ if "fetch" in config:
             conda:
                 "../../../envs/torch.yaml"
             params:
-                source=_source.name,
-                # as the config writes them (relative to the repository): a clone elsewhere has the same
-                # params, so Snakemake's params trigger does not fetch everything again
-                catalog=FETCH["sources"],
-                lock=FETCH.get("lock", "config/sources.lock"),
-                spec=_source.spec,  # a new pin refetches, so that what is on disk matches it
+                # the source's pin and paths, nothing of where the checkout is: a new pin refetches, a clone
+                # elsewhere (a lab member's, after a DVC pull) fetches nothing again
+                source=_source.as_params(),
+                lock=FETCH_LOCK_DIR,
             script:
                 "../../scripts/shared/fetch.py"

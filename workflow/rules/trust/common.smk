@@ -105,7 +105,8 @@ def trust_targets():
     return signal + ["reports/trust/selection_table.md"] + figures + generators + morphology + translated
 
 
-from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES  # noqa: E402
+from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES, image_channels  # noqa: E402
+from condeval.trust import design as trust_design  # noqa: E402
 
 TRUST_REGIMES = list(TRUST.get("regimes", ["held_out"]))
 TRUST_VARIANTS = list(TRUST.get("generators", {}))
@@ -214,6 +215,80 @@ def trust_generator_training(variant, regime, dataset):
             train = {key: value for key, value in train.items() if key not in ("epochs", "steps")}
         train |= overrides
     return train
+
+
+def trust_extractor_size(dataset, extractor):
+    """An extractor's stated or stored parameters (None: one trained here, not yet made)."""
+    key = "trust.clip" if extractor == "clip" else f"trust.extractors.{extractor}"
+    section = TRUST["clip"] if extractor == "clip" else TRUST["extractors"][extractor]
+    return model_size(f"{key}.path", section["path"].replace("{dataset}", dataset)) if "path" in section else None
+
+
+def trust_feature_work(dataset, extractors, items):
+    """GPU work of ``items`` images of ``dataset`` through each extractor's image tower, (side/16)² + 1 tokens."""
+    tokens = (TRUST["image_size"] // 16) ** 2 + 1
+    encoders = [(trust_extractor_size(dataset, extractor), "image", tokens) for extractor in extractors]
+    return encoding_work(encoders, items, TRUST["batch_size"])
+
+
+def trust_real_feature_work(wildcards):
+    """One trust_real_features job's GPU work: the whole release (at most) through one extractor."""
+    dataset = wildcards.dataset
+    return trust_feature_work(dataset, [wildcards.extractor], trust_design.RELEASE_IMAGES[dataset])
+
+
+def trust_sample_feature_work(wildcards):
+    """One trust_sample_features job's GPU work: a shard of samples through every space it is scored in."""
+    dataset = wildcards.dataset
+    samples = -(-trust_queried_conditions(dataset) * trust_per_condition(dataset) // TRUST_SHARDS)
+    return trust_feature_work(dataset, trust_sample_extractors(dataset, wildcards.variant), samples)
+
+
+def trust_trajectory_work(wildcards):
+    """One trust_trajectory job's GPU work: trust_generate's shard drawn again, every step to the block."""
+    dataset, sampling = wildcards.dataset, TRUST["sampling"]
+    samples = -(-trust_queried_conditions(dataset) * trust_per_condition(dataset) // TRUST_SHARDS)
+    transformer = trust_generator_training(wildcards.variant, wildcards.regime, dataset)["transformer"]
+    return trust_design.block_work(transformer, transformer["layers"], TRUST["image_size"], samples,
+                                   sampling["num_inference_steps"], sampling["batch_size"])  # fmt: skip
+
+
+def trust_real_trajectory_work(wildcards):
+    """One trust_real_trajectory job's GPU work: the release (at most) noised to each scoring step, to the block."""
+    dataset, translator = wildcards.dataset, TRUST["translator"]
+    transformer = trust_generator_training(wildcards.variant, wildcards.regime, dataset)["transformer"]
+    return trust_design.block_work(transformer, translator["layer"], TRUST["image_size"],
+                                   trust_design.RELEASE_IMAGES[dataset], len(translator["steps"]), TRUST["batch_size"])  # fmt: skip
+
+
+def trust_translator_work(wildcards):
+    """One trust_train_translator job's GPU work (condeval.trust.design.translator_work) on the release, at most."""
+    dataset = wildcards.dataset
+    transformer = trust_generator_training(wildcards.variant, wildcards.regime, dataset)["transformer"]
+    return trust_design.translator_work(transformer, TRUST["translator"], TRUST["image_size"],
+                                        trust_design.RELEASE_IMAGES[dataset])  # fmt: skip
+
+
+def trust_training_work(wildcards):
+    """One trust_train_generator job's GPU work (condeval.trust.design.training_work)."""
+    train = trust_generator_training(wildcards.variant, wildcards.regime, wildcards.dataset)
+    return trust_design.training_work(train, TRUST["image_size"], trust_design.RELEASE_IMAGES[wildcards.dataset])
+
+
+def trust_queried_conditions(dataset):
+    """The conditions asked of a dataset's generators: RxRx1's seen and unseen pairs, else every attribute tuple."""
+    section = TRUST["datasets"][dataset]
+    return 2 * section["subset"]["n_each"] if "subset" in section else 2 ** len(TRUST_ATTRIBUTES[dataset])
+
+
+def trust_sampling_work(wildcards):
+    """One trust_generate job's GPU work (condeval.trust.design.sampling_work): a shard of the samples."""
+    dataset, sampling = wildcards.dataset, TRUST["sampling"]
+    samples = -(-trust_queried_conditions(dataset) * trust_per_condition(dataset) // TRUST_SHARDS)
+    train = trust_generator_training(wildcards.variant, wildcards.regime, dataset)
+    channels = image_channels(dataset) if trust_autoencoder_settings(dataset).get("channelwise") else 1
+    return trust_design.sampling_work(train["transformer"], TRUST["image_size"], sampling["num_inference_steps"],
+                                      sampling["batch_size"], samples, channels)  # fmt: skip
 
 
 def trust_scoring_extractor(variant):

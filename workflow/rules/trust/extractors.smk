@@ -80,8 +80,7 @@ rule trust_real_features:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(trust_real_feature_work),
         gpu=0,
     script:
         "../../scripts/trust/real_features.py"

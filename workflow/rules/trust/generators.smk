@@ -85,8 +85,7 @@ rule trust_train_generator:
     threads: 1
     priority: 15
     resources:
-        mem_mb=6000,
-        runtime=120,
+        **gpu_resources(trust_training_work),
         gpu=0,
     script:
         "../../scripts/trust/train_generator.py"
@@ -114,8 +113,7 @@ rule trust_generate:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(trust_sampling_work),
         gpu=0,
     script:
         "../../scripts/trust/generate.py"
@@ -143,8 +141,7 @@ rule trust_sample_features:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **gpu_resources(trust_sample_feature_work),
         gpu=0,
     script:
         "../../scripts/trust/sample_features.py"

@@ -13,14 +13,6 @@ MORPHOLOGY_WILDCARDS = {
 MORPHOLOGY_FOLDER = "results/trust/rxrx1/cellprofiler/{source}/shard-{cp_shard}"
 
 
-def repository_path(path):
-    """A relative path that names nothing in the working directory is the repository's (its pipelines,
-    its .cellprofiler venv), like the configs; a bare program name (`cellprofiler`) is left to PATH."""
-    if os.path.isabs(path) or os.path.exists(path) or "/" not in path:
-        return path
-    return str(Path(workflow.basedir) / path)
-
-
 # trust_cellprofiler reads the configured strings and resolves them when it runs: a params or input
 # holding the resolved path would differ between a run and its copy elsewhere (a lab member's clone, DVC),
 # and Snakemake would rerun CellProfiler there. The pipeline's content is what the rule depends on.

@@ -40,8 +40,7 @@ rule trust_train_translator:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(trust_translator_work),
         gpu=0,
     script:
         "../../scripts/trust/train_translator.py"
@@ -71,8 +70,7 @@ rule trust_trajectory:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(trust_trajectory_work),
         gpu=0,
     script:
         "../../scripts/trust/trajectory.py"
@@ -105,8 +103,7 @@ rule trust_real_trajectory:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **gpu_resources(trust_real_trajectory_work),
         gpu=0,
     script:
         "../../scripts/trust/real_trajectory.py"

@@ -1,0 +1,260 @@
+"""What a GPU job asks of a cluster, computed from the work its config gives it.
+
+A rule's work (:class:`GpuWork`: the weights it loads, the parameters it trains, its FLOPs and its
+largest batch's activations) is stated by its track from the config (model, dtype, image size,
+batch, items per shard, steps); :func:`need` turns it into the resources the job requests on one
+card (:class:`Card`): host memory, GPU memory and a runtime, and its **floor**, the hours its FLOPs
+take at :data:`EFFICIENCY` of the card's bf16 peak. No GPU measured these rates: the runtime asked is
+the floor times :data:`OVERHEAD` plus the time to read the weights, an estimate that says so
+(``benchmarks/bench_paper_gpu.py`` measures the real rates on a card).
+
+FLOPs follow the usual transformer count: a forward pass costs 2 x parameters x tokens, a training
+step three forwards (:func:`forward_flops`, :func:`training_flops`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "BYTES_PER_PARAMETER",
+    "CARDS",
+    "EFFICIENCY",
+    "OVERHEAD",
+    "Card",
+    "GpuWork",
+    "Need",
+    "forward_flops",
+    "training_flops",
+    "need",
+    "folder_parameters",
+    "needs_beyond",
+    "encoding_work",
+    "tower_parameters",
+    "vae_decode_flops",
+    "unet_forward_flops",
+]
+
+#: Bytes a weight takes on the card in each sampling precision.
+BYTES_PER_PARAMETER = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": 2}
+#: Bytes per trained parameter: fp32 weights and gradients, Adam's two moments.
+TRAINING_BYTES_PER_PARAMETER = 16
+#: The floor's share of the card's dense bf16 peak.
+EFFICIENCY = 0.4
+#: Requested runtime over the floor (data loading, decoding, small last batches; no GPU measured it).
+OVERHEAD = 3.0
+#: Reading weights from a shared filesystem, bytes per second.
+LOAD_BYTES_PER_S = 200e6
+#: Host memory besides the weights: interpreter, torch and CUDA libraries, loader workers, a batch.
+HOST_BASE_MB = 4000
+#: GPU memory besides the work's: the CUDA context and cuBLAS workspaces.
+CONTEXT_MB = 1500
+#: Headroom on the GPU memory the work computes (allocator fragmentation).
+GPU_HEADROOM = 1.2
+#: The shortest runtime a job asks, minutes (start-up, imports, a first batch).
+MIN_RUNTIME_MIN = 10
+MB = 2**20
+
+
+@dataclass(frozen=True)
+class Card:
+    """One GPU as a cluster grants it: its memory and its dense bf16 peak (TF32 is half of it)."""
+
+    name: str
+    memory_mb: int
+    bf16_tflops: float
+
+
+#: The cards a site may name (``cluster.gpu``): memory as nvidia-smi reports it, dense bf16 peaks as NVIDIA states them.
+CARDS = {
+    card.name: card
+    for card in (
+        Card("A100-40GB", 40_960, 312.0),
+        Card("A100-80GB", 81_920, 312.0),
+        Card("H100-80GB", 81_559, 989.0),
+        Card("H200-141GB", 143_771, 989.0),
+    )
+}
+
+
+@dataclass(frozen=True)
+class GpuWork:
+    """One job's GPU work.
+
+    Attributes
+    ----------
+    loaded_parameters : float
+        Weights held on the card (0 when unknown: a model this run has not made yet).
+    flops : float
+        The job's FLOPs in all.
+    dtype : str
+        The precision the weights and matmuls run in (``auto`` is bfloat16 on a GPU).
+    trained_parameters : float
+        Parameters with gradients and optimiser state.
+    activation_bytes : float
+        The largest batch's live activations.
+    basis : str
+        Where the FLOPs come from, for the bill.
+    """
+
+    loaded_parameters: float
+    flops: float
+    dtype: str = "auto"
+    trained_parameters: float = 0.0
+    activation_bytes: float = 0.0
+    basis: str = ""
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one job asks: host memory and GPU memory (MB), runtime (minutes), and its floor (hours)."""
+
+    mem_mb: int
+    gpu_mem_mb: int
+    runtime: int
+    floor_hours: float
+
+    def resources(self) -> dict[str, int]:
+        """As Snakemake resources: ``mem_mb``, ``gpu_mem_mb``, ``runtime`` and ``gpu_floor_min`` (the floor, for the bill)."""
+        floor_min = math.ceil(self.floor_hours * 60)
+        return {
+            "mem_mb": self.mem_mb,
+            "gpu_mem_mb": self.gpu_mem_mb,
+            "runtime": self.runtime,
+            "gpu_floor_min": floor_min,
+        }
+
+
+def forward_flops(parameters: float, tokens: float) -> float:
+    """FLOPs of one forward pass of a transformer of ``parameters`` over ``tokens`` tokens."""
+    return 2.0 * parameters * tokens
+
+
+def training_flops(parameters: float, tokens: float) -> float:
+    """FLOPs of one training step (forward and backward) over ``tokens`` tokens."""
+    return 3.0 * forward_flops(parameters, tokens)
+
+
+def _peak_flops(card: Card, dtype: str) -> float:
+    half = BYTES_PER_PARAMETER.get(dtype, 4) == 2
+    return card.bf16_tflops * 1e12 * (1.0 if half else 0.5)
+
+
+def need(work: GpuWork, card: Card) -> Need:
+    """The resources one job of ``work`` asks on ``card``.
+
+    Parameters
+    ----------
+    work : GpuWork
+        The job's work.
+    card : Card
+        The GPU the site grants.
+
+    Returns
+    -------
+    Need
+        Host memory (the weights pass through it on load), GPU memory (weights, training state,
+        activations, context, with headroom), runtime (the floor at the work's precision times
+        :data:`OVERHEAD`, plus reading the weights), and the floor in hours at bf16.
+    """
+    if work.dtype not in BYTES_PER_PARAMETER:
+        raise ValueError(f"dtype {work.dtype!r} is not one of {sorted(BYTES_PER_PARAMETER)}")
+    weight_bytes = work.loaded_parameters * BYTES_PER_PARAMETER[work.dtype]
+    state_bytes = work.trained_parameters * TRAINING_BYTES_PER_PARAMETER
+    gpu_bytes = (weight_bytes + state_bytes + work.activation_bytes) * GPU_HEADROOM
+    compute_s = work.flops / (EFFICIENCY * _peak_flops(card, work.dtype))
+    runtime_s = OVERHEAD * compute_s + weight_bytes / LOAD_BYTES_PER_S
+    return Need(
+        mem_mb=HOST_BASE_MB + math.ceil(max(weight_bytes, state_bytes) / MB),
+        gpu_mem_mb=CONTEXT_MB + math.ceil(gpu_bytes / MB),
+        runtime=max(MIN_RUNTIME_MIN, math.ceil(runtime_s / 60)),
+        floor_hours=work.flops / (EFFICIENCY * card.bf16_tflops * 1e12) / 3600,
+    )
+
+
+def folder_parameters(folder: str | Path) -> int | None:
+    """The parameters a model folder's ``*.safetensors`` hold (from their headers), None without any.
+
+    The weights are not read: ``safe_open`` reads each file's header only.
+    """
+    from safetensors import safe_open
+
+    files = sorted(Path(folder).rglob("*.safetensors")) if Path(folder).is_dir() else []
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with safe_open(file, framework="numpy") as weights:
+            total += sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
+    return total
+
+
+def needs_beyond(rule: str, requested: Need | dict, card: Card, runtime_limit_min: int) -> list[str]:
+    """Why one job cannot run on ``card`` within the partition's limit: one line per excess, none if it fits.
+
+    Parameters
+    ----------
+    rule : str
+        The job's rule, named in each line.
+    requested : Need or dict
+        Its ``gpu_mem_mb`` and ``runtime`` (minutes).
+    card : Card
+        The site's GPU.
+    runtime_limit_min : int
+        The partition's time limit.
+    """
+    values = requested if isinstance(requested, dict) else vars(requested)
+    lines = []
+    gpu_mem_mb, runtime = values.get("gpu_mem_mb"), values.get("runtime")
+    if isinstance(gpu_mem_mb, int) and gpu_mem_mb > card.memory_mb:
+        lines.append(f"{rule} needs {gpu_mem_mb:,} MB of GPU memory; a {card.name} has {card.memory_mb:,} MB")
+    if isinstance(runtime, int) and runtime > runtime_limit_min:
+        lines.append(f"{rule} asks {runtime:,} min; the partition's limit is {runtime_limit_min:,} min")
+    return lines
+
+
+#: Live bytes per token of an inference forward pass (hidden 1-3k wide, bf16, a few tensors alive at once).
+INFERENCE_BYTES_PER_TOKEN = 32 * 1024
+#: Live bytes per token, layer and hidden unit of a training step in bf16 (Korthikanti et al.'s 34 s b h per layer).
+TRAINING_BYTES_PER_ACTIVATION = 34
+#: FLOPs of a Stable Diffusion-style VAE decoding one 512 x 512 image (the decoder's convolutions; scales with pixels).
+VAE_DECODE_FLOPS_512 = 2.5e12
+#: A UNet's FLOPs per forward over its parameters times latent pixels (SD 1.5's 860M UNet: about 0.8 TFLOPs at 64 x 64).
+UNET_FLOPS_PER_PARAMETER_PIXEL = 0.8e12 / (0.86e9 * 64 * 64)
+
+
+def tower_parameters(parameters: dict, tower: str) -> float:
+    """The parameters one tower of a two-tower model runs (``image`` or ``text``): the stated ``vision``
+    count and the rest; the whole model when no split is stated (an upper bound)."""
+    if "vision" not in parameters:
+        return parameters["loaded"]
+    return parameters["vision"] if tower == "image" else parameters["loaded"] - parameters["vision"]
+
+
+def encoding_work(
+    encoders: list[tuple[dict | None, str, int]], items: int, batch_size: int, dtype: str = "auto"
+) -> GpuWork:
+    """A feature job's GPU work: ``items`` items through each encoder, given as (parameters, tower, tokens per item).
+
+    An encoder of unknown parameters (None: one this run trains) adds no weight.
+    """
+    known = [(parameters, tower, tokens) for parameters, tower, tokens in encoders if parameters]
+    flops = items * sum(
+        forward_flops(tower_parameters(parameters, tower), tokens) for parameters, tower, tokens in known
+    )
+    widest = max((tokens for *_, tokens in known), default=0)
+    return GpuWork(sum(parameters["loaded"] for parameters, *_ in known), flops, dtype,
+                   activation_bytes=batch_size * widest * INFERENCE_BYTES_PER_TOKEN,
+                   basis=f"{items:,} items x {len(known)} encoder(s)")  # fmt: skip
+
+
+def vae_decode_flops(image_size: int) -> float:
+    """FLOPs of decoding one ``image_size`` square image through a Stable Diffusion-style VAE."""
+    return VAE_DECODE_FLOPS_512 * (image_size / 512) ** 2
+
+
+def unet_forward_flops(parameters: float, latent_side: int) -> float:
+    """FLOPs of one forward pass of a latent-diffusion UNet over a ``latent_side`` square latent."""
+    return UNET_FLOPS_PER_PARAMETER_PIXEL * parameters * latent_side**2

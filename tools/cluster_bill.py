@@ -1,0 +1,109 @@
+"""The paper config's bill on a cluster: each GPU rule's jobs, memory and GPU-hours, from a dry run.
+
+Plans ``config/paper.yaml`` (+ ``config/trust_pickles.yaml``) from an empty working folder, as a lab's
+first run would, under ``profiles/slurm`` and the config's ``cluster`` site (default H100-80GB, 48 h),
+and reads each job's resources: ``runtime`` (asked), ``gpu_floor_min`` (its FLOPs at 40% of the card's
+bf16 peak, ``condeval.core.resources``), ``gpu_mem_mb`` and ``mem_mb``. Rules whose resources are not
+yet computed from their config show their fixed runtime and no floor. Writes the Markdown table into
+the ``cluster_bill`` block of docs/cluster.md with ``--write``, else prints it::
+
+    python tools/cluster_bill.py [--write] [--config KEY=VALUE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from readme_tables import write_docs
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = ("all", "ablations", "crel_i2t_num_z0", "scaling")
+#: The paper config's goal, H100 GPU-hours in all (issue 56).
+GOAL_GPU_HOURS = 300
+
+
+def dry_run(extra_config: list[str]) -> str:
+    """The dry run's stdout: every job of the paper targets with its resources."""
+    with tempfile.TemporaryDirectory() as workdir:
+        command = [sys.executable, "-m", "snakemake", *TARGETS, "-s", str(ROOT / "Snakefile"), "-d", workdir,
+                   "--configfile", str(ROOT / "config/paper.yaml"), str(ROOT / "config/trust_pickles.yaml"),
+                   "--profile", str(ROOT / "profiles/slurm"), "-n"]  # fmt: skip
+        if extra_config:
+            command += ["--config", *extra_config]
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if result.returncode:
+        raise SystemExit(f"the dry run failed:\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+def gpu_jobs(stdout: str) -> dict[str, list[dict]]:
+    """Each GPU rule's jobs' integer resources (the jobs granted ``gpu``)."""
+    jobs = defaultdict(list)
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", stdout):
+        rule, resources = re.match(r"(?:local)?rule (\w+):", block), re.search(r"resources: (.*)", block)
+        if not (rule and resources):
+            continue
+        values = {key: int(value) for key, value in re.findall(r"(\w+)=(\d+)(?:,|$)", resources.group(1))}
+        if values.get("gpu", 0) > 0:
+            jobs[rule.group(1)].append(values)
+    return dict(jobs)
+
+
+def bill_rows(jobs: dict[str, list[dict]]) -> list[dict]:
+    """One row per GPU rule: jobs, peak GPU and host memory (GB), longest job and GPU-hours asked, floor."""
+    rows = []
+    for rule, values in sorted(jobs.items()):
+        floors = [job.get("gpu_floor_min") for job in values]
+        rows.append({
+            "rule": rule,
+            "jobs": len(values),
+            "gpu_gb": max((job.get("gpu_mem_mb", 0) for job in values), default=0) / 1024,
+            "host_gb": max(job.get("mem_mb", 0) for job in values) / 1024,
+            "longest_h": max(job["runtime"] for job in values) / 60,
+            "asked_h": sum(job["runtime"] for job in values) / 60,
+            "floor_h": None if None in floors else sum(floors) / 60,
+        })  # fmt: skip
+    return rows
+
+
+def markdown(rows: list[dict], site: str) -> str:
+    """The bill as a Markdown table with its totals and how it was made."""
+    lines = ["| rule | jobs | GPU memory, GB | host memory, GB | longest job, h | GPU-h asked | GPU-h floor |",
+             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for row in rows:
+        gpu = f"{row['gpu_gb']:.1f}" if row["gpu_gb"] else "not sized"
+        floor = "not sized" if row["floor_h"] is None else f"{row['floor_h']:,.1f}"
+        lines.append(f"| `{row['rule']}` | {row['jobs']} | {gpu} | {row['host_gb']:.1f} | {row['longest_h']:.1f} "
+                     f"| {row['asked_h']:,.1f} | {floor} |")  # fmt: skip
+    asked, floor = sum(row["asked_h"] for row in rows), sum(row["floor_h"] or 0 for row in rows)
+    lines.append(f"| **total** | {sum(row['jobs'] for row in rows)} | | | | **{asked:,.0f}** | **{floor:,.0f}** |")
+    note = (f"Planned by `tools/cluster_bill.py` from `config/paper.yaml` on {site}: GPU-hours asked are the jobs' "
+            "`runtime` (the floor x 3 plus reading the weights, `condeval.core.resources`); the floor is their FLOPs "
+            f"at 40% of the card's bf16 peak, an estimate no GPU has measured. Goal: {GOAL_GPU_HOURS} H100 GPU-hours. "
+            "Rules marked *not sized* still ask fixed resources.")  # fmt: skip
+    return "\n".join([*lines, "", note])
+
+
+def main(argv=None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write the cluster_bill block of docs/cluster.md")
+    parser.add_argument("--config", nargs="*", default=[], help="KEY=VALUE overrides, as snakemake --config")
+    args = parser.parse_args(argv)
+    stdout = dry_run(args.config)
+    site = next((item.split("=", 1)[1] for item in args.config if item.startswith("cluster=")), "an H100-80GB")
+    table = markdown(bill_rows(gpu_jobs(stdout)), site)
+    if args.write:
+        write_docs(ROOT / "docs", {"cluster_bill": table})
+    else:
+        print(table)
+    return table
+
+
+if __name__ == "__main__":
+    main()
