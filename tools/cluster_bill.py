@@ -31,7 +31,7 @@ GOAL_GPU_HOURS = 300
 def dry_run(extra_config: list[str]) -> str:
     """The dry run's stdout: every job of the paper targets with its resources."""
     with tempfile.TemporaryDirectory() as workdir:
-        command = [sys.executable, "-m", "snakemake", *TARGETS, "-s", str(ROOT / "Snakefile"), "-d", workdir,
+        command = [sys.executable, "-m", "snakemake", *TARGETS, "-s", str(ROOT / "workflow/Snakefile"), "-d", workdir,
                    "--configfile", str(ROOT / "config/paper.yaml"), str(ROOT / "config/trust_pickles.yaml"),
                    "--profile", str(ROOT / "profiles/slurm"), "-n"]  # fmt: skip
         if extra_config:

@@ -172,7 +172,7 @@ def test_the_default_configs_captioners_all_read_the_clips_vit_frozen(tmp_path):
     assert len(trains) == 4 and all(t.get("vision_from_clip") and t.get("freeze_vision") for t in trains.values())
     blips = [name for name, train in trains.items() if train["architecture"] == "blip"]
     targets = [f"results/crel_i2t/captioners/{name}" for name in blips]
-    command = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "-d", str(tmp_path),
+    command = [sys.executable, "-m", "snakemake", "-s", str(repo / "workflow/Snakefile"), "-d", str(tmp_path),
                "--configfile", str(repo / "config/config.yaml"), "-n", *targets]  # fmt: skip
     # a dry run takes ~10 s on an idle machine; the limit only guards against a hang
     dry = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True).stdout

@@ -380,7 +380,7 @@ def test_config_files_merge_as_snakemake_merges_them(tmp_path):
 def test_the_snakemake_command_runs_the_repository_snakefile_in_the_workdir_on_every_config(tmp_path):
     command = snakemake_command(tmp_path, tmp_path / ".rehearsal/fetch.yaml", ["all", "scaling"], cores=3)
     assert command[1:5] == ["-m", "snakemake", "all", "scaling"]
-    assert command[command.index("-s") + 1] == str(REPO / "Snakefile")
+    assert command[command.index("-s") + 1] == str(REPO / "workflow/Snakefile")
     assert command[command.index("-d") + 1] == str(tmp_path) and command[command.index("--cores") + 1] == "3"
     configs = command[command.index("--configfile") + 1 :]
     assert configs == [str(REPO / path) for path in CONFIGS] + [str(tmp_path / ".rehearsal/fetch.yaml")]

@@ -80,7 +80,7 @@ def run_snakemake(
 ) -> subprocess.CompletedProcess:
     """Snakemake on the repo's Snakefile in ``workdir`` (2 cores) with ``configs`` relative to it."""
     paths = [str(Path(workdir) / name) for name in configs]
-    where = ["-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    where = ["-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir)]
     command = [sys.executable, "-m", "snakemake", *where, "--cores", "2", *args, "--configfile", *paths]
     return run_bounded(command, budget_s)
 

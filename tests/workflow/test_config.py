@@ -21,7 +21,7 @@ def _write_config(workdir, mutate):
 
 def _snakemake(workdir, *args):
     return run_bounded(
-        SNAKEMAKE + ["-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", *args], budget_s=180
+        SNAKEMAKE + ["-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir), "--cores", "1", *args], budget_s=180
     )
 
 

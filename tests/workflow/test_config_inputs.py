@@ -50,7 +50,7 @@ def test_names_used_in_paths_must_be_identifiers(schema, section, place, name):
 
 def _dry_run(workdir: Path, config: dict, *extra: str) -> subprocess.CompletedProcess:
     (workdir / "paper.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "snakemake", "crel", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
+    command = [sys.executable, "-m", "snakemake", "crel", "-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir),
                "--configfile", str(workdir / "paper.yaml"), "-n", *extra]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
@@ -81,7 +81,7 @@ def test_inputs_that_a_rule_writes_are_not_demanded(tmp_path):
     """The miniature's data (mini-world, mini benchmarks) do not exist yet, but its rules write them."""
     config = tiny_config("crc", "i2t")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "snakemake", "all", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path),
+    command = [sys.executable, "-m", "snakemake", "all", "-s", str(REPO / "workflow/Snakefile"), "-d", str(tmp_path),
                "--configfile", str(tmp_path / "config.yaml"), "-n"]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -181,7 +181,7 @@ def rules_with_environments() -> tuple[tuple[str, Path, Path], ...]:
     with SnakemakeApi(OutputSettings()) as api:
         workflow = api.workflow(
             resource_settings=ResourceSettings(cores=1), config_settings=ConfigSettings(),
-            storage_settings=StorageSettings(), snakefile=REPO / "Snakefile", workdir=REPO,
+            storage_settings=StorageSettings(), snakefile=REPO / "workflow/Snakefile", workdir=REPO,
         )._workflow  # fmt: skip
         found = []
         for rule in workflow.rules:

@@ -36,7 +36,7 @@ RECORDS = json.dumps([{"image_path": "a.jpg", "references": ["a cube"]}]).encode
 def _snakemake(
     workdir: Path, *args: str, configs=("config/paper.yaml", "config/trust_pickles.yaml")
 ) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir), "--cores", "1", *args,
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir), "--cores", "1", *args,
                "--configfile", *(str(REPO / c) for c in configs)]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 

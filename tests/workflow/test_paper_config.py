@@ -76,7 +76,7 @@ def _stand_ins(workdir: Path) -> dict:
 
 def _dry_run(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
     return run_bounded(
-        [sys.executable, "-m", "snakemake", "all", "ablations", "crel_i2t_num_z0", "scaling", "-s", str(REPO / "Snakefile"), "-d", str(workdir),
+        [sys.executable, "-m", "snakemake", "all", "ablations", "crel_i2t_num_z0", "scaling", "-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir),
          "--configfile", str(REPO / "config/paper.yaml"), str(REPO / "config/trust_pickles.yaml"), "-n", *extra],
         budget_s=300,
     )  # fmt: skip
@@ -85,7 +85,7 @@ def _dry_run(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
 def test_paper_config_refuses_its_pickles_until_trusted(tmp_path):
     _stand_ins(tmp_path)
     result = run_bounded(
-        [sys.executable, "-m", "snakemake", "crc", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--configfile", str(REPO / "config/paper.yaml"), "-n"],
+        [sys.executable, "-m", "snakemake", "crc", "-s", str(REPO / "workflow/Snakefile"), "-d", str(tmp_path), "--configfile", str(REPO / "config/paper.yaml"), "-n"],
         budget_s=300,
     )  # fmt: skip
     assert result.returncode != 0 and "crc.allow_pickle" in result.stderr + result.stdout

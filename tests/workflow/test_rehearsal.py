@@ -18,7 +18,7 @@ BUDGET_S = 600
 
 def _plan_paper_dag(workdir: Path) -> subprocess.Popen:
     """A dry run of the paper config from an empty folder, started (it runs beside the rehearsal's data writing)."""
-    command = [sys.executable, "-m", "snakemake", *_targets(), "-s", str(REPO / "Snakefile"), "-d", str(workdir), "-n",
+    command = [sys.executable, "-m", "snakemake", *_targets(), "-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir), "-n",
                "--quiet", "rules", "--configfile", str(REPO / "config/paper.yaml"),
                str(REPO / "config/trust_pickles.yaml"), "--config", "check_inputs=False"]  # fmt: skip
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

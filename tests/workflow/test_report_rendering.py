@@ -29,7 +29,7 @@ def planned_jobs(api, workdir: Path) -> list:
     workflow_api = api.workflow(
         resource_settings=ResourceSettings(cores=1), storage_settings=StorageSettings(),
         config_settings=ConfigSettings(configfiles=[REPO / f".test/config/{name}.yaml" for name in CONFIGS]),
-        snakefile=REPO / "Snakefile", workdir=workdir,
+        snakefile=REPO / "workflow/Snakefile", workdir=workdir,
     )  # fmt: skip
     targets = {rule.name for rule in workflow_api._workflow.rules if not rule.output}
     workflow_api.dag(dag_settings=DAGSettings(targets=targets, forceall=True))

@@ -33,7 +33,7 @@ def test_a_failed_training_job_keeps_its_checkpoint_and_the_rerun_resumes_from_i
     (tmp_path / "config").mkdir()
     (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
     checkpoint = tmp_path / f"{TARGET}_run/checkpoints/last.ckpt"
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(tmp_path), "--cores", "1",
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow/Snakefile"), "-d", str(tmp_path), "--cores", "1",
                TARGET, "--configfile", str(tmp_path / "config/config.yaml")]  # fmt: skip
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300

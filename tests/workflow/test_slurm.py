@@ -139,7 +139,7 @@ def runs(tiny_run, cluster, tmp_path_factory):
     slurm_dir = copy_run(tiny_run, tmp_path_factory.mktemp("slurm_run"))
     result, wall_s = _run(
         SNAKEMAKE + [
-            "-s", str(REPO / "Snakefile"), "-d", str(slurm_dir), "--profile", str(REPO / "profiles/slurm"),
+            "-s", str(REPO / "workflow/Snakefile"), "-d", str(slurm_dir), "--profile", str(REPO / "profiles/slurm"),
             "--slurm-init-seconds-before-status-checks", "5", "--forcerun", FORCED, *_site_values(),
             "--", SLURM_TARGET,
         ],

@@ -12,7 +12,7 @@ import yaml
 from conftest import copy_run, dry_run_jobs, run_bounded, run_snakemake, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow/Snakefile")]
 TRAINING_RULES = {
     "generate_synthetic",
     "split_folds",

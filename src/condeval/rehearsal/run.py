@@ -277,7 +277,7 @@ def snakemake_command(workdir: str | os.PathLike, overlay: str | os.PathLike,
     config, the trust pickles, the rehearsal overlay and ``overlay`` (the fetch section), in that order;
     ``extra`` arguments (``--keep-going``...) before the config files."""
     configs = [str(repository / path) for path in CONFIGS] + [str(overlay)]
-    command = [sys.executable, "-m", "snakemake", *targets, "-s", str(repository / "Snakefile"),
+    command = [sys.executable, "-m", "snakemake", *targets, "-s", str(repository / "workflow/Snakefile"),
                "-d", str(workdir), "--cores", str(cores), *extra, "--configfile", *configs]  # fmt: skip
     if dry_run:
         command.append("--dry-run")

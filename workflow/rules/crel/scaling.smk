@@ -6,7 +6,7 @@
 # architectures, learning rates, batch sizes and DQR directions come from `lgm` and `dqr`.
 #
 # Timing jobs run single-threaded, start only once every model of the track is trained, and hold
-# the global resource `exclusive_timing`, which profiles/default sets to 1: within this track no
+# the global resource `exclusive_timing`, which workflow/profiles/default sets to 1: within this track no
 # job runs beside a timing (jobs of other targets requested in the same run still could).
 
 
