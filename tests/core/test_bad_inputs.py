@@ -83,7 +83,17 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
 def test_workflow_stops_loudly_on_nan_in_raw_data(tmp_path):
     (tmp_path / "config").mkdir()
     shutil.copy(REPO / ".test/config/config.yaml", tmp_path / "config/config.yaml")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow/Snakefile"), "-d", str(tmp_path), "--cores", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "workflow/Snakefile"),
+        "-d",
+        str(tmp_path),
+        "--cores",
+        "1",
+    ]
     raw = "data/synthetic/nonlinear.parquet"
     assert subprocess.run(cmd + [raw], capture_output=True, timeout=300).returncode == 0
     frame = pl.read_parquet(tmp_path / raw)
