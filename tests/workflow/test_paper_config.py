@@ -216,3 +216,27 @@ def test_the_docs_bill_is_the_one_the_code_plans():
                       (REPO / "docs/cluster.md").read_text(), flags=re.S)  # fmt: skip
     assert block, "docs/cluster.md has no cluster_bill block"
     assert block.group(1).strip() == cluster_bill.main([]).strip(), "stale: python tools/cluster_bill.py --write"
+
+
+def test_cpu_heavy_rules_ask_the_profiles_threads_on_a_cluster_and_one_locally(tmp_path):
+    _stand_ins(tmp_path)
+    heavy = {"evaluate_crel", "crel_latent_scores", "trust_rankings", "trust_selection"}
+    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
+    # a dry run caps threads at --cores, a SLURM run at nothing (each job is its own allocation)
+    on_slurm = _dry_run(tmp_path, "--profile", str(REPO / "profiles/slurm"), "--cores", "64")
+    local = _dry_run(tmp_path, "--cores", "2")
+    for result in (on_slurm, local):
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    def threads(stdout):
+        found = {}
+        for block in re.split(r"\n(?=(?:local)?rule \w+:)", stdout):
+            rule = re.match(r"(?:local)?rule (\w+):", block)
+            if rule and rule.group(1) in heavy:
+                match = re.search(r"threads: (\d+)", block)
+                found.setdefault(rule.group(1), set()).add(int(match.group(1)) if match else 1)
+        return found
+
+    assert threads(on_slurm.stdout) == {rule: {profile["set-threads"][rule]} for rule in heavy}
+    assert all(profile["set-threads"][rule] > 1 for rule in heavy)
+    assert threads(local.stdout) == {rule: {1} for rule in heavy}
