@@ -14,6 +14,7 @@ from condeval.core.io import DataFileError, read_json, read_matrix, read_npz, re
 from condeval.crel.folds import load_fold
 
 REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow/Snakefile")]
 
 
 def _frame(n=20, nan_at=None):
@@ -83,17 +84,7 @@ def test_atomic_write_leaves_no_partial_file(tmp_path):
 def test_workflow_stops_loudly_on_nan_in_raw_data(tmp_path):
     (tmp_path / "config").mkdir()
     shutil.copy(REPO / ".test/config/config.yaml", tmp_path / "config/config.yaml")
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "workflow/Snakefile"),
-        "-d",
-        str(tmp_path),
-        "--cores",
-        "1",
-    ]
+    cmd = [*SNAKEMAKE, "-d", str(tmp_path), "--cores", "1"]
     raw = "data/synthetic/nonlinear.parquet"
     assert subprocess.run(cmd + [raw], capture_output=True, timeout=300).returncode == 0
     frame = pl.read_parquet(tmp_path / raw)

@@ -30,6 +30,7 @@ from condeval.crel.scaling import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow/Snakefile")]
 N_CAL, R = 40, 2
 
 
@@ -172,19 +173,7 @@ def test_tiny_config_dry_run_plans_the_fig8_target(tmp_path):
     (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
     targets = ["fig8_calibration_runtime.png", "fig8_calibration_runtime.svg", "calibration_runtime.csv"]
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO / "workflow/Snakefile"),
-            "-d",
-            str(tmp_path),
-            "--cores",
-            "1",
-            "-n",
-        ]
-        + [f"reports/crel/scaling/{name}" for name in targets],
+        [*SNAKEMAKE, "-d", str(tmp_path), "--cores", "1", "-n", *(f"reports/crel/scaling/{name}" for name in targets)],
         capture_output=True,
         text=True,
         timeout=180,
