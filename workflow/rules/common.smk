@@ -95,6 +95,9 @@ ONSTART_CHECKS.append(cluster_preflight)
 
 #: Each hub model's stated parameters by the config key it is fetched to (fetch.smk adds the catalogue's).
 MODEL_PARAMETERS = {}
+#: Parameters read from a folder's safetensors headers, by path: each folder is read once per run, not
+#: once per job and resource.
+FOLDER_PARAMETERS = {}
 
 
 def model_size(key, path):
@@ -102,8 +105,12 @@ def model_size(key, path):
     safetensors' (``loaded`` only), else None (a model this run has not made yet)."""
     if key in MODEL_PARAMETERS:
         return MODEL_PARAMETERS[key]
-    loaded = folder_parameters(path)
-    return None if loaded is None else {"loaded": loaded}
+    if path not in FOLDER_PARAMETERS:
+        loaded = folder_parameters(path)
+        if loaded is None:
+            return None  # not made yet: asked again once it may exist
+        FOLDER_PARAMETERS[path] = {"loaded": loaded}
+    return FOLDER_PARAMETERS[path]
 
 
 def site_card():
