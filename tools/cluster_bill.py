@@ -56,17 +56,18 @@ def gpu_jobs(stdout: str) -> dict[str, list[dict]]:
 
 
 def bill_rows(jobs: dict[str, list[dict]]) -> list[dict]:
-    """One row per GPU rule: jobs, peak GPU and host memory (GB), longest job and GPU-hours asked, floor."""
+    """One row per GPU rule: jobs (each part of a split job counted), peak GPU and host memory (GB), longest
+    job and GPU-hours asked, floor."""
     rows = []
     for rule, values in sorted(jobs.items()):
         floors = [job.get("gpu_floor_min") for job in values]
         rows.append({
             "rule": rule,
-            "jobs": len(values),
+            "jobs": sum(job.get("parts", 1) for job in values),
             "gpu_gb": max((job.get("gpu_mem_mb", 0) for job in values), default=0) / 1024,
             "host_gb": max(job.get("mem_mb", 0) for job in values) / 1024,
             "longest_h": max(job["runtime"] for job in values) / 60,
-            "asked_h": sum(job["runtime"] for job in values) / 60,
+            "asked_h": sum(job["runtime"] * job.get("parts", 1) for job in values) / 60,
             "floor_h": None if None in floors else sum(floors) / 60,
         })  # fmt: skip
     return rows
@@ -84,7 +85,8 @@ def markdown(rows: list[dict], site: str) -> str:
     asked, floor = sum(row["asked_h"] for row in rows), sum(row["floor_h"] or 0 for row in rows)
     lines.append(f"| **total** | {sum(row['jobs'] for row in rows)} | | | | **{asked:,.0f}** | **{floor:,.0f}** |")
     note = (f"Planned by `tools/cluster_bill.py` from `config/paper.yaml` on {site}: GPU-hours asked are the jobs' "
-            "`runtime` (the floor x 3 plus reading the weights, `condeval.core.resources`); the floor is their FLOPs "
+            "`runtime` (the floor x 3 plus reading the weights, `condeval.core.resources`), each part of work split by the "
+            "partition's time limit counted as a job; the floor is their FLOPs "
             f"at 40% of the card's bf16 peak, an estimate no GPU has measured. Goal: {GOAL_GPU_HOURS} H100 GPU-hours. "
             "Rules marked *not sized* still ask fixed resources.")  # fmt: skip
     return "\n".join([*lines, "", note])

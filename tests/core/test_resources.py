@@ -9,6 +9,7 @@ from condeval.core.resources import (
     CARDS,
     EFFICIENCY,
     OVERHEAD,
+    PART_RESERVE,
     GpuWork,
     encoding_work,
     folder_parameters,
@@ -62,6 +63,18 @@ def test_jobs_beyond_the_card_or_the_partition_limit_are_named_with_their_number
     ]
     assert needs_beyond("generate_images", {"gpu_mem_mb": 40_000, "runtime": 200}, H100, 2880) == []
     assert needs_beyond("table", {"mem_mb": 1000}, H100, 2880) == []  # no GPU memory stated: nothing to check
+
+
+def test_resumable_work_beyond_the_limit_is_split_into_parts_that_cover_it_and_other_work_is_not():
+    whole = need(GpuWork(1e8, 2e20, "bfloat16", resumable=True), CARDS["A100-80GB"])
+    split = need(GpuWork(1e8, 2e20, "bfloat16", resumable=True), CARDS["A100-80GB"], runtime_limit_min=2880)
+    assert whole.parts == 1 and whole.runtime > 2880
+    assert split.runtime == 2880 and split.parts * 2880 * (1 - PART_RESERVE) >= whole.runtime
+    assert (split.parts - 1) * 2880 * (1 - PART_RESERVE) < whole.runtime  # no part more than needed
+    assert split.floor_hours == whole.floor_hours
+    one_job = need(GpuWork(1e8, 2e20, "bfloat16"), CARDS["A100-80GB"], runtime_limit_min=2880)
+    assert one_job.parts == 1 and one_job.runtime == whole.runtime  # refused later, by needs_beyond
+    assert need(GpuWork(1e8, 1e15, resumable=True), H100, runtime_limit_min=2880).parts == 1
 
 
 def test_a_folders_parameters_are_read_from_its_safetensors_headers(tmp_path):

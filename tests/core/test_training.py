@@ -1,5 +1,6 @@
-"""`condeval.core.training.fit`: a run stops loudly at a non-finite loss, and a run folder is resumed only
-by the same run (hyperparameters compared by their bytes, the frozen inputs a module names)."""
+"""`condeval.core.training.fit`: a run stops loudly at a non-finite loss, a run folder is resumed only
+by the same run (hyperparameters compared by their bytes, the frozen inputs a module names), and a run
+split by its jobs' time limits ends with an uninterrupted run's weights."""
 
 import logging
 import shutil
@@ -9,7 +10,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from condeval.core.training import fit, fit_to_files, state_digest
+from condeval.core.training import TrainingPaused, fit, fit_to_files, job_deadline, state_digest
 
 ROWS = np.random.default_rng(0).normal(size=(40, 4)).astype(np.float32)
 TARGETS = ROWS.sum(axis=1, keepdims=True)
@@ -57,9 +58,34 @@ class Unnamed(Regression):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
-def _fit(module, out_dir, rows=ROWS):
-    return fit(module, (rows[8:], TARGETS[8:]), (rows[:8], TARGETS[:8]), out_dir, max_epochs=2, patience=5,
-               batch_size=8, seed=0, progress=False)  # fmt: skip
+def _fit(module, out_dir, rows=ROWS, epochs=2, **options):
+    return fit(module, (rows[8:], TARGETS[8:]), (rows[:8], TARGETS[:8]), out_dir, max_epochs=epochs, patience=5,
+               batch_size=8, seed=0, progress=False, **options)  # fmt: skip
+
+
+def _last_weights(run_dir):
+    return torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+
+
+def test_a_run_paused_at_each_deadline_ends_with_the_uninterrupted_weights(tmp_path):
+    """Work longer than a job's time limit: each call stops at an epoch's end before its deadline (here
+    one already past, so one epoch a call), says so, and the next call resumes; the third call finishes
+    with the weights of one uninterrupted run."""
+    torch.manual_seed(0)
+    _fit(Regression(), tmp_path / "whole", epochs=3)
+    for paused_after in (1, 2):
+        torch.manual_seed(0)
+        with pytest.raises(TrainingPaused, match=f"paused after epoch {paused_after}/3"):
+            _fit(Regression(), tmp_path / "split", epochs=3, stop_at=0.0)
+    torch.manual_seed(0)
+    _fit(Regression(), tmp_path / "split", epochs=3, stop_at=0.0)
+    whole, split = _last_weights(tmp_path / "whole"), _last_weights(tmp_path / "split")
+    assert whole.keys() == split.keys() and all(torch.equal(whole[k], split[k]) for k in whole)
+
+
+def test_a_job_deadline_exists_only_for_work_split_over_jobs():
+    assert job_deadline(600, parts=1) is None
+    assert job_deadline(600, parts=3, reserve=0.1, started=1000.0) == 1000.0 + 600 * 60 * 0.9
 
 
 @pytest.mark.parametrize("where", ["training", "validation"])

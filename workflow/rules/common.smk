@@ -3,6 +3,7 @@
 import functools
 import os
 import sys
+import types
 from pathlib import Path
 
 import yaml
@@ -118,16 +119,30 @@ def site_card():
     return CARDS[config["cluster"]["gpu"]]
 
 
+def runtime_limit_min():
+    """The partition's time limit in minutes (config `cluster.runtime_limit_h`)."""
+    return round(config["cluster"]["runtime_limit_h"] * 60)
+
+
 def job_need(work_of, field, wildcards):
-    """One field of a GPU job's resources: its work (``work_of(wildcards)``) sized on the site's card."""
-    return need(work_of(wildcards), site_card()).resources()[field]
+    """One field of a GPU job's resources: its work (``work_of(wildcards)``) sized on the site's card and
+    within the partition's time limit."""
+    return need(work_of(wildcards), site_card(), runtime_limit_min()).resources()[field]
 
 
 def gpu_resources(work_of):
-    """A GPU rule's host memory, GPU memory, runtime and floor, each computed from its config by ``work_of``
-    (a function of the job's wildcards returning its condeval.core.resources.GpuWork)."""
-    fields = ("mem_mb", "gpu_mem_mb", "runtime", "gpu_floor_min")
+    """A GPU rule's host memory, GPU memory, runtime, parts and floor, each computed from its config by
+    ``work_of`` (a function of the job's wildcards returning its condeval.core.resources.GpuWork)."""
+    fields = ("mem_mb", "gpu_mem_mb", "runtime", "parts", "gpu_floor_min")
     return {field: functools.partial(job_need, work_of, field) for field in fields}
+
+
+def parts_retries(work_of, jobs_wildcards):
+    """A resumable rule's ``retries``: each job's later parts, so Snakemake resubmits a job that paused at
+    its deadline until its work is done, plus one for a node lost on the way; none for work in one part.
+    ``jobs_wildcards`` are the wildcards (as attributes) of every job of the rule the config asks for."""
+    parts = max((job_need(work_of, "parts", wildcards) for wildcards in jobs_wildcards), default=1)
+    return parts if parts > 1 else 0
 
 
 def oversized_jobs(log):
@@ -135,7 +150,7 @@ def oversized_jobs(log):
     than its partition's limit (config `cluster`), naming each rule and the numbers."""
     if not workflow.non_local_exec:
         return
-    limit_min = round(config["cluster"]["runtime_limit_h"] * 60)
+    limit_min = runtime_limit_min()
     lines = sorted({line for job in workflow.dag.needrun_jobs() if not job.is_local and "gpu" in job.rule.resources
                     for line in needs_beyond(job.rule.name, dict(job.resources.items()), site_card(), limit_min)})  # fmt: skip
     if lines:

@@ -23,6 +23,7 @@ __all__ = [
     "CARDS",
     "EFFICIENCY",
     "OVERHEAD",
+    "PART_RESERVE",
     "Card",
     "GpuWork",
     "Need",
@@ -55,6 +56,8 @@ CONTEXT_MB = 1500
 GPU_HEADROOM = 1.2
 #: The shortest runtime a job asks, minutes (start-up, imports, a first batch).
 MIN_RUNTIME_MIN = 10
+#: Share of a split job's time limit kept for loading before training and saving after it.
+PART_RESERVE = 0.1
 MB = 2**20
 
 
@@ -97,6 +100,10 @@ class GpuWork:
         The largest batch's live activations.
     basis : str
         Where the FLOPs come from, for the bill.
+    resumable : bool
+        The work checkpoints as it goes and a later job continues it (training that stops at its
+        deadline, :func:`condeval.core.training.job_deadline`): longer than a partition's time limit,
+        it is split over several jobs instead of refused.
     """
 
     loaded_parameters: float
@@ -105,24 +112,29 @@ class GpuWork:
     trained_parameters: float = 0.0
     activation_bytes: float = 0.0
     basis: str = ""
+    resumable: bool = False
 
 
 @dataclass(frozen=True)
 class Need:
-    """What one job asks: host memory and GPU memory (MB), runtime (minutes), and its floor (hours)."""
+    """What one job asks: host memory and GPU memory (MB), runtime (minutes, each of its ``parts``), and
+    its floor (hours, all parts)."""
 
     mem_mb: int
     gpu_mem_mb: int
     runtime: int
     floor_hours: float
+    parts: int = 1
 
     def resources(self) -> dict[str, int]:
-        """As Snakemake resources: ``mem_mb``, ``gpu_mem_mb``, ``runtime`` and ``gpu_floor_min`` (the floor, for the bill)."""
+        """As Snakemake resources: ``mem_mb``, ``gpu_mem_mb``, ``runtime``, ``parts`` (jobs the work is
+        split over, each resuming the last) and ``gpu_floor_min`` (the floor, for the bill)."""
         floor_min = math.ceil(self.floor_hours * 60)
         return {
             "mem_mb": self.mem_mb,
             "gpu_mem_mb": self.gpu_mem_mb,
             "runtime": self.runtime,
+            "parts": self.parts,
             "gpu_floor_min": floor_min,
         }
 
@@ -142,7 +154,7 @@ def _peak_flops(card: Card, dtype: str) -> float:
     return card.bf16_tflops * 1e12 * (1.0 if half else 0.5)
 
 
-def need(work: GpuWork, card: Card) -> Need:
+def need(work: GpuWork, card: Card, runtime_limit_min: int | None = None) -> Need:
     """The resources one job of ``work`` asks on ``card``.
 
     Parameters
@@ -151,13 +163,17 @@ def need(work: GpuWork, card: Card) -> Need:
         The job's work.
     card : Card
         The GPU the site grants.
+    runtime_limit_min : int, optional
+        The partition's time limit: resumable work longer than it is split into parts that each ask
+        the limit and train for all but :data:`PART_RESERVE` of it.
 
     Returns
     -------
     Need
         Host memory (the weights pass through it on load), GPU memory (weights, training state,
         activations, context, with headroom), runtime (the floor at the work's precision times
-        :data:`OVERHEAD`, plus reading the weights), and the floor in hours at bf16.
+        :data:`OVERHEAD`, plus reading the weights), the parts it is split into, and the floor in
+        hours at bf16.
     """
     if work.dtype not in BYTES_PER_PARAMETER:
         raise ValueError(f"dtype {work.dtype!r} is not one of {sorted(BYTES_PER_PARAMETER)}")
@@ -165,12 +181,17 @@ def need(work: GpuWork, card: Card) -> Need:
     state_bytes = work.trained_parameters * TRAINING_BYTES_PER_PARAMETER
     gpu_bytes = (weight_bytes + state_bytes + work.activation_bytes) * GPU_HEADROOM
     compute_s = work.flops / (EFFICIENCY * _peak_flops(card, work.dtype))
-    runtime_s = OVERHEAD * compute_s + weight_bytes / LOAD_BYTES_PER_S
+    runtime = max(MIN_RUNTIME_MIN, math.ceil((OVERHEAD * compute_s + weight_bytes / LOAD_BYTES_PER_S) / 60))
+    parts = 1
+    if work.resumable and runtime_limit_min is not None and runtime > runtime_limit_min:
+        parts = math.ceil(runtime / (runtime_limit_min * (1.0 - PART_RESERVE)))
+        runtime = int(runtime_limit_min)
     return Need(
         mem_mb=HOST_BASE_MB + math.ceil(max(weight_bytes, state_bytes) / MB),
         gpu_mem_mb=CONTEXT_MB + math.ceil(gpu_bytes / MB),
-        runtime=max(MIN_RUNTIME_MIN, math.ceil(runtime_s / 60)),
+        runtime=runtime,
         floor_hours=work.flops / (EFFICIENCY * card.bf16_tflops * 1e12) / 3600,
+        parts=parts,
     )
 
 

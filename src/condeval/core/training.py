@@ -39,6 +39,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from condeval.core.devices import accelerator_for_gpus, device_for_gpus, select_accelerator  # noqa: F401 (re-exported)
 from condeval.core.io import atomic_path, read_json, write_json
 from condeval.core.nn import ADAPTER_PREFIX, CheckpointedModule
+from condeval.core.resources import PART_RESERVE
 
 __all__ = [
     "fit",
@@ -56,6 +57,8 @@ __all__ = [
     "LightningAdapter",
     "as_lightning",
     "SUMMARY_NAME",
+    "TrainingPaused",
+    "job_deadline",
 ]
 
 log = logging.getLogger(__name__)
@@ -100,6 +103,60 @@ class EpochTimer(Callback):
             if name.endswith("loss")
         )
         log.info("epoch %d/%d: %s (%.1f s)", trainer.current_epoch + 1, trainer.max_epochs, losses, self.durations[-1])
+
+
+class TrainingPaused(RuntimeError):
+    """:func:`fit` stopped at an epoch's end to finish before its job's time limit; calling it again with
+    the same run folder resumes from ``last.ckpt``."""
+
+
+class Deadline(Callback):
+    """Stop at the end of an epoch when one more epoch, as long as the longest so far, would end after
+    ``stop_at`` (a :func:`time.time` value). At least one epoch runs, so every call makes progress."""
+
+    def __init__(self, stop_at: float) -> None:
+        self.stop_at = stop_at
+        self.longest_s = 0.0
+        self.paused_after: int | None = None
+        self._start = 0.0
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start = time.time()
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        now = time.time()
+        self.longest_s = max(self.longest_s, now - self._start)
+        completed = trainer.current_epoch + 1
+        if completed < trainer.max_epochs and now + self.longest_s > self.stop_at:
+            trainer.should_stop = True
+            self.paused_after = completed
+
+
+def job_deadline(
+    runtime_min: float, parts: int, *, reserve: float = PART_RESERVE, started: float | None = None
+) -> float | None:
+    """When a job whose work is split over ``parts`` jobs of ``runtime_min`` minutes each must stop training.
+
+    Parameters
+    ----------
+    runtime_min : float
+        The job's time limit (its Snakemake ``runtime`` resource).
+    parts : int
+        Jobs the work is split into (the ``parts`` resource, :func:`condeval.core.resources.need`); with
+        one there is no deadline: the job was sized to finish.
+    reserve : float
+        Share of the limit kept for loading before training and saving after it.
+    started : float, optional
+        The job's start (:func:`time.time`), default now.
+
+    Returns
+    -------
+    float or None
+        A :func:`time.time` value for :func:`fit`'s ``stop_at``, or None.
+    """
+    if int(parts) <= 1:
+        return None
+    return (time.time() if started is None else started) + 60.0 * float(runtime_min) * (1.0 - reserve)
 
 
 class FiniteLosses(Callback):
@@ -512,6 +569,7 @@ def fit(
     progress: bool = True,
     fingerprint: str | None = None,
     workers: int = 0,
+    stop_at: float | None = None,
 ) -> Path:
     """Train ``module`` with early stopping, resuming from ``out_dir`` if possible.
 
@@ -536,6 +594,10 @@ def fit(
         Show the progress bar.
     workers : int
         Processes reading a dataset's rows from disk while the model trains (arrays: none).
+    stop_at : float, optional
+        A :func:`time.time` value (:func:`job_deadline`) the call must finish by: training stops at the
+        end of the last epoch that fits and :class:`TrainingPaused` is raised; the next call resumes.
+        This splits training longer than a partition's time limit over several jobs.
     fingerprint : str, optional
         Identity of this training job beyond what ``fit`` sees (e.g. the files its rows
         came from). Either way a run folder is resumed only by the same module class and
@@ -559,6 +621,8 @@ def fit(
     FloatingPointError
         A training or validation loss that is not finite (NaN in the rows, a diverging step),
         naming ``out_dir`` and the epoch.
+    TrainingPaused
+        ``stop_at`` came before ``max_epochs``; ``last.ckpt`` holds the last epoch.
 
     Notes
     -----
@@ -599,6 +663,7 @@ def fit(
         save_top_k=1,
     )
     timer = EpochTimer()
+    deadline = Deadline(stop_at) if stop_at is not None else None
     shuffle_generator = torch.Generator().manual_seed(int(seed))
     callbacks = [
         FiniteLosses(out_dir),
@@ -606,6 +671,7 @@ def fit(
         EarlyStopping(monitor="val_loss", patience=patience, check_on_train_epoch_end=False),
         EpochSnapshots(ckpt_dir, save_epochs),
         timer,
+        *([deadline] if deadline else []),
         best_callback,
         _last_checkpoint(ckpt_dir),
     ]
@@ -641,7 +707,15 @@ def fit(
         "accelerator": accelerator,
         **_peak_memory(),
     }
+    paused_after = deadline and deadline.paused_after
+    if paused_after:
+        call["paused_after_epoch"] = paused_after
     _write_summary(out_dir, call, best)
+    if paused_after:
+        raise TrainingPaused(
+            f"{out_dir}: paused after epoch {paused_after}/{max_epochs}, another epoch "
+            f"({deadline.longest_s:.0f} s) would pass the job's time limit; the next call resumes from {LAST_NAME}"
+        )
     return Path(best)
 
 

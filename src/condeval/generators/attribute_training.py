@@ -185,6 +185,7 @@ def train_attribute_generator(
     steps: int | None = None, warmup_steps: int | None = None,
     repa_extractor=None, repa_coefficient: float = 0.5, repa_depth: int = 1, repa_name: str = "",
     accelerator: str = "cpu", fingerprint: str | None = None, chunk_size: int | None = None, workers: int = 0,
+    stop_at: float | None = None,
 ) -> dict:  # fmt: skip
     """Train the attribute-conditioned generator (vanilla, or REPA with ``repa_extractor``) and save
     the whole :class:`~condeval.generators.attribute_to_image.AttributeDiffusionPipeline` (with its
@@ -230,6 +231,10 @@ def train_attribute_generator(
         Images read and encoded at a time into the cache (default 4 batches).
     workers : int
         Processes reading cached rows while the model trains.
+    stop_at : float, optional
+        The job's deadline (:func:`condeval.core.training.job_deadline`): training pauses at the last
+        epoch's end before it, raising :class:`~condeval.core.training.TrainingPaused`, and the next call
+        resumes (the row cache is kept).
 
     Returns
     -------
@@ -275,7 +280,7 @@ def train_attribute_generator(
                                  condition_dropout=condition_dropout, **repa)  # fmt: skip
     trained, summary = _fit_best(module, (rows.window(val_images), rows.window(0, val_images)), _run_dir(out_dir),
                                  epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator,
-                                 fingerprint=fingerprint, workers=workers)  # fmt: skip
+                                 fingerprint=fingerprint, workers=workers, stop_at=stop_at)  # fmt: skip
     pipe = AttributeDiffusionPipeline(trained.transformer, vae, flow_scheduler(), trained.attribute_encoder,
                                       getattr(trained, "projector", None))  # fmt: skip
     _save_folder(out_dir, pipe.save_pretrained, summary)

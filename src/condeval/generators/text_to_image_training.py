@@ -494,7 +494,9 @@ def _run_dir(out_dir: Path) -> Path:
     return out_dir.with_name(f"{out_dir.name}_run")
 
 
-def _fit_best(module, rows, run_dir, *, val_rows=None, epochs, batch_size, seed, accelerator, fingerprint, workers=0):
+def _fit_best(
+    module, rows, run_dir, *, val_rows=None, epochs, batch_size, seed, accelerator, fingerprint, workers=0, stop_at=None
+):
     """:func:`~condeval.core.training.fit` (resumable) in ``run_dir``; (best module, training summary).
 
     ``rows`` are arrays whose first ``val_rows`` validate, or ``(train, val)`` datasets read from disk."""
@@ -503,7 +505,7 @@ def _fit_best(module, rows, run_dir, *, val_rows=None, epochs, batch_size, seed,
 
     train, val = rows if val_rows is None else _split_rows(rows, val_rows)
     best = fit(module, train, val, run_dir, max_epochs=epochs, patience=max(2, epochs), batch_size=batch_size,
-               seed=seed, accelerator=accelerator, fingerprint=fingerprint, workers=workers)  # fmt: skip
+               seed=seed, accelerator=accelerator, fingerprint=fingerprint, workers=workers, stop_at=stop_at)  # fmt: skip
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     return trained, training_summary(run_dir)
 

@@ -50,7 +50,8 @@ def generator_tokens(image_size: int) -> int:
 
 
 def training_work(train: dict, image_size: int, support: int) -> GpuWork:
-    """One ``trust_train_generator`` job's GPU work.
+    """One ``trust_train_generator`` job's GPU work; resumable (the job stops at its deadline and the next
+    resumes), so a partition's time limit splits it over several jobs.
 
     Parameters
     ----------
@@ -68,7 +69,8 @@ def training_work(train: dict, image_size: int, support: int) -> GpuWork:
     activations = TRAINING_BYTES_PER_ACTIVATION * train["batch_size"] * tokens * width * transformer["layers"]
     length = f"{train['steps']:,} steps" if "steps" in train else f"{train['epochs']} epochs of {support:,}"
     return GpuWork(parameters, images * training_flops(parameters, tokens), "bfloat16", trained_parameters=parameters,
-                   activation_bytes=activations, basis=f"{length} at batch {train['batch_size']}")  # fmt: skip
+                   activation_bytes=activations, basis=f"{length} at batch {train['batch_size']}",
+                   resumable=True)  # fmt: skip
 
 
 def sampling_work(

@@ -154,6 +154,11 @@ def trust_runs():
     ]
 
 
+def trust_run_wildcards():
+    """:func:`trust_runs` as the wildcards objects of their jobs (attributes)."""
+    return [types.SimpleNamespace(**run) for run in trust_runs()]
+
+
 TRUST_SHARDS = TRUST.get("sampling", {}).get("shards", 1)
 TRUST_WILDCARDS |= {
     "regime": "|".join(TRUST_REGIMES),

@@ -84,6 +84,7 @@ rule trust_train_generator:
         "../../../envs/torch.yaml"
     threads: 1
     priority: 15
+    retries: parts_retries(trust_training_work, trust_run_wildcards())
     resources:
         **gpu_resources(trust_training_work),
         gpu=0,

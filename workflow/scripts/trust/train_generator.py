@@ -7,7 +7,7 @@ import torch
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import fingerprint, read_parquet, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.core.training import accelerator_for_gpus
+from condeval.core.training import accelerator_for_gpus, job_deadline
 from condeval.encoders.patch_encoder import PatchEncoder
 from condeval.generators.attribute_training import train_attribute_generator
 from condeval.generators.channelwise import load_autoencoder
@@ -49,6 +49,7 @@ summary = train_attribute_generator(
     repa_extractor=extractor, repa_coefficient=repa.get("coefficient", 0.5), repa_depth=repa.get("depth", 1),
     repa_name=repa.get("extractor", ""),
     accelerator=accelerator_for_gpus(gpus), chunk_size=p.chunk_size, workers=min(4, snakemake.threads - 1),
+    stop_at=job_deadline(snakemake.resources.runtime, snakemake.resources.parts),
     fingerprint=fingerprint(list(snakemake.input), {"train": train, "repa": repa, "regime": w.regime, "seed": p.seed}),
 )  # fmt: skip
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
