@@ -85,10 +85,12 @@ def markdown(rows: list[dict], site: str) -> str:
     asked, floor = sum(row["asked_h"] for row in rows), sum(row["floor_h"] or 0 for row in rows)
     lines.append(f"| **total** | {sum(row['jobs'] for row in rows)} | | | | **{asked:,.0f}** | **{floor:,.0f}** |")
     note = (f"Planned by `tools/cluster_bill.py` from `config/paper.yaml` on {site}: GPU-hours asked are the jobs' "
-            "`runtime` (the floor x 3 plus reading the weights, `condeval.core.resources`), each part of work split by the "
-            "partition's time limit counted as a job; the floor is their FLOPs "
-            f"at 40% of the card's bf16 peak, an estimate no GPU has measured. Goal: {GOAL_GPU_HOURS} H100 GPU-hours. "
-            "Rules marked *not sized* still ask fixed resources.")  # fmt: skip
+            "`runtime` (x 3 the time of their FLOPs and, for small models, their steps, plus reading the weights: "
+            "`condeval.core.resources`), each part of work split by the partition's time limit counted as a job; "
+            f"the floor is their FLOPs at 40% of the card's bf16 peak, an estimate no GPU has measured. Goal: "
+            f"{GOAL_GPU_HOURS} H100 GPU-hours.")  # fmt: skip
+    if any(row["floor_h"] is None for row in rows):
+        note += " Rules marked *not sized* still ask fixed resources."
     return "\n".join([*lines, "", note])
 
 

@@ -10,13 +10,21 @@ from condeval.core.resources import (
     EFFICIENCY,
     OVERHEAD,
     PART_RESERVE,
+    STEP_S,
     GpuWork,
     encoding_work,
     folder_parameters,
+    mlp_parameters,
     need,
     needs_beyond,
 )
-from condeval.crel.design import captioning_work, generation_work
+from condeval.crel.design import (
+    captioning_work,
+    generation_work,
+    lgm_training_work,
+    reliability_work,
+    vae_parameters,
+)
 from condeval.trust.design import block_work, generator_parameters, sampling_work, training_work, translator_work
 
 H100 = CARDS["H100-80GB"]
@@ -155,3 +163,23 @@ def test_the_translator_reads_the_block_once_per_pair_and_trains_its_mlp_per_epo
     assert work.flops > fewer.flops and work.trained_parameters == 768 * 2048 + 2048 * 1152
     to_block_8 = block_work(SIT_B, 8, 256, 1000, 10, 256)
     assert to_block_8.flops == pytest.approx(1000 * 10 * 2 * generator_parameters(SIT_B) * 8 / 12 * 256)
+
+
+SYNTHETIC = {"n": 50_000, "p": 38, "d": 2, "splits": {"lgm": 0.6, "dqr": 0.24, "cal": 0.08, "test": 0.08},
+             "val_fraction": 0.1}  # fmt: skip
+LGM = {"hidden_dims": [64, 128], "batch_size": 512}
+
+
+def test_a_small_model_is_sized_by_its_steps_and_asks_more_as_its_config_grows():
+    assert mlp_parameters([2, 3, 1]) == 2 * 3 + 3 + 3 * 1 + 1
+    work = lgm_training_work(SYNTHETIC, LGM, epochs=300, latent_dim=2)
+    assert work.steps == 300 * -(-int(50_000 * 0.6 * 0.9) // 512)
+    assert work.trained_parameters == vae_parameters(38, 2, [64, 128])
+    larger = lgm_training_work(SYNTHETIC | {"n": 5_000_000}, LGM, epochs=300, latent_dim=2)
+    assert need(larger, H100).runtime > 50 * need(work, H100).runtime  # 100x the rows, 100x the steps
+    assert need(larger, H100).runtime * 60 >= OVERHEAD * larger.steps * STEP_S
+
+
+def test_a_pgd_search_counts_its_batches_times_its_steps():
+    work = reliability_work(4000, {"num_z0": 50, "steps": 100}, 300_000)
+    assert work.steps == 4 * 100 and work.flops == 100 * 4000 * 50 * 6 * 300_000

@@ -36,6 +36,10 @@ __all__ = [
     "tower_parameters",
     "vae_decode_flops",
     "unet_forward_flops",
+    "mlp_parameters",
+    "mlp_training_work",
+    "pgd_work",
+    "STEP_S",
 ]
 
 #: Bytes a weight takes on the card in each sampling precision.
@@ -56,6 +60,9 @@ CONTEXT_MB = 1500
 GPU_HEADROOM = 1.2
 #: The shortest runtime a job asks, minutes (start-up, imports, a first batch).
 MIN_RUNTIME_MIN = 10
+#: Seconds a step of a small model takes on a GPU whatever its FLOPs: kernel launches, Python and the loader bound
+#: MLPs of thousands to millions of parameters, not the card's peak (an estimate no GPU has measured).
+STEP_S = 0.01
 #: Share of a split job's time limit kept for loading before training and saving after it.
 PART_RESERVE = 0.1
 MB = 2**20
@@ -100,6 +107,8 @@ class GpuWork:
         The largest batch's live activations.
     basis : str
         Where the FLOPs come from, for the bill.
+    steps : float
+        Optimiser or PGD steps, each costing :data:`STEP_S` whatever its FLOPs (small models are bound by it).
     resumable : bool
         The work checkpoints as it goes and a later job continues it (training that stops at its
         deadline, :func:`condeval.core.training.job_deadline`): longer than a partition's time limit,
@@ -112,6 +121,7 @@ class GpuWork:
     trained_parameters: float = 0.0
     activation_bytes: float = 0.0
     basis: str = ""
+    steps: float = 0.0
     resumable: bool = False
 
 
@@ -171,8 +181,8 @@ def need(work: GpuWork, card: Card, runtime_limit_min: int | None = None) -> Nee
     -------
     Need
         Host memory (the weights pass through it on load), GPU memory (weights, training state,
-        activations, context, with headroom), runtime (the floor at the work's precision times
-        :data:`OVERHEAD`, plus reading the weights), the parts it is split into, and the floor in
+        activations, context, with headroom), runtime (the FLOPs' time at the work's precision plus its
+        steps at :data:`STEP_S`, times :data:`OVERHEAD`, plus reading the weights), the parts it is split into, and the floor in
         hours at bf16.
     """
     if work.dtype not in BYTES_PER_PARAMETER:
@@ -180,7 +190,7 @@ def need(work: GpuWork, card: Card, runtime_limit_min: int | None = None) -> Nee
     weight_bytes = work.loaded_parameters * BYTES_PER_PARAMETER[work.dtype]
     state_bytes = work.trained_parameters * TRAINING_BYTES_PER_PARAMETER
     gpu_bytes = (weight_bytes + state_bytes + work.activation_bytes) * GPU_HEADROOM
-    compute_s = work.flops / (EFFICIENCY * _peak_flops(card, work.dtype))
+    compute_s = work.flops / (EFFICIENCY * _peak_flops(card, work.dtype)) + work.steps * STEP_S
     runtime = max(MIN_RUNTIME_MIN, math.ceil((OVERHEAD * compute_s + weight_bytes / LOAD_BYTES_PER_S) / 60))
     parts = 1
     if work.resumable and runtime_limit_min is not None and runtime > runtime_limit_min:
@@ -279,3 +289,25 @@ def vae_decode_flops(image_size: int) -> float:
 def unet_forward_flops(parameters: float, latent_side: int) -> float:
     """FLOPs of one forward pass of a latent-diffusion UNet over a ``latent_side`` square latent."""
     return UNET_FLOPS_PER_PARAMETER_PIXEL * parameters * latent_side**2
+
+
+def mlp_parameters(widths) -> int:
+    """Weights and biases of a chain of linear layers through ``widths`` (input, hidden..., output)."""
+    widths = [int(width) for width in widths]
+    return sum(a * b + b for a, b in zip(widths, widths[1:]))
+
+
+def mlp_training_work(rows: int, epochs: int, batch_size: int, parameters: float, *, basis: str = "") -> GpuWork:
+    """Training a small model of ``parameters`` on ``rows`` for ``epochs`` (an upper bound: early stopping
+    may end it sooner): one step per batch, each row a single token, in float32."""
+    steps = epochs * math.ceil(rows / batch_size)
+    return GpuWork(parameters, epochs * rows * training_flops(parameters, 1), "float32", trained_parameters=parameters,
+                   basis=basis or f"{epochs} epochs of {rows:,} rows", steps=steps)  # fmt: skip
+
+
+def pgd_work(points: int, starts: int, steps: int, parameters: float, batch_size: int = 1024) -> GpuWork:
+    """A multi-start projected gradient search (CReL's worst case): ``points`` rows of ``batch_size`` at a
+    time, each from ``starts`` starting points for ``steps`` steps, through a model of ``parameters``."""
+    batches = math.ceil(points / batch_size)
+    return GpuWork(parameters, steps * points * starts * training_flops(parameters, 1), "float32",
+                   basis=f"{points:,} points x {starts} starts x {steps} steps", steps=batches * steps)  # fmt: skip

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 from condeval.core.config import alpha_label, alpha_labels, canonical
 from condeval.core.conformal import conformal_rank
@@ -27,9 +28,13 @@ from condeval.core.resources import (
     INFERENCE_BYTES_PER_TOKEN,
     GpuWork,
     forward_flops,
+    mlp_parameters,
+    mlp_training_work,
+    pgd_work,
     unet_forward_flops,
     vae_decode_flops,
 )
+from condeval.crel.image_to_text import FOLD_FRACTIONS
 from condeval.crel.synthetic import FOLDS, fold_sizes
 
 __all__ = [
@@ -47,6 +52,15 @@ __all__ = [
     "check_config",
     "generation_work",
     "captioning_work",
+    "EMBEDDING_WIDTH",
+    "vae_parameters",
+    "lgm_training_work",
+    "diffusion_training_work",
+    "dqr_training_work",
+    "reliability_work",
+    "embedding_fit_work",
+    "lgm_parameters",
+    "embedding_reliability_work",
 ]
 
 LGM_ID = r"vae|cvae|vae-beta[0-9.e+-]+|vae-r\d+|vae-mae|vae-long-(epoch\d+|best)|sd-(cond|uncond)-T\d+"
@@ -318,3 +332,93 @@ def captioning_work(parameters: dict | None, sampling: dict, dtype: str, batch_s
     tokens = batch_size * beams * (CAPTIONER_IMAGE_TOKENS + CAPTION_TOKENS)
     return GpuWork(parameters["loaded"], images * per_image, dtype,
                    activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN, basis=f"{images:,} captions")  # fmt: skip
+
+
+# ------------------------------------------------------------------ the small models' GPU work
+#: The widest embedding CReL's image-to-text and text-to-image models fit (CLIP ViT-L/14's 768, BERT's 768,
+#: DINOv2's 1024): an upper bound on their input width.
+EMBEDDING_WIDTH = 1024
+
+
+def vae_parameters(output_dim: int, latent_dim: int, hidden_dims, condition_dim: int = 0) -> int:
+    """A (conditional) VAE's MLP encoder to the latent mean and log-variance and its mirrored decoder."""
+    hidden = list(hidden_dims)
+    encoder = mlp_parameters([output_dim + condition_dim, *hidden, 2 * latent_dim])
+    return encoder + mlp_parameters([latent_dim + condition_dim, *reversed(hidden), output_dim])
+
+
+def _training_rows(data: dict, fold: str) -> int:
+    """A synthetic dataset's (``crel.synthetic`` or ``crel.scaling``) rows of ``fold`` that train."""
+    rows = fold_sizes(data["n"], data["splits"])[fold]
+    return math.ceil(rows * (1.0 - data.get("val_fraction", 0.0)))
+
+
+def lgm_training_work(
+    data: dict, lgm: dict, *, epochs: int, latent_dim: int, conditional: bool = False, batch_size: int | None = None
+) -> GpuWork:
+    """One VAE or CVAE training job (``train_vae``, ``train_cvae``, ``train_vae_long``, ``scaling_train_vae``) on
+    the LGM fold of ``data``, for ``epochs`` at most, with the ``lgm`` section's hidden widths and batch."""
+    parameters = vae_parameters(data["p"], latent_dim, lgm["hidden_dims"], data["d"] if conditional else 0)
+    return mlp_training_work(_training_rows(data, "lgm"), epochs, batch_size or lgm["batch_size"], parameters)
+
+
+def diffusion_training_work(data: dict, diffusion: dict, latent_dim: int) -> GpuWork:
+    """One ``train_ddpm`` job: the latent denoiser (time embedding and condition in) on the LGM fold."""
+    width = latent_dim + diffusion["time_embed_dim"] + (data["d"] if diffusion.get("conditional") else 0)
+    parameters = mlp_parameters([width, *diffusion["hidden_dims"], latent_dim])
+    return mlp_training_work(_training_rows(data, "lgm"), diffusion["max_epochs"], diffusion["batch_size"], parameters)
+
+
+def dqr_training_work(data: dict, dqr: dict, latent_dim: int, *, epochs: int | None = None) -> GpuWork:
+    """One ``train_dqr`` job: the directional quantile network from the condition to the latent space, on
+    the DQR fold, every row scored in ``directions_per_step`` directions."""
+    parameters = mlp_parameters([data["d"], *dqr["hidden_dims"], latent_dim + 1])
+    work = mlp_training_work(_training_rows(data, "dqr"), epochs or dqr["max_epochs"], dqr["batch_size"], parameters)
+    return _scaled(work, dqr.get("directions_per_step", 1))
+
+
+def _scaled(work: GpuWork, factor: float) -> GpuWork:
+    return replace(work, flops=work.flops * factor)
+
+
+def reliability_work(points: int, reliability: dict, decoder_parameters: int, starts: int | None = None) -> GpuWork:
+    """One PGD worst-case job (``crel_reliability``, the sweeps, ``*_evaluate``): ``points`` test points
+    through the decoder and the DQR from ``num_z0`` starts (or ``starts``) for ``steps`` steps."""
+    return pgd_work(points, starts or reliability["num_z0"], reliability["steps"], decoder_parameters)
+
+
+def embedding_fit_work(items: int, vae: dict, dqr: dict) -> GpuWork:
+    """One ``i2t_fit`` / ``t2i_fit`` job: the VAE on the embeddings of the VAE fold, then the DQR on the
+    DQR fold (:data:`condeval.crel.image_to_text.FOLD_FRACTIONS`), embeddings at most :data:`EMBEDDING_WIDTH` wide."""
+    vae_rows, dqr_rows = (math.ceil(items * share) for share in FOLD_FRACTIONS[:2])
+    latent = vae["latent_dim"]
+    lgm = mlp_training_work(vae_rows, vae["max_epochs"], vae.get("batch_size", 512),
+                            vae_parameters(EMBEDDING_WIDTH, latent, vae["hidden_dims"], EMBEDDING_WIDTH))  # fmt: skip
+    quantile = mlp_training_work(dqr_rows, dqr["max_epochs"], dqr.get("batch_size", 256),
+                                 mlp_parameters([EMBEDDING_WIDTH, *dqr["hidden_dims"], latent + 1]))  # fmt: skip
+    return GpuWork(lgm.loaded_parameters + quantile.loaded_parameters, lgm.flops + quantile.flops, "float32",
+                   trained_parameters=max(lgm.trained_parameters, quantile.trained_parameters),
+                   basis=f"VAE on {vae_rows:,}, DQR on {dqr_rows:,} rows", steps=lgm.steps + quantile.steps)  # fmt: skip
+
+
+def lgm_parameters(cfg: dict, lgm: str, data: dict | None = None) -> int:
+    """The weights a PGD search runs through for an LGM id: its VAE (encoder included, an upper bound), a
+    latent-diffusion id's denoiser once per DDIM step on top."""
+    data = data or cfg["synthetic"]
+    parts = parse_lgm_id(lgm)
+    conditional = parts["family"] == "cvae"
+    vae = vae_hyperparameters(cfg) if parts["family"] != "vae" else vae_hyperparameters(cfg, lgm)
+    parameters = vae_parameters(data["p"], vae["latent_dim"], vae["hidden_dims"], data["d"] if conditional else 0)
+    if parts["family"] == "sd":
+        diffusion = cfg["diffusion"]
+        width = vae["latent_dim"] + diffusion["time_embed_dim"] + data["d"]
+        parameters += parts["inference_steps"] * mlp_parameters([width, *diffusion["hidden_dims"], vae["latent_dim"]])
+    return parameters
+
+
+def embedding_reliability_work(items: int, vae: dict, reliability: dict, starts: int | None = None) -> GpuWork:
+    """One ``i2t_evaluate`` / ``t2i_evaluate`` / ``i2t_num_z0`` job: PGD over the test fold of ``items``
+    through the embeddings' VAE, from ``num_z0`` starts (``starts``: a curve's in all)."""
+    test = int(items * FOLD_FRACTIONS[-1])
+    parameters = vae_parameters(EMBEDDING_WIDTH, vae["latent_dim"], vae["hidden_dims"], EMBEDDING_WIDTH)
+    return reliability_work(test, reliability, parameters, starts)

@@ -53,8 +53,7 @@ rule crel_reliability_sweep:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=6000,
-        runtime=60,
+        **gpu_resources(crel_sweep_work),
         gpu=0,
     script:
         "../../scripts/crel/crel_reliability.py"

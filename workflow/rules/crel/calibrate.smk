@@ -73,8 +73,7 @@ rule crel_reliability:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=6000,
-        runtime=60,
+        **gpu_resources(crel_reliability_work),
         gpu=0,
     script:
         "../../scripts/crel/crel_reliability.py"

@@ -86,6 +86,48 @@ def dqr_training_params():
     return canonical({k: v for k, v in CREL["dqr"].items() if k != "quantile_level"})
 
 
+def crel_vae_work(wildcards):
+    """One train_vae job's GPU work (condeval.crel.design.lgm_training_work)."""
+    vae = design.vae_hyperparameters(CREL, wildcards.model)
+    return design.lgm_training_work(CREL["synthetic"], CREL["lgm"] | vae, epochs=CREL["lgm"]["max_epochs"],
+                                    latent_dim=vae["latent_dim"])  # fmt: skip
+
+
+def crel_cvae_work(wildcards):
+    """The train_cvae job's GPU work."""
+    return design.lgm_training_work(CREL["synthetic"], CREL["lgm"], epochs=CREL["cvae"]["max_epochs"],
+                                    latent_dim=CREL["lgm"]["latent_dim"], conditional=True)  # fmt: skip
+
+
+def crel_vae_long_work(wildcards):
+    """The train_vae_long job's GPU work: every epoch of the long run."""
+    return design.lgm_training_work(CREL["synthetic"], CREL["lgm"], epochs=ABLATIONS["long_max_epochs"],
+                                    latent_dim=CREL["lgm"]["latent_dim"])  # fmt: skip
+
+
+def crel_ddpm_work(wildcards):
+    """One train_ddpm job's GPU work."""
+    diffusion = CREL["diffusion"] | {"conditional": ddpm_is_conditional(wildcards)}
+    return design.diffusion_training_work(CREL["synthetic"], diffusion, CREL["lgm"]["latent_dim"])
+
+
+def crel_dqr_work(wildcards):
+    """One train_dqr job's GPU work, in its LGM's latent space."""
+    return design.dqr_training_work(CREL["synthetic"], CREL["dqr"], design.lgm_latent_dim(CREL, wildcards.lgm))
+
+
+def crel_reliability_work(wildcards):
+    """One crel_reliability job's GPU work: PGD over its test points through its LGM."""
+    return design.reliability_work(region_test_points(wildcards), CREL["reliability"],
+                                   design.lgm_parameters(CREL, wildcards.lgm))  # fmt: skip
+
+
+def crel_sweep_work(wildcards):
+    """One crel_reliability_sweep job's GPU work: PGD at its num_z0."""
+    return design.reliability_work(sweep_test_points(wildcards), sweep_reliability_params(wildcards),
+                                   design.lgm_parameters(CREL, wildcards.lgm))  # fmt: skip
+
+
 def summary_path(dataset, method, alpha, lgm=None, seed=None):
     """Per-alpha summary of a method: PCP is keyed by its sampling seed, the others by their LGM."""
     if method == "pcp":
@@ -207,6 +249,16 @@ def scaling_dqr_params():
     return canonical(
         dqr_training_params() | {"max_epochs": SCALING.get("dqr_epochs"), "patience": SCALING.get("dqr_patience")}
     )
+
+
+def scaling_vae_work(wildcards):
+    """One scaling_train_vae job's GPU work at latent dimension r."""
+    return design.lgm_training_work(SCALING, CREL["lgm"], epochs=SCALING["vae_epochs"], latent_dim=int(wildcards.r))
+
+
+def scaling_dqr_work(wildcards):
+    """One scaling_train_dqr job's GPU work at latent dimension r."""
+    return design.dqr_training_work(SCALING, CREL["dqr"], int(wildcards.r), epochs=SCALING["dqr_epochs"])
 
 
 def scaling_timings(wildcards):

@@ -86,8 +86,7 @@ rule i2t_fit:
     threads: 1
     priority: 20
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(i2t_fit_work),
         gpu=0,
     script:
         "../../scripts/crel/i2t_fit.py"
@@ -116,8 +115,7 @@ rule i2t_evaluate:
     threads: 1
     priority: 20
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(i2t_evaluate_work),
         gpu=0,
     script:
         "../../scripts/crel/i2t_evaluate.py"
@@ -146,8 +144,7 @@ rule i2t_num_z0:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(i2t_num_z0_work),
         gpu=0,
     script:
         "../../scripts/crel/i2t_num_z0.py"

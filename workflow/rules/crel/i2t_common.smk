@@ -75,6 +75,21 @@ def captioning_work(wildcards):
                                   ENCODERS["batch_size"], images)  # fmt: skip
 
 
+def i2t_fit_work(wildcards):
+    """One i2t_fit job's GPU work: the VAE and DQR on at most COCO 2014 val's images."""
+    return design.embedding_fit_work(VAL2014_IMAGES, I2T["vae"], I2T["dqr"])
+
+
+def i2t_evaluate_work(wildcards):
+    """One i2t_evaluate job's GPU work: PGD over the test fold's images."""
+    return design.embedding_reliability_work(VAL2014_IMAGES, I2T["vae"], I2T["reliability"])
+
+
+def i2t_num_z0_work(wildcards):
+    """One i2t_num_z0 job's GPU work: the test fold's PGD at every num_z0 of the curve."""
+    return design.embedding_reliability_work(VAL2014_IMAGES, I2T["vae"], I2T["reliability"], sum(I2T["num_z0_curve"]))
+
+
 def captioner_train_inputs(wildcards):
     train = I2T["models"][wildcards.model]["train"]
     inputs = {"captions": coco_world(), "tokenizer": saved_manifest("results/encoders/tokenizer")}

@@ -65,6 +65,9 @@ use rule train_vae as scaling_train_vae with:
         seed=CREL["seed"],
     log:
         "logs/crel_scaling/{dataset}/r{r}/train_vae.log",
+    resources:
+        **gpu_resources(scaling_vae_work),
+        gpu=0,
 
 
 use rule encode_latents as scaling_encode_latents with:
@@ -91,6 +94,9 @@ use rule train_dqr as scaling_train_dqr with:
         seed=CREL["seed"],
     log:
         "logs/crel_scaling/{dataset}/r{r}/train_dqr_tau{tau}.log",
+    resources:
+        **gpu_resources(scaling_dqr_work),
+        gpu=0,
 
 
 rule scaling_calibration_time:

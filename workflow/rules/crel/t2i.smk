@@ -148,8 +148,8 @@ rule t2i_signal:
         models=T2I_MODELS,
         shards=len(SHARDS),
         image_size=T2I["image_size"],
-        gallery=1000,
-        probe_images=3000,
+        gallery=SIGNAL_GALLERY,
+        probe_images=T2I_PROBE_IMAGES,
         dtypes={encoder: ENCODERS[encoder].get("dtype", "auto") for encoder in ("clip", "dino")},
     log:
         "logs/crel_t2i/signal.log",
@@ -157,8 +157,7 @@ rule t2i_signal:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **gpu_resources(t2i_signal_work),
         gpu=0,
     script:
         "../../scripts/crel/t2i_signal.py"
@@ -184,8 +183,7 @@ rule t2i_fit:
     threads: 1
     priority: 15
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(t2i_fit_work),
         gpu=0,
     script:
         "../../scripts/crel/t2i_fit.py"
@@ -211,8 +209,7 @@ rule t2i_evaluate:
     threads: 1
     priority: 15
     resources:
-        mem_mb=4000,
-        runtime=60,
+        **gpu_resources(t2i_evaluate_work),
         gpu=0,
     script:
         "../../scripts/crel/t2i_evaluate.py"

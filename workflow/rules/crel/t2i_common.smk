@@ -95,6 +95,29 @@ def generator_train_params(wildcards):
     return canonical({"family": section["family"], **section["train"]})
 
 
+#: Generated images per model t2i_signal probes for colour and shape.
+T2I_PROBE_IMAGES = 3000
+
+
+def t2i_signal_work(wildcards):
+    """The t2i_signal job's GPU work: each model's probe images and the real gallery through CLIP and DINO."""
+    images = len(T2I_MODELS) * T2I_PROBE_IMAGES + SIGNAL_GALLERY
+    encoders = [(encoder_parameters("clip"), "image", 257), (encoder_parameters("dino"), "image", 257),
+                (encoder_parameters("clip"), "text", 77)]  # fmt: skip
+    return encoding_work(encoders, images, ENCODERS["batch_size"])
+
+
+def t2i_fit_work(wildcards):
+    """One t2i_fit job's GPU work: the VAE and DQR on the generated items."""
+    return design.embedding_fit_work(T2I["items"], T2I["vae"], T2I["dqr"])
+
+
+def t2i_evaluate_work(wildcards):
+    """One t2i_evaluate job's GPU work: PGD over the test fold at the metric's num_z0."""
+    reliability = T2I["reliability"] | {"num_z0": T2I["num_z0"][wildcards.metric]}
+    return design.embedding_reliability_work(T2I["items"], T2I["vae"], reliability)
+
+
 def t2i_feature_inputs(wildcards):
     """Every shard CReL needs for one model, by :data:`condeval.crel.text_to_image.FEATURE_SOURCES`
     name, and the encoders that must have made them."""

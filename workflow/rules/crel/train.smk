@@ -28,8 +28,7 @@ rule train_vae:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=120,
+        **gpu_resources(crel_vae_work),
         gpu=0,
     script:
         "../../scripts/crel/train_lgm.py"
@@ -55,8 +54,7 @@ rule train_cvae:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=120,
+        **gpu_resources(crel_cvae_work),
         gpu=0,
     script:
         "../../scripts/crel/train_lgm.py"
@@ -88,8 +86,7 @@ rule train_vae_long:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=240,
+        **gpu_resources(crel_vae_long_work),
         gpu=0,
     script:
         "../../scripts/crel/train_lgm.py"
@@ -117,8 +114,7 @@ rule train_ddpm:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=240,
+        **gpu_resources(crel_ddpm_work),
         gpu=0,
     script:
         "../../scripts/crel/train_ddpm.py"
@@ -164,8 +160,7 @@ rule train_dqr:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=120,
+        **gpu_resources(crel_dqr_work),
         gpu=0,
     script:
         "../../scripts/crel/train_dqr.py"

@@ -174,15 +174,27 @@ def feature_tokens(name, kind):
     return 257 if kind == "image" else 77
 
 
+def encoder_parameters(name):
+    """An encoder's catalogued or measured parameters; None for one this run trains."""
+    return model_size(f"encoders.{name}.path", ENCODERS[name]["path"]) if "path" in ENCODERS[name] else None
+
+
 def feature_work(kind, wildcards):
     """One image_features / text_features job's GPU work: a shard of val's images or evaluation captions
     (one per image; at most COCO 2014's val) through each encoder of ``kind``."""
-    encoders = [
-        (model_size(f"encoders.{name}.path", ENCODERS[name]["path"]) if "path" in ENCODERS[name] else None,
-         kind, feature_tokens(name, kind))
-        for name in FEATURE_ENCODERS[kind]
-    ]  # fmt: skip
+    encoders = [(encoder_parameters(name), kind, feature_tokens(name, kind)) for name in FEATURE_ENCODERS[kind]]
     return encoding_work(encoders, -(-VAL2014_IMAGES // COCO["shards"]), ENCODERS["batch_size"])
+
+
+#: Images of encoder_signal's retrieval gallery.
+SIGNAL_GALLERY = 1000
+
+
+def encoder_signal_work(wildcards):
+    """The encoder_signal job's GPU work: the gallery's images and five captions each through CLIP and BERT."""
+    encoders = [(encoder_parameters("clip"), "image", 257), (encoder_parameters("clip"), "text", 77),
+                (encoder_parameters("bert"), "text", feature_tokens("bert", "text"))]  # fmt: skip
+    return encoding_work(encoders, 5 * SIGNAL_GALLERY, ENCODERS["batch_size"])
 
 
 def image_feature_work(wildcards):

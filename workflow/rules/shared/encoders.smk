@@ -119,7 +119,7 @@ rule encoder_signal:
     params:
         bert_max_length=ENCODERS["bert"].get("max_length", 50),
         dtypes={encoder: ENCODERS[encoder].get("dtype", "auto") for encoder in ("clip", "bert")},
-        gallery=1000,
+        gallery=SIGNAL_GALLERY,
         novel_shapes=NOVEL_SHAPES,
     log:
         "logs/shared/encoder_signal.log",
@@ -127,8 +127,7 @@ rule encoder_signal:
         "../../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **gpu_resources(encoder_signal_work),
         gpu=0,
     script:
         "../../scripts/shared/encoder_signal.py"
