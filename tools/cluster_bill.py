@@ -5,7 +5,10 @@ first run would, under ``profiles/slurm`` and the config's ``cluster`` site (def
 and reads each job's resources: ``runtime`` (asked), ``gpu_floor_min`` (its FLOPs at 40% of the card's
 bf16 peak, ``condeval.core.resources``), ``gpu_mem_mb`` and ``mem_mb``. Rules whose resources are not
 yet computed from their config show their fixed runtime and no floor. Writes the Markdown table into
-the ``cluster_bill`` block of docs/cluster.md with ``--write``, else prints it::
+the ``cluster_bill`` block of docs/cluster.md with ``--write``, else prints it, with the disk the run
+takes at its peak: the catalogue's sources (``config/sources.yaml``: downloads by their size, hub
+checkpoints by their parameters in float32, manual data by its ``disk_gb``), the outputs the GPU jobs
+keep (``written_mb``) and their scratch (``scratch_mb``: training row caches, all at once at worst)::
 
     python tools/cluster_bill.py [--write] [--config KEY=VALUE ...]
 """
@@ -13,6 +16,7 @@ the ``cluster_bill`` block of docs/cluster.md with ``--write``, else prints it::
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import subprocess
 import sys
@@ -20,6 +24,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+import yaml
 from readme_tables import write_docs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +78,39 @@ def bill_rows(jobs: dict[str, list[dict]]) -> list[dict]:
     return rows
 
 
+def source_gb(catalogue: dict) -> dict[str, float]:
+    """Each source's size in GB: its downloads' ``size``, its hub repositories' ``parameters`` in float32
+    (their folders hold at least that), a manual source's ``disk_gb``; None where nothing states it."""
+    sizes = {}
+    for name, entry in catalogue.items():
+        if "http" in entry and all("size" in item for item in entry["http"]):
+            sizes[name] = sum(item["size"] for item in entry["http"]) / 1e9
+        elif "hub" in entry and all("parameters" in item for item in entry["hub"] if "allow" not in item):
+            sizes[name] = sum(4 * item["parameters"]["loaded"] for item in entry["hub"] if "parameters" in item) / 1e9
+        else:
+            sizes[name] = entry.get("disk_gb")
+    return sizes
+
+
+def disk_rows(jobs: dict[str, list[dict]], sources: dict[str, float | None]) -> list[tuple[str, float]]:
+    """The disk at the run's peak, GB: sources, each GPU rule's kept outputs over 1 GB, every scratch at once."""
+    known = [size for size in sources.values() if size is not None]
+    unsized = sorted(name for name, size in sources.items() if size is None)
+    rows = [(f"sources ({len(known)} sized" + (f"; not sized: {', '.join(unsized)}" if unsized else "") + ")",
+             sum(known))]  # fmt: skip
+    written = {rule: sum(job.get("written_mb", 0) for job in values) / 1024 for rule, values in jobs.items()}
+    rows += [(f"`{rule}` outputs", gb) for rule, gb in sorted(written.items()) if gb >= 1]
+    scratch = {rule: sum(job.get("scratch_mb", 0) for job in values) / 1024 for rule, values in jobs.items()}
+    rows += [(f"`{rule}` scratch, every job at once", gb) for rule, gb in sorted(scratch.items()) if gb >= 1]
+    return rows
+
+
+def disk_markdown(rows: list[tuple[str, float]]) -> str:
+    lines = ["| on disk | GB |", "|---|---:|"] + [f"| {what} | {gb:,.0f} |" for what, gb in rows]
+    total = math.ceil(sum(gb for _, gb in rows))
+    return "\n".join([*lines, f"| **at the peak, at most** | **{total:,}** |"])
+
+
 def markdown(rows: list[dict], site: str) -> str:
     """The bill as a Markdown table with its totals and how it was made."""
     lines = ["| rule | jobs | GPU memory, GB | host memory, GB | longest job, h | GPU-h asked | GPU-h floor |",
@@ -101,7 +139,14 @@ def main(argv=None) -> str:
     args = parser.parse_args(argv)
     stdout = dry_run(args.config)
     site = next((item.split("=", 1)[1] for item in args.config if item.startswith("cluster=")), "an H100-80GB")
-    table = markdown(bill_rows(gpu_jobs(stdout)), site)
+    jobs = gpu_jobs(stdout)
+    catalogue = yaml.safe_load((ROOT / "config/sources.yaml").read_text())["sources"]
+    disk_note = ("Disk: the sources as the catalogue states them (hub checkpoints as their parameters in float32), "
+                 "the outputs GPU jobs keep, images counted as raw pixels (a PNG takes about half), and the training "
+                 "row caches, each removed when its generator is saved.")  # fmt: skip
+    table = "\n\n".join(
+        [markdown(bill_rows(jobs), site), disk_markdown(disk_rows(jobs, source_gb(catalogue))), disk_note]
+    )
     if args.write:
         write_docs(ROOT / "docs", {"cluster_bill": table})
     else:

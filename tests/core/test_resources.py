@@ -140,6 +140,16 @@ def test_sit_b2_has_the_papers_size_and_steps_count_images_at_the_batch():
     assert by_steps.trained_parameters == generator_parameters(SIT_B)
 
 
+def test_a_repa_generators_row_cache_holds_its_teachers_tokens_and_samples_their_pixels():
+    train = {"steps": 1000, "batch_size": 256, "transformer": SIT_B}
+    vanilla, repa = training_work(train, 256, 1000), training_work(train, 256, 1000, extractor_width=1024)
+    assert vanilla.scratch_bytes == 1000 * 4 * 4 * 32 * 32  # float32 latents, 4 x 32 x 32 at 256 px
+    assert repa.scratch_bytes == vanilla.scratch_bytes + 1000 * 2 * 256 * 1024  # float16 tokens, 256 per image
+    assert need(repa, H100).scratch_mb * 2**20 >= repa.scratch_bytes
+    samples = sampling_work(SIT_B, 256, 250, 64, 100, decoded_channels=6, image_channels=6)
+    assert samples.written_bytes == 100 * 256 * 256 * 6
+
+
 def test_channelwise_decoding_costs_each_channel():
     rgb, six = sampling_work(SIT_B, 256, 250, 256, 100), sampling_work(SIT_B, 256, 250, 256, 100, decoded_channels=6)
     assert six.flops > rgb.flops and six.loaded_parameters == rgb.loaded_parameters

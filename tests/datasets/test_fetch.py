@@ -315,14 +315,14 @@ def test_a_missing_source_a_job_names_but_no_job_writes_is_refused(server, tmp_p
 
 
 def test_a_lock_is_written_for_the_pin_not_the_description_or_the_models_size():
-    """Rewording `about` or restating `parameters` keeps a lab's lock; changing what is fetched does not."""
+    """Rewording `about`, restating `parameters` or `disk_gb` keeps a lab's lock; changing what is fetched does not."""
     config = {"crc": {"model": "models/clip"}}
     entry = {"about": "a CLIP", "hub": [{"repo": "org/clip", "revision": None, "to": "crc.model"}]}
 
     def digest(changed):
         return resolve_sources({"sources": {"clip": changed}}, config)[0].entry
 
-    sized = {"about": "a CLIP, sized", "hub": [{**entry["hub"][0], "parameters": {"loaded": 4.28e8}}]}
+    sized = {"about": "a CLIP, sized", "hub": [{**entry["hub"][0], "parameters": {"loaded": 4.28e8}}], "disk_gb": 1.7}
     assert digest(sized) == digest(entry)
     assert digest({**entry, "hub": [{**entry["hub"][0], "repo": "org/other"}]}) != digest(entry)
     assert model_parameters({"sources": {"clip": sized}}) == {"crc.model": {"loaded": 4.28e8}}

@@ -131,9 +131,9 @@ def job_need(work_of, field, wildcards):
 
 
 def gpu_resources(work_of):
-    """A GPU rule's host memory, GPU memory, runtime, parts and floor, each computed from its config by
+    """A GPU rule's host memory, GPU memory, runtime, parts, floor and disk, each computed from its config by
     ``work_of`` (a function of the job's wildcards returning its condeval.core.resources.GpuWork)."""
-    fields = ("mem_mb", "gpu_mem_mb", "runtime", "parts", "gpu_floor_min")
+    fields = ("mem_mb", "gpu_mem_mb", "runtime", "parts", "gpu_floor_min", "written_mb", "scratch_mb")
     return {field: functools.partial(job_need, work_of, field) for field in fields}
 
 

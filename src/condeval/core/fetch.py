@@ -228,8 +228,8 @@ def resolve_sources(catalog: Mapping, config: Mapping, catalog_name: str = "sour
 
 
 def _pinned_part(entry: Mapping) -> dict:
-    """What a lock is written for: the entry less its description and its models' sizes."""
-    pinned = {key: value for key, value in entry.items() if key != "about"}
+    """What a lock is written for: the entry less its description and its sizes (models', manual data's)."""
+    pinned = {key: value for key, value in entry.items() if key not in ("about", "disk_gb")}
     if "hub" in pinned:
         pinned["hub"] = [{key: value for key, value in item.items() if key != "parameters"} for item in pinned["hub"]]
     return pinned

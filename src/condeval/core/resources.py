@@ -36,6 +36,7 @@ __all__ = [
     "tower_parameters",
     "vae_decode_flops",
     "unet_forward_flops",
+    "image_bytes",
     "mlp_parameters",
     "mlp_training_work",
     "pgd_work",
@@ -109,6 +110,10 @@ class GpuWork:
         Where the FLOPs come from, for the bill.
     steps : float
         Optimiser or PGD steps, each costing :data:`STEP_S` whatever its FLOPs (small models are bound by it).
+    written_bytes : float
+        What the job's outputs keep on the shared filesystem (its images, its model); 0 where small.
+    scratch_bytes : float
+        What it holds beside its outputs while it runs and removes when done (a training row cache).
     resumable : bool
         The work checkpoints as it goes and a later job continues it (training that stops at its
         deadline, :func:`condeval.core.training.job_deadline`): longer than a partition's time limit,
@@ -122,23 +127,28 @@ class GpuWork:
     activation_bytes: float = 0.0
     basis: str = ""
     steps: float = 0.0
+    written_bytes: float = 0.0
+    scratch_bytes: float = 0.0
     resumable: bool = False
 
 
 @dataclass(frozen=True)
 class Need:
-    """What one job asks: host memory and GPU memory (MB), runtime (minutes, each of its ``parts``), and
-    its floor (hours, all parts)."""
+    """What one job asks: host memory and GPU memory (MB), runtime (minutes, each of its ``parts``), its
+    floor (hours, all parts), and the disk its outputs keep and its scratch holds (MB)."""
 
     mem_mb: int
     gpu_mem_mb: int
     runtime: int
     floor_hours: float
     parts: int = 1
+    written_mb: int = 0
+    scratch_mb: int = 0
 
     def resources(self) -> dict[str, int]:
         """As Snakemake resources: ``mem_mb``, ``gpu_mem_mb``, ``runtime``, ``parts`` (jobs the work is
-        split over, each resuming the last) and ``gpu_floor_min`` (the floor, for the bill)."""
+        split over, each resuming the last), and for the bill ``gpu_floor_min`` (the floor), ``written_mb``
+        and ``scratch_mb`` (shared-filesystem disk; not ``disk_mb``, a node's local scratch)."""
         floor_min = math.ceil(self.floor_hours * 60)
         return {
             "mem_mb": self.mem_mb,
@@ -146,6 +156,8 @@ class Need:
             "runtime": self.runtime,
             "parts": self.parts,
             "gpu_floor_min": floor_min,
+            "written_mb": self.written_mb,
+            "scratch_mb": self.scratch_mb,
         }
 
 
@@ -202,6 +214,8 @@ def need(work: GpuWork, card: Card, runtime_limit_min: int | None = None) -> Nee
         runtime=runtime,
         floor_hours=work.flops / (EFFICIENCY * card.bf16_tflops * 1e12) / 3600,
         parts=parts,
+        written_mb=math.ceil(work.written_bytes / MB),
+        scratch_mb=math.ceil(work.scratch_bytes / MB),
     )
 
 
@@ -279,6 +293,12 @@ def encoding_work(
     return GpuWork(sum(parameters["loaded"] for parameters, *_ in known), flops, dtype,
                    activation_bytes=batch_size * widest * INFERENCE_BYTES_PER_TOKEN,
                    basis=f"{items:,} items x {len(known)} encoder(s)")  # fmt: skip
+
+
+def image_bytes(side: int, channels: int = 3) -> int:
+    """Disk one stored ``side`` x ``side`` 8-bit image may take: its raw pixels (a PNG of a photograph
+    takes about half; of noise, all)."""
+    return side * side * channels
 
 
 def vae_decode_flops(image_size: int) -> float:

@@ -28,6 +28,7 @@ from condeval.core.resources import (
     INFERENCE_BYTES_PER_TOKEN,
     GpuWork,
     forward_flops,
+    image_bytes,
     mlp_parameters,
     mlp_training_work,
     pgd_work,
@@ -305,7 +306,8 @@ def generation_work(
         The images the job draws.
     """
     if not parameters:
-        return GpuWork(0.0, 0.0, model.get("dtype", "auto"), basis="a generator trained by this run")
+        return GpuWork(0.0, 0.0, model.get("dtype", "auto"), basis="a generator trained by this run",
+                       written_bytes=images * image_bytes(image_size))  # fmt: skip
     sampling, family = model["sampling"], model["family"]
     forwards = 1 if family == "flux" or sampling.get("guidance_scale", 1.0) <= 1.0 else 2  # FLUX: distilled guidance
     denoiser = parameters.get("denoiser", parameters["loaded"])
@@ -318,7 +320,7 @@ def generation_work(
         loaded += prior["loaded"]
     tokens = forwards * batch_size * ((image_size // 16) ** 2 + max_length)
     return GpuWork(loaded, images * per_image, model.get("dtype", "auto"),
-                   activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN,
+                   activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN, written_bytes=images * image_bytes(image_size),
                    basis=f"{images:,} images x {sampling['num_inference_steps']} steps x {forwards} forward(s)")  # fmt: skip
 
 

@@ -15,12 +15,14 @@ from condeval.core.resources import (
     TRAINING_BYTES_PER_ACTIVATION,
     GpuWork,
     forward_flops,
+    image_bytes,
     training_flops,
     vae_decode_flops,
 )
 
 __all__ = [
     "RELEASE_IMAGES",
+    "EXTRACTOR_WIDTHS",
     "generator_parameters",
     "generator_tokens",
     "training_work",
@@ -36,6 +38,8 @@ RELEASE_IMAGES = {"celeba": 202_599, "rxrx1": 125_510}
 BLOCK_PARAMETERS_PER_WIDTH2 = 18
 #: The translator's target width: SigLIP so400m's features.
 SIGLIP_WIDTH = 1152
+#: Token widths of the paper's REPA teachers (DINOv3 ViT-L/16, SigLIP so400m), for the row cache's size.
+EXTRACTOR_WIDTHS = {"dinov3": 1024, "siglip": SIGLIP_WIDTH}
 
 
 def generator_parameters(transformer: dict) -> float:
@@ -49,7 +53,9 @@ def generator_tokens(image_size: int) -> int:
     return (image_size // 16) ** 2
 
 
-def training_work(train: dict, image_size: int, support: int) -> GpuWork:
+def training_work(
+    train: dict, image_size: int, support: int, latent_channels: int = 4, extractor_width: int = 0
+) -> GpuWork:
     """One ``trust_train_generator`` job's GPU work; resumable (the job stops at its deadline and the next
     resumes), so a partition's time limit splits it over several jobs.
 
@@ -61,8 +67,16 @@ def training_work(train: dict, image_size: int, support: int) -> GpuWork:
         The side images are read at.
     support : int
         The images of the training support (an epoch's length when ``train`` counts epochs).
+    latent_channels : int
+        Channels of the autoencoder's latent (RxRx1's channel-wise one: each image channel's).
+    extractor_width : int
+        A REPA generator's teacher's token width (:data:`EXTRACTOR_WIDTHS`); 0 for a vanilla one.
+
+    Its scratch is the row cache (:func:`condeval.generators.attribute_training.cached_rows`): each
+    image's float32 latent and, for REPA, its teacher's float16 tokens aligned to the generator's.
     """
     parameters, tokens = generator_parameters(train["transformer"]), generator_tokens(image_size)
+    row_bytes = 4 * latent_channels * (image_size // 8) ** 2 + 2 * tokens * extractor_width
     transformer = train["transformer"]
     images = train["steps"] * train["batch_size"] if "steps" in train else train["epochs"] * support
     width = transformer["heads"] * transformer.get("head_dim", 16)
@@ -70,18 +84,25 @@ def training_work(train: dict, image_size: int, support: int) -> GpuWork:
     length = f"{train['steps']:,} steps" if "steps" in train else f"{train['epochs']} epochs of {support:,}"
     return GpuWork(parameters, images * training_flops(parameters, tokens), "bfloat16", trained_parameters=parameters,
                    activation_bytes=activations, basis=f"{length} at batch {train['batch_size']}",
-                   resumable=True)  # fmt: skip
+                   written_bytes=4 * parameters, scratch_bytes=support * row_bytes, resumable=True)  # fmt: skip
 
 
 def sampling_work(
-    transformer: dict, image_size: int, steps: int, batch_size: int, samples: int, decoded_channels: int = 1
+    transformer: dict,
+    image_size: int,
+    steps: int,
+    batch_size: int,
+    samples: int,
+    decoded_channels: int = 1,
+    image_channels: int = 3,
 ) -> GpuWork:
-    """One ``trust_generate`` job's GPU work: ``samples`` images of ``steps`` unguided steps, each decoded
-    ``decoded_channels`` times (RxRx1's channel-wise autoencoder decodes each channel alone)."""
+    """One ``trust_generate`` job's GPU work: ``samples`` images of ``image_channels`` and ``steps`` unguided
+    steps, each decoded ``decoded_channels`` times (RxRx1's channel-wise autoencoder decodes each channel alone)."""
     parameters, tokens = generator_parameters(transformer), generator_tokens(image_size)
     per_sample = steps * forward_flops(parameters, tokens) + decoded_channels * vae_decode_flops(image_size)
     return GpuWork(parameters, samples * per_sample, "auto", activation_bytes=batch_size * tokens * INFERENCE_BYTES_PER_TOKEN,
-                   basis=f"{samples:,} samples x {steps} steps")  # fmt: skip
+                   basis=f"{samples:,} samples x {steps} steps",
+                   written_bytes=samples * image_bytes(image_size, image_channels))  # fmt: skip
 
 
 def _blocks_parameters(transformer: dict, layer: int) -> float:

@@ -275,9 +275,15 @@ def trust_translator_work(wildcards):
 
 
 def trust_training_work(wildcards):
-    """One trust_train_generator job's GPU work (condeval.trust.design.training_work)."""
-    train = trust_generator_training(wildcards.variant, wildcards.regime, wildcards.dataset)
-    return trust_design.training_work(train, TRUST["image_size"], trust_design.RELEASE_IMAGES[wildcards.dataset])
+    """One trust_train_generator job's GPU work (condeval.trust.design.training_work): the release at most,
+    its row cache holding a REPA teacher's tokens."""
+    dataset = wildcards.dataset
+    train = trust_generator_training(wildcards.variant, wildcards.regime, dataset)
+    repa = TRUST["generators"][wildcards.variant].get("repa")
+    width = trust_design.EXTRACTOR_WIDTHS.get(repa["extractor"], max(trust_design.EXTRACTOR_WIDTHS.values())) if repa else 0
+    latent_channels = 4 * (image_channels(dataset) if trust_autoencoder_settings(dataset).get("channelwise") else 1)
+    return trust_design.training_work(train, TRUST["image_size"], trust_design.RELEASE_IMAGES[dataset], latent_channels,
+                                      width)  # fmt: skip
 
 
 def trust_queried_conditions(dataset):
@@ -293,7 +299,7 @@ def trust_sampling_work(wildcards):
     train = trust_generator_training(wildcards.variant, wildcards.regime, dataset)
     channels = image_channels(dataset) if trust_autoencoder_settings(dataset).get("channelwise") else 1
     return trust_design.sampling_work(train["transformer"], TRUST["image_size"], sampling["num_inference_steps"],
-                                      sampling["batch_size"], samples, channels)  # fmt: skip
+                                      sampling["batch_size"], samples, channels, image_channels(dataset))  # fmt: skip
 
 
 def trust_scoring_extractor(variant):
