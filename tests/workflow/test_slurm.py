@@ -159,7 +159,7 @@ def runs(tiny_run, cluster, tmp_path_factory):
           "--set-resources", f"{GPU_RULE}:slurm_partition=gpu"],
          f"1 rule(s) that use a GPU would run without one ({GPU_RULE})"),
         ([*_site_values(), "--configfile", "{work}/config/config.yaml", "{work}/short_partition.yaml"],
-         "crel_reliability asks 60 min; the partition's limit is 30 min"),
+         "crel_reliability asks 10 min; the partition's limit is 6 min"),
     ],
     ids=["profile-values-unset", "gpu-block-replaced", "beyond-the-time-limit"],
 )  # fmt: skip
@@ -168,7 +168,7 @@ def test_a_run_the_cluster_would_misuse_is_refused_before_any_submission(runs, t
     partition limit shorter than a job asks (config `cluster`)."""
     work = tmp_path / "work"
     shutil.copytree(runs["slurm"], work, ignore=shutil.ignore_patterns("slurm_logs", "log"))
-    (work / "short_partition.yaml").write_text("cluster: {runtime_limit_h: 0.5}\n")  # numbers: --config gives strings
+    (work / "short_partition.yaml").write_text("cluster: {runtime_limit_h: 0.1}\n")  # numbers: --config gives strings
     site = [arg.format(work=work) for arg in site]
     result, _ = _run(
         SNAKEMAKE + ["--profile", "slurm", "-d", str(work), "--forcerun", FORCED, *site, "--", SLURM_TARGET],
