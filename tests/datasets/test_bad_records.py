@@ -106,7 +106,7 @@ def test_foil_nocaps_bad_records_are_named(tmp_path, record, message):
 # --- Flickr8k-Expert, Polaris, pickled judgments ---------------------------------------------------
 
 
-def _flickr(tmp_path, image_path="a.jpg", caption="a dog", rating=3):
+def _flickr(tmp_path, image_path="a.jpg", caption="a dog", rating=3, more=()):
     judgement = {"image_id": "1", "image_path": image_path, "caption": caption, "rating": rating}
     path = tmp_path / "flickr8k.json"
     path.write_text(
@@ -116,7 +116,7 @@ def _flickr(tmp_path, image_path="a.jpg", caption="a dog", rating=3):
                     "image_id": "1",
                     "image_path": image_path,
                     "ground_truth": ["a dog runs"],
-                    "human_judgement": [judgement],
+                    "human_judgement": [judgement, *more],
                 }
             }
         )
@@ -278,7 +278,8 @@ def test_dropped_rows_are_counted_by_file_and_reason(tmp_path, caplog):
     )  # fmt: skip  u2 has 2 tokens
     nocaps = tmp_path / "nocaps-val-foil.json"
     nocaps.write_text(json.dumps([_nocaps_record(), _nocaps_record(foil="a red sail boat")]))
-    flickr = _flickr(tmp_path, rating=float("nan"))
+    rated = {"image_id": "1", "image_path": "a.jpg", "caption": "a cat", "rating": 2}
+    flickr = _flickr(tmp_path, rating=float("nan"), more=[rated])
     with caplog.at_level(logging.INFO, logger="condeval"), counting_dropped_rows() as dropped:
         read_rich_hf(rich_hf, PROMPTS)
         load_foil_nocaps(nocaps)
@@ -313,3 +314,48 @@ def test_every_judgment_file_read_is_listed_in_the_summary(tmp_path):
     with counting_dropped_rows() as dropped:
         load_polaris(polaris)
     assert dropped.as_dict() == {str(polaris): {}}
+
+
+# --- hostile files: a key given twice, nothing in the file, a refs cell nested past any parser --------
+
+
+def test_a_json_object_naming_a_key_twice_is_refused_naming_the_file_and_the_key(tmp_path):
+    """Python's json keeps the last of two equal keys: a Flickr8k image given twice lost its first
+    captions, a COCO file with `images` twice its first list."""
+    flickr = tmp_path / "flickr8k.json"
+    entry = json.dumps({"image_id": "1", "image_path": "a.jpg", "ground_truth": ["a dog"], "human_judgement": []})
+    flickr.write_text('{"1": ' + entry + ', "1": ' + entry + "}")
+    with pytest.raises(DatasetFormatError, match=r"flickr8k\.json: the key '1' appears twice"):
+        load_flickr8k_expert(flickr)
+    coco = _coco(tmp_path)
+    text = coco.read_text()
+    coco.write_text(text[:-1] + ', "images": []}')
+    with pytest.raises(DatasetFormatError, match=r"captions_val2014\.json: the key 'images' appears twice"):
+        load_captions(coco)
+
+
+@pytest.mark.parametrize("kind", ["polaris-header-only", "tfrecord-empty", "flickr-empty", "flickr-all-unrated"])
+def test_a_file_that_holds_no_record_is_refused_naming_it(tmp_path, kind):
+    if kind == "polaris-header-only":
+        path = tmp_path / "polaris.csv"
+        path.write_text("refs,cand,img,human_score\n")
+        load, what = load_polaris, "judged captions"
+    elif kind == "tfrecord-empty":
+        path = tmp_path / "dev.tfrecord"
+        path.write_bytes(b"")
+        load, what = (lambda p: read_rich_hf(p, PROMPTS)), "records"
+    else:
+        path = _flickr(tmp_path, rating=float("nan")) if kind == "flickr-all-unrated" else tmp_path / "flickr8k.json"
+        if kind == "flickr-empty":
+            path.write_text("{}")
+        load, what = load_flickr8k_expert, "judged captions"
+    with pytest.raises(DatasetFormatError, match=rf"{path.name}: no {what} in it"):
+        load(path)
+
+
+@pytest.mark.parametrize("refs", ["[" * 100_000 + "]" * 100_000, "(" * 100_000 + ")" * 100_000, "[1, 2]"])
+def test_a_polaris_refs_cell_that_is_no_list_of_captions_is_refused_naming_the_row(tmp_path, refs):
+    path = tmp_path / "polaris.csv"
+    pl.DataFrame({"refs": [refs], "cand": ["a dog"], "img": ["a.jpg"], "human_score": ["0.5"]}).write_csv(path)
+    with pytest.raises(DatasetFormatError, match=r"polaris\.csv: row 0"):
+        load_polaris(path)

@@ -374,17 +374,34 @@ def _json_default(value):
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice (Python's json keeps the last and drops the rest silently)."""
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``object_pairs_hook`` of :func:`json.loads` that refuses an object naming one key twice."""
+    document = {}
+    for key, value in pairs:
+        if key in document:
+            raise DuplicateKeyError(f"the key {key!r} appears twice in one object (the first would be dropped)")
+        document[key] = value
+    return document
+
+
 def read_json(path: str | os.PathLike, required: Sequence[str] = ()) -> dict:
-    """Read a JSON object, naming the file and the missing key on failure."""
+    """Read a JSON object, naming the file and the missing key on failure; an object naming one key twice
+    is refused."""
     path = Path(path)
     if not path.exists():
         raise DataFileError(f"{path}: file not found")
     try:
-        document = json.loads(path.read_bytes().decode("utf-8"))
+        document = json.loads(path.read_bytes().decode("utf-8"), object_pairs_hook=unique_keys)
     except UnicodeDecodeError as exc:
         raise DataFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{path}: malformed JSON ({exc})") from exc
+    except DuplicateKeyError as exc:
+        raise DataFileError(f"{path}: {exc}") from None
     for key in required:
         if key not in document:
             raise DataFileError(f"{path}: required field '{key}' is missing")

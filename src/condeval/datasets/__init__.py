@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from condeval.core.io import DuplicateKeyError, unique_keys
+
 __all__ = [
     "DatasetFormatError",
     "DroppedRows",
@@ -56,12 +58,15 @@ def read_text(path: str | os.PathLike) -> str:
 
 
 def read_json(path: str | os.PathLike, expected: type) -> object:
-    """The JSON document of a released file, which must be a ``expected`` (dict or list)."""
+    """The JSON document of a released file, which must be a ``expected`` (dict or list); an object naming
+    one key twice (an image id given twice, two ``images`` lists) is refused, not cut to its last value."""
     path = Path(path)
     try:
-        document = json.loads(read_text(path))
+        document = json.loads(read_text(path), object_pairs_hook=unique_keys)
     except json.JSONDecodeError as error:
         raise DatasetFormatError(f"{path}: not valid JSON ({error})") from None
+    except DuplicateKeyError as error:
+        raise DatasetFormatError(f"{path}: {error}") from None
     if not isinstance(document, expected):
         raise DatasetFormatError(
             f"{path}: expected a JSON {'object' if expected is dict else 'list'}, found {type(document).__name__}"
@@ -149,8 +154,14 @@ def counting_dropped_rows() -> Iterator[DroppedRows]:
 
 
 def report_rows(path: str | os.PathLike, kept: int, dropped: Mapping[str, int], unit: str = "records") -> None:
-    """Log what a loader kept and dropped (by reason), and count the drops in every open counter."""
+    """Log what a loader kept and dropped (by reason), and count the drops in every open counter.
+
+    Raises :class:`DatasetFormatError` naming the file when it kept nothing (a 0-byte or header-only
+    file, or every record dropped): an empty benchmark would give empty tables or NaN, not an error.
+    """
     reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(dropped.items()) if n)
+    if kept == 0:
+        raise DatasetFormatError(f"{path}: no {unit} in it" + (f" (all dropped: {reasons})" if reasons else ""))
     log.info(
         "%s: %d %s kept, %d dropped%s", path, kept, unit, sum(dropped.values()), f" ({reasons})" if reasons else ""
     )

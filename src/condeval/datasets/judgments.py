@@ -131,13 +131,16 @@ def _listed(refs: str | None, where: str) -> object:
     """A CSV cell of references as the list it spells (JSON, or a Python literal); a null as given."""
     if refs is None:
         return refs
+    refused = DatasetFormatError(f"{where}: 'refs' is not a list of captions, found {refs[:80]!r}")
     try:
         return json.loads(refs)
+    except RecursionError:  # nested past the parser's depth
+        raise refused from None
     except json.JSONDecodeError:
         try:
             return ast.literal_eval(refs)  # pandas' to_csv writes lists as Python literals; no code runs
-        except (ValueError, SyntaxError):
-            raise DatasetFormatError(f"{where}: 'refs' is not a list of captions, found {refs[:80]!r}") from None
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            raise refused from None
 
 
 def _number(score: str | None, where: str) -> float | None:
