@@ -374,6 +374,21 @@ def _json_default(value):
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
+def read_image(path: str | os.PathLike, error: type[Exception] = DataFileError):
+    """The PIL image of ``path`` with its pixels read, so a truncated file fails here, not later.
+
+    Raises ``error`` naming the file when PIL cannot read it (not an image, truncated, unreadable).
+    """
+    from PIL import Image
+
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return image
+    except (OSError, Image.DecompressionBombError) as exc:  # UnidentifiedImageError is an OSError
+        raise error(f"{path}: not a readable image ({exc})") from None
+
+
 class DuplicateKeyError(ValueError):
     """A JSON object names one key twice (Python's json keeps the last and drops the rest silently)."""
 

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from condeval.core.io import read_image
 from condeval.core.logs import progress
 from condeval.encoders.shards import (
     FeatureShardError,
@@ -81,8 +82,7 @@ class ResizedImage(os.PathLike):
 
     def open(self) -> Image.Image:
         """The image, RGB, at ``side`` × ``side``."""
-        with Image.open(self.path) as image:
-            return _rgb(image, self.path).resize((self.side, self.side), Image.LANCZOS)
+        return _rgb(read_image(self.path), self.path).resize((self.side, self.side), Image.LANCZOS)
 
 
 #: PIL's 16-bit modes, read as 8 bits by value / 257 (``convert("RGB")`` clips them at 255: a white image).
@@ -96,7 +96,7 @@ def rgb_images(batch: Sequence) -> list[Image.Image]:
     and float images (modes ``I`` and ``F``) carry no range PIL can read, so they are refused: convert
     them to 8 bits first.
     """
-    return [i.open() if isinstance(i, ResizedImage) else _rgb(Image.open(i) if isinstance(i, (str, os.PathLike)) else i, i)
+    return [i.open() if isinstance(i, ResizedImage) else _rgb(read_image(i) if isinstance(i, (str, os.PathLike)) else i, i)
             for i in batch]  # fmt: skip
 
 

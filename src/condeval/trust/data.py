@@ -22,7 +22,8 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from condeval.datasets import celeba, rxrx1
+from condeval.core.io import read_image
+from condeval.datasets import DatasetFormatError, celeba, rxrx1
 
 __all__ = [
     "DATASETS", "ATTRIBUTE_NAMES", "real_table", "attributes_of", "image_channels", "read_images", "ReleaseImages",
@@ -81,8 +82,8 @@ def read_images(dataset: str, root: str | os.PathLike, rows: Iterable[dict], sid
     images = []
     for row in rows:
         if dataset == "celeba":
-            with Image.open(row["path"]) as image:
-                pixels = np.asarray(_square(image.convert("RGB"), side)).transpose(2, 0, 1)
+            image = read_image(row["path"], DatasetFormatError)
+            pixels = np.asarray(_square(image.convert("RGB"), side)).transpose(2, 0, 1)
         else:
             site = rxrx1.load_site(root, row)
             pixels = np.stack([np.asarray(Image.fromarray(c).resize((side, side), Image.BILINEAR)) for c in site])

@@ -29,6 +29,7 @@ from condeval.core.io import (
     check_integer,
     image_batch,
     link_or_copy,
+    read_image,
     read_parquet,
     saved_folder,
     write_parquet,
@@ -325,7 +326,6 @@ def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.Data
         Naming the manifest and the record: a missing column, a duplicate ``sample_id``, a file that
         is missing, leaves the manifest's folder or has another size or channel count than the first.
     """
-    from PIL import Image
 
     manifest, names = Path(manifest), attribute_names(names)
     frame = read_parquet(manifest)
@@ -345,8 +345,7 @@ def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.Data
         paths, rgb = _channel_paths(base, record, manifest), int(record["channels"]) == 3
         arrays = []
         for path in paths:
-            with Image.open(path) as image:
-                arrays.append(np.asarray(image.convert("RGB" if rgb else "L")))
+            arrays.append(np.asarray(read_image(path).convert("RGB" if rgb else "L")))
         pixels = arrays[0].transpose(2, 0, 1) if rgb else np.stack(arrays)
         if images and pixels.shape != images[0].shape:
             raise DataFileError(

@@ -1,0 +1,43 @@
+"""A file PIL cannot read (not an image, truncated) is refused naming it wherever images are read: the trust
+track's release and samples, and the encoders' feature batches (it escaped as PIL's own OSError)."""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from condeval.core.io import DataFileError
+from condeval.datasets import DatasetFormatError
+from condeval.encoders.features import ResizedImage, rgb_images
+from condeval.trust.data import read_images
+from condeval.trust.samples import read_samples, write_samples
+
+
+def _broken(tmp_path, kind):
+    path = tmp_path / f"{kind}.png"
+    if kind == "not-an-image":
+        path.write_text("a caption, not pixels")
+    else:
+        Image.fromarray(np.full((32, 32, 3), 200, np.uint8)).save(path)
+        path.write_bytes(path.read_bytes()[:60])
+    return path
+
+
+@pytest.mark.parametrize("kind", ["not-an-image", "truncated"])
+def test_an_unreadable_image_is_named_by_every_reader(tmp_path, kind):
+    path = _broken(tmp_path, kind)
+    named = rf"{path.name}: not a readable image"
+    with pytest.raises(DataFileError, match=named):
+        rgb_images([path])
+    with pytest.raises(DataFileError, match=named):
+        rgb_images([ResizedImage(path, 8)])
+    with pytest.raises(DatasetFormatError, match=named):
+        read_images("celeba", tmp_path, [{"path": str(path)}], 16)
+
+
+def test_a_truncated_sample_is_named_by_its_file(tmp_path):
+    images = np.random.default_rng(0).integers(0, 256, (2, 3, 8, 8), dtype=np.uint8)
+    write_samples(images, [[0], [1]], ["a"], [0, 1], [5, 6], tmp_path / "shard", tmp_path / "shard.parquet")
+    victim = sorted((tmp_path / "shard").rglob("*.png"))[1]
+    victim.write_bytes(victim.read_bytes()[:40])
+    with pytest.raises(DataFileError, match=rf"{victim.name}: not a readable image"):
+        read_samples(tmp_path / "shard.parquet", ["a"])
