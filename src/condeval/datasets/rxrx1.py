@@ -70,8 +70,8 @@ def read_metadata(root: str | os.PathLike) -> pl.DataFrame:
     Raises
     ------
     DatasetFormatError
-        Naming the file and the CSV line: a missing column, an empty site id, an empty or
-        non-integer plate, site or siRNA id, an unknown cell type, a ``dataset`` other than train or
+        Naming the file and the CSV line: a missing column, an empty site or well id, an empty,
+        negative or non-integer plate, site or siRNA id, an unknown cell type, a ``dataset`` other than train or
         test, an experiment or well that leaves the data root, or a duplicate site id.
     """
     path = Path(root) / "metadata.csv"
@@ -86,14 +86,17 @@ def read_metadata(root: str | os.PathLike) -> pl.DataFrame:
         raise DatasetFormatError(f"{path}: no column {missing[0]!r} (expected {', '.join(METADATA_COLUMNS)})")
     for column in _INTEGER_COLUMNS:
         parsed = frame[column].str.strip_chars().cast(pl.Int64, strict=False)
-        bad = frame.with_row_index().filter(parsed.is_null())
+        bad = frame.with_row_index().filter(parsed.is_null() | (parsed < 0))
         if bad.height:
             line = bad["index"][0] + 2  # the header is line 1
-            raise DatasetFormatError(f"{path}: line {line}: {column!r} must be an integer, found {bad[column][0]!r}")
+            raise DatasetFormatError(
+                f"{path}: line {line}: {column!r} must be a non-negative integer, found {bad[column][0]!r}"
+            )
         frame = frame.with_columns(parsed.alias(column))
     for line, row in enumerate(frame.iter_rows(named=True), start=2):
         where = f"{path}: line {line} (site {row['site_id']})"
         text_field(row["site_id"], where, "site_id")
+        text_field(row["well_id"], where, "well_id")
         if row["cell_type"] not in CELL_TYPES:
             raise DatasetFormatError(
                 f"{where}: unknown cell type {row['cell_type']!r} (known: {', '.join(CELL_TYPES)})"
