@@ -359,3 +359,19 @@ def test_a_polaris_refs_cell_that_is_no_list_of_captions_is_refused_naming_the_r
     pl.DataFrame({"refs": [refs], "cand": ["a dog"], "img": ["a.jpg"], "human_score": ["0.5"]}).write_csv(path)
     with pytest.raises(DatasetFormatError, match=r"polaris\.csv: row 0"):
         load_polaris(path)
+
+
+def test_two_richhf_files_of_one_uid_and_a_null_pick_a_pic_caption_are_refused_naming_the_record(tmp_path):
+    """The uid (a file's stem) keys the prompt: `a/u1.png` and `b/u1.png` were both given u1's prompt. A null
+    caption was refused later, naming the TFRecord rather than the Parquet row that held it."""
+    path = _rich_hf(tmp_path, [{"filename": "a/u1.png", "prompt_misalignment_label": "1 1 1"},
+                               {"filename": "b/u1.png", "prompt_misalignment_label": "1 1 1"}])  # fmt: skip
+    with pytest.raises(DatasetFormatError, match=r"record 1 \(b/u1\.png\): image uid u1 is also a/u1\.png's"):
+        read_rich_hf(path, PROMPTS)
+    from condeval.datasets.rich_hf import pick_a_pic_prompts
+
+    pl.DataFrame({"caption": ["a dog", None], "image_0_uid": ["u1", "u2"], "image_1_uid": ["u3", "u4"]}).write_parquet(
+        tmp_path / "pap.parquet"
+    )
+    with pytest.raises(DatasetFormatError, match=r"pap\.parquet: row 1: 'caption' must be a non-empty string"):
+        pick_a_pic_prompts([tmp_path / "pap.parquet"])

@@ -132,7 +132,7 @@ def read_rich_hf(
         word, or a word count other than its label count, is dropped and counted.
     """
     path = Path(path)
-    rows, seen, score_keys = [], {}, None
+    rows, seen, uids, score_keys = [], {}, {}, None
     dropped = {"token and label counts differ": 0, "prompt has no word": 0}
     for index, features in _examples(path):
         filename = relative_path(_bytes(features, "filename", path, index), f"{path}: record {index}", "filename")
@@ -148,6 +148,8 @@ def read_rich_hf(
         if list(scores) != score_keys:
             raise DatasetFormatError(f"{where}: holds scores {list(scores)}, the file's first record {score_keys}")
         uid = Path(filename).stem
+        if uids.setdefault(uid, filename) != filename:  # the uid keys the prompt: two files would share one
+            raise DatasetFormatError(f"{where}: image uid {uid} is also {uids[uid]}'s (one prompt for two files)")
         if uid not in prompts:
             raise DatasetFormatError(f"{where}: no Pick-a-Pic prompt for image uid {uid}")
         words = split_prompt(text_field(prompts[uid], where, "prompt"))
@@ -197,8 +199,8 @@ def pick_a_pic_prompts(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
     Raises
     ------
     DatasetFormatError
-        Naming the file and the row: a missing file or column, a null or empty uid, or a uid whose
-        caption differs from the one an earlier row (of any file) gave it.
+        Naming the file and the row: a missing file or column, a null or empty uid or caption, or a uid
+        whose caption differs from the one an earlier row (of any file) gave it.
     """
     prompts: dict[str, str] = {}
     origins: dict[str, str] = {}
@@ -215,6 +217,7 @@ def pick_a_pic_prompts(paths: Iterable[str | os.PathLike]) -> dict[str, str]:
         for column in ("image_0_uid", "image_1_uid"):
             for row, (uid, caption) in enumerate(zip(frame[column].to_list(), captions)):
                 uid = text_field(uid, f"{path}: row {row}", column)
+                caption = text_field(caption, f"{path}: row {row}", "caption")
                 if prompts.setdefault(uid, caption) != caption:
                     raise DatasetFormatError(
                         f"{path}: row {row}: image {uid} has caption {caption!r}, but {origins[uid]} gave it "
