@@ -10,6 +10,8 @@ Every function takes NumPy arrays or torch tensors and returns the same kind, so
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 __all__ = [
@@ -22,6 +24,8 @@ __all__ = [
     "polynomial_mmd2",
     "unit_rows",
 ]
+
+log = logging.getLogger(__name__)
 
 #: KID's cubic kernels: ``"cosine"`` is (x·y + 1)³ on L2-normalised rows (the trust score's official
 #: code); ``"standard"`` is (x·y/d + 1)³ on the rows as given (torchmetrics' and torch-fidelity's default).
@@ -167,7 +171,8 @@ def kid(
     """Kernel Inception Distance: the unbiased MMD² over random subsets, their mean and standard deviation.
 
     Each subset draws ``min(subset_size, len(x), len(y))`` rows of ``x`` and as many of ``y``, each
-    without replacement (the trust score's official protocol: 500 rows, 10 subsets, ``ddof=0``).
+    without replacement (the trust score's official protocol: 500 rows, 10 subsets, ``ddof=0``); a
+    smaller subset than ``subset_size`` is logged.
 
     Parameters
     ----------
@@ -184,7 +189,11 @@ def kid(
     (float, float)
         Mean and standard deviation (``ddof=0``) of the subsets' MMD².
     """
-    x, y = (as_numpy(a).astype(np.float64) for a in (x, y))
+    x, y = (as_numpy(a) for a in (x, y))
+    kinds = [a.dtype for a in (x, y) if a.dtype.kind not in "iuf"]
+    if kinds:
+        raise TypeError(f"kid needs real-valued features; got dtype {kinds[0]} (strings are not converted)")
+    x, y = x.astype(np.float64), y.astype(np.float64)
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"kid needs (n, d) and (m, d) features; got {x.shape} and {y.shape}")
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
@@ -197,6 +206,10 @@ def kid(
     check_integer(subset_size, "subset_size", least=2)
     check_integer(n_subsets, "n_subsets", least=1)
     size = min(subset_size, len(x), len(y))
+    if size < subset_size:
+        log.info(
+            "kid: subsets of %d rows, not subset_size=%d (%d and %d rows given)", size, subset_size, len(x), len(y)
+        )
     rng = np.random.default_rng(seed)
     values = [
         polynomial_mmd2(x[rng.choice(len(x), size, replace=False)], y[rng.choice(len(y), size, replace=False)], kernel)

@@ -305,7 +305,10 @@ class CReL:
         """Calibrate from precomputed E_i⁺ (e.g. a workflow artifact), per unit with ``groups``; all or
         nothing, as :meth:`calibrate`. ``scores_cal_`` keeps what γ_cal is the quantile of (the units'
         maxima with ``groups``)."""
-        scores_cal = check_finite(np.asarray(scores_cal, dtype=np.float64), "scores_cal")
+        scores_cal = np.asarray(scores_cal)
+        if scores_cal.dtype.kind not in "iuf":  # strings and booleans are no distances
+            raise TypeError(f"scores_cal must be real numbers (E+ distances); got dtype {scores_cal.dtype}")
+        scores_cal = check_finite(scores_cal.astype(np.float64), "scores_cal")
         if scores_cal.ndim != 1:
             raise ValueError(f"scores_cal must be 1-D (one E+ per calibration point); got shape {scores_cal.shape}")
         if (scores_cal < 0).any():

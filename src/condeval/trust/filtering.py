@@ -24,7 +24,7 @@ import logging
 import numpy as np
 import polars as pl
 
-from condeval.metrics import as_numpy, kid
+from condeval.metrics import kid
 from condeval.trust.checks import attribute_names, attribute_rows, score_values
 
 log = logging.getLogger(__name__)
@@ -112,11 +112,10 @@ def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.Data
     Section 5.1.3): its condition's own threshold, or, for a fallback condition, acceptance by at
     least half of the tied seen conditions' thresholds (the KID protocol averages over them instead).
 
-    ``trust`` (N,), ``attributes`` integer (N, K) and ``names`` (K) are checked first, naming the argument.
+    ``trust`` (N,) finite reals, ``attributes`` integer (N, K) and ``names`` (K) are checked first, naming
+    the argument.
     """
-    trust = as_numpy(trust)
-    if trust.ndim != 1:
-        raise ValueError(f"trust must be one score per sample (N,); got shape {trust.shape}")
+    trust = score_values(trust, name="trust")  # NaN would be rejected silently, -inf accepted
     attributes = attribute_rows(attributes)
     if len(attributes) != len(trust):
         raise ValueError(f"trust has {len(trust)} scores and attributes {len(attributes)} rows: one of each per sample")

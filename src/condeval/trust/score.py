@@ -129,6 +129,9 @@ class TrustScorer:
 
     def __init__(self, calibration: float = 0.2, regularization: float = REGULARIZATION, names=None, seed: int = 0,
                  realism: str = "one-sided"):  # fmt: skip
+        for name, value in (("calibration", calibration), ("regularization", regularization)):
+            if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
+                raise TypeError(f"{name} must be a number; got {type(value).__name__} {value!r}")
         if not 0 <= calibration < 1:
             raise ValueError(f"calibration must be in [0, 1); got {calibration}")
         if not 0 <= regularization < np.inf:
@@ -315,6 +318,8 @@ class TrustScorer:
     # ---------------------------------------------------------------------------- validation
     def _checked(self, features, attributes, *, fitting: bool) -> tuple[np.ndarray, np.ndarray]:
         features = as_numpy(features)
+        if features.dtype.kind not in "iuf":
+            raise TypeError(f"features must be real numbers; got dtype {features.dtype}")
         if features.ndim != 2:
             raise ValueError(f"features must be (N, D); got shape {features.shape}")
         if not np.isfinite(features).all():
