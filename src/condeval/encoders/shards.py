@@ -158,11 +158,13 @@ def _read_shard(path: Path) -> tuple[dict, np.ndarray, np.ndarray]:
     ids, features = arrays["ids"], arrays["features"]
     if features.ndim != 2 or ids.shape != (features.shape[0],):
         raise FeatureShardError(f"{path}: need features (n, d) and ids (n,); found {features.shape} and {ids.shape}")
+    if ids.dtype.kind not in "iu":  # a float id of 1.5 must not join id 1
+        raise FeatureShardError(f"{path}: ids must be integers; found dtype {ids.dtype}")
     if not np.isfinite(features).all():
         raise FeatureShardError(
             f"{path}: features hold NaN or inf (row {int(np.argwhere(~np.isfinite(features))[0, 0])})"
         )
-    if not isinstance(meta.get("encoder"), dict) or not meta["encoder"].get("weights_sha256"):
+    if not isinstance(meta.get("encoder"), dict) or not isinstance(meta["encoder"].get("weights_sha256"), str):
         raise FeatureShardError(
             f"{path}: the shard's metadata names no encoder weights hash ('encoder.weights_sha256')"
         )
@@ -194,9 +196,9 @@ def read_feature_shards(
     Raises
     ------
     FeatureShardError
-        Naming the shard: unreadable or truncated, no ``ids`` or ``features``, NaN or inf, no
-        encoder hash, made by another encoder than the first shard or than ``encoder``, or of
-        another width.
+        Naming the shard: unreadable or truncated, no ``ids`` or ``features``, ids that are not
+        integers, NaN or inf, no encoder hash, made by another encoder than the first shard or than
+        ``encoder``, or of another width; naming the shards that hold one id twice.
     """
     if not paths:
         raise FeatureShardError("no feature shards given")
@@ -221,7 +223,13 @@ def read_feature_shards(
             )
         ids.append(shard_ids)
         features.append(shard_features)
-    return np.concatenate(ids), np.concatenate(features), first
+    all_ids = np.concatenate(ids)
+    values, counts = np.unique(all_ids, return_counts=True)
+    if (counts > 1).any():
+        repeated = values[counts > 1][0]
+        holders = [str(path) for path, shard_ids in zip(paths, ids) if (shard_ids == repeated).any()]
+        raise FeatureShardError(f"id {repeated} appears {counts[counts > 1][0]} times, in {', '.join(holders)}")
+    return all_ids, np.concatenate(features), first
 
 
 def check_one_encoder(metadata: dict[str, dict]) -> None:
