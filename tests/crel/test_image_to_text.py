@@ -372,7 +372,7 @@ def test_text_to_image_arrays_and_table3_refuse_what_they_would_misread(tmp_path
     # one image twice in a source, with two different rows: the first was used
     write_feature_shard(shards["caption_clip"][0], np.r_[0, np.arange(239)], rng.normal(size=(240, 8)),
                         {"encoder": {"weights_sha256": "clip" * 16}})  # fmt: skip
-    with pytest.raises(ValueError, match="image id 0 has 2 rows; one row per image"):
+    with pytest.raises(ValueError, match=r"id 0 appears 2 times, in .*caption_clip\.safetensors"):
         item_arrays(shards, "dino", seed=0)
 
 
