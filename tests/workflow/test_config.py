@@ -62,6 +62,9 @@ def _crel(key, **update):
         # alpha = 0.0099 (needs 101), although round(1006 * 0.1) = 101 would pass
         (lambda c: (c["crel"]["synthetic"].update(n=1006), c["crel"]["calibration"].update(alphas=[0.1, 0.0099])),
          "crel.calibration.alphas"),
+        # 300 val images leave 15 calibration images, too few for alpha = 0.05 (needs 19)
+        (lambda c: (c.update(tiny_config("i2t")), c["crel"]["image_to_text"].update(alpha=0.05)),
+         "config key 'crel.image_to_text.alpha' holds 0.05, but the calibration fold has only 15 points"),
     ],
 )  # fmt: skip
 def test_invalid_config_is_refused_before_any_job(tmp_path, mutate, key):

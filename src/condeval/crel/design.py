@@ -51,6 +51,7 @@ __all__ = [
     "lgm_latent_dim",
     "ablation_rows",
     "check_config",
+    "check_embedding_alpha",
     "generation_work",
     "captioning_work",
     "EMBEDDING_WIDTH",
@@ -261,6 +262,19 @@ def check_config(cfg: dict, prefix: str = "crel.") -> None:
         _check_splits(f"{prefix}scaling.splits", scaling["splits"])
         n_cal = fold_sizes(scaling["n"], scaling["splits"])["cal"]
         _check_alphas(f"{prefix}scaling.alpha", [scaling["alpha"]], n_cal)
+
+
+def check_embedding_alpha(key: str, alpha: float, items: int) -> None:
+    """Image-to-text's or text-to-image's ``alpha`` (config ``key``) against its calibration fold: the
+    :data:`~condeval.crel.image_to_text.FOLD_FRACTIONS` share of its ``items`` images, cut as
+    :func:`~condeval.crel.image_to_text.assign_folds` cuts it (at most that many: fewer if fewer exist).
+
+    Raises
+    ------
+    ValueError
+        Naming ``key`` when the fold holds too few units for a conformal rank at ``alpha``.
+    """
+    _check_alphas(key, [alpha], int(items * FOLD_FRACTIONS[2]))
 
 
 assert set(FOLDS) == {"lgm", "dqr", "cal", "test"}

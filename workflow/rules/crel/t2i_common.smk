@@ -8,6 +8,7 @@ T2I = CREL["text_to_image"]
 T2I_MODELS = list(T2I["models"])
 T2I_METRICS = ["clip", "dino"]
 T2I_ALPHA = f"{T2I['alpha']:g}"
+design.check_embedding_alpha("crel.text_to_image.alpha", T2I["alpha"], T2I["items"])
 for _metric, _starts in T2I["num_z0"].items():
     if _starts not in T2I["num_z0_curve"]:
         raise ValueError(
