@@ -177,3 +177,19 @@ def test_invalid_crc_config_is_refused_before_any_job(tmp_path, mutate, key):
     assert key in result.stderr + result.stdout, result.stderr[-2000:]
     for generated in ("data", "results", "logs"):
         assert not (tmp_path / generated).exists(), generated
+
+
+def test_a_missing_cellprofiler_is_refused_before_any_job(tmp_path):
+    """A run that would start CellProfiler jobs in its own environment names the configured program when it
+    is not there, before the first job (it passed the dry run and failed hours in, at the first shard)."""
+    config = tiny_config("trust")
+    config["trust"]["morphology"]["cellprofiler"] = "missing/bin/cellprofiler"
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
+    result = _snakemake(tmp_path)
+    log = result.stderr + result.stdout
+    assert (
+        result.returncode != 0 and "config key 'trust.morphology.cellprofiler' names 'missing/bin/cellprofiler'" in log
+    ), log[-2000:]
+    for generated in ("data", "results"):
+        assert not (tmp_path / generated).exists(), generated

@@ -1,4 +1,6 @@
 # Helpers of morphology.smk (config `trust.morphology`): the section, its checks and input functions.
+import shutil
+
 from condeval.core.io import files_sha256  # noqa: E402
 
 MORPHOLOGY = TRUST.get("morphology", {})
@@ -21,6 +23,26 @@ if MORPHOLOGY and not os.path.isfile(repository_path(MORPHOLOGY["pipeline"])):
         f"config key 'trust.morphology.pipeline': no file {MORPHOLOGY['pipeline']!r} here or in the repository"
     )
 MORPHOLOGY_PIPELINE_SHA256 = files_sha256([repository_path(MORPHOLOGY["pipeline"])]) if MORPHOLOGY else ""
+
+
+def cellprofiler_preflight(log):
+    """onstart: when a CellProfiler job will run in this run's own environment (no conda, container or
+    modules), the configured program (`trust.morphology.cellprofiler`: a name on PATH, or a path in the
+    working directory or the repository, as the job resolves it) must exist before any job starts."""
+    if workflow.deployment_settings.deployment_method:
+        return  # the job's environment provides it
+    if not any(job.rule.name == "trust_cellprofiler" for job in workflow.dag.needrun_jobs()):
+        return
+    program = MORPHOLOGY.get("cellprofiler", "cellprofiler")
+    found = shutil.which(program) if "/" not in program else os.access(repository_path(program), os.X_OK)
+    if not found:
+        raise ValueError(
+            f"config key 'trust.morphology.cellprofiler' names {program!r}, no program here: `make cellprofiler` "
+            "builds .cellprofiler/bin/cellprofiler; on a cluster see docs/cluster.md (or run with --sdm conda)"
+        )
+
+
+ONSTART_CHECKS.append(cellprofiler_preflight)
 
 
 def morphology_settings(*keys):
