@@ -85,3 +85,19 @@ def test_a_key_written_twice_is_found(tmp_path):
     path.write_text("crel:\n  calibration: {alphas: [0.1]}\ncrc: {seed: 0, alphas: [0.1]}\n")
     assert duplicate_keys(path) is None
     assert duplicate_keys(REPO / "config/config.yaml") is None and duplicate_keys(REPO / "config/paper.yaml") is None
+
+
+def test_a_models_keywords_are_read_from_its_source_and_a_misspelt_one_is_named():
+    import sys
+
+    from condeval.core.config import check_keywords, function_keywords
+
+    sys.modules.pop("condeval.encoders.clip", None)
+    keywords = function_keywords("condeval.encoders.clip:tiny_clip_config")
+    assert {"vision_width", "projection_dim", "tokenizer"} <= set(keywords)
+    assert "condeval.encoders.clip" not in sys.modules  # read, not imported: parsing stays fast
+    check_keywords("k", {"vision_width": 8}, "condeval.encoders.clip:tiny_clip_config", fixed=("tokenizer",))
+    with pytest.raises(ValueError, match=r"config key 'k' names \['tokenizer', 'widht'\], which tiny_clip_config"):
+        check_keywords(
+            "k", {"widht": 8, "tokenizer": 1}, "condeval.encoders.clip:tiny_clip_config", fixed=("tokenizer",)
+        )

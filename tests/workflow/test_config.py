@@ -65,6 +65,9 @@ def _crel(key, **update):
         # 300 val images leave 15 calibration images, too few for alpha = 0.05 (needs 19)
         (lambda c: (c.update(tiny_config("i2t")), c["crel"]["image_to_text"].update(alpha=0.05)),
          "config key 'crel.image_to_text.alpha' holds 0.05, but the calibration fold has only 15 points"),
+        # a misspelt model keyword reached tiny_autoencoder_kl as a raw TypeError in the job
+        (lambda c: (c.update(tiny_config("trust")), c["trust"]["autoencoder"]["model"].update(latent_chanels=4)),
+         "config key 'trust.autoencoder.model' names ['latent_chanels'], which tiny_autoencoder_kl does not take"),
     ],
 )  # fmt: skip
 def test_invalid_config_is_refused_before_any_job(tmp_path, mutate, key):

@@ -42,7 +42,7 @@ if REPOSITORY is not None:
 
 from condeval.core.chunks import chunk_items  # noqa: E402
 from condeval.core.cluster import ClusterJob, cluster_refusals  # noqa: E402
-from condeval.core.config import alpha_labels, canonical, config_errors, duplicate_keys  # noqa: E402
+from condeval.core.config import alpha_labels, canonical, check_keywords, config_errors, duplicate_keys  # noqa: E402
 from condeval.core.devices import JOB_ENVIRONMENT  # noqa: E402
 from condeval.core.io import MANIFEST_SUFFIX  # noqa: E402
 from condeval.core.resources import CARDS, encoding_work, folder_parameters, need, needs_beyond  # noqa: E402

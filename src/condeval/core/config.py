@@ -6,10 +6,19 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 import yaml
 
-__all__ = ["canonical", "alpha_label", "alpha_labels", "config_errors", "duplicate_keys"]
+__all__ = [
+    "canonical",
+    "alpha_label",
+    "alpha_labels",
+    "config_errors",
+    "duplicate_keys",
+    "check_keywords",
+    "function_keywords",
+]
 
 
 def canonical(mapping: Mapping) -> dict:
@@ -153,3 +162,38 @@ def duplicate_keys(path: str | os.PathLike) -> str | None:
     except yaml.YAMLError:
         return None  # not YAML at all: Snakemake's own loader says so
     return None
+
+
+def function_keywords(function: str) -> list[str]:
+    """The keyword parameters of ``function`` (``"package.module:name"``), read from its source without
+    importing the module (a config check runs when Snakemake parses, before torch or transformers load)."""
+    import ast
+    import importlib.util
+
+    module, _, name = function.partition(":")
+    spec = importlib.util.find_spec(module)
+    tree = ast.parse(Path(spec.origin).read_text())
+    found = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name)
+    return [arg.arg for arg in (*found.args.args, *found.args.kwonlyargs)]
+
+
+def check_keywords(key: str, given: Mapping, function: str, fixed: Iterable[str] = ()) -> None:
+    """Refuse a config mapping (``key``) naming a keyword ``function`` does not take, before any job:
+    a misspelt model setting would otherwise reach the function as a raw TypeError hours in.
+
+    Parameters
+    ----------
+    key : str
+        The config key of ``given``, named in the error.
+    given : mapping
+        The keyword arguments the config passes.
+    function : str
+        What receives them, as ``"package.module:name"`` (:func:`function_keywords`).
+    fixed : iterable of str
+        Parameters the workflow passes itself, which the config may not give.
+    """
+    accepted = sorted(set(function_keywords(function)) - set(fixed))
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        name = function.partition(":")[2]
+        raise ValueError(f"config key '{key}' names {unknown}, which {name} does not take (it takes {accepted})")

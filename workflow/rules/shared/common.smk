@@ -14,6 +14,15 @@ COCO = track_config("coco")
 ENCODERS = track_config("encoders")
 COCO_ROOT = COCO["root"]
 ENCODER_NAMES = ("clip", "bert")
+#: What each trained encoder's `train.model` keywords reach, and what the workflow passes it itself.
+ENCODER_MODEL_FACTORIES = {
+    "clip": ("condeval.encoders.clip:tiny_clip_config", ("tokenizer", "image_size")),
+    "bert": ("condeval.encoders.bert:tiny_bert_config", ("tokenizer", "max_length")),
+    "dino": ("condeval.encoders.dino:tiny_dinov2_config", ("image_size",)),
+}
+for _name, (_factory, _fixed) in ENCODER_MODEL_FACTORIES.items():
+    if "train" in ENCODERS.get(_name, {}):
+        check_keywords(f"encoders.{_name}.train.model", ENCODERS[_name]["train"]["model"], _factory, _fixed)
 
 SHARED_WILDCARDS = {
     "split": "train|val",

@@ -178,6 +178,25 @@ for _dataset in TRUST_DATASETS if TRUST.get("generators") else []:
             f"config key 'trust.autoencoder' is missing: the generators of {_dataset} need it (or trust.datasets.{_dataset}.autoencoder)"
         )
 
+#: What the trained models' `model` keywords reach (extractors by name, the CLIP, the autoencoders), and
+#: what the workflow passes them itself.
+TRUST_MODEL_FACTORIES = {
+    "dinov3": ("condeval.encoders.patch_features:tiny_dinov3", ("image_size",)),
+    "siglip": ("condeval.encoders.patch_features:tiny_siglip_vision", ("image_size",)),
+    "clip": ("condeval.encoders.clip:tiny_clip_config", ("tokenizer", "image_size", "max_length")),
+    "autoencoder": ("condeval.generators.autoencoders:tiny_autoencoder_kl", ("image_size", "image_channels")),
+}
+_trained = {f"trust.extractors.{name}.train.model": (name, s["train"]["model"])
+            for name, s in TRUST.get("extractors", {}).items() if "train" in s and name in TRUST_MODEL_FACTORIES}  # fmt: skip
+if "train" in TRUST.get("clip", {}):
+    _trained["trust.clip.train.model"] = ("clip", TRUST["clip"]["train"]["model"])
+_autoencoders = {"trust.autoencoder": TRUST.get("autoencoder", {})} | {
+    f"trust.datasets.{d}.autoencoder": TRUST["datasets"][d].get("autoencoder", {}) for d in TRUST_DATASETS
+}
+_trained |= {f"{key}.model": ("autoencoder", s["model"]) for key, s in _autoencoders.items() if "model" in s}
+for _key, (_kind, _model) in _trained.items():
+    check_keywords(_key, _model, *TRUST_MODEL_FACTORIES[_kind])
+
 
 def trust_per_condition(dataset):
     """Samples per queried condition of a dataset: its own `per_condition`, else `sampling.per_condition`."""
