@@ -19,7 +19,7 @@ rule t2i_autoencoder:
     wildcard_constraints:
         **T2I_WILDCARDS,
     params:
-        train=lambda wildcards: canonical(T2I["autoencoders"][wildcards.kind]),
+        train=t2i_autoencoder_params,
         image_size=T2I["image_size"],
         seed=T2I["seed"],
     log:
@@ -104,8 +104,8 @@ rule generate_images:
     wildcard_constraints:
         **T2I_WILDCARDS,
     params:
-        sampling=lambda wildcards: canonical(T2I["models"][wildcards.model]["sampling"]),
-        family=lambda wildcards: T2I["models"][wildcards.model]["family"],
+        sampling=t2i_sampling_params,
+        family=t2i_family,
         n_items=T2I["items"],
         shards=COCO["shards"],
         image_size=T2I["image_size"],
@@ -200,7 +200,7 @@ rule t2i_evaluate:
     wildcard_constraints:
         **T2I_WILDCARDS,
     params:
-        reliability=lambda wildcards: canonical({**T2I["reliability"], "num_z0": T2I["num_z0"][wildcards.metric]}),
+        reliability=t2i_reliability_params,
         seed=T2I["seed"],
     log:
         "logs/crel_t2i/evaluate_{model}_{metric}_alpha{alpha}.log",
@@ -274,7 +274,7 @@ rule t2i_num_z0:
     wildcard_constraints:
         **T2I_WILDCARDS,
     params:
-        reliability=lambda wildcards: canonical({**T2I["reliability"], "num_z0": T2I["num_z0"][wildcards.metric]}),
+        reliability=t2i_reliability_params,
         num_z0s=T2I["num_z0_curve"],
         seed=T2I["seed"],
     log:

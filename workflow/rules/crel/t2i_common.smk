@@ -115,8 +115,7 @@ def t2i_fit_work(wildcards):
 
 def t2i_evaluate_work(wildcards):
     """One t2i_evaluate job's GPU work: PGD over the test fold at the metric's num_z0."""
-    reliability = T2I["reliability"] | {"num_z0": T2I["num_z0"][wildcards.metric]}
-    return design.embedding_reliability_work(T2I["items"], T2I["vae"], reliability)
+    return design.embedding_reliability_work(T2I["items"], T2I["vae"], t2i_reliability_params(wildcards))
 
 
 def t2i_feature_inputs(wildcards):
@@ -139,6 +138,26 @@ def t2i_scores(wildcards):
         metric=T2I_METRICS,
         alpha=wildcards.alpha,
     )
+
+
+def t2i_autoencoder_params(wildcards):
+    """The job's autoencoder kind's training settings."""
+    return canonical(T2I["autoencoders"][wildcards.kind])
+
+
+def t2i_sampling_params(wildcards):
+    """The job's generator's sampling settings."""
+    return canonical(T2I["models"][wildcards.model]["sampling"])
+
+
+def t2i_family(wildcards):
+    """The job's generator's family (sd3, flux, kandinsky)."""
+    return T2I["models"][wildcards.model]["family"]
+
+
+def t2i_reliability_params(wildcards):
+    """The worst-case search's settings at the job's metric's num_z0."""
+    return canonical({**T2I["reliability"], "num_z0": T2I["num_z0"][wildcards.metric]})
 
 
 def t2i_generated(wildcards=None):

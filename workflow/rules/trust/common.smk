@@ -36,6 +36,36 @@ def trust_subset(dataset):
     return canonical(TRUST["datasets"][dataset].get("subset", {}))
 
 
+def trust_root(wildcards):
+    """The job's dataset's release folder (trust.datasets.<dataset>.root)."""
+    return TRUST["datasets"][wildcards.dataset]["root"]
+
+
+def trust_dataset_subset(wildcards):
+    """The job's dataset's :func:`trust_subset`."""
+    return trust_subset(wildcards.dataset)
+
+
+def trust_attribute_names(wildcards):
+    """The job's dataset's attribute names."""
+    return list(TRUST_ATTRIBUTES[wildcards.dataset])
+
+
+def trust_repa_params(wildcards):
+    """The job's variant's `repa` section ({} for the vanilla model)."""
+    return canonical(TRUST["generators"][wildcards.variant].get("repa", {}))
+
+
+def trust_extractor_train_params(wildcards):
+    """The job's extractor's `train` section."""
+    return canonical(TRUST["extractors"][wildcards.extractor]["train"])
+
+
+def trust_miniature_params(wildcards):
+    """The job's dataset's `miniature` section (the world a miniature is drawn from)."""
+    return canonical(TRUST["datasets"][wildcards.dataset]["miniature"])
+
+
 def trust_extractor(dataset, extractor):
     """An extractor (or the `clip`) as an input: the manifest of the one trained here, or the configured folder."""
     section = TRUST["clip"] if extractor == "clip" else TRUST["extractors"][extractor]
@@ -144,6 +174,45 @@ def trust_variants(dataset, regime):
     return [variant for variant, settings in generators.items() if regime in settings.get("regimes", TRUST_REGIMES)]
 
 
+def trust_regime_variants(wildcards):
+    """The job's :func:`trust_variants`."""
+    return trust_variants(wildcards.dataset, wildcards.regime)
+
+
+def trust_variant_extractors(wildcards):
+    """The job's :func:`trust_sample_extractors`."""
+    return trust_sample_extractors(wildcards.dataset, wildcards.variant)
+
+
+def variant_files(pattern, variants_of, wildcards):
+    """``pattern`` (the job's wildcards and ``{variant}``) for each variant ``variants_of(wildcards)`` names."""
+    return [pattern.format(**wildcards, variant=variant) for variant in variants_of(wildcards)]
+
+
+def per_variant(pattern, variants_of=trust_regime_variants):
+    """An input function: :func:`variant_files` of ``pattern``, one file per variant of the job's regime."""
+    return functools.partial(variant_files, pattern, variants_of)
+
+
+def trust_generator_train_params(wildcards):
+    """The job's generator's resolved training settings, canonical."""
+    return canonical(trust_generator_training(wildcards.variant, wildcards.regime, wildcards.dataset))
+
+
+def trust_sampling_params(wildcards):
+    """The sampling settings with the job's dataset's samples per condition."""
+    return canonical(TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)})
+
+
+def trust_regime_sample_features(wildcards):
+    """Every sample features shard of every generator of the job's regime."""
+    return [
+        shard
+        for variant in trust_variants(wildcards.dataset, wildcards.regime)
+        for shard in trust_sample_feature_shards(wildcards.dataset, wildcards.regime, variant)
+    ]
+
+
 def trust_runs():
     """Every (dataset, regime, variant) that is trained, sampled and scored."""
     return [
@@ -203,9 +272,24 @@ def trust_per_condition(dataset):
     return TRUST["datasets"][dataset].get("per_condition", TRUST["sampling"]["per_condition"])
 
 
+def trust_dataset_per_condition(wildcards):
+    """The job's dataset's :func:`trust_per_condition`."""
+    return trust_per_condition(wildcards.dataset)
+
+
 def trust_autoencoder_settings(dataset):
     """The dataset's own `autoencoder` section, else the track's."""
     return TRUST["datasets"][dataset].get("autoencoder", TRUST.get("autoencoder", {}))
+
+
+def trust_autoencoder_params(wildcards):
+    """The job's dataset's autoencoder settings, canonical."""
+    return canonical(trust_autoencoder_settings(wildcards.dataset))
+
+
+def trust_rgb_autoencoder_path(wildcards):
+    """The RGB autoencoder a channel-wise one wraps (its `path`)."""
+    return trust_autoencoder_settings(wildcards.dataset)["path"]
 
 
 def trust_autoencoder(dataset):
@@ -299,7 +383,9 @@ def trust_training_work(wildcards):
     dataset = wildcards.dataset
     train = trust_generator_training(wildcards.variant, wildcards.regime, dataset)
     repa = TRUST["generators"][wildcards.variant].get("repa")
-    width = trust_design.EXTRACTOR_WIDTHS.get(repa["extractor"], max(trust_design.EXTRACTOR_WIDTHS.values())) if repa else 0
+    width = (
+        trust_design.EXTRACTOR_WIDTHS.get(repa["extractor"], max(trust_design.EXTRACTOR_WIDTHS.values())) if repa else 0
+    )
     latent_channels = 4 * (image_channels(dataset) if trust_autoencoder_settings(dataset).get("channelwise") else 1)
     return trust_design.training_work(train, TRUST["image_size"], trust_design.RELEASE_IMAGES[dataset], latent_channels,
                                       width)  # fmt: skip

@@ -57,8 +57,8 @@ rule trust_real_table:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        root=trust_root,
+        subset=trust_dataset_subset,
     log:
         "logs/trust/real_table_{dataset}.log",
     conda:

@@ -20,8 +20,8 @@ rule trust_selection:
         spaces=trust_feature_spaces,
         scorer=canonical(TRUST["scorer"]),
         selection=canonical(TRUST["selection"]),
-        per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        per_condition=trust_dataset_per_condition,
+        subset=trust_dataset_subset,
         clip_loading=trust_extractor_loading("clip") if TRUST_CLIP_DATASETS else {},
         seed=TRUST["seed"],
     log:
@@ -91,7 +91,7 @@ rule trust_rankings:
         spaces=trust_feature_spaces,
         rankings=canonical(TRUST["rankings"]),
         selection=canonical(TRUST["selection"]),
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        subset=trust_dataset_subset,
         seed=TRUST["seed"],
     log:
         "logs/trust/rankings_{dataset}_{regime}_{variant}.log",
@@ -108,10 +108,7 @@ rule trust_rankings:
 rule trust_fig_deciles:
     """Figs. 2, 8 and 9: KID, z-KID and real-test classifier accuracy per decile, every generator."""
     input:
-        rankings=lambda wildcards: [
-            f"results/trust/{wildcards.dataset}/{wildcards.regime}/rankings/{variant}.parquet"
-            for variant in trust_variants(wildcards.dataset, wildcards.regime)
-        ],
+        rankings=per_variant("results/trust/{dataset}/{regime}/rankings/{variant}.parquet"),
     output:
         figure=report(
             "reports/trust/{dataset}/{regime}/deciles.png",
@@ -123,7 +120,7 @@ rule trust_fig_deciles:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=lambda wildcards: trust_variants(wildcards.dataset, wildcards.regime),
+        variants=trust_regime_variants,
     log:
         "logs/trust/fig_deciles_{dataset}_{regime}.log",
     conda:
@@ -140,10 +137,7 @@ rule trust_fig_graded_shift:
     """Fig. 7: per-condition mean trust and KID against the minimum Hamming distance to the support."""
     input:
         table="results/trust/{dataset}/real.parquet",
-        conditions=lambda wildcards: [
-            f"results/trust/{wildcards.dataset}/{wildcards.regime}/selection/{variant}.parquet"
-            for variant in trust_variants(wildcards.dataset, wildcards.regime)
-        ],
+        conditions=per_variant("results/trust/{dataset}/{regime}/selection/{variant}.parquet"),
     output:
         shift="results/trust/{dataset}/{regime}/graded_shift.parquet",
         figure=report(
@@ -156,8 +150,8 @@ rule trust_fig_graded_shift:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=lambda wildcards: trust_variants(wildcards.dataset, wildcards.regime),
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        variants=trust_regime_variants,
+        subset=trust_dataset_subset,
     log:
         "logs/trust/fig_graded_shift_{dataset}_{regime}.log",
     conda:
@@ -176,11 +170,7 @@ rule trust_generator_signal:
         table="results/trust/{dataset}/real.parquet",
         conditions="results/trust/{dataset}/conditions.parquet",
         real=trust_real_features("{dataset}", "dinov3"),
-        samples=lambda wildcards: [
-            shard
-            for variant in trust_variants(wildcards.dataset, wildcards.regime)
-            for shard in trust_sample_feature_shards(wildcards.dataset, wildcards.regime, variant)
-        ],
+        samples=trust_regime_sample_features,
     output:
         signal="results/trust/{dataset}/{regime}/generator_signal.parquet",
         markdown=report(
@@ -193,10 +183,10 @@ rule trust_generator_signal:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=lambda wildcards: trust_variants(wildcards.dataset, wildcards.regime),
+        variants=trust_regime_variants,
         shards=TRUST_SHARDS,
-        per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        per_condition=trust_dataset_per_condition,
+        subset=trust_dataset_subset,
         seed=TRUST["seed"],
     log:
         "logs/trust/generator_signal_{dataset}_{regime}.log",

@@ -16,8 +16,8 @@ rule trust_train_extractor:
         dataset=TRUST_WILDCARDS["dataset"],
         extractor="|".join(TRUST_EXTRACTORS),
     params:
-        train=lambda wildcards: canonical(TRUST["extractors"][wildcards.extractor]["train"]),
-        world=lambda wildcards: canonical(TRUST["datasets"][wildcards.dataset]["miniature"]),
+        train=trust_extractor_train_params,
+        world=trust_miniature_params,
         image_size=TRUST["image_size"],
         seed=TRUST["seed"],
     log:
@@ -69,7 +69,7 @@ rule trust_real_features:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
+        root=trust_root,
         image_size=TRUST["image_size"],
         batch_size=TRUST["batch_size"],
         chunk_size=chunk_items(TRUST["batch_size"]),

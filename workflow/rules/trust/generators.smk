@@ -17,8 +17,8 @@ rule trust_autoencoder:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
-        train=lambda wildcards: canonical(trust_autoencoder_settings(wildcards.dataset)),
+        root=trust_root,
+        train=trust_autoencoder_params,
         image_size=TRUST["image_size"],
         seed=TRUST["seed"],
     log:
@@ -39,7 +39,7 @@ rule trust_channelwise_autoencoder:
     """A configured RGB AutoencoderKL wrapped to take each of the dataset's channels as grey (the official code's
     RxRx1 through sd-vae-ft-mse: 6 x 4 latent channels)."""
     input:
-        rgb=lambda wildcards: trust_autoencoder_settings(wildcards.dataset)["path"],
+        rgb=trust_rgb_autoencoder_path,
     output:
         model=directory("results/trust/{dataset}/autoencoder-channelwise"),
         manifest=saved_manifest("results/trust/{dataset}/autoencoder-channelwise"),
@@ -68,12 +68,10 @@ rule trust_train_generator:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
-        train=lambda wildcards: canonical(
-            trust_generator_training(wildcards.variant, wildcards.regime, wildcards.dataset)
-        ),
-        repa=lambda wildcards: canonical(TRUST["generators"][wildcards.variant].get("repa", {})),
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        root=trust_root,
+        train=trust_generator_train_params,
+        repa=trust_repa_params,
+        subset=trust_dataset_subset,
         image_size=TRUST["image_size"],
         extractor_loading=trust_repa_loading,
         chunk_size=chunk_items(TRUST["batch_size"]),
@@ -103,9 +101,7 @@ rule trust_generate:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        sampling=lambda wildcards: canonical(
-            TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)}
-        ),
+        sampling=trust_sampling_params,
         seed=TRUST["seed"],
         chunk_size=chunk_items(TRUST["sampling"]["batch_size"]),
     log:
@@ -131,8 +127,8 @@ rule trust_sample_features:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        names=lambda wildcards: list(TRUST_ATTRIBUTES[wildcards.dataset]),
-        extractors=lambda wildcards: trust_sample_extractors(wildcards.dataset, wildcards.variant),
+        names=trust_attribute_names,
+        extractors=trust_variant_extractors,
         loading=trust_sample_loading,
         batch_size=TRUST["batch_size"],
         chunk_size=chunk_items(TRUST["batch_size"]),

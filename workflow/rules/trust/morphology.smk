@@ -46,7 +46,7 @@ rule trust_cellprofiler:
         cellprofiler=MORPHOLOGY.get("cellprofiler", "cellprofiler"),
         pipeline=MORPHOLOGY.get("pipeline"),
         pipeline_sha256=MORPHOLOGY_PIPELINE_SHA256,
-        partial=lambda wildcards: f"{MORPHOLOGY_FOLDER.format(**wildcards)}/.cellprofiler.partial",
+        partial=morphology_partial_folder,
     log:
         "logs/trust/cellprofiler_{source}_shard-{cp_shard}.log",
     conda:
@@ -63,7 +63,7 @@ rule trust_cp_table:
     """A source's Image.csv shards merged, each site's attributes (and, for samples, sample_id) joined."""
     input:
         unpack(morphology_source_inputs),
-        tables=lambda wildcards: morphology_tables(wildcards.source),
+        tables=morphology_source_tables,
     output:
         table="results/trust/rxrx1/cellprofiler/{source}.parquet",
     wildcard_constraints:
@@ -115,29 +115,17 @@ rule trust_morphology_report:
     """The Section 5.1.3 table over generators and arms, Fig. 3 (CP-space deciles), the per-feature tables
     and the segmentation check."""
     input:
-        summaries=lambda wildcards: [
-            f"results/trust/rxrx1/{wildcards.regime}/morphology/{v}.json"
-            for v in trust_variants("rxrx1", wildcards.regime)
-        ],
-        contrasts=lambda wildcards: [
-            f"results/trust/rxrx1/{wildcards.regime}/morphology/{v}.parquet"
-            for v in trust_variants("rxrx1", wildcards.regime)
-        ],
-        correlations=lambda wildcards: [
-            f"results/trust/rxrx1/{wildcards.regime}/morphology/{v}-features.parquet"
-            for v in trust_variants("rxrx1", wildcards.regime)
-        ],
-        deciles=lambda wildcards: [
-            f"results/trust/rxrx1/{wildcards.regime}/morphology/{v}-deciles.parquet"
-            for v in trust_variants("rxrx1", wildcards.regime)
-        ],
+        summaries=per_variant("results/trust/rxrx1/{regime}/morphology/{variant}.json", morphology_regime_variants),
+        contrasts=per_variant("results/trust/rxrx1/{regime}/morphology/{variant}.parquet", morphology_regime_variants),
+        correlations=per_variant(
+            "results/trust/rxrx1/{regime}/morphology/{variant}-features.parquet", morphology_regime_variants
+        ),
+        deciles=per_variant(
+            "results/trust/rxrx1/{regime}/morphology/{variant}-deciles.parquet", morphology_regime_variants
+        ),
         real="results/trust/rxrx1/cellprofiler/real.parquet",
         # the miniature's ground truth: cells drawn per site, against CellProfiler's nuclei
-        drawn=lambda wildcards: (
-            [f"{TRUST['datasets']['rxrx1']['root']}/cells_drawn.csv"]
-            if "miniature" in TRUST["datasets"]["rxrx1"]
-            else []
-        ),
+        drawn=morphology_drawn_cells,
     output:
         table=report(
             "reports/trust/rxrx1/{regime}/morphology_table.md",
@@ -156,7 +144,7 @@ rule trust_morphology_report:
     wildcard_constraints:
         **MORPHOLOGY_WILDCARDS,
     params:
-        variants=lambda wildcards: trust_variants("rxrx1", wildcards.regime),
+        variants=morphology_regime_variants,
         morphology=morphology_settings(*MORPHOLOGY_ANALYSIS),
     log:
         "logs/trust/morphology_report_{regime}.log",

@@ -70,3 +70,24 @@ def morphology_source_inputs(wildcards):
 
 def morphology_tables(source):
     return [f"{MORPHOLOGY_FOLDER.format(source=source, cp_shard=k)}/Image.csv" for k in range(MORPHOLOGY["shards"])]
+
+
+def morphology_source_tables(wildcards):
+    """The job's source's CellProfiler tables, one per shard."""
+    return morphology_tables(wildcards.source)
+
+
+def morphology_partial_folder(wildcards):
+    """Where a CellProfiler shard writes until its table is whole."""
+    return f"{MORPHOLOGY_FOLDER.format(**wildcards)}/.cellprofiler.partial"
+
+
+def morphology_drawn_cells(wildcards):
+    """The miniature's ground truth (cells drawn per site) against CellProfiler's nuclei; none for the release."""
+    rxrx1 = TRUST["datasets"]["rxrx1"]
+    return [f"{rxrx1['root']}/cells_drawn.csv"] if "miniature" in rxrx1 else []
+
+
+def morphology_regime_variants(wildcards):
+    """RxRx1's generators in the job's regime."""
+    return trust_variants("rxrx1", wildcards.regime)

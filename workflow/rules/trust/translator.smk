@@ -28,8 +28,8 @@ rule trust_train_translator:
         **TRUST_WILDCARDS,
     params:
         translator=translator_settings(*TRANSLATOR_TRAINING),
-        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        root=trust_root,
+        subset=trust_dataset_subset,
         image_size=TRUST["image_size"],
         chunk_size=chunk_items(TRUST["batch_size"]),
         held_out_check=TRUST["translator"]["held_out_check"],
@@ -58,9 +58,7 @@ rule trust_trajectory:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        sampling=lambda wildcards: canonical(
-            TRUST["sampling"] | {"per_condition": trust_per_condition(wildcards.dataset)}
-        ),
+        sampling=trust_sampling_params,
         translator=translator_settings("layer", "steps"),
         keep=trajectory_paths,
         seed=TRUST["seed"],
@@ -92,8 +90,8 @@ rule trust_real_trajectory:
         num_inference_steps=TRUST["sampling"]["num_inference_steps"],
         translator=translator_settings("layer", "steps"),
         keep=trajectory_paths,
-        root=lambda wildcards: TRUST["datasets"][wildcards.dataset]["root"],
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        root=trust_root,
+        subset=trust_dataset_subset,
         image_size=TRUST["image_size"],
         chunk_size=chunk_items(TRUST["batch_size"]),
         seed=TRUST["seed"],
@@ -117,9 +115,7 @@ rule trust_during_generation:
         unpack(trust_selection_inputs),
         unpack(during_generation_inputs),
         real_siglip=trust_real_features("{dataset}", "siglip"),
-        trajectory=lambda wildcards: [
-            saved_manifest(TRAJECTORY.format(**wildcards, shard=shard)) for shard in range(TRUST_SHARDS)
-        ],
+        trajectory=trajectory_manifests,
     output:
         steps="results/trust/{dataset}/{regime}/during_generation/{variant}.parquet",
     wildcard_constraints:
@@ -131,8 +127,8 @@ rule trust_during_generation:
         sampling=canonical(TRUST["sampling"]),
         scorer=canonical(TRUST["scorer"]),
         selection=canonical(TRUST["selection"]),
-        per_condition=lambda wildcards: trust_per_condition(wildcards.dataset),
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        per_condition=trust_dataset_per_condition,
+        subset=trust_dataset_subset,
         seed=TRUST["seed"],
     log:
         "logs/trust/during_generation_{dataset}_{regime}_{variant}.log",
@@ -152,18 +148,13 @@ rule trust_during_generation_report:
     input:
         table="results/trust/{dataset}/real.parquet",
         real_siglip=trust_real_features("{dataset}", "siglip"),
-        steps=lambda wildcards: [
-            f"results/trust/{wildcards.dataset}/{wildcards.regime}/during_generation/{v}.parquet"
-            for v in during_generation_variants(wildcards.dataset, wildcards.regime)
-        ],
-        signals=lambda wildcards: [
-            f"results/trust/{wildcards.dataset}/{wildcards.regime}/translators/{v}.json"
-            for v in translator_variants(wildcards.dataset, wildcards.regime)
-        ],
-        held_out=lambda wildcards: [
-            f"results/trust/{wildcards.dataset}/{wildcards.regime}/translators/{v}-held-out.safetensors"
-            for v in translator_variants(wildcards.dataset, wildcards.regime)
-        ],
+        steps=per_variant(
+            "results/trust/{dataset}/{regime}/during_generation/{variant}.parquet", trust_during_generation_variants
+        ),
+        signals=per_variant("results/trust/{dataset}/{regime}/translators/{variant}.json", trust_translator_variants),
+        held_out=per_variant(
+            "results/trust/{dataset}/{regime}/translators/{variant}-held-out.safetensors", trust_translator_variants
+        ),
     output:
         table=report(
             "reports/trust/{dataset}/{regime}/during_generation.md",
@@ -182,10 +173,10 @@ rule trust_during_generation_report:
     wildcard_constraints:
         **TRUST_WILDCARDS,
     params:
-        variants=lambda wildcards: during_generation_variants(wildcards.dataset, wildcards.regime),
-        translated=lambda wildcards: translator_variants(wildcards.dataset, wildcards.regime),
+        variants=trust_during_generation_variants,
+        translated=trust_translator_variants,
         scorer=canonical(TRUST["scorer"]),
-        subset=lambda wildcards: trust_subset(wildcards.dataset),
+        subset=trust_dataset_subset,
         seed=TRUST["seed"],
     log:
         "logs/trust/during_generation_report_{dataset}_{regime}.log",

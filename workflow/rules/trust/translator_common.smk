@@ -22,6 +22,21 @@ def translator_variants(dataset, regime):
     return [v for v in trust_variants(dataset, regime) if v in TRANSLATOR.get("variants", [])]
 
 
+def trajectory_manifests(wildcards):
+    """The job's generator's trajectory shards (their manifests)."""
+    return [saved_manifest(TRAJECTORY.format(**wildcards, shard=shard)) for shard in range(TRUST_SHARDS)]
+
+
+def trust_translator_variants(wildcards):
+    """The job's :func:`translator_variants`."""
+    return translator_variants(wildcards.dataset, wildcards.regime)
+
+
+def trust_during_generation_variants(wildcards):
+    """The job's :func:`during_generation_variants`."""
+    return during_generation_variants(wildcards.dataset, wildcards.regime)
+
+
 def during_generation_variants(dataset, regime):
     """The generators scored during generation: through a translator, their aligned features, or both."""
     return [
