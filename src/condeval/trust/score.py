@@ -17,9 +17,10 @@ Calibration rows are held out of the fit by default (``calibration=0.2`` of each
 that the z-scores and the P95 thresholds are set on real features the statistics never saw. The
 official code calibrates in-sample, on the rows it fitted: ``calibration=0`` (documented in
 docs/trust.md). The z-scores are one-sided (signed), as in the paper: a sample more typical than the
-real ones scores better than they do. ``realism="two-sided"`` is the official code's option ``z²``, which
-also penalises over-typical samples (the code's note: aligned features crowd the real mean); the
-faithfulness z-score stays signed either way, as there.
+real ones scores better than they do; so does the official pipeline, whose both call sites pass
+``two_sided=False``. ``realism="two-sided"`` is the option the official code defines and never turns
+on, ``z²``, which also penalises over-typical samples (the code's note: aligned features crowd the real
+mean); the faithfulness z-score stays signed either way, as there.
 
 The faithfulness margin needs no quadratic form. About the real mean ``μ`` (``δ_kv = μ_kv − μ``,
 ``x = z − μ``), ``E_k(z, v) = xᵀP_k x − 2 δ_kvᵀ P_k x + δ_kvᵀ P_k δ_kv`` and the first term is common to
@@ -49,7 +50,8 @@ log = logging.getLogger(__name__)
 #: Ridge added to every covariance before inversion (the paper's and the official code's).
 REGULARIZATION = 1e-5
 
-#: How realism enters trust: the paper's signed z-score, or the official code's option ``z²``.
+#: How realism enters trust: the signed z-score (the paper's, and the official pipeline's), or ``z²``
+#: (an option the official code defines and never turns on).
 REALISM_SIDES = ("one-sided", "two-sided")
 
 #: Rows per block of the scoring products. Every block is padded to this size, so a row goes through
@@ -109,8 +111,8 @@ class TrustScorer:
     seed : int, default 0
         Seed of the calibration hold-out.
     realism : {"one-sided", "two-sided"}, default "one-sided"
-        The ``realism`` column: the signed z-score of the energy (the paper), or its square (the
-        official code's "two-sided" option, :data:`REALISM_SIDES`).
+        The ``realism`` column: the signed z-score of the energy (the paper and the official pipeline),
+        or its square (an option the official code defines and does not use, :data:`REALISM_SIDES`).
 
     Attributes
     ----------
