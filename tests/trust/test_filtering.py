@@ -110,9 +110,9 @@ def test_no_improvement_is_reported_where_random_subsets_kid_is_not_positive():
     assert undefined, "no seed gave random subsets a KID <= 0"
     row = {"skipped": None, "kid_all": 0.1, "mean_trust": 0.0, "accept": 0.5, "n_generated": 200}
     worse = pl.DataFrame([row | {"kid_accepted": 0.468, "kid_accepted_std": 0.1, "kid_random": -0.017,
-                                 "kid_random_std": 0.1}])  # fmt: skip
+                                 "kid_random_std": 0.1, "improvement": None}])  # fmt: skip
     summary = selection_summary(worse)
-    assert summary["improvement"] is None and summary["band"] is None
+    assert summary["improvement"] is None and summary["band"] is None and summary["improvement_official"] is None
     assert "undefined (KID random ≤ 0)" in selection_markdown(
         [{"dataset": "d", "regime": "r", "variant": "v"} | summary]
     )
@@ -128,4 +128,4 @@ def test_a_row_without_an_evaluated_condition_shows_no_value_in_every_measured_c
     header, _, row = markdown.strip().splitlines()
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert len(cells) == header.count("|") - 1
-    assert cells[3:] == ["0", NO_VALUE, NO_VALUE, NO_VALUE, NO_VALUE, NO_VALUE]
+    assert cells[3:] == ["0", NO_VALUE, NO_VALUE, NO_VALUE, NO_VALUE, NO_VALUE, NO_VALUE]

@@ -58,6 +58,21 @@ def test_the_summary_row_and_its_table(selection):
     assert "| toy | held_out | v | 4 |" in markdown
 
 
+def test_the_official_aggregation_weights_each_conditions_improvement_by_its_accepted_samples(selection):
+    """The official code averages the conditions' own improvements, weighted by how many samples each
+    accepted; the ratio of the mean KIDs is another number, and the table names both."""
+    rows, _ = selection
+    kept = rows.filter(rows["skipped"].is_null())
+    weights = (kept["accept"] * kept["n_generated"]).to_numpy()
+    expected = 100 * np.average(kept["improvement"].to_numpy(), weights=weights)
+    summary = selection_summary(rows)
+    assert summary["improvement_official"] == pytest.approx(expected)
+    assert summary["improvement_official"] != pytest.approx(summary["improvement"])
+    markdown = selection_markdown([{"dataset": "toy", "regime": "held_out", "variant": "v"} | summary])
+    assert "the official code's (per condition, accepted-weighted)" in markdown and "ratio of mean KIDs" in markdown
+    assert f"| {expected:.1f} | {summary['improvement']:.1f} ± " in markdown
+
+
 def test_accept_percent_counts_every_generated_sample_even_in_a_skipped_condition():
     """Three conditions accepting 50%, 5% and 5%: Accept% is 20 (the samples that pass), not the 50 of
     the one condition with enough accepted samples to run the KID protocol."""
