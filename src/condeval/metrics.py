@@ -14,6 +14,9 @@ import logging
 
 import numpy as np
 
+from condeval.core.io import as_numpy, check_integer
+from condeval.core.io import is_torch as _is_torch
+
 __all__ = [
     "as_numpy",
     "CLIPSCORE_WEIGHT",
@@ -37,18 +40,6 @@ CLIPSCORE_WEIGHT = 2.5
 
 #: Floor of a row norm: a zero row has cosine 0 with everything rather than NaN.
 _EPS = 1e-12
-
-
-def _is_torch(*arrays) -> bool:
-    return any(type(a).__module__.startswith("torch") for a in arrays)
-
-
-def as_numpy(values) -> np.ndarray:
-    """``values`` as a NumPy array; a torch tensor is detached and moved to the CPU first (with
-    tensor methods only: the analysis environment has no torch to import)."""
-    if _is_torch(values):
-        values = values.detach().cpu().numpy()
-    return np.asarray(values)
 
 
 def unit_rows(a, eps: float = _EPS, dtype=np.float64):
@@ -201,8 +192,6 @@ def kid(
     if min(len(x), len(y)) < 2:
         raise ValueError(f"kid needs at least 2 rows on each side (the unbiased MMD² leaves the diagonal out); "
                          f"got {len(x)} and {len(y)}")  # fmt: skip
-    from condeval.core.io import check_integer
-
     check_integer(subset_size, "subset_size", least=2)
     check_integer(n_subsets, "n_subsets", least=1)
     size = min(subset_size, len(x), len(y))

@@ -6,9 +6,9 @@ import itertools
 import numpy as np
 import pytest
 
+from condeval.datasets.celeba_prompts import condition_prompts
 from condeval.encoders.face_clip import render_prompted_faces, train_face_clip
 from condeval.encoders.features import ClipEncoder, image_feature_encoder
-from condeval.trust.prompts import condition_prompts
 from condeval.trust.scorers import clip_alignment_scores
 
 MODEL = dict(vision_width=32, vision_layers=2, patch_size=8, text_width=32, text_layers=1, heads=4, projection_dim=32)
@@ -43,9 +43,9 @@ def test_the_face_clip_picks_the_right_prompt_far_above_chance(face_clip):
 def test_encode_reads_uint8_arrays_as_image_features_reads_pil_and_refuses_the_rest(tmp_path):
     from transformers import CLIPModel
 
+    from condeval.datasets.celeba_prompts import prompt_vocabulary
     from condeval.encoders.clip import clip_image_processor, tiny_clip_config
     from condeval.encoders.tokenizer import build_word_tokenizer
-    from condeval.trust.prompts import prompt_vocabulary
 
     tokenizer = build_word_tokenizer(prompt_vocabulary(), model_max_length=16)
     CLIPModel(tiny_clip_config(tokenizer, 32, **MODEL, max_length=16)).save_pretrained(tmp_path)

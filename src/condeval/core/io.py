@@ -51,6 +51,19 @@ MANIFEST_SUFFIX = ".sha256"
 _SNAKEMAKE_MARKER = ".snakemake_timestamp"
 
 
+def is_torch(*arrays) -> bool:
+    """Whether any of ``arrays`` is a torch tensor (read from its type: torch is never imported here)."""
+    return any(type(a).__module__.startswith("torch") for a in arrays)
+
+
+def as_numpy(values) -> np.ndarray:
+    """``values`` as a NumPy array; a torch tensor is detached and moved to the CPU first (with
+    tensor methods only: the analysis environment has no torch to import)."""
+    if is_torch(values):
+        values = values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
 class DataFileError(ValueError):
     """A file is missing, unreadable, or lacks a required field."""
 
@@ -173,7 +186,6 @@ def integer_array(values, name: str, *, ndim: int | None = None, least: int | No
     ValueError
         Another number of dimensions than ``ndim``, or a value below ``least``.
     """
-    from condeval.metrics import as_numpy  # torch-free unless a tensor is passed
 
     array = np.asarray(as_numpy(values))
     if ndim is not None and array.ndim != ndim:
@@ -201,7 +213,6 @@ def real_array(values, name: str, *, ndim: int | None = None) -> np.ndarray:
     ValueError
         Another number of dimensions than ``ndim``.
     """
-    from condeval.metrics import as_numpy  # torch-free unless a tensor is passed
 
     array = np.asarray(as_numpy(values))
     if array.dtype.kind not in "iuf":
@@ -243,7 +254,6 @@ def image_batch(images, name: str = "images", *, kind: str = "uint8", channels: 
         Not 4-D, an (N, H, W, C) array (named as such), another channel count, a non-finite value or
         one outside [-1, 1].
     """
-    from condeval.metrics import as_numpy  # torch-free unless a tensor is passed
 
     array = as_numpy(images)
     if array.ndim != 4:

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from condeval.core.devices import device_of
+from condeval.core.io import is_torch
 
 __all__ = [
     "EmptyRegionError",
@@ -105,10 +106,6 @@ def _as_tensor(a, device=None) -> torch.Tensor:
     with warnings.catch_warnings():  # read-only arrays: we never write to inputs
         warnings.simplefilter("ignore", UserWarning)
         return torch.as_tensor(arr, device=device)
-
-
-def _is_torch(*arrays) -> bool:
-    return any(isinstance(a, torch.Tensor) for a in arrays)
 
 
 def _to_output(t: torch.Tensor, like_torch: bool):
@@ -520,7 +517,7 @@ def polytope_distance(U, b, Z, *, return_projection: bool = False, tol: float = 
     """
     sol, Z_t = _project_core(U, b, Z, tol)
     dist = (sol.X - Z_t).norm(dim=1)
-    like_torch = _is_torch(U, b, Z)
+    like_torch = is_torch(U, b, Z)
     if return_projection:
         return _to_output(dist, like_torch), _to_output(sol.X, like_torch)
     return _to_output(dist, like_torch)
@@ -568,7 +565,7 @@ def project_onto_region(U, b, gamma, Y, *, tol: float = 1e-9):
     ndarray or Tensor, shape (n, r)
     """
     out, _, _ = _project_region(U, b, gamma, Y, tol=tol)
-    return _to_output(out, _is_torch(U, b, Y, gamma))
+    return _to_output(out, is_torch(U, b, Y, gamma))
 
 
 def _project_region(U, b, gamma, Y, *, tol=1e-9, warm=None):

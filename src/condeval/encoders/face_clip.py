@@ -83,11 +83,11 @@ def train_face_clip(
     """
     import pytorch_lightning as pl
 
+    from condeval.datasets.celeba_prompts import condition_prompts, foil_prompts, prompt_vocabulary
     from condeval.encoders.clip import clip_image_processor, tiny_clip_config
     from condeval.encoders.data import token_arrays
     from condeval.encoders.tokenizer import build_word_tokenizer
     from condeval.encoders.train import _steps, train_and_export
-    from condeval.trust.prompts import condition_prompts, foil_prompts, prompt_vocabulary
 
     max_length = model.get("max_length", 16)
     tokenizer = build_word_tokenizer(prompt_vocabulary(), model_max_length=max_length)

@@ -5,12 +5,12 @@ samples fitted only on real training-support features, and the KID it is judged 
 any generated sample; ``kid`` is :func:`condeval.metrics.kid`, shared with every track;
 :mod:`condeval.trust.filtering` runs the P95-real selection protocol (``selection_gain``);
 :mod:`condeval.trust.scorers` holds Appendix J's alternatives, CLIP alignment against
-:func:`~condeval.trust.prompts.condition_prompts` included.
+:func:`~condeval.datasets.celeba_prompts.condition_prompts` included.
 """
 
+from condeval.datasets.celeba_prompts import condition_prompts
 from condeval.metrics import kid
 from condeval.trust.filtering import acceptance, condition_thresholds, nearest_seen, selection_gain, support_distance
-from condeval.trust.prompts import condition_prompts
 from condeval.trust.score import REGULARIZATION, TrustScorer
 from condeval.trust.scorers import (
     AlphaPrecisionDistance,

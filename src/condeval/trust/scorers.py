@@ -151,7 +151,7 @@ def clip_alignment_scores(clip, *groups) -> tuple[np.ndarray, ...]:
     Parameters
     ----------
     clip : condeval.encoders.features.ClipEncoder
-        Its text tower embeds :func:`condeval.trust.prompts.condition_prompts` (CelebA's conditions).
+        Its text tower embeds :func:`condeval.datasets.celeba_prompts.condition_prompts` (CelebA's conditions).
     *groups : tuple of (ndarray (N, E), ndarray of int (N, 4))
         Image embeddings and the condition each is scored against (a real row's own, a sample's requested).
 
@@ -160,7 +160,7 @@ def clip_alignment_scores(clip, *groups) -> tuple[np.ndarray, ...]:
     tuple of ndarray
         One score array per group, lower is better.
     """
-    from condeval.trust.prompts import condition_prompts
+    from condeval.datasets.celeba_prompts import condition_prompts
 
     conditions, index = np.unique(np.vstack([attributes for _, attributes in groups]), axis=0, return_inverse=True)
     prompts = clip.text_features(condition_prompts(conditions))

@@ -1,6 +1,6 @@
 # Helpers of the trust-score track (config `trust:`): its validated section, the release file that
 # stands for each dataset folder, and where an extractor comes from.
-from condeval.trust.prompts import PROMPTED_DATASETS as TRUST_PROMPTED_DATASETS  # noqa: E402
+from condeval.datasets.celeba_prompts import PROMPTED_DATASETS as TRUST_PROMPTED_DATASETS  # noqa: E402
 
 TRUST = track_config("trust")
 TRUST_DATASETS = list(TRUST["datasets"])

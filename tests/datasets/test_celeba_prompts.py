@@ -5,8 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
+from condeval.datasets.celeba_prompts import condition_prompt, condition_prompts, foil_prompts, prompt_vocabulary
 from condeval.encoders.tokenizer import build_word_tokenizer
-from condeval.trust.prompts import condition_prompt, condition_prompts, foil_prompts, prompt_vocabulary
 
 CONDITIONS = np.array(list(itertools.product([0, 1], repeat=4)))
 
