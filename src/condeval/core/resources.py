@@ -37,6 +37,7 @@ __all__ = [
     "vae_decode_flops",
     "unet_forward_flops",
     "image_bytes",
+    "optimizer_steps",
     "mlp_parameters",
     "mlp_training_work",
     "pgd_work",
@@ -317,10 +318,16 @@ def mlp_parameters(widths) -> int:
     return sum(a * b + b for a, b in zip(widths, widths[1:]))
 
 
+def optimizer_steps(rows: int, batch_size: int, epochs: int) -> int:
+    """Optimiser steps of ``epochs`` passes over ``rows`` at ``batch_size`` (a last, partial batch is a step):
+    what a learning-rate schedule spans and what a small model's job costs."""
+    return epochs * -(-rows // batch_size)
+
+
 def mlp_training_work(rows: int, epochs: int, batch_size: int, parameters: float, *, basis: str = "") -> GpuWork:
     """Training a small model of ``parameters`` on ``rows`` for ``epochs`` (an upper bound: early stopping
     may end it sooner): one step per batch, each row a single token, in float32."""
-    steps = epochs * math.ceil(rows / batch_size)
+    steps = optimizer_steps(rows, batch_size, epochs)
     return GpuWork(parameters, epochs * rows * training_flops(parameters, 1), "float32", trained_parameters=parameters,
                    basis=basis or f"{epochs} epochs of {rows:,} rows", steps=steps)  # fmt: skip
 

@@ -114,7 +114,8 @@ def train_dino(
     from PIL import Image
 
     from condeval.core.io import read_json
-    from condeval.encoders.train import _steps, coco_split, train_and_export
+    from condeval.core.resources import optimizer_steps
+    from condeval.encoders.train import coco_split, train_and_export
 
     frame, _ = coco_split(world, "train", images)
     ids = frame["image_id"].to_list()
@@ -124,7 +125,7 @@ def train_dino(
     second = _pixels(second_views([scenes[str(i)] for i in ids], ids, seed, image_size), processor)
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_dinov2_config(image_size, **model)
-    steps = _steps(len(ids) - val_images, batch_size, epochs)
+    steps = optimizer_steps(len(ids) - val_images, batch_size, epochs)
     module = ContrastiveDino(config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps,
                              temperature=temperature)  # fmt: skip
     return train_and_export(module, (first, second), out_dir, (processor,), val_rows=val_images, epochs=epochs,

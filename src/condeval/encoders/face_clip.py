@@ -83,11 +83,12 @@ def train_face_clip(
     """
     import pytorch_lightning as pl
 
+    from condeval.core.resources import optimizer_steps
     from condeval.datasets.celeba_prompts import condition_prompts, foil_prompts, prompt_vocabulary
     from condeval.encoders.clip import clip_image_processor, tiny_clip_config
     from condeval.encoders.data import token_arrays
     from condeval.encoders.tokenizer import build_word_tokenizer
-    from condeval.encoders.train import _steps, train_and_export
+    from condeval.encoders.train import train_and_export
 
     max_length = model.get("max_length", 16)
     tokenizer = build_word_tokenizer(prompt_vocabulary(), model_max_length=max_length)
@@ -105,7 +106,7 @@ def train_face_clip(
     )  # fmt: skip
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_clip_config(tokenizer, image_size, **{"max_length": max_length, **model})
-    steps = _steps(instances - val_instances, batch_size, epochs)
+    steps = optimizer_steps(instances - val_instances, batch_size, epochs)
     module = TwinContrastiveCLIP(config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps,
                              hard_weight=hard_weight)  # fmt: skip
     return train_and_export(module, arrays, out_dir, (tokenizer, processor), val_rows=val_instances, epochs=epochs,

@@ -347,7 +347,8 @@ def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_
                     standardise: bool = False, patience: int | None = None) -> dict:  # fmt: skip
     import pytorch_lightning as pl
 
-    from condeval.encoders.train import _steps, train_and_export
+    from condeval.core.resources import optimizer_steps
+    from condeval.encoders.train import train_and_export
 
     first = views[0]
     side, channels = first.shape[-1], first.shape[-3]
@@ -357,7 +358,7 @@ def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_
     if standardise:
         config.channel_mean, config.channel_std = channel_statistics(first[val_rows:])
     pl.seed_everything(seed, workers=True, verbose=False)
-    steps = _steps(len(first) - val_rows, batch_size, epochs)
+    steps = optimizer_steps(len(first) - val_rows, batch_size, epochs)
     module = ContrastivePatchEncoder(kind, config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10),
                                      total_steps=steps, temperature=temperature, twin_weight=twin_weight,
                                      max_grad_norm=max_grad_norm)  # fmt: skip

@@ -17,6 +17,7 @@ import numpy as np
 import pytorch_lightning as pl
 
 from condeval.core.io import atomic_directory, write_json
+from condeval.core.resources import optimizer_steps
 from condeval.core.training import fit, model_record, training_summary
 from condeval.datasets.coco import load_captions
 from condeval.datasets.miniworld import SHAPES, images_with_shapes, swap_shape_noun
@@ -146,10 +147,6 @@ def train_and_export(
     return summary
 
 
-def _steps(n_rows: int, batch_size: int, epochs: int) -> int:
-    return epochs * -(-n_rows // batch_size)
-
-
 def train_clip(
     world: str | os.PathLike,
     tokenizer_dir: str | os.PathLike,
@@ -192,7 +189,7 @@ def train_clip(
     arrays = (pixel_values(frame["path"].to_list(), processor), *tokens, *hard)
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_clip_config(tokenizer, image_size, **model)
-    steps = _steps(len(captions) - val_images, batch_size, epochs)
+    steps = optimizer_steps(len(captions) - val_images, batch_size, epochs)
     module = ContrastiveCLIP(
         config.to_dict(),
         lr=lr,
@@ -262,7 +259,7 @@ def train_bert(
     arrays = tuple(a[image_major] for a in arrays)
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_bert_config(tokenizer, **model)
-    steps = _steps(len(firsts) - val_images * CAPTIONS_PER_IMAGE, batch_size, epochs)
+    steps = optimizer_steps(len(firsts) - val_images * CAPTIONS_PER_IMAGE, batch_size, epochs)
     module = PretrainingBert(
         config.to_dict(), str(tokenizer_dir), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps
     )

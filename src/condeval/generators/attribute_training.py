@@ -244,7 +244,7 @@ def train_attribute_generator(
     import pytorch_lightning as pl
 
     from condeval.core.io import check_integer
-    from condeval.encoders.train import _steps
+    from condeval.core.resources import optimizer_steps
     from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder, attribute_values
     from condeval.generators.text_to_image import flow_scheduler
     from condeval.generators.text_to_image_training import _fit_best, _run_dir, _save_folder
@@ -270,7 +270,7 @@ def train_attribute_generator(
         raise ValueError(
             f"give the training's length as epochs or as steps, one of the two; got epochs={epochs}, steps={steps}"
         )
-    batches = _steps(len(images) - val_images, batch_size, 1)
+    batches = optimizer_steps(len(images) - val_images, batch_size, 1)
     if steps is not None:
         epochs = -(-check_integer(steps, "steps", least=1) // batches)
     steps = epochs * batches

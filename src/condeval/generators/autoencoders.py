@@ -207,7 +207,8 @@ def train_autoencoder(
     import pytorch_lightning as pl
 
     from condeval.core.io import image_batch
-    from condeval.encoders.train import _steps, train_and_export
+    from condeval.core.resources import optimizer_steps
+    from condeval.encoders.train import train_and_export
 
     pl.seed_everything(seed, workers=True, verbose=False)
     images = image_batch(images, kind="signed")
@@ -215,7 +216,7 @@ def train_autoencoder(
     build = tiny_autoencoder_kl if kind == "kl" else tiny_movq
     config = dict(build(side, **model).config)
     image_batch(images, kind="signed", channels=config["in_channels"])
-    steps = _steps(len(images) - val_images, batch_size, epochs)
+    steps = optimizer_steps(len(images) - val_images, batch_size, epochs)
     module = AutoencoderModule(kind, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
                                kl_weight=kl_weight, crop=crop)  # fmt: skip
     summary = train_and_export(

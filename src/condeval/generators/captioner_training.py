@@ -309,8 +309,9 @@ def train_captioner(
     """
     from transformers import AutoTokenizer, CLIPModel
 
+    from condeval.core.resources import optimizer_steps
     from condeval.encoders.data import pixel_values
-    from condeval.encoders.train import _steps, _token_cube, coco_split, train_and_export
+    from condeval.encoders.train import _token_cube, coco_split, train_and_export
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     processor = captioner_image_processor(architecture, image_size)
@@ -334,7 +335,7 @@ def train_captioner(
         config.vision_config = type(config.vision_config)(**_vision_shape(clip.config.vision_config))
         log.info("image encoder from %s: %s (model's vision_width and vision_layers ignored)", vision_from,
                  _vision_shape(clip.config.vision_config))  # fmt: skip
-    steps = _steps(len(captions) - val_images, batch_size, epochs)
+    steps = optimizer_steps(len(captions) - val_images, batch_size, epochs)
     module = CaptionerModule(
         architecture,
         config.to_dict(),

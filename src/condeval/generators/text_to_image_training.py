@@ -459,12 +459,12 @@ def train_flow_generator(
     """
     import pytorch_lightning as pl
 
-    from condeval.encoders.train import _steps
+    from condeval.core.resources import optimizer_steps
 
     pl.seed_everything(seed, workers=True, verbose=False)
     latents = latents_of(vae, images)
     config = _flow_transformer_config(family, latents, clip, t5, transformer)
-    steps = _steps(len(images) - val_images, batch_size, epochs)
+    steps = optimizer_steps(len(images) - val_images, batch_size, epochs)
     module = FlowMatchingModule(family, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
                                 caption_dropout=caption_dropout)  # fmt: skip
     pipe = _flow_pipeline(family, module.transformer, vae, clip, tokenizer, t5, shift)
@@ -476,7 +476,7 @@ def train_flow_generator(
         module.attach(encode, captions, (clip, tokenizer, t5)), rows, _run_dir(out_dir), epochs=epochs, **fit
     )
     if family == "flux" and transformer.get("guidance_embeds", True):
-        distill_steps = _steps(len(images) - val_images, batch_size, distill_epochs)
+        distill_steps = optimizer_steps(len(images) - val_images, batch_size, distill_epochs)
         student = GuidanceDistillationModule(
             config, trained.transformer.state_dict(), lr=distill_lr or lr, warmup_steps=max(1, distill_steps // 20),
             total_steps=distill_steps, guidance_range=tuple(guidance_range),
@@ -540,14 +540,14 @@ def train_t5_from_clip(
     caption of the training images, and ``save_pretrained`` it with the tokenizer into ``out_dir``."""
     import pytorch_lightning as pl
 
+    from condeval.core.resources import optimizer_steps
     from condeval.encoders.data import token_arrays
-    from condeval.encoders.train import _steps
     from condeval.generators.text_to_image import tiny_t5_encoder
 
     pl.seed_everything(seed, workers=True, verbose=False)
     ids, mask = token_arrays(tokenizer, [c for per_image in captions for c in per_image], max_length)
     per_image = len(captions[0])
-    steps = _steps(len(ids) - val_images * per_image, batch_size, epochs)
+    steps = optimizer_steps(len(ids) - val_images * per_image, batch_size, epochs)
     module = T5FromClipModule(
         tiny_t5_encoder(tokenizer, width, layers).config.to_dict(), clip.config.text_config.to_dict(),
         clip.text_model.state_dict(), lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
@@ -629,8 +629,8 @@ def train_kandinsky(
     """
     import pytorch_lightning as pl
 
+    from condeval.core.resources import optimizer_steps
     from condeval.encoders.data import token_arrays
-    from condeval.encoders.train import _steps
     from condeval.generators.text_to_image import (
         DECODER_FOLDER,
         PRIOR_FOLDER,
@@ -657,7 +657,7 @@ def train_kandinsky(
     prior_pipe, decoder_pipe = build_kandinsky_pipelines(prior_model, unet_model, movq, text, image, tokenizer,
                                                          image_processor)  # fmt: skip
     n_train = len(images) - val_images
-    steps = _steps(n_train, batch_size, prior_epochs)
+    steps = optimizer_steps(n_train, batch_size, prior_epochs)
     prior_module = KandinskyPriorModule(
         dict(prior_model.config), embeddings.mean(0).tolist(), embeddings.std(0).tolist(), lr=lr,
         warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
@@ -666,7 +666,7 @@ def train_kandinsky(
     trained_prior, prior_summary = _fit_best(prior_module, (embeddings.numpy(), np.arange(len(images))),
                                              run_dir / PRIOR_FOLDER, epochs=prior_epochs,
                                              fingerprint=fingerprint and f"{fingerprint}-prior", **fit)  # fmt: skip
-    steps = _steps(n_train, batch_size, epochs)
+    steps = optimizer_steps(n_train, batch_size, epochs)
     decoder_module = KandinskyDecoderModule(
         dict(unet_model.config), prior_pipe.get_zero_embed(device=prior_pipe.image_encoder.device).squeeze(0).tolist(), lr=lr,
         warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
