@@ -181,7 +181,7 @@ def _expected_hash(encoder: str | os.PathLike | dict) -> str:
 
 
 def read_feature_shards(
-    paths: Sequence[str | os.PathLike], encoder: str | os.PathLike | dict | None = None
+    paths: Sequence[str | os.PathLike], encoder: str | os.PathLike | dict | None = None, *, unique_ids: bool = True
 ) -> tuple[np.ndarray, np.ndarray, dict]:
     """Concatenate shards in order: ids (n,), features (n, d), and the first shard's metadata.
 
@@ -192,6 +192,9 @@ def read_feature_shards(
     encoder : path-like or dict, optional
         The encoder the reading rule uses (its saved folder, ``<folder>.sha256`` manifest, or
         :func:`model_identity`); every shard's ``encoder.weights_sha256`` must equal its hash.
+    unique_ids : bool, default True
+        Refuse an id given twice (one item, one row); False for shards that hold several blocks of
+        the same items (a translator's features at each noise level), which the reader checks itself.
 
     Raises
     ------
@@ -225,7 +228,7 @@ def read_feature_shards(
         features.append(shard_features)
     all_ids = np.concatenate(ids)
     values, counts = np.unique(all_ids, return_counts=True)
-    if (counts > 1).any():
+    if unique_ids and (counts > 1).any():
         repeated = values[counts > 1][0]
         holders = [str(path) for path, shard_ids in zip(paths, ids) if (shard_ids == repeated).any()]
         raise FeatureShardError(f"id {repeated} appears {counts[counts > 1][0]} times, in {', '.join(holders)}")

@@ -24,7 +24,7 @@ if not np.array_equal(ids, np.arange(table.height)):
 attributes = attributes_of(w.dataset, table)
 signals = {}
 for variant, signal_path, held_out_path in zip(p.translated, i.signals, i.held_out, strict=True):
-    held_ids, translated, meta = read_feature_shards([held_out_path])
+    held_ids, translated, meta = read_feature_shards([held_out_path], unique_ids=False)  # one block per t
     t_values = meta["t"]
     per_t = held_ids.reshape(len(t_values), -1)  # the checked rows (a seeded sample of those outside the support)
     if not (per_t == per_t[0]).all():
