@@ -1,5 +1,5 @@
 # Helpers every track needs. Track helpers live in workflow/rules/<track>/common.smk; input
-# functions live there too, never lambdas inside rules.
+# functions live there too, as named functions (tests/test_rule_helpers.py holds it).
 import functools
 import os
 import sys
