@@ -6,7 +6,14 @@ import numpy as np
 import polars as pl
 import pytest
 
-from condeval.trust.evaluate import fit_and_score, selection_by_condition, selection_markdown, selection_summary
+from condeval.trust.evaluate import (
+    KidReference,
+    fit_and_score,
+    select,
+    selection_by_condition,
+    selection_markdown,
+    selection_summary,
+)
 
 NAMES = ["a", "b"]
 D = 16
@@ -31,9 +38,9 @@ def selection():
     shift = np.tile(np.r_[np.zeros(60), np.full(40, 1.0)], 4) * np.repeat([1.0, 1.0, 1.0, 2.0], 100)
     samples = _features(sample_attributes, rng) + shift[:, None] * rng.normal(size=(400, D))
     scorer, scores = fit_and_score(_features(real_attributes, rng), real_attributes, samples, sample_attributes, NAMES)
-    rows = selection_by_condition(scores, samples, scorer.thresholds(0.95), _features(reference_attributes, rng),
-                                  reference_attributes, conditions, NAMES, subset_size=40, n_subsets=5, n_random=5,
-                                  min_real=20)  # fmt: skip
+    reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
+    rows = selection_by_condition(scores, samples, scorer.thresholds(0.95), reference, subset_size=40, n_subsets=5,
+                                  n_random=5, min_real=20)  # fmt: skip
     return rows, shift
 
 
@@ -87,8 +94,8 @@ def test_accept_percent_counts_every_generated_sample_even_in_a_skipped_conditio
     )
     scores = pl.DataFrame({"a": sample_attributes[:, 0], "b": sample_attributes[:, 1], "trust": trust})
     reference_attributes = np.repeat(conditions, 60, axis=0)
-    rows = selection_by_condition(scores, features, thresholds, _features(reference_attributes, rng),
-                                  reference_attributes, conditions, NAMES, subset_size=20, n_subsets=3, n_random=3,
+    reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
+    rows = selection_by_condition(scores, features, thresholds, reference, subset_size=20, n_subsets=3, n_random=3,
                                   min_real=20)  # fmt: skip
     assert rows["skipped"].null_count() == 1 and rows["accept"].to_list() == pytest.approx([0.5, 0.05, 0.05])
     summary = selection_summary(rows)
@@ -118,9 +125,9 @@ def _ablation(seed, precomputed=None, broken=None):
     scorer, scores = fit_and_score(real, real_attributes, samples, sample_attributes, NAMES)
     reference_attributes = np.repeat(conditions, 60, axis=0)
     extra = precomputed(scorer, real, real_attributes, scores) if precomputed else None
-    table = scorer_ablation(scorer, real, real_attributes, samples, scores, samples, _features(reference_attributes, rng),
-                            reference_attributes, conditions, NAMES, precomputed=extra, subset_size=40, n_subsets=3,
-                            n_random=3, min_real=20)  # fmt: skip
+    reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
+    table = scorer_ablation(scorer, real, real_attributes, samples, scores, samples, reference, precomputed=extra,
+                            subset_size=40, n_subsets=3, n_random=3, min_real=20)  # fmt: skip
     return table
 
 
@@ -196,31 +203,53 @@ def test_selection_by_condition_refuses_inputs_it_would_misalign():
     scorer, scores = fit_and_score(_features(attributes, rng), attributes, _features(attributes, rng), attributes,
                                    NAMES)  # fmt: skip
     reference = _features(attributes, rng)
-    arguments = (scores, _features(attributes, rng), scorer.thresholds(), reference, attributes)
-    for change, message in [
-        ({1: _features(attributes, rng)[:10]}, "kid_features has 10 rows for 120 scored samples"),
-        ({4: attributes[:, :1]}, "reference_attributes have 1 attributes; names give 2"),
-        ({5: np.array([[0, 0, 0]])}, "conditions have 3 attributes; names give 2"),
+    kid_features = _features(attributes, rng)
+    with pytest.raises(ValueError, match="kid_features has 10 rows for 120 scored samples"):
+        selection_by_condition(scores, kid_features[:10], scorer.thresholds(), KidReference(reference, attributes,
+                               conditions, NAMES), subset_size=10, n_subsets=2, n_random=2, min_real=5)  # fmt: skip
+    for given, message in [
+        ((reference, attributes[:, :1], conditions), "reference_attributes have 1 attributes; names give 2"),
+        ((reference, attributes, np.array([[0, 0, 0]])), "conditions have 3 attributes; names give 2"),
     ]:
-        given = [*arguments, conditions]
-        for position, value in change.items():
-            given[position] = value
         with pytest.raises(ValueError, match=message):
-            selection_by_condition(*given, NAMES, subset_size=10, n_subsets=2, n_random=2, min_real=5)
+            KidReference(*given, NAMES)
     # polars reference attributes and one condition as a 1-D row read as their arrays do
-    one = selection_by_condition(*arguments[:4], pl.DataFrame(attributes, schema=NAMES), [1, 0], NAMES,
-                                 subset_size=10, n_subsets=2, n_random=2, min_real=5)  # fmt: skip
-    both = selection_by_condition(*arguments, conditions, NAMES, subset_size=10, n_subsets=2, n_random=2, min_real=5)
+    protocol = {"subset_size": 10, "n_subsets": 2, "n_random": 2, "min_real": 5}
+    one = selection_by_condition(scores, kid_features, scorer.thresholds(), KidReference(
+        reference, pl.DataFrame(attributes, schema=NAMES), [1, 0], NAMES), **protocol)  # fmt: skip
+    both = selection_by_condition(scores, kid_features, scorer.thresholds(),
+                                  KidReference(reference, attributes, conditions, NAMES), **protocol)  # fmt: skip
     assert one.row(0) == both.row(1)
     # the ablation and the graded shift on a lab's own rows: an IndexError and a broadcast error before
     from condeval.trust.evaluate import graded_shift, scorer_ablation
 
     real = _features(attributes, rng)
     with pytest.raises(ValueError, match="real_features has 60 rows; the scorer was fitted on at least"):
-        scorer_ablation(scorer, real[:60], attributes[:60], *arguments[1:2], scores, *arguments[1:2], reference,
-                        attributes, conditions, NAMES, subset_size=10, n_subsets=2, n_random=2, min_real=5)  # fmt: skip
+        scorer_ablation(scorer, real[:60], attributes[:60], kid_features, scores, kid_features,
+                        KidReference(reference, attributes, conditions, NAMES), **protocol)  # fmt: skip
     with pytest.raises(ValueError, match="support has 3 attributes; names give 2"):
         graded_shift(both, np.zeros((2, 3), np.int64), NAMES)
     with pytest.raises(ValueError, match=r"per_condition has no column\(s\) \['c'\]"):
         graded_shift(both, np.zeros((2, 3), np.int64), [*NAMES, "c"])
     assert graded_shift(both, conditions[:2], NAMES)["hamming"].to_list() == [0, 0, 1]
+
+
+def test_select_runs_the_protocol_once_for_the_table_and_the_samples():
+    """One function gives both scripts their rows, the table's row and each sample's decision, all from
+    the same thresholds: a seen condition's share of accepted samples is its row's Accept."""
+    rng = np.random.default_rng(3)
+    conditions = np.array([[0, 0], [1, 0], [0, 1], [1, 1]])
+    real_attributes = np.repeat(conditions[:3], 200, axis=0)
+    sample_attributes = np.repeat(conditions, 60, axis=0)
+    samples = _features(sample_attributes, rng, shift=0.3)
+    scorer, scores = fit_and_score(_features(real_attributes, rng), real_attributes, samples, sample_attributes, NAMES)
+    reference_attributes = np.repeat(conditions, 40, axis=0)
+    reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
+    protocol = {"subset_size": 20, "n_subsets": 2, "n_random": 2, "min_real": 20, "seed": 0}
+    selected = select(scores, samples, scorer.thresholds(), reference, **protocol)
+    rows = selection_by_condition(scores, samples, scorer.thresholds(), reference, **protocol)
+    assert selected.per_condition.equals(rows) and selected.summary == selection_summary(rows)
+    np.testing.assert_array_equal(selected.accepted, scorer.accept(samples, sample_attributes))
+    for k, condition in enumerate(conditions[:3]):
+        share = selected.accepted[(sample_attributes == condition).all(axis=1)].mean()
+        assert share == pytest.approx(rows["accept"][k])

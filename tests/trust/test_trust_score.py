@@ -283,3 +283,67 @@ def test_a_condition_too_small_for_a_calibration_row_is_named_in_the_log(caplog)
         scorer = TrustScorer(calibration=0.2).fit(x[keep], a[keep])
     assert "1 support condition(s) too small to hold out a calibration row" in caplog.text
     assert scorer.thresholds().height == len(np.unique(a, axis=0)) - 1
+
+
+def test_calibrate_on_the_fits_own_held_out_rows_reproduces_its_calibration():
+    """The life cycle's calibrate is fit's calibration, given the same rows: same z-scores, same thresholds."""
+    from polars.testing import assert_frame_equal
+
+    x, a = _world(900, seed=4)
+    fitted = TrustScorer(calibration=0.25, seed=1).fit(x, a)
+    rows = fitted.calibration_rows_
+    thresholds = fitted.thresholds(0.95)
+    recalibrated = TrustScorer(calibration=0.25, seed=1).fit(x, a).calibrate(x[rows], a[rows])
+    assert recalibrated.energy_calibration_ == fitted.energy_calibration_
+    assert recalibrated.margin_calibration_ == fitted.margin_calibration_
+    assert_frame_equal(recalibrated.thresholds(0.95), thresholds)
+    assert recalibrated.calibration_rows_ is None
+
+
+def test_a_labs_own_calibration_rows_set_the_z_scores_and_the_thresholds():
+    """Fit on every training row, calibrate on a lab's held-out rows: fresh real rows pass at about the
+    P95; calibrating on noisier rows moves the scale (the rows really are used)."""
+    x, a = _world(1500, seed=5)
+    held_x, held_a = _world(1500, seed=6)
+    fresh_x, fresh_a = _world(3000, seed=7)
+    scorer = TrustScorer(calibration=0).fit(x, a).calibrate(held_x, held_a)
+    kept = scorer.accept(fresh_x, fresh_a)
+    assert 0.91 < kept.mean() < 0.97
+    in_sample = TrustScorer(calibration=0).fit(x, a)
+    assert scorer.energy_calibration_ != in_sample.energy_calibration_
+    noisy = held_x + np.random.default_rng(0).normal(size=held_x.shape)
+    shifted = TrustScorer(calibration=0).fit(x, a).calibrate(noisy, held_a)
+    assert shifted.energy_calibration_[0] > scorer.energy_calibration_[0]
+
+
+def test_accept_keeps_what_the_thresholds_and_the_fallback_keep():
+    from condeval.trust.filtering import accepted_mask
+
+    x, a = _world(900, seed=8)
+    scorer = TrustScorer(seed=2).fit(x, a)
+    samples, requested = _world(300, seed=9, shift=0.05)
+    trust = scorer.score(samples, requested)["trust"].to_numpy()
+    expected = accepted_mask(trust, requested, scorer.thresholds(0.9), scorer.names_)
+    np.testing.assert_array_equal(scorer.accept(samples, requested, quantile=0.9), expected)
+    loose = scorer.thresholds(0.9).with_columns(threshold=np.inf)
+    assert scorer.accept(samples, requested, thresholds=loose).all()
+
+
+def test_calibration_units_are_counted_in_the_thresholds():
+    x, a = _world(900, seed=10)
+    held_x, held_a = _world(600, seed=11)
+    _, condition = np.unique(held_a, axis=0, return_inverse=True)
+    wells = condition * 1000 + np.arange(len(held_a)) // 3 % 5  # up to 5 wells per condition
+    scorer = TrustScorer(calibration=0).fit(x, a).calibrate(held_x, held_a, groups=wells)
+    thresholds = scorer.thresholds()
+    assert (thresholds["n_units"] <= 5).all() and (thresholds["n_real"] > thresholds["n_units"]).all()
+    n = thresholds["n_units"].to_numpy()
+    np.testing.assert_allclose(thresholds["coverage"], (1 + (n - 1) * 0.95) / (n + 1))
+    with pytest.raises(ValueError, match="spans conditions"):
+        TrustScorer(calibration=0).fit(x, a).calibrate(held_x, held_a, groups=np.zeros(len(held_a)))
+    with pytest.raises(ValueError, match="not fitted"):
+        TrustScorer().calibrate(held_x, held_a)
+    from condeval.trust.evaluate import step_thresholds
+
+    with pytest.raises(ValueError, match="calibrated by calibrate"):
+        step_thresholds(scorer, x, a)

@@ -12,6 +12,8 @@ samples, run the P95-real selection per queried condition and summarise it as th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -21,7 +23,7 @@ from condeval.trust.filtering import UNDEFINED_GAIN, relative_improvement, selec
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
-    "RANKED_SCORES", "fit_and_score", "step_thresholds", "selection_by_condition", "selection_summary", "score_agreement",
+    "RANKED_SCORES", "KidReference", "Selection", "fit_and_score", "step_thresholds", "select", "selection_by_condition", "selection_summary", "score_agreement",
     "translation_agreement", "selection_markdown", "rankings", "graded_shift", "scorer_ablation", "scorer_markdown",
 ]  # fmt: skip
 
@@ -67,7 +69,7 @@ def step_thresholds(scorer: TrustScorer, features, attributes, quantile: float =
     """
     from condeval.trust.filtering import condition_thresholds
 
-    features, rows = np.asarray(features), scorer.calibration_rows_
+    features, rows = np.asarray(features), scorer.fitted_calibration_rows()
     attributes = attribute_rows(attributes, name="attributes")
     if not len(features) == len(attributes) == scorer.n_fit_rows_:
         raise ValueError(f"{len(features)} step features and {len(attributes)} attribute rows: need the "
@@ -80,8 +82,85 @@ def step_thresholds(scorer: TrustScorer, features, attributes, quantile: float =
     return condition_thresholds(trust, attributes[rows], scorer.names_, quantile)
 
 
-def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thresholds: pl.DataFrame,
-                           reference_features: np.ndarray, reference_attributes: np.ndarray, conditions, names,
+@dataclass(frozen=True)
+class KidReference:
+    """What the selection is judged against: each queried condition's real rows outside every training
+    support (its KID target) and the queried conditions, checked against ``names`` on construction.
+
+    Parameters
+    ----------
+    features : array-like, shape (M, D)
+        Real rows in KID's space.
+    attributes : array-like of int, shape (M, K)
+    conditions : array-like of int, shape (C, K) or (K,)
+        The queried conditions.
+    names : sequence of str
+        The K attribute names.
+    """
+
+    features: np.ndarray
+    attributes: np.ndarray
+    conditions: np.ndarray
+    names: list
+
+    def __post_init__(self):
+        names = attribute_names(self.names)
+        features = as_numpy(self.features)
+        attributes = attribute_rows(self.attributes, len(features), "reference_attributes")
+        conditions = attribute_rows(np.atleast_2d(as_numpy(self.conditions)), name="conditions")
+        for name, rows in (("conditions", conditions), ("reference_attributes", attributes)):
+            if rows.shape[1] != len(names):
+                raise ValueError(f"{name} have {rows.shape[1]} attributes; names give {len(names)}")
+        for field, value in (("features", features), ("attributes", attributes), ("conditions", conditions),
+                             ("names", names)):  # fmt: skip
+            object.__setattr__(self, field, value)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One run of the Section 5.1.1 protocol (:func:`select`).
+
+    Attributes
+    ----------
+    per_condition : polars.DataFrame
+        :func:`selection_by_condition`'s rows.
+    summary : dict
+        :func:`selection_summary` of them: the table's row.
+    accepted : ndarray of bool
+        Each sample's single accept decision (:func:`~condeval.trust.filtering.accepted_mask`).
+    """
+
+    per_condition: pl.DataFrame
+    summary: dict
+    accepted: np.ndarray
+
+
+def select(scores: pl.DataFrame, kid_features, thresholds: pl.DataFrame, reference: KidReference,
+           **protocol) -> Selection:  # fmt: skip
+    """The P95-real selection protocol once: per-condition KID gains, the table's row, and each sample's
+    accept decision, all from the same ``thresholds``.
+
+    Parameters
+    ----------
+    scores : polars.DataFrame
+        The samples' ``trust`` and attribute columns (:func:`fit_and_score`).
+    kid_features : array-like, shape (N, D)
+        The samples in KID's space, row-aligned with ``scores``.
+    thresholds : polars.DataFrame
+        :meth:`TrustScorer.thresholds`, or per-step ones (:func:`step_thresholds`).
+    reference : KidReference
+    **protocol
+        :func:`~condeval.trust.filtering.selection_gain`'s sizes, kernel and seed.
+    """
+    from condeval.trust.filtering import accepted_mask
+
+    per_condition = selection_by_condition(scores, kid_features, thresholds, reference, **protocol)
+    attributes = scores.select(reference.names).to_numpy()
+    accepted = accepted_mask(scores["trust"].to_numpy(), attributes, thresholds, reference.names)
+    return Selection(per_condition, selection_summary(per_condition), accepted)
+
+
+def selection_by_condition(scores: pl.DataFrame, kid_features, thresholds: pl.DataFrame, reference: KidReference,
                            score: str = "trust", **protocol) -> pl.DataFrame:  # fmt: skip
     """:func:`~condeval.trust.filtering.selection_gain` for every queried condition, one row each.
 
@@ -90,15 +169,12 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
     scores : polars.DataFrame
         :func:`fit_and_score`'s sample scores (``score`` and the attribute columns), row-aligned with
         ``kid_features``.
-    kid_features : ndarray, shape (N, D)
+    kid_features : array-like, shape (N, D)
         The samples' features in KID's space.
     thresholds : polars.DataFrame
         :meth:`TrustScorer.thresholds`.
-    reference_features, reference_attributes : ndarray
-        Real rows outside every training support: each condition's KID target.
-    conditions : array-like of int, shape (M, K)
-        The queried conditions.
-    names : sequence of str
+    reference : KidReference
+        Each condition's KID target and the queried conditions.
     score : str
         The column selected on (lower is better): ``trust``, or an ablation scorer's.
     **protocol
@@ -106,23 +182,17 @@ def selection_by_condition(scores: pl.DataFrame, kid_features: np.ndarray, thres
     """
     from condeval.metrics import kid
 
-    names = attribute_names(names)
+    names = reference.names
     attributes = scores.select(names).to_numpy()
     trust = scores[score].to_numpy()
     kid_features = as_numpy(kid_features)
     if len(kid_features) != scores.height:
         raise ValueError(f"kid_features has {len(kid_features)} rows for {scores.height} scored samples")
-    reference_features = as_numpy(reference_features)
-    reference_attributes = attribute_rows(reference_attributes, len(reference_features), "reference_attributes")
-    conditions = attribute_rows(np.atleast_2d(as_numpy(conditions)), name="conditions")
-    for name, rows in (("conditions", conditions), ("reference_attributes", reference_attributes)):
-        if rows.shape[1] != len(names):
-            raise ValueError(f"{name} have {rows.shape[1]} attributes; names give {len(names)}")
     sizes = {key: protocol[key] for key in ("subset_size", "n_subsets", "seed", "kernel") if key in protocol}
     rows = []
-    for condition in conditions:
+    for condition in reference.conditions:
         mine = (attributes == condition).all(axis=1)
-        real = reference_features[(reference_attributes == condition).all(axis=1)]
+        real = reference.features[(reference.attributes == condition).all(axis=1)]
         gain = dict.fromkeys(_GAIN_COLUMNS) | selection_gain(kid_features[mine], trust[mine], real, condition,
                                                              thresholds, names, **protocol)  # fmt: skip
         # every condition's KID of all its samples, accepted or not (Spearman, graded shift)
@@ -352,8 +422,8 @@ def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.
 
 
 def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_features, scores: pl.DataFrame,
-                    kid_features, reference_features, reference_attributes, conditions, names, *,
-                    quantile: float = 0.95, trusted: pl.DataFrame | None = None, precomputed: dict | None = None,
+                    kid_features, reference: KidReference, *, quantile: float = 0.95,
+                    trusted: pl.DataFrame | None = None, precomputed: dict | None = None,
                     **protocol) -> pl.DataFrame:  # fmt: skip
     """Appendix J: each alternative scorer of :mod:`condeval.trust.scorers` under the same P95-real
     protocol as trust, fitted on the same real rows as the fitted ``scorer`` and thresholded on the
@@ -367,7 +437,7 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
         The real support rows ``scorer`` was fitted on.
     sample_features : ndarray
         The samples in the scoring space; ``scores`` their trust and attribute columns (row-aligned).
-    kid_features, reference_features, reference_attributes, conditions, names, quantile, **protocol
+    kid_features, reference, quantile, **protocol
         As :func:`selection_by_condition` and :meth:`TrustScorer.thresholds`.
     trusted : polars.DataFrame, optional
         Trust's own :func:`selection_by_condition` rows, when already computed with the same settings.
@@ -379,20 +449,19 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
     from condeval.trust.filtering import condition_thresholds
     from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy
 
-    names = attribute_names(names)
+    names = reference.names
     real_features = as_numpy(real_features)
     real_attributes = attribute_rows(real_attributes, len(real_features), "real_attributes")
-    scorer._require_fitted()
-    if len(real_features) <= scorer.calibration_rows_.max(initial=-1):
+    calibration_rows = scorer.fitted_calibration_rows()
+    if len(real_features) <= calibration_rows.max(initial=-1):
         raise ValueError(f"real_features has {len(real_features)} rows; the scorer was fitted on at least "
-                         f"{scorer.calibration_rows_.max() + 1}: pass the very rows it was fitted on, in its order")  # fmt: skip
+                         f"{calibration_rows.max() + 1}: pass the very rows it was fitted on, in its order")  # fmt: skip
     calibration = np.zeros(len(real_features), dtype=bool)
-    calibration[scorer.calibration_rows_] = True
+    calibration[calibration_rows] = True
     fit_rows = ~calibration if scorer.calibration > 0 else calibration
     attributes = scores.select(names).to_numpy()
-    target = (reference_features, reference_attributes, conditions, names)
     if trusted is None:
-        trusted = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), *target, **protocol)
+        trusted = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), reference, **protocol)
     rows = [{"scorer": "trust"} | selection_summary(trusted)]
     alternatives = {"linear_probe_energy": LinearProbeEnergy(), "knn_per_attribute": KnnPerAttribute(),
                     "alpha_precision_distance": AlphaPrecisionDistance()}  # fmt: skip
@@ -409,6 +478,6 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
     for name, (real_scores, sample_scores) in scored.items():
         thresholds = condition_thresholds(real_scores, real_attributes[calibration], names, quantile)
         frame = scores.select(names).with_columns(pl.Series(name, sample_scores))
-        per_condition = selection_by_condition(frame, kid_features, thresholds, *target, score=name, **protocol)
+        per_condition = selection_by_condition(frame, kid_features, thresholds, reference, score=name, **protocol)
         rows.append({"scorer": name} | selection_summary(per_condition))
     return pl.DataFrame(rows, infer_schema_length=None)

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-def condition_thresholds(scores, attributes, names: list[str], quantile: float = 0.95) -> pl.DataFrame:
+def condition_thresholds(scores, attributes, names: list[str], quantile: float = 0.95, groups=None) -> pl.DataFrame:
     """Each condition's acceptance threshold: the ``quantile`` (linear interpolation) of its real
     calibration rows' ``scores``, with ``n_real``, their number (the P95-real rule at 0.95), and
     ``coverage``, about the share of fresh real samples of the condition it accepts in expectation.
@@ -64,6 +64,9 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
         The attribute columns of the result.
     quantile : float in (0, 1]
         0.95 for the P95 (not 95).
+    groups : array-like, shape (N,), optional
+        Each row's exchangeable unit (a well): adds ``n_units`` and states ``coverage`` with ``n`` the
+        condition's units, not its rows, since rows of one unit are not independent draws.
     """
     if isinstance(quantile, bool) or not isinstance(quantile, (int, float, np.number)) or not 0 < quantile <= 1:
         raise ValueError(f"quantile must be a fraction in (0, 1] (0.95 for the P95); got {quantile!r}")
@@ -71,10 +74,18 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
     attributes = attribute_rows(attributes, len(scores))
     names = attribute_names(names, attributes.shape[1])
     frame = pl.DataFrame({name: attributes[:, k] for k, name in enumerate(names)} | {"score": np.asarray(scores)})
+    counted = [pl.len().alias("n_real")]
+    if groups is not None:
+        groups = np.asarray(groups)
+        if groups.shape != (len(scores),):
+            raise ValueError(f"groups must name one unit per score ({len(scores)}); got shape {groups.shape}")
+        frame = frame.with_columns(unit=pl.Series(groups))
+        counted.append(pl.col("unit").n_unique().alias("n_units"))
+    n = pl.col("n_units" if groups is not None else "n_real")
     thresholds = (
         frame.group_by(names)
-        .agg(pl.col("score").quantile(quantile, "linear").alias("threshold"), pl.len().alias("n_real"))
-        .with_columns(coverage=(1 + (pl.col("n_real") - 1) * quantile) / (pl.col("n_real") + 1))
+        .agg(pl.col("score").quantile(quantile, "linear").alias("threshold"), *counted)
+        .with_columns(coverage=(1 + (n - 1) * quantile) / (n + 1))
         .sort(names)
     )
     few = thresholds.filter(pl.col("n_real") < MIN_CALIBRATION_ROWS)

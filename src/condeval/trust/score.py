@@ -119,8 +119,11 @@ class TrustScorer:
     calibration_ : polars.DataFrame
         The calibration rows' scores (as :meth:`score` returns them) and their attribute values, one
         column per attribute name: what thresholds are read from.
-    calibration_rows_ : ndarray of int
-        Which rows of the fitted arrays calibrate (all of them when ``calibration=0``).
+    calibration_rows_ : ndarray of int or None
+        Which rows of the fitted arrays calibrate (all of them when ``calibration=0``); None after
+        :meth:`calibrate`, whose rows lie outside the fit.
+    calibration_groups_ : ndarray or None
+        The calibration rows' units, when given.
     values_ : list of ndarray
         The values seen for each attribute in the fit.
     mean_, precision_ : ndarray
@@ -189,7 +192,50 @@ class TrustScorer:
             self._projections.append(precision @ shifts.T)  # (d, V): P_k δ_kv
             self._offsets.append(np.einsum("vd,dv->v", shifts, self._projections[-1]))  # δ_kvᵀ P_k δ_kv
         self._check_calibration_values(attributes[calibration_rows])
-        self._calibrate(z[calibration_rows], attributes[calibration_rows])
+        units = None if groups is None else np.asarray(groups)[calibration_rows]
+        self._calibrate(z[calibration_rows], attributes[calibration_rows], units)
+        return self
+
+    def calibrate(self, features, attributes, groups=None) -> TrustScorer:
+        """Calibrate on a lab's own held-out real rows, replacing the calibration :meth:`fit` set.
+
+        The z-scores of realism and of each margin, and the thresholds of :meth:`thresholds` and
+        :meth:`accept`, are read from these rows. Given the rows :meth:`fit` held out, it reproduces
+        :meth:`fit`'s calibration exactly. To fit on every training row and calibrate on other rows,
+        construct with ``calibration=0``.
+
+        Parameters
+        ----------
+        features : array-like, shape (N, D)
+            Real features that the fit never saw, in the fitted extractor's space.
+        attributes : array-like of int, shape (N, K)
+            Each row's attribute values; every value was seen in the fit.
+        groups : array-like, shape (N,), optional
+            The exchangeable unit of each row (a well, a donor), each within one condition. The
+            thresholds then count units (``n_units``) and state their coverage by them: rows of one unit
+            are not independent draws.
+
+        Returns
+        -------
+        TrustScorer
+            ``self``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from condeval.trust import TrustScorer
+        >>> rng = np.random.default_rng(0)
+        >>> attributes = rng.integers(0, 2, size=(400, 2))
+        >>> features = rng.normal(size=(400, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
+        >>> scorer = TrustScorer(calibration=0).fit(features[:300], attributes[:300])
+        >>> scorer = scorer.calibrate(features[300:], attributes[300:])
+        >>> scorer.thresholds(0.95).height  # one threshold per calibrated condition
+        4
+        """
+        self._require_fitted()
+        z, attributes = self._checked(features, attributes, fitting=False, dtype=np.float64)
+        self.calibration_rows_ = None  # calibrated outside the fitted rows
+        self._calibrate(z, attributes, None if groups is None else self._unit_groups(groups, attributes))
         return self
 
     def _check_calibration_values(self, attributes: np.ndarray) -> None:
@@ -205,18 +251,12 @@ class TrustScorer:
     def _split(self, attributes: np.ndarray, groups=None) -> tuple[np.ndarray, np.ndarray]:
         """(fit rows, calibration rows): ``calibration`` of each condition's units (``groups``; None: each
         row its own) held out whole, at random."""
-        groups = np.arange(len(attributes)) if groups is None else np.asarray(groups)
-        if groups.shape != (len(attributes),):
-            raise ValueError(f"groups must name one unit per row ({len(attributes)}); got shape {groups.shape}")
+        groups = self._unit_groups(np.arange(len(attributes)) if groups is None else groups, attributes)
         everything = np.arange(len(attributes))
         if self.calibration == 0:
             return everything, everything
         _, condition = np.unique(attributes, axis=0, return_inverse=True)
         unit = unit_index(groups, "groups")
-        conditions_per_unit = np.bincount(np.unique(np.stack([unit, condition], axis=1), axis=0)[:, 0])
-        if (conditions_per_unit > 1).any():
-            bad = groups[unit == np.argmax(conditions_per_unit > 1)][0]
-            raise ValueError(f"group {bad!r} spans conditions: a calibration unit must lie within one condition")
         rng = np.random.default_rng(self.seed)
         held = np.zeros(len(attributes), dtype=bool)
         for c in np.unique(condition):
@@ -224,7 +264,21 @@ class TrustScorer:
             held[np.isin(unit, units[: int(round(self.calibration * len(units)))])] = True
         return everything[~held], everything[held]
 
-    def _calibrate(self, z: np.ndarray, attributes: np.ndarray) -> None:
+    @staticmethod
+    def _unit_groups(groups, attributes: np.ndarray) -> np.ndarray:
+        """``groups`` as an array of one unit per row, each unit within one condition (else a ValueError)."""
+        groups = np.asarray(groups)
+        if groups.shape != (len(attributes),):
+            raise ValueError(f"groups must name one unit per row ({len(attributes)}); got shape {groups.shape}")
+        _, condition = np.unique(attributes, axis=0, return_inverse=True)
+        unit = unit_index(groups, "groups")
+        conditions_per_unit = np.bincount(np.unique(np.stack([unit, condition], axis=1), axis=0)[:, 0])
+        if (conditions_per_unit > 1).any():
+            bad = groups[unit == np.argmax(conditions_per_unit > 1)][0]
+            raise ValueError(f"group {bad!r} spans conditions: a calibration unit must lie within one condition")
+        return groups
+
+    def _calibrate(self, z: np.ndarray, attributes: np.ndarray, groups: np.ndarray | None) -> None:
         if len(z) < 2:
             raise ValueError(f"calibration needs at least 2 real rows; got {len(z)}")
         energy, margins = self._energies(z, attributes)
@@ -241,6 +295,7 @@ class TrustScorer:
         self.calibration_ = scores.with_columns(
             pl.Series(name, attributes[:, k]) for k, name in enumerate(self.names_)
         )  # fmt: skip
+        self.calibration_groups_ = groups
 
     def thresholds(self, quantile: float = 0.95) -> pl.DataFrame:
         """Each calibrated condition's acceptance threshold: the ``quantile`` of its real calibration
@@ -249,8 +304,50 @@ class TrustScorer:
 
         self._require_fitted()
         calibration = self.calibration_
-        return condition_thresholds(calibration["trust"], calibration.select(self.names_).to_numpy(), self.names_,
-                                    quantile)  # fmt: skip
+        attributes = calibration.select(self.names_).to_numpy()
+        return condition_thresholds(calibration["trust"], attributes, self.names_, quantile,
+                                    groups=self.calibration_groups_)  # fmt: skip
+
+    def accept(self, features, attributes, quantile: float = 0.95, *, thresholds: pl.DataFrame | None = None):
+        """Which samples the P95-real rule keeps: trust at most their condition's threshold.
+
+        A condition without calibration rows (unseen in the fit's support) takes the thresholds of the
+        calibrated conditions at the least Hamming distance, and a sample is kept when at least half of
+        them keep it (:func:`~condeval.trust.filtering.accepted_mask`).
+
+        Parameters
+        ----------
+        features : array-like, shape (N, D)
+            Sample features in the fitted extractor's space.
+        attributes : array-like of int, shape (N, K)
+            The values each sample was requested with.
+        quantile : float in (0, 1], default 0.95
+            The thresholds' quantile of the real calibration rows' trust.
+        thresholds : polars.DataFrame, optional
+            Thresholds to use instead of :meth:`thresholds` (per-step thresholds during generation).
+
+        Returns
+        -------
+        ndarray of bool, shape (N,)
+            True where the sample is kept.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from condeval.trust import TrustScorer
+        >>> rng = np.random.default_rng(0)
+        >>> attributes = rng.integers(0, 2, size=(400, 2))
+        >>> features = rng.normal(size=(400, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
+        >>> scorer = TrustScorer().fit(features, attributes)
+        >>> kept = scorer.accept(features[:100], attributes[:100])
+        >>> bool(0.8 < kept.mean() <= 1)  # real rows pass the P95-real rule about 95% of the time
+        True
+        """
+        from condeval.trust.filtering import accepted_mask
+
+        trust = self.score(features, attributes)["trust"].to_numpy()
+        thresholds = self.thresholds(quantile) if thresholds is None else thresholds
+        return accepted_mask(trust, attribute_rows(attributes, len(trust)), thresholds, self.names_)
 
     # --------------------------------------------------------------------------------- score
     def score(self, features, attributes) -> pl.DataFrame:
@@ -318,7 +415,7 @@ class TrustScorer:
         return out
 
     # ---------------------------------------------------------------------------- validation
-    def _checked(self, features, attributes, *, fitting: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _checked(self, features, attributes, *, fitting: bool, dtype=None) -> tuple[np.ndarray, np.ndarray]:
         features = as_numpy(features)
         if features.dtype.kind not in "iuf":
             raise TypeError(f"features must be real numbers; got dtype {features.dtype}")
@@ -334,8 +431,19 @@ class TrustScorer:
             self.dim_ = features.shape[1]
         else:
             self._check_fitted_shape(features, attributes)
-        # the fit in float64; scores in float32, the precision of their products
-        return unit_rows(features, dtype=np.float64 if fitting else np.float32), attributes
+        # the fit and calibration in float64; scores in float32, the precision of their products
+        if dtype is None:
+            dtype = np.float64 if fitting else np.float32
+        return unit_rows(features, dtype=dtype), attributes
+
+    def fitted_calibration_rows(self) -> np.ndarray:
+        """The fitted rows that calibrate (:attr:`calibration_rows_`); a ValueError after :meth:`calibrate`,
+        whose rows are not among them."""
+        self._require_fitted()
+        if self.calibration_rows_ is None:
+            raise ValueError("the scorer was calibrated by calibrate() on rows outside its fit: this needs the "
+                             "calibration fit() held out of its own rows")  # fmt: skip
+        return self.calibration_rows_
 
     def _require_fitted(self) -> None:
         if not hasattr(self, "calibration_"):

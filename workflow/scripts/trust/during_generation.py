@@ -8,14 +8,7 @@ from condeval.core.io import read_parquet, saved_folder, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, calibration_units, training_support
-from condeval.trust.evaluate import (
-    fit_and_score,
-    score_agreement,
-    selection_by_condition,
-    selection_summary,
-    step_thresholds,
-)
-from condeval.trust.filtering import accepted_mask
+from condeval.trust.evaluate import KidReference, fit_and_score, score_agreement, select, step_thresholds
 from condeval.trust.samples import sample_feature_files
 from condeval.trust.translator import Translator, compute_saved
 
@@ -43,7 +36,7 @@ sample_ids, kid_features = features(sample_feature_files(i.sample_features, p.sp
 sample_attributes = conditions[sample_ids // p.per_condition]
 selection = dict(p.selection)
 quantile = selection.pop("quantile")
-target = (real_kid[~support], real_attributes[~support], conditions, names)
+reference = KidReference(real_kid[~support], real_attributes[~support], conditions, names)
 
 
 # selection_summary has no KID columns when every condition was skipped (too few accepted samples)
@@ -59,9 +52,8 @@ def protocol(real, scored, real_at_step=None) -> dict:
         thresholds = scorer.thresholds(quantile)
     else:
         thresholds = step_thresholds(scorer, real_at_step, real_attributes[support], quantile)
-    rows = selection_by_condition(scores, kid_features, thresholds, *target, seed=p.seed, **selection)
-    accepted = accepted_mask(scores["trust"].to_numpy(), sample_attributes, thresholds, names)
-    return SUMMARY | selection_summary(rows) | {"accepted": accepted, "scores": scores}
+    selected = select(scores, kid_features, thresholds, reference, seed=p.seed, **selection)
+    return SUMMARY | selected.summary | {"accepted": selected.accepted, "scores": scores}
 
 
 # the post-generation oracle: the decoded samples in the variant's scoring space, the same protocol

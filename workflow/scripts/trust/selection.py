@@ -6,8 +6,7 @@ from condeval.core.io import read_parquet, saved_folder, write_json, write_parqu
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, calibration_units, training_support
-from condeval.trust.evaluate import fit_and_score, scorer_ablation, selection_by_condition, selection_summary
-from condeval.trust.filtering import accepted_mask
+from condeval.trust.evaluate import KidReference, fit_and_score, scorer_ablation, select
 from condeval.trust.samples import sample_feature_files
 from condeval.trust.scorers import clip_alignment_scores
 
@@ -46,11 +45,9 @@ scorer, scores = fit_and_score(real_scoring, real_attributes[support], scoring, 
 scores = scores.with_columns(sample_id=sample_ids)
 selection = dict(p.selection)
 quantile = selection.pop("quantile")
-target = (real(i.real_kid)[~support], real_attributes[~support], conditions, names)
-thresholds = scorer.thresholds(quantile)
-per_condition_rows = selection_by_condition(scores, kid_features, thresholds, *target, seed=p.seed, **selection)
-scores = scores.with_columns(accepted=accepted_mask(scores["trust"].to_numpy(), sample_attributes, thresholds, names))
-summary = selection_summary(per_condition_rows)
+reference = KidReference(real(i.real_kid)[~support], real_attributes[~support], conditions, names)
+selected = select(scores, kid_features, scorer.thresholds(quantile), reference, seed=p.seed, **selection)
+scores = scores.with_columns(accepted=selected.accepted)
 # trust's two terms on their own (a diagnostic beside Appendix J): which of them does the selecting
 real_terms = scorer.score(real_scoring, real_attributes[support])
 precomputed = {
@@ -67,14 +64,14 @@ if "clip" in i.keys():  # Appendix J's CLIP alignment: each image against its co
         (real(i.real_clip)[support], real_attributes[support]),
         (clip_features, sample_attributes),
     )
-ablation = scorer_ablation(scorer, real_scoring, real_attributes[support], scoring, scores, kid_features, *target,
-                           quantile=quantile, trusted=per_condition_rows, precomputed=precomputed, seed=p.seed,
+ablation = scorer_ablation(scorer, real_scoring, real_attributes[support], scoring, scores, kid_features, reference,
+                           quantile=quantile, trusted=selected.per_condition, precomputed=precomputed, seed=p.seed,
                            **selection)  # fmt: skip
 write_parquet(ablation, snakemake.output.ablation)
 write_parquet(scores, snakemake.output.scores)
-write_parquet(per_condition_rows, snakemake.output.conditions)
-write_json(summary, snakemake.output.summary)
+write_parquet(selected.per_condition, snakemake.output.conditions)
+write_json(selected.summary, snakemake.output.summary)
 log.info("scorer fitted on %d real support rows; %d samples scored", int(support.sum()), scores.height)
-log.info("per condition:\n%s", per_condition_rows)
-log.info("summary: %s", summary)
+log.info("per condition:\n%s", selected.per_condition)
+log.info("summary: %s", selected.summary)
 log.info("Appendix J scorers under the same protocol:\n%s", ablation)
