@@ -123,3 +123,17 @@ def test_settings_are_checked_by_name(setting, value, message):
     settings = {"unit": "caption", setting: value}
     with pytest.raises(ValueError, match=message):
         calibrate_intervals(mean, std, human, **settings)
+
+
+def test_interval_risk_control_predicts_the_calibrated_intervals():
+    from condeval.crc import IntervalRiskControl
+
+    mean, std, human = _judged_pairs(400, np.random.default_rng(0))
+    control = IntervalRiskControl(unit="caption").calibrate(mean, std, human)
+    expected = calibrate_intervals(mean, std, human, delta=0.05, unit="caption")
+    assert control.calibration_.lambda_hat == expected.lambda_hat > 1
+    predicted = control.predict(mean, std)
+    for got, want in zip(predicted, truncated_gaussian(mean, std, expected.lambda_hat, *expected.bounds), strict=True):
+        np.testing.assert_allclose(got, want)
+    with pytest.raises(ValueError, match="not calibrated"):
+        IntervalRiskControl().predict(mean, std)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from condeval.core.risk import hb_p_value
-from condeval.crc import calibrate_threshold, set_risk_curve
+from condeval.crc.word_risk import calibrate_threshold, set_risk_curve
 from condeval.crc.word_risk import min_calibration_units
 
 
@@ -251,3 +251,34 @@ def test_flags_and_a_string_level_are_refused_not_calibrated():
         calibrate_threshold(scores > 0.5, labels, groups, unit="caption")
     with pytest.raises(TypeError, match="alpha must be a number in"):
         calibrate_threshold(scores, labels, groups, alpha="0.5", unit="caption")
+
+
+def test_word_risk_control_is_the_threshold_in_a_life_cycle():
+    """WordRiskControl.calibrate sets the same λ̂ as the function under it; flag and risk read it; on
+    fresh captions of the same world the realised per-image FDR stays under α."""
+    from condeval.crc import WordRiskControl
+    from condeval.crc.word_risk import calibrate_threshold
+
+    def world(n_captions, seed):
+        rng = np.random.default_rng(seed)
+        captions = np.repeat(np.arange(n_captions), 6)
+        labels = (rng.random(len(captions)) < 0.2).astype(int)
+        scores = np.clip(0.35 * labels + rng.normal(0.4, 0.15, len(captions)), 0, 1)
+        return scores, labels, captions, captions // 3
+
+    scores, labels, captions, images = world(3000, 0)
+    control = WordRiskControl(risk="fdr", alpha=0.25, delta=0.05).calibrate(scores, labels, captions, images)
+    assert control.threshold_ == calibrate_threshold(scores, labels, captions, "fdr", 0.25, 0.05, images=images)
+    assert control.n_units_ == 1000
+    fresh = world(3000, 1)
+    np.testing.assert_array_equal(control.flag(fresh[0]), fresh[0] > control.threshold_)
+    assert not control.flag([control.threshold_]).any()  # S_λ flags the scores strictly above λ
+    assert 0 < control.risk(*fresh) <= 0.25
+    by_caption = WordRiskControl(alpha=0.25, unit="caption").calibrate(scores, labels, captions)
+    assert by_caption.n_units_ == 3000 and by_caption.threshold_ <= control.threshold_  # more units, tighter
+    with pytest.raises(ValueError, match="not calibrated"):
+        WordRiskControl().flag(scores)
+    with pytest.raises(ValueError, match="risk must be one of"):
+        WordRiskControl(risk="fnr")
+    with pytest.raises(ValueError, match="unit must be one of"):
+        WordRiskControl(unit="pair")

@@ -2,11 +2,14 @@
 
 The paper is ``crc-clipscore-word-risk-control`` (attention-mask sampling, word-level error
 detection with Hoeffding–Bentkus thresholds, Learn-then-Test calibration of CLIPScore intervals).
-The bounds themselves live in :mod:`condeval.core.risk`, shared with the other tracks.
+:class:`WordRiskControl` calibrates and flags word-error sets; :class:`IntervalRiskControl` calibrates
+and predicts CLIPScore intervals. The bounds themselves live in :mod:`condeval.core.risk`, shared with
+the other tracks.
 """
 
 from __future__ import annotations
 
-from condeval.crc.word_risk import calibrate_threshold, set_risk_curve
+from condeval.crc.intervals import IntervalRiskControl
+from condeval.crc.word_risk import WordRiskControl, set_risk_curve
 
-__all__ = ["calibrate_threshold", "set_risk_curve"]
+__all__ = ["IntervalRiskControl", "WordRiskControl", "set_risk_curve"]

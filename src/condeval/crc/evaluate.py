@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 from condeval.crc import word_risk
-from condeval.crc.intervals import NoValidLambdaError, calibrate_intervals, truncated_gaussian, truncation_bounds
+from condeval.crc.intervals import IntervalRiskControl, NoValidLambdaError, truncated_gaussian, truncation_bounds
 from condeval.crc.metrics import (
     binary_words,
     fdr,
@@ -32,7 +32,7 @@ from condeval.crc.metrics import (
     word_precision_recall_f1,
 )
 from condeval.crc.pos import MASKABLE_UPOS
-from condeval.crc.word_risk import calibrate_threshold
+from condeval.crc.word_risk import WordRiskControl
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ def risk_sweep(
 ) -> pl.DataFrame:
     """λ̂ per α on the calibration captions' valid words and the metrics of its sets on both subsets (Tables 1, 3).
 
-    ``unit`` is the unit of exchangeability (:func:`condeval.crc.calibrate_threshold`): "image"
+    ``unit`` is the unit of exchangeability (:class:`condeval.crc.WordRiskControl`): "image"
     (the ``path`` column) or "caption" (the paper's reading). An image with captions on both sides
     is refused, and so are captions with a valid word past the tokenizer's ``max_length``
     (:func:`refuse_truncated`, counted in the log). The reported risks are the paper's mean over captions; the one ``unit="image"``
@@ -228,7 +228,7 @@ def risk_sweep(
     n_units = len(np.unique(images if images is not None else words[2]))
     rows = []
     for alpha in alphas:
-        threshold = calibrate_threshold(*words, risk=risk, alpha=float(alpha), delta=delta, images=images, unit=unit)
+        threshold = WordRiskControl(risk, float(alpha), delta, unit).calibrate(*words, images=images).threshold_
         row = {
             "alpha": float(alpha),
             "delta": float(delta),
@@ -384,7 +384,7 @@ def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFr
         The evaluation pairs of each dataset.
     delta, lambdas, method
         Learn-then-Test's FWER, the grid of σ scales and the FWER procedure
-        (:func:`~condeval.crc.intervals.calibrate_intervals`).
+        (:class:`~condeval.crc.IntervalRiskControl`).
     truncation_factor : float
         The truncation interval's factor (its ``bounds_factor``).
     unit : {"image", "caption"}
@@ -400,17 +400,8 @@ def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFr
     mean, std, human = (calibration[c].to_numpy() for c in ("mean", "std", "human_score"))
     try:
         images = calibration["path"].to_numpy() if unit == "image" else None
-        result = calibrate_intervals(
-            mean,
-            std,
-            human,
-            delta=delta,
-            lambdas=lambdas,
-            method=method,
-            bounds_factor=truncation_factor,
-            images=images,
-            unit=unit,
-        )
+        control = IntervalRiskControl(delta, lambdas, method, truncation_factor, unit)
+        result = control.calibrate(mean, std, human, images).calibration_
         stages, bounds = (("pre", 1.0), ("pos", result.lambda_hat)), result.bounds
     except NoValidLambdaError:
         # Learn-then-Test's answer is "no λ": the table says so (POS = NaN) rather than inventing one.

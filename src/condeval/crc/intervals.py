@@ -34,6 +34,7 @@ __all__ = [
     "truncation_bounds",
     "ups_risk",
     "IntervalCalibration",
+    "IntervalRiskControl",
     "calibrate_intervals",
     "PAPER_LAMBDAS",
 ]
@@ -192,3 +193,63 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
         )
     best = valid[np.argmin(risks[valid])]
     return IntervalCalibration(lambdas, risks, p_values, valid, alpha, float(lambdas[best]), (lower, upper))
+
+
+class IntervalRiskControl:
+    """Calibrated CLIPScore intervals (Section 5, Table 5) in MAPIE's life cycle: :meth:`calibrate` on
+    pairs with human scores, then :meth:`predict` the intervals of new pairs.
+
+    Parameters
+    ----------
+    delta : float in (0, 1), default 0.05
+        FWER of the Learn-then-Test step.
+    lambdas : array-like, default :data:`PAPER_LAMBDAS`
+        The grid of σ scales.
+    method : {"bonferroni", "holm", "fixed_sequence"}, default "bonferroni"
+        The FWER procedure (the paper's: Bonferroni).
+    bounds_factor : float > 1, default 1.8
+        The truncation interval is min(μ)/factor to max(μ)·factor over the calibration pairs.
+    unit : {"image", "caption"}, default "image"
+        What n counts: images, or pairs (the paper's).
+
+    Attributes
+    ----------
+    calibration_ : IntervalCalibration
+        Every λ's risk and p-value, α, λ̂ and the truncation bounds (:func:`calibrate_intervals`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.crc import IntervalRiskControl
+    >>> rng = np.random.default_rng(0)
+    >>> human = rng.integers(1, 5, 400).astype(float)          # human scores 1-4
+    >>> std = rng.uniform(0.02, 0.3, 400)
+    >>> mean = np.clip(0.35 * human + rng.normal(0, 3 * std), 0.05, 2.4)   # noisier where std is larger
+    >>> control = IntervalRiskControl(unit="caption").calibrate(mean, std, human)
+    >>> bool(control.calibration_.lambda_hat > 1)              # the raw spread understates the error
+    True
+    >>> centre, spread, low, high = control.predict(mean[:3], std[:3])
+    >>> bool((low <= centre).all() and (centre <= high).all())
+    True
+    """
+
+    def __init__(self, delta: float = 0.05, lambdas=PAPER_LAMBDAS, method: str = "bonferroni",
+                 bounds_factor: float = 1.8, unit: str = "image"):  # fmt: skip
+        self.delta, self.lambdas, self.method = delta, lambdas, method
+        self.bounds_factor, self.unit = bounds_factor, unit
+
+    def calibrate(self, mean, std, human, images=None) -> IntervalRiskControl:
+        """Pick λ̂ on calibration pairs (:func:`calibrate_intervals`; its errors, :class:`NoValidLambdaError`
+        included). ``mean`` and ``std`` are each pair's masked CLIPScores' mean and standard deviation,
+        ``human`` its human score, ``images`` its image (required with ``unit="image"``)."""
+        self.calibration_ = calibrate_intervals(mean, std, human, delta=self.delta, lambdas=self.lambdas,
+                                                method=self.method, bounds_factor=self.bounds_factor,
+                                                images=images, unit=self.unit)  # fmt: skip
+        return self
+
+    def predict(self, mean, std, level: float = 0.95) -> tuple[np.ndarray, ...]:
+        """Each pair's calibrated interval: ``(mean, std, low, high)`` of its truncated Gaussian at λ̂."""
+        if not hasattr(self, "calibration_"):
+            raise ValueError("IntervalRiskControl is not calibrated: call calibrate(mean, std, human, images) first")
+        lower, upper = self.calibration_.bounds
+        return truncated_gaussian(mean, std, self.calibration_.lambda_hat, lower, upper, level)

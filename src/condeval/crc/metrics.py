@@ -1,7 +1,7 @@
 """Evaluation metrics of the CLIPScore risk-control paper (Appendix D), one implementation each.
 
 Word-level inputs are flat per-word arrays with ``groups`` naming each word's caption, as in
-:func:`condeval.crc.calibrate_threshold`. Where the official code's definition is more specific
+:class:`condeval.crc.WordRiskControl`. Where the official code's definition is more specific
 than the paper's text, the code's is used and said so.
 """
 

@@ -27,7 +27,9 @@ from condeval.core.io import open_unit, real_array
 from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import caption_index, caption_losses, caption_weights
 
-__all__ = ["RISKS", "UNITS", "set_risk_curve", "calibrate_threshold", "min_calibration_units", "check_alphas"]
+__all__ = [
+    "RISKS", "UNITS", "WordRiskControl", "set_risk_curve", "calibrate_threshold", "min_calibration_units", "check_alphas",
+]  # fmt: skip
 
 RISKS = ("fdr", "fpr")
 UNITS = ("image", "caption")
@@ -236,3 +238,98 @@ def _grid_risk_curve(scores, labels, groups, risk: str, grid, images) -> tuple[n
     # The first curve step at or below each j; below every position all words are flagged (the last step).
     at_grid = np.minimum(np.searchsorted(-thresholds, -index, side="left"), len(risks) - 1)
     return values[::-1], risks[at_grid], n_units
+
+
+class WordRiskControl:
+    """Word-error sets whose risk is at most ``alpha`` with probability at least 1 − ``delta`` (Section 4.2).
+
+    The life cycle of MAPIE's estimators: construct with the guarantee, :meth:`calibrate` on scored
+    and labelled calibration captions, then :meth:`flag` the words of new ones.
+
+    Parameters
+    ----------
+    risk : {"fdr", "fpr"}, default "fdr"
+        The per-caption loss: FDR of the flagged words (FOIL-it, FOIL-nocaps) or FPR (Rich-HF).
+    alpha : float in (0, 1), default 0.2
+        Risk tolerance.
+    delta : float in (0, 1), default 0.05
+        Error rate of the guarantee.
+    unit : {"image", "caption"}, default "image"
+        The unit of exchangeability (module docstring): images (their captions share them) or captions
+        as independent draws (the paper's reading).
+    grid : int or array-like, optional
+        Candidate thresholds (:func:`calibrate_threshold`); every distinct score by default, exact.
+
+    Attributes
+    ----------
+    threshold_ : float
+        λ̂: the words with a score above it are flagged.
+    n_units_ : int
+        The calibration units the bound counted.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.crc import WordRiskControl
+    >>> rng = np.random.default_rng(0)
+    >>> captions = np.repeat(np.arange(2000), 5)            # five words per caption
+    >>> images = captions // 2                              # two captions per image
+    >>> labels = (rng.random(len(captions)) < 0.2).astype(int)   # 1: the word is an error
+    >>> scores = np.clip(0.3 * labels + rng.normal(0.4, 0.15, len(captions)), 0, 1)
+    >>> control = WordRiskControl(risk="fdr", alpha=0.3, delta=0.05).calibrate(scores, labels, captions, images)
+    >>> flags = control.flag(scores)
+    >>> bool(control.risk(scores, labels, captions, images) <= 0.3)
+    True
+    """
+
+    def __init__(self, risk: str = "fdr", alpha: float = 0.2, delta: float = 0.05, unit: str = "image", grid=None):
+        if risk not in RISKS:
+            raise ValueError(f"risk must be one of {RISKS}; got {risk!r}")
+        if unit not in UNITS:
+            raise ValueError(f"unit must be one of {UNITS}; got {unit!r}")
+        self.risk_name, self.unit, self.grid = risk, unit, grid
+        self.alpha, self.delta = open_unit(alpha, "alpha"), open_unit(delta, "delta")
+
+    def calibrate(self, scores, labels, captions, images=None) -> WordRiskControl:
+        """Set :attr:`threshold_` on calibration words.
+
+        Parameters
+        ----------
+        scores : array-like, shape (N,)
+            Each word's error score f_v (Eq. 3).
+        labels : array-like of {0, 1}, shape (N,)
+            1 where the word is an error.
+        captions : array-like, shape (N,)
+            Each word's caption (any hashable id).
+        images : array-like, shape (N,), optional
+            Each word's image; required with ``unit="image"``.
+
+        Returns
+        -------
+        WordRiskControl
+            ``self``.
+
+        Raises
+        ------
+        ValueError
+            On malformed words (named) or when no threshold controls the risk (too few units for α and δ).
+        """
+        unit_images = images if self.unit == "image" else None
+        self.threshold_ = calibrate_threshold(scores, labels, captions, self.risk_name, self.alpha, self.delta,
+                                              self.grid, images=images, unit=self.unit)  # fmt: skip
+        self.n_units_ = len(np.unique(np.asarray(unit_images if unit_images is not None else captions)))
+        return self
+
+    def flag(self, scores) -> np.ndarray:
+        """Which words the set flags: ``scores > threshold_`` (bool, shaped like ``scores``)."""
+        if not hasattr(self, "threshold_"):
+            raise ValueError("WordRiskControl is not calibrated: call calibrate(scores, labels, captions, images) first")
+        return real_array(scores, "scores") > self.threshold_
+
+    def risk(self, scores, labels, captions, images=None) -> float:
+        """The empirical risk of :meth:`flag`'s sets on labelled words, averaged over this control's units
+        (images with ``unit="image"``): the quantity the guarantee bounds in expectation on new data."""
+        from condeval.crc.metrics import fdr, fpr
+
+        loss = fdr if self.risk_name == "fdr" else fpr
+        return loss(self.flag(scores), labels, captions, images if self.unit == "image" else None)
