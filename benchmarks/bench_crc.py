@@ -30,8 +30,8 @@ import yaml
 
 from condeval.core.io import write_json
 from condeval.core.risk import hb_p_value
-from condeval.crc.word_risk import calibrate_threshold
 from condeval.crc.metrics import caption_index, caption_losses
+from condeval.crc.word_risk import calibrate_threshold
 
 REPO = Path(__file__).resolve().parents[1]
 

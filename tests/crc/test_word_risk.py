@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from condeval.core.risk import hb_p_value
-from condeval.crc.word_risk import calibrate_threshold, set_risk_curve
-from condeval.crc.word_risk import min_calibration_units
+from condeval.crc.word_risk import calibrate_threshold, min_calibration_units, set_risk_curve
 
 
 def _captions(n, rng, errors_per_caption=1, separation=3.0, decimals=None):

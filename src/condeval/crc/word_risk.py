@@ -323,7 +323,9 @@ class WordRiskControl:
     def flag(self, scores) -> np.ndarray:
         """Which words the set flags: ``scores > threshold_`` (bool, shaped like ``scores``)."""
         if not hasattr(self, "threshold_"):
-            raise ValueError("WordRiskControl is not calibrated: call calibrate(scores, labels, captions, images) first")
+            raise ValueError(
+                "WordRiskControl is not calibrated: call calibrate(scores, labels, captions, images) first"
+            )
         return real_array(scores, "scores") > self.threshold_
 
     def risk(self, scores, labels, captions, images=None) -> float:
