@@ -70,7 +70,7 @@ def main(argv=None) -> dict:
         batch_norm=True,
     )
     dqr = DirectionalQuantileRegressor(cond_dim=p + d, latent_dim=args.r, hidden_dims=[256, 256], n_directions=args.K)
-    crel = CReL(vae, dqr, metric="cosine")
+    crel = CReL.from_models(vae, dqr, metric="cosine")
     X_cal, Y_cal = _unit_rows(rng, args.n, p + d), _unit_rows(rng, args.n, d)
     X_test, GT_test = _unit_rows(rng, args.n, p + d), _unit_rows(rng, args.n, d)
 

@@ -25,14 +25,15 @@ def test_the_risk_control_and_trust_example_runs_as_written():
         "real_attributes": rng.integers(0, 2, (800, 2)),
         "sample_features": rng.normal(size=(200, 16)),
         "requested_attributes": rng.integers(0, 2, (200, 2)),
+        "new_word_scores": rng.random(50),
     }
     exec(block, namespace)
-    assert 0 < namespace["lam"] < 1
+    assert 0 < namespace["control"].threshold_ < 1 and namespace["flags"].shape == (50,)
     assert namespace["scores"].height == 200 and 0.8 < namespace["keep"].mean() <= 1.0
 
 
 def test_the_crel_example_trains_calibrates_and_scores_one_output_per_condition(tmp_path, monkeypatch):
-    block = next(b for b in _python_blocks(README.read_text()) if "CReL.fit" in b)
+    block = next(b for b in _python_blocks(README.read_text()) if "CReL(" in b)
     rng = np.random.default_rng(0)
     conditions, per_condition = 300, 2
     condition_features = rng.normal(size=(conditions, 4))

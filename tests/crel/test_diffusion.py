@@ -327,13 +327,13 @@ def test_condition_is_used_and_checked(ddpms, data):
 # ------------------------------------------------------------------ coverage
 @pytest.mark.slow
 def test_crel_z_coverage_with_the_diffusion_lgm(ddpms, dqr, data):
-    """Mean Z-coverage of CReL(DDPM, DQR) over 300 random cal/test splits of a held-out pool.
+    """Mean Z-coverage of CReL.from_models(DDPM, DQR) over 300 random cal/test splits of a held-out pool.
 
     Scores are computed once and resplit: given the pool, every split is an exchangeable
     draw, so the expected coverage lies in the conformal band (scores are tie-free
     wherever γ_cal > 0). One split is checked against calibrate()/contains().
     """
-    crel = CReL(ddpms[2]["model"], dqr[0])
+    crel = CReL.from_models(ddpms[2]["model"], dqr[0])
     X, Y = data["pool"]
     scores = crel.latent_scores(X, Y)
     n_cal, alpha, n_splits = 300, 0.1, 300

@@ -1,11 +1,13 @@
 """The public CReL estimator: fit → calibrate → predict on a small synthetic problem."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 from condeval.core.conformal import coverage_bounds
-from condeval.crel import CReL
+from condeval.crel import CReL, CReLSettings
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.synthetic import Preprocessor, generate
 
@@ -18,11 +20,12 @@ def fitted(tmp_path_factory):
     X, Y, _ = generate("nonlinear", 6000, 6, 2, 0.3, seed=0)
     pre = Preprocessor().fit(X[:3000], Y[:3000])
     X, Y = pre.transform_x(X), pre.transform_y(Y)
-    crel = CReL.fit(
-        X[:3000], Y[:3000], X[3000:4500], Y[3000:4500], tmp_path_factory.mktemp("crel"),
-        lgm_epochs=15, dqr_epochs=8, lgm_kwargs={"hidden_dims": [32, 32, 32, 32]},
+    settings = CReLSettings(
+        lgm=replace(CReLSettings().lgm, epochs=15), dqr=replace(CReLSettings().dqr, epochs=8),
+        lgm_kwargs={"hidden_dims": [32, 32, 32, 32]}, work_dir=tmp_path_factory.mktemp("crel"),
         dqr_kwargs={"n_directions": 256, "directions_per_step": 128, "lr": 3e-3},
     )  # fmt: skip
+    crel = CReL(settings).fit(X[:3000], Y[:3000], X[3000:4500], Y[3000:4500])
     return crel, (X[4500:5500], Y[4500:5500]), (X[5500:], Y[5500:])
 
 
@@ -54,7 +57,7 @@ def test_reliability_is_the_worst_value_in_the_region(fitted):
 
 def test_uncalibrated_use_is_refused(fitted):
     crel, _, (X_test, Y_test) = fitted
-    fresh = CReL(crel.lgm, crel.dqr)
+    fresh = CReL.from_models(crel.lgm, crel.dqr)
     with pytest.raises(RuntimeError, match="calibrate"):
         fresh.contains(X_test, Y_test)
 

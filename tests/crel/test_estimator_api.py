@@ -1,13 +1,15 @@
 """Fast checks of the CReL estimator's contract on small untrained models: the threshold is the
 conformal order statistic, calibration is all or nothing, and bad input names the argument."""
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 import pytest
 import torch
 
 from condeval.core.conformal import conformal_quantile
-from condeval.crel import CReL
+from condeval.crel import CReL, CReLSettings
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.vae import LatentVAE
 
@@ -18,7 +20,7 @@ def crel():
     lgm = LatentVAE(output_dim=2, latent_dim=2, hidden_dims=[8, 8])
     dqr = DirectionalQuantileRegressor(cond_dim=3, latent_dim=2, quantile_level=0.1, direction_seed=0,
                                        n_directions=32, directions_per_step=16, hidden_dims=[8])  # fmt: skip
-    return CReL(lgm, dqr)
+    return CReL.from_models(lgm, dqr)
 
 
 @pytest.fixture()
@@ -80,7 +82,7 @@ def test_a_zero_ground_truth_is_refused_under_the_cosine_metric(data):
     lgm = LatentVAE(output_dim=2, latent_dim=2, hidden_dims=[8, 8])
     dqr = DirectionalQuantileRegressor(cond_dim=3, latent_dim=2, quantile_level=0.1, direction_seed=0,
                                        n_directions=32, directions_per_step=16, hidden_dims=[8])  # fmt: skip
-    crel, (X, Y) = CReL(lgm, dqr, metric="cosine"), data
+    crel, (X, Y) = CReL.from_models(lgm, dqr, metric="cosine"), data
     crel.calibrate(X, Y, 0.1)
     gt = Y.copy()
     gt[4] = 0.0
@@ -133,23 +135,47 @@ _NAN[2, 1] = np.nan
         (_ARRAYS, {"lgm_kwargs": {"cond_dim": 5}}, ValueError, "cond_dim=5: a conditional VAE reads X_lgm, 3 wide"),
         (_ARRAYS, {"dqr_kwargs": {"latent_dim": 4}}, TypeError, r"dqr_kwargs may not set \['latent_dim'\]"),
         # no epoch: a missing checkpoint after a run that trained nothing
-        (_ARRAYS, {"lgm_epochs": 0}, ValueError, "lgm_epochs must be an integer >= 1; got 0"),
-        (_ARRAYS, {"dqr_batch_size": 2.5}, TypeError, "dqr_batch_size must be an integer >= 1; got float"),
+        (_ARRAYS, {"lgm": {"epochs": 0}}, ValueError, "epochs must be an integer >= 1; got 0"),
+        (_ARRAYS, {"dqr": {"batch_size": 2.5}}, TypeError, "batch_size must be an integer >= 1; got float"),
+        (_ARRAYS, {"metric": "l1"}, ValueError, "l1"),
     ],
 )
 def test_a_bad_fit_input_is_refused_by_name_before_any_training(tmp_path, arrays, settings, error, message):
     with pytest.raises(error, match=message):
-        CReL.fit(**arrays, out_dir=tmp_path / "run", **({"lgm_epochs": 1, "dqr_epochs": 1} | settings))
+        CReL(_settings(tmp_path, **settings)).fit(**arrays)
     assert not (tmp_path / "run").exists()
+
+
+def _settings(tmp_path, lgm=None, dqr=None, **changes) -> CReLSettings:
+    """One-epoch settings training in ``tmp_path / "run"``; ``lgm`` / ``dqr`` change their TrainSettings."""
+    return CReLSettings(lgm=replace(CReLSettings().lgm, **({"epochs": 1} | (lgm or {}))),
+                        dqr=replace(CReLSettings().dqr, **({"epochs": 1} | (dqr or {}))), work_dir=tmp_path / "run",
+                        **changes)  # fmt: skip
 
 
 def test_a_conditional_vae_fits_on_its_conditions_with_the_batch_sizes_given(tmp_path):
     arrays = _fit_arrays(40)
-    crel = CReL.fit(**arrays, out_dir=tmp_path / "run", lgm_epochs=1, dqr_epochs=1, lgm_batch_size=8,
-                    dqr_batch_size=8, lgm_kwargs={"cond_dim": 3, "hidden_dims": [8, 8]},
-                    dqr_kwargs={"n_directions": 16, "directions_per_step": 8, "hidden_dims": [8]})  # fmt: skip
-    assert crel.conditional_lgm
+    settings = _settings(tmp_path, lgm={"batch_size": 8}, dqr={"batch_size": 8},
+                         lgm_kwargs={"cond_dim": 3, "hidden_dims": [8, 8]},
+                         dqr_kwargs={"n_directions": 16, "directions_per_step": 8, "hidden_dims": [8]})  # fmt: skip
+    crel = CReL(settings).fit(**arrays)
+    assert crel.conditional_lgm and set(crel.checkpoints_) == {"lgm", "dqr"}
     assert crel.encode(arrays["X_dqr"], arrays["Y_dqr"]).shape == (40, 2)
+
+
+def test_save_and_load_give_back_the_same_calibrated_estimator(crel, data, tmp_path):
+    """save/load: the same codes, the same γ and the same coverage decisions, read with torch alone."""
+    X, Y = data
+    crel.calibrate(X, Y, 0.2, groups=np.arange(len(X)) // 2)
+    loaded = CReL.load(crel.save(tmp_path / "saved"))
+    np.testing.assert_array_equal(loaded.encode(X, Y), crel.encode(X, Y))
+    assert (loaded.gamma_cal_, loaded.alpha_, loaded.metric) == (crel.gamma_cal_, crel.alpha_, crel.metric)
+    np.testing.assert_array_equal(loaded.contains(X, Y), crel.contains(X, Y))
+    uncalibrated = CReL.load(CReL.from_models(crel.lgm, crel.dqr).save(tmp_path / "models"))
+    with pytest.raises(RuntimeError, match="not calibrated"):
+        uncalibrated.contains(X, Y)
+    with pytest.raises(RuntimeError, match="no models"):
+        CReL().encode(X, Y)
 
 
 def test_negative_calibration_scores_are_refused(crel):

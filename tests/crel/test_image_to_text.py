@@ -190,18 +190,21 @@ def _unit(a):
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
     """A CReL fitted on caption-like features: unit vectors that depend on the condition, plus noise."""
-    from condeval.crel import CReL
+    from dataclasses import replace
+
+    from condeval.crel import CReL, CReLSettings
 
     rng = np.random.default_rng(0)
     n, p, d = 1200, 4, 6
     X = _unit(rng.normal(size=(n, p)))
     Y = _unit(np.hstack([X, X[:, :2] ** 2]) + 0.3 * rng.normal(size=(n, d)))
     folds = np.repeat(["vae", "dqr", "cal", "test"], [700, 300, 100, 100])
-    crel = CReL.fit(
-        X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"], tmp_path_factory.mktemp("crel"),
-        latent_dim=3, metric="cosine", lgm_epochs=15, dqr_epochs=8, seed=0,
+    settings = CReLSettings(
+        latent_dim=3, metric="cosine", seed=0, work_dir=tmp_path_factory.mktemp("crel"),
+        lgm=replace(CReLSettings().lgm, epochs=15), dqr=replace(CReLSettings().dqr, epochs=8),
         lgm_kwargs={"hidden_dims": [32, 32, 32, 32], "dropout": 0.1, "batch_norm": True}, dqr_kwargs={"hidden_dims": [16]},
     )  # fmt: skip
+    crel = CReL(settings).fit(X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"])
     return crel, X, Y, folds
 
 
@@ -221,7 +224,7 @@ def test_evaluate_crel_refuses_a_search_in_another_metric_than_its_cosines(fitte
     from condeval.crel import CReL
 
     crel, X, Y, folds = fitted
-    mse = CReL(crel.lgm, crel.dqr, metric="mse")
+    mse = CReL.from_models(crel.lgm, crel.dqr, metric="mse")
     cal, test = folds == "cal", folds == "test"
     with pytest.raises(ValueError, match="evaluate_crel compares cosines: .* searched in 'mse'"):
         evaluate_crel(mse, X[cal], Y[cal], X[test], Y[test], Y[test], alpha=0.1, num_z0=1, steps=1, lr=0.05, seed=0)

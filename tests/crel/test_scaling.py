@@ -43,7 +43,7 @@ def tiny():
         cond_dim=4, latent_dim=R, hidden_dims=[8, 8], n_directions=64, directions_per_step=32
     )
     rng = np.random.default_rng(0)
-    return CReL(vae, dqr), rng.normal(size=(N_CAL, 4)), 5 * rng.normal(size=(N_CAL, 3))
+    return CReL.from_models(vae, dqr), rng.normal(size=(N_CAL, 4)), 5 * rng.normal(size=(N_CAL, 3))
 
 
 class _CountingDecoder:
@@ -88,7 +88,7 @@ def test_timed_schemes_compute_the_package_thresholds(tiny):
     crel, X, Y = tiny
     ours = time_crel_calibration(crel, X, Y, 0.1)
     assert ours["gamma"] > 0
-    assert ours["gamma"] == CReL(crel.lgm, crel.dqr).calibrate(X, Y, 0.1).gamma_cal_
+    assert ours["gamma"] == CReL.from_models(crel.lgm, crel.dqr).calibrate(X, Y, 0.1).gamma_cal_
     assert ours["total_s"] >= ours["encode_s"] + ours["offsets_s"] + ours["distances_s"]
     grid = time_grid_calibration(crel, X, Y, 0.1, **_grid_kwargs(budget_s=1e6))
     baseline = feldman_threshold(feldman_scores(crel.region_clouds(X, 5**R, gamma=0.0), Y), 0.1)

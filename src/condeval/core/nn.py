@@ -72,6 +72,15 @@ class CheckpointedModule(nn.Module):
         """The dtype of the module's first floating-point parameter (float32 if it has none)."""
         return next((p.dtype for p in self.parameters() if p.is_floating_point()), torch.float32)
 
+    def save_checkpoint(self, path: str | os.PathLike) -> Path:
+        """Write the module's hyperparameters and weights, atomically, as a checkpoint that
+        :meth:`load_from_checkpoint` reads (tensors and plain values only)."""
+        from condeval.core.io import atomic_path
+
+        with atomic_path(path) as tmp:
+            torch.save({"hyper_parameters": dict(self.hparams), "state_dict": self.state_dict()}, tmp)
+        return Path(path)
+
     @classmethod
     def load_from_checkpoint(
         cls, path: str | os.PathLike, map_location="cpu", *, weights_only: bool = True

@@ -40,8 +40,10 @@ from condeval.core.devices import accelerator_for_gpus, device_for_gpus, select_
 from condeval.core.io import atomic_path, read_json, write_json
 from condeval.core.nn import ADAPTER_PREFIX, CheckpointedModule
 from condeval.core.resources import PART_RESERVE
+from condeval.core.settings import TrainSettings  # noqa: F401 (re-exported)
 
 __all__ = [
+    "TrainSettings",
     "fit",
     "fit_to_files",
     "export_best",

@@ -2,16 +2,18 @@
 
 A lab scores its own model without Snakemake::
 
-    from condeval.crel import CReL
-    crel = CReL.fit(X_vae, Y_vae, X_dqr, Y_dqr, "runs/my-model", metric="cosine")  # or
-    crel = CReL.from_checkpoints("vae.ckpt", "dqr.ckpt", metric="mse")   # a run's checkpoints
+    from condeval.crel import CReL, CReLSettings
+    crel = CReL(CReLSettings(metric="cosine")).fit(X_vae, Y_vae, X_dqr, Y_dqr)
     crel.calibrate(X_cal, Y_cal, alpha=0.1)
-    covered = crel.contains(X_test, Y_test)          # Z ∈ S^γ(x)
-    worst, z_worst = crel.reliability(X_test, Y_test) # CReL-ρ per point
+    covered = crel.contains(X_test, Y_test)           # Z ∈ S^γ(x)
+    worst, z_worst = crel.reliability(X_test, GT_test) # CReL-ρ per point
+    crel.save("runs/my-model"); crel = CReL.load("runs/my-model")
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,7 @@ import torch
 from condeval.core.conformal import conformal_quantile, unit_scores
 from condeval.core.devices import check_device
 from condeval.core.io import check_finite, real_array
+from condeval.core.settings import TrainSettings
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.metrics import similarity
 from condeval.crel.models.vae import LatentVAE
@@ -28,7 +31,7 @@ from condeval.crel.regions import iter_region_clouds
 from condeval.crel.reliability import reliability_score
 from condeval.metrics import as_numpy
 
-__all__ = ["CReL"]
+__all__ = ["CReL", "CReLSettings"]
 
 
 def _numeric_rows(array, name: str) -> np.ndarray:
@@ -40,12 +43,8 @@ def _numeric_rows(array, name: str) -> np.ndarray:
     return check_finite(rows, name)
 
 
-def _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction: float, quantile_level: float) -> tuple[np.ndarray, ...]:
+def _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction: float) -> tuple[np.ndarray, ...]:
     """The four training arrays, checked before any training: numeric, 2-D, finite, rows paired, widths agreed."""
-    if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction must be in (0, 1) (the early-stopping hold-out); got {val_fraction}")
-    if not 0 < quantile_level < 1:
-        raise ValueError(f"quantile_level must be in (0, 1); got {quantile_level}")
     arrays = {name: _numeric_rows(a, name) for name, a in
               (("X_lgm", X_lgm), ("Y_lgm", Y_lgm), ("X_dqr", X_dqr), ("Y_dqr", Y_dqr))}  # fmt: skip
     for x, y in (("X_lgm", "Y_lgm"), ("X_dqr", "Y_dqr")):
@@ -69,18 +68,67 @@ _SET_BY_FIT = {"lgm_kwargs": ("output_dim", "latent_dim", "beta", "metric"),
                "dqr_kwargs": ("cond_dim", "latent_dim", "quantile_level", "direction_seed")}  # fmt: skip
 
 
-def _fit_settings(x_width: int, lgm_kwargs: dict | None, dqr_kwargs: dict | None, **counts) -> None:
-    """``fit``'s counts (integers >= 1) and model keyword arguments, checked before any training: a
-    conditional VAE's ``cond_dim`` is X's width, and neither dict repeats what ``fit`` sets."""
-    from condeval.core.io import check_integer
+@dataclass(frozen=True)
+class CReLSettings:
+    """How :meth:`CReL.fit` trains the latent model and the DQR, checked on construction.
 
-    for name, value in counts.items():
-        check_integer(value, name, least=1)
-    for name, kwargs in (("lgm_kwargs", lgm_kwargs), ("dqr_kwargs", dqr_kwargs)):
-        repeated = sorted(set(kwargs or {}) & set(_SET_BY_FIT[name]))
-        if repeated:
-            raise TypeError(f"{name} may not set {repeated}: CReL.fit sets them (its own arguments, or the data)")
-    cond_dim = (lgm_kwargs or {}).get("cond_dim", 0)
+    Parameters
+    ----------
+    latent_dim : int, default 2
+        The latent space's width r.
+    beta : float, default 1e-3
+        The VAE's KL weight.
+    metric : {"mse", "mae", "cosine"}, default "mse"
+        The VAE's reconstruction loss and the similarity ρ that :meth:`CReL.reliability` searches.
+    quantile_level : float in (0, 1), default 0.1
+        The DQR's quantile level τ.
+    val_fraction : float in (0, 1), default 0.1
+        Share of each training fold held out for early stopping.
+    seed : int, default 0
+    lgm, dqr : TrainSettings
+        Epochs, batch size, patience and accelerator of each model.
+    lgm_kwargs, dqr_kwargs : mapping
+        Further constructor arguments of :class:`LatentVAE` (``cond_dim`` = X's width for a conditional
+        VAE, ``hidden_dims``, …) and :class:`DirectionalQuantileRegressor` (``n_directions``, …); not
+        those the settings above set.
+    work_dir : path, optional
+        Where training writes its checkpoints and logs and resumes from (one folder per model; a folder
+        left by another fit is cleared, with a warning). None: a temporary folder, gone after the fit.
+    """
+
+    latent_dim: int = 2
+    beta: float = 1e-3
+    metric: str = "mse"
+    quantile_level: float = 0.1
+    val_fraction: float = 0.1
+    seed: int = 0
+    lgm: TrainSettings = TrainSettings(epochs=300, batch_size=512, patience=20)
+    dqr: TrainSettings = TrainSettings(epochs=60, batch_size=256, patience=8)
+    lgm_kwargs: Mapping = field(default_factory=dict)
+    dqr_kwargs: Mapping = field(default_factory=dict)
+    work_dir: str | Path | None = None
+
+    def __post_init__(self):
+        from condeval.core.io import check_integer
+
+        check_integer(self.latent_dim, "latent_dim", least=1)
+        similarity(self.metric)  # an unknown metric is refused by name
+        if not 0 < self.val_fraction < 1:
+            raise ValueError(f"val_fraction must be in (0, 1) (the early-stopping hold-out); got {self.val_fraction}")
+        if not 0 < self.quantile_level < 1:
+            raise ValueError(f"quantile_level must be in (0, 1); got {self.quantile_level}")
+        for name in ("lgm", "dqr"):
+            if not isinstance(getattr(self, name), TrainSettings):
+                raise TypeError(f"{name} must be a TrainSettings; got {type(getattr(self, name)).__name__}")
+        for name in ("lgm_kwargs", "dqr_kwargs"):
+            repeated = sorted(set(getattr(self, name)) & set(_SET_BY_FIT[name]))
+            if repeated:
+                raise TypeError(f"{name} may not set {repeated}: CReLSettings sets them (its own fields, or the data)")
+
+
+def _check_cond_dim(settings: CReLSettings, x_width: int) -> None:
+    """A conditional VAE's ``cond_dim`` is X's width (else it fails inside the first training step)."""
+    cond_dim = settings.lgm_kwargs.get("cond_dim", 0)
     if cond_dim and cond_dim != x_width:
         raise ValueError(f"lgm_kwargs cond_dim={cond_dim}: a conditional VAE reads X_lgm, {x_width} wide "
                          "(cond_dim must be its width, or 0 for an unconditional VAE)")  # fmt: skip
@@ -98,19 +146,24 @@ def _holdout(rng: np.random.Generator, fraction: float, *arrays: np.ndarray) -> 
 
 
 class CReL:
-    """Conformal ReLiability on a trained latent model and latent DQR.
+    """Conformal ReLiability on a latent generative model and a latent DQR (MAPIE's life cycle).
 
     Parameters
     ----------
-    lgm : LatentVAE or LatentDDPM
-        Latent generative model with ``encode(y, x)`` and ``decode(z, x)``.
-    dqr : DirectionalQuantileRegressor
-        Directional quantile regressor in the latent space of ``lgm``.
-    metric : {"mse", "mae", "cosine"}
-        The similarity ρ used by :meth:`reliability` (higher is better).
+    settings : CReLSettings, optional
+        How :meth:`fit` trains both models (the defaults when None).
 
     Attributes
     ----------
+    lgm : LatentVAE or LatentDDPM
+        The latent generative model, with ``encode(y, x)`` and ``decode(z, x)`` (set by :meth:`fit`,
+        :meth:`from_models`, :meth:`load` or :meth:`from_checkpoints`).
+    dqr : DirectionalQuantileRegressor
+        The directional quantile regressor in ``lgm``'s latent space.
+    metric : str
+        The similarity ρ that :meth:`reliability` searches (higher is better).
+    checkpoints_ : dict of Path
+        After a :meth:`fit` with ``settings.work_dir``: the best checkpoints (``"lgm"``, ``"dqr"``).
     alpha_ : float
         Miscoverage level of the last calibration.
     scores_cal_ : ndarray (n_cal,) or (n_units,)
@@ -121,99 +174,125 @@ class CReL:
     gamma_init_ : float
         Coverage of the uncalibrated regions on the calibration set (Eq. 5): a share of rows, or with
         ``groups`` of units.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.core.settings import TrainSettings
+    >>> from condeval.crel import CReL, CReLSettings
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(1200, 3))
+    >>> Y = np.hstack([X, X[:, :1] ** 2]) + 0.2 * rng.normal(size=(1200, 4))
+    >>> settings = CReLSettings(lgm=TrainSettings(epochs=3, batch_size=128, patience=2, progress=False),
+    ...                         dqr=TrainSettings(epochs=2, batch_size=128, patience=2, progress=False),
+    ...                         dqr_kwargs={"n_directions": 32, "directions_per_step": 16})
+    >>> crel = CReL(settings).fit(X[:600], Y[:600], X[600:900], Y[600:900])
+    >>> crel = crel.calibrate(X[900:1000], Y[900:1000], alpha=0.1)
+    >>> covered = crel.contains(X[1000:], Y[1000:])
+    >>> bool(0.7 < covered.mean() <= 1.0)
+    True
     """
 
-    def __init__(self, lgm: LatentVAE, dqr: DirectionalQuantileRegressor, metric: str = "mse"):
-        self.lgm = lgm.eval()
-        self.dqr = dqr.eval()
-        self.metric = metric
-        self._similarity = similarity(metric)
+    def __init__(self, settings: CReLSettings | None = None):
+        self.settings = CReLSettings() if settings is None else settings
+        if not isinstance(self.settings, CReLSettings):
+            raise TypeError(f"settings must be a CReLSettings; got {type(self.settings).__name__}")
+        self.metric = self.settings.metric
+        self._similarity = similarity(self.metric)
 
     @classmethod
-    def fit(
-        cls,
-        X_lgm: np.ndarray,
-        Y_lgm: np.ndarray,
-        X_dqr: np.ndarray,
-        Y_dqr: np.ndarray,
-        out_dir: str | Path,
-        *,
-        latent_dim: int = 2,
-        beta: float = 1e-3,
-        metric: str = "mse",
-        quantile_level: float = 0.1,
-        lgm_epochs: int = 300,
-        dqr_epochs: int = 60,
-        val_fraction: float = 0.1,
-        seed: int = 0,
-        lgm_kwargs: dict | None = None,
-        dqr_kwargs: dict | None = None,
-        accelerator: str = "cpu",
-        lgm_batch_size: int = 512,
-        dqr_batch_size: int = 256,
-    ) -> CReL:
+    def from_models(cls, lgm: LatentVAE, dqr: DirectionalQuantileRegressor, metric: str = "mse") -> CReL:
+        """A CReL on models already trained (a LatentVAE or LatentDDPM and a DQR in its latent space)."""
+        crel = cls(CReLSettings(metric=metric, latent_dim=int(dqr.hparams.latent_dim)))
+        crel.lgm, crel.dqr = lgm.eval(), dqr.eval()
+        return crel
+
+    def fit(self, X_lgm, Y_lgm, X_dqr, Y_dqr) -> CReL:
         """Train the VAE on Y_lgm (a conditional VAE, ``lgm_kwargs={"cond_dim": p}``, on (Y_lgm, X_lgm)),
-        then the latent DQR on (X_dqr, E(Y_dqr)).
+        then the latent DQR on (X_dqr, E(Y_dqr)), as :attr:`settings` say.
 
         The folds must be disjoint from each other and from the calibration fold (Proposition 3.2), and
         disjoint by the exchangeable unit: several outputs of one condition belong to one fold
-        (:func:`condeval.crel.image_to_text.assign_unit_folds`). Checkpoints, CSV logs and resumable runs
-        go to ``out_dir`` (one per model: a folder left by another fit is cleared, with a warning); the
-        best checkpoints' paths are kept in ``checkpoints_`` (keys ``"lgm"``, ``"dqr"``) for
-        :meth:`from_checkpoints`. Every input is checked before any training, naming the argument.
+        (:func:`condeval.crel.image_to_text.assign_unit_folds`). Every input is checked before any
+        training, naming the argument. Training resumes from ``settings.work_dir`` when it is given.
+
+        Returns
+        -------
+        CReL
+            ``self``, with :attr:`lgm` and :attr:`dqr` trained (the best epoch of each).
         """
+        import tempfile
+
+        settings = self.settings
+        X_lgm, Y_lgm, X_dqr, Y_dqr = _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, settings.val_fraction)
+        _check_cond_dim(settings, X_lgm.shape[1])
+        if settings.work_dir is not None:
+            self._fit_in(Path(settings.work_dir), X_lgm, Y_lgm, X_dqr, Y_dqr)
+            return self
+        with tempfile.TemporaryDirectory(prefix="crel-fit-") as work_dir:
+            self._fit_in(Path(work_dir), X_lgm, Y_lgm, X_dqr, Y_dqr)
+        return self
+
+    def _fit_in(self, out_dir: Path, X_lgm, Y_lgm, X_dqr, Y_dqr) -> None:
         import pytorch_lightning as pl
 
         from condeval.core.training import fit as fit_module
 
-        X_lgm, Y_lgm, X_dqr, Y_dqr = _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction, quantile_level)
-        _fit_settings(X_lgm.shape[1], lgm_kwargs, dqr_kwargs, latent_dim=latent_dim, lgm_epochs=lgm_epochs,
-                      dqr_epochs=dqr_epochs, lgm_batch_size=lgm_batch_size, dqr_batch_size=dqr_batch_size)  # fmt: skip
-        out_dir = Path(out_dir)
-        rng = np.random.default_rng(seed)
-        pl.seed_everything(seed, workers=True, verbose=False)
-        lgm = LatentVAE(
-            output_dim=Y_lgm.shape[1], latent_dim=latent_dim, beta=beta, metric=metric, **(lgm_kwargs or {})
-        )
+        settings = self.settings
+        rng = np.random.default_rng(settings.seed)
+        pl.seed_everything(settings.seed, workers=True, verbose=False)
+        lgm = LatentVAE(output_dim=Y_lgm.shape[1], latent_dim=settings.latent_dim, beta=settings.beta,
+                        metric=settings.metric, **settings.lgm_kwargs)  # fmt: skip
         conditional = int(lgm.hparams.get("cond_dim", 0)) > 0
-        train, val = _holdout(rng, val_fraction, *((Y_lgm, X_lgm) if conditional else (Y_lgm,)))
-        best_lgm = best = fit_module(
-            lgm,
-            train,
-            val,
-            out_dir / "lgm",
-            max_epochs=lgm_epochs,
-            patience=20,
-            batch_size=lgm_batch_size,
-            seed=seed,
-            accelerator=accelerator,
-        )
-        lgm = LatentVAE.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
+        train, val = _holdout(rng, settings.val_fraction, *((Y_lgm, X_lgm) if conditional else (Y_lgm,)))
+        best_lgm = self._train(lgm, train, val, out_dir / "lgm", settings.lgm, fit_module)
+        self.lgm = LatentVAE.load_from_checkpoint(best_lgm, map_location="cpu", weights_only=True).eval()
         with torch.no_grad():
             x_dqr = torch.as_tensor(X_dqr, dtype=torch.float32) if conditional else None
-            Z_dqr = lgm.encode(torch.as_tensor(Y_dqr, dtype=torch.float32), x_dqr).double().numpy()
-        dqr = DirectionalQuantileRegressor(
-            cond_dim=X_dqr.shape[1],
-            latent_dim=latent_dim,
-            quantile_level=quantile_level,
-            direction_seed=seed,
-            **(dqr_kwargs or {}),
-        )
-        train, val = _holdout(rng, val_fraction, X_dqr, Z_dqr)
-        best = fit_module(
-            dqr,
-            train,
-            val,
-            out_dir / "dqr",
-            max_epochs=dqr_epochs,
-            patience=8,
-            batch_size=dqr_batch_size,
-            seed=seed,
-            accelerator=accelerator,
-        )
-        dqr = DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True)
-        crel = cls(lgm, dqr, metric=metric)
-        crel.checkpoints_ = {"lgm": Path(best_lgm), "dqr": Path(best)}
+            Z_dqr = self.lgm.encode(torch.as_tensor(Y_dqr, dtype=torch.float32), x_dqr).double().numpy()
+        dqr = DirectionalQuantileRegressor(cond_dim=X_dqr.shape[1], latent_dim=settings.latent_dim,
+                                           quantile_level=settings.quantile_level, direction_seed=settings.seed,
+                                           **settings.dqr_kwargs)  # fmt: skip
+        train, val = _holdout(rng, settings.val_fraction, X_dqr, Z_dqr)
+        best_dqr = self._train(dqr, train, val, out_dir / "dqr", settings.dqr, fit_module)
+        self.dqr = DirectionalQuantileRegressor.load_from_checkpoint(best_dqr, map_location="cpu",
+                                                                     weights_only=True).eval()  # fmt: skip
+        if settings.work_dir is not None:
+            self.checkpoints_ = {"lgm": Path(best_lgm), "dqr": Path(best_dqr)}
+
+    def _train(self, module, train, val, out_dir: Path, training: TrainSettings, fit_module) -> str:
+        return fit_module(module, train, val, out_dir, max_epochs=training.epochs, patience=training.patience,
+                          batch_size=training.batch_size, seed=self.settings.seed,
+                          accelerator=training.accelerator, progress=training.progress)  # fmt: skip
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, folder: str | Path) -> Path:
+        """Write the models (``lgm.ckpt``, ``dqr.ckpt``, read with torch alone) and, once calibrated, the
+        calibration (``calibration.json``: α, the metric and the calibration scores) to ``folder``,
+        atomically; :meth:`load` reads it back."""
+        from condeval.core.io import atomic_directory, write_json
+
+        self._require_models()
+        with atomic_directory(folder) as tmp:
+            self.lgm.save_checkpoint(tmp / "lgm.ckpt")
+            self.dqr.save_checkpoint(tmp / "dqr.ckpt")
+            record = {"metric": self.metric}
+            if hasattr(self, "scores_cal_"):
+                record |= {"alpha": self.alpha_, "scores_cal": self.scores_cal_.tolist()}
+            write_json(record, tmp / "calibration.json")
+        return Path(folder)
+
+    @classmethod
+    def load(cls, folder: str | Path, *, inference_steps: int | None = None) -> CReL:
+        """A CReL written by :meth:`save`, calibrated again at its saved α when it was calibrated."""
+        from condeval.core.io import read_json
+
+        folder = Path(folder)
+        record = read_json(folder / "calibration.json")
+        crel = cls.from_checkpoints(folder / "lgm.ckpt", folder / "dqr.ckpt", metric=record["metric"],
+                                    inference_steps=inference_steps)  # fmt: skip
+        if "scores_cal" in record:
+            crel.calibrate_from_scores(np.asarray(record["scores_cal"], dtype=np.float64), record["alpha"])
         return crel
 
     @classmethod
@@ -225,7 +304,7 @@ class CReL:
         *,
         inference_steps: int | None = None,
     ) -> CReL:
-        """Load the LGM (LatentVAE or LatentDDPM) and DQR from Lightning checkpoints (on the CPU).
+        """A CReL on the LGM (LatentVAE or LatentDDPM) and DQR of two checkpoints (a workflow's, on the CPU).
 
         ``inference_steps`` sets the DDIM steps T of a LatentDDPM (default: the saved value).
         """
@@ -233,7 +312,11 @@ class CReL:
 
         lgm = load_lgm(lgm_path, inference_steps=inference_steps)
         dqr = DirectionalQuantileRegressor.load_from_checkpoint(dqr_path, map_location="cpu", weights_only=True)
-        return cls(lgm, dqr, metric=metric or lgm.hparams.metric)
+        return cls.from_models(lgm, dqr, metric=metric or lgm.hparams.metric)
+
+    def _require_models(self) -> None:
+        if not hasattr(self, "dqr"):
+            raise RuntimeError("CReL has no models: fit(X_lgm, Y_lgm, X_dqr, Y_dqr) first, or load() a saved one")
 
     # -- latent space -------------------------------------------------------------------------
     @property
@@ -245,6 +328,7 @@ class CReL:
 
     def _check_inputs(self, X: np.ndarray, Y: np.ndarray | None = None) -> None:
         """Shapes the models expect, named by argument (X: (n, p); Y: (n, d), same n)."""
+        self._require_models()
         p = int(self.dqr.hparams.cond_dim)
         X = as_numpy(X)
         if X.ndim != 2 or X.shape[1] != p:

@@ -399,7 +399,7 @@ def evaluate_crel(
     so for a covered item ``crel_rho <= rho_own_code``.
 
     ``rho`` and ``rho_own_code`` are cosines (Tables 2 and 3 compare ρ and CReL-ρ in it), so ``crel``
-    must search in it too: ``CReL.fit(..., metric="cosine")`` or ``CReL.from_checkpoints(..., metric="cosine")``
+    must search in it too: ``CReL(CReLSettings(metric="cosine"))`` or ``CReL.from_checkpoints(..., metric="cosine")``
     (the latent model may have been trained on another loss); another metric is refused, since CReL-ρ
     would be a −MSE set against cosines.
     """
@@ -554,18 +554,23 @@ def table2(scores: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> pl.DataF
 
 def fit_on_folds(X, Y, folds, run_dir, *, vae: Mapping, dqr: Mapping, seed: int, accelerator: str = "cpu"):
     """:meth:`condeval.crel.CReL.fit` on the VAE and DQR folds with a track's ``vae`` and ``dqr`` settings
-    (cosine metric; ``vae.val_fraction`` of both folds held out for early stopping, default 0.1); the
-    image-to-text and text-to-image fits both go through here."""
-    from condeval.crel import CReL
+    (cosine metric; ``vae.val_fraction`` of both folds held out for early stopping, default 0.1; batch
+    sizes and patience :class:`~condeval.crel.CReLSettings`' defaults); the image-to-text and
+    text-to-image fits both go through here, resumable in ``run_dir``."""
+    from dataclasses import replace
 
-    return CReL.fit(
-        X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"], run_dir,
+    from condeval.crel import CReL, CReLSettings
+
+    defaults = CReLSettings()
+    settings = CReLSettings(
         latent_dim=vae["latent_dim"], beta=vae["beta"], metric="cosine", quantile_level=dqr["quantile_level"],
-        lgm_epochs=vae["max_epochs"], dqr_epochs=dqr["max_epochs"], seed=seed, val_fraction=vae.get("val_fraction", 0.1),
+        val_fraction=vae.get("val_fraction", 0.1), seed=seed, work_dir=run_dir,
+        lgm=replace(defaults.lgm, epochs=vae["max_epochs"], accelerator=accelerator),
+        dqr=replace(defaults.dqr, epochs=dqr["max_epochs"], accelerator=accelerator),
         lgm_kwargs={"hidden_dims": list(vae["hidden_dims"]), "dropout": vae["dropout"], "batch_norm": vae["batch_norm"], "lr": vae["lr"]},
         dqr_kwargs={"hidden_dims": list(dqr["hidden_dims"]), "n_directions": dqr["n_directions"], "directions_per_step": dqr["directions_per_step"]},
-        accelerator=accelerator,
     )  # fmt: skip
+    return CReL(settings).fit(X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"])
 
 
 def crels_from_files(models: Mapping[str, Mapping[str, Mapping[str, str]]]) -> dict:
