@@ -1,5 +1,6 @@
 """The package's layers: `core` imports nothing of the package above it, and the shared layers
-(datasets, encoders, generators, metrics) import no track, at module level or inside a function."""
+(datasets, encoders, generators, metrics) import no track, at module level or inside a function, and no
+two modules import each other."""
 
 import re
 from pathlib import Path
@@ -25,3 +26,35 @@ def test_the_shared_layers_import_no_track():
 
 def test_core_imports_nothing_above_it():
     assert not _imports(_modules("core"), (*SHARED, *TRACKS))
+
+
+def _import_graph():
+    """Module → every package module it imports, at module level or inside a function (``ast``)."""
+    import ast
+
+    import networkx as nx
+
+    modules = {}
+    for path in SRC.rglob("*.py"):
+        parts = ("condeval", *path.relative_to(SRC).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = nx.DiGraph()
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("condeval"):
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            graph.add_edges_from((name, target) for target in targets if target in modules and target != name)
+    return graph
+
+
+def test_no_import_cycles_not_even_through_imports_inside_functions():
+    import networkx as nx
+
+    cycles = [
+        sorted(component) for component in nx.strongly_connected_components(_import_graph()) if len(component) > 1
+    ]
+    assert not cycles, f"modules importing each other (move what both need into a lower module): {cycles}"

@@ -7,7 +7,7 @@ from PIL import Image
 
 from condeval.core.io import DataFileError
 from condeval.datasets import DatasetFormatError
-from condeval.encoders.features import ResizedImage, rgb_images
+from condeval.encoders.inputs import ResizedImage, rgb_images
 from condeval.trust.data import read_images
 from condeval.trust.samples import read_samples, write_samples
 

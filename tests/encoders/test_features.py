@@ -249,7 +249,7 @@ def test_sixteen_bit_images_are_read_at_eight_bits_and_32_bit_ones_refused(tmp_p
     """A 16-bit PNG became a white image (convert("RGB") clips at 255): CLIP cosine 1.000 with white."""
     from PIL import Image
 
-    from condeval.encoders.features import rgb_images
+    from condeval.encoders.inputs import rgb_images
 
     grey = np.arange(0, 256, dtype=np.uint8).reshape(16, 16)
     Image.fromarray(grey.astype(np.uint16) * 257).save(tmp_path / "deep.png")

@@ -235,7 +235,7 @@ class AttentionMaskSampler:
 def caption_words(words) -> list[str]:
     """A caption as its list of words, refused when it is one str (it would be read letter by letter)
     or holds a non-str word."""
-    from condeval.encoders.features import text_list
+    from condeval.encoders.inputs import text_list
 
     return text_list(words, "a caption's words", f"split it: {words.split()!r}" if isinstance(words, str) else "")
 

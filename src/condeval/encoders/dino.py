@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from condeval.core.training import ScheduledModule
-from condeval.encoders.features import ArrayImages, image_list, rgb_images
+from condeval.encoders.inputs import ArrayImages, batches, image_list, rgb_images, unit_feature_rows
 
 __all__ = ["FEATURE", "tiny_dinov2_config", "dino_image_processor", "ContrastiveDino", "train_dino", "DinoEncoder",
            "second_views", "dino_signal"]  # fmt: skip
@@ -171,12 +171,13 @@ class DinoEncoder(ArrayImages):
     @torch.no_grad()
     def image_features(self, images, batch_size: int = 128) -> np.ndarray:
         """Unit-norm features (n, hidden_size); ``images`` are PIL images or file paths."""
-        from condeval.encoders.features import _batches, _unit_rows
 
         chunks = []
-        for batch in _batches(image_list(images), batch_size, "DINO images"):
+        for batch in batches(image_list(images), batch_size, "DINO images"):
             pixels = self.image_processor(rgb_images(batch), return_tensors="pt")["pixel_values"]
-            chunks.append(_unit_rows(getattr(self.model(pixel_values=pixels.to(self.device, self.dtype)), FEATURE)))
+            chunks.append(
+                unit_feature_rows(getattr(self.model(pixel_values=pixels.to(self.device, self.dtype)), FEATURE))
+            )
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
 
 

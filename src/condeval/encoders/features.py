@@ -19,8 +19,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from condeval.core.io import read_image
-from condeval.core.logs import progress
+from condeval.encoders.inputs import (
+    ArrayImages,
+    ResizedImage,
+    batches,
+    image_list,
+    rgb_images,
+    text_list,
+    unit_feature_rows,
+)
 from condeval.encoders.shards import (
     FeatureShardError,
     check_one_encoder,
@@ -29,109 +36,9 @@ from condeval.encoders.shards import (
     read_feature_shards,
     write_feature_shard,
 )
-from condeval.metrics import as_numpy, unit_rows
 
 __all__ = ["ClipEncoder", "BertEncoder", "image_feature_encoder", "FeatureShardError", "model_identity", "write_feature_shard", "encode_feature_shard", "read_feature_shards",
            "check_one_encoder", "image_encoder", "clip_vision_tower", "ResizedImage"]  # fmt: skip
-
-
-def _batches(items: Sequence, batch_size: int, desc: str):
-    for start in progress(range(0, len(items), batch_size), desc=desc, unit="batch"):
-        yield items[start : start + batch_size]
-
-
-def _unit_rows(features: torch.Tensor) -> np.ndarray:
-    return unit_rows(features.float()).cpu().numpy().astype(np.float32)
-
-
-def image_list(images) -> list:
-    """``images`` as a list of PIL images or image file paths, refused by position otherwise.
-
-    One path is refused rather than read as a sequence of characters; an array is pointed to the
-    encoders' ``encode``, which takes uint8 (N, 3, H, W).
-    """
-    if isinstance(images, (str, bytes, os.PathLike, Image.Image)):
-        what = "one PIL image" if isinstance(images, Image.Image) else f"one path {str(images)!r}"
-        raise TypeError(f"images must be a sequence of PIL images or file paths; got {what} (wrap it in a list)")
-    images = list(images)
-    bad = next((i for i, image in enumerate(images) if not isinstance(image, (str, os.PathLike, Image.Image))), None)
-    if bad is not None:
-        raise TypeError(f"images[{bad}] must be a PIL image or a file path; got {type(images[bad]).__name__} "
-                        "(uint8 arrays (N, 3, H, W) go through encode)")  # fmt: skip
-    return images
-
-
-class ResizedImage(os.PathLike):
-    """An image file that the encoders read at ``side`` × ``side`` (RGB, Lanczos) when its batch is read, so
-    that many images are compared at a generator's size without holding them all resized in memory.
-
-    Parameters
-    ----------
-    path : path-like
-    side : int
-    """
-
-    def __init__(self, path: str | os.PathLike, side: int):
-        self.path, self.side = os.fspath(path), int(side)
-
-    def __fspath__(self) -> str:
-        return self.path
-
-    def __repr__(self) -> str:
-        return f"ResizedImage({self.path!r}, {self.side})"
-
-    def open(self) -> Image.Image:
-        """The image, RGB, at ``side`` × ``side``."""
-        return _rgb(read_image(self.path), self.path).resize((self.side, self.side), Image.LANCZOS)
-
-
-#: PIL's 16-bit modes, read as 8 bits by value / 257 (``convert("RGB")`` clips them at 255: a white image).
-SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
-
-
-def rgb_images(batch: Sequence) -> list[Image.Image]:
-    """RGB PIL images of a batch of PIL images or file paths (files opened here, one batch at a time).
-
-    16-bit images (:data:`SIXTEEN_BIT_MODES`, e.g. a 16-bit PNG) are scaled to 8 bits. 32-bit integer
-    and float images (modes ``I`` and ``F``) carry no range PIL can read, so they are refused: convert
-    them to 8 bits first.
-    """
-    return [i.open() if isinstance(i, ResizedImage) else _rgb(read_image(i) if isinstance(i, (str, os.PathLike)) else i, i)
-            for i in batch]  # fmt: skip
-
-
-def _rgb(image: Image.Image, source) -> Image.Image:
-    if image.mode in SIXTEEN_BIT_MODES:
-        image = Image.fromarray(np.round(np.asarray(image, dtype=np.float64) / 257.0).astype(np.uint8), "L")
-    elif image.mode in ("I", "F"):
-        where = source if isinstance(source, (str, os.PathLike)) else "an image"
-        raise ValueError(f"{where}: a 32-bit {'float' if image.mode == 'F' else 'integer'} image (PIL mode "
-                         f"{image.mode}) has no range to read as 8 bits; convert it to uint8 first")  # fmt: skip
-    return image.convert("RGB")
-
-
-def text_list(texts, name: str = "texts", hint: str = "wrap it in a list") -> list[str]:
-    """``texts`` as a list of str, refused by position otherwise (one str is not read character by
-    character); ``name`` and ``hint`` word the message."""
-    if isinstance(texts, str):
-        raise TypeError(f"{name} must be a sequence of str; got one str {texts!r} ({hint})")
-    texts = list(texts)
-    bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
-    if bad is not None:
-        raise TypeError(f"{name}[{bad}] must be a str; got {type(texts[bad]).__name__}")
-    return texts
-
-
-class ArrayImages:
-    """``encode``: uint8 RGB arrays (N, 3, H, W), the layout of
-    :meth:`condeval.encoders.patch_encoder.PatchEncoder.encode`, through the encoder's ``image_features``."""
-
-    def encode(self, images, batch_size: int = 128) -> np.ndarray:
-        """Unit-norm image features of uint8 RGB images (N, 3, H, W)."""
-        images = as_numpy(images)
-        if images.ndim != 4 or images.shape[1] != 3 or images.dtype != np.uint8:
-            raise ValueError(f"{self.path}: encodes uint8 RGB images (N, 3, H, W); got {images.dtype} {images.shape}")
-        return self.image_features([Image.fromarray(image.transpose(1, 2, 0)) for image in images], batch_size)
 
 
 class ClipEncoder(ArrayImages):
@@ -216,9 +123,9 @@ class ClipEncoder(ArrayImages):
     def image_features(self, images: Sequence[Image.Image | str], batch_size: int = 128) -> np.ndarray:
         """Unit-norm image embeddings (n, projection_dim); ``images`` are PIL images or file paths."""
         chunks = []
-        for batch in _batches(image_list(images), batch_size, "CLIP images"):
+        for batch in batches(image_list(images), batch_size, "CLIP images"):
             pixels = self.image_processor(rgb_images(batch), return_tensors="pt")["pixel_values"]
-            chunks.append(_unit_rows(self.image_embeddings(pixels)))
+            chunks.append(unit_feature_rows(self.image_embeddings(pixels)))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
 
     #: What :meth:`encode` returns, as feature shards record it.
@@ -232,11 +139,11 @@ class ClipEncoder(ArrayImages):
     def text_features(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """Unit-norm caption embeddings (n, projection_dim)."""
         chunks = []
-        for batch in _batches(text_list(texts), batch_size, "CLIP texts"):
+        for batch in batches(text_list(texts), batch_size, "CLIP texts"):
             tokens = self.tokenizer(
                 list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
             ).to(self.device)
-            chunks.append(_unit_rows(self.text_embeddings(tokens["input_ids"], tokens["attention_mask"])))
+            chunks.append(unit_feature_rows(self.text_embeddings(tokens["input_ids"], tokens["attention_mask"])))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.projection_dim), np.float32)
 
 
@@ -306,11 +213,11 @@ class BertEncoder:
     def text_features(self, texts: Sequence[str], batch_size: int = 256) -> np.ndarray:
         """Unit-norm [CLS] features (n, hidden_size)."""
         chunks = []
-        for batch in _batches(text_list(texts), batch_size, "BERT texts"):
+        for batch in batches(text_list(texts), batch_size, "BERT texts"):
             tokens = self.tokenizer(
                 list(batch), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
             ).to(self.device)
-            chunks.append(_unit_rows(self.model(**tokens).last_hidden_state[:, 0]))
+            chunks.append(unit_feature_rows(self.model(**tokens).last_hidden_state[:, 0]))
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from condeval.encoders.inputs import batches
 from condeval.encoders.patch_features import mean_patch_features, patch_tokens, pixel_values
 from condeval.encoders.preprocess import PROCESSOR_FILE, ImageProcessing
 
@@ -113,11 +114,10 @@ class PatchEncoder:
     @torch.no_grad()
     def tokens(self, images, batch_size: int = 256) -> np.ndarray:
         """(N, P, D) float32 patch tokens of uint8 images (N, C, H, W): REPA's alignment targets."""
-        from condeval.encoders.features import _batches
 
         images = self._checked(images)
         chunks = [patch_tokens(self.model, self._pixels(b)).float().cpu().numpy()
-                  for b in _batches(images, batch_size, "patch tokens")]  # fmt: skip
+                  for b in batches(images, batch_size, "patch tokens")]  # fmt: skip
         if not chunks:
             raise ValueError("tokens needs at least one image (the token count is read from an image)")
         return np.concatenate(chunks).astype(np.float32)
@@ -131,12 +131,11 @@ class PatchEncoder:
         ValueError
             On a wrong shape or dtype, or features that are not finite.
         """
-        from condeval.encoders.features import _batches
 
         images = self._checked(images)
         chunks = [
             mean_patch_features(self.model, self._pixels(batch)).float().cpu().numpy()
-            for batch in _batches(images, batch_size, "patch features")
+            for batch in batches(images, batch_size, "patch features")
         ]  # fmt: skip
         features = np.concatenate(chunks) if chunks else np.zeros((0, self.width), np.float32)
         if not np.isfinite(features).all():

@@ -236,7 +236,7 @@ class Captioner:
             (:data:`RESERVED_SAMPLING`: draw again with another seed instead).
         """
         from condeval.core.io import check_integer
-        from condeval.encoders.features import image_list, rgb_images
+        from condeval.encoders.inputs import image_list, rgb_images
 
         images = image_list(images)
         check_integer(seed, "seed")

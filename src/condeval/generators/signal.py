@@ -26,7 +26,7 @@ def at_size(path, side: int):
     """The image at ``path`` as a generator of ``side`` pixels would draw it (RGB, Lanczos-resized), read
     when an encoder's batch reaches it (:class:`~condeval.encoders.features.ResizedImage`): how every
     reader here reads a real image beside generated ones."""
-    from condeval.encoders.features import ResizedImage
+    from condeval.encoders.inputs import ResizedImage
 
     return ResizedImage(path, side)
 

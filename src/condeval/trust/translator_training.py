@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from condeval.core.training import ScheduledModule
-from condeval.trust.translator import StandardisedTranslator, translator_loss, whitened_translator_loss
+from condeval.trust.translator_net import StandardisedTranslator, translator_loss, whitened_translator_loss
 
 __all__ = ["TranslatorModule"]
 
