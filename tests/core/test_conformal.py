@@ -100,3 +100,30 @@ def test_the_rank_is_one_near_alpha_one_and_the_band_stays_below_one():
     assert coverage_bounds(5, 0.05) == (0.95, 1.0)
     torch = pytest.importorskip("torch")
     assert conformal_quantile(torch.arange(20.0, requires_grad=True), 0.1) == 18.0
+
+
+def test_the_empirical_quantile_is_numpys_linear_one_and_refuses_a_percent():
+    from condeval.core.conformal import empirical_quantile
+
+    values = np.random.default_rng(0).normal(size=37)
+    for level in (0.0, 0.1, 0.5, 0.95, 1.0):
+        assert empirical_quantile(values, level) == np.quantile(values, level)
+    np.testing.assert_array_equal(empirical_quantile(values, [0.025, 0.975]), np.quantile(values, [0.025, 0.975]))
+    for bad, error in (((values, 95), ValueError), ((values[:0], 0.5), ValueError), ((["a"], 0.5), TypeError),
+                       ((np.r_[values, np.nan], 0.5), ValueError)):  # fmt: skip
+        with pytest.raises(error):
+            empirical_quantile(*bad)
+
+
+def test_every_quantile_of_scores_is_taken_by_the_conformal_core():
+    """One convention per kind of quantile: nothing outside core/conformal.py takes a quantile of scores."""
+    import re
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src" / "condeval"
+    pattern = re.compile(r"np\.(nan)?(quantile|percentile)\(|\.quantile\(")
+    scored = [*(src / "trust").rglob("*.py"), *(src / "crc").rglob("*.py"), *(src / "crel" / "reports").rglob("*.py"),
+              src / "metrics.py", *(src / "core").rglob("*.py")]  # fmt: skip
+    offenders = [f"{path.relative_to(src)}:{n}" for path in scored if path.name != "conformal.py"
+                 for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]  # fmt: skip
+    assert not offenders, f"quantiles outside condeval.core.conformal: {offenders}"

@@ -1,8 +1,10 @@
-"""Shared conformal core: the split-conformal quantile and coverage bookkeeping.
+"""Shared conformal core: the split-conformal quantile, the empirical quantile, and coverage bookkeeping.
 
-Every track (CReL, the CLIPScore risk control, the trust score) takes its
-conformal threshold from :func:`conformal_quantile`; no other module computes
-an order statistic of calibration scores.
+Every track takes its quantiles of scores from here, by one of two rules: a conformal threshold
+(CReL's γ) from :func:`conformal_quantile`, the ⌈(n+1)(1−α)⌉-th order statistic, which carries the
+finite-sample guarantee; a descriptive quantile (the trust score's P95-real thresholds, bootstrap
+intervals, α-Precision's radii) from :func:`empirical_quantile`, linear interpolation between order
+statistics, as the papers compute them. No other module computes a quantile of scores.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from condeval.core.io import check_integer, open_unit, real_array
 __all__ = [
     "conformal_rank",
     "conformal_quantile",
+    "empirical_quantile",
     "coverage_bounds",
     "empirical_coverage",
     "unit_index",
@@ -98,6 +101,51 @@ def conformal_quantile(scores, alpha: float) -> float:
         raise ValueError(f"scores contain NaN (first at index {bad})")
     rank = conformal_rank(values.size, alpha)
     return float(np.partition(values, rank - 1)[rank - 1])
+
+
+def empirical_quantile(values, level):
+    """The ``level`` quantile of ``values``, interpolated linearly between the order statistics around it
+    (NumPy's default, the ``"linear"`` method): the P95 of the P95-real rule at ``level=0.95``.
+
+    Unlike :func:`conformal_quantile` it promises no coverage of a new score; for n exchangeable rows it
+    covers about ``(1 + (n − 1)·level) / (n + 1)`` of a fresh one.
+
+    Parameters
+    ----------
+    values : array_like, shape (n,)
+        Finite real numbers, n ≥ 1.
+    level : float or array_like of float in [0, 1]
+        One level, or several (an array of quantiles comes back).
+
+    Returns
+    -------
+    float or ndarray
+        The quantile(s).
+
+    Raises
+    ------
+    TypeError
+        Values that are not numbers.
+    ValueError
+        Empty, multi-dimensional or non-finite values, or a level outside [0, 1] (95 for 0.95 included).
+
+    Examples
+    --------
+    >>> empirical_quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.95)
+    4.8
+    """
+    values = real_array(values, "values", ndim=1)
+    if values.size == 0:
+        raise ValueError("values is empty: a quantile needs at least one value")
+    if not np.isfinite(values).all():
+        raise ValueError(
+            f"values hold NaN or infinite entries (first at index {int(np.flatnonzero(~np.isfinite(values))[0])})"
+        )
+    levels = np.asarray(level)
+    if levels.dtype.kind not in "iuf" or levels.dtype == bool or not ((levels >= 0) & (levels <= 1)).all():
+        raise ValueError(f"level must be a fraction in [0, 1] (0.95 for the P95); got {level!r}")
+    quantiles = np.quantile(values, levels, method="linear")
+    return float(quantiles) if levels.ndim == 0 else quantiles
 
 
 def coverage_bounds(n: int, alpha: float) -> tuple[float, float]:

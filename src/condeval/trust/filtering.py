@@ -24,6 +24,7 @@ import logging
 import numpy as np
 import polars as pl
 
+from condeval.core.conformal import empirical_quantile
 from condeval.metrics import kid
 from condeval.trust.checks import attribute_names, attribute_rows, score_values
 
@@ -45,7 +46,8 @@ __all__ = [
 
 
 def condition_thresholds(scores, attributes, names: list[str], quantile: float = 0.95, groups=None) -> pl.DataFrame:
-    """Each condition's acceptance threshold: the ``quantile`` (linear interpolation) of its real
+    """Each condition's acceptance threshold: the ``quantile`` (:func:`~condeval.core.conformal.empirical_quantile`,
+    linear interpolation) of its real
     calibration rows' ``scores``, with ``n_real``, their number (the P95-real rule at 0.95), and
     ``coverage``, about the share of fresh real samples of the condition it accepts in expectation.
 
@@ -73,21 +75,19 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
     scores = score_values(scores)
     attributes = attribute_rows(attributes, len(scores))
     names = attribute_names(names, attributes.shape[1])
-    frame = pl.DataFrame({name: attributes[:, k] for k, name in enumerate(names)} | {"score": np.asarray(scores)})
-    counted = [pl.len().alias("n_real")]
+    scores = np.asarray(scores)
+    conditions, condition = np.unique(attributes, axis=0, return_inverse=True)
+    rows = [condition == c for c in range(len(conditions))]
+    columns = {name: conditions[:, k] for k, name in enumerate(names)}
+    columns["threshold"] = [empirical_quantile(scores[mine], quantile) for mine in rows]
+    columns["n_real"] = np.bincount(condition, minlength=len(conditions))
     if groups is not None:
         groups = np.asarray(groups)
         if groups.shape != (len(scores),):
             raise ValueError(f"groups must name one unit per score ({len(scores)}); got shape {groups.shape}")
-        frame = frame.with_columns(unit=pl.Series(groups))
-        counted.append(pl.col("unit").n_unique().alias("n_units"))
+        columns["n_units"] = [len(np.unique(groups[mine])) for mine in rows]
     n = pl.col("n_units" if groups is not None else "n_real")
-    thresholds = (
-        frame.group_by(names)
-        .agg(pl.col("score").quantile(quantile, "linear").alias("threshold"), *counted)
-        .with_columns(coverage=(1 + (n - 1) * quantile) / (n + 1))
-        .sort(names)
-    )
+    thresholds = pl.DataFrame(columns).with_columns(coverage=(1 + (n - 1) * quantile) / (n + 1))
     few = thresholds.filter(pl.col("n_real") < MIN_CALIBRATION_ROWS)
     if few.height:
         log.warning("%d of %d conditions' P%g thresholds rest on fewer than %d calibration rows (%d to %d): they "

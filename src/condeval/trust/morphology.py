@@ -33,6 +33,7 @@ import re
 import numpy as np
 import polars as pl
 
+from condeval.core.conformal import empirical_quantile
 from condeval.core.io import integer_array
 from condeval.trust.checks import attribute_names, flags, same_rows
 
@@ -291,7 +292,7 @@ def selection_contrast(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, *
         deltas = _paired_bootstrap(z, codes, accepted, n_boot, rng)
     else:
         deltas = _pooled_bootstrap(z[accepted], np.concatenate([z[mask] for mask in randoms]), n_boot, rng)
-    low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
+    low, high = empirical_quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
     return {
         "n_accepted": int(accepted.sum()), "accept_pct": 100.0 * float(accepted.mean()), "z_trust": z_trust,
         "z_random": z_random, "delta": z_trust - z_random, "ci_low": float(low), "ci_high": float(high),

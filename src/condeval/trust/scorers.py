@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.conformal import empirical_quantile
 from condeval.core.io import check_finite, real_array
 from condeval.metrics import unit_rows
 from condeval.trust.checks import attribute_rows
@@ -124,7 +125,7 @@ class AlphaPrecisionDistance:
 
 def alpha_precision(scorer: AlphaPrecisionDistance, features, alphas=ALPHAS) -> np.ndarray:
     """α-Precision: for each α, the share of samples within the ``α``-quantile of the real distances."""
-    radii = np.quantile(scorer.real_distances_, np.asarray(alphas))
+    radii = empirical_quantile(scorer.real_distances_, np.asarray(alphas))
     return (scorer.score(features)[:, None] <= radii[None, :]).mean(axis=0)
 
 

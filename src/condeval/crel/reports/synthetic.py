@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from condeval.core.conformal import coverage_bounds  # noqa: E402
+from condeval.core.conformal import coverage_bounds, empirical_quantile  # noqa: E402
 from condeval.core.tables import markdown_table  # noqa: E402
 from condeval.crel import paper  # noqa: E402
 
@@ -290,7 +290,7 @@ def reliability_table(per_alpha: dict[float, np.ndarray], metric: str) -> pl.Dat
             "metric": metric,
             "crel_rho_mean": float(np.mean(v)),
             "crel_rho_median": float(np.median(v)),
-            "crel_rho_p10": float(np.quantile(v, 0.1)),
+            "crel_rho_p10": empirical_quantile(v, 0.1),
             "n_test": int(v.size),
         }
         for alpha, v in sorted(per_alpha.items())
