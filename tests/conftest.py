@@ -13,7 +13,7 @@ import torch
 # the run at once; the other starts the paper config's rehearsal (tests/workflow/test_rehearsal.py, the
 # longest module), then takes every module that does not read the run; the remaining readers come last,
 # the heaviest first, when both workers can share them. Each worker's torch gets one of the 2 cores.
-TINY_RUN_READERS = (  # heaviest first, by the durations of a serial run (docs/testing.md)
+TINY_RUN_READERS = (  # heaviest first, by the durations of a serial run (docs/development.md)
     "test_workflow.py", "test_dvc_sharing.py", "test_slurm.py", "test_i2t.py", "test_t2i.py", "test_crc.py",
     "test_trust.py",
 )  # fmt: skip

@@ -39,8 +39,8 @@ def _fake_run(tmp_path: Path) -> Path:
 def test_write_fills_marked_blocks_and_keeps_the_prose(tmp_path):
     reports = _fake_run(tmp_path)
     docs = tmp_path / "docs"
-    docs.mkdir()
-    page = docs / "crel.md"
+    (docs / "crel").mkdir(parents=True)
+    page = docs / "crel" / "results.md"  # pages in subfolders are filled too
     page.write_text(
         "Reading before.\n\n<!-- generated: table1 -->\n\nold table\n\n<!-- /generated: table1 -->\n\nBetween.\n\n"
         "<!-- generated: table4_beta -->\nstale\n<!-- /generated: table4_beta -->\nAfter.\n"
@@ -69,6 +69,6 @@ def test_an_unclosed_marker_names_the_file_and_block(tmp_path):
 
 
 def test_docs_mark_table1_and_every_appendix_c_table():
-    text = (ROOT / "docs" / "crel.md").read_text()
+    text = (ROOT / "docs" / "crel" / "results.md").read_text()
     marked = {match["name"] for match in readme_tables.MARKED_BLOCK.finditer(text)}
     assert {"table1", *ABLATION_TABLES} <= marked

@@ -107,9 +107,9 @@ def fill_markers(text: str, blocks: dict[str, str], source: Path) -> tuple[str, 
 
 
 def write_docs(docs: Path, blocks: dict[str, str]) -> set[str]:
-    """Fill the marked blocks of every ``docs/*.md`` (atomic writes); return the names placed."""
+    """Fill the marked blocks of every Markdown file under ``docs`` (atomic writes); return the names placed."""
     placed = set()
-    for markdown in sorted(docs.glob("*.md")):
+    for markdown in sorted(docs.rglob("*.md")):
         text = markdown.read_text()
         new_text, filled = fill_markers(text, blocks, markdown)
         placed |= filled
