@@ -187,9 +187,16 @@ def feldman_grid_hook(U, b, Z, *, points_per_axis: int = 5, chunk: int = 2**18, 
     with torch.no_grad():
         targets = decoder(torch.as_tensor(Z, dtype=torch.float32)).numpy()
     return time_latent_grid_chunks(
-        U, b, lambda z, x: decoder(z), targets, Z.min(axis=0), Z.max(axis=0), points_per_axis,
-        chunk=chunk, budget_s=budget_s,
-    )  # fmt: skip
+        U,
+        b,
+        lambda z, x: decoder(z),
+        targets,
+        Z.min(axis=0),
+        Z.max(axis=0),
+        points_per_axis,
+        chunk=chunk,
+        budget_s=budget_s,
+    )
 
 
 BASELINE_HOOKS["feldman_grid"] = feldman_grid_hook
@@ -201,10 +208,12 @@ BASELINE_HOOKS["feldman_grid"] = feldman_grid_hook
 def make_decoder(r: int, d: int = 2, hidden: int = 64, seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
     return torch.nn.Sequential(
-        torch.nn.Linear(r, hidden), torch.nn.Tanh(),
-        torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
+        torch.nn.Linear(r, hidden),
+        torch.nn.Tanh(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.Tanh(),
         torch.nn.Linear(hidden, d),
-    ).eval()  # fmt: skip
+    ).eval()
 
 
 def bench_reliability(args) -> dict:
@@ -237,19 +246,27 @@ def bench_reliability(args) -> dict:
     with torch.no_grad():
         at_z = similarity(decode(torch.as_tensor(z_worst), None), torch.as_tensor(gt)).numpy()
     out = {
-        "r": r, "n": args.rel_n, "K": args.K, "d": d, "gamma": gamma,
-        "num_z0": args.num_z0, "steps": args.steps, "lr": args.lr,
+        "r": r,
+        "n": args.rel_n,
+        "K": args.K,
+        "d": d,
+        "gamma": gamma,
+        "num_z0": args.num_z0,
+        "steps": args.steps,
+        "lr": args.lr,
         "decoder": f"MLP r-{args.rel_hidden}-{args.rel_hidden}-{d} tanh, float32",
         "batched": {"seconds": batched, "batch_size": 1024},
         "naive_per_sample_loop": {
-            "subsample": m, "seconds_subsample": naive,
-            "seconds_extrapolated": naive * args.rel_n / m, "extrapolated": True,
+            "subsample": m,
+            "seconds_subsample": naive,
+            "seconds_extrapolated": naive * args.rel_n / m,
+            "extrapolated": True,
         },
         "max_distance_of_z_worst_minus_gamma": float((polytope_distance(U, b, z_worst) - gamma).max()),
         "max_abs_score_minus_similarity_at_z_worst": float(np.abs(scores - at_z).max()),
         "mean_score": float(scores.mean()),
         "mean_score_naive_subsample": float(np.mean(naive_scores)),
-    }  # fmt: skip
+    }
     out["speedup_vs_naive"] = out["naive_per_sample_loop"]["seconds_extrapolated"] / batched
     return out
 
@@ -268,9 +285,11 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     ap.add_argument(
-        "--solver-threads", type=int, default=P.SOLVER_CPU_THREADS,
+        "--solver-threads",
+        type=int,
+        default=P.SOLVER_CPU_THREADS,
         help="threads inside the CPU projection loop (0 = use --threads)",
-    )  # fmt: skip
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-reliability", action="store_true")
     ap.add_argument("--rel-n", type=int, default=4000)
@@ -290,22 +309,27 @@ def main(argv=None) -> dict:
     P.SOLVER_CPU_THREADS = args.solver_threads or None
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda requested but torch.cuda.is_available() is False")
-    print(f"# Benchmark A: torch {torch.__version__}, {args.threads} torch threads, "
-          f"solver threads {P.SOLVER_CPU_THREADS or args.threads}, device {args.device}")  # fmt: skip
+    print(
+        f"# Benchmark A: torch {torch.__version__}, {args.threads} torch threads, "
+        f"solver threads {P.SOLVER_CPU_THREADS or args.threads}, device {args.device}"
+    )
     print(f"# per-sample QP timed on {args.ref_subsample} points per r and extrapolated to n_cal")
     print("  r  n_cal     K  inside  numpy min numpy med torch min  QP s (extr)   speedup    max|err|  grid s (extr)")
     report = {
         "benchmark": "A: calibration distances (exact) and reliability score",
         "machine": {
-            "platform": platform.platform(), "cpu_count": os.cpu_count(),
-            "torch": torch.__version__, "torch_threads": args.threads,
-            "solver_cpu_threads": P.SOLVER_CPU_THREADS, "device": args.device,
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "torch": torch.__version__,
+            "torch_threads": args.threads,
+            "solver_cpu_threads": P.SOLVER_CPU_THREADS,
+            "device": args.device,
             "cuda_device": torch.cuda.get_device_name() if args.device == "cuda" else None,
         },
         "note": "per-sample QP and naive reliability times are measured on a subsample and "
         "extrapolated linearly to the full n (fields 'seconds_extrapolated').",
         "calibration": bench_calibration(args),
-    }  # fmt: skip
+    }
     if not args.skip_reliability:
         rel = bench_reliability(args)
         report["reliability"] = rel

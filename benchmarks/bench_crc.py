@@ -84,11 +84,19 @@ def bench_threshold(n_words: int, grid: int, repeats: int = 3) -> dict:
     if loop != on_grid:
         raise AssertionError(f"grid search {on_grid} and the loop over lambda {loop} disagree")
     return {
-        "words": int(len(scores)), "captions": int(groups.max() + 1), "grid": grid, "alpha": alpha, "delta": delta,
-        "lambda_grid": on_grid, "lambda_loop": loop, "lambda_exact": exact,
-        "grid_s": min(grid_times), "exact_s": min(exact_times), "loop_s": loop_seconds,
+        "words": int(len(scores)),
+        "captions": int(groups.max() + 1),
+        "grid": grid,
+        "alpha": alpha,
+        "delta": delta,
+        "lambda_grid": on_grid,
+        "lambda_loop": loop,
+        "lambda_exact": exact,
+        "grid_s": min(grid_times),
+        "exact_s": min(exact_times),
+        "loop_s": loop_seconds,
         "speedup_grid_vs_loop": loop_seconds / min(grid_times),
-    }  # fmt: skip
+    }
 
 
 def _tiny_clip(folder: Path):
@@ -154,8 +162,17 @@ def bench_sampler(pairs: int, loop_pairs: int, scratch: Path) -> dict:
     n_loop = sum(_loop_scores(sampler, images[k], captions[k].tokens, rng) for k in range(loop_pairs))
     loop_s = time.perf_counter() - start
     loop_rate = n_loop / loop_s
-    return {**settings, "pairs": pairs, "batched_s": batched_s, "batched_scores_per_s": batched_rate, "batched_pairs_per_s": pairs / batched_s,
-            "loop_pairs": loop_pairs, "loop_s": loop_s, "loop_scores_per_s": loop_rate, "speedup": batched_rate / loop_rate}  # fmt: skip
+    return {
+        **settings,
+        "pairs": pairs,
+        "batched_s": batched_s,
+        "batched_scores_per_s": batched_rate,
+        "batched_pairs_per_s": pairs / batched_s,
+        "loop_pairs": loop_pairs,
+        "loop_s": loop_s,
+        "loop_scores_per_s": loop_rate,
+        "speedup": batched_rate / loop_rate,
+    }
 
 
 def main() -> None:
@@ -171,16 +188,31 @@ def main() -> None:
     import tempfile
 
     threshold = bench_threshold(args.words, args.grid)
-    print(f"HB threshold search, {threshold['words']:,} words, {args.grid}-point grid: {threshold['grid_s']:.3f} s "
-          f"(exact over every score {threshold['exact_s']:.3f} s; loop over lambda {threshold['loop_s']:.2f} s, "
-          f"{threshold['speedup_grid_vs_loop']:.0f}x)")  # fmt: skip
+    print(
+        f"HB threshold search, {threshold['words']:,} words, {args.grid}-point grid: {threshold['grid_s']:.3f} s "
+        f"(exact over every score {threshold['exact_s']:.3f} s; loop over lambda {threshold['loop_s']:.2f} s, "
+        f"{threshold['speedup_grid_vs_loop']:.0f}x)"
+    )
     with tempfile.TemporaryDirectory() as scratch:
         sampler = bench_sampler(args.pairs, args.loop_pairs, Path(scratch))
-    print(f"attention-mask sampling: {sampler['batched_scores_per_s']:,.0f} CLIPScores/s batched "
-          f"({sampler['batched_pairs_per_s']:.1f} pairs/s at I={sampler['n_image']}, T={sampler['n_text']}); "
-          f"per-sample loop {sampler['loop_scores_per_s']:,.0f}/s; speedup {sampler['speedup']:.0f}x")  # fmt: skip
-    write_json({"machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch_threads": args.threads, "torch": torch.__version__},
-                "threshold": threshold, "sampler": sampler}, args.out)  # fmt: skip
+    print(
+        f"attention-mask sampling: {sampler['batched_scores_per_s']:,.0f} CLIPScores/s batched "
+        f"({sampler['batched_pairs_per_s']:.1f} pairs/s at I={sampler['n_image']}, T={sampler['n_text']}); "
+        f"per-sample loop {sampler['loop_scores_per_s']:,.0f}/s; speedup {sampler['speedup']:.0f}x"
+    )
+    write_json(
+        {
+            "machine": {
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+                "torch_threads": args.threads,
+                "torch": torch.__version__,
+            },
+            "threshold": threshold,
+            "sampler": sampler,
+        },
+        args.out,
+    )
 
 
 if __name__ == "__main__":

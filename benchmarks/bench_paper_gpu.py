@@ -121,21 +121,50 @@ class Sizes:
     def of(cls, config: dict, tiny: bool) -> Sizes:
         t2i, trust = config["crel"]["text_to_image"], config["trust"]
         full = cls(
-            t2i_side=t2i["image_size"], t2i_batch=t2i["batch_size"], batch=config["encoders"]["batch_size"], warmup=16,
-            photo=PHOTO, max_new_tokens=None, crc_samples=None, trust_side=trust["image_size"],
-            trust_batch=trust["batch_size"], train_batch=trust["generator_training"]["batch_size"], train_steps=3,
-            sample_batch=trust["sampling"]["batch_size"], sit=dict(trust["generator_training"]["transformer"]),
-            repa_depth=None, layer=None, translator_images=64, translator_batch=trust["translator"]["batch_size"],
-            signal_side=t2i["image_size"], signal_batch=128,  # generation_signal's image_features default
-        )  # fmt: skip
+            t2i_side=t2i["image_size"],
+            t2i_batch=t2i["batch_size"],
+            batch=config["encoders"]["batch_size"],
+            warmup=16,
+            photo=PHOTO,
+            max_new_tokens=None,
+            crc_samples=None,
+            trust_side=trust["image_size"],
+            trust_batch=trust["batch_size"],
+            train_batch=trust["generator_training"]["batch_size"],
+            train_steps=3,
+            sample_batch=trust["sampling"]["batch_size"],
+            sit=dict(trust["generator_training"]["transformer"]),
+            repa_depth=None,
+            layer=None,
+            translator_images=64,
+            translator_batch=trust["translator"]["batch_size"],
+            signal_side=t2i["image_size"],
+            signal_batch=128,  # generation_signal's image_features default
+        )
         if not tiny:
             return full
         return dataclasses.replace(
-            full, t2i_side=64, t2i_batch=2, batch=2, warmup=1, photo=(64, 48), max_new_tokens=4, crc_samples=4,
-            trust_side=64, trust_batch=2, train_batch=4, train_steps=1, sample_batch=2,
-            sit={"layers": 2, "heads": 2, "head_dim": 16}, repa_depth=1, layer=1, translator_images=2,
-            translator_batch=16, signal_side=64, signal_batch=2,
-        )  # fmt: skip
+            full,
+            t2i_side=64,
+            t2i_batch=2,
+            batch=2,
+            warmup=1,
+            photo=(64, 48),
+            max_new_tokens=4,
+            crc_samples=4,
+            trust_side=64,
+            trust_batch=2,
+            train_batch=4,
+            train_steps=1,
+            sample_batch=2,
+            sit={"layers": 2, "heads": 2, "head_dim": 16},
+            repa_depth=1,
+            layer=1,
+            translator_images=2,
+            translator_batch=16,
+            signal_side=64,
+            signal_batch=2,
+        )
 
 
 @dataclasses.dataclass
@@ -222,9 +251,15 @@ def scaled_steps(ctx: Context, draw: Callable[[int], object], steps: int, items:
     one, two = timed(ctx, lambda: draw(1)), timed(ctx, lambda: draw(2))
     per_step = max(two - one, 0.0)
     total = max(one - per_step, 0.0) + steps * per_step
-    return {"seconds_per_item": total / items, "items_measured": 2 * items, "seconds_1_step": one,
-            "seconds_2_steps": two, "steps": steps, "seconds_per_step": per_step,
-            "scaled": f"timed at 1 and 2 steps, scaled to {steps}"}  # fmt: skip
+    return {
+        "seconds_per_item": total / items,
+        "items_measured": 2 * items,
+        "seconds_1_step": one,
+        "seconds_2_steps": two,
+        "steps": steps,
+        "seconds_per_step": per_step,
+        "scaled": f"timed at 1 and 2 steps, scaled to {steps}",
+    }
 
 
 def per_item(seconds: float, items: int, **extra) -> dict:
@@ -253,16 +288,22 @@ def generate_images(model: str) -> Callable[[Context], dict]:
         prompts, ids = captions(batch), list(range(batch))
 
         def draw(n):
-            return generate_images(pipe, prompts, ids, seed=0, batch_size=batch, progress_bar=False,
-                                   num_inference_steps=n, **call)  # fmt: skip
+            return generate_images(
+                pipe, prompts, ids, seed=0, batch_size=batch, progress_bar=False, num_inference_steps=n, **call
+            )
 
         note = (
             "Kandinsky's prior runs its default 25 steps in every call (counted in the fixed part)"
             if prior
             else "guidance as configured (SD3: classifier-free, two passes a step; FLUX: embedded, one)"
         )
-        return scaled_steps(ctx, draw, steps, batch) | {"parameters": parameters(pipe), "through": PACKAGE,
-                                                        "batch": batch, "side": sizes.t2i_side, "note": note}  # fmt: skip
+        return scaled_steps(ctx, draw, steps, batch) | {
+            "parameters": parameters(pipe),
+            "through": PACKAGE,
+            "batch": batch,
+            "side": sizes.t2i_side,
+            "note": note,
+        }
 
     return measure
 
@@ -274,10 +315,19 @@ def t2i_signal(ctx: Context) -> dict:
     sizes = ctx.sizes
     clip = ClipEncoder(ctx.repo(ctx.config["encoders"]["clip"]["path"]), device=ctx.device, dtype=ctx.dtype)
     images = photos(sizes.signal_batch, (sizes.signal_side, sizes.signal_side))
-    seconds = warmed(ctx, lambda: clip.image_features(images[: sizes.warmup], sizes.signal_batch),
-                     lambda: clip.image_features(images, sizes.signal_batch))  # fmt: skip
-    return per_item(seconds, len(images), parameters=parameters(clip.model), through=PACKAGE,
-                    batch=sizes.signal_batch, note="ClipEncoder.image_features, as generation_signal calls it")  # fmt: skip
+    seconds = warmed(
+        ctx,
+        lambda: clip.image_features(images[: sizes.warmup], sizes.signal_batch),
+        lambda: clip.image_features(images, sizes.signal_batch),
+    )
+    return per_item(
+        seconds,
+        len(images),
+        parameters=parameters(clip.model),
+        through=PACKAGE,
+        batch=sizes.signal_batch,
+        note="ClipEncoder.image_features, as generation_signal calls it",
+    )
 
 
 # ---------------------------------------------------------------------------------- image to text
@@ -296,10 +346,16 @@ def generate_captions(model: str) -> Callable[[Context], dict]:
             return captioner.generate(items, seed=0, batch_size=sizes.batch, progress_bar=False, **sampling)
 
         seconds = warmed(ctx, lambda: caption(images[: sizes.warmup]), lambda: caption(images))
-        return per_item(seconds, len(images), parameters=parameters(captioner.model), through=PACKAGE,
-                        batch=sizes.batch, max_new_tokens=sampling["max_new_tokens"],
-                        note="random weights rarely sample the end token: every caption runs max_new_tokens "
-                             "(real captions stop earlier), an upper bound")  # fmt: skip
+        return per_item(
+            seconds,
+            len(images),
+            parameters=parameters(captioner.model),
+            through=PACKAGE,
+            batch=sizes.batch,
+            max_new_tokens=sampling["max_new_tokens"],
+            note="random weights rarely sample the end token: every caption runs max_new_tokens "
+            "(real captions stop earlier), an upper bound",
+        )
 
     return measure
 
@@ -309,15 +365,28 @@ def image_features(ctx: Context) -> dict:
     from condeval.encoders.features import image_encoder
 
     encoders, sizes = ctx.config["encoders"], ctx.sizes
-    loaded = {name: image_encoder(name, ctx.repo(encoders[name]["path"]), device=ctx.device, dtype=ctx.dtype)
-              for name in ("clip", "dino")}  # fmt: skip
+    loaded = {
+        name: image_encoder(name, ctx.repo(encoders[name]["path"]), device=ctx.device, dtype=ctx.dtype)
+        for name in ("clip", "dino")
+    }
     images = photos(sizes.batch, sizes.photo)
-    seconds = {name: warmed(ctx, lambda e=encoder: e.image_features(images[: sizes.warmup], sizes.batch),
-                            lambda e=encoder: e.image_features(images, sizes.batch))
-               for name, encoder in loaded.items()}  # fmt: skip
-    return per_item(sum(seconds.values()), len(images), parameters=parameters(*(e.model for e in loaded.values())),
-                    through=PACKAGE, batch=sizes.batch, seconds_by_encoder=seconds,
-                    note="PIL images in memory: the rule also decodes each JPEG")  # fmt: skip
+    seconds = {
+        name: warmed(
+            ctx,
+            lambda e=encoder: e.image_features(images[: sizes.warmup], sizes.batch),
+            lambda e=encoder: e.image_features(images, sizes.batch),
+        )
+        for name, encoder in loaded.items()
+    }
+    return per_item(
+        sum(seconds.values()),
+        len(images),
+        parameters=parameters(*(e.model for e in loaded.values())),
+        through=PACKAGE,
+        batch=sizes.batch,
+        seconds_by_encoder=seconds,
+        note="PIL images in memory: the rule also decodes each JPEG",
+    )
 
 
 def text_features(ctx: Context) -> dict:
@@ -327,15 +396,30 @@ def text_features(ctx: Context) -> dict:
     encoders, sizes = ctx.config["encoders"], ctx.sizes
     loaded = {
         "clip": ClipEncoder(ctx.repo(encoders["clip"]["path"]), device=ctx.device, dtype=ctx.dtype),
-        "bert": BertEncoder(ctx.repo(encoders["bert"]["path"]), device=ctx.device, dtype=ctx.dtype,
-                            max_length=encoders["bert"]["max_length"]),
-    }  # fmt: skip
+        "bert": BertEncoder(
+            ctx.repo(encoders["bert"]["path"]),
+            device=ctx.device,
+            dtype=ctx.dtype,
+            max_length=encoders["bert"]["max_length"],
+        ),
+    }
     texts = captions(sizes.batch)
-    seconds = {name: warmed(ctx, lambda e=encoder: e.text_features(texts[: sizes.warmup], sizes.batch),
-                            lambda e=encoder: e.text_features(texts, sizes.batch))
-               for name, encoder in loaded.items()}  # fmt: skip
-    return per_item(sum(seconds.values()), len(texts), parameters=parameters(*(e.model for e in loaded.values())),
-                    through=PACKAGE, batch=sizes.batch, seconds_by_encoder=seconds)  # fmt: skip
+    seconds = {
+        name: warmed(
+            ctx,
+            lambda e=encoder: e.text_features(texts[: sizes.warmup], sizes.batch),
+            lambda e=encoder: e.text_features(texts, sizes.batch),
+        )
+        for name, encoder in loaded.items()
+    }
+    return per_item(
+        sum(seconds.values()),
+        len(texts),
+        parameters=parameters(*(e.model for e in loaded.values())),
+        through=PACKAGE,
+        batch=sizes.batch,
+        seconds_by_encoder=seconds,
+    )
 
 
 # ------------------------------------------------------------------------------------------ crc
@@ -349,9 +433,14 @@ def crc_sample(model: str) -> Callable[[Context], dict]:
 
         crc, sizes = ctx.config["crc"], ctx.sizes
         spec = crc["models"][model]
-        encoder = ClipEncoder(ctx.repo(spec["path"]), device=ctx.device, tokenizer=ctx.repo(spec["tokenizer"]),
-                              image_processor=ctx.repo(spec["image_processor"]), trust_remote_code=True,
-                              dtype=ctx.dtype)  # fmt: skip
+        encoder = ClipEncoder(
+            ctx.repo(spec["path"]),
+            device=ctx.device,
+            tokenizer=ctx.repo(spec["tokenizer"]),
+            image_processor=ctx.repo(spec["image_processor"]),
+            trust_remote_code=True,
+            dtype=ctx.dtype,
+        )
         sampling = dict(crc["sampling"]["words"])
         if sizes.crc_samples:
             sampling |= {"n_image": sizes.crc_samples, "n_text": sizes.crc_samples}
@@ -369,10 +458,17 @@ def crc_sample(model: str) -> Callable[[Context], dict]:
         own = warmed(ctx, lambda: sample(paths[:1], [0]), lambda: sample(paths[1:3], [1, 2]))
         shared = timed(ctx, lambda: sample([paths[1], paths[1]], [3, 4]))
         image = max(own - shared, 0.0)
-        return per_item(own, 2, parameters=parameters(encoder.model), through=PACKAGE, samples=sampling,
-                        seconds_per_image=image, seconds_per_caption_on_a_shared_image=max(shared - image, 0.0) / 2,
-                        note="per caption with its own image (an upper bound: captions of one image share its "
-                             "masked image forwards)")  # fmt: skip
+        return per_item(
+            own,
+            2,
+            parameters=parameters(encoder.model),
+            through=PACKAGE,
+            samples=sampling,
+            seconds_per_image=image,
+            seconds_per_caption_on_a_shared_image=max(shared - image, 0.0) / 2,
+            note="per caption with its own image (an upper bound: captions of one image share its "
+            "masked image forwards)",
+        )
 
     return measure
 
@@ -386,15 +482,22 @@ def trust_real_features(extractor: str) -> Callable[[Context], dict]:
 
         trust, sizes = ctx.config["trust"], ctx.sizes
         spec = trust["extractors"][extractor]
-        encoder = image_feature_encoder(ctx.repo(spec["path"]), device=ctx.device, dtype=ctx.dtype,
-                                        image_size=spec.get("image_size"))  # fmt: skip
+        encoder = image_feature_encoder(
+            ctx.repo(spec["path"]), device=ctx.device, dtype=ctx.dtype, image_size=spec.get("image_size")
+        )
         images = pixels(sizes.trust_batch, sizes.trust_side)
         batch = len(images)
         seconds = warmed(
             ctx, lambda: encoder.encode(images[: sizes.warmup], batch), lambda: encoder.encode(images, batch)
         )
-        return per_item(seconds, batch, parameters=parameters(encoder.model), through=PACKAGE, batch=batch,
-                        note="three-channel images; RxRx1's six-channel sites are composed to RGB first (CPU)")  # fmt: skip
+        return per_item(
+            seconds,
+            batch,
+            parameters=parameters(encoder.model),
+            through=PACKAGE,
+            batch=batch,
+            note="three-channel images; RxRx1's six-channel sites are composed to RGB first (CPU)",
+        )
 
     return measure
 
@@ -451,8 +554,10 @@ def _optimizer_steps(ctx: Context, module, batch: tuple, steps: int) -> float:
 def _train_batch(ctx: Context, batch: int, tokens: torch.Tensor | None) -> tuple:
     """A cached-rows batch: latents, attribute rows and (REPA) the extractor's float16 patch tokens."""
     latent, _, _ = _sit_shape(ctx)
-    rows = (torch.randn(batch, *latent, device=ctx.device),
-            torch.randint(0, 2, (batch, len(ATTRIBUTE_VALUES)), device=ctx.device))  # fmt: skip
+    rows = (
+        torch.randn(batch, *latent, device=ctx.device),
+        torch.randint(0, 2, (batch, len(ATTRIBUTE_VALUES)), device=ctx.device),
+    )
     if tokens is None:
         return rows
     return (*rows, tokens[torch.arange(batch) % len(tokens)].to(ctx.device, torch.float16))
@@ -499,24 +604,42 @@ def trust_train_generator(variant: str) -> Callable[[Context], dict]:
         tokens, options = None, {}
         if repa:
             spec = trust["extractors"][repa["extractor"]]
-            extractor = PatchEncoder(ctx.repo(spec["path"]), device=ctx.device, dtype=ctx.dtype,
-                                     image_size=spec.get("image_size"))  # fmt: skip
+            extractor = PatchEncoder(
+                ctx.repo(spec["path"]), device=ctx.device, dtype=ctx.dtype, image_size=spec.get("image_size")
+            )
             extractor.tokens(images[:1])
             encode["tokens"], tokens = timed_result(ctx, lambda: torch.from_numpy(extractor.tokens(images)))
-            options = dict(repa_coefficient=repa["coefficient"], repa_depth=sizes.repa_depth or repa["depth"],
-                           target_dim=tokens.shape[-1], extractor=repa["extractor"])  # fmt: skip
+            options = dict(
+                repa_coefficient=repa["coefficient"],
+                repa_depth=sizes.repa_depth or repa["depth"],
+                target_dim=tokens.shape[-1],
+                extractor=repa["extractor"],
+            )
         latent, width, sit = _sit_shape(ctx)
         with torch.device(ctx.device):
             encoder = AttributeEncoder(values=ATTRIBUTE_VALUES, width=width, context_width=width)
-            module = AttributeFlowModule(_denoiser_config(latent, width, sit), dict(encoder.config), lr=train["lr"],
-                                         warmup_steps=1, total_steps=1000,
-                                         condition_dropout=train["condition_dropout"], **options)  # fmt: skip
+            module = AttributeFlowModule(
+                _denoiser_config(latent, width, sit),
+                dict(encoder.config),
+                lr=train["lr"],
+                warmup_steps=1,
+                total_steps=1000,
+                condition_dropout=train["condition_dropout"],
+                **options,
+            )
         step, batch, too_large = _largest_batch(ctx, module, tokens)
-        return {"seconds_per_item": step / batch, "items_measured": batch * sizes.train_steps, "seconds_per_step": step,
-                "batch": batch, "batch_too_large": too_large, "parameters": parameters(module), "through": MODULES,
-                "encode_seconds_per_image": {k: v / len(images) for k, v in encode.items()},
-                "note": "AttributeFlowModule._loss + AdamW step per item of a batch; the rule's Lightning loop "
-                        "(checkpoints, validation, deterministic=True) and its row reads are not timed"}  # fmt: skip
+        return {
+            "seconds_per_item": step / batch,
+            "items_measured": batch * sizes.train_steps,
+            "seconds_per_step": step,
+            "batch": batch,
+            "batch_too_large": too_large,
+            "parameters": parameters(module),
+            "through": MODULES,
+            "encode_seconds_per_image": {k: v / len(images) for k, v in encode.items()},
+            "note": "AttributeFlowModule._loss + AdamW step per item of a batch; the rule's Lightning loop "
+            "(checkpoints, validation, deterministic=True) and its row reads are not timed",
+        }
 
     return measure
 
@@ -530,13 +653,16 @@ def trust_generate(ctx: Context) -> dict:
 
     def draw(steps):
         with ctx.autocast():
-            return generate_samples(pipe, [[0] * len(ATTRIBUTE_VALUES)], batch, seed=0, num_inference_steps=steps,
-                                    batch_size=batch)  # fmt: skip
+            return generate_samples(
+                pipe, [[0] * len(ATTRIBUTE_VALUES)], batch, seed=0, num_inference_steps=steps, batch_size=batch
+            )
 
     return scaled_steps(ctx, draw, sampling["num_inference_steps"], batch) | {
-        "parameters": parameters(pipe), "through": PACKAGE, "batch": batch,
+        "parameters": parameters(pipe),
+        "through": PACKAGE,
+        "batch": batch,
         "note": "the pipeline built in memory at the paper's SiT-B/2 shape (the rule loads a trained folder)",
-    }  # fmt: skip
+    }
 
 
 def _extractor_width(ctx: Context, extractor: str) -> int:
@@ -566,18 +692,35 @@ def trust_train_translator(ctx: Context) -> dict:
     pair_seconds = warmed(ctx, lambda: pairs(1), lambda: pairs(len(images)))
     width, target = _sit_shape(ctx)[1], _extractor_width(ctx, "siglip")
     with torch.device(ctx.device):
-        module = TranslatorModule(width, target, settings["hidden"], settings["weights"], settings["lr"],
-                                  settings["weight_decay"], warmup_steps=1, total_steps=1000, mean=[0.0] * width,
-                                  scale=[1.0] * width, loss=settings["loss"], whitened=settings["whitened"])  # fmt: skip
+        module = TranslatorModule(
+            width,
+            target,
+            settings["hidden"],
+            settings["weights"],
+            settings["lr"],
+            settings["weight_decay"],
+            warmup_steps=1,
+            total_steps=1000,
+            mean=[0.0] * width,
+            scale=[1.0] * width,
+            loss=settings["loss"],
+            whitened=settings["whitened"],
+        )
         batch = (torch.randn(sizes.translator_batch, width), torch.randn(sizes.translator_batch, target))
     step = _optimizer_steps(ctx, module, batch, max(sizes.train_steps, 2))
     per_pair = pair_seconds / (len(images) * len(t_values))
     train_per_pair = step / sizes.translator_batch
-    return {"seconds_per_item": per_pair + settings["epochs"] * train_per_pair,
-            "items_measured": len(images) * len(t_values), "seconds_per_pair_computed": per_pair,
-            "seconds_per_pair_epoch": train_per_pair, "epochs": settings["epochs"], "batch": sizes.translator_batch,
-            "parameters": parameters(pipe, module), "through": f"{PACKAGE} (pairs) and {MODULES} (training)",
-            "note": "per pair: computing it once plus one pass per epoch; Lightning's loop not timed"}  # fmt: skip
+    return {
+        "seconds_per_item": per_pair + settings["epochs"] * train_per_pair,
+        "items_measured": len(images) * len(t_values),
+        "seconds_per_pair_computed": per_pair,
+        "seconds_per_pair_epoch": train_per_pair,
+        "epochs": settings["epochs"],
+        "batch": sizes.translator_batch,
+        "parameters": parameters(pipe, module),
+        "through": f"{PACKAGE} (pairs) and {MODULES} (training)",
+        "note": "per pair: computing it once plus one pass per epoch; Lightning's loop not timed",
+    }
 
 
 # --------------------------------------------------------------------------------------- entries
@@ -638,11 +781,18 @@ def provenance(device: torch.device, tiny: bool) -> dict:
         return result.stdout.strip()
 
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    return {"card": card(device), "torch": torch.__version__, "cuda": torch.version.cuda, "device": str(device),
-            "tiny": tiny, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "commit": git("rev-parse", "--short", "HEAD") + ("-dirty" if dirty else ""),
-            "host": platform.node(), "tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_tf32": torch.backends.cudnn.allow_tf32}  # fmt: skip
+    return {
+        "card": card(device),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": str(device),
+        "tiny": tiny,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "commit": git("rev-parse", "--short", "HEAD") + ("-dirty" if dirty else ""),
+        "host": platform.node(),
+        "tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+    }
 
 
 def card(device: torch.device) -> str:
@@ -654,8 +804,10 @@ def card(device: torch.device) -> str:
 def _memory(device: torch.device) -> dict:
     if device.type != "cuda":
         return {"peak_memory_bytes": None, "peak_reserved_bytes": None}
-    return {"peak_memory_bytes": torch.cuda.max_memory_allocated(device),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device)}  # fmt: skip
+    return {
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(device),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
+    }
 
 
 def _release(device: torch.device) -> None:
@@ -683,8 +835,14 @@ def measure_one(entry: Entry, ctx: Context) -> dict:
             result = entry.measure(ctx)
     except Exception as error:  # noqa: BLE001 - one entry's failure is its result; the others go on
         oom = _is_oom(error)
-        result = {"oom": True} if oom else {"error": "".join(traceback.format_exception_only(error)).strip(),
-                                            "traceback": traceback.format_exc(limit=-4)}  # fmt: skip
+        result = (
+            {"oom": True}
+            if oom
+            else {
+                "error": "".join(traceback.format_exception_only(error)).strip(),
+                "traceback": traceback.format_exc(limit=-4),
+            }
+        )
         result |= {"memory_at_failure_bytes": _memory(ctx.device)["peak_memory_bytes"]} if oom else {}
     result |= {
         "wall_s": time.perf_counter() - started,
@@ -720,8 +878,9 @@ def run(args) -> dict:
     started = time.monotonic()
     _release(device)
     with tempfile.TemporaryDirectory(prefix="bench_paper_gpu_") as scratch, random_weights(device):
-        base = Context(device, DTYPES[0], args.tiny, config, Sizes.of(config, args.tiny), Path(scratch) / "hub",
-                       Path(scratch))  # fmt: skip
+        base = Context(
+            device, DTYPES[0], args.tiny, config, Sizes.of(config, args.tiny), Path(scratch) / "hub", Path(scratch)
+        )
         for dtype in args.dtypes:
             ctx = dataclasses.replace(base, dtype=dtype)
             for entry in selected(entries(config), args.rules):
@@ -750,8 +909,11 @@ def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--tiny", action="store_true", help="the rehearsal's shrunk models on tiny inputs (CPU tests)")
-    parser.add_argument("--rules", nargs="*", help="entries or rules to run (shell patterns), e.g. generate_images "
-                                                   "'crc_sample[ml-laion-h14]'; default all")  # fmt: skip
+    parser.add_argument(
+        "--rules",
+        nargs="*",
+        help="entries or rules to run (shell patterns), e.g. generate_images 'crc_sample[ml-laion-h14]'; default all",
+    )
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
     parser.add_argument("--out", default="benchmarks/out/paper_gpu.json")
     parser.add_argument("--resume", action="store_true", help="keep the entries already measured in --out")

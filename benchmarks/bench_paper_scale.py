@@ -118,8 +118,10 @@ def main(argv=None) -> dict:
         "reliability": reliability,
     }
     write_json(out, args.out)
-    print(f"calibrate: {calibration['seconds_median']:.3f} s (per-sample QP extrapolated {calibration['qp_seconds_extrapolated']:.1f} s, "
-          f"x{calibration['speedup_vs_qp']:.0f}; max |error| {calibration['max_abs_error_vs_qp']:.1e}; outside {calibration['outside_fraction']:.2f})")  # fmt: skip
+    print(
+        f"calibrate: {calibration['seconds_median']:.3f} s (per-sample QP extrapolated {calibration['qp_seconds_extrapolated']:.1f} s, "
+        f"x{calibration['speedup_vs_qp']:.0f}; max |error| {calibration['max_abs_error_vs_qp']:.1e}; outside {calibration['outside_fraction']:.2f})"
+    )
     print(f"CReL.calibrate with the models: {pipeline['seconds']:.1f} s")
     print(
         f"reliability: {reliability['seconds']:.1f} s for {args.n} points, num_z0 = {args.num_z0}, {args.steps} steps"

@@ -54,8 +54,9 @@ def _world(run: Path, config: dict) -> Path:
     firsts = {"train": 1, "val": world["train_images"] + 1}
     for split, first_id in firsts.items():
         if not (root / f"annotations/captions_{split}2014.json").exists():
-            write_split(root, split, world[f"{split}_images"], seed=world["seed"], side=world["image_size"],
-                        first_id=first_id)  # fmt: skip
+            write_split(
+                root, split, world[f"{split}_images"], seed=world["seed"], side=world["image_size"], first_id=first_id
+            )
     return root
 
 
@@ -79,13 +80,21 @@ def _train(run: Path, config: dict, name: str, out_dir: Path, device: str, image
     train = {**section, **{k: v for k, v in overrides.items() if k in section or k in ("images", "val_images")}}
     started = time.perf_counter()
     summary = train_text_to_image(
-        run / config["coco"]["root"], out_dir, family=family, train=train,
-        tokenizer_dir=run / "results/encoders/tokenizer", clip_dir=run / "results/encoders/clip",
+        run / config["coco"]["root"],
+        out_dir,
+        family=family,
+        train=train,
+        tokenizer_dir=run / "results/encoders/tokenizer",
+        clip_dir=run / "results/encoders/clip",
         autoencoder_dir=run / f"results/crel_t2i/autoencoders/{'vq' if family == 'kandinsky' else 'kl'}",
-        t5_dir=run / "results/crel_t2i/t5" if family != "kandinsky" else None, image_size=t2i["image_size"],
-        clip_image_size=encoders["image_size"], max_length=t2i["max_length"], seed=t2i["seed"],
-        accelerator="gpu" if device == "cuda" else "cpu", image_ids=image_ids,
-    )  # fmt: skip
+        t5_dir=run / "results/crel_t2i/t5" if family != "kandinsky" else None,
+        image_size=t2i["image_size"],
+        clip_image_size=encoders["image_size"],
+        max_length=t2i["max_length"],
+        seed=t2i["seed"],
+        accelerator="gpu" if device == "cuda" else "cpu",
+        image_ids=image_ids,
+    )
     return {"train_s": time.perf_counter() - started, "train": train, "summary": summary}
 
 
@@ -93,8 +102,16 @@ def _smoke(run: Path, config: dict, device: str, images: int) -> dict:
     out = {}
     for name in config["crel"]["text_to_image"]["models"]:
         try:
-            result = _train(run, config, name, run / f"results/crel_t2i/generators/{name}", device,
-                            images=images, val_images=100, **SMOKE_EPOCHS)  # fmt: skip
+            result = _train(
+                run,
+                config,
+                name,
+                run / f"results/crel_t2i/generators/{name}",
+                device,
+                images=images,
+                val_images=100,
+                **SMOKE_EPOCHS,
+            )
             out[name] = {"ok": True, "train_s": result["train_s"]}
         except Exception:  # a failing family is the finding: record it and go on to the next
             out[name] = {"ok": False, "error": traceback.format_exc(limit=6)}
@@ -118,8 +135,9 @@ class _Reader:
         train_scenes = read_json(root / "annotations/scenes_train2014.json")
         objects = [train_scenes[str(k)] for k in train["image_id"]]
         lone = single_objects(objects)[:3000]
-        self.probe = AttributeProbe(self.clip).fit([at_size(train["path"][k], self.side) for k in lone],
-                                                   [objects[k][0] for k in lone])  # fmt: skip
+        self.probe = AttributeProbe(self.clip).fit(
+            [at_size(train["path"][k], self.side) for k in lone], [objects[k][0] for k in lone]
+        )
         val_file = root / "annotations/captions_val2014.json"
         pairs = evaluation_pairs(load_captions(val_file, image_dir(val_file))).sort("image_id").head(t2i["items"])
         scenes = read_json(root / "annotations/scenes_val2014.json")
@@ -132,8 +150,9 @@ class _Reader:
         from condeval.generators.text_to_image import generate_images
 
         started = time.perf_counter()
-        generated = generate_images(pipe, self.captions, self.ids, seed=seed, batch_size=250, progress_bar=False,
-                                    **call)  # fmt: skip
+        generated = generate_images(
+            pipe, self.captions, self.ids, seed=seed, batch_size=250, progress_bar=False, **call
+        )
         generate_s = time.perf_counter() - started
         lone = single_objects(self.scenes, self.captions)[:36]
         requested = [f"{self.scenes[i][0]['colour']} {self.scenes[i][0]['shape']}" for i in lone]
@@ -184,8 +203,10 @@ def _length(run: Path, config: dict, device: str, args, out_dir: Path, record) -
         del result["summary"]
         out[str(epochs)] = result
         probe = result["signal"]["attributes_probe"]["generated"]
-        print(f"{name}: {result['train_s']:.0f} s, probe colour {probe['colour']:.3f} "
-              f"shape {probe['shape']:.3f}", flush=True)  # fmt: skip
+        print(
+            f"{name}: {result['train_s']:.0f} s, probe colour {probe['colour']:.3f} shape {probe['shape']:.3f}",
+            flush=True,
+        )
         record(out)
     return out
 
@@ -195,8 +216,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--run-dir", required=True, help="folder holding results/encoders and results/crel_t2i components")
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--stages", nargs="+", default=["smoke", "throughput", "length"],
-                    choices=["smoke", "throughput", "length"])  # fmt: skip
+    ap.add_argument(
+        "--stages", nargs="+", default=["smoke", "throughput", "length"], choices=["smoke", "throughput", "length"]
+    )
     ap.add_argument("--smoke-images", type=int, default=1200)
     ap.add_argument("--throughput-images", type=int, default=64)
     ap.add_argument("--model", default="mini-sd3-medium")
@@ -207,8 +229,12 @@ def main(argv=None) -> dict:
         default={},
         help='JSON of train keys the length stage changes, e.g. \'{"lr": 0.001, "transformer": {...}}\'',
     )
-    ap.add_argument("--scenes", default="all", choices=["all", "lone"],
-                    help="the length stage trains on every train scene or on the single-object ones")  # fmt: skip
+    ap.add_argument(
+        "--scenes",
+        default="all",
+        choices=["all", "lone"],
+        help="the length stage trains on every train scene or on the single-object ones",
+    )
     ap.add_argument("--tag", default="", help="suffix of the length stage's folders and grids")
     ap.add_argument("--budget-s", type=float, default=240.0, help="training time the length stage may spend")
     ap.add_argument("--out", default="benchmarks/out/t2i_device", help="folder for t2i_device.json and the grids")
@@ -219,8 +245,11 @@ def main(argv=None) -> dict:
     torch.manual_seed(0)
     started = time.perf_counter()
     _world(run, config)
-    out = {"device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor(),
-           "torch": torch.__version__, "world_s": time.perf_counter() - started}  # fmt: skip
+    out = {
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor(),
+        "torch": torch.__version__,
+        "world_s": time.perf_counter() - started,
+    }
 
     def record(stage_out=None, stage=None):
         if stage is not None:
@@ -233,9 +262,23 @@ def main(argv=None) -> dict:
         import bench_t2i_throughput
 
         try:  # a generator whose smoke training failed has no folder to time
-            record(bench_t2i_throughput.main(["--run-dir", str(run), "--config", args.config, "--device", args.device,
-                                              "--images", str(args.throughput_images),
-                                              "--out", str(out_dir / "t2i_throughput.json")]), "throughput")  # fmt: skip
+            record(
+                bench_t2i_throughput.main(
+                    [
+                        "--run-dir",
+                        str(run),
+                        "--config",
+                        args.config,
+                        "--device",
+                        args.device,
+                        "--images",
+                        str(args.throughput_images),
+                        "--out",
+                        str(out_dir / "t2i_throughput.json"),
+                    ]
+                ),
+                "throughput",
+            )
         except Exception:
             record({"error": traceback.format_exc(limit=4)}, "throughput")
     if "length" in args.stages:

@@ -50,16 +50,26 @@ def main(argv=None) -> dict:
     root = run / config["coco"]["root"]
     pairs = evaluation_pairs(load_captions(root / "annotations/captions_val2014.json", root / "val2014"))
     prompts = pairs.sort("image_id")["caption"].head(args.images).to_list()
-    out = {"device": args.device, "threads": args.threads, "images": len(prompts), "batch_size": args.batch_size,
-           "cpu": platform.processor() or platform.machine(), "models": {}}  # fmt: skip
+    out = {
+        "device": args.device,
+        "threads": args.threads,
+        "images": len(prompts),
+        "batch_size": args.batch_size,
+        "cpu": platform.processor() or platform.machine(),
+        "models": {},
+    }
     for name, section in t2i["models"].items():
         folder = section.get("path") or run / f"results/crel_t2i/generators/{name}"
         pipe = load_text_to_image(folder, device=args.device, prior=section.get("prior_path"))
         call = sampling_call(section["family"], dict(section["sampling"]), t2i["image_size"], t2i.get("max_length", 26))
         batched = _images_per_s(pipe, prompts, args.batch_size, call)
         alone = _images_per_s(pipe, prompts, 1, call)
-        out["models"][name] = {"images_per_s": batched, "per_image_loop_images_per_s": alone,
-                               "speed_up": batched / alone, "call": call}  # fmt: skip
+        out["models"][name] = {
+            "images_per_s": batched,
+            "per_image_loop_images_per_s": alone,
+            "speed_up": batched / alone,
+            "call": call,
+        }
         print(f"{name}: {batched:.1f} images/s batched, {alone:.1f} one at a time ({batched / alone:.1f}x)")
     write_json(out, args.out)
     return out

@@ -82,13 +82,25 @@ def _decode_encode_path(images: int):
     from transformers import SiglipVisionConfig, SiglipVisionModel
 
     vae = AutoencoderKL(
-        in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(128, 256, 512, 512), layers_per_block=2,
-        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4, sample_size=256,
-    ).eval()  # fmt: skip
-    siglip = SiglipVisionModel(SiglipVisionConfig(
-        hidden_size=SIGLIP_WIDTH, intermediate_size=4304, num_hidden_layers=27, num_attention_heads=16,
-        image_size=384, patch_size=14,
-    )).eval()  # fmt: skip
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        block_out_channels=(128, 256, 512, 512),
+        layers_per_block=2,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        sample_size=256,
+    ).eval()
+    siglip = SiglipVisionModel(
+        SiglipVisionConfig(
+            hidden_size=SIGLIP_WIDTH,
+            intermediate_size=4304,
+            num_hidden_layers=27,
+            num_attention_heads=16,
+            image_size=384,
+            patch_size=14,
+        )
+    ).eval()
     latents = torch.randn(images, 4, 32, 32)
 
     @torch.no_grad()
@@ -104,15 +116,17 @@ def _denoiser_step(images: int):
     """One step of an SD3Transformer2DModel of SiT-B/2's size on ``images`` latents."""
     from condeval.generators.text_to_image import tiny_sd3_transformer
 
-    model = tiny_sd3_transformer(32, 4, layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH,
-                                 pooled_projection_dim=SIT_WIDTH).eval()  # fmt: skip
+    model = tiny_sd3_transformer(
+        32, 4, layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH, pooled_projection_dim=SIT_WIDTH
+    ).eval()
     latents, context = torch.randn(images, 4, 32, 32), torch.randn(images, 1, SIT_WIDTH)
     pooled, timestep = torch.randn(images, SIT_WIDTH), torch.full((images,), 500.0)
 
     @torch.no_grad()
     def step():
-        return model(hidden_states=latents, timestep=timestep, encoder_hidden_states=context,
-                     pooled_projections=pooled).sample  # fmt: skip
+        return model(
+            hidden_states=latents, timestep=timestep, encoder_hidden_states=context, pooled_projections=pooled
+        ).sample
 
     return step
 
@@ -124,12 +138,19 @@ def _paper_sized_pipeline():
     from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
     from condeval.generators.text_to_image import tiny_sd3_transformer
 
-    transformer = tiny_sd3_transformer(32, 4, layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH,
-                                       pooled_projection_dim=SIT_WIDTH).eval()  # fmt: skip
+    transformer = tiny_sd3_transformer(
+        32, 4, layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH, pooled_projection_dim=SIT_WIDTH
+    ).eval()
     vae = AutoencoderKL(
-        in_channels=3, out_channels=3, latent_channels=4, block_out_channels=(128, 256, 512, 512), layers_per_block=2,
-        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4, sample_size=256,
-    ).eval()  # fmt: skip
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        block_out_channels=(128, 256, 512, 512),
+        layers_per_block=2,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        sample_size=256,
+    ).eval()
     encoder = AttributeEncoder(values=(2,), width=SIT_WIDTH, context_width=SIT_WIDTH).eval()
     return AttributeDiffusionPipeline(transformer, vae, FlowMatchEulerDiscreteScheduler(), encoder)
 
@@ -149,8 +170,13 @@ def _abstention_measured(images: int, steps: int, at: int) -> dict:
     thresholds = thresholds.with_columns(threshold=np.where(thresholds["a"].to_numpy() == 0, -1e9, 1e9))
 
     def call(callback=None):
-        pipe(attributes, num_inference_steps=steps, output_type="pt", callback_on_step_end=callback,
-             callback_on_step_end_tensor_inputs=("latents", "attributes"))  # fmt: skip
+        pipe(
+            attributes,
+            num_inference_steps=steps,
+            output_type="pt",
+            callback_on_step_end=callback,
+            callback_on_step_end_tensor_inputs=("latents", "attributes"),
+        )
 
     _, plain_s = _timed(call)
     _, step_s = _timed(_denoiser_step(images))
@@ -160,9 +186,17 @@ def _abstention_measured(images: int, steps: int, at: int) -> dict:
     saved = compute_saved(callback.abstained, at, steps)
     decode_s = (plain_s - steps * step_s) / images  # what the plain call spent beyond its denoiser steps, a sample
     predicted_s = plain_s - saved["steps_saved_pct"] / 100 * steps * step_s - saved["decoder_passes_saved"] * decode_s
-    return {"images": images, "steps": steps, "at": at, "abstained": int(callback.abstained.sum()),
-            "plain_s": plain_s, "dropped_s": dropped_s, "predicted_s": predicted_s, "saving": 1 - dropped_s / plain_s,
-            "predicted_saving": 1 - predicted_s / plain_s}  # fmt: skip
+    return {
+        "images": images,
+        "steps": steps,
+        "at": at,
+        "abstained": int(callback.abstained.sum()),
+        "plain_s": plain_s,
+        "dropped_s": dropped_s,
+        "predicted_s": predicted_s,
+        "saving": 1 - dropped_s / plain_s,
+        "predicted_saving": 1 - predicted_s / plain_s,
+    }
 
 
 def main(argv=None) -> dict:
@@ -179,33 +213,47 @@ def main(argv=None) -> dict:
     _, translator_s = _timed(_translator_path(args.samples), repeats=3)
     _, decode_encode_s = _timed(_decode_encode_path(args.images))
     _, step_s = _timed(_denoiser_step(args.images))
-    per = {"translator_score": translator_s / args.samples, "decode_encode": decode_encode_s / args.images,
-           "denoiser_step": step_s / args.images}  # fmt: skip
+    per = {
+        "translator_score": translator_s / args.samples,
+        "decode_encode": decode_encode_s / args.images,
+        "denoiser_step": step_s / args.images,
+    }
     saved = {
         str(step): {"steps_left": STEPS - step, "seconds": (STEPS - step) * per["denoiser_step"] + per["decode_encode"]}
         for step in range(25, STEPS + 1, 25)
-    }  # fmt: skip
+    }
     out = {
-        "cpu": platform.processor() or platform.machine(), "threads": args.threads, "torch": torch.__version__,
-        "samples": args.samples, "images": args.images, "seconds_per_sample": per,
+        "cpu": platform.processor() or platform.machine(),
+        "threads": args.threads,
+        "torch": torch.__version__,
+        "samples": args.samples,
+        "images": args.images,
+        "seconds_per_sample": per,
         "samples_per_s": {name: 1.0 / seconds for name, seconds in per.items()},
-        "speed_up": per["decode_encode"] / per["translator_score"], "saved_per_abstained_sample": saved,
-    }  # fmt: skip
+        "speed_up": per["decode_encode"] / per["translator_score"],
+        "saved_per_abstained_sample": saved,
+    }
     if args.abstain_images:
         out["abstention_measured"] = _abstention_measured(args.abstain_images, args.abstain_steps, args.abstain_at)
     write_json(out, args.out)
     rates = out["samples_per_s"]
-    print(f"translator + score: {rates['translator_score']:,.0f} samples/s; decode + encode: "
-          f"{rates['decode_encode']:.2f} samples/s ({out['speed_up']:,.0f}x); one denoiser step "
-          f"{per['denoiser_step'] * 1e3:.0f} ms a sample")  # fmt: skip
+    print(
+        f"translator + score: {rates['translator_score']:,.0f} samples/s; decode + encode: "
+        f"{rates['decode_encode']:.2f} samples/s ({out['speed_up']:,.0f}x); one denoiser step "
+        f"{per['denoiser_step'] * 1e3:.0f} ms a sample"
+    )
     for step, row in saved.items():
-        print(f"abstaining after step {step} of {STEPS}: {row['steps_left']} steps + decode + encode = "
-              f"{row['seconds']:.1f} s a sample")  # fmt: skip
+        print(
+            f"abstaining after step {step} of {STEPS}: {row['steps_left']} steps + decode + encode = "
+            f"{row['seconds']:.1f} s a sample"
+        )
     if args.abstain_images:
         row = out["abstention_measured"]
-        print(f"abstention measured: {row['abstained']} of {row['images']} samples dropped after step {row['at']} of "
-              f"{row['steps']}: {row['plain_s']:.1f} s -> {row['dropped_s']:.1f} s ({100 * row['saving']:.0f}% saved; "
-              f"compute_saved's count predicts {row['predicted_s']:.1f} s, {100 * row['predicted_saving']:.0f}%)")  # fmt: skip
+        print(
+            f"abstention measured: {row['abstained']} of {row['images']} samples dropped after step {row['at']} of "
+            f"{row['steps']}: {row['plain_s']:.1f} s -> {row['dropped_s']:.1f} s ({100 * row['saving']:.0f}% saved; "
+            f"compute_saved's count predicts {row['predicted_s']:.1f} s, {100 * row['predicted_saving']:.0f}%)"
+        )
     return out
 
 

@@ -73,16 +73,27 @@ def main(argv=None) -> dict:
     baseline_rows = min(args.samples, 5_000)
     _, baseline_s = _timed(_definition, scorer, samples[:baseline_rows])
     out = {
-        "cpu": platform.processor() or platform.machine(), "threads": args.threads, "dim": args.dim,
-        "real_rows": args.real, "fit_s": fit_s, "samples": args.samples, "score_s": score_s,
+        "cpu": platform.processor() or platform.machine(),
+        "threads": args.threads,
+        "dim": args.dim,
+        "real_rows": args.real,
+        "fit_s": fit_s,
+        "samples": args.samples,
+        "score_s": score_s,
         "samples_per_s": args.samples / score_s,
-        "definition_baseline": {"rows": baseline_rows, "seconds": baseline_s, "samples_per_s": baseline_rows / baseline_s},
-    }  # fmt: skip
+        "definition_baseline": {
+            "rows": baseline_rows,
+            "seconds": baseline_s,
+            "samples_per_s": baseline_rows / baseline_s,
+        },
+    }
     out["speed_up"] = out["samples_per_s"] / out["definition_baseline"]["samples_per_s"]
     out["kid"] = _kid_rows(real, samples[: args.real])
     write_json(out, args.out)
-    print(f"fit {fit_s:.1f} s; score {out['samples_per_s']:,.0f} samples/s "
-          f"({out['speed_up']:.1f}x the definition's {out['definition_baseline']['samples_per_s']:,.0f}/s)")  # fmt: skip
+    print(
+        f"fit {fit_s:.1f} s; score {out['samples_per_s']:,.0f} samples/s "
+        f"({out['speed_up']:.1f}x the definition's {out['definition_baseline']['samples_per_s']:,.0f}/s)"
+    )
     for name, row in out["kid"].items():
         print(f"KID {name}: {row['seconds']:.2f} s, {row['mean']:.5f} ± {row['std']:.5f}")
     return out

@@ -39,11 +39,37 @@ from condeval.generators.autoencoders import tiny_autoencoder_kl
 from condeval.trust.samples import generate_samples
 
 SHAPES = {
-    "offline": dict(image=32, images=1000, val=50, batch=32, epochs=2, layers=2, heads=4, head_dim=16,
-                    repa_depth=1, samples=64, conditions=16, steps=20, sample_batch=128),
-    "paper": dict(image=256, images=2048, val=64, batch=256, epochs=2, layers=12, heads=12, head_dim=64,
-                  repa_depth=8, samples=100, conditions=1, steps=250, sample_batch=100),
-}  # fmt: skip
+    "offline": dict(
+        image=32,
+        images=1000,
+        val=50,
+        batch=32,
+        epochs=2,
+        layers=2,
+        heads=4,
+        head_dim=16,
+        repa_depth=1,
+        samples=64,
+        conditions=16,
+        steps=20,
+        sample_batch=128,
+    ),
+    "paper": dict(
+        image=256,
+        images=2048,
+        val=64,
+        batch=256,
+        epochs=2,
+        layers=12,
+        heads=12,
+        head_dim=64,
+        repa_depth=8,
+        samples=100,
+        conditions=1,
+        steps=250,
+        sample_batch=100,
+    ),
+}
 
 
 def _autoencoder(scale: str, image: int):
@@ -52,20 +78,40 @@ def _autoencoder(scale: str, image: int):
     from diffusers import AutoencoderKL
 
     blocks = 4  # sd-vae-ft-mse: 128, 256, 512, 512 channels, two ResNet layers a block, 8x down
-    return AutoencoderKL(block_out_channels=(128, 256, 512, 512), layers_per_block=2, latent_channels=4,
-                         down_block_types=("DownEncoderBlock2D",) * blocks, up_block_types=("UpDecoderBlock2D",) * blocks,
-                         sample_size=image, scaling_factor=0.18215)  # fmt: skip
+    return AutoencoderKL(
+        block_out_channels=(128, 256, 512, 512),
+        layers_per_block=2,
+        latent_channels=4,
+        down_block_types=("DownEncoderBlock2D",) * blocks,
+        up_block_types=("UpDecoderBlock2D",) * blocks,
+        sample_size=image,
+        scaling_factor=0.18215,
+    )
 
 
 def _extractor_folder(scale: str, image: int, folder: Path) -> Path:
     from transformers import DINOv3ViTConfig, DINOv3ViTModel
 
     if scale == "offline":
-        config = DINOv3ViTConfig(image_size=image, patch_size=8, hidden_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, intermediate_size=128, num_register_tokens=0)  # fmt: skip
+        config = DINOv3ViTConfig(
+            image_size=image,
+            patch_size=8,
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=128,
+            num_register_tokens=0,
+        )
     else:  # ViT-L/16 as facebook/dinov3-vitl16-pretrain-lvd1689m
-        config = DINOv3ViTConfig(image_size=image, patch_size=16, hidden_size=1024, num_hidden_layers=24,
-                                 num_attention_heads=16, intermediate_size=4096, num_register_tokens=4)  # fmt: skip
+        config = DINOv3ViTConfig(
+            image_size=image,
+            patch_size=16,
+            hidden_size=1024,
+            num_hidden_layers=24,
+            num_attention_heads=16,
+            intermediate_size=4096,
+            num_register_tokens=4,
+        )
     DINOv3ViTModel(config).save_pretrained(folder)
     return folder
 
@@ -90,9 +136,16 @@ def main() -> None:
     attributes = rng.integers(0, 2, size=(len(images), 4))
     vae = _autoencoder(args.scale, side).to(args.device)
     accelerator = "gpu" if args.device == "cuda" else "cpu"
-    out = {"scale": args.scale, "shape": shape, "device": args.device, "torch": torch.__version__,
-           "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
-           "cpus": torch.get_num_threads(), "machine": platform.platform(), "variants": {}}  # fmt: skip
+    out = {
+        "scale": args.scale,
+        "shape": shape,
+        "device": args.device,
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+        "cpus": torch.get_num_threads(),
+        "machine": platform.platform(),
+        "variants": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         extractor = PatchEncoder(_extractor_folder(args.scale, side, tmp / "dinov3"), device=args.device)
@@ -102,28 +155,48 @@ def main() -> None:
         for variant in args.variants:
             start = _synchronised(args.device)
             summary = train_attribute_generator(
-                images, attributes, tmp / variant, values=[2, 2, 2, 2], vae=vae,
+                images,
+                attributes,
+                tmp / variant,
+                values=[2, 2, 2, 2],
+                vae=vae,
                 transformer=dict(layers=shape["layers"], heads=shape["heads"], head_dim=shape["head_dim"]),
-                epochs=shape["epochs"], batch_size=shape["batch"], lr=1e-4, val_images=shape["val"], seed=0,
-                repa_extractor=extractor if variant == "repa" else None, repa_depth=shape["repa_depth"],
+                epochs=shape["epochs"],
+                batch_size=shape["batch"],
+                lr=1e-4,
+                val_images=shape["val"],
+                seed=0,
+                repa_extractor=extractor if variant == "repa" else None,
+                repa_depth=shape["repa_depth"],
                 accelerator=accelerator,
-            )  # fmt: skip
+            )
             trained = _synchronised(args.device) - start
             pipe = AttributeDiffusionPipeline.from_pretrained(str(tmp / variant)).to(args.device)
             pipe.set_progress_bar_config(disable=True)
             conditions = rng.integers(0, 2, size=(shape["conditions"], 4))
             start = _synchronised(args.device)
-            drawn, *_ = generate_samples(pipe, conditions, shape["samples"], seed=0, batch_size=shape["sample_batch"],
-                                         num_inference_steps=shape["steps"])  # fmt: skip
+            drawn, *_ = generate_samples(
+                pipe,
+                conditions,
+                shape["samples"],
+                seed=0,
+                batch_size=shape["sample_batch"],
+                num_inference_steps=shape["steps"],
+            )
             sampled = _synchronised(args.device) - start
             if not np.isfinite(drawn.astype(np.float64)).all() or drawn.shape[0] != shape["samples"] * len(conditions):
                 raise RuntimeError(f"{variant}: generation returned {drawn.shape} or non-finite pixels")
             out["variants"][variant] = {
-                "train_s": trained, "train_images_per_s": shape["images"] * shape["epochs"] / trained,
-                "fit_wall_s": summary["wall_time_s"], "epochs_run": summary["epochs_run"],
-                "mean_epoch_s": summary["mean_epoch_time_s"], "peak_cuda_mib": summary["peak_cuda_mib"], "sample_s": sampled,
-                "samples_per_s": len(drawn) / sampled, "parameters": sum(p.numel() for p in pipe.transformer.parameters()),
-            }  # fmt: skip
+                "train_s": trained,
+                "train_images_per_s": shape["images"] * shape["epochs"] / trained,
+                "fit_wall_s": summary["wall_time_s"],
+                "epochs_run": summary["epochs_run"],
+                "mean_epoch_s": summary["mean_epoch_time_s"],
+                "peak_cuda_mib": summary["peak_cuda_mib"],
+                "sample_s": sampled,
+                "samples_per_s": len(drawn) / sampled,
+                "parameters": sum(p.numel() for p in pipe.transformer.parameters()),
+            }
             print(variant, out["variants"][variant], flush=True)
     if args.device == "cuda":
         out["peak_gpu_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30

@@ -188,9 +188,11 @@ def provenance_line(document: dict) -> str:
     results = [result for record in document["rules"].values() for result in record["dtypes"].values()]
     cards = sorted({result["card"] for result in results if "card" in result})
     mixed = f" Entries come from several cards ({', '.join(cards)})." if len(cards) > 1 else ""
-    return (f"Measured on {p['card']} (torch {p['torch']}, CUDA {p['cuda']}, matmul TF32 "
-            f"{'on' if p.get('tf32') else 'off'}), {p['date']}, commit {p['commit']}, in {len(document.get('runs', [p]))} "
-            f"run(s): {size}, `benchmarks/bench_paper_gpu.py`.{mixed}")  # fmt: skip
+    return (
+        f"Measured on {p['card']} (torch {p['torch']}, CUDA {p['cuda']}, matmul TF32 "
+        f"{'on' if p.get('tf32') else 'off'}), {p['date']}, commit {p['commit']}, in {len(document.get('runs', [p]))} "
+        f"run(s): {size}, `benchmarks/bench_paper_gpu.py`.{mixed}"
+    )
 
 
 def markdown(rows: list[dict], document: dict) -> str:
@@ -209,8 +211,10 @@ def markdown(rows: list[dict], document: dict) -> str:
     for dtype in DTYPES:
         totals += ["", f"**{total(rows, dtype):,.1f}**", "", ""]
     lines.append("| " + " | ".join(totals) + " |")
-    note = (f"Peak: `torch.cuda.max_memory_allocated`; a card fits when peak x {HEADROOM:.2f} <= its memory. "
-            "Totals add the rows measured in that precision.")  # fmt: skip
+    note = (
+        f"Peak: `torch.cuda.max_memory_allocated`; a card fits when peak x {HEADROOM:.2f} <= its memory. "
+        "Totals add the rows measured in that precision."
+    )
     return "\n".join([*lines, "", note, "", provenance_line(document)]) + "\n"
 
 

@@ -14,9 +14,14 @@ import torch
 # longest module), then takes every module that does not read the run; the remaining readers come last,
 # the heaviest first, when both workers can share them. Each worker's torch gets one of the 2 cores.
 TINY_RUN_READERS = (  # heaviest first, by the durations of a serial run (docs/development.md)
-    "test_workflow.py", "test_dvc_sharing.py", "test_slurm.py", "test_i2t.py", "test_t2i.py", "test_crc.py",
+    "test_workflow.py",
+    "test_dvc_sharing.py",
+    "test_slurm.py",
+    "test_i2t.py",
+    "test_t2i.py",
+    "test_crc.py",
     "test_trust.py",
-)  # fmt: skip
+)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
@@ -78,13 +83,27 @@ def attribute_pipeline():
 
         torch.manual_seed(seed)
         transformer = SD3Transformer2DModel(
-            sample_size=8, patch_size=2, in_channels=4, out_channels=4, num_layers=num_layers, attention_head_dim=8,
-            num_attention_heads=2, joint_attention_dim=24, caption_projection_dim=16, pooled_projection_dim=32,
+            sample_size=8,
+            patch_size=2,
+            in_channels=4,
+            out_channels=4,
+            num_layers=num_layers,
+            attention_head_dim=8,
+            num_attention_heads=2,
+            joint_attention_dim=24,
+            caption_projection_dim=16,
+            pooled_projection_dim=32,
             pos_embed_max_size=4,
-        )  # fmt: skip
-        vae = AutoencoderKL(block_out_channels=(8, 8), down_block_types=("DownEncoderBlock2D",) * 2,
-                            up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=4, latent_channels=4,
-                            use_quant_conv=False, use_post_quant_conv=False)  # fmt: skip
+        )
+        vae = AutoencoderKL(
+            block_out_channels=(8, 8),
+            down_block_types=("DownEncoderBlock2D",) * 2,
+            up_block_types=("UpDecoderBlock2D",) * 2,
+            norm_num_groups=4,
+            latent_channels=4,
+            use_quant_conv=False,
+            use_post_quant_conv=False,
+        )
         encoder = AttributeEncoder(values=(2, 3), width=32, context_width=24)
         return AttributeDiffusionPipeline(transformer, vae, FlowMatchEulerDiscreteScheduler(), encoder)
 

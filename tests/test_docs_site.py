@@ -12,7 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_site_builds_strictly(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     assert (tmp_path / "site" / "api" / "trust" / "index.html").is_file()

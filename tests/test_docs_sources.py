@@ -22,15 +22,24 @@ def test_the_docs_catalogue_block_is_generated_from_the_current_catalogue():
 
 
 def test_the_block_counts_every_source_and_marks_the_gated_and_locked_ones():
-    catalog = {"sources": {
-        "a": {"about": "A", "hub": [{"repo": "o/a", "revision": None, "gated": True, "to": "x.a"},
-                                    {"repo": "o/b", "revision": "f" * 40, "to": "x.b"}]},
-        "b": {"about": "B", "http": [{"url": "http://h/b", "sha256": None, "to": "x.c"}]},
-        "c": {"about": "C", "manual": "by hand", "files": ["x.d"], "optional": True},
-    }}  # fmt: skip
+    catalog = {
+        "sources": {
+            "a": {
+                "about": "A",
+                "hub": [
+                    {"repo": "o/a", "revision": None, "gated": True, "to": "x.a"},
+                    {"repo": "o/b", "revision": "f" * 40, "to": "x.b"},
+                ],
+            },
+            "b": {"about": "B", "http": [{"url": "http://h/b", "sha256": None, "to": "x.c"}]},
+            "c": {"about": "C", "manual": "by hand", "files": ["x.d"], "optional": True},
+        }
+    }
     lines = catalogue_table(catalog)
-    assert lines[0] == ("3 sources: 2 hub repositories (1 gated, 1 with a commit in the catalogue), 1 HTTP downloads "
-                        "(0 with a sha256 in the catalogue), 1 placed by hand.")  # fmt: skip
+    assert lines[0] == (
+        "3 sources: 2 hub repositories (1 gated, 1 with a commit in the catalogue), 1 HTTP downloads "
+        "(0 with a sha256 in the catalogue), 1 placed by hand."
+    )
     assert lines[4:] == [
         "| `a` | hub | A | locked by its first fetch; gated (`HF_TOKEN`) |",
         "| `b` | http | B | locked by its first fetch |",

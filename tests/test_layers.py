@@ -12,8 +12,11 @@ SHARED = ("datasets", "encoders", "generators", "metrics")
 
 def _imports(paths, packages):
     pattern = re.compile(rf"^\s*(?:from|import) condeval\.({'|'.join(packages)})\b", flags=re.M)
-    return [f"{path.relative_to(SRC)}: condeval.{match.group(1)}"
-            for path in paths for match in pattern.finditer(path.read_text())]  # fmt: skip
+    return [
+        f"{path.relative_to(SRC)}: condeval.{match.group(1)}"
+        for path in paths
+        for match in pattern.finditer(path.read_text())
+    ]
 
 
 def _modules(*names):

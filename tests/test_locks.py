@@ -68,8 +68,11 @@ def test_torch_is_the_cpu_build_in_one_and_pypis_in_the_other(locks):
 
 def test_both_locks_pin_the_same_versions(locks):
     cpu, cuda = locks
-    differing = {name: (cpu[name].version, cuda[name].version) for name in cpu.keys() & cuda.keys()
-                 if public(cpu[name].version) != public(cuda[name].version)}  # fmt: skip
+    differing = {
+        name: (cpu[name].version, cuda[name].version)
+        for name in cpu.keys() & cuda.keys()
+        if public(cpu[name].version) != public(cuda[name].version)
+    }
     assert not differing, f"versions differ between {CPU_LOCK.name} and {CUDA_LOCK.name}: {differing}"
     assert not cpu.keys() - cuda.keys(), f"only in {CPU_LOCK.name}: {sorted(cpu.keys() - cuda.keys())}"
 
@@ -96,8 +99,12 @@ def test_every_pin_has_hashes_and_no_local_path(lock):
 
 def _make_setup(venv: Path, *assignments: str, dry_run: bool = True) -> subprocess.CompletedProcess:
     flags = ["-n"] if dry_run else []
-    return subprocess.run(["make", "--no-print-directory", *flags, "setup", f"VENV={venv}", *assignments],
-                          cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    return subprocess.run(
+        ["make", "--no-print-directory", *flags, "setup", f"VENV={venv}", *assignments],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
 
 
 def _install_line(output: str) -> str:

@@ -36,9 +36,22 @@ GOAL_GPU_HOURS = 300
 def dry_run(extra_config: list[str]) -> str:
     """The dry run's stdout: every job of the paper targets with its resources."""
     with tempfile.TemporaryDirectory() as workdir:
-        command = [sys.executable, "-m", "snakemake", *TARGETS, "-s", str(ROOT / "workflow/Snakefile"), "-d", workdir,
-                   "--configfile", str(ROOT / "config/paper.yaml"), str(ROOT / "config/trust_pickles.yaml"),
-                   "--profile", str(ROOT / "profiles/slurm"), "-n"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            *TARGETS,
+            "-s",
+            str(ROOT / "workflow/Snakefile"),
+            "-d",
+            workdir,
+            "--configfile",
+            str(ROOT / "config/paper.yaml"),
+            str(ROOT / "config/trust_pickles.yaml"),
+            "--profile",
+            str(ROOT / "profiles/slurm"),
+            "-n",
+        ]
         if extra_config:
             command += ["--config", *extra_config]
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -66,15 +79,17 @@ def bill_rows(jobs: dict[str, list[dict]]) -> list[dict]:
     rows = []
     for rule, values in sorted(jobs.items()):
         floors = [job.get("gpu_floor_min") for job in values]
-        rows.append({
-            "rule": rule,
-            "jobs": sum(job.get("parts", 1) for job in values),
-            "gpu_gb": max((job.get("gpu_mem_mb", 0) for job in values), default=0) / 1024,
-            "host_gb": max(job.get("mem_mb", 0) for job in values) / 1024,
-            "longest_h": max(job["runtime"] for job in values) / 60,
-            "asked_h": sum(job["runtime"] * job.get("parts", 1) for job in values) / 60,
-            "floor_h": None if None in floors else sum(floors) / 60,
-        })  # fmt: skip
+        rows.append(
+            {
+                "rule": rule,
+                "jobs": sum(job.get("parts", 1) for job in values),
+                "gpu_gb": max((job.get("gpu_mem_mb", 0) for job in values), default=0) / 1024,
+                "host_gb": max(job.get("mem_mb", 0) for job in values) / 1024,
+                "longest_h": max(job["runtime"] for job in values) / 60,
+                "asked_h": sum(job["runtime"] * job.get("parts", 1) for job in values) / 60,
+                "floor_h": None if None in floors else sum(floors) / 60,
+            }
+        )
     return rows
 
 
@@ -96,8 +111,9 @@ def disk_rows(jobs: dict[str, list[dict]], sources: dict[str, float | None]) -> 
     """The disk at the run's peak, GB: sources, each GPU rule's kept outputs over 1 GB, every scratch at once."""
     known = [size for size in sources.values() if size is not None]
     unsized = sorted(name for name, size in sources.items() if size is None)
-    rows = [(f"sources ({len(known)} sized" + (f"; not sized: {', '.join(unsized)}" if unsized else "") + ")",
-             sum(known))]  # fmt: skip
+    rows = [
+        (f"sources ({len(known)} sized" + (f"; not sized: {', '.join(unsized)}" if unsized else "") + ")", sum(known))
+    ]
     written = {rule: sum(job.get("written_mb", 0) for job in values) / 1024 for rule, values in jobs.items()}
     rows += [(f"`{rule}` outputs", gb) for rule, gb in sorted(written.items()) if gb >= 1]
     scratch = {rule: sum(job.get("scratch_mb", 0) for job in values) / 1024 for rule, values in jobs.items()}
@@ -113,20 +129,26 @@ def disk_markdown(rows: list[tuple[str, float]]) -> str:
 
 def markdown(rows: list[dict], site: str) -> str:
     """The bill as a Markdown table with its totals and how it was made."""
-    lines = ["| rule | jobs | GPU memory, GB | host memory, GB | longest job, h | GPU-h asked | GPU-h floor |",
-             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| rule | jobs | GPU memory, GB | host memory, GB | longest job, h | GPU-h asked | GPU-h floor |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for row in rows:
         gpu = f"{row['gpu_gb']:.1f}" if row["gpu_gb"] else "not sized"
         floor = "not sized" if row["floor_h"] is None else f"{row['floor_h']:,.1f}"
-        lines.append(f"| `{row['rule']}` | {row['jobs']} | {gpu} | {row['host_gb']:.1f} | {row['longest_h']:.1f} "
-                     f"| {row['asked_h']:,.1f} | {floor} |")  # fmt: skip
+        lines.append(
+            f"| `{row['rule']}` | {row['jobs']} | {gpu} | {row['host_gb']:.1f} | {row['longest_h']:.1f} "
+            f"| {row['asked_h']:,.1f} | {floor} |"
+        )
     asked, floor = sum(row["asked_h"] for row in rows), sum(row["floor_h"] or 0 for row in rows)
     lines.append(f"| **total** | {sum(row['jobs'] for row in rows)} | | | | **{asked:,.0f}** | **{floor:,.0f}** |")
-    note = (f"Planned by `tools/cluster_bill.py` from `config/paper.yaml` on {site}: GPU-hours asked are the jobs' "
-            "`runtime` (x 3 the time of their FLOPs and, for small models, their steps, plus reading the weights: "
-            "`condeval.core.resources`), each part of work split by the partition's time limit counted as a job; "
-            f"the floor is their FLOPs at 40% of the card's bf16 peak, an estimate no GPU has measured. Goal: "
-            f"{GOAL_GPU_HOURS} H100 GPU-hours.")  # fmt: skip
+    note = (
+        f"Planned by `tools/cluster_bill.py` from `config/paper.yaml` on {site}: GPU-hours asked are the jobs' "
+        "`runtime` (x 3 the time of their FLOPs and, for small models, their steps, plus reading the weights: "
+        "`condeval.core.resources`), each part of work split by the partition's time limit counted as a job; "
+        f"the floor is their FLOPs at 40% of the card's bf16 peak, an estimate no GPU has measured. Goal: "
+        f"{GOAL_GPU_HOURS} H100 GPU-hours."
+    )
     if any(row["floor_h"] is None for row in rows):
         note += " Rules marked *not sized* still ask fixed resources."
     return "\n".join([*lines, "", note])
@@ -141,9 +163,11 @@ def main(argv=None) -> str:
     site = next((item.split("=", 1)[1] for item in args.config if item.startswith("cluster=")), "an H100-80GB")
     jobs = gpu_jobs(stdout)
     catalogue = yaml.safe_load((ROOT / "config/sources.yaml").read_text())["sources"]
-    disk_note = ("Disk: the sources as the catalogue states them (hub checkpoints as their parameters in float32), "
-                 "the outputs GPU jobs keep, images counted as raw pixels (a PNG takes about half), and the training "
-                 "row caches, each removed when its generator is saved.")  # fmt: skip
+    disk_note = (
+        "Disk: the sources as the catalogue states them (hub checkpoints as their parameters in float32), "
+        "the outputs GPU jobs keep, images counted as raw pixels (a PNG takes about half), and the training "
+        "row caches, each removed when its generator is saved."
+    )
     table = "\n\n".join(
         [markdown(bill_rows(jobs), site), disk_markdown(disk_rows(jobs, source_gb(catalogue))), disk_note]
     )

@@ -21,8 +21,14 @@ REPO = Path(__file__).resolve().parents[1]
 SCHEMAS = REPO / "workflow/schemas"
 TARGET = REPO / "config/README.md"
 #: The workflow config's sections, each with its schema; the top level (config.schema.yaml) first.
-SECTIONS = {"": "config.schema.yaml", "coco": "coco.schema.yaml", "encoders": "encoders.schema.yaml",
-            "crel": "crel.schema.yaml", "crc": "crc.schema.yaml", "trust": "trust.schema.yaml"}  # fmt: skip
+SECTIONS = {
+    "": "config.schema.yaml",
+    "coco": "coco.schema.yaml",
+    "encoders": "encoders.schema.yaml",
+    "crel": "crel.schema.yaml",
+    "crc": "crc.schema.yaml",
+    "trust": "trust.schema.yaml",
+}
 HEADER = """# Config reference
 
 Generated from `workflow/schemas/` by `python tools/config_reference.py`: edit the schemas, not this
@@ -44,8 +50,12 @@ def _resolve(node: Mapping, schema: Mapping) -> Mapping:
         node = {**target, **{key: value for key, value in node.items() if key != "$ref"}}
     for member in node.get("allOf", []):
         member = _resolve(member, schema)
-        node = {**member, **node, "properties": {**member.get("properties", {}), **node.get("properties", {})},
-                "required": [*member.get("required", []), *node.get("required", [])]}  # fmt: skip
+        node = {
+            **member,
+            **node,
+            "properties": {**member.get("properties", {}), **node.get("properties", {})},
+            "required": [*member.get("required", []), *node.get("required", [])],
+        }
     return node
 
 
@@ -62,8 +72,11 @@ def _kind(node: Mapping) -> str:
     kind = node.get("type", "")
     kinds = kind if isinstance(kind, list) else [kind]
     words = "/".join(str(k) for k in kinds if k)
-    bounds = [f"{op} {node[key]}" for key, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"),
-                                                  ("exclusiveMaximum", "<")) if key in node]  # fmt: skip
+    bounds = [
+        f"{op} {node[key]}"
+        for key, op in (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
+        if key in node
+    ]
     return ", ".join([words or "any", *bounds])
 
 

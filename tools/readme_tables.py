@@ -62,10 +62,12 @@ def table1_rows(table: pl.DataFrame) -> list[str]:
 def signal_sentence(signal: dict) -> str:
     """The encoders' measured signal (``results/encoders/signal.json``) in one paragraph."""
     clip, bert = signal["clip"], signal["bert"]
-    return (f"CLIP: R@1 {clip['R@1']:.3f}, R@5 {clip['R@5']:.3f} in a {clip['gallery']}-image gallery "
-            f"(chance {clip['chance@1']:.3f} / {clip['chance@5']:.3f}); one-noun foil: gap {clip['foil_gap_mean']:.4f} "
-            f"± {clip['foil_gap_std']:.4f}, true caption wins {clip['foil_true_wins']:.1%}. BERT: same image "
-            f"{bert['same_image_mean']:.3f}, other image {bert['other_image_mean']:.3f}, AUC {bert['auc']:.3f}.")  # fmt: skip
+    return (
+        f"CLIP: R@1 {clip['R@1']:.3f}, R@5 {clip['R@5']:.3f} in a {clip['gallery']}-image gallery "
+        f"(chance {clip['chance@1']:.3f} / {clip['chance@5']:.3f}); one-noun foil: gap {clip['foil_gap_mean']:.4f} "
+        f"± {clip['foil_gap_std']:.4f}, true caption wins {clip['foil_true_wins']:.1%}. BERT: same image "
+        f"{bert['same_image_mean']:.3f}, other image {bert['other_image_mean']:.3f}, AUC {bert['auc']:.3f}."
+    )
 
 
 def generated_blocks(reports: Path, i2t: Path, signal: Path, sources: Path | None = None) -> dict[str, str]:

@@ -190,8 +190,10 @@ def kid(
     if not (np.isfinite(x).all() and np.isfinite(y).all()):
         raise ValueError("kid: the features hold NaN or infinite values")
     if min(len(x), len(y)) < 2:
-        raise ValueError(f"kid needs at least 2 rows on each side (the unbiased MMD² leaves the diagonal out); "
-                         f"got {len(x)} and {len(y)}")  # fmt: skip
+        raise ValueError(
+            f"kid needs at least 2 rows on each side (the unbiased MMD² leaves the diagonal out); "
+            f"got {len(x)} and {len(y)}"
+        )
     check_integer(subset_size, "subset_size", least=2)
     check_integer(n_subsets, "n_subsets", least=1)
     size = min(subset_size, len(x), len(y))

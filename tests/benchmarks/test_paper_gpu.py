@@ -17,8 +17,18 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_paper_gpu as bench  # noqa: E402
 import paper_cost  # noqa: E402
 
-MEASURED_KEYS = {"seconds_per_item", "items_measured", "parameters", "through", "peak_memory_bytes", "card", "torch",
-                 "cuda", "precision", "wall_s"}  # fmt: skip
+MEASURED_KEYS = {
+    "seconds_per_item",
+    "items_measured",
+    "parameters",
+    "through",
+    "peak_memory_bytes",
+    "card",
+    "torch",
+    "cuda",
+    "precision",
+    "wall_s",
+}
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +72,12 @@ def test_the_cost_table_of_the_tiny_run_has_one_row_per_rule_and_sums(tiny_run, 
     rows = paper_cost.cost_rows(tiny_run, config)
     assert [row["rule"] for row in rows] == list(tiny_run["rules"])
     for dtype in bench.DTYPES:
-        expected = sum(record["dtypes"][dtype]["seconds_per_item"]
-                       * paper_cost.items(record["rule"], record["wildcard"], config).count / 3600
-                       for record in tiny_run["rules"].values())  # fmt: skip
+        expected = sum(
+            record["dtypes"][dtype]["seconds_per_item"]
+            * paper_cost.items(record["rule"], record["wildcard"], config).count
+            / 3600
+            for record in tiny_run["rules"].values()
+        )
         assert paper_cost.total(rows, dtype) == pytest.approx(expected)
     table = paper_cost.markdown(rows, tiny_run)
     body = [line for line in table.splitlines() if line.startswith("| ") and "**total**" not in line]
@@ -122,9 +135,15 @@ def test_resume_keeps_what_was_measured_and_measures_the_rest(tmp_path, monkeypa
 
 def test_an_out_of_memory_entry_is_recorded_and_the_others_still_run(tmp_path, monkeypatch):
     out = tmp_path / "run.json"
-    _fake_entries(monkeypatch, {"cuda_oom": _raises(torch.OutOfMemoryError("CUDA out of memory")),
-                                "host_oom": _raises(MemoryError()), "error": _raises(KeyError("trust")),
-                                "after": _timed})  # fmt: skip
+    _fake_entries(
+        monkeypatch,
+        {
+            "cuda_oom": _raises(torch.OutOfMemoryError("CUDA out of memory")),
+            "host_oom": _raises(MemoryError()),
+            "error": _raises(KeyError("trust")),
+            "after": _timed,
+        },
+    )
     bench.main(["--device", "cpu", "--out", str(out)])
     rules = _document(out)["rules"]
     for name in ("cuda_oom", "host_oom"):
@@ -166,18 +185,36 @@ def _result(seconds=None, peak=None, **extra):
 def test_the_cost_table_has_one_row_per_rule_and_its_total_is_their_sum(config):
     gib = 2**30
     document = {
-        "provenance": {"card": "NVIDIA H100 80GB HBM3", "torch": "2.13.0", "cuda": "12.8", "tf32": False,
-                       "date": "2026-12-06T00:00:00+00:00", "commit": "abc1234", "tiny": False},
-        "rules": {
-            "generate_images[flux-dev]": {"rule": "generate_images", "wildcard": "flux-dev", "dtypes": {
-                "bfloat16": _result(2.0, 40 * gib), "float32": _result(oom=True, card="NVIDIA H100 80GB HBM3",
-                                                                      memory_at_failure_bytes=78 * gib)}},
-            "trust_real_features[siglip]": {"rule": "trust_real_features", "wildcard": "siglip", "dtypes": {
-                "bfloat16": _result(0.001, 3 * gib), "float32": _result(0.004, 6 * gib)}},
-            "crc_sample[ml-laion-h14]": {"rule": "crc_sample", "wildcard": "ml-laion-h14", "dtypes": {
-                "bfloat16": _result(0.1, 90 * gib), "float32": _result(skipped="past --budget-s 420")}},
+        "provenance": {
+            "card": "NVIDIA H100 80GB HBM3",
+            "torch": "2.13.0",
+            "cuda": "12.8",
+            "tf32": False,
+            "date": "2026-12-06T00:00:00+00:00",
+            "commit": "abc1234",
+            "tiny": False,
         },
-    }  # fmt: skip
+        "rules": {
+            "generate_images[flux-dev]": {
+                "rule": "generate_images",
+                "wildcard": "flux-dev",
+                "dtypes": {
+                    "bfloat16": _result(2.0, 40 * gib),
+                    "float32": _result(oom=True, card="NVIDIA H100 80GB HBM3", memory_at_failure_bytes=78 * gib),
+                },
+            },
+            "trust_real_features[siglip]": {
+                "rule": "trust_real_features",
+                "wildcard": "siglip",
+                "dtypes": {"bfloat16": _result(0.001, 3 * gib), "float32": _result(0.004, 6 * gib)},
+            },
+            "crc_sample[ml-laion-h14]": {
+                "rule": "crc_sample",
+                "wildcard": "ml-laion-h14",
+                "dtypes": {"bfloat16": _result(0.1, 90 * gib), "float32": _result(skipped="past --budget-s 420")},
+            },
+        },
+    }
     rows = paper_cost.cost_rows(document, config)
     assert [row["rule"] for row in rows] == list(document["rules"])
     flux, siglip, crc = rows

@@ -140,8 +140,16 @@ def test_an_empty_parquet_names_the_file(tmp_path):
 
 def test_a_processed_file_with_a_gap_is_refused_by_load_fold(tmp_path):
     path = tmp_path / "processed.parquet"
-    frame = pl.DataFrame({"row": [0, 1], "fold": ["cal", "cal"], "is_val": [False, False],
-                          "x0": [0.0, 1.0], "x2": [0.0, 1.0], "y0": [1.0, 2.0]})  # fmt: skip
+    frame = pl.DataFrame(
+        {
+            "row": [0, 1],
+            "fold": ["cal", "cal"],
+            "is_val": [False, False],
+            "x0": [0.0, 1.0],
+            "x2": [0.0, 1.0],
+            "y0": [1.0, 2.0],
+        }
+    )
     write_parquet(frame, path)
     with pytest.raises(DataFileError, match=r"processed\.parquet: required field 'x1' is missing"):
         load_fold(path, "cal")

@@ -29,32 +29,80 @@ def test_the_offline_default_is_valid(track):
 @pytest.mark.parametrize(
     "track,mutate,expected",
     [
-        ("crel", lambda c: c.update(calibraton=c["calibration"]),
-         "config key 'crel.calibraton': unknown key (known: ablations, calibration,"),
-        ("crel", lambda c: c["calibration"].update(alpah=0.2),
-         "config key 'crel.calibration.alpah': unknown key (known: alphas)"),
-        ("crel", lambda c: c["lgm"].update(latent_dim=2.0),
-         "config key 'crel.lgm.latent_dim': must be an integer; got 2.0 (write 2)"),
-        ("crel", lambda c: c["lgm"]["hidden_dims"].__setitem__(1, 64.0),
-         "config key 'crel.lgm.hidden_dims[1]': must be an integer; got 64.0 (write 64)"),
-        ("crel", lambda c: c["synthetic"].update(sigma=math.nan), "config key 'crel.synthetic.sigma': NaN is not a number here"),
+        (
+            "crel",
+            lambda c: c.update(calibraton=c["calibration"]),
+            "config key 'crel.calibraton': unknown key (known: ablations, calibration,",
+        ),
+        (
+            "crel",
+            lambda c: c["calibration"].update(alpah=0.2),
+            "config key 'crel.calibration.alpah': unknown key (known: alphas)",
+        ),
+        (
+            "crel",
+            lambda c: c["lgm"].update(latent_dim=2.0),
+            "config key 'crel.lgm.latent_dim': must be an integer; got 2.0 (write 2)",
+        ),
+        (
+            "crel",
+            lambda c: c["lgm"]["hidden_dims"].__setitem__(1, 64.0),
+            "config key 'crel.lgm.hidden_dims[1]': must be an integer; got 64.0 (write 64)",
+        ),
+        (
+            "crel",
+            lambda c: c["synthetic"].update(sigma=math.nan),
+            "config key 'crel.synthetic.sigma': NaN is not a number here",
+        ),
         ("crc", lambda c: c["words"].update(delta=math.nan), "config key 'crc.words.delta': NaN is not a number here"),
-        ("crc", lambda c: c["words"]["alphas"].__setitem__(0, math.nan), "config key 'crc.words.alphas[0]': NaN is not a number"),
-        ("trust", lambda c: c["selection"].update(quantile=math.nan), "config key 'trust.selection.quantile': NaN is not a number"),
-        ("trust", lambda c: c["sampling"].update(per_condition=64.0), "config key 'trust.sampling.per_condition': must be an integer"),
-        ("crel", lambda c: c["image_to_text"]["models"]["mini-blip-small"].pop("train"),
-         "config key 'crel.image_to_text.models.mini-blip-small': fits none of its allowed forms (the closest: "),
-        ("crel", lambda c: c["image_to_text"]["models"]["mini-blip-small"].update(path="models/blip"),
-         "config key 'crel.image_to_text.models.mini-blip-small': fits more than one of its allowed forms"),
-        ("crel", lambda c: c["calibration"].update(alphas=[0.1, 1.5]),
-         "config key 'crel.calibration.alphas[1]': 1.5 is greater than or equal to the maximum of 1"),
-        ("trust", lambda c: c["translator"].update(steps=[4, 4, 9]), "config key 'trust.translator.steps': [4, 4, 9] has non-unique"),
+        (
+            "crc",
+            lambda c: c["words"]["alphas"].__setitem__(0, math.nan),
+            "config key 'crc.words.alphas[0]': NaN is not a number",
+        ),
+        (
+            "trust",
+            lambda c: c["selection"].update(quantile=math.nan),
+            "config key 'trust.selection.quantile': NaN is not a number",
+        ),
+        (
+            "trust",
+            lambda c: c["sampling"].update(per_condition=64.0),
+            "config key 'trust.sampling.per_condition': must be an integer",
+        ),
+        (
+            "crel",
+            lambda c: c["image_to_text"]["models"]["mini-blip-small"].pop("train"),
+            "config key 'crel.image_to_text.models.mini-blip-small': fits none of its allowed forms (the closest: ",
+        ),
+        (
+            "crel",
+            lambda c: c["image_to_text"]["models"]["mini-blip-small"].update(path="models/blip"),
+            "config key 'crel.image_to_text.models.mini-blip-small': fits more than one of its allowed forms",
+        ),
+        (
+            "crel",
+            lambda c: c["calibration"].update(alphas=[0.1, 1.5]),
+            "config key 'crel.calibration.alphas[1]': 1.5 is greater than or equal to the maximum of 1",
+        ),
+        (
+            "trust",
+            lambda c: c["translator"].update(steps=[4, 4, 9]),
+            "config key 'trust.translator.steps': [4, 4, 9] has non-unique",
+        ),
         # KID compares at least two accepted samples (found by the rehearsal: 1 passed the schema, then KID refused)
-        ("trust", lambda c: c["selection"].update(min_accepted=1), "config key 'trust.selection.min_accepted': 1 is less than the minimum of 2"),
-        ("crel", lambda c: c["image_to_text"]["models"]["mini-blip-small"].update(dtype="half"),
-         "config key 'crel.image_to_text.models.mini-blip-small.dtype': 'half' is not one of"),
+        (
+            "trust",
+            lambda c: c["selection"].update(min_accepted=1),
+            "config key 'trust.selection.min_accepted': 1 is less than the minimum of 2",
+        ),
+        (
+            "crel",
+            lambda c: c["image_to_text"]["models"]["mini-blip-small"].update(dtype="half"),
+            "config key 'crel.image_to_text.models.mini-blip-small.dtype': 'half' is not one of",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_error_is_one_line_naming_its_key(track, mutate, expected):
     errors = _errors(track, mutate)
     assert len(errors) == 1 and errors[0].startswith(expected), errors

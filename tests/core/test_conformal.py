@@ -109,8 +109,12 @@ def test_the_empirical_quantile_is_numpys_linear_one_and_refuses_a_percent():
     for level in (0.0, 0.1, 0.5, 0.95, 1.0):
         assert empirical_quantile(values, level) == np.quantile(values, level)
     np.testing.assert_array_equal(empirical_quantile(values, [0.025, 0.975]), np.quantile(values, [0.025, 0.975]))
-    for bad, error in (((values, 95), ValueError), ((values[:0], 0.5), ValueError), ((["a"], 0.5), TypeError),
-                       ((np.r_[values, np.nan], 0.5), ValueError)):  # fmt: skip
+    for bad, error in (
+        ((values, 95), ValueError),
+        ((values[:0], 0.5), ValueError),
+        ((["a"], 0.5), TypeError),
+        ((np.r_[values, np.nan], 0.5), ValueError),
+    ):
         with pytest.raises(error):
             empirical_quantile(*bad)
 
@@ -122,8 +126,18 @@ def test_every_quantile_of_scores_is_taken_by_the_conformal_core():
 
     src = Path(__file__).resolve().parents[2] / "src" / "condeval"
     pattern = re.compile(r"np\.(nan)?(quantile|percentile)\(|\.quantile\(")
-    scored = [*(src / "trust").rglob("*.py"), *(src / "crc").rglob("*.py"), *(src / "crel" / "reports").rglob("*.py"),
-              src / "metrics.py", *(src / "core").rglob("*.py")]  # fmt: skip
-    offenders = [f"{path.relative_to(src)}:{n}" for path in scored if path.name != "conformal.py"
-                 for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]  # fmt: skip
+    scored = [
+        *(src / "trust").rglob("*.py"),
+        *(src / "crc").rglob("*.py"),
+        *(src / "crel" / "reports").rglob("*.py"),
+        src / "metrics.py",
+        *(src / "core").rglob("*.py"),
+    ]
+    offenders = [
+        f"{path.relative_to(src)}:{n}"
+        for path in scored
+        if path.name != "conformal.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert not offenders, f"quantiles outside condeval.core.conformal: {offenders}"

@@ -82,8 +82,12 @@ def test_a_killed_folder_write_leaves_nothing_in_the_output_folder(tmp_path):
     leftover = tmp_path / ".shard-0.k1ll3d_x"
     leftover.mkdir()
     (leftover / "0000_w1.png").write_bytes(b"half")
-    others = [tmp_path / ".shard-1.k1ll3d_x", tmp_path / ".shard-0.notours", tmp_path / "shard-0.k1ll3d_x",
-              tmp_path / ".shard-0.parquet.k1ll3d_x.parquet"]  # fmt: skip
+    others = [
+        tmp_path / ".shard-1.k1ll3d_x",
+        tmp_path / ".shard-0.notours",
+        tmp_path / "shard-0.k1ll3d_x",
+        tmp_path / ".shard-0.parquet.k1ll3d_x.parquet",
+    ]
     for other in others:
         other.write_bytes(b"keep")
     with atomic_directory(tmp_path / "shard-0") as tmp:

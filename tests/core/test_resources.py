@@ -96,8 +96,9 @@ def test_a_folders_parameters_are_read_from_its_safetensors_headers(tmp_path):
 def test_generation_loads_the_whole_pipeline_and_guidance_doubles_its_steps():
     images = 1013
     guided = generation_work(SD3_MODEL, SD35, None, 512, 256, 8, images)
-    unguided = generation_work({**SD3_MODEL, "sampling": {"num_inference_steps": 50, "guidance_scale": 1.0}},
-                               SD35, None, 512, 256, 8, images)  # fmt: skip
+    unguided = generation_work(
+        {**SD3_MODEL, "sampling": {"num_inference_steps": 50, "guidance_scale": 1.0}}, SD35, None, 512, 256, 8, images
+    )
     assert guided.loaded_parameters == SD35["loaded"]
     assert guided.flops == pytest.approx(2 * unguided.flops, rel=0.01)
     # 50 steps x 2 forwards x 2 x 8.1e9 parameters x (32 x 32 latent patches + 333 text tokens), per image
@@ -175,8 +176,13 @@ def test_the_translator_reads_the_block_once_per_pair_and_trains_its_mlp_per_epo
     assert to_block_8.flops == pytest.approx(1000 * 10 * 2 * generator_parameters(SIT_B) * 8 / 12 * 256)
 
 
-SYNTHETIC = {"n": 50_000, "p": 38, "d": 2, "splits": {"lgm": 0.6, "dqr": 0.24, "cal": 0.08, "test": 0.08},
-             "val_fraction": 0.1}  # fmt: skip
+SYNTHETIC = {
+    "n": 50_000,
+    "p": 38,
+    "d": 2,
+    "splits": {"lgm": 0.6, "dqr": 0.24, "cal": 0.08, "test": 0.08},
+    "val_fraction": 0.1,
+}
 LGM = {"hidden_dims": [64, 128], "batch_size": 512}
 
 

@@ -59,8 +59,18 @@ class Unnamed(Regression):
 
 
 def _fit(module, out_dir, rows=ROWS, epochs=2, **options):
-    return fit(module, (rows[8:], TARGETS[8:]), (rows[:8], TARGETS[:8]), out_dir, max_epochs=epochs, patience=5,
-               batch_size=8, seed=0, progress=False, **options)  # fmt: skip
+    return fit(
+        module,
+        (rows[8:], TARGETS[8:]),
+        (rows[:8], TARGETS[:8]),
+        out_dir,
+        max_epochs=epochs,
+        patience=5,
+        batch_size=8,
+        seed=0,
+        progress=False,
+        **options,
+    )
 
 
 def _last_weights(run_dir):
@@ -145,8 +155,18 @@ def test_the_same_run_in_two_folders_exports_the_same_bytes(tmp_path):
     exported = []
     for clone in ("a", "b/deeper"):
         model = tmp_path / clone / "model.ckpt"
-        fit_to_files(Regression(), (ROWS[8:], TARGETS[8:]), (ROWS[:8], TARGETS[:8]), model, tmp_path / clone / "s.json",
-                     max_epochs=2, patience=5, batch_size=8, seed=0, progress=False)  # fmt: skip
+        fit_to_files(
+            Regression(),
+            (ROWS[8:], TARGETS[8:]),
+            (ROWS[:8], TARGETS[:8]),
+            model,
+            tmp_path / clone / "s.json",
+            max_epochs=2,
+            patience=5,
+            batch_size=8,
+            seed=0,
+            progress=False,
+        )
         exported.append(model.read_bytes())
         assert str(tmp_path) not in str(torch.load(model, weights_only=True)["callbacks"])
     assert exported[0] == exported[1]

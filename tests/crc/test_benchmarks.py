@@ -99,14 +99,24 @@ def test_a_pickled_release_splits_by_its_own_subsets_and_counts_the_rows_of_othe
     import pandas as pd
 
     images = sorted(p.relative_to(world).as_posix() for p in (world / "val2014").glob("*.jpg"))[:6]
-    frame = pd.DataFrame({
-        "image_path": images, "candidates": [f"a red cube number {k}" for k in range(6)],
-        "human_scores": [[1.0, 2.0]] * 6, "subset": ["val", "val", "test", "test", "test", "train"],
-    })  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "image_path": images,
+            "candidates": [f"a red cube number {k}" for k in range(6)],
+            "human_scores": [[1.0, 2.0]] * 6,
+            "subset": ["val", "val", "test", "test", "test", "train"],
+        }
+    )
     frame.to_pickle(tmp_path / "VICR.pkl")
     with counting_dropped_rows() as dropped:
-        table = judged_captions("pickle", tmp_path / "VICR.pkl", world, allow_pickle=True,
-                                subsets={"calibration": "val", "test": "test"}, calibration_fraction=0.9)  # fmt: skip
+        table = judged_captions(
+            "pickle",
+            tmp_path / "VICR.pkl",
+            world,
+            allow_pickle=True,
+            subsets={"calibration": "val", "test": "test"},
+            calibration_fraction=0.9,
+        )
     assert table["subset"].to_list() == ["calibration"] * 2 + ["test"] * 3  # the fraction is not used
     assert dropped.as_dict()[str(tmp_path / "VICR.pkl")] == {"in another subset": 1}
     with pytest.raises(

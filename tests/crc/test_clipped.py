@@ -59,16 +59,23 @@ def test_bad_samples_are_refused_naming_the_benchmark(frames, message):
 
 def test_shards_are_read_per_benchmark_with_their_model(tmp_path):
     paths = {}
-    for model, benchmark, shard, shares in [("tiny", "polaris", 0, [1.0]), ("tiny", "polaris", 1, [0.5, 0.0]),
-                                            ("base", "polaris", 0, [0.25]), ("tiny", "rich_hf", 0, [0.0])]:  # fmt: skip
+    for model, benchmark, shard, shares in [
+        ("tiny", "polaris", 0, [1.0]),
+        ("tiny", "polaris", 1, [0.5, 0.0]),
+        ("base", "polaris", 0, [0.25]),
+        ("tiny", "rich_hf", 0, [0.0]),
+    ]:
         paths[(model, benchmark, shard)] = tmp_path / f"{model}-{benchmark}-{shard}.parquet"
         _samples([0.5] * len(shares), shares).with_columns(samples=pl.lit([0.0, 1.0])).write_parquet(
             paths[(model, benchmark, shard)]
         )
     shards = {
-        "tiny": {"polaris": [paths[("tiny", "polaris", 0)], paths[("tiny", "polaris", 1)]], "rich_hf": [paths[("tiny", "rich_hf", 0)]]},
+        "tiny": {
+            "polaris": [paths[("tiny", "polaris", 0)], paths[("tiny", "polaris", 1)]],
+            "rich_hf": [paths[("tiny", "rich_hf", 0)]],
+        },
         "base": {"polaris": [paths[("base", "polaris", 0)]]},
-    }  # fmt: skip
+    }
     frames = read_clipped_samples(shards)
     assert list(frames) == ["polaris", "rich_hf"] and "samples" not in frames["polaris"].columns
     assert frames["polaris"]["model"].to_list() == ["tiny", "tiny", "tiny", "base"]

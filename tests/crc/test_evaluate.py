@@ -17,8 +17,9 @@ from condeval.crc.evaluate import (
 from condeval.crc.metrics import fdr, fpr
 
 
-def _captions(n: int, rng: np.random.Generator, separation: float = 2.0, function_words: int = 0,
-              images: str = "image") -> pl.DataFrame:  # fmt: skip
+def _captions(
+    n: int, rng: np.random.Generator, separation: float = 2.0, function_words: int = 0, images: str = "image"
+) -> pl.DataFrame:
     """Simulated captions, two per image (``<images>-<k>.jpg``): 3–8 valid words, half with one error;
     f_v = σ(separation·label + noise).
 
@@ -31,10 +32,25 @@ def _captions(n: int, rng: np.random.Generator, separation: float = 2.0, functio
         if rng.random() < 0.5:
             labels[rng.integers(length)] = 1
         scores = 1 / (1 + np.exp(-(separation * labels - 1 + rng.normal(0, 1, length))))
-        rows.append({"key": key, "path": f"{images}-{key // 2}.jpg", "labels": labels.tolist() + [0] * function_words,
-                     "word_scores": scores.tolist() + [0.0] * function_words, "pos": ["NOUN"] * length + ["DET"] * function_words})  # fmt: skip
-    return pl.DataFrame(rows, schema={"key": pl.Int64, "path": pl.String, "labels": pl.List(pl.Int64), "word_scores": pl.List(pl.Float64),
-                                      "pos": pl.List(pl.String)})  # fmt: skip
+        rows.append(
+            {
+                "key": key,
+                "path": f"{images}-{key // 2}.jpg",
+                "labels": labels.tolist() + [0] * function_words,
+                "word_scores": scores.tolist() + [0.0] * function_words,
+                "pos": ["NOUN"] * length + ["DET"] * function_words,
+            }
+        )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "key": pl.Int64,
+            "path": pl.String,
+            "labels": pl.List(pl.Int64),
+            "word_scores": pl.List(pl.Float64),
+            "pos": pl.List(pl.String),
+        },
+    )
 
 
 @pytest.mark.parametrize("risk", ["fdr", "fpr"])
@@ -77,8 +93,14 @@ def test_captions_with_truncated_words_are_refused_and_counted():
 
 def test_set_metrics_refuses_an_unknown_risk_and_labels_that_are_not_0_or_1():
     """'FDR' silently computed the FPR; a label of 0.5 became 0 (a lab's trial)."""
-    frame = pl.DataFrame({"key": [0, 1], "labels": [[0, 1], [0, 0]], "word_scores": [[0.2, 0.9], [0.3, 0.4]],
-                          "pos": [["NOUN", "NOUN"], ["NOUN", "VERB"]]})  # fmt: skip
+    frame = pl.DataFrame(
+        {
+            "key": [0, 1],
+            "labels": [[0, 1], [0, 0]],
+            "word_scores": [[0.2, 0.9], [0.3, 0.4]],
+            "pos": [["NOUN", "NOUN"], ["NOUN", "VERB"]],
+        }
+    )
     assert set_metrics(frame, 0.5, "fdr")["risk"] == 0.0
     with pytest.raises(ValueError, match=r"risk must be one of \('fdr', 'fpr'\); got 'FDR'"):
         set_metrics(frame, 0.5, "FDR")
@@ -87,9 +109,14 @@ def test_set_metrics_refuses_an_unknown_risk_and_labels_that_are_not_0_or_1():
 
 
 def test_detection_signal_against_chance():
-    frame = pl.DataFrame({"key": [0, 1, 2], "labels": [[0, 1, 0], [0, 0], [1, 0, 0, 0]],
-                          "word_scores": [[0.2, 0.9, 0.0], [0.3, 0.4], [0.8, 0.1, 0.7, 0.0]],
-                          "pos": [["ADJ", "NOUN", "DET"], ["NOUN", "VERB"], ["NOUN", "ADP", "NOUN", "DET"]]})  # fmt: skip
+    frame = pl.DataFrame(
+        {
+            "key": [0, 1, 2],
+            "labels": [[0, 1, 0], [0, 0], [1, 0, 0, 0]],
+            "word_scores": [[0.2, 0.9, 0.0], [0.3, 0.4], [0.8, 0.1, 0.7, 0.0]],
+            "pos": [["ADJ", "NOUN", "DET"], ["NOUN", "VERB"], ["NOUN", "ADP", "NOUN", "DET"]],
+        }
+    )
     signal = detection_signal(frame)
     assert signal["la"] == 1.0 and signal["ap"] == 1.0
     assert signal["ap_chance"] == pytest.approx(2 / 3)
@@ -113,8 +140,17 @@ def test_join_samples_refuses_gaps_duplicates_and_nan():
 
 def test_intervals_without_a_valid_lambda_say_so():
     rng = np.random.default_rng(0)
-    frame = lambda n: pl.DataFrame({"mean": rng.uniform(0.5, 1.0, n), "std": rng.uniform(0.01, 0.05, n), "human_score": rng.uniform(0, 1, n),  # noqa: E731
-                                    "path": [f"image-{k // 4}.jpg" for k in range(n)]})  # fmt: skip
+
+    def frame(n):
+        return pl.DataFrame(
+            {
+                "mean": rng.uniform(0.5, 1.0, n),
+                "std": rng.uniform(0.01, 0.05, n),
+                "human_score": rng.uniform(0, 1, n),
+                "path": [f"image-{k // 4}.jpg" for k in range(n)],
+            }
+        )
+
     table, result = interval_metrics(
         frame(60),
         {"a": frame(40), "b": frame(30)},
@@ -178,8 +214,15 @@ def test_a_non_finite_sample_names_its_shard_and_caption(tmp_path, column):
 
     captions = tmp_path / "captions.parquet"
     pl.DataFrame({"key": [0, 1, 2], "words": [["a", "b"]] * 3}).write_parquet(captions)
-    samples = pl.DataFrame({"key": [0, 1, 2], "clipscore": [0.5, 0.6, 0.7], "mean": [0.5, 0.6, 0.7],
-                            "std": [0.1, 0.1, 0.1], "word_scores": [[0.1, 0.2]] * 3})  # fmt: skip
+    samples = pl.DataFrame(
+        {
+            "key": [0, 1, 2],
+            "clipscore": [0.5, 0.6, 0.7],
+            "mean": [0.5, 0.6, 0.7],
+            "std": [0.1, 0.1, 0.1],
+            "word_scores": [[0.1, 0.2]] * 3,
+        }
+    )
     good, bad = tmp_path / "shard-0.parquet", tmp_path / "shard-1.parquet"
     samples.head(2).write_parquet(good)
     broken = samples.tail(1)

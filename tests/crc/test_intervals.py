@@ -114,10 +114,20 @@ def test_the_image_is_the_unit_of_the_p_values():
         calibrate_intervals(mean, std, human, images=images[:-1])
 
 
-@pytest.mark.parametrize("setting,value,message", [("lambdas", [1.0, 0.0, 2.0], "lambdas must be"), ("lambdas", [1.0, np.nan], "lambdas must be"),
-                                                   ("lambdas", [-1.0, 2.0], "lambdas must be"), ("bounds_factor", 1.0, "bounds_factor must be"),
-                                                   ("bounds_factor", 0.5, "bounds_factor must be"), ("bounds_factor", np.inf, "bounds_factor must be"),
-                                                   ("delta", 1.0, "delta must lie"), ("delta", 0.0, "delta must lie"), ("unit", "pair", "unit must be")])  # fmt: skip
+@pytest.mark.parametrize(
+    "setting,value,message",
+    [
+        ("lambdas", [1.0, 0.0, 2.0], "lambdas must be"),
+        ("lambdas", [1.0, np.nan], "lambdas must be"),
+        ("lambdas", [-1.0, 2.0], "lambdas must be"),
+        ("bounds_factor", 1.0, "bounds_factor must be"),
+        ("bounds_factor", 0.5, "bounds_factor must be"),
+        ("bounds_factor", np.inf, "bounds_factor must be"),
+        ("delta", 1.0, "delta must lie"),
+        ("delta", 0.0, "delta must lie"),
+        ("unit", "pair", "unit must be"),
+    ],
+)
 def test_settings_are_checked_by_name(setting, value, message):
     mean, std, human = _judged_pairs(100, np.random.default_rng(3))
     settings = {"unit": "caption", setting: value}

@@ -134,7 +134,11 @@ def test_arrays_of_another_shape_are_named_with_their_shape(change, message):
     (10, 1) read "got 10 for 10 words"."""
     from condeval.crc.metrics import fdr
 
-    arguments = {"flags": np.zeros(10, bool), "labels": np.zeros(10, bool), "groups": np.arange(10) // 2,
-                 "images": None} | change  # fmt: skip
+    arguments = {
+        "flags": np.zeros(10, bool),
+        "labels": np.zeros(10, bool),
+        "groups": np.arange(10) // 2,
+        "images": None,
+    } | change
     with pytest.raises(ValueError, match=message):
         fdr(**arguments)

@@ -7,9 +7,25 @@ from condeval.crc.report import dropped_rows_markdown, sweep_markdown, table4_ma
 
 
 def _sweep():
-    row = {"alpha": 0.2, "lambda_hat": 0.7, "calibration_risk": 0.1, "calibration_f1": 0.5, "test_risk": 0.12, "test_ap": 0.6, "test_f1": 0.5,
-           "test_precision": 0.4, "test_recall": 0.6, "test_word_f1": 0.48, "test_set_size": 1.2, "unit": "image", "n_calibration": 398,
-           "n_units": 199, "n_refused_truncated": 3, "test_unscored_words": 0.43, "test_unscored_errors": 0.1}  # fmt: skip
+    row = {
+        "alpha": 0.2,
+        "lambda_hat": 0.7,
+        "calibration_risk": 0.1,
+        "calibration_f1": 0.5,
+        "test_risk": 0.12,
+        "test_ap": 0.6,
+        "test_f1": 0.5,
+        "test_precision": 0.4,
+        "test_recall": 0.6,
+        "test_word_f1": 0.48,
+        "test_set_size": 1.2,
+        "unit": "image",
+        "n_calibration": 398,
+        "n_units": 199,
+        "n_refused_truncated": 3,
+        "test_unscored_words": 0.43,
+        "test_unscored_errors": 0.1,
+    }
     return pl.DataFrame([row])
 
 
@@ -21,8 +37,18 @@ def test_sweep_table_counts_units_refusals_and_never_scored_words():
 
 
 def test_selected_tables_count_refusals_per_benchmark():
-    selected = pl.DataFrame({"domain": ["overall"], "benchmark": ["rich_hf"], "alpha": [0.2], "precision": [0.4], "recall": [0.6], "word_f1": [0.48],
-                             "risk": [0.1], "n_refused_truncated": [5]})  # fmt: skip
+    selected = pl.DataFrame(
+        {
+            "domain": ["overall"],
+            "benchmark": ["rich_hf"],
+            "alpha": [0.2],
+            "precision": [0.4],
+            "recall": [0.6],
+            "word_f1": [0.48],
+            "risk": [0.1],
+            "n_refused_truncated": [5],
+        }
+    )
     assert "tiny CLIP on rich_hf: 5" in table4_markdown({"tiny-clip": selected}, {"tiny-clip": "tiny CLIP"}, {})
 
 
@@ -51,8 +77,12 @@ def test_report_captions_are_valid_restructuredtext():
 
 
 def test_dropped_rows_table_lists_every_file_read_and_each_reason():
-    text = dropped_rows_markdown({"foil_it": {"foil/test.json": {"token counts differ": 7}, "foil/train.json": {}},
-                                  "polaris": {"polaris.parquet": {"no word left after normalisation": 2}}})  # fmt: skip
+    text = dropped_rows_markdown(
+        {
+            "foil_it": {"foil/test.json": {"token counts differ": 7}, "foil/train.json": {}},
+            "polaris": {"polaris.parquet": {"no word left after normalisation": 2}},
+        }
+    )
     lines = [line.replace(" ", "") for line in text.splitlines()]
     assert "|foil_it|foil/test.json|tokencountsdiffer|7|" in lines
     assert "|foil_it|foil/train.json|none|0|" in lines
@@ -69,9 +99,15 @@ def test_fig1_never_shows_a_pair_clipscore_clipped_to_zero():
 
     rng = np.random.default_rng(0)
     samples = [np.zeros(20)] + [0.5 + rng.normal(0, 0.01 * (k + 1), 20) for k in range(6)]
-    pairs = pl.DataFrame({"samples": [s.tolist() for s in samples], "std": [float(s.std()) for s in samples],
-                          "clipscore": [0.0] + [0.5] * 6, "words": [["clipped"]] + [[f"pair{k}"] for k in range(6)],
-                          "human_score": [0.5] * 7})  # fmt: skip
+    pairs = pl.DataFrame(
+        {
+            "samples": [s.tolist() for s in samples],
+            "std": [float(s.std()) for s in samples],
+            "clipscore": [0.0] + [0.5] * 6,
+            "words": [["clipped"]] + [[f"pair{k}"] for k in range(6)],
+            "human_score": [0.5] * 7,
+        }
+    )
     for seed in range(10):
         figure = plot_violins(pairs, seed, "t")
         ticks = " ".join(label.get_text() for label in figure.axes[0].get_xticklabels())

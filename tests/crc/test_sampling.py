@@ -100,8 +100,12 @@ def test_a_text_mask_equals_leaving_the_tokens_out_of_attention(encoder):
 def test_scores_come_from_one_batch_per_tower_and_are_seeded(encoder, image):
     sampler = _sampler(encoder)
     calls = {"vision": 0, "text": 0}
-    hooks = [encoder.model.vision_model.encoder.register_forward_hook(lambda *a: calls.__setitem__("vision", calls["vision"] + 1)),
-             encoder.model.text_model.register_forward_hook(lambda *a: calls.__setitem__("text", calls["text"] + 1))]  # fmt: skip
+    hooks = [
+        encoder.model.vision_model.encoder.register_forward_hook(
+            lambda *a: calls.__setitem__("vision", calls["vision"] + 1)
+        ),
+        encoder.model.text_model.register_forward_hook(lambda *a: calls.__setitem__("text", calls["text"] + 1)),
+    ]
     samples = sampler.sample(image, "a red star above two blue rings".split(), seed=3)
     for hook in hooks:
         hook.remove()
@@ -196,12 +200,19 @@ def test_an_images_masked_embeddings_are_computed_once_for_all_its_captions(enco
     forward = sampler.image_embeddings
     monkeypatch.setattr(sampler, "image_embeddings", lambda im, rng: calls.append(1) or forward(im, rng))
     order = [0, 1, 0, 1, 0]
-    captions = ["a red star".split(), "two blue rings".split(), "a blue ring".split(), "a red star".split(),
-                "two red stars".split()]  # fmt: skip
+    captions = [
+        "a red star".split(),
+        "two blue rings".split(),
+        "a blue ring".split(),
+        "a red star".split(),
+        "two red stars".split(),
+    ]
     rows = sample_captions(sampler, [paths[i] for i in order], captions, [5, 4, 3, 2, 1], seed=0, progress=False)
     assert len(calls) == 2 and rows["key"].to_list() == [5, 4, 3, 2, 1]
-    alone = [sample_captions(sampler, [paths[i]], [c], [k], seed=0, progress=False)
-             for i, c, k in zip(order, captions, [5, 4, 3, 2, 1])]  # fmt: skip
+    alone = [
+        sample_captions(sampler, [paths[i]], [c], [k], seed=0, progress=False)
+        for i, c, k in zip(order, captions, [5, 4, 3, 2, 1])
+    ]
     import polars as pl
 
     assert pl.concat(alone).equals(rows)  # sharing changes no pair's samples

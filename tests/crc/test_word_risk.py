@@ -227,17 +227,53 @@ def test_bad_word_inputs_are_refused_by_name():
     infinite = scores.copy()
     infinite[7] = -np.inf
     for call, error, message in [
-        (lambda: calibrate_threshold(scores, labels, groups, images=half_missing), ValueError, "images has a missing id at word 0"),
-        (lambda: calibrate_threshold(scores, labels, [None, *groups[1:]], unit="caption"), ValueError, "groups has a missing id"),
-        (lambda: calibrate_threshold(scores, labels, np.array([1, "a", *groups[2:]], dtype=object), unit="caption"), TypeError, "groups must hold ids of one sortable type"),
-        (lambda: calibrate_threshold(scores, labels, groups, alpha=None, unit="caption"), TypeError, "alpha must be a number"),
+        (
+            lambda: calibrate_threshold(scores, labels, groups, images=half_missing),
+            ValueError,
+            "images has a missing id at word 0",
+        ),
+        (
+            lambda: calibrate_threshold(scores, labels, [None, *groups[1:]], unit="caption"),
+            ValueError,
+            "groups has a missing id",
+        ),
+        (
+            lambda: calibrate_threshold(scores, labels, np.array([1, "a", *groups[2:]], dtype=object), unit="caption"),
+            TypeError,
+            "groups must hold ids of one sortable type",
+        ),
+        (
+            lambda: calibrate_threshold(scores, labels, groups, alpha=None, unit="caption"),
+            TypeError,
+            "alpha must be a number",
+        ),
         (lambda: calibrate_threshold(infinite, labels, groups, unit="caption"), ValueError, "word 7 is infinite"),
-        (lambda: calibrate_threshold(["abc"] * 200, labels, groups, unit="caption"), TypeError, "scores must be real numbers; got dtype <U3"),
-        (lambda: calibrate_threshold(scores, labels, groups, grid=1, unit="caption"), ValueError, "grid must be a count of at least 2"),
-        (lambda: calibrate_threshold(scores, labels, groups, grid=True, unit="caption"), ValueError, "grid must be a count"),
-        (lambda: calibrate_threshold(scores, labels, groups, grid=2.5, unit="caption"), ValueError, "grid must be a count"),
-        (lambda: calibrate_threshold(3 * scores + 5, labels, groups, grid=100, unit="caption"), ValueError, "largest grid λ"),
-    ]:  # fmt: skip
+        (
+            lambda: calibrate_threshold(["abc"] * 200, labels, groups, unit="caption"),
+            TypeError,
+            "scores must be real numbers; got dtype <U3",
+        ),
+        (
+            lambda: calibrate_threshold(scores, labels, groups, grid=1, unit="caption"),
+            ValueError,
+            "grid must be a count of at least 2",
+        ),
+        (
+            lambda: calibrate_threshold(scores, labels, groups, grid=True, unit="caption"),
+            ValueError,
+            "grid must be a count",
+        ),
+        (
+            lambda: calibrate_threshold(scores, labels, groups, grid=2.5, unit="caption"),
+            ValueError,
+            "grid must be a count",
+        ),
+        (
+            lambda: calibrate_threshold(3 * scores + 5, labels, groups, grid=100, unit="caption"),
+            ValueError,
+            "largest grid λ",
+        ),
+    ]:
         with pytest.raises(error, match=message):
             call()
 

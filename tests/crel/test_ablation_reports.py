@@ -22,8 +22,12 @@ def test_beta_table_keeps_every_coverage_and_the_paper_row_of_each_beta():
     )
     first = table.row(0, named=True)
     assert (first["coverage_r_z"], first["coverage_z"], first["coverage_r_y"], first["coverage_y"], first["area"]) == (
-        0.5, 0.9, 0.7, 0.95, 500.0,
-    )  # fmt: skip
+        0.5,
+        0.9,
+        0.7,
+        0.95,
+        500.0,
+    )
     assert first["paper_coverage_r_y"] == 0.9200 and first["paper_area"] == 1044.54
     assert table.row(1, named=True)["paper_coverage_y"] == 0.8895
     assert "loss" not in table.columns  # a column nobody reports is dropped

@@ -62,8 +62,13 @@ def _csv_epochs(out_dir: Path, version: int) -> list[int]:
 @pytest.fixture(scope="module")
 def data():
     x, y = _mixture(4500)
-    folds = {"train": slice(0, 1500), "val": slice(1500, 2000), "dqr": slice(2000, 2800),
-             "dqr_val": slice(2800, 3000), "pool": slice(3000, 4500)}  # fmt: skip
+    folds = {
+        "train": slice(0, 1500),
+        "val": slice(1500, 2000),
+        "dqr": slice(2000, 2800),
+        "dqr_val": slice(2800, 3000),
+        "pool": slice(3000, 4500),
+    }
     return {name: (x[rows], y[rows]) for name, rows in folds.items()}
 
 
@@ -104,8 +109,16 @@ def dqr(data, ddpms, tmp_path_factory):
     pl.seed_everything(0, verbose=False)
     model = DirectionalQuantileRegressor(cond_dim=2, latent_dim=2, n_directions=64, directions_per_step=32, lr=3e-3)
     run_dir = tmp_path_factory.mktemp("dqr")
-    best = fit(model, (data["dqr"][0], codes["dqr"]), (data["dqr_val"][0], codes["dqr_val"]), run_dir,
-               max_epochs=6, batch_size=100, seed=0, **FIT)  # fmt: skip
+    best = fit(
+        model,
+        (data["dqr"][0], codes["dqr"]),
+        (data["dqr_val"][0], codes["dqr_val"]),
+        run_dir,
+        max_epochs=6,
+        batch_size=100,
+        seed=0,
+        **FIT,
+    )
     return DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval(), Path(
         best
     )
@@ -232,8 +245,16 @@ def test_checkpoint_is_self_contained(ddpms, data, vae, dqr, tmp_path):
 
 def test_load_lgm_dispatches_and_names_bad_files(vae, dqr, tmp_path):
     y = _mixture(200)[1]
-    best = fit(LatentVAE(2, hidden_dims=[8, 8]), (y[:150],), (y[150:],), tmp_path / "vae", max_epochs=1,
-               batch_size=50, seed=0, **FIT)  # fmt: skip
+    best = fit(
+        LatentVAE(2, hidden_dims=[8, 8]),
+        (y[:150],),
+        (y[150:],),
+        tmp_path / "vae",
+        max_epochs=1,
+        batch_size=50,
+        seed=0,
+        **FIT,
+    )
     loaded = load_lgm(best)
     assert type(loaded) is LatentVAE and not loaded.training
     with pytest.raises(ValueError, match="LatentDDPM"):
@@ -252,8 +273,9 @@ def _fit_small_ddpm(vae: LatentVAE, out_dir: Path, max_epochs: int, seed: int = 
     x, y = _mixture(400, seed=3)
     pl.seed_everything(seed, verbose=False)
     model = LatentDDPM.from_vae(vae, cond_dim=2, hidden_dims=(16, 16), time_embed_dim=8, lr=1e-3)
-    best = fit(model, (y[:300], x[:300]), (y[300:], x[300:]), out_dir, max_epochs=max_epochs, batch_size=100,
-               seed=seed, **FIT)  # fmt: skip
+    best = fit(
+        model, (y[:300], x[:300]), (y[300:], x[300:]), out_dir, max_epochs=max_epochs, batch_size=100, seed=seed, **FIT
+    )
     return model, best
 
 

@@ -18,8 +18,15 @@ from condeval.crel.models.vae import LatentVAE
 def crel():
     torch.manual_seed(0)
     lgm = LatentVAE(output_dim=2, latent_dim=2, hidden_dims=[8, 8])
-    dqr = DirectionalQuantileRegressor(cond_dim=3, latent_dim=2, quantile_level=0.1, direction_seed=0,
-                                       n_directions=32, directions_per_step=16, hidden_dims=[8])  # fmt: skip
+    dqr = DirectionalQuantileRegressor(
+        cond_dim=3,
+        latent_dim=2,
+        quantile_level=0.1,
+        direction_seed=0,
+        n_directions=32,
+        directions_per_step=16,
+        hidden_dims=[8],
+    )
     return CReL.from_models(lgm, dqr)
 
 
@@ -80,8 +87,15 @@ def test_a_zero_ground_truth_is_refused_under_the_cosine_metric(data):
     """Its cosine is 0 to every point: CReL-rho scored 0, silently."""
     torch.manual_seed(0)
     lgm = LatentVAE(output_dim=2, latent_dim=2, hidden_dims=[8, 8])
-    dqr = DirectionalQuantileRegressor(cond_dim=3, latent_dim=2, quantile_level=0.1, direction_seed=0,
-                                       n_directions=32, directions_per_step=16, hidden_dims=[8])  # fmt: skip
+    dqr = DirectionalQuantileRegressor(
+        cond_dim=3,
+        latent_dim=2,
+        quantile_level=0.1,
+        direction_seed=0,
+        n_directions=32,
+        directions_per_step=16,
+        hidden_dims=[8],
+    )
     crel, (X, Y) = CReL.from_models(lgm, dqr, metric="cosine"), data
     crel.calibrate(X, Y, 0.1)
     gt = Y.copy()
@@ -92,8 +106,12 @@ def test_a_zero_ground_truth_is_refused_under_the_cosine_metric(data):
 
 def test_use_before_calibration_says_to_calibrate(crel, data):
     X, Y = data
-    for call in (lambda: crel.contains(X, Y), lambda: next(iter(crel.region_clouds(X))),
-                 lambda: crel.reliability(X, Y), lambda: crel.set_alpha(0.1)):  # fmt: skip
+    for call in (
+        lambda: crel.contains(X, Y),
+        lambda: next(iter(crel.region_clouds(X))),
+        lambda: crel.reliability(X, Y),
+        lambda: crel.set_alpha(0.1),
+    ):
         with pytest.raises(RuntimeError, match=r"calibrate\(X_cal, Y_cal, alpha\)"):
             call()
 
@@ -106,8 +124,12 @@ def test_conformal_quantile_names_a_non_numeric_alpha(alpha):
 
 def _fit_arrays(n: int = 40):
     rng = np.random.default_rng(1)
-    return {"X_lgm": rng.normal(size=(n, 3)), "Y_lgm": rng.normal(size=(n, 2)),
-            "X_dqr": rng.normal(size=(n, 3)), "Y_dqr": rng.normal(size=(n, 2))}  # fmt: skip
+    return {
+        "X_lgm": rng.normal(size=(n, 3)),
+        "Y_lgm": rng.normal(size=(n, 2)),
+        "X_dqr": rng.normal(size=(n, 3)),
+        "Y_dqr": rng.normal(size=(n, 2)),
+    }
 
 
 def _changed(arrays: dict, name: str, value) -> dict:
@@ -148,16 +170,23 @@ def test_a_bad_fit_input_is_refused_by_name_before_any_training(tmp_path, arrays
 
 def _settings(tmp_path, lgm=None, dqr=None, **changes) -> CReLSettings:
     """One-epoch settings training in ``tmp_path / "run"``; ``lgm`` / ``dqr`` change their TrainSettings."""
-    return CReLSettings(lgm=replace(CReLSettings().lgm, **({"epochs": 1} | (lgm or {}))),
-                        dqr=replace(CReLSettings().dqr, **({"epochs": 1} | (dqr or {}))), work_dir=tmp_path / "run",
-                        **changes)  # fmt: skip
+    return CReLSettings(
+        lgm=replace(CReLSettings().lgm, **({"epochs": 1} | (lgm or {}))),
+        dqr=replace(CReLSettings().dqr, **({"epochs": 1} | (dqr or {}))),
+        work_dir=tmp_path / "run",
+        **changes,
+    )
 
 
 def test_a_conditional_vae_fits_on_its_conditions_with_the_batch_sizes_given(tmp_path):
     arrays = _fit_arrays(40)
-    settings = _settings(tmp_path, lgm={"batch_size": 8}, dqr={"batch_size": 8},
-                         lgm_kwargs={"cond_dim": 3, "hidden_dims": [8, 8]},
-                         dqr_kwargs={"n_directions": 16, "directions_per_step": 8, "hidden_dims": [8]})  # fmt: skip
+    settings = _settings(
+        tmp_path,
+        lgm={"batch_size": 8},
+        dqr={"batch_size": 8},
+        lgm_kwargs={"cond_dim": 3, "hidden_dims": [8, 8]},
+        dqr_kwargs={"n_directions": 16, "directions_per_step": 8, "hidden_dims": [8]},
+    )
     crel = CReL(settings).fit(**arrays)
     assert crel.conditional_lgm and set(crel.checkpoints_) == {"lgm", "dqr"}
     assert crel.encode(arrays["X_dqr"], arrays["Y_dqr"]).shape == (40, 2)

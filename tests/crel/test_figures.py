@@ -48,10 +48,18 @@ def test_fig2_legends_sit_off_every_panel(tmp_path, drawn_figures):
     mask[5:15, 5:15] = True
     outline = ((np.linspace(-1, 1, 20), np.linspace(-1, 1, 20)), mask)
     panels = [
-        {"z_before": _clouds(rng), "z_after": _clouds(rng), "y_before": _clouds(rng), "y_after": _clouds(rng),
-         "z_test": np.zeros(2), "y_test": np.zeros(2), "feldman": outline, "dqr": outline}
+        {
+            "z_before": _clouds(rng),
+            "z_after": _clouds(rng),
+            "y_before": _clouds(rng),
+            "y_after": _clouds(rng),
+            "z_test": np.zeros(2),
+            "y_test": np.zeros(2),
+            "feldman": outline,
+            "dqr": outline,
+        }
         for _ in range(2)
-    ]  # fmt: skip
+    ]
     plot_regions(panels, 0.1, tmp_path / "fig2.png")
     assert (tmp_path / "fig2.png").exists()
     _assert_legends_off_the_axes(drawn_figures[-1])

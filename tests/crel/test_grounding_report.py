@@ -32,8 +32,14 @@ def table():
 
 def test_the_table_has_a_row_per_model_and_kind_reference_first(table):
     assert table.columns == [
-        "model", "kind", "mentions", "precision", "precision_shuffled", "recall", "recall_shuffled"
-    ]  # fmt: skip
+        "model",
+        "kind",
+        "mentions",
+        "precision",
+        "precision_shuffled",
+        "recall",
+        "recall_shuffled",
+    ]
     assert table.select("model", "kind").rows() == [
         (model, kind) for model in ("reference", "copier", "fixed") for kind in ("colour", "shape")
     ]

@@ -60,8 +60,12 @@ def test_metric_arrays_pair_each_metric_with_its_ground_truth():
 )
 def test_metric_arrays_refuse_sources_of_other_items_or_encoders(change, message):
     """Per-caption features beside per-image ones, and CLIP and BERT sources swapped, came back silently."""
-    sources = {"image": np.ones((2, 3)), "reference_bert": np.ones((2, 5)), "caption_clip": np.ones((2, 3)),
-               "caption_bert": np.ones((2, 5))} | change  # fmt: skip
+    sources = {
+        "image": np.ones((2, 3)),
+        "reference_bert": np.ones((2, 5)),
+        "caption_clip": np.ones((2, 3)),
+        "caption_bert": np.ones((2, 5)),
+    } | change
     with pytest.raises(ValueError, match=message):
         metric_arrays("clip", **sources)
 
@@ -143,11 +147,16 @@ def test_the_search_records_convergence_and_stops_when_the_objective_is_flat():
 
 
 def test_table2_splits_delta_at_the_own_code():
-    scores = pl.DataFrame({
-        "model": ["a", "a", "b", "b"], "metric": ["clip"] * 4,
-        "rho": [0.3, 0.5, 0.2, 0.2], "rho_own_code": [0.2, 0.2, 0.1, 0.3], "crel_rho": [-0.2, 0.0, 0.1, 0.1],
-        "converged": [True, False, True, True],
-    })  # fmt: skip
+    scores = pl.DataFrame(
+        {
+            "model": ["a", "a", "b", "b"],
+            "metric": ["clip"] * 4,
+            "rho": [0.3, 0.5, 0.2, 0.2],
+            "rho_own_code": [0.2, 0.2, 0.1, 0.3],
+            "crel_rho": [-0.2, 0.0, 0.1, 0.1],
+            "converged": [True, False, True, True],
+        }
+    )
     a = table2(scores).filter(pl.col("model") == "a").row(0, named=True)
     assert a["rho_own_code"] == pytest.approx(0.2) and a["converged"] == pytest.approx(0.5)
     assert a["reconstruction"] == pytest.approx(-0.2) and a["worst_case"] == pytest.approx(-0.3)
@@ -158,8 +167,15 @@ def test_table2_warns_when_the_models_were_scored_on_other_items(caplog):
     """Models scored on disjoint test images were ranked without a word (only n_test hinted at it)."""
     import logging
 
-    scores = pl.DataFrame({"model": ["a", "a", "b", "b"], "metric": ["clip"] * 4, "image_id": [0, 1, 100, 101],
-                           "rho": [0.3, 0.5, 0.2, 0.2], "crel_rho": [-0.2, 0.0, 0.1, 0.1]})  # fmt: skip
+    scores = pl.DataFrame(
+        {
+            "model": ["a", "a", "b", "b"],
+            "metric": ["clip"] * 4,
+            "image_id": [0, 1, 100, 101],
+            "rho": [0.3, 0.5, 0.2, 0.2],
+            "crel_rho": [-0.2, 0.0, 0.1, 0.1],
+        }
+    )
     with caplog.at_level(logging.WARNING, logger="condeval.crel.image_to_text"):
         table2(scores)
         assert "clip models were scored on different items (a 2, b 2; 0 shared)" in caplog.text
@@ -169,12 +185,14 @@ def test_table2_warns_when_the_models_were_scored_on_other_items(caplog):
 
 
 def test_table2_ranks_within_each_metric():
-    scores = pl.DataFrame({
-        "model": ["a", "a", "b", "b", "a", "b"],
-        "metric": ["clip", "clip", "clip", "clip", "bert", "bert"],
-        "rho": [0.3, 0.5, 0.2, 0.2, 0.9, 0.8],
-        "crel_rho": [-0.2, 0.0, 0.1, 0.1, 0.5, 0.6],
-    })  # fmt: skip
+    scores = pl.DataFrame(
+        {
+            "model": ["a", "a", "b", "b", "a", "b"],
+            "metric": ["clip", "clip", "clip", "clip", "bert", "bert"],
+            "rho": [0.3, 0.5, 0.2, 0.2, 0.9, 0.8],
+            "crel_rho": [-0.2, 0.0, 0.1, 0.1, 0.5, 0.6],
+        }
+    )
     table = table2(scores)
     clip_a = table.filter((pl.col("metric") == "clip") & (pl.col("model") == "a")).row(0, named=True)
     assert clip_a["mean_rho"] == pytest.approx(0.4) and clip_a["crel_rho"] == pytest.approx(-0.1)
@@ -200,10 +218,15 @@ def fitted(tmp_path_factory):
     Y = _unit(np.hstack([X, X[:, :2] ** 2]) + 0.3 * rng.normal(size=(n, d)))
     folds = np.repeat(["vae", "dqr", "cal", "test"], [700, 300, 100, 100])
     settings = CReLSettings(
-        latent_dim=3, metric="cosine", seed=0, work_dir=tmp_path_factory.mktemp("crel"),
-        lgm=replace(CReLSettings().lgm, epochs=15), dqr=replace(CReLSettings().dqr, epochs=8),
-        lgm_kwargs={"hidden_dims": [32, 32, 32, 32], "dropout": 0.1, "batch_norm": True}, dqr_kwargs={"hidden_dims": [16]},
-    )  # fmt: skip
+        latent_dim=3,
+        metric="cosine",
+        seed=0,
+        work_dir=tmp_path_factory.mktemp("crel"),
+        lgm=replace(CReLSettings().lgm, epochs=15),
+        dqr=replace(CReLSettings().dqr, epochs=8),
+        lgm_kwargs={"hidden_dims": [32, 32, 32, 32], "dropout": 0.1, "batch_norm": True},
+        dqr_kwargs={"hidden_dims": [16]},
+    )
     crel = CReL(settings).fit(X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"])
     return crel, X, Y, folds
 
@@ -245,8 +268,15 @@ def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
     assert reused == curve  # Table 2's search stands in for the point it would rerun
     other = folds == "cal"  # a search of other items was taken for these items' point
     with pytest.raises(ValueError, match="num_z0 = 3 scored other items"):
-        num_z0_curve(crel, X[other], Y[other], GT[other], [3], searched={3: out | {"crel_rho": np.zeros(other.sum()),
-                     "converged": np.ones(other.sum(), bool)}}, **search)  # fmt: skip
+        num_z0_curve(
+            crel,
+            X[other],
+            Y[other],
+            GT[other],
+            [3],
+            searched={3: out | {"crel_rho": np.zeros(other.sum()), "converged": np.ones(other.sum(), bool)}},
+            **search,
+        )
     with pytest.raises(TypeError, match=r"num_z0s\[0\] must be an integer"):
         num_z0_curve(crel, X[test], Y[test], GT[test], [2.7], **search)
 
@@ -297,8 +327,14 @@ def test_rows_of_one_unit_share_a_fold_and_repeated_ids_point_to_it():
 
 
 def test_a_table_refuses_scores_it_would_misrank():
-    scores = pl.DataFrame({"model": ["a", "a", "b", "b"], "metric": ["clip"] * 4,
-                           "rho": [0.5, 0.6, 0.4, 0.5], "crel_rho": [0.1, 0.2, float("nan"), 0.3]})  # fmt: skip
+    scores = pl.DataFrame(
+        {
+            "model": ["a", "a", "b", "b"],
+            "metric": ["clip"] * 4,
+            "rho": [0.5, 0.6, 0.4, 0.5],
+            "crel_rho": [0.1, 0.2, float("nan"), 0.3],
+        }
+    )
     with pytest.raises(ValueError, match="crel_rho of model 'b', metric 'clip' is nan in 1 rows"):
         table2(scores)
     with pytest.raises(ValueError, match="rho of model 'a'"):
@@ -373,8 +409,12 @@ def test_text_to_image_arrays_and_table3_refuse_what_they_would_misread(tmp_path
     with pytest.raises(ValueError, match=r"shards lack the source\(s\) \['real_dino'\]"):
         item_arrays({k: v for k, v in shards.items() if k != "real_dino"}, "dino", seed=0)
     # one image twice in a source, with two different rows: the first was used
-    write_feature_shard(shards["caption_clip"][0], np.r_[0, np.arange(239)], rng.normal(size=(240, 8)),
-                        {"encoder": {"weights_sha256": "clip" * 16}})  # fmt: skip
+    write_feature_shard(
+        shards["caption_clip"][0],
+        np.r_[0, np.arange(239)],
+        rng.normal(size=(240, 8)),
+        {"encoder": {"weights_sha256": "clip" * 16}},
+    )
     with pytest.raises(ValueError, match=r"id 0 appears 2 times, in .*caption_clip\.safetensors"):
         item_arrays(shards, "dino", seed=0)
 
@@ -402,8 +442,20 @@ def test_evaluate_crel_calibrates_on_units_when_given_groups(fitted):
     crel, X, Y, folds = fitted
     cal, test = folds == "cal", folds == "test"
     images = np.repeat(np.arange(25), 4)
-    by_unit = evaluate_crel(crel, X[cal], Y[cal], X[test][:3], Y[test][:3], Y[test][:3], alpha=0.1, num_z0=2,
-                            steps=2, lr=0.05, seed=0, groups=images)  # fmt: skip
+    by_unit = evaluate_crel(
+        crel,
+        X[cal],
+        Y[cal],
+        X[test][:3],
+        Y[test][:3],
+        Y[test][:3],
+        alpha=0.1,
+        num_z0=2,
+        steps=2,
+        lr=0.05,
+        seed=0,
+        groups=images,
+    )
     crel.calibrate(X[cal], Y[cal], 0.1, groups=images)
     assert by_unit["gamma_cal"][0] == crel.gamma_cal_
     crel.calibrate(X[cal], Y[cal], 0.1)

@@ -200,8 +200,17 @@ def test_a_checkpoint_loads_without_lightning(tmp_path):
     """Inference jobs load the LGM and the DQR with torch alone: Lightning's import costs ~7 s a job."""
     dqr, dqr_best = _fit_small_dqr(tmp_path / "dqr", max_epochs=1)
     vae = LatentVAE(2, hidden_dims=[8, 8])
-    vae_best = fit(vae, (_banana(100),), (_banana(50, 1),), tmp_path / "vae", max_epochs=1, patience=1,
-                   batch_size=50, seed=0, progress=False)  # fmt: skip
+    vae_best = fit(
+        vae,
+        (_banana(100),),
+        (_banana(50, 1),),
+        tmp_path / "vae",
+        max_epochs=1,
+        patience=1,
+        batch_size=50,
+        seed=0,
+        progress=False,
+    )
     code = (
         "import sys\n"
         "from condeval.crel import CReL\n"
@@ -519,9 +528,19 @@ def test_fit_to_files_exports_best_snapshots_and_summary(tmp_path):
     model_path, summary_path = tmp_path / "m.ckpt", tmp_path / "m_summary.json"
     snapshots = [tmp_path / "m-epoch1.ckpt", tmp_path / "m-epoch3.ckpt"]
     best = fit_to_files(
-        _small_dqr(), (x[:400], z[:400]), (x[400:], z[400:]), model_path, summary_path,
-        snapshot_paths=snapshots, save_epochs=[1, 3], max_epochs=3, patience=10, batch_size=128, seed=0, progress=False,
-    )  # fmt: skip
+        _small_dqr(),
+        (x[:400], z[:400]),
+        (x[400:], z[400:]),
+        model_path,
+        summary_path,
+        snapshot_paths=snapshots,
+        save_epochs=[1, 3],
+        max_epochs=3,
+        patience=10,
+        batch_size=128,
+        seed=0,
+        progress=False,
+    )
     assert Path(best).parent.parent == tmp_path / "m_run"
     best_state, exported_state = (torch.load(path, weights_only=True)["state_dict"] for path in (best, model_path))
     assert (
@@ -532,9 +551,20 @@ def test_fit_to_files_exports_best_snapshots_and_summary(tmp_path):
     summary = json.loads(summary_path.read_text())
     assert summary["epochs_run"] == 3 and set(summary["val_loss_by_epoch"]) == {"1", "2", "3"}
     with pytest.raises(ValueError):
-        fit_to_files(_small_dqr(), (x[:400], z[:400]), (x[400:], z[400:]), tmp_path / "n.ckpt", tmp_path / "n.json",
-                     snapshot_paths=snapshots[:1], save_epochs=[1, 3], max_epochs=3, patience=10, batch_size=128,
-                     seed=0, progress=False)  # fmt: skip
+        fit_to_files(
+            _small_dqr(),
+            (x[:400], z[:400]),
+            (x[400:], z[400:]),
+            tmp_path / "n.ckpt",
+            tmp_path / "n.json",
+            snapshot_paths=snapshots[:1],
+            save_epochs=[1, 3],
+            max_epochs=3,
+            patience=10,
+            batch_size=128,
+            seed=0,
+            progress=False,
+        )
 
 
 def test_training_logs_one_progress_line_per_epoch(tmp_path, caplog):

@@ -130,11 +130,23 @@ def test_output_grid_is_capped_and_owned_points_match_brute_force():
 
 def _fake_result(r, crel_s, grid_s, feasible):
     grid = GridTiming(
-        total_s=grid_s, feasible=feasible, reason="" if feasible else "budget", measured_s=grid_s if feasible else 1.0,
-        budget_s=300.0, n_cal=4000, latent_dim=r, points_per_axis=5, latent_points_per_region=5**r,
-        output_grid_points=300_000, probe_points=20, setup_s=0.5, latent_s=1.0, output_grid_s=2.0,
-        per_point_s=grid_s / 4000, gamma=0.3 if feasible else None,
-    )  # fmt: skip
+        total_s=grid_s,
+        feasible=feasible,
+        reason="" if feasible else "budget",
+        measured_s=grid_s if feasible else 1.0,
+        budget_s=300.0,
+        n_cal=4000,
+        latent_dim=r,
+        points_per_axis=5,
+        latent_points_per_region=5**r,
+        output_grid_points=300_000,
+        probe_points=20,
+        setup_s=0.5,
+        latent_s=1.0,
+        output_grid_s=2.0,
+        per_point_s=grid_s / 4000,
+        gamma=0.3 if feasible else None,
+    )
     crel = {
         "total_s": crel_s,
         "encode_s": 0.1,

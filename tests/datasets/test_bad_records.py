@@ -62,8 +62,17 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path):
 def test_foil_it_flag_must_be_a_boolean(tmp_path):
     common = {"id": 1, "image_id": 9, "target_word": "dog", "foil_word": "cat"}
     path = tmp_path / "foilv1.0_test_2017.json"
-    path.write_text(json.dumps({"images": [{"id": 9, "file_name": "a.jpg"}],
-                                "annotations": [{**common, "caption": "a dog", "foil": "no"}, {**common, "caption": "a cat", "foil": True}]}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "images": [{"id": 9, "file_name": "a.jpg"}],
+                "annotations": [
+                    {**common, "caption": "a dog", "foil": "no"},
+                    {**common, "caption": "a cat", "foil": True},
+                ],
+            }
+        )
+    )
     with pytest.raises(
         DatasetFormatError, match=r"foilv1.0_test_2017.json: annotations\[0\] \(id 1\): 'foil' must be true or false"
     ):
@@ -74,8 +83,14 @@ def test_foil_it_flag_must_be_a_boolean(tmp_path):
 
 
 def _nocaps_record(**changes):
-    record = {"image_path": "val/0001.jpg", "references": ["a bus", "a red bus"], "baseline": "a red bus", "foil": "a red boat",
-              "replacement": ["bus", "boat"], "domain": "near"}  # fmt: skip
+    record = {
+        "image_path": "val/0001.jpg",
+        "references": ["a bus", "a red bus"],
+        "baseline": "a red bus",
+        "foil": "a red boat",
+        "replacement": ["bus", "boat"],
+        "domain": "near",
+    }
     return {**record, **changes}
 
 
@@ -201,8 +216,14 @@ def test_pickled_judgments_bad_rows_are_named(tmp_path, row, message):
 
 def _rich_hf(tmp_path, records=None):
     path = tmp_path / "dev.tfrecord"
-    write_rich_hf(path, records or [{"filename": "u1.png", "prompt_misalignment_label": "1 1 1", "overall_score": 3.0},
-                                    {"filename": "u2.png", "prompt_misalignment_label": "1 0", "overall_score": 4.0}])  # fmt: skip
+    write_rich_hf(
+        path,
+        records
+        or [
+            {"filename": "u1.png", "prompt_misalignment_label": "1 1 1", "overall_score": 3.0},
+            {"filename": "u2.png", "prompt_misalignment_label": "1 0", "overall_score": 4.0},
+        ],
+    )
     return path
 
 
@@ -275,7 +296,7 @@ def test_dropped_rows_are_counted_by_file_and_reason(tmp_path, caplog):
             {"filename": "u1.png", "prompt_misalignment_label": "1 1 1"},
             {"filename": "u2.png", "prompt_misalignment_label": "1 1 1"},
         ],
-    )  # fmt: skip  u2 has 2 tokens
+    )  # u2 has 2 tokens
     nocaps = tmp_path / "nocaps-val-foil.json"
     nocaps.write_text(json.dumps([_nocaps_record(), _nocaps_record(foil="a red sail boat")]))
     rated = {"image_id": "1", "image_path": "a.jpg", "caption": "a cat", "rating": 2}
@@ -284,9 +305,11 @@ def test_dropped_rows_are_counted_by_file_and_reason(tmp_path, caplog):
         read_rich_hf(rich_hf, PROMPTS)
         load_foil_nocaps(nocaps)
         load_flickr8k_expert(flickr)
-    assert dropped.as_dict() == {str(flickr): {"unrated judgements (NaN rating)": 1},
-                                 str(rich_hf): {"token and label counts differ": 1},
-                                 str(nocaps): {"token counts differ": 1}}  # fmt: skip
+    assert dropped.as_dict() == {
+        str(flickr): {"unrated judgements (NaN rating)": 1},
+        str(rich_hf): {"token and label counts differ": 1},
+        str(nocaps): {"token counts differ": 1},
+    }
     assert dropped.total() == 3
     assert "1 records kept, 1 dropped (1 token and label counts differ)" in caplog.text
     dropped.write(tmp_path / "dropped.json")
@@ -364,8 +387,13 @@ def test_a_polaris_refs_cell_that_is_no_list_of_captions_is_refused_naming_the_r
 def test_two_richhf_files_of_one_uid_and_a_null_pick_a_pic_caption_are_refused_naming_the_record(tmp_path):
     """The uid (a file's stem) keys the prompt: `a/u1.png` and `b/u1.png` were both given u1's prompt. A null
     caption was refused later, naming the TFRecord rather than the Parquet row that held it."""
-    path = _rich_hf(tmp_path, [{"filename": "a/u1.png", "prompt_misalignment_label": "1 1 1"},
-                               {"filename": "b/u1.png", "prompt_misalignment_label": "1 1 1"}])  # fmt: skip
+    path = _rich_hf(
+        tmp_path,
+        [
+            {"filename": "a/u1.png", "prompt_misalignment_label": "1 1 1"},
+            {"filename": "b/u1.png", "prompt_misalignment_label": "1 1 1"},
+        ],
+    )
     with pytest.raises(DatasetFormatError, match=r"record 1 \(b/u1\.png\): image uid u1 is also a/u1\.png's"):
         read_rich_hf(path, PROMPTS)
     from condeval.datasets.rich_hf import pick_a_pic_prompts

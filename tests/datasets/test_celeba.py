@@ -65,12 +65,17 @@ def test_the_released_layout_parses(tmp_path):
         (lambda lines: ["x"] + lines[1:], "line 1: the image count must be an integer"),
         (lambda lines: ["7"] + lines[1:], "line 1 announces 7 images, the file lists 6"),
         (lambda lines: lines[:2] + [lines[2].rsplit(" ", 1)[0]] + lines[3:], "line 3: 39 values for 40 attributes"),
-        (lambda lines: lines[:3] + [lines[3].replace(" 1", " 0", 1).replace("-1", " 0", 1)] + lines[4:],
-         "line 4: attribute '.*' must be 1 or -1, found '0'"),
+        (
+            lambda lines: lines[:3] + [lines[3].replace(" 1", " 0", 1).replace("-1", " 0", 1)] + lines[4:],
+            "line 4: attribute '.*' must be 1 or -1, found '0'",
+        ),
         (lambda lines: lines[:3] + [lines[2]] + lines[4:], "line 4: image '000001.jpg' listed twice"),
-        (lambda lines: lines[:2] + ["../escape.jpg" + lines[2][10:]] + lines[3:], "line 3: 'image' '../escape.jpg' leaves"),
+        (
+            lambda lines: lines[:2] + ["../escape.jpg" + lines[2][10:]] + lines[3:],
+            "line 3: 'image' '../escape.jpg' leaves",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_attribute_file_names_the_line(tmp_path, edit, message):
     _world(tmp_path)
     path = tmp_path / "list_attr_celeba.txt"

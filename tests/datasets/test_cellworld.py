@@ -47,7 +47,10 @@ def test_effects_are_separable_so_unseen_pairs_are_compositions():
         cell_effect = train.group_by("cell").agg(pl.col(column).mean())
         sirna_effect = train.group_by("sirna").agg(pl.col(column).mean())
         grand = train[column].mean()
-        predicted = (cell_effect.filter(pl.col("cell") == "RPE")[column].item()
-                     + sirna_effect.filter(pl.col("sirna") == 1111)[column].item() - grand)  # fmt: skip
+        predicted = (
+            cell_effect.filter(pl.col("cell") == "RPE")[column].item()
+            + sirna_effect.filter(pl.col("sirna") == 1111)[column].item()
+            - grand
+        )
         actual = table.filter(held)[column].item()
         assert abs(predicted - actual) < 0.5 * abs(grand - actual) + 0.15, (column, predicted, actual, grand)

@@ -10,11 +10,27 @@ from condeval.datasets.coco import evaluation_pairs, load_captions
 
 def _document():
     images = [
-        {"id": 42, "width": 64, "height": 64, "file_name": "COCO_val2014_000000000042.jpg", "license": 1,
-         "flickr_url": "", "coco_url": "", "date_captured": "2013-11-14 16:28:13"},
-        {"id": 7, "width": 64, "height": 64, "file_name": "COCO_val2014_000000000007.jpg", "license": 1,
-         "flickr_url": "", "coco_url": "", "date_captured": "2013-11-14 16:28:13"},
-    ]  # fmt: skip
+        {
+            "id": 42,
+            "width": 64,
+            "height": 64,
+            "file_name": "COCO_val2014_000000000042.jpg",
+            "license": 1,
+            "flickr_url": "",
+            "coco_url": "",
+            "date_captured": "2013-11-14 16:28:13",
+        },
+        {
+            "id": 7,
+            "width": 64,
+            "height": 64,
+            "file_name": "COCO_val2014_000000000007.jpg",
+            "license": 1,
+            "flickr_url": "",
+            "coco_url": "",
+            "date_captured": "2013-11-14 16:28:13",
+        },
+    ]
     annotations = [
         {"id": 903, "image_id": 42, "caption": "A red circle left of a blue square. "},
         {"id": 901, "image_id": 42, "caption": "Two shapes on a noisy background."},

@@ -133,8 +133,12 @@ def test_a_cut_download_leaves_no_output(server, tmp_path):
 
 
 def test_an_archive_folder_member_is_extracted_whole_and_only_it(server, tmp_path):
-    item = {"url": f"http://{HOST}/images.zip", "sha256": _sha((tmp_path / "served" / HOST / "images.zip").read_bytes()),
-            "extract": ["images/"], "to": "crc.data.root"}  # fmt: skip
+    item = {
+        "url": f"http://{HOST}/images.zip",
+        "sha256": _sha((tmp_path / "served" / HOST / "images.zip").read_bytes()),
+        "extract": ["images/"],
+        "to": "crc.data.root",
+    }
     source = _source({"http": [item]}, {"crc": {"data": {"root": str(tmp_path / "out")}}})
     assert source.folders == (str(tmp_path / "out/images"),)
     fetch_source(source, mirror=server, log=lambda message: None)
@@ -145,8 +149,12 @@ def test_an_archive_folder_member_is_extracted_whole_and_only_it(server, tmp_pat
 
 
 def test_an_archive_member_climbing_out_of_its_folder_is_refused(server, tmp_path):
-    item = {"url": f"http://{HOST}/evil.zip", "sha256": _sha((tmp_path / "served" / HOST / "evil.zip").read_bytes()),
-            "extract": ["images/"], "to": "crc.data.root"}  # fmt: skip
+    item = {
+        "url": f"http://{HOST}/evil.zip",
+        "sha256": _sha((tmp_path / "served" / HOST / "evil.zip").read_bytes()),
+        "extract": ["images/"],
+        "to": "crc.data.root",
+    }
     source = _source({"http": [item]}, {"crc": {"data": {"root": str(tmp_path / "out/deep")}}})
     with pytest.raises(FetchError, match=r"evil\.zip: member 'images/\.\./\.\./escape\.txt' would land outside"):
         fetch_source(source, mirror=server)
@@ -154,14 +162,34 @@ def test_an_archive_member_climbing_out_of_its_folder_is_refused(server, tmp_pat
 
 
 def _every_kind(tmp_path):
-    config = {"crc": {"data": {"records": str(tmp_path / "d/records.json"), "images": str(tmp_path / "d/images")},
-                      "model": str(tmp_path / "m/clip"), "tagger": str(tmp_path / "m/stanza")}}  # fmt: skip
-    catalog = {"sources": {
-        "records": {"about": "records", "http": [{"url": f"http://{HOST}/records.json", "sha256": _sha(RECORDS), "to": "crc.data.records"}]},
-        "images": {"about": "images", "http": [{"url": f"http://{HOST}/images.zip", "sha256": None, "extract": ["images/"], "to": "crc.data.images"}]},
-        "clip": {"about": "a CLIP", "hub": [{"repo": "org/clip", "revision": "a" * 40, "to": "crc.model"}]},
-        "tagger": {"about": "tagger models", "manual": "run the tagger's download", "folders": ["crc.tagger"]},
-    }}  # fmt: skip
+    config = {
+        "crc": {
+            "data": {"records": str(tmp_path / "d/records.json"), "images": str(tmp_path / "d/images")},
+            "model": str(tmp_path / "m/clip"),
+            "tagger": str(tmp_path / "m/stanza"),
+        }
+    }
+    catalog = {
+        "sources": {
+            "records": {
+                "about": "records",
+                "http": [{"url": f"http://{HOST}/records.json", "sha256": _sha(RECORDS), "to": "crc.data.records"}],
+            },
+            "images": {
+                "about": "images",
+                "http": [
+                    {
+                        "url": f"http://{HOST}/images.zip",
+                        "sha256": None,
+                        "extract": ["images/"],
+                        "to": "crc.data.images",
+                    }
+                ],
+            },
+            "clip": {"about": "a CLIP", "hub": [{"repo": "org/clip", "revision": "a" * 40, "to": "crc.model"}]},
+            "tagger": {"about": "tagger models", "manual": "run the tagger's download", "folders": ["crc.tagger"]},
+        }
+    }
     return resolve_sources(catalog, config)
 
 
@@ -199,8 +227,12 @@ def test_online_the_preflight_refuses_only_manual_sources_and_unpinned_ones_with
 
 
 def test_a_source_of_a_track_the_config_lacks_is_left_out_and_a_bad_key_is_named():
-    catalog = {"sources": {"trust": {"about": "x", "manual": "y", "files": ["trust.data.file"]},
-                           "typo": {"about": "x", "manual": "y", "files": ["crc.data.recrods"]}}}  # fmt: skip
+    catalog = {
+        "sources": {
+            "trust": {"about": "x", "manual": "y", "files": ["trust.data.file"]},
+            "typo": {"about": "x", "manual": "y", "files": ["crc.data.recrods"]},
+        }
+    }
     with pytest.raises(FetchError, match="source 'typo': config key 'crc.data.recrods' is not in the config"):
         resolve_sources(catalog, CONFIG)
     del catalog["sources"]["typo"]
@@ -238,10 +270,13 @@ class FakeHub:
         class Api:
             def repo_info(self, repo_id, repo_type="model", revision=None, files_metadata=False):
                 siblings = [
-                    SimpleNamespace(rfilename=name, lfs=SimpleNamespace(sha256=_sha(data)) if name.endswith(".safetensors") else None,
-                                    blob_id=hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+                    SimpleNamespace(
+                        rfilename=name,
+                        lfs=SimpleNamespace(sha256=_sha(data)) if name.endswith(".safetensors") else None,
+                        blob_id=hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest(),
+                    )
                     for name, data in hub.recorded.items()
-                ]  # fmt: skip
+                ]
                 return SimpleNamespace(sha=hub.COMMIT, siblings=siblings)
 
         return Api()

@@ -80,8 +80,14 @@ def _nocaps(tmp_path, records):
 
 
 def _record(baseline="a red bus on a road", foil="a red boat on a road", domain="near"):
-    return {"image_path": "val/0001.jpg", "references": ["a bus", "a red bus"], "baseline": baseline, "foil": foil,
-            "replacement": ["bus", "boat"], "domain": domain}  # fmt: skip
+    return {
+        "image_path": "val/0001.jpg",
+        "references": ["a bus", "a red bus"],
+        "baseline": baseline,
+        "foil": foil,
+        "replacement": ["bus", "boat"],
+        "domain": domain,
+    }
 
 
 def test_foil_nocaps_records_become_word_labelled_captions(tmp_path):

@@ -18,12 +18,25 @@ def _flickr(tmp_path, document):
 
 def test_flickr8k_expert_averages_the_raters(tmp_path):
     judgement = lambda caption, rating: {"image_id": "1", "image_path": "a.jpg", "caption": caption, "rating": rating}  # noqa: E731
-    document = {"1": {"image_id": "1", "image_path": "a.jpg", "ground_truth": ["a dog runs", "a brown dog"],
-                      "human_judgement": [judgement("a dog", 4), judgement("a dog ", 3), judgement("a dog", 4), judgement("a cat", 1),
-                                          judgement("a cow", float("nan"))]}}  # fmt: skip
+    document = {
+        "1": {
+            "image_id": "1",
+            "image_path": "a.jpg",
+            "ground_truth": ["a dog runs", "a brown dog"],
+            "human_judgement": [
+                judgement("a dog", 4),
+                judgement("a dog ", 3),
+                judgement("a dog", 4),
+                judgement("a cat", 1),
+                judgement("a cow", float("nan")),
+            ],
+        }
+    }
     frame = load_flickr8k_expert(_flickr(tmp_path, document))
-    assert frame.sort("caption").rows() == [("a.jpg", "a cat", ["a dog runs", "a brown dog"], 1.0),
-                                            ("a.jpg", "a dog", ["a dog runs", "a brown dog"], 11 / 3)]  # fmt: skip
+    assert frame.sort("caption").rows() == [
+        ("a.jpg", "a cat", ["a dog runs", "a brown dog"], 1.0),
+        ("a.jpg", "a dog", ["a dog runs", "a brown dog"], 11 / 3),
+    ]
 
 
 @pytest.mark.parametrize(

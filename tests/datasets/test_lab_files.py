@@ -119,8 +119,14 @@ def test_foil_original_and_foil_of_different_images_are_refused(tmp_path):
 
 
 def test_foil_nocaps_stores_the_image_path_it_checked(tmp_path):
-    record = {"image_path": "val/1.jpg\n", "references": ["a car"], "baseline": "a red car", "foil": "a red truck",
-              "replacement": ["car", "truck"], "domain": "in"}  # fmt: skip
+    record = {
+        "image_path": "val/1.jpg\n",
+        "references": ["a car"],
+        "baseline": "a red car",
+        "foil": "a red truck",
+        "replacement": ["car", "truck"],
+        "domain": "in",
+    }
     path = tmp_path / "nocaps-val-foil.json"
     path.write_text(json.dumps([record]))
     (tmp_path / "val").mkdir()
@@ -151,19 +157,37 @@ PROMPTS = {"u1": "a red bus", "u2": "a blue car", "u3": "...", "u4": "two green 
 @pytest.mark.parametrize(
     "records,message",
     [
-        ([_record("u1.png", aesthetics_score=(0.5, "float")), _record("u2.png", aesthetics_score=(0.5, "float"),
-                                                                     overall_score=(0.5, "float"))],
-         r"record 1 \(u2.png\): holds scores \['aesthetics_score', 'overall_score'\], the file's first record "
-         r"\['aesthetics_score'\]"),
-        ([_record("u1.png", overall_score=(0.5, "float")), _record("u2.png")],
-         r"record 1 \(u2.png\): holds scores \[\], the file's first record \['overall_score'\]"),
-        ([_record("u1.png", overall_score=(4, "int"))], "'overall_score' must be one float, found 1 values in a int64_list"),
-        ([_record("u1.png", aesthetics_score=([0.25, math.nan], "float"))], "'aesthetics_score' must be one float, found 2"),
+        (
+            [
+                _record("u1.png", aesthetics_score=(0.5, "float")),
+                _record("u2.png", aesthetics_score=(0.5, "float"), overall_score=(0.5, "float")),
+            ],
+            r"record 1 \(u2.png\): holds scores \['aesthetics_score', 'overall_score'\], the file's first record "
+            r"\['aesthetics_score'\]",
+        ),
+        (
+            [_record("u1.png", overall_score=(0.5, "float")), _record("u2.png")],
+            r"record 1 \(u2.png\): holds scores \[\], the file's first record \['overall_score'\]",
+        ),
+        (
+            [_record("u1.png", overall_score=(4, "int"))],
+            "'overall_score' must be one float, found 1 values in a int64_list",
+        ),
+        (
+            [_record("u1.png", aesthetics_score=([0.25, math.nan], "float"))],
+            "'aesthetics_score' must be one float, found 2",
+        ),
         ([{**_record("u1.png"), "filename": ([b"u1.png", b"u2.png"], "byte")}], "'filename' holds 2 values, not one"),
-        ([_record("u1.png"), _record("u1.png", "0 0 0")], r"record 1 \(u1.png\): image listed twice \(first in record 0\)"),
-        ([_record("u1.png", "1 1", overall_score=(math.nan, "float"))], r"record 0 \(u1.png\): 'overall_score' must be a finite number"),
+        (
+            [_record("u1.png"), _record("u1.png", "0 0 0")],
+            r"record 1 \(u1.png\): image listed twice \(first in record 0\)",
+        ),
+        (
+            [_record("u1.png", "1 1", overall_score=(math.nan, "float"))],
+            r"record 0 \(u1.png\): 'overall_score' must be a finite number",
+        ),
     ],
-)  # fmt: skip
+)
 def test_rich_hf_scores_and_fields_are_read_whole_or_refused(tmp_path, records, message):
     path = _tfrecord(tmp_path / "test.tfrecord", records)
     with pytest.raises(DatasetFormatError, match=message):
@@ -180,7 +204,9 @@ def test_rich_hf_prompt_without_a_word_is_dropped_and_counted(tmp_path):
 
 def test_pick_a_pic_captions_do_not_depend_on_file_order(tmp_path):
     first, second = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    pl.DataFrame({"caption": ["a red cat", "a red cat"], "image_0_uid": ["u1", "u2"], "image_1_uid": ["u2", "u3"]}).write_parquet(first)  # fmt: skip
+    pl.DataFrame(
+        {"caption": ["a red cat", "a red cat"], "image_0_uid": ["u1", "u2"], "image_1_uid": ["u2", "u3"]}
+    ).write_parquet(first)
     pl.DataFrame({"caption": ["a green frog"], "image_0_uid": ["u4"], "image_1_uid": ["u2"]}).write_parquet(second)
     assert pick_a_pic_prompts([first]) == {"u1": "a red cat", "u2": "a red cat", "u3": "a red cat"}
     for paths in ([first, second], [second, first]):
@@ -206,8 +232,13 @@ def _entry(image_path, references, judgements):
 
 def test_flickr8k_one_image_under_two_ids_is_refused(tmp_path):
     judged = [{"caption": "a zebra", "rating": 4}]
-    path = _flickr(tmp_path, {"1": _entry("img/1.jpg", ["a zebra grazes"], judged),
-                              "2": _entry("img/1.jpg", ["two boys play soccer"], judged)})  # fmt: skip
+    path = _flickr(
+        tmp_path,
+        {
+            "1": _entry("img/1.jpg", ["a zebra grazes"], judged),
+            "2": _entry("img/1.jpg", ["two boys play soccer"], judged),
+        },
+    )
     with pytest.raises(DatasetFormatError, match="image 2: image_path 'img/1.jpg' is already image 1's"):
         load_flickr8k_expert(path)
 
@@ -235,8 +266,9 @@ def test_flickr8k_crowdflower_shares_are_not_read_on_the_expert_scale(tmp_path):
 
 def test_polaris_csv_as_labs_write_it(tmp_path):
     scores = [0.0, 1.0] * 60 + [0.5]
-    table = pd.DataFrame({"refs": [["a dog", "a pup"]] * 121, "cand": ["a cat"] * 121, "img": ["img/1.jpg"] * 121,
-                          "human_score": scores})  # fmt: skip
+    table = pd.DataFrame(
+        {"refs": [["a dog", "a pup"]] * 121, "cand": ["a cat"] * 121, "img": ["img/1.jpg"] * 121, "human_score": scores}
+    )
     table.to_csv(tmp_path / "polaris.csv", index=False, float_format="%g")  # lists as Python literals, 0/1 as ints
     frame = load_polaris(tmp_path / "polaris.csv")
     assert frame["human_score"].to_list() == scores

@@ -19,11 +19,29 @@ def test_prompt_split_is_the_datasets_own():
 
 def test_round_trip_labels_scores_and_dropped_records(tmp_path, caplog):
     path = tmp_path / "test.tfrecord"
-    write_rich_hf(path, [
-        {"filename": "u1.png", "prompt_misalignment_label": "1 0 0 1 1 1", "misalignment_score": 2.5, "overall_score": 3.0},
-        {"filename": "u2.png", "prompt_misalignment_label": "1 1 1 0", "misalignment_score": 1.0, "overall_score": 4.0},
-        {"filename": "u3.png", "prompt_misalignment_label": "1 1 1", "misalignment_score": 5.0, "overall_score": 5.0},  # 2 tokens
-    ])  # fmt: skip
+    write_rich_hf(
+        path,
+        [
+            {
+                "filename": "u1.png",
+                "prompt_misalignment_label": "1 0 0 1 1 1",
+                "misalignment_score": 2.5,
+                "overall_score": 3.0,
+            },
+            {
+                "filename": "u2.png",
+                "prompt_misalignment_label": "1 1 1 0",
+                "misalignment_score": 1.0,
+                "overall_score": 4.0,
+            },
+            {
+                "filename": "u3.png",
+                "prompt_misalignment_label": "1 1 1",
+                "misalignment_score": 5.0,
+                "overall_score": 5.0,
+            },  # 2 tokens
+        ],
+    )
     with caplog.at_level(logging.INFO, logger="condeval"):
         frame = read_rich_hf(path, PROMPTS)
     assert "2 records kept, 1 dropped" in caplog.text

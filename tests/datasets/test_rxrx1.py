@@ -39,12 +39,18 @@ def test_metadata_and_sites_round_trip(tmp_path):
         ([ROWS[0].replace(",1,B02,", ",x,B02,")], "line 2: 'plate' must be a non-negative integer, found 'x'"),
         ([ROWS[0], ROWS[1].replace(",1138", ",")], "line 3: 'sirna_id' must be a non-negative integer"),
         ([ROWS[0], ROWS[1].replace(",1138", ",-5")], "line 3: 'sirna_id' must be a non-negative integer, found '-5'"),
-        ([ROWS[0].replace(",HEPG2-01_1_B02,", ",,")], r"line 2 \(site HEPG2-01_1_B02_1\): 'well_id' must be a non-empty"),
-        ([ROWS[0], ROWS[1].replace("HUVEC,", "HELA,", 1)], r"line 3 \(site HUVEC-02_3_C04_2\): unknown cell type 'HELA'"),
+        (
+            [ROWS[0].replace(",HEPG2-01_1_B02,", ",,")],
+            r"line 2 \(site HEPG2-01_1_B02_1\): 'well_id' must be a non-empty",
+        ),
+        (
+            [ROWS[0], ROWS[1].replace("HUVEC,", "HELA,", 1)],
+            r"line 3 \(site HUVEC-02_3_C04_2\): unknown cell type 'HELA'",
+        ),
         ([ROWS[0].replace(",HEPG2-01,1,", ",../../etc,1,")], "'experiment' '../../etc' leaves the data root"),
         ([ROWS[0], ROWS[0]], "site 'HEPG2-01_1_B02_1' listed twice"),
     ],
-)  # fmt: skip
+)
 def test_malformed_metadata_names_the_line(tmp_path, rows, message):
     _write(tmp_path, rows)
     with pytest.raises(DatasetFormatError, match=message):

@@ -50,8 +50,23 @@ def test_train_clip_runs_with_several_foils_and_exports_a_loadable_clip(tmp_path
     write_split(tmp_path / "world", "train", 48, seed=0)
     save_word_tokenizer(vocabulary(), tmp_path / "tokenizer")
     model = dict(vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=16)
-    train_clip(tmp_path / "world", tmp_path / "tokenizer", tmp_path / "clip", images=48, epochs=1, batch_size=16, lr=1e-3, hard_weight=1.0,
-               model=model, image_size=64, val_images=8, seed=0, exclude_shapes=["arrow"], foils=3, max_logit_scale=20.0)  # fmt: skip
+    train_clip(
+        tmp_path / "world",
+        tmp_path / "tokenizer",
+        tmp_path / "clip",
+        images=48,
+        epochs=1,
+        batch_size=16,
+        lr=1e-3,
+        hard_weight=1.0,
+        model=model,
+        image_size=64,
+        val_images=8,
+        seed=0,
+        exclude_shapes=["arrow"],
+        foils=3,
+        max_logit_scale=20.0,
+    )
     assert json.loads((tmp_path / "clip" / "training.json").read_text())
     assert ClipEncoder(tmp_path / "clip").text_features(["a red circle"]).shape == (1, 16)
 
@@ -66,8 +81,13 @@ def test_the_contrastive_loss_on_padding_cut_batches_is_the_loss_on_full_length_
     tokenizer = build_word_tokenizer(vocabulary())
     config = tiny_clip_config(tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1)
     module = ContrastiveCLIP(config.to_dict(), hard_weight=2.0).eval()
-    texts = [token_arrays(tokenizer, c, 32) for c in (["a red star", "there is a blue box next to a ring"],
-                                                      ["a red box", "there is a blue star next to a ring"])]  # fmt: skip
+    texts = [
+        token_arrays(tokenizer, c, 32)
+        for c in (
+            ["a red star", "there is a blue box next to a ring"],
+            ["a red box", "there is a blue star next to a ring"],
+        )
+    ]
     (ids, mask), (hard_ids, hard_mask) = ([torch.as_tensor(a)[:, None] for a in t] for t in texts)
     pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     assert mask.sum(dim=-1).max() < 32

@@ -17,8 +17,9 @@ MODEL = dict(vision_width=32, vision_layers=2, patch_size=8, text_width=32, text
 @pytest.fixture(scope="module")
 def face_clip(tmp_path_factory):
     out = tmp_path_factory.mktemp("face_clip") / "clip"
-    train_face_clip(out, instances=300, epochs=30, batch_size=16, lr=2e-3, model=MODEL, image_size=32,
-                    val_instances=20, seed=0)  # fmt: skip
+    train_face_clip(
+        out, instances=300, epochs=30, batch_size=16, lr=2e-3, model=MODEL, image_size=32, val_instances=20, seed=0
+    )
     return out
 
 

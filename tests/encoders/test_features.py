@@ -200,8 +200,9 @@ def test_clip_and_dino_read_images_alike_and_refuse_a_lone_str(tmp_path):
 
     tokenizer = build_word_tokenizer(vocabulary())
     torch.manual_seed(0)
-    config = tiny_clip_config(tokenizer, 32, vision_width=32, vision_layers=1, patch_size=16, text_width=32,
-                              text_layers=1, projection_dim=8)  # fmt: skip
+    config = tiny_clip_config(
+        tokenizer, 32, vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=8
+    )
     CLIPModel(config).save_pretrained(tmp_path / "clip")
     tokenizer.save_pretrained(tmp_path / "clip")
     clip_image_processor(32).save_pretrained(tmp_path / "clip")

@@ -15,8 +15,11 @@ META = {"encoder": {"weights_sha256": "a" * 64}}
 
 def _raw_shard(path, ids, metadata):
     features = np.ones((len(ids), 3), dtype=np.float32)
-    save_file({"ids": np.asarray(ids), "features": features}, str(path),
-              metadata={key: json.dumps(value) for key, value in metadata.items()})  # fmt: skip
+    save_file(
+        {"ids": np.asarray(ids), "features": features},
+        str(path),
+        metadata={key: json.dumps(value) for key, value in metadata.items()},
+    )
     return path
 
 

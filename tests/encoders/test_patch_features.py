@@ -38,8 +38,10 @@ def test_the_encoder_refuses_images_it_would_misread(tmp_path):
     encoder = PatchEncoder(tmp_path / "tower")
     images = np.zeros((2, 3, 32, 32), np.uint8)
     assert encoder.encode(images).shape == (2, 32)
-    for wrong, message in ((images[:, :1], r"reads 3-channel images \(N, 3, H, W\); got shape"),
-                           (images.transpose(0, 2, 3, 1), r"look like \(N, H, W, C\)")):  # fmt: skip
+    for wrong, message in (
+        (images[:, :1], r"reads 3-channel images \(N, 3, H, W\); got shape"),
+        (images.transpose(0, 2, 3, 1), r"look like \(N, H, W, C\)"),
+    ):
         with pytest.raises(ValueError, match=message):
             encoder.encode(wrong)
     with pytest.raises(ValueError, match="at least one image"):
@@ -68,8 +70,17 @@ def test_the_contrastive_objective_prefers_matching_views_and_the_trained_tower_
         matched = module._loss((images[:16], images[:16]), training=False)
         mismatched = module._loss((images[:16], images[:16][::-1].copy()), training=False)
     assert matched < mismatched
-    summary = train_patch_encoder(images, tmp_path / kind, kind=kind, model=dict(width=32, layers=1, heads=2, patch_size=4),
-                                  epochs=1, batch_size=16, lr=1e-3, val_images=16, seed=0)  # fmt: skip
+    summary = train_patch_encoder(
+        images,
+        tmp_path / kind,
+        kind=kind,
+        model=dict(width=32, layers=1, heads=2, patch_size=4),
+        epochs=1,
+        batch_size=16,
+        lr=1e-3,
+        val_images=16,
+        seed=0,
+    )
     loaded = AutoModel.from_pretrained(tmp_path / kind)
     assert loaded.config.num_channels == 6 and summary["epochs_run"] == 1
 
@@ -131,9 +142,20 @@ def test_a_world_trained_tower_standardises_its_channels_where_its_tokens_are_re
 
     from condeval.encoders.patch_features import pixel_values, train_patch_encoder_on_world
 
-    summary = train_patch_encoder_on_world("cells", tmp_path / "cells", kind="dinov3", instances=8, side=16,
-                                           model=dict(width=32, layers=1, heads=2, patch_size=4), epochs=1,
-                                           batch_size=4, lr=1e-3, val_instances=4, seed=0, sirna_ids=[1, 2])  # fmt: skip
+    summary = train_patch_encoder_on_world(
+        "cells",
+        tmp_path / "cells",
+        kind="dinov3",
+        instances=8,
+        side=16,
+        model=dict(width=32, layers=1, heads=2, patch_size=4),
+        epochs=1,
+        batch_size=4,
+        lr=1e-3,
+        val_instances=4,
+        seed=0,
+        sirna_ids=[1, 2],
+    )
     model = AutoModel.from_pretrained(tmp_path / "cells").eval()
     mean, std = (torch.tensor(v)[:, None, None] for v in (model.config.channel_mean, model.config.channel_std))
     assert summary["epochs_run"] == 1 and mean.shape[0] == 6 and (std > 0).all()
@@ -151,9 +173,20 @@ def test_the_same_config_and_seed_save_the_same_folder_bytes_in_any_place(tmp_pa
 
     folders = [tmp_path / name / "siglip" for name in ("a", "b")]
     for folder in folders:
-        summary = train_patch_encoder_on_world("cells", folder, kind="siglip", instances=8, side=16,
-                                               model=dict(width=32, layers=1, heads=2, patch_size=4), epochs=2,
-                                               batch_size=4, lr=1e-3, val_instances=4, seed=0, sirna_ids=[1, 2])  # fmt: skip
+        summary = train_patch_encoder_on_world(
+            "cells",
+            folder,
+            kind="siglip",
+            instances=8,
+            side=16,
+            model=dict(width=32, layers=1, heads=2, patch_size=4),
+            epochs=2,
+            batch_size=4,
+            lr=1e-3,
+            val_instances=4,
+            seed=0,
+            sirna_ids=[1, 2],
+        )
     assert RUN_KEYS <= summary.keys()
     files = sorted(p.name for p in folders[0].iterdir())
     assert "training.json" in files and files == sorted(p.name for p in folders[1].iterdir())
@@ -165,10 +198,21 @@ def test_a_world_trained_tower_stops_after_patience_epochs_without_a_better_val_
     from condeval.encoders.patch_features import train_patch_encoder_on_world
 
     # with lr = 0 the validation loss never improves, so patience 2 stops after the third epoch of ten
-    summary = train_patch_encoder_on_world("cells", tmp_path / "cells", kind="siglip", instances=8, side=16,
-                                           model=dict(width=32, layers=1, heads=2, patch_size=4), epochs=10,
-                                           batch_size=4, lr=0.0, val_instances=4, seed=0, sirna_ids=[1, 2],
-                                           patience=2)  # fmt: skip
+    summary = train_patch_encoder_on_world(
+        "cells",
+        tmp_path / "cells",
+        kind="siglip",
+        instances=8,
+        side=16,
+        model=dict(width=32, layers=1, heads=2, patch_size=4),
+        epochs=10,
+        batch_size=4,
+        lr=0.0,
+        val_instances=4,
+        seed=0,
+        sirna_ids=[1, 2],
+        patience=2,
+    )
     assert summary["stopped_early"] and summary["epochs_run"] == 3 and summary["best_epoch"] == 1
 
 
@@ -189,9 +233,19 @@ def test_training_with_counterfactual_twins_teaches_the_mouth_and_the_rims(tmp_p
 
     frame = load_celeba(write_face_world(tmp_path / "faces", 600, seed=1, side=32))
     images = np.stack([np.asarray(Image.open(p).convert("RGB")).transpose(2, 0, 1) for p in frame["path"]])
-    train_patch_encoder_on_world("faces", tmp_path / "siglip", kind="siglip", instances=300, side=32,
-                                 model=dict(width=64, layers=2, heads=4, patch_size=8), epochs=30, batch_size=16,
-                                 lr=3e-3, val_instances=16, seed=0)  # fmt: skip
+    train_patch_encoder_on_world(
+        "faces",
+        tmp_path / "siglip",
+        kind="siglip",
+        instances=300,
+        side=32,
+        model=dict(width=64, layers=2, heads=4, patch_size=8),
+        epochs=30,
+        batch_size=16,
+        lr=3e-3,
+        val_instances=16,
+        seed=0,
+    )
     model = AutoModel.from_pretrained(tmp_path / "siglip").eval()
     with torch.no_grad():
         features = mean_patch_features(model, pixel_values(images)).numpy()

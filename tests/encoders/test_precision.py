@@ -26,8 +26,9 @@ def clip_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("clip")
     tokenizer = build_word_tokenizer(vocabulary())
     torch.manual_seed(0)
-    config = tiny_clip_config(tokenizer, 64, vision_width=64, vision_layers=4, patch_size=8, text_width=64,
-                              text_layers=4, projection_dim=32)  # fmt: skip
+    config = tiny_clip_config(
+        tokenizer, 64, vision_width=64, vision_layers=4, patch_size=8, text_width=64, text_layers=4, projection_dim=32
+    )
     CLIPModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     clip_image_processor(64).save_pretrained(folder)
@@ -66,8 +67,14 @@ def test_attention_mask_samples_in_bfloat16_keep_their_differences(clip_folder):
     words = CAPTIONS[1].split()
     differences = {}
     for dtype in ("float32", "bfloat16"):
-        sampler = AttentionMaskSampler(ClipEncoder(clip_folder, dtype=dtype), LexiconTagger(dict.fromkeys(words, "NOUN")),
-                                       n_image=8, n_text=16, image_ratio=0.05, text_ratio=0.1)  # fmt: skip
+        sampler = AttentionMaskSampler(
+            ClipEncoder(clip_folder, dtype=dtype),
+            LexiconTagger(dict.fromkeys(words, "NOUN")),
+            n_image=8,
+            n_text=16,
+            image_ratio=0.05,
+            text_ratio=0.1,
+        )
         images = torch.nn.functional.normalize(
             sampler.image_embeddings(_images(1)[0], np.random.default_rng(1)), dim=-1
         )
@@ -86,8 +93,15 @@ def test_dinov3_mean_patch_features_in_bfloat16_agree_with_float32(tmp_path):
     from condeval.encoders.patch_encoder import PatchEncoder
 
     torch.manual_seed(0)
-    config = DINOv3ViTConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                             patch_size=16, image_size=64, num_register_tokens=4)  # fmt: skip
+    config = DINOv3ViTConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        patch_size=16,
+        image_size=64,
+        num_register_tokens=4,
+    )
     DINOv3ViTModel(config).save_pretrained(tmp_path)
     images = np.random.default_rng(0).integers(0, 256, (4, 3, 64, 64), dtype=np.uint8)
     full = PatchEncoder(tmp_path, dtype="float32").encode(images)

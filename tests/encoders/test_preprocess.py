@@ -10,10 +10,17 @@ from condeval.encoders.preprocess import PROCESSOR_FILE, ImageProcessing
 
 #: ``facebook/dinov3-vitl16-pretrain-lvd1689m``'s processor file: a class transformers 5 builds only with torchvision.
 DINOV3_PROCESSOR = {
-    "image_processor_type": "DINOv3ViTImageProcessorFast", "do_resize": True, "size": {"height": 224, "width": 224},
-    "resample": 2, "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True,
-    "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225], "do_center_crop": None,
-}  # fmt: skip
+    "image_processor_type": "DINOv3ViTImageProcessorFast",
+    "do_resize": True,
+    "size": {"height": 224, "width": 224},
+    "resample": 2,
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.485, 0.456, 0.406],
+    "image_std": [0.229, 0.224, 0.225],
+    "do_center_crop": None,
+}
 
 
 @pytest.fixture
@@ -22,8 +29,15 @@ def dinov3_folder(tmp_path):
     from transformers import DINOv3ViTConfig, DINOv3ViTModel
 
     torch.manual_seed(0)
-    config = DINOv3ViTConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                             patch_size=16, image_size=224, num_register_tokens=4)  # fmt: skip
+    config = DINOv3ViTConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        patch_size=16,
+        image_size=224,
+        num_register_tokens=4,
+    )
     DINOv3ViTModel(config).save_pretrained(tmp_path)
     (tmp_path / PROCESSOR_FILE).write_text(json.dumps(DINOV3_PROCESSOR))
     return tmp_path
@@ -63,9 +77,14 @@ def test_the_processing_matches_the_library_processor_of_the_same_values():
     library = CLIPImageProcessor(size={"shortest_edge": 224}, crop_size={"height": 224, "width": 224})
     values = library.to_dict()
     ours = ImageProcessing(
-        size=None, shortest_edge=224, crop=(224, 224), resample="bicubic", rescale=values["rescale_factor"],
-        mean=tuple(values["image_mean"]), std=tuple(values["image_std"]),
-    )  # fmt: skip
+        size=None,
+        shortest_edge=224,
+        crop=(224, 224),
+        resample="bicubic",
+        rescale=values["rescale_factor"],
+        mean=tuple(values["image_mean"]),
+        std=tuple(values["image_std"]),
+    )
     rows, columns = np.mgrid[0:300, 0:420]
     images = np.stack([rows * 0.4 + columns * 0.3, 255 - rows * 0.8, (columns * 0.6) % 256])  # ramps and an edge
     images = np.stack([np.roll(images, shift, axis=2) for shift in (0, 50, 100)]).astype(np.uint8)

@@ -35,8 +35,12 @@ def test_the_checkpoint_is_read_once(remote_clip, monkeypatch):
         return safe_open(path, *args, **kwargs)
 
     monkeypatch.setattr(modeling, "safe_open", counting)
-    encoder = ClipEncoder(remote_clip["model"], tokenizer=remote_clip["tokenizer"],
-                          image_processor=remote_clip["processor"], trust_remote_code=True)  # fmt: skip
+    encoder = ClipEncoder(
+        remote_clip["model"],
+        tokenizer=remote_clip["tokenizer"],
+        image_processor=remote_clip["processor"],
+        trust_remote_code=True,
+    )
     weights = [path for path in opened if path.endswith(".safetensors")]
     assert len(weights) == len(set(weights)) >= 1, f"the checkpoint's weights were opened {len(weights)} times"
     assert encoder.model.__class__.__module__.startswith("transformers_modules")  # the folder's own code
@@ -48,8 +52,12 @@ def test_its_image_and_caption_features_come_from_its_two_towers(remote_clip):
 
     from condeval.encoders.features import ClipEncoder
 
-    encoder = ClipEncoder(remote_clip["model"], tokenizer=remote_clip["tokenizer"],
-                          image_processor=remote_clip["processor"], trust_remote_code=True)  # fmt: skip
+    encoder = ClipEncoder(
+        remote_clip["model"],
+        tokenizer=remote_clip["tokenizer"],
+        image_processor=remote_clip["processor"],
+        trust_remote_code=True,
+    )
     image = Image.fromarray(np.random.default_rng(0).integers(0, 256, (300, 400, 3), dtype=np.uint8))
     pixels = encoder.image_processor([image], return_tensors="pt")["pixel_values"]
     expected = encoder.model.get_image_features(pixel_values=pixels)

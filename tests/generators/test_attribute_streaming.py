@@ -35,9 +35,15 @@ def tiny_vae(blocks: int = 2):
     from diffusers import AutoencoderKL
 
     torch.manual_seed(0)
-    return AutoencoderKL(block_out_channels=(8,) * blocks, down_block_types=("DownEncoderBlock2D",) * blocks,
-                         up_block_types=("UpDecoderBlock2D",) * blocks, norm_num_groups=4, latent_channels=4,
-                         use_quant_conv=False, use_post_quant_conv=False).eval()  # fmt: skip
+    return AutoencoderKL(
+        block_out_channels=(8,) * blocks,
+        down_block_types=("DownEncoderBlock2D",) * blocks,
+        up_block_types=("UpDecoderBlock2D",) * blocks,
+        norm_num_groups=4,
+        latent_channels=4,
+        use_quant_conv=False,
+        use_post_quant_conv=False,
+    ).eval()
 
 
 def _train(images, out_dir, **overrides):
@@ -46,8 +52,17 @@ def _train(images, out_dir, **overrides):
     attributes = np.asfortranarray(
         np.stack([np.arange(len(images)) % 2, np.arange(len(images)) % 3], axis=1)
     )  # as polars gives
-    settings = dict(values=[2, 3], vae=tiny_vae(), transformer={"layers": 1, "heads": 2}, epochs=1, batch_size=8,
-                    lr=1e-3, val_images=8, seed=0, chunk_size=16)  # fmt: skip
+    settings = dict(
+        values=[2, 3],
+        vae=tiny_vae(),
+        transformer={"layers": 1, "heads": 2},
+        epochs=1,
+        batch_size=8,
+        lr=1e-3,
+        val_images=8,
+        seed=0,
+        chunk_size=16,
+    )
     return train_attribute_generator(images, attributes, out_dir, **{**settings, **overrides})
 
 
@@ -107,8 +122,12 @@ def _peak_rss(tmp_path, n: int) -> float:
     script = tmp_path / "rss.py"
     script.write_text(RSS_SCRIPT)
     tests = str(Path(__file__).parent)
-    result = subprocess.run([sys.executable, str(script), str(n), str(tmp_path / f"model-{n}"), tests],
-                            capture_output=True, text=True, timeout=900)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(script), str(n), str(tmp_path / f"model-{n}"), tests],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])["peak_rss_mb"]
 

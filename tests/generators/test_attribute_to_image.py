@@ -87,8 +87,9 @@ def test_pil_output_of_other_than_one_or_three_channels_is_refused_before_sampli
     from condeval.generators.channelwise import ChannelwiseAutoencoderKL
 
     pipe = attribute_pipeline()
-    sites = AttributeDiffusionPipeline(pipe.transformer, ChannelwiseAutoencoderKL.wrapping(pipe.vae, 6),
-                                       pipe.scheduler, pipe.attribute_encoder)  # fmt: skip
+    sites = AttributeDiffusionPipeline(
+        pipe.transformer, ChannelwiseAutoencoderKL.wrapping(pipe.vae, 6), pipe.scheduler, pipe.attribute_encoder
+    )
     calls = []
     with pytest.raises(ValueError, match="this generator draws 6.*output_type='np'"):
         sites([[0, 1]], num_inference_steps=2, callback_on_step_end=lambda *a: calls.append(a) or {})

@@ -8,10 +8,18 @@ import torch
 from condeval.generators.attribute_training import AttributeFlowModule, align_to_tokens
 
 TRANSFORMER = dict(
-    sample_size=8, patch_size=2, in_channels=4, out_channels=4, num_layers=2, attention_head_dim=8,
-    num_attention_heads=2, joint_attention_dim=16, caption_projection_dim=16, pooled_projection_dim=16,
+    sample_size=8,
+    patch_size=2,
+    in_channels=4,
+    out_channels=4,
+    num_layers=2,
+    attention_head_dim=8,
+    num_attention_heads=2,
+    joint_attention_dim=16,
+    caption_projection_dim=16,
+    pooled_projection_dim=16,
     pos_embed_max_size=4,
-)  # fmt: skip
+)
 ENCODER = dict(values=(2, 2), width=16, context_width=16)
 
 
@@ -57,8 +65,12 @@ def test_only_blocks_up_to_the_aligned_one_get_the_repa_gradient():
     module = _module(repa_coefficient=1.0, repa_depth=1, target_dim=12)
     batch = _batch()
     module._loss(batch, training=False)
-    alignment = (1 - torch.nn.functional.cosine_similarity(module.projector(module._aligned),
-                                                           align_to_tokens(batch[2], 16), dim=-1)).mean()  # fmt: skip
+    alignment = (
+        1
+        - torch.nn.functional.cosine_similarity(
+            module.projector(module._aligned), align_to_tokens(batch[2], 16), dim=-1
+        )
+    ).mean()
     alignment.backward()
     first = module.transformer.transformer_blocks[0].attn.to_q.weight.grad
     second = module.transformer.transformer_blocks[1].attn.to_q.weight.grad

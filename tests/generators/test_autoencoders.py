@@ -38,8 +38,17 @@ def test_a_trained_movq_is_saved_with_unit_variance_latents(tmp_path):
     from diffusers import VQModel
 
     images = _images(96).numpy()
-    summary = train_autoencoder(images, tmp_path / "vq", kind="vq", model={"channels": (32, 32)}, epochs=1,
-                                batch_size=32, lr=1e-3, val_images=16, seed=0)  # fmt: skip
+    summary = train_autoencoder(
+        images,
+        tmp_path / "vq",
+        kind="vq",
+        model={"channels": (32, 32)},
+        epochs=1,
+        batch_size=32,
+        lr=1e-3,
+        val_images=16,
+        seed=0,
+    )
     saved = VQModel.from_pretrained(tmp_path / "vq").eval()
     mean, std = latent_statistics(saved, torch.as_tensor(images[16:]))
     assert abs(std - 1.0) < 1e-3, (summary, std)
@@ -67,6 +76,15 @@ def test_a_trained_movq_is_saved_with_unit_variance_latents(tmp_path):
 def test_images_outside_the_models_range_are_refused_before_training(tmp_path, images, error, message):
     """0..255 floats trained to a validation loss of 2e4; one NaN pixel saved a model of NaN weights."""
     with pytest.raises(error, match=message):
-        train_autoencoder(images, tmp_path / "vae", kind="kl", model={"channels": (8, 8)}, epochs=1, batch_size=4,
-                          lr=1e-3, val_images=2, seed=0)  # fmt: skip
+        train_autoencoder(
+            images,
+            tmp_path / "vae",
+            kind="kl",
+            model={"channels": (8, 8)},
+            epochs=1,
+            batch_size=4,
+            lr=1e-3,
+            val_images=2,
+            seed=0,
+        )
     assert not (tmp_path / "vae").exists()

@@ -128,10 +128,17 @@ def world(tmp_path_factory, tokenizer, clip):
 
 def _train(world, out, **overrides):
     settings = dict(
-        architecture="blip", images=40, epochs=1, batch_size=16, lr=1e-3, image_size=32, val_images=8, seed=0,
+        architecture="blip",
+        images=40,
+        epochs=1,
+        batch_size=16,
+        lr=1e-3,
+        image_size=32,
+        val_images=8,
+        seed=0,
         model={"vision_width": 16, "vision_layers": 1, "text_width": 16, "text_layers": 1},
         vision_from=world / "clip",
-    )  # fmt: skip
+    )
     return train_captioner(world, world / "tokenizer", out, **{**settings, **overrides})
 
 
@@ -172,8 +179,19 @@ def test_the_default_configs_captioners_all_read_the_clips_vit_frozen(tmp_path):
     assert len(trains) == 4 and all(t.get("vision_from_clip") and t.get("freeze_vision") for t in trains.values())
     blips = [name for name, train in trains.items() if train["architecture"] == "blip"]
     targets = [f"results/crel_i2t/captioners/{name}" for name in blips]
-    command = [sys.executable, "-m", "snakemake", "-s", str(repo / "workflow/Snakefile"), "-d", str(tmp_path),
-               "--configfile", str(repo / "config/config.yaml"), "-n", *targets]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(repo / "workflow/Snakefile"),
+        "-d",
+        str(tmp_path),
+        "--configfile",
+        str(repo / "config/config.yaml"),
+        "-n",
+        *targets,
+    ]
     # a dry run takes ~10 s on an idle machine; the limit only guards against a hang
     dry = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True).stdout
     jobs = [job for job in dry.split("\nrule ") if job.startswith("train_captioner:")]

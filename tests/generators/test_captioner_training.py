@@ -30,8 +30,9 @@ def _learning_rates(module) -> dict[int, float]:
 @pytest.mark.parametrize("architecture", ["blip", "git"])
 @pytest.mark.parametrize("scale", [1.0, 0.1])
 def test_the_image_encoder_learns_at_its_scale_and_everything_else_at_lr(tokenizer, architecture, scale):
-    config = tiny_captioner_config(architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16,
-                                   text_layers=1)  # fmt: skip
+    config = tiny_captioner_config(
+        architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1
+    )
     module = CaptionerModule(architecture, config.to_dict(), lr=LR, vision_lr_scale=scale)
     rates = _learning_rates(module)
     vision = {id(p) for p in module.vision_tower().parameters()}
@@ -64,8 +65,9 @@ def test_the_loss_on_padding_cut_batches_is_the_loss_on_full_length_ones(tokeniz
     """Training cuts the columns that are padding in every caption; the captioning loss must not move."""
     import torch
 
-    config = tiny_captioner_config(architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16,
-                                   text_layers=1, dropout=0.0)  # fmt: skip
+    config = tiny_captioner_config(
+        architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1, dropout=0.0
+    )
     module = CaptionerModule(architecture, config.to_dict()).eval()
     pixels, ids, mask = _padded_batch(tokenizer, ["a red star", "there is a small blue box next to a ring"], 32)
     assert mask[:, 0].sum(dim=1).max() < 32  # there is padding to cut
@@ -81,8 +83,9 @@ def test_a_frozen_encoder_trains_on_its_precomputed_tokens_at_the_same_loss(toke
     """Training a frozen encoder's captioner on tokens computed once must give the loss and gradients of pixels."""
     import torch
 
-    config = tiny_captioner_config(architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16,
-                                   text_layers=1, dropout=0.0)  # fmt: skip
+    config = tiny_captioner_config(
+        architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1, dropout=0.0
+    )
     module = CaptionerModule(architecture, config.to_dict(), freeze_vision=True).train()
     pixels, ids, mask = _padded_batch(tokenizer, ["a red star", "there is a small blue box next to a ring"], 32)
     tokens = module.image_tokens(pixels)

@@ -68,18 +68,31 @@ def test_a_generator_trains_on_its_latents_and_samples_six_channel_sites(tmp_pat
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (40, 6, 16, 16), dtype=np.uint8)
     attributes = rng.integers(0, 2, (40, 2))
-    summary = train_attribute_generator(images, attributes, tmp_path / "generator", values=[2, 2], vae=wrapper,
-                                        transformer={"layers": 1, "heads": 2}, epochs=1, batch_size=16, lr=1e-3,
-                                        val_images=8, seed=0)  # fmt: skip
+    summary = train_attribute_generator(
+        images,
+        attributes,
+        tmp_path / "generator",
+        values=[2, 2],
+        vae=wrapper,
+        transformer={"layers": 1, "heads": 2},
+        epochs=1,
+        batch_size=16,
+        lr=1e-3,
+        val_images=8,
+        seed=0,
+    )
     assert summary["epochs_run"] == 1
     pipe = AttributeDiffusionPipeline.from_pretrained(str(tmp_path / "generator"))
     assert isinstance(pipe.vae, ChannelwiseAutoencoderKL) and pipe.transformer.config.in_channels == 24
-    sampled = pipe([[0, 1], [1, 0]], num_inference_steps=2, generator=torch.Generator().manual_seed(0),
-                   output_type="np").images  # fmt: skip
+    sampled = pipe(
+        [[0, 1], [1, 0]], num_inference_steps=2, generator=torch.Generator().manual_seed(0), output_type="np"
+    ).images
     assert sampled.shape == (2, 16, 16, 6) and np.isfinite(sampled).all()
     # a job reading the generator imports the pipeline alone: the vae's module must come with it
-    load = "import sys; from condeval.generators.attribute_to_image import AttributeDiffusionPipeline as P; " \
-           "print(type(P.from_pretrained(sys.argv[1]).vae).__name__)"  # fmt: skip
+    load = (
+        "import sys; from condeval.generators.attribute_to_image import AttributeDiffusionPipeline as P; "
+        "print(type(P.from_pretrained(sys.argv[1]).vae).__name__)"
+    )
     fresh = subprocess.run([sys.executable, "-c", load, str(tmp_path / "generator")], capture_output=True, text=True)
     assert fresh.stdout.strip().endswith("ChannelwiseAutoencoderKL"), fresh.stderr[-2000:]
 
@@ -91,8 +104,9 @@ def test_a_length_in_steps_rounds_up_to_whole_epochs_and_one_length_only_is_take
     wrapper = ChannelwiseAutoencoderKL.wrapping(_rgb(), image_channels=6).eval()
     images = np.random.default_rng(0).integers(0, 256, (40, 6, 16, 16), dtype=np.uint8)
     attributes = np.random.default_rng(1).integers(0, 2, (40, 2))
-    settings = dict(values=[2, 2], vae=wrapper, transformer={"layers": 1, "heads": 2}, batch_size=16, lr=1e-3,
-                    val_images=8, seed=0)  # fmt: skip
+    settings = dict(
+        values=[2, 2], vae=wrapper, transformer={"layers": 1, "heads": 2}, batch_size=16, lr=1e-3, val_images=8, seed=0
+    )
     for lengths in ({}, {"epochs": 1, "steps": 2}):
         with pytest.raises(ValueError, match="as epochs or as steps, one of the two"):
             train_attribute_generator(images, attributes, tmp_path / "refused", **settings, **lengths)
@@ -122,11 +136,24 @@ def test_training_data_is_refused_by_name_before_any_training(tmp_path, change, 
     dropped row) trained the unconditional row; 0.5 was truncated onto value 0."""
     from condeval.generators.attribute_training import train_attribute_generator
 
-    arguments = {"images": np.zeros((4, 6, 16, 16), np.uint8), "attributes": [[0, 1], [1, 0], [1, 1], [0, 0]],
-                 "values": [2, 2]} | change  # fmt: skip
+    arguments = {
+        "images": np.zeros((4, 6, 16, 16), np.uint8),
+        "attributes": [[0, 1], [1, 0], [1, 1], [0, 0]],
+        "values": [2, 2],
+    } | change
     wrapper = ChannelwiseAutoencoderKL.wrapping(_rgb(), image_channels=6).eval()
     with pytest.raises(error, match=message):
-        train_attribute_generator(arguments["images"], arguments["attributes"], tmp_path / "g", values=arguments["values"],
-                                  vae=wrapper, transformer={"layers": 1, "heads": 2}, epochs=1, batch_size=2, lr=1e-3,
-                                  val_images=1, seed=0)  # fmt: skip
+        train_attribute_generator(
+            arguments["images"],
+            arguments["attributes"],
+            tmp_path / "g",
+            values=arguments["values"],
+            vae=wrapper,
+            transformer={"layers": 1, "heads": 2},
+            epochs=1,
+            batch_size=2,
+            lr=1e-3,
+            val_images=1,
+            seed=0,
+        )
     assert not (tmp_path / "g_run").exists()

@@ -28,8 +28,9 @@ def _encoder():
 @pytest.fixture
 def student():
     torch.manual_seed(0)
-    teacher = t2i.tiny_flux_transformer(4, layers=1, single_layers=1, heads=2, joint_attention_dim=WIDTH,
-                                        pooled_projection_dim=POOLED)  # fmt: skip
+    teacher = t2i.tiny_flux_transformer(
+        4, layers=1, single_layers=1, heads=2, joint_attention_dim=WIDTH, pooled_projection_dim=POOLED
+    )
     with torch.no_grad():  # zero-initialised output layers would make the teacher's two branches agree
         for parameter in teacher.parameters():
             parameter.normal_(0.0, 0.1)
@@ -69,8 +70,10 @@ def test_guidance_one_is_the_teachers_conditional_velocity_before_training(stude
     sigma = torch.full((4,), 0.5)
     text = student._encoded([c[0] for c in student._captions])
     with torch.no_grad():
-        torch.testing.assert_close(flow_velocity(student.transformer, latents, sigma, text, guidance=torch.ones(4)),
-                                   flow_velocity(student.teacher, latents, sigma, text))  # fmt: skip
+        torch.testing.assert_close(
+            flow_velocity(student.transformer, latents, sigma, text, guidance=torch.ones(4)),
+            flow_velocity(student.teacher, latents, sigma, text),
+        )
 
 
 def test_a_checkpoint_restores_the_teacher(student, tmp_path):

@@ -63,8 +63,13 @@ def test_what_the_reader_would_refuse_is_not_written(tmp_path, call, error, mess
     """A call refused before any file is written: no PNG folder without its manifest, and never a manifest
     that read_image_manifest refuses (a repeated id overwrote its first PNG)."""
     (tmp_path / "run").mkdir()
-    arguments = {"images": _images(2), "image_ids": [5, 9], "prompts": ["a", "b"], "seeds": [1, 2],
-                 "folder": "shard-0"} | call  # fmt: skip
+    arguments = {
+        "images": _images(2),
+        "image_ids": [5, 9],
+        "prompts": ["a", "b"],
+        "seeds": [1, 2],
+        "folder": "shard-0",
+    } | call
     arguments["folder"] = tmp_path / "run" / arguments["folder"]
     with pytest.raises(error, match=message):
         write_generated_images(**arguments, manifest=tmp_path / "run" / "shard-0.parquet")

@@ -51,19 +51,51 @@ def trained(tmp_path_factory):
         paths.append(folder / f"{k}.png")
         image.save(paths[-1])
     pixels = world_images(paths, SIDE)
-    train_autoencoder(pixels, folder / "vae", kind="kl", model={"channels": (16, 32)}, epochs=5, batch_size=32, lr=3e-3,
-                      val_images=100, seed=0, crop=16)  # fmt: skip
+    train_autoencoder(
+        pixels,
+        folder / "vae",
+        kind="kl",
+        model={"channels": (16, 32)},
+        epochs=5,
+        batch_size=32,
+        lr=3e-3,
+        val_images=100,
+        seed=0,
+        crop=16,
+    )
     from diffusers import AutoencoderKL
 
     tokenizer = t2i.pipeline_tokenizer(build_word_tokenizer(vocabulary()), 8)
-    clip = CLIPModel(tiny_clip_config(tokenizer, SIDE, vision_width=16, vision_layers=1, text_width=16, text_layers=1,
-                                      projection_dim=16, max_length=8)).eval()  # fmt: skip
+    clip = CLIPModel(
+        tiny_clip_config(
+            tokenizer,
+            SIDE,
+            vision_width=16,
+            vision_layers=1,
+            text_width=16,
+            text_layers=1,
+            projection_dim=16,
+            max_length=8,
+        )
+    ).eval()
     t5 = t2i.tiny_t5_encoder(tokenizer, 32, layers=1)
     train_flow_generator(
-        pixels, [[c] for c in captions], folder / "sd3", family="sd3", clip=clip, tokenizer=tokenizer,
-        vae=AutoencoderKL.from_pretrained(folder / "vae"), t5=t5, transformer={"layers": 1, "heads": 2}, epochs=10,
-        batch_size=32, lr=4e-3, val_images=100, seed=0, max_length=8,
-    )  # fmt: skip
+        pixels,
+        [[c] for c in captions],
+        folder / "sd3",
+        family="sd3",
+        clip=clip,
+        tokenizer=tokenizer,
+        vae=AutoencoderKL.from_pretrained(folder / "vae"),
+        t5=t5,
+        transformer={"layers": 1, "heads": 2},
+        epochs=10,
+        batch_size=32,
+        lr=4e-3,
+        val_images=100,
+        seed=0,
+        max_length=8,
+    )
     return t2i.load_text_to_image(folder / "sd3")
 
 
@@ -78,8 +110,12 @@ def test_the_requested_colour_is_drawn_and_lost_when_the_text_is_cut(trained):
     drawn = t2i.generate_images(trained, captions, list(range(80)), seed=0, progress_bar=False, **call)
     accuracy = np.mean(_read_colour(drawn) == np.array(colours))
     embeds, negative, pooled, negative_pooled = trained.encode_prompt(captions, None, None, max_sequence_length=8)
-    zeros = {"prompt_embeds": torch.zeros_like(embeds), "pooled_prompt_embeds": torch.zeros_like(pooled),
-             "negative_prompt_embeds": torch.zeros_like(negative), "negative_pooled_prompt_embeds": torch.zeros_like(negative_pooled)}  # fmt: skip
+    zeros = {
+        "prompt_embeds": torch.zeros_like(embeds),
+        "pooled_prompt_embeds": torch.zeros_like(pooled),
+        "negative_prompt_embeds": torch.zeros_like(negative),
+        "negative_pooled_prompt_embeds": torch.zeros_like(negative_pooled),
+    }
     generators = [torch.Generator().manual_seed(t2i.image_seed(0, i)) for i in range(80)]
     cut = trained(**zeros, generator=generators, output_type="pil", **call).images
     cut_accuracy = np.mean(_read_colour(cut) == np.array(colours))

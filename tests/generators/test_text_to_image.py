@@ -26,8 +26,16 @@ def clip(tokenizer):
     from condeval.encoders.clip import tiny_clip_config
 
     torch.manual_seed(0)
-    config = tiny_clip_config(tokenizer, SIDE, vision_width=32, vision_layers=1, text_width=16, text_layers=1,
-                              projection_dim=24, max_length=16)  # fmt: skip
+    config = tiny_clip_config(
+        tokenizer,
+        SIDE,
+        vision_width=32,
+        vision_layers=1,
+        text_width=16,
+        text_layers=1,
+        projection_dim=24,
+        max_length=16,
+    )
     return CLIPModel(config).eval()
 
 
@@ -45,8 +53,9 @@ def _sd3(clip, tokenizer, qk_norm=None):
     from condeval.generators.autoencoders import tiny_autoencoder_kl
 
     t5 = t2i.tiny_t5_encoder(tokenizer, 32, layers=1)
-    transformer = t2i.tiny_sd3_transformer(SIDE // 2, 4, layers=1, heads=2, joint_attention_dim=32,
-                                           pooled_projection_dim=48, qk_norm=qk_norm)  # fmt: skip
+    transformer = t2i.tiny_sd3_transformer(
+        SIDE // 2, 4, layers=1, heads=2, joint_attention_dim=32, pooled_projection_dim=48, qk_norm=qk_norm
+    )
     _random_weights(transformer, t5)
     return t2i.build_sd3_pipeline(transformer, tiny_autoencoder_kl(SIDE, channels=(8, 16)), clip, tokenizer, t5)
 
@@ -55,8 +64,9 @@ def _flux(clip, tokenizer):
     from condeval.generators.autoencoders import tiny_autoencoder_kl
 
     t5 = t2i.tiny_t5_encoder(tokenizer, 32, layers=1)
-    transformer = t2i.tiny_flux_transformer(4, layers=1, single_layers=1, heads=2, joint_attention_dim=32,
-                                            pooled_projection_dim=16)  # fmt: skip
+    transformer = t2i.tiny_flux_transformer(
+        4, layers=1, single_layers=1, heads=2, joint_attention_dim=32, pooled_projection_dim=16
+    )
     _random_weights(transformer, t5)
     return t2i.build_flux_pipeline(transformer, tiny_autoencoder_kl(SIDE, channels=(8, 16)), clip, tokenizer, t5)
 
@@ -71,8 +81,9 @@ def _kandinsky(clip, tokenizer):
     unet = t2i.tiny_kandinsky_unet(SIDE // 2, 4, 16, channels=(32, 32))
     _random_weights(prior, unet)
     prior.clip_std.data.fill_(1.0)
-    return t2i.build_kandinsky_pipelines(prior, unet, tiny_movq(SIDE, channels=(32, 32)), text, image, tokenizer,
-                                         clip_image_processor(SIDE))  # fmt: skip
+    return t2i.build_kandinsky_pipelines(
+        prior, unet, tiny_movq(SIDE, channels=(32, 32)), text, image, tokenizer, clip_image_processor(SIDE)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +127,11 @@ def test_two_step_call_of_each_pipeline_reloads_to_the_same_images(saved, family
     """``from_pretrained`` of the saved folder gives the pipeline class of the hub checkpoint, whose
     two-step ``__call__`` draws images that depend on the prompt, and draws them again identically."""
     expected_class = {
-        "sd3": "StableDiffusion3Pipeline", "sd35": "StableDiffusion3Pipeline", "flux": "FluxPipeline",
+        "sd3": "StableDiffusion3Pipeline",
+        "sd35": "StableDiffusion3Pipeline",
+        "flux": "FluxPipeline",
         "kandinsky": "KandinskyV22CombinedPipeline",
-    }[family]  # fmt: skip
+    }[family]
     pipe = t2i.load_text_to_image(saved[family])
     assert type(pipe).__name__ == expected_class
     images = _draw(pipe, ids=[0, 0])  # the same noise for both prompts

@@ -31,8 +31,16 @@ ELSEWHERE = {"stanza_en"}  # stanza's models are condeval.rehearsal.stanza_model
 ANNOTATIONS_ZIP = "http://images.cocodataset.org/annotations/annotations_trainval2014.zip"
 #: What the real archives hold beside the members the catalogue extracts.
 OTHER_MEMBERS = {"instances_train2014.json", "instances_val2014.json"}
-RICH_HF_FEATURES = {"filename", "aesthetics_score", "artifact_score", "misalignment_score", "overall_score",
-                    "artifact_map", "misalignment_map", "prompt_misalignment_label"}  # fmt: skip
+RICH_HF_FEATURES = {
+    "filename",
+    "aesthetics_score",
+    "artifact_score",
+    "misalignment_score",
+    "overall_score",
+    "artifact_map",
+    "misalignment_map",
+    "prompt_misalignment_label",
+}
 
 
 def catalogue_sources() -> list[fetch.Source]:
@@ -76,8 +84,10 @@ def work(written):
         patch.chdir(root / "work")  # the catalogue's paths are the config's, relative to the working folder
         for source in catalogue_sources():
             if source.kind == "http":
-                pins = [item | {"sha256": sha256(served[item["url"]]), "size": served[item["url"]].stat().st_size}
-                        for item in source.spec["http"]]  # fmt: skip
+                pins = [
+                    item | {"sha256": sha256(served[item["url"]]), "size": served[item["url"]].stat().st_size}
+                    for item in source.spec["http"]
+                ]
                 pinned = dataclasses.replace(source, spec=source.spec | {"http": pins})
                 fetch.fetch_source(pinned, mirror=(root / "serve").as_uri(), log=lambda message: None)
     return root / "work"
@@ -130,8 +140,10 @@ def test_served_archives_hold_the_catalogue_members(written):
         documents = {
             split: json.loads(notes.read(f"annotations/captions_{split}2014.json")) for split in ("train", "val")
         }
-    listed = {f"{split}2014/": {f"{split}2014/{image['file_name']}" for image in document["images"]}
-              for split, document in documents.items()}  # fmt: skip
+    listed = {
+        f"{split}2014/": {f"{split}2014/{image['file_name']}" for image in document["images"]}
+        for split, document in documents.items()
+    }
     for item in http_items():
         if "extract" not in item:
             continue
@@ -178,10 +190,13 @@ def test_coco_loads_at_coco_sizes(work):
 def test_foil_benchmarks_load_and_calibrate(work):
     section, words = CONFIG["crc"]["data"]["foil_it"], CONFIG["crc"]["words"]
     foil_it = benchmarks.foil_it_captions(
-        under(work, "crc.data.foil_it.file"), work / section["images"],
-        calibration_fraction=words["calibration_fraction"], seed=CONFIG["crc"]["seed"],
-        train_json=under(work, "crc.data.foil_it.train"), train_image_dir=work / section["train_images"],
-    )  # fmt: skip
+        under(work, "crc.data.foil_it.file"),
+        work / section["images"],
+        calibration_fraction=words["calibration_fraction"],
+        seed=CONFIG["crc"]["seed"],
+        train_json=under(work, "crc.data.foil_it.train"),
+        train_image_dir=work / section["train_images"],
+    )
     assert foil_it.filter(pl.col("subset") == "test")["path"].n_unique() == data.foil_it_images(CONFIG)["test"]
     check_alphas(words["alphas"], words["delta"], calibration_units(foil_it, "image"), "image", "FOIL-it")
     folders = foil_it.group_by("subset").agg(pl.col("path").str.extract(r"/(\w+2014)/[^/]+$").unique()).sort("subset")
@@ -220,9 +235,15 @@ def test_judgment_sets_load_and_calibrate(work):
     calibration = CONFIG["crc"]["intervals"]["calibration"]
     for name, section in CONFIG["crc"]["data"]["judgments"].items():
         fraction = calibration["fraction"] if name == calibration["dataset"] else 0.0
-        table = benchmarks.judged_captions(section["format"], work / section["file"], work / section["images"],
-                                           allow_pickle=True, calibration_fraction=fraction, seed=0,
-                                           subsets=section.get("subsets"))  # fmt: skip
+        table = benchmarks.judged_captions(
+            section["format"],
+            work / section["file"],
+            work / section["images"],
+            allow_pickle=True,
+            calibration_fraction=fraction,
+            seed=0,
+            subsets=section.get("subsets"),
+        )
         assert table.height == 3 * data.JUDGMENT_IMAGES[name] and table["human_score"].n_unique() > 2, name
         assert (table["subset"] == "calibration").sum() >= (3 if fraction else 0)  # a correlation needs three pairs
         for path in table["path"].unique():

@@ -142,8 +142,10 @@ def test_the_same_seed_writes_the_same_bytes(hub, tmp_path, repo):
 def test_another_process_writes_the_same_bytes(hub, tmp_path):
     """Tokenizer training must not depend on the process's hash seed (the ``tokenizers`` trainers do)."""
     repos = [SD3_MEDIUM, "FacebookAI/xlm-roberta-base", "google-bert/bert-base-uncased"]
-    code = "import sys; from pathlib import Path; from condeval.rehearsal.models import write_hub_repos; " \
-           "write_hub_repos(Path(sys.argv[1]), sys.argv[2:])"  # fmt: skip
+    code = (
+        "import sys; from pathlib import Path; from condeval.rehearsal.models import write_hub_repos; "
+        "write_hub_repos(Path(sys.argv[1]), sys.argv[2:])"
+    )
     subprocess.run([sys.executable, "-c", code, str(tmp_path), *repos], check=True, capture_output=True)
     for repo in repos:
         assert _folder_digest(tmp_path / repo) == _folder_digest(hub[repo]), repo
@@ -169,8 +171,16 @@ def test_clip_vit_l14(hub):
     from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
 
     path = hub["openai/clip-vit-large-patch14"]
-    assert _files(path) >= {"config.json", "model.safetensors", "preprocessor_config.json", "tokenizer.json",
-                            "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"}  # fmt: skip
+    assert _files(path) >= {
+        "config.json",
+        "model.safetensors",
+        "preprocessor_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "vocab.json",
+        "merges.txt",
+    }
     model = CLIPModel.from_pretrained(path).eval()
     vision, text = model.config.vision_config, model.config.text_config
     assert (vision.image_size, vision.patch_size, vision.num_channels, vision.hidden_act) == (224, 14, 3, "quick_gelu")
@@ -216,18 +226,30 @@ def test_dinov3_vitl16(hub):
         tokens = model(pixel_values=torch.zeros(1, 3, 224, 224)).last_hidden_state
     assert tokens.shape[1] == 1 + 4 + (224 // 16) ** 2
     assert json.loads((path / "preprocessor_config.json").read_text()) == {
-        "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.485, 0.456, 0.406],
-        "image_processor_type": "DINOv3ViTImageProcessorFast", "image_std": [0.229, 0.224, 0.225], "resample": 2,
-        "rescale_factor": 1 / 255, "size": {"height": 224, "width": 224},
-    }  # fmt: skip
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.485, 0.456, 0.406],
+        "image_processor_type": "DINOv3ViTImageProcessorFast",
+        "image_std": [0.229, 0.224, 0.225],
+        "resample": 2,
+        "rescale_factor": 1 / 255,
+        "size": {"height": 224, "width": 224},
+    }
 
 
 def test_siglip_so400m(hub):
     from transformers import AutoImageProcessor, AutoModel, SiglipModel
 
     path = hub["google/siglip-so400m-patch14-224"]
-    assert _files(path) == {"config.json", "model.safetensors", "preprocessor_config.json", "special_tokens_map.json",
-                            "spiece.model", "tokenizer_config.json"}  # fmt: skip
+    assert _files(path) == {
+        "config.json",
+        "model.safetensors",
+        "preprocessor_config.json",
+        "special_tokens_map.json",
+        "spiece.model",
+        "tokenizer_config.json",
+    }
     model = SiglipModel.from_pretrained(path).eval()
     assert type(AutoModel.from_pretrained(path)) is SiglipModel
     vision, text = model.config.vision_config, model.config.text_config
@@ -285,8 +307,9 @@ def test_xlm_roberta(hub, repo):
     assert pieces[:3] == ["<unk>", "<s>", "</s>"] and pieces[3:] == vocabulary[4:-1]
 
 
-@pytest.mark.parametrize("repo,patch_size", [("laion/CLIP-ViT-B-32-laion2B-s34B-b79K", 32),
-                                             ("laion/CLIP-ViT-H-14-laion2B-s32B-b79K", 14)])  # fmt: skip
+@pytest.mark.parametrize(
+    "repo,patch_size", [("laion/CLIP-ViT-B-32-laion2B-s34B-b79K", 32), ("laion/CLIP-ViT-H-14-laion2B-s32B-b79K", 14)]
+)
 def test_laion_clip_processor_and_config(hub, repo, patch_size):
     from transformers import AutoImageProcessor, CLIPConfig
 
@@ -298,10 +321,13 @@ def test_laion_clip_processor_and_config(hub, repo, patch_size):
     assert processor(_photo(), return_tensors="pt").pixel_values.shape == (1, 3, 224, 224)
 
 
-@pytest.mark.parametrize("repo,patch_size,tokenizer_repo,processor_repo,mlp", [
-    (ML_B32, 32, "FacebookAI/xlm-roberta-base", "laion/CLIP-ViT-B-32-laion2B-s34B-b79K", True),
-    (ML_H14, 14, "FacebookAI/xlm-roberta-large", "laion/CLIP-ViT-H-14-laion2B-s32B-b79K", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "repo,patch_size,tokenizer_repo,processor_repo,mlp",
+    [
+        (ML_B32, 32, "FacebookAI/xlm-roberta-base", "laion/CLIP-ViT-B-32-laion2B-s34B-b79K", True),
+        (ML_H14, 14, "FacebookAI/xlm-roberta-large", "laion/CLIP-ViT-H-14-laion2B-s32B-b79K", False),
+    ],
+)
 def test_multilingual_clip_remote_code(hub, repo, patch_size, tokenizer_repo, processor_repo, mlp):
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, CLIPVisionModel, XLMRobertaModel
 
@@ -321,7 +347,9 @@ def test_multilingual_clip_remote_code(hub, repo, patch_size, tokenizer_repo, pr
     width, projection = text.hidden_size, config.projection_dim
     if mlp:  # OpenCLIP's "mlp" projection: hidden -> (hidden + projection) // 2 -> GELU -> projection
         assert [layer.weight.shape for layer in model.text_projection[::2]] == [
-            ((width + projection) // 2, width), (projection, (width + projection) // 2)]  # fmt: skip
+            ((width + projection) // 2, width),
+            (projection, (width + projection) // 2),
+        ]
     else:
         assert isinstance(model.text_projection, torch.nn.Linear) and model.text_projection.bias is None
     pixels = AutoImageProcessor.from_pretrained(hub[processor_repo])(_photo(), return_tensors="pt").pixel_values
@@ -364,7 +392,10 @@ def test_blip_captioner(hub, repo):
     assert text.encoder_hidden_size == vision.hidden_size and text.max_position_embeddings == 512
     assert (tokenizer.bos_token, tokenizer.model_max_length, text.vocab_size) == ("[DEC]", 512, len(tokenizer))
     assert (text.bos_token_id, text.sep_token_id, text.pad_token_id) == (
-        tokenizer.bos_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)  # fmt: skip
+        tokenizer.bos_token_id,
+        tokenizer.sep_token_id,
+        tokenizer.pad_token_id,
+    )
     assert (tokenizer.sep_token_id, tokenizer.pad_token_id) == (102, 0)
     assert _vocabulary(tokenizer)[-2:] == ["[DEC]", "[ENC]"]  # appended to BERT's, as BLIP's 30522 and 30523
     pixels = processor(images=_photo(), return_tensors="pt").pixel_values
@@ -385,8 +416,11 @@ def test_git_captioner(hub, repo, patch_size):
     assert type(processor).__name__ == "GitProcessor"
     vision, tokenizer = model.config.vision_config, processor.tokenizer
     assert (vision.image_size, vision.patch_size, vision.num_channels) == (224, patch_size, 3)
-    assert (model.config.bos_token_id, model.config.eos_token_id, model.config.pad_token_id) == (
-        tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id) == (101, 102, 0)  # fmt: skip
+    assert (
+        (model.config.bos_token_id, model.config.eos_token_id, model.config.pad_token_id)
+        == (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
+        == (101, 102, 0)
+    )
     assert (model.config.vocab_size, model.config.max_position_embeddings) == (len(tokenizer), 1024)
     pixels = processor(images=_photo(), return_tensors="pt").pixel_values
     assert pixels.shape == (1, 3, 224, 224)
@@ -407,14 +441,18 @@ def _load_pipeline(path: Path):
 def _check_t5_tokenizer(tokenizer, folder: Path) -> None:
     assert tokenizer.model_max_length == 512
     assert [(token, tokenizer.convert_tokens_to_ids(token)) for token in ("<pad>", "</s>", "<unk>")] == [
-        ("<pad>", 0), ("</s>", 1), ("<unk>", 2)]  # fmt: skip
+        ("<pad>", 0),
+        ("</s>", 1),
+        ("<unk>", 2),
+    ]
     assert tokenizer.convert_tokens_to_ids("<extra_id_0>") == len(tokenizer) - 1  # as 32099
     assert tokenizer("a cat").input_ids[-1] == 1
     assert _sentencepiece_pieces(folder / "spiece.model") == _vocabulary(tokenizer)[: len(tokenizer) - 100]
 
 
-@pytest.mark.parametrize("repo,qk_norm,transformer_dtype", [(SD3_MEDIUM, None, torch.float16),
-                                                            (SD35_LARGE, "rms_norm", torch.bfloat16)])  # fmt: skip
+@pytest.mark.parametrize(
+    "repo,qk_norm,transformer_dtype", [(SD3_MEDIUM, None, torch.float16), (SD35_LARGE, "rms_norm", torch.bfloat16)]
+)
 def test_stable_diffusion_3(hub, repo, qk_norm, transformer_dtype):
     from diffusers import FlowMatchEulerDiscreteScheduler, StableDiffusion3Pipeline
 
@@ -428,7 +466,8 @@ def test_stable_diffusion_3(hub, repo, qk_norm, transformer_dtype):
     assert transformer.caption_projection_dim == transformer.num_attention_heads * transformer.attention_head_dim
     assert transformer.joint_attention_dim == pipe.text_encoder_3.config.d_model
     assert transformer.pooled_projection_dim == (
-        pipe.text_encoder.config.projection_dim + pipe.text_encoder_2.config.projection_dim)  # fmt: skip
+        pipe.text_encoder.config.projection_dim + pipe.text_encoder_2.config.projection_dim
+    )
     # SD3 pads the two CLIPs' concatenated states to the T5 width
     assert (
         pipe.text_encoder.config.hidden_size + pipe.text_encoder_2.config.hidden_size <= transformer.joint_attention_dim
@@ -524,8 +563,14 @@ def test_kandinsky_22(hub):
 @pytest.mark.parametrize("repo", [SD3_MEDIUM, FLUX])
 def test_flow_pipelines_draw_512_pixel_images(hub, repo):
     pipe = _load_pipeline(hub[repo])
-    image = pipe("a red bicycle", height=512, width=512, num_inference_steps=2, max_sequence_length=64,
-                 generator=torch.Generator().manual_seed(0)).images[0]  # fmt: skip
+    image = pipe(
+        "a red bicycle",
+        height=512,
+        width=512,
+        num_inference_steps=2,
+        max_sequence_length=64,
+        generator=torch.Generator().manual_seed(0),
+    ).images[0]
     assert image.size == (512, 512)
 
 
@@ -537,13 +582,25 @@ def test_kandinsky_draws_512_pixel_images(hub):
     decoder = KandinskyV22Pipeline.from_pretrained(hub[DECODER])
     embeds = prior("a red bicycle", num_inference_steps=2, generator=torch.Generator().manual_seed(0))
     assert embeds.image_embeds.shape == (1, prior.prior.config.embedding_dim) and embeds.image_embeds.abs().sum() > 0
-    image = decoder(image_embeds=embeds.image_embeds, negative_image_embeds=embeds.negative_image_embeds, height=512,
-                    width=512, num_inference_steps=2, generator=torch.Generator().manual_seed(0)).images[0]  # fmt: skip
+    image = decoder(
+        image_embeds=embeds.image_embeds,
+        negative_image_embeds=embeds.negative_image_embeds,
+        height=512,
+        width=512,
+        num_inference_steps=2,
+        generator=torch.Generator().manual_seed(0),
+    ).images[0]
     assert image.size == (512, 512)
 
 
-@pytest.mark.parametrize("repo", ["openai/clip-vit-large-patch14", "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k",
-                                  "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k"])  # fmt: skip
+@pytest.mark.parametrize(
+    "repo",
+    [
+        "openai/clip-vit-large-patch14",
+        "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k",
+        "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k",
+    ],
+)
 def test_the_random_clips_score_a_caption_above_zero_on_average(hub, repo):
     """As a trained CLIP does: a random one's cosines share its towers' offsets' sign, and below zero every
     CLIPScore sample clips at 0 (the interval calibration then meets a constant spread)."""

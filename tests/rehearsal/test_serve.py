@@ -113,8 +113,16 @@ def test_a_served_file_answers_get_and_head_with_its_length(server):
     assert (status, body, int(headers["Content-Length"])) == (200, b"", len(RECORDS))
 
 
-@pytest.mark.parametrize("path", [f"/{HOST}/v1/missing.json", f"/{HOST}/v1", f"/{HOST}/../../secret.txt",
-                                  f"/{HOST}/%2e%2e/%2e%2e/secret.txt", "/%2Fetc%2Fpasswd"])  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"/{HOST}/v1/missing.json",
+        f"/{HOST}/v1",
+        f"/{HOST}/../../secret.txt",
+        f"/{HOST}/%2e%2e/%2e%2e/secret.txt",
+        "/%2Fetc%2Fpasswd",
+    ],
+)
 def test_a_missing_file_a_folder_or_a_path_outside_the_root_is_404(server, path):
     connection = http.client.HTTPConnection(server.mirror.removeprefix("http://"))
     connection.request("GET", path)  # sent as written: urllib would not keep the dots
@@ -141,8 +149,10 @@ def test_a_served_file_whose_sha256_differs_from_the_pin_is_refused_and_nothing_
 def test_files_are_recorded_as_the_hub_records_them(roots):
     """LFS by the hub's default .gitattributes; git blob ids of the bytes, or of the LFS pointer."""
     assert [name for name in HUB_FILES if is_lfs(name)] == ["model.safetensors", "flax_model.msgpack"]
-    assert all(is_lfs(name) for name in ("a/b.bin", "spiece.model", "x.pt", "x.pth", "x.ckpt", "x.h5", "x.onnx",
-                                        "img.png", "img.jpg"))  # fmt: skip
+    assert all(
+        is_lfs(name)
+        for name in ("a/b.bin", "spiece.model", "x.pt", "x.pth", "x.ckpt", "x.h5", "x.onnx", "img.png", "img.jpg")
+    )
     assert not any(is_lfs(name) for name in ("a.json", "b.txt", "c.py", "README.md"))
     assert git_blob_id(b"hello\n") == "ce013625030ba8dba906f756967f9e9ca394464a"  # git hash-object
     server = LoopbackServer(*roots)
@@ -155,12 +165,16 @@ def test_files_are_recorded_as_the_hub_records_them(roots):
         == f"version https://git-lfs.github.com/spec/v1\noid sha256:{_sha(weights)}\nsize {len(weights)}\n".encode()
     )
     assert files["model.safetensors"].sibling(blobs=True) == {
-        "rfilename": "model.safetensors", "size": len(weights), "blobId": git_blob_id(pointer),
+        "rfilename": "model.safetensors",
+        "size": len(weights),
+        "blobId": git_blob_id(pointer),
         "lfs": {"sha256": _sha(weights), "size": len(weights), "pointerSize": len(pointer)},
-    }  # fmt: skip
+    }
     assert files["config.json"].sibling(blobs=True) == {
-        "rfilename": "config.json", "size": len(HUB_FILES["config.json"]), "blobId": git_blob_id(HUB_FILES["config.json"])
-    }  # fmt: skip
+        "rfilename": "config.json",
+        "size": len(HUB_FILES["config.json"]),
+        "blobId": git_blob_id(HUB_FILES["config.json"]),
+    }
 
 
 def test_the_commit_is_deterministic_and_follows_the_bytes(roots, tmp_path):
@@ -183,8 +197,12 @@ def test_a_hub_source_at_the_served_commit_is_fetched_and_every_file_matches(roo
     # the LFS file went the hub's way: a 302 from /resolve, then its bytes from the other (CDN) origin
     resolve = f'{mirror} "HEAD /hub/{REPO_ID}/resolve/{server.commit(REPO_ID)}/model.safetensors HTTP/1.1" 302'
     assert any(line.startswith(resolve) for line in lines)
-    assert any(line.startswith(f"{server.site.cdn_base} \"GET /{REPO_ID}/") and "model.safetensors?Signature=" in line
-               and '" 200 ' in line for line in lines)  # fmt: skip
+    assert any(
+        line.startswith(f'{server.site.cdn_base} "GET /{REPO_ID}/')
+        and "model.safetensors?Signature=" in line
+        and '" 200 ' in line
+        for line in lines
+    )
 
 
 def test_allow_and_ignore_patterns_are_honoured(server, tmp_path):
@@ -364,9 +382,12 @@ def test_the_overlay_validates_against_the_config_schema_and_its_catalogue_survi
     schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     jsonschema.Draft202012Validator(schema).validate(fetch)
     assert fetch == {
-        "fetch": {"sources": str(tmp_path / "work/.rehearsal/sources.yaml"), "mirror": "http://127.0.0.1:1",
-                  "lock": str(tmp_path / "work/.rehearsal/sources.lock")}
-    }  # fmt: skip
+        "fetch": {
+            "sources": str(tmp_path / "work/.rehearsal/sources.yaml"),
+            "mirror": "http://127.0.0.1:1",
+            "lock": str(tmp_path / "work/.rehearsal/sources.lock"),
+        }
+    }
     assert REPO / fetch["fetch"]["sources"] == tmp_path / "work/.rehearsal/sources.yaml"  # as fetch.smk joins it
 
 
@@ -393,17 +414,24 @@ def test_the_environment_points_the_hub_at_the_server_and_hugging_face_into_the_
     environment = rehearsal_environment(tmp_path, "http://127.0.0.1:9/hub", {"HF_HUB_OFFLINE": "1", "PATH": "/bin"})
     path = environment.pop("PATH").split(os.pathsep)
     assert environment == {
-        "HF_TOKEN": TOKEN, "HF_ENDPOINT": "http://127.0.0.1:9/hub", "HF_HOME": str(tmp_path / ".rehearsal/hf-home"),
-        "HF_HUB_CACHE": str(tmp_path / ".rehearsal/hf-home/hub"), "HF_HUB_DISABLE_TELEMETRY": "1",
-    }  # fmt: skip
+        "HF_TOKEN": TOKEN,
+        "HF_ENDPOINT": "http://127.0.0.1:9/hub",
+        "HF_HOME": str(tmp_path / ".rehearsal/hf-home"),
+        "HF_HUB_CACHE": str(tmp_path / ".rehearsal/hf-home/hub"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
     assert path[-1] == "/bin"
     if len(path) > 1:  # the repository's CellProfiler, alone in a folder: the paper config's `cellprofiler`
         assert sorted(p.name for p in Path(path[0]).iterdir()) == ["cellprofiler"]
 
 
 def test_the_cli_only_parses_its_arguments():
-    result = subprocess.run([str(REPO / ".venv/bin/python"), str(REPO / "tools/rehearse.py"), "--help"],
-                            capture_output=True, text=True, check=True)  # fmt: skip
+    result = subprocess.run(
+        [str(REPO / ".venv/bin/python"), str(REPO / "tools/rehearse.py"), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     for option in ("--seed", "--cores", "--target", "--dry-run", "--serve-only"):
         assert option in result.stdout
 

@@ -133,9 +133,14 @@ def test_the_folder_is_small(folder):
 
 @pytest.mark.parametrize(
     "relative",
-    ["en/pos/combined_charlm.pt", "en/pretrain/conll17.pt", "en/forward_charlm/1billion.pt",
-     "en/backward_charlm/1billion.pt", "resources.json"],
-)  # fmt: skip
+    [
+        "en/pos/combined_charlm.pt",
+        "en/pretrain/conll17.pt",
+        "en/forward_charlm/1billion.pt",
+        "en/backward_charlm/1billion.pt",
+        "resources.json",
+    ],
+)
 def test_a_missing_file_is_named_in_stanzas_error(folder, offline, tmp_path, relative):
     copy = Path(shutil.copytree(folder, tmp_path / "copy"))
     (copy / relative).unlink()

@@ -28,10 +28,18 @@ REPO = Path(__file__).resolve().parents[2]
 VENV = REPO / ".cellprofiler"
 PIPELINES = REPO / "workflow/resources/trust"
 MODULES = (
-    "IdentifyPrimaryObjects", "IdentifySecondaryObjects", "IdentifyTertiaryObjects", "MeasureObjectSizeShape",
-    "MeasureObjectIntensity", "MeasureTexture", "MeasureGranularity", "MeasureObjectIntensityDistribution",
-    "MeasureObjectNeighbors", "MeasureImageAreaOccupied", "ExportToSpreadsheet",
-)  # fmt: skip
+    "IdentifyPrimaryObjects",
+    "IdentifySecondaryObjects",
+    "IdentifyTertiaryObjects",
+    "MeasureObjectSizeShape",
+    "MeasureObjectIntensity",
+    "MeasureTexture",
+    "MeasureGranularity",
+    "MeasureObjectIntensityDistribution",
+    "MeasureObjectNeighbors",
+    "MeasureImageAreaOccupied",
+    "ExportToSpreadsheet",
+)
 
 
 def _cellprofiler_python() -> Path:
@@ -57,8 +65,9 @@ for module in pipeline.modules():
 @pytest.mark.parametrize("kind", ["channels", "composite"])
 def test_the_saved_pipeline_loads_in_cellprofiler_with_the_papers_modules(kind):
     python = _cellprofiler_python()
-    done = subprocess.run([python, "-c", _LOAD, PIPELINES / f"morphology_{kind}.cppipe"], capture_output=True,
-                          text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [python, "-c", _LOAD, PIPELINES / f"morphology_{kind}.cppipe"], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     modules = {}
     for line in done.stdout.splitlines():
@@ -80,8 +89,9 @@ def test_the_saved_pipeline_loads_in_cellprofiler_with_the_papers_modules(kind):
 
 def test_the_saved_pipelines_are_what_the_builder_writes():
     python = _cellprofiler_python()
-    done = subprocess.run([python, REPO / "tools/build_cppipe.py", "--check"], capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        [python, REPO / "tools/build_cppipe.py", "--check"], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -92,16 +102,24 @@ def test_a_headless_run_on_four_mini_sites_writes_the_papers_columns_and_counts_
     metadata = write_cell_world(tmp_path / "world", [1, 1138], 1, seed=3, side=32)
     rows = list(metadata.head(4).iter_rows(named=True))
     write_inputs(((r["site_id"], load_site(tmp_path / "world", r)) for r in rows), tmp_path / "in", kind, 128)
-    image_csv = run_cellprofiler(str(VENV / "bin/cellprofiler"), PIPELINES / f"morphology_{kind}.cppipe",
-                                 tmp_path / "in", tmp_path / "out")  # fmt: skip
+    image_csv = run_cellprofiler(
+        str(VENV / "bin/cellprofiler"), PIPELINES / f"morphology_{kind}.cppipe", tmp_path / "in", tmp_path / "out"
+    )
     frame = read_image_csv(image_csv, "FileName_w1")
     assert sorted(frame["name"].to_list()) == sorted(r["site_id"] for r in rows)
     for column in (
-        "Count_Nuclei", "Count_Cells", "Count_Cytoplasm", "Mean_Cells_Texture_Correlation_OrigGray_5_01_256",
-        "Granularity_2_OrigGray", "Mean_Nuclei_AreaShape_Zernike_9_7", "AreaOccupied_AreaOccupied_Cells",
-        "Mean_Cells_RadialDistribution_FracAtD_OrigGray_4of4", "Mean_Cells_Neighbors_NumberOfNeighbors_Adjacent",
-        "StDev_Cytoplasm_AreaShape_FormFactor", "Median_Nuclei_Intensity_MeanIntensity_OrigGray",
-    ):  # fmt: skip
+        "Count_Nuclei",
+        "Count_Cells",
+        "Count_Cytoplasm",
+        "Mean_Cells_Texture_Correlation_OrigGray_5_01_256",
+        "Granularity_2_OrigGray",
+        "Mean_Nuclei_AreaShape_Zernike_9_7",
+        "AreaOccupied_AreaOccupied_Cells",
+        "Mean_Cells_RadialDistribution_FracAtD_OrigGray_4of4",
+        "Mean_Cells_Neighbors_NumberOfNeighbors_Adjacent",
+        "StDev_Cytoplasm_AreaShape_FormFactor",
+        "Median_Nuclei_Intensity_MeanIntensity_OrigGray",
+    ):
         assert column in frame.columns, column
     check = segmentation_check(frame, pl.read_csv(tmp_path / "world" / CELLS_DRAWN))
     assert check["sites"] == 4
@@ -122,10 +140,14 @@ def test_the_composite_colours_each_channel_with_the_rxrx1_colour_map():
 
 
 def _image_csv(path: Path, names: list[str]) -> Path:
-    pl.DataFrame({
-        "ImageNumber": list(range(1, len(names) + 1)), "FileName_w1": [f"{n}_w1.png" for n in names],
-        "Count_Nuclei": [3.0] * len(names), "Count_Cells": [3.0] * len(names),
-    }).write_csv(path)  # fmt: skip
+    pl.DataFrame(
+        {
+            "ImageNumber": list(range(1, len(names) + 1)),
+            "FileName_w1": [f"{n}_w1.png" for n in names],
+            "Count_Nuclei": [3.0] * len(names),
+            "Count_Cells": [3.0] * len(names),
+        }
+    ).write_csv(path)
     return path
 
 
@@ -135,8 +157,15 @@ def test_image_csvs_are_checked_and_merged_naming_the_file(tmp_path):
     merged = merge_image_csvs([a, b], "FileName_w1")
     assert merged["ImageNumber"].to_list() == [1, 2, 3]
     assert merged["name"].to_list() == ["HEPG2-01_1_B02_1", "HEPG2-01_1_B02_2", "HEPG2-01_1_B03_1"]
-    pl.DataFrame({"ImageNumber": [1, 2], "FileName_w1": ["a_w1.png", "b_w1.png"], "Count_Nuclei": ["3", "NaN"],
-                  "Count_Cells": ["2.5", "4"], "Metadata_Site": ["a", "b"]}).write_csv(tmp_path / "text.csv")  # fmt: skip
+    pl.DataFrame(
+        {
+            "ImageNumber": [1, 2],
+            "FileName_w1": ["a_w1.png", "b_w1.png"],
+            "Count_Nuclei": ["3", "NaN"],
+            "Count_Cells": ["2.5", "4"],
+            "Metadata_Site": ["a", "b"],
+        }
+    ).write_csv(tmp_path / "text.csv")
     numbers = read_image_csv(tmp_path / "text.csv", "FileName_w1")
     assert numbers.schema["Count_Nuclei"] == pl.Float64 and numbers.schema["Metadata_Site"] == pl.String
     with pytest.raises(DataFileError, match="more than one shard"):
@@ -144,10 +173,14 @@ def test_image_csvs_are_checked_and_merged_naming_the_file(tmp_path):
     # the same sites measured in another run and folder: their seconds and folder differ, the table does not
     runs = []
     for k in range(2):
-        pl.read_csv(a).with_columns(ExecutionTime_11MeasureTexture=pl.lit(1.3 + k), PathName_w1=pl.lit(f"/run{k}"),
-                                    URL_w1=pl.lit(f"file:///run{k}/x"), Metadata_FileLocation=pl.lit(f"/run{k}"),
-                                    ImageSet_ImageSet=pl.lit(f"b'eLtN{k}'"),
-                                    Metadata_Site=pl.lit("1")).write_csv(tmp_path / f"run{k}.csv")  # fmt: skip
+        pl.read_csv(a).with_columns(
+            ExecutionTime_11MeasureTexture=pl.lit(1.3 + k),
+            PathName_w1=pl.lit(f"/run{k}"),
+            URL_w1=pl.lit(f"file:///run{k}/x"),
+            Metadata_FileLocation=pl.lit(f"/run{k}"),
+            ImageSet_ImageSet=pl.lit(f"b'eLtN{k}'"),
+            Metadata_Site=pl.lit("1"),
+        ).write_csv(tmp_path / f"run{k}.csv")
         runs.append(merge_image_csvs([tmp_path / f"run{k}.csv"], "FileName_w1"))
     assert runs[0].equals(runs[1]) and "Metadata_Site" in runs[0].columns and "PathName_w1" not in runs[0].columns
     pl.DataFrame({"ImageNumber": [1], "FileName_w1": ["x_w1.png"]}).write_csv(tmp_path / "bad.csv")

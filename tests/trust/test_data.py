@@ -14,7 +14,7 @@ from condeval.trust.data import (
     real_table,
     release_validation,
     training_support,
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")

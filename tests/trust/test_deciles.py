@@ -78,13 +78,28 @@ def test_the_decile_classifier_is_tested_on_the_queried_conditions_real_rows_alo
 
     generated, codes, damage, real, real_codes = _world(1)
     attributes = np.stack([codes, np.zeros_like(codes)], axis=1)
-    scores = pl.DataFrame({"a": attributes[:, 0], "b": attributes[:, 1], "trust": damage, "realism": damage,
-                           "faithfulness": damage})  # fmt: skip
+    scores = pl.DataFrame(
+        {"a": attributes[:, 0], "b": attributes[:, 1], "trust": damage, "realism": damage, "faithfulness": damage}
+    )
     others = np.random.default_rng(2).standard_normal(real.shape) + 6.0
     reference = np.concatenate([real, others])
-    reference_attributes = np.concatenate([np.stack([real_codes, np.zeros_like(real_codes)], axis=1),
-                                           np.stack([real_codes, np.ones_like(real_codes)], axis=1)])  # fmt: skip
-    table = rankings(scores, generated, reference, reference_attributes, ["a", "b"], n_bins=5, subset_size=100,
-                     n_subsets=2, null_resamples=5, classifier_seeds=(0,))  # fmt: skip
+    reference_attributes = np.concatenate(
+        [
+            np.stack([real_codes, np.zeros_like(real_codes)], axis=1),
+            np.stack([real_codes, np.ones_like(real_codes)], axis=1),
+        ]
+    )
+    table = rankings(
+        scores,
+        generated,
+        reference,
+        reference_attributes,
+        ["a", "b"],
+        n_bins=5,
+        subset_size=100,
+        n_subsets=2,
+        null_resamples=5,
+        classifier_seeds=(0,),
+    )
     trust = table.filter(pl.col("score") == "trust")
     assert trust["accuracy"][0] > 0.9, trust

@@ -47,8 +47,9 @@ def test_a_score_that_ranks_broken_samples_last_gains_kid():
     assert abs(gain["accept"] - (~bad).mean()) < 0.02
     assert gain["kid_accepted"] < gain["kid_random"] < gain["kid_all"] * 1.5
     assert gain["improvement"] > 0.5 and gain["improvement"] > gain["band"]
-    blind = selection_gain(generated, np.random.default_rng(2).random(len(bad)), real, (1, 0, 0), thresholds, NAMES,
-                           subset_size=200)  # fmt: skip
+    blind = selection_gain(
+        generated, np.random.default_rng(2).random(len(bad)), real, (1, 0, 0), thresholds, NAMES, subset_size=200
+    )
     assert abs(blind["improvement"]) < max(0.2, blind["band"])
     tied = selection_gain(generated, trust, real, (1, 1, 0), thresholds, NAMES, subset_size=200)
     assert tied["fallback"] == 2 and tied["improvement"] == pytest.approx(gain["improvement"])
@@ -109,8 +110,18 @@ def test_no_improvement_is_reported_where_random_subsets_kid_is_not_positive():
         undefined += [gain] if gain["improvement"] is None else []
     assert undefined, "no seed gave random subsets a KID <= 0"
     row = {"skipped": None, "kid_all": 0.1, "mean_trust": 0.0, "accept": 0.5, "n_generated": 200}
-    worse = pl.DataFrame([row | {"kid_accepted": 0.468, "kid_accepted_std": 0.1, "kid_random": -0.017,
-                                 "kid_random_std": 0.1, "improvement": None}])  # fmt: skip
+    worse = pl.DataFrame(
+        [
+            row
+            | {
+                "kid_accepted": 0.468,
+                "kid_accepted_std": 0.1,
+                "kid_random": -0.017,
+                "kid_random_std": 0.1,
+                "improvement": None,
+            }
+        ]
+    )
     summary = selection_summary(worse)
     assert summary["improvement"] is None and summary["band"] is None and summary["improvement_official"] is None
     assert "undefined (KID random ≤ 0)" in selection_markdown(
@@ -123,8 +134,9 @@ def test_a_row_without_an_evaluated_condition_shows_no_value_in_every_measured_c
     with the table's column count and a dash, not a blank, in each cell nothing was measured for."""
     from condeval.trust.evaluate import NO_VALUE, selection_markdown
 
-    markdown = selection_markdown([{"dataset": "d", "regime": "r", "variant": "v", "conditions": 0, "accept": None,
-                                    "spearman": None}])  # fmt: skip
+    markdown = selection_markdown(
+        [{"dataset": "d", "regime": "r", "variant": "v", "conditions": 0, "accept": None, "spearman": None}]
+    )
     header, _, row = markdown.strip().splitlines()
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert len(cells) == header.count("|") - 1

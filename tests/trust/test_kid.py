@@ -23,8 +23,10 @@ def test_polynomial_mmd2_matches_torchmetrics(kernel):
 def test_kid_is_about_zero_within_a_distribution_and_grows_with_a_shift():
     rng = np.random.default_rng(1)
     centre = rng.standard_normal(32)
-    same = [kid(centre + rng.standard_normal((600, 32)), centre + rng.standard_normal((600, 32)), seed=s)[0]
-            for s in range(20)]  # fmt: skip
+    same = [
+        kid(centre + rng.standard_normal((600, 32)), centre + rng.standard_normal((600, 32)), seed=s)[0]
+        for s in range(20)
+    ]
     # unbiased: independent same-distribution pairs scatter around zero
     assert abs(np.mean(same)) < 3 * np.std(same) / np.sqrt(len(same)), (np.mean(same), np.std(same))
     base = centre + rng.standard_normal((600, 32))

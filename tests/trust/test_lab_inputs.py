@@ -145,8 +145,11 @@ def test_steps_and_decisions_are_checked():
         compute_saved(np.array([True, False]), 5, 3)
     with pytest.raises(TypeError, match="abstained must be booleans"):
         compute_saved(np.array([0.3, 2.0]), 1, 3)
-    for settings, message in [({"epochs": 0}, "epochs must be an integer >= 1"), ({"hidden": 0}, "hidden must be"),
-                              ({"val_share": -1.0}, "val_share must be a fraction")]:  # fmt: skip
+    for settings, message in [
+        ({"epochs": 0}, "epochs must be an integer >= 1"),
+        ({"hidden": 0}, "hidden must be"),
+        ({"val_share": -1.0}, "val_share must be a fraction"),
+    ]:
         with pytest.raises(ValueError, match=message):
             Translator(**settings)
 
@@ -170,8 +173,12 @@ def test_translator_pairs_refuse_float_images_attributes_and_levels(attribute_pi
     assert translator_pairs(pipe, images, attributes, [0.5], 1).shape[0] == 4
     for call, error, message in [
         (lambda: translator_pairs(pipe, images / 255.0, attributes, [0.5], 1), TypeError, "images must be uint8"),
-        (lambda: translator_pairs(pipe, images, attributes + 0.6, [0.5], 1), TypeError, "refused rather than truncated"),
+        (
+            lambda: translator_pairs(pipe, images, attributes + 0.6, [0.5], 1),
+            TypeError,
+            "refused rather than truncated",
+        ),
         (lambda: translator_pairs(pipe, images, attributes, [1.5], 1), ValueError, r"t must lie in \[0, 1\]"),
-    ]:  # fmt: skip
+    ]:
         with pytest.raises(error, match=message):
             call()

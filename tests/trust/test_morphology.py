@@ -20,31 +20,49 @@ from condeval.trust.morphology import (
 
 def _image_csv_rows(n: int, rng) -> pl.DataFrame:
     """Rows with the real Image.csv's kinds of column: metadata, file names, timings, counts, features."""
-    return pl.DataFrame({
-        "ImageNumber": np.arange(1, n + 1), "FileName_w1": [f"s{i}_w1.png" for i in range(n)],
-        "PathName_w1": ["/data"] * n, "MD5Digest_w1": ["0" * 32] * n, "ExecutionTime_07IdentifyPrimaryObjects": rng.random(n),
-        "ModuleError_07IdentifyPrimaryObjects": np.zeros(n), "Metadata_Site": [f"s{i}" for i in range(n)],
-        "Group_Index": np.arange(n), "Frame_w1": np.zeros(n), "Series_w1": np.zeros(n), "URL_w1": ["file:///x"] * n,
-        "Height_w1": np.full(n, 128.0), "Count_Nuclei": rng.integers(3, 9, n).astype(float),
-        "Mean_Cells_AreaShape_Area": rng.normal(300, 30, n), "Granularity_2_OrigGray": rng.normal(5, 1, n),
-        "Mean_Nuclei_Texture_Correlation_OrigGray_3_00_256": rng.normal(0.5, 0.05, n),
-        "Median_Cells_AreaShape_Zernike_9_7": np.r_[rng.normal(0, 0.01, n - 1), 1.0],  # one real outlier
-        "StDev_Cells_Neighbors_NumberOfNeighbors_Adjacent": np.full(n, 2.0),  # constant
-    })  # fmt: skip
+    return pl.DataFrame(
+        {
+            "ImageNumber": np.arange(1, n + 1),
+            "FileName_w1": [f"s{i}_w1.png" for i in range(n)],
+            "PathName_w1": ["/data"] * n,
+            "MD5Digest_w1": ["0" * 32] * n,
+            "ExecutionTime_07IdentifyPrimaryObjects": rng.random(n),
+            "ModuleError_07IdentifyPrimaryObjects": np.zeros(n),
+            "Metadata_Site": [f"s{i}" for i in range(n)],
+            "Group_Index": np.arange(n),
+            "Frame_w1": np.zeros(n),
+            "Series_w1": np.zeros(n),
+            "URL_w1": ["file:///x"] * n,
+            "Height_w1": np.full(n, 128.0),
+            "Count_Nuclei": rng.integers(3, 9, n).astype(float),
+            "Mean_Cells_AreaShape_Area": rng.normal(300, 30, n),
+            "Granularity_2_OrigGray": rng.normal(5, 1, n),
+            "Mean_Nuclei_Texture_Correlation_OrigGray_3_00_256": rng.normal(0.5, 0.05, n),
+            "Median_Cells_AreaShape_Zernike_9_7": np.r_[rng.normal(0, 0.01, n - 1), 1.0],  # one real outlier
+            "StDev_Cells_Neighbors_NumberOfNeighbors_Adjacent": np.full(n, 2.0),  # constant
+        }
+    )
 
 
 def test_the_feature_pipeline_keeps_the_papers_columns_and_counts_what_it_drops(caplog):
     rng = np.random.default_rng(0)
     real = _image_csv_rows(60, rng)
     features = MorphologyFeatures().fit(real)
-    assert features.columns == ["Count_Nuclei", "Mean_Cells_AreaShape_Area", "Granularity_2_OrigGray",
-                                "Mean_Nuclei_Texture_Correlation_OrigGray_3_00_256"]  # fmt: skip
+    assert features.columns == [
+        "Count_Nuclei",
+        "Mean_Cells_AreaShape_Area",
+        "Granularity_2_OrigGray",
+        "Mean_Nuclei_Texture_Correlation_OrigGray_3_00_256",
+    ]
     assert features.counts == {"numeric": 7, "variance": 5, "outlier": 4}
     unfiltered = MorphologyFeatures(unfiltered=True).fit(real)
     assert "Median_Cells_AreaShape_Zernike_9_7" in unfiltered.columns  # only zero variance goes
     generated = _image_csv_rows(10, rng).with_columns(
-        pl.when(pl.col("ImageNumber") == 3).then(None).otherwise(pl.col("Granularity_2_OrigGray")).alias(
-            "Granularity_2_OrigGray"))  # fmt: skip
+        pl.when(pl.col("ImageNumber") == 3)
+        .then(None)
+        .otherwise(pl.col("Granularity_2_OrigGray"))
+        .alias("Granularity_2_OrigGray")
+    )
     with caplog.at_level(logging.WARNING):
         x, kept = features.transform(generated, "generated")
     assert x.shape == (9, 4) and not kept[2]
@@ -59,8 +77,9 @@ def test_centroid_features_rank_by_anova_and_prune_correlated_columns():
     rng = np.random.default_rng(1)
     codes = np.repeat(np.arange(4), 50)
     signal = codes + rng.normal(0, 0.3, 200)
-    x = np.column_stack([signal, signal * 2 + rng.normal(0, 0.01, 200), rng.normal(size=200),
-                         codes * 0.5 + rng.normal(0, 1.0, 200)])  # fmt: skip
+    x = np.column_stack(
+        [signal, signal * 2 + rng.normal(0, 0.01, 200), rng.normal(size=200), codes * 0.5 + rng.normal(0, 1.0, 200)]
+    )
     kept = centroid_features(x, codes, k=3)
     assert kept[0] in (0, 1) and not {0, 1} <= set(kept.tolist())  # the twin of the best column is pruned
     assert kept.tolist()[1] == 3
@@ -85,8 +104,10 @@ def _simulated_contrast(seed: int, effect: float, n_boot: int, stratified: bool 
     codes = np.repeat(np.arange(12), 24)
     accepted = rng.random(len(codes)) < 0.5
     z = 3 + rng.normal(0, 2, 12)[codes] - effect * accepted + rng.normal(size=len(codes))
-    truth = np.average([-effect * (1 - accepted[codes == c].mean()) for c in range(12)],
-                       weights=[accepted[codes == c].sum() for c in range(12)])  # fmt: skip
+    truth = np.average(
+        [-effect * (1 - accepted[codes == c].mean()) for c in range(12)],
+        weights=[accepted[codes == c].sum() for c in range(12)],
+    )
     result = selection_contrast(z, codes, accepted, n_random=5, n_boot=n_boot, stratified=stratified, seed=seed)
     return result, truth
 
@@ -134,8 +155,16 @@ def test_the_per_feature_tables_read_generators_without_any_correlation():
 
     none = pl.DataFrame(schema=CORRELATION_SCHEMA).with_columns(variant=pl.lit("vanilla"))
     assert "No per-feature correlations" in feature_tables_markdown(none, "vanilla")
-    rows = pl.DataFrame({"feature": ["a", "b"], "r_trust": [0.9, 0.1], "r_random": [0.8, 0.2], "gain": [0.1, -0.1],
-                         "arm": ["seen"] * 2, "set": ["kept", "unfiltered"]}).with_columns(variant=pl.lit("repa"))  # fmt: skip
+    rows = pl.DataFrame(
+        {
+            "feature": ["a", "b"],
+            "r_trust": [0.9, 0.1],
+            "r_random": [0.8, 0.2],
+            "gain": [0.1, -0.1],
+            "arm": ["seen"] * 2,
+            "set": ["kept", "unfiltered"],
+        }
+    ).with_columns(variant=pl.lit("repa"))
     # the first generator (the sanity check's) has no row; another has both sets
     text = feature_tables_markdown(pl.concat([none, rows], how="diagonal_relaxed"), "vanilla")
     assert "Top-correlated features under trust, repa, seen" in text and "| `a` | 0.900 |" in text
@@ -147,10 +176,27 @@ def test_the_per_feature_tables_read_generators_without_any_correlation():
 def test_the_section_table_names_the_arms_without_a_row_and_prints_no_negative_zero():
     from condeval.trust.report import morphology_markdown
 
-    row = {"variant": "repa", "arm": "seen", "n_accepted": 6, "accept_pct": 50.0, "z_trust": 15.7, "z_random": 14.2,
-           "delta": 1.5, "ci_low": 0.0, "ci_high": 2.2, "removed_pct": -0.3}  # fmt: skip
-    counts = {"numeric": 9, "variance": 8, "outlier": 7, "unfiltered": 8, "real_rows": 4, "centroid_top_k": None,
-              "centroid_features": ["a", "b"]}  # fmt: skip
+    row = {
+        "variant": "repa",
+        "arm": "seen",
+        "n_accepted": 6,
+        "accept_pct": 50.0,
+        "z_trust": 15.7,
+        "z_random": 14.2,
+        "delta": 1.5,
+        "ci_low": 0.0,
+        "ci_high": 2.2,
+        "removed_pct": -0.3,
+    }
+    counts = {
+        "numeric": 9,
+        "variance": 8,
+        "outlier": 7,
+        "unfiltered": 8,
+        "real_rows": 4,
+        "centroid_top_k": None,
+        "centroid_features": ["a", "b"],
+    }
     text = morphology_markdown(pl.DataFrame([row]), counts, None, ["vanilla", "repa"])
     assert "| +0% |" in text and "-0%" not in text
     assert "No row (no accepted sample among the measured ones): vanilla seen, vanilla unseen, repa unseen." in text
@@ -163,8 +209,17 @@ def test_the_uninformative_features_are_those_nearest_no_correlation():
     from condeval.trust.report import feature_tables_markdown
 
     r_random = [-0.99, -0.5, 0.002, 0.3, -0.01] + [0.6 + 0.03 * k for k in range(8)]
-    rows = pl.DataFrame({"feature": [f"f{k}" for k in range(len(r_random))], "r_trust": 0.5, "r_random": r_random,
-                         "gain": 0.0, "arm": "unseen", "set": "unfiltered", "variant": "vanilla"})  # fmt: skip
+    rows = pl.DataFrame(
+        {
+            "feature": [f"f{k}" for k in range(len(r_random))],
+            "r_trust": 0.5,
+            "r_random": r_random,
+            "gain": 0.0,
+            "arm": "unseen",
+            "set": "unfiltered",
+            "variant": "vanilla",
+        }
+    )
     listed = re.findall(r"\| `(f\d+)` \|", feature_tables_markdown(rows, "vanilla"))
     assert listed[:3] == ["f2", "f4", "f3"] and "f0" not in listed, listed
 
@@ -178,8 +233,10 @@ def _readout_world(seed: int, trust_offset: float = 0.0):
 
     def table(codes, damage):
         x = centres[codes] + rng.normal(size=(len(codes), 12)) + 3 * damage[:, None] * rng.normal(size=(len(codes), 12))
-        return pl.DataFrame({f"Mean_Cells_Feature_{k}": x[:, k] for k in range(12)}
-                            | {"cell_type_id": conditions[codes, 0], "sirna_id": conditions[codes, 1]})  # fmt: skip
+        return pl.DataFrame(
+            {f"Mean_Cells_Feature_{k}": x[:, k] for k in range(12)}
+            | {"cell_type_id": conditions[codes, 0], "sirna_id": conditions[codes, 1]}
+        )
 
     real_codes, gen_codes = np.repeat(np.arange(4), 30), np.repeat(np.arange(4), 60)
     damage = rng.random(len(gen_codes))
@@ -234,8 +291,15 @@ def test_a_generator_whose_sites_cellprofiler_cannot_measure_is_reported_not_a_c
     features = [c for c in generated.columns if c.startswith("Mean_")]
     generated = generated.with_columns([pl.lit(np.nan).alias(c) for c in features])
     with caplog.at_level(logging.WARNING):
-        out = morphology_readouts(real, generated, ["cell_type_id", "sirna_id"], conditions,
-                                  np.array([True, True, False, False]), n_boot=20, classifier_seeds=(0,))  # fmt: skip
+        out = morphology_readouts(
+            real,
+            generated,
+            ["cell_type_id", "sirna_id"],
+            conditions,
+            np.array([True, True, False, False]),
+            n_boot=20,
+            classifier_seeds=(0,),
+        )
     assert out["counts"]["generated_rows"] == 0 and out["contrast"].is_empty() and out["correlations"].is_empty()
     assert "did CellProfiler find no cells" in caplog.text
     from condeval.trust.report import plot_morphology_deciles

@@ -16,8 +16,15 @@ def _write(tmp_path, channels: int, n: int = 6):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (n, channels, 8, 8), dtype=np.uint8)
     attributes = np.array([[i % 2, i % 3] for i in range(n)])
-    frame = write_samples(images, attributes, NAMES, np.arange(n), np.arange(10, 10 + n), tmp_path / "shard-0",
-                          tmp_path / "shard-0.parquet")  # fmt: skip
+    frame = write_samples(
+        images,
+        attributes,
+        NAMES,
+        np.arange(n),
+        np.arange(10, 10 + n),
+        tmp_path / "shard-0",
+        tmp_path / "shard-0.parquet",
+    )
     return images, attributes, frame
 
 
@@ -137,8 +144,13 @@ def test_what_read_samples_would_refuse_or_misread_is_not_written(tmp_path, chan
     """Before, each of these wrote: an (N, H, W, C) array as 32 grey channels of 32 x 3 pixels, a manifest
     missing the fourth attribute, floats truncated onto other conditions, one PNG overwriting another, or a
     folder left without its manifest."""
-    arguments = {"images": np.zeros((2, 3, 8, 8), np.uint8), "attributes": [[0, 1], [1, 0]], "names": ["a", "b"],
-                 "seeds": [1, 2], "sample_ids": [5, 6]} | change  # fmt: skip
+    arguments = {
+        "images": np.zeros((2, 3, 8, 8), np.uint8),
+        "attributes": [[0, 1], [1, 0]],
+        "names": ["a", "b"],
+        "seeds": [1, 2],
+        "sample_ids": [5, 6],
+    } | change
     with pytest.raises(error, match=message):
         write_samples(**arguments, folder=tmp_path / "s", manifest=tmp_path / "s.parquet")
     assert list(tmp_path.iterdir()) == []

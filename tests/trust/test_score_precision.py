@@ -96,8 +96,9 @@ def test_scoring_the_calibration_rows_gives_back_the_calibration(fitted):
     for column in ("realism", "faithfulness", "trust"):
         np.testing.assert_allclose(rescored[column], calibration[column], rtol=0, atol=1e-3, err_msg=column)
     # and the statistics the z-scores were set with
-    np.testing.assert_allclose(margins.mean(axis=0), [m for m, _ in scorer.margin_calibration_], rtol=0,
-                               atol=1e-4 * spread.min())  # fmt: skip
+    np.testing.assert_allclose(
+        margins.mean(axis=0), [m for m, _ in scorer.margin_calibration_], rtol=0, atol=1e-4 * spread.min()
+    )
     np.testing.assert_allclose(margins.std(axis=0, ddof=1), spread, rtol=1e-4)
     assert abs(rescored["realism"].mean()) < 1e-4 and abs(rescored["realism"].std() - 1) < 1e-4
     assert abs(rescored["faithfulness"].mean()) < 1e-4

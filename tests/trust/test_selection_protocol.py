@@ -39,8 +39,9 @@ def selection():
     samples = _features(sample_attributes, rng) + shift[:, None] * rng.normal(size=(400, D))
     scorer, scores = fit_and_score(_features(real_attributes, rng), real_attributes, samples, sample_attributes, NAMES)
     reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
-    rows = selection_by_condition(scores, samples, scorer.thresholds(0.95), reference, subset_size=40, n_subsets=5,
-                                  n_random=5, min_real=20)  # fmt: skip
+    rows = selection_by_condition(
+        scores, samples, scorer.thresholds(0.95), reference, subset_size=40, n_subsets=5, n_random=5, min_real=20
+    )
     return rows, shift
 
 
@@ -95,8 +96,9 @@ def test_accept_percent_counts_every_generated_sample_even_in_a_skipped_conditio
     scores = pl.DataFrame({"a": sample_attributes[:, 0], "b": sample_attributes[:, 1], "trust": trust})
     reference_attributes = np.repeat(conditions, 60, axis=0)
     reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
-    rows = selection_by_condition(scores, features, thresholds, reference, subset_size=20, n_subsets=3, n_random=3,
-                                  min_real=20)  # fmt: skip
+    rows = selection_by_condition(
+        scores, features, thresholds, reference, subset_size=20, n_subsets=3, n_random=3, min_real=20
+    )
     assert rows["skipped"].null_count() == 1 and rows["accept"].to_list() == pytest.approx([0.5, 0.05, 0.05])
     summary = selection_summary(rows)
     assert summary["conditions"] == 1 and summary["accept"] == pytest.approx(20.0)
@@ -126,8 +128,20 @@ def _ablation(seed, precomputed=None, broken=None):
     reference_attributes = np.repeat(conditions, 60, axis=0)
     extra = precomputed(scorer, real, real_attributes, scores) if precomputed else None
     reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
-    table = scorer_ablation(scorer, real, real_attributes, samples, scores, samples, reference, precomputed=extra,
-                            subset_size=40, n_subsets=3, n_random=3, min_real=20)  # fmt: skip
+    table = scorer_ablation(
+        scorer,
+        real,
+        real_attributes,
+        samples,
+        scores,
+        samples,
+        reference,
+        precomputed=extra,
+        subset_size=40,
+        n_subsets=3,
+        n_random=3,
+        min_real=20,
+    )
     return table
 
 
@@ -200,13 +214,22 @@ def test_selection_by_condition_refuses_inputs_it_would_misalign():
     rng = np.random.default_rng(1)
     conditions = np.array([[0, 0], [1, 0], [0, 1]])
     attributes = np.repeat(conditions, 40, axis=0)
-    scorer, scores = fit_and_score(_features(attributes, rng), attributes, _features(attributes, rng), attributes,
-                                   NAMES)  # fmt: skip
+    scorer, scores = fit_and_score(
+        _features(attributes, rng), attributes, _features(attributes, rng), attributes, NAMES
+    )
     reference = _features(attributes, rng)
     kid_features = _features(attributes, rng)
     with pytest.raises(ValueError, match="kid_features has 10 rows for 120 scored samples"):
-        selection_by_condition(scores, kid_features[:10], scorer.thresholds(), KidReference(reference, attributes,
-                               conditions, NAMES), subset_size=10, n_subsets=2, n_random=2, min_real=5)  # fmt: skip
+        selection_by_condition(
+            scores,
+            kid_features[:10],
+            scorer.thresholds(),
+            KidReference(reference, attributes, conditions, NAMES),
+            subset_size=10,
+            n_subsets=2,
+            n_random=2,
+            min_real=5,
+        )
     for given, message in [
         ((reference, attributes[:, :1], conditions), "reference_attributes have 1 attributes; names give 2"),
         ((reference, attributes, np.array([[0, 0, 0]])), "conditions have 3 attributes; names give 2"),
@@ -215,18 +238,32 @@ def test_selection_by_condition_refuses_inputs_it_would_misalign():
             KidReference(*given, NAMES)
     # polars reference attributes and one condition as a 1-D row read as their arrays do
     protocol = {"subset_size": 10, "n_subsets": 2, "n_random": 2, "min_real": 5}
-    one = selection_by_condition(scores, kid_features, scorer.thresholds(), KidReference(
-        reference, pl.DataFrame(attributes, schema=NAMES), [1, 0], NAMES), **protocol)  # fmt: skip
-    both = selection_by_condition(scores, kid_features, scorer.thresholds(),
-                                  KidReference(reference, attributes, conditions, NAMES), **protocol)  # fmt: skip
+    one = selection_by_condition(
+        scores,
+        kid_features,
+        scorer.thresholds(),
+        KidReference(reference, pl.DataFrame(attributes, schema=NAMES), [1, 0], NAMES),
+        **protocol,
+    )
+    both = selection_by_condition(
+        scores, kid_features, scorer.thresholds(), KidReference(reference, attributes, conditions, NAMES), **protocol
+    )
     assert one.row(0) == both.row(1)
     # the ablation and the graded shift on a lab's own rows: an IndexError and a broadcast error before
     from condeval.trust.evaluate import graded_shift, scorer_ablation
 
     real = _features(attributes, rng)
     with pytest.raises(ValueError, match="real_features has 60 rows; the scorer was fitted on at least"):
-        scorer_ablation(scorer, real[:60], attributes[:60], kid_features, scores, kid_features,
-                        KidReference(reference, attributes, conditions, NAMES), **protocol)  # fmt: skip
+        scorer_ablation(
+            scorer,
+            real[:60],
+            attributes[:60],
+            kid_features,
+            scores,
+            kid_features,
+            KidReference(reference, attributes, conditions, NAMES),
+            **protocol,
+        )
     with pytest.raises(ValueError, match="support has 3 attributes; names give 2"):
         graded_shift(both, np.zeros((2, 3), np.int64), NAMES)
     with pytest.raises(ValueError, match=r"per_condition has no column\(s\) \['c'\]"):

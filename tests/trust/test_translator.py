@@ -59,8 +59,9 @@ def test_the_translation_check_ranks_true_features_first_and_shuffled_ones_at_ch
     held = target[~support]
     noisy = held + np.random.default_rng(0).normal(0, 0.1, held.shape)
     shuffled = held[np.random.default_rng(1).permutation(len(held))]
-    rows = translation_agreement(target, attributes, support, np.stack([held, noisy, shuffled]), [0.0, 0.5, 1.0],
-                                 ["a", "b"])  # fmt: skip
+    rows = translation_agreement(
+        target, attributes, support, np.stack([held, noisy, shuffled]), [0.0, 0.5, 1.0], ["a", "b"]
+    )
     assert [row["t"] for row in rows] == [0.0, 0.5, 1.0]
     assert rows[0]["spearman"] == pytest.approx(1.0) and rows[1]["spearman"] > 0.9
     assert abs(rows[2]["spearman"]) < 0.1
@@ -116,8 +117,9 @@ def test_the_official_whitened_loss_matches_an_independent_computation():
     predicted = target[:200] + np.random.default_rng(3).normal(0, 0.5, (200, 6))
     geometry = target_geometry(torch.as_tensor(target))
     # the batch's predictions against the targets of the same rows, the geometry from all 600
-    got = whitened_translator_loss(torch.as_tensor(predicted, dtype=torch.float32),
-                                   torch.as_tensor(target[:200], dtype=torch.float32), geometry)  # fmt: skip
+    got = whitened_translator_loss(
+        torch.as_tensor(predicted, dtype=torch.float32), torch.as_tensor(target[:200], dtype=torch.float32), geometry
+    )
     unit = lambda m: m / np.linalg.norm(m, axis=1, keepdims=True)  # noqa: E731
     p, y, pool = unit(predicted), unit(target[:200]), unit(target)
     cov_t = np.cov(pool, rowvar=False)
@@ -132,8 +134,9 @@ def test_the_official_whitened_loss_matches_an_independent_computation():
         assert float(got[name]) == pytest.approx(value, rel=1e-4), name
     assert float(got["loss"]) == pytest.approx(want["whit"] + 0.1 * (want["mean"] + want["cov"]), rel=1e-4)
     # with the batch as the pool, the SVD-built reference agrees too
-    whole = whitened_translator_loss(torch.as_tensor(predicted), torch.as_tensor(target[:200]),
-                                     target_geometry(torch.as_tensor(target[:200])))  # fmt: skip
+    whole = whitened_translator_loss(
+        torch.as_tensor(predicted), torch.as_tensor(target[:200]), target_geometry(torch.as_tensor(target[:200]))
+    )
     assert float(whole["loss"]) == pytest.approx(_whitened_reference(predicted, target[:200]), rel=1e-4)
 
 
@@ -173,8 +176,9 @@ def test_the_tap_reads_the_block_without_changing_the_samples(attribute_pipeline
 
     def sample(callback=None):
         generators = [torch.Generator().manual_seed(k) for k in range(2)]
-        return pipe(attributes, num_inference_steps=3, generator=generators, output_type="latent",
-                    callback_on_step_end=callback).images  # fmt: skip
+        return pipe(
+            attributes, num_inference_steps=3, generator=generators, output_type="latent", callback_on_step_end=callback
+        ).images
 
     tap = TrajectoryTap(pipe.transformer, layer=1, steps=[0, 2])
     tapped = sample(tap)
@@ -196,8 +200,10 @@ def test_internal_features_stop_at_the_tapped_block_and_equal_a_full_pass(attrib
     clean = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(0))
     noise = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
     blocks_run = []
-    hooks = [block.register_forward_hook(lambda module, *_: blocks_run.append(module))
-             for block in pipe.transformer.transformer_blocks]  # fmt: skip
+    hooks = [
+        block.register_forward_hook(lambda module, *_: blocks_run.append(module))
+        for block in pipe.transformer.transformer_blocks
+    ]
     early = internal_features(pipe, clean, attributes, 0.5, layer=2, noise=noise)
     assert blocks_run == list(pipe.transformer.transformer_blocks[:2])
     for hook in hooks:
@@ -232,8 +238,13 @@ def test_the_aligned_tap_reads_a_repa_generators_projected_tokens(attribute_pipe
     aligned, raw = TrajectoryTap.aligned(repa, [1]), TrajectoryTap(pipe.transformer, 1, [1])
     tokens = []
     hook = pipe.transformer.transformer_blocks[0].register_forward_hook(lambda m, i, out: tokens.append(out[1]))
-    repa(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
-         callback_on_step_end=lambda *args: aligned(*args) | raw(*args))  # fmt: skip
+    repa(
+        attributes,
+        num_inference_steps=3,
+        generator=torch.Generator().manual_seed(0),
+        output_type="latent",
+        callback_on_step_end=lambda *args: aligned(*args) | raw(*args),
+    )
     hook.remove()
     aligned.close(), raw.close()
     with torch.no_grad():
@@ -246,22 +257,37 @@ def test_the_abstention_callback_scores_mid_trajectory_and_interrupts_when_all_a
     pipe = attribute_pipeline()
     attributes = np.array([[0, 0], [1, 1], [0, 2], [1, 0]] * 4)
     tap = TrajectoryTap(pipe.transformer, layer=1, steps=[1])
-    pipe(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
-         callback_on_step_end=tap)  # fmt: skip
+    pipe(
+        attributes,
+        num_inference_steps=3,
+        generator=torch.Generator().manual_seed(0),
+        output_type="latent",
+        callback_on_step_end=tap,
+    )
     tap.close()
     internal = tap.features(1)
     translator = Translator(hidden=16, epochs=2, batch_size=8).fit(internal, internal[:, :4])
     scorer = TrustScorer(names=["a", "b"], calibration=0.0).fit(internal[:, :4], attributes)
     thresholds = scorer.thresholds(0.95)
     callback = TrustAbstention(pipe.transformer, 1, 1, translator, scorer, thresholds, ["a", "b"], attributes)
-    pipe(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
-         callback_on_step_end=callback)  # fmt: skip
+    pipe(
+        attributes,
+        num_inference_steps=3,
+        generator=torch.Generator().manual_seed(0),
+        output_type="latent",
+        callback_on_step_end=callback,
+    )
     callback.close()
     assert callback.abstained.shape == (16,) and callback.trust.shape == (16,)
     strict = thresholds.with_columns(threshold=thresholds["threshold"] * 0 - 1e9)
     callback = TrustAbstention(pipe.transformer, 1, 0, translator, scorer, strict, ["a", "b"], attributes)
-    pipe(attributes, num_inference_steps=3, generator=torch.Generator().manual_seed(0), output_type="latent",
-         callback_on_step_end=callback)  # fmt: skip
+    pipe(
+        attributes,
+        num_inference_steps=3,
+        generator=torch.Generator().manual_seed(0),
+        output_type="latent",
+        callback_on_step_end=callback,
+    )
     callback.close()
     assert callback.abstained.all() and pipe.interrupt
     saved = compute_saved(callback.abstained, step=0, num_inference_steps=3)
@@ -384,8 +410,9 @@ def test_real_images_are_read_where_the_sampler_stands_at_each_step(attribute_pi
 
     pipe = attribute_pipeline()
     seen = []
-    hook = pipe.transformer.register_forward_pre_hook(lambda m, args, kwargs: seen.append(kwargs["timestep"][0]),
-                                                      with_kwargs=True)  # fmt: skip
+    hook = pipe.transformer.register_forward_pre_hook(
+        lambda m, args, kwargs: seen.append(kwargs["timestep"][0]), with_kwargs=True
+    )
     pipe(np.array([[0, 1]]), num_inference_steps=5, generator=torch.Generator().manual_seed(0), output_type="latent")
     hook.remove()
     levels = step_noise_levels(pipe.scheduler, 5, [0, 2, 4])
@@ -446,8 +473,14 @@ def test_abstaining_samples_leave_the_batch_and_the_kept_ones_are_unchanged(attr
 
     def draw(callback=None, inputs=("latents", "attributes")):
         generators = [torch.Generator().manual_seed(i) for i in range(len(attributes))]
-        return pipe(attributes, num_inference_steps=4, generator=generators, output_type="np",
-                    callback_on_step_end=callback, callback_on_step_end_tensor_inputs=inputs).images  # fmt: skip
+        return pipe(
+            attributes,
+            num_inference_steps=4,
+            generator=generators,
+            output_type="np",
+            callback_on_step_end=callback,
+            callback_on_step_end_tensor_inputs=inputs,
+        ).images
 
     full = draw()
     callback = TrustAbstention(pipe.transformer, 1, 1, None, scorer, thresholds, ["a", "b"], attributes, drop=True)
@@ -478,9 +511,17 @@ def _sd3_of(pipe):
     from diffusers import StableDiffusion3Pipeline
 
     pipe.vae.register_to_config(shift_factor=0.0)  # SD3's decoder reads it
-    return StableDiffusion3Pipeline(transformer=pipe.transformer, vae=pipe.vae, scheduler=pipe.scheduler,
-                                    text_encoder=None, tokenizer=None, text_encoder_2=None, tokenizer_2=None,
-                                    text_encoder_3=None, tokenizer_3=None)  # fmt: skip
+    return StableDiffusion3Pipeline(
+        transformer=pipe.transformer,
+        vae=pipe.vae,
+        scheduler=pipe.scheduler,
+        text_encoder=None,
+        tokenizer=None,
+        text_encoder_2=None,
+        tokenizer_2=None,
+        text_encoder_3=None,
+        tokenizer_3=None,
+    )
 
 
 def test_a_guided_sd3_pipeline_drops_abstaining_samples_from_both_halves(attribute_pipeline):
@@ -494,15 +535,34 @@ def test_a_guided_sd3_pipeline_drops_abstaining_samples_from_both_halves(attribu
     scorer, thresholds = _abstain_on_b0(pipe.transformer.inner_dim)
 
     def draw(callback=None, guidance=3.0, inputs=("latents", "prompt_embeds", "pooled_prompt_embeds")):
-        return pipe(prompt_embeds=embeds[1], negative_prompt_embeds=embeds[0], pooled_prompt_embeds=pooled[1],
-                    negative_pooled_prompt_embeds=pooled[0], guidance_scale=guidance, num_inference_steps=3,
-                    height=16, width=16, output_type="np", callback_on_step_end=callback,
-                    generator=[torch.Generator().manual_seed(i) for i in range(len(attributes))],
-                    callback_on_step_end_tensor_inputs=list(inputs)).images  # fmt: skip
+        return pipe(
+            prompt_embeds=embeds[1],
+            negative_prompt_embeds=embeds[0],
+            pooled_prompt_embeds=pooled[1],
+            negative_pooled_prompt_embeds=pooled[0],
+            guidance_scale=guidance,
+            num_inference_steps=3,
+            height=16,
+            width=16,
+            output_type="np",
+            callback_on_step_end=callback,
+            generator=[torch.Generator().manual_seed(i) for i in range(len(attributes))],
+            callback_on_step_end_tensor_inputs=list(inputs),
+        ).images
 
     def abstention(step=0, conditional_half=True):
-        return TrustAbstention(pipe.transformer, 1, step, None, scorer, thresholds, ["a", "b"], attributes,
-                               conditional_half=conditional_half, drop=True)  # fmt: skip
+        return TrustAbstention(
+            pipe.transformer,
+            1,
+            step,
+            None,
+            scorer,
+            thresholds,
+            ["a", "b"],
+            attributes,
+            conditional_half=conditional_half,
+            drop=True,
+        )
 
     full = draw()
     callback = abstention()

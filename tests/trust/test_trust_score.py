@@ -67,8 +67,9 @@ def test_every_term_matches_an_independent_computation(calibration):
     np.testing.assert_allclose(scores["realism"], realism, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(scores["faithfulness"], faithfulness, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(scores["trust"], realism + faithfulness, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(scores.select("margin_a0", "margin_a1", "margin_a2").to_numpy(), margins, rtol=1e-4,
-                               atol=1e-3)  # fmt: skip
+    np.testing.assert_allclose(
+        scores.select("margin_a0", "margin_a1", "margin_a2").to_numpy(), margins, rtol=1e-4, atol=1e-3
+    )
 
 
 def test_held_out_calibration_leaves_the_fit_alone():
@@ -90,9 +91,11 @@ def test_the_p95_rule_keeps_about_95_percent_of_fresh_real_samples():
     x, a = _world(6000, seed=0, dim=16)
     scorer = TrustScorer(calibration=0.2).fit(x, a)
     fresh, asked = _world(24000, seed=7, dim=16)
-    scores = scorer.score(fresh, asked).with_columns(
-        a0=asked[:, 0], a1=asked[:, 1], a2=asked[:, 2]
-    ).join(scorer.thresholds(0.95), on=["a0", "a1", "a2"], maintain_order="left")  # fmt: skip
+    scores = (
+        scorer.score(fresh, asked)
+        .with_columns(a0=asked[:, 0], a1=asked[:, 1], a2=asked[:, 2])
+        .join(scorer.thresholds(0.95), on=["a0", "a1", "a2"], maintain_order="left")
+    )
     kept = (scores["trust"] <= scores["threshold"]).to_numpy()
     assert 0.93 <= kept.mean() <= 0.97, kept.mean()
     for condition in np.unique(asked, axis=0):
@@ -160,7 +163,7 @@ def test_two_sided_realism_squares_the_z_score_and_penalises_over_typical_sample
     thresholds = two.thresholds(0.95)
     joined = two_scores.with_columns(a0=asked[:, 0], a1=asked[:, 1], a2=asked[:, 2]).join(
         thresholds, on=["a0", "a1", "a2"], maintain_order="left"
-    )  # fmt: skip
+    )
     assert 0.93 <= float((joined["trust"] <= joined["threshold"]).mean()) <= 0.97
     typical = x[:1]
     centre = one.mean_[None, :] * np.linalg.norm(x, axis=1).mean()  # the real mean: energy about 0
@@ -214,16 +217,22 @@ def test_a_labs_mistakes_are_refused_before_they_corrupt_a_score():
         (lambda: scorer.thresholds(95), ValueError, r"quantile must be a fraction in \(0, 1\]"),
         (lambda: TrustScorer().thresholds(), ValueError, "not fitted"),
         (lambda: accepted_mask(np.zeros(4), [[0.6, 1, 0]] * 4, scorer.thresholds(), names), TypeError, "integers"),
-        (lambda: accepted_mask(np.zeros(4), a[:3], scorer.thresholds(), names), ValueError,
-         "trust has 4 scores and attributes 3 rows"),
-        (lambda: accepted_mask(np.zeros(4), a[:4], scorer.thresholds().drop("g"), names), ValueError,
-         r"thresholds have no column\(s\) \['g'\]"),
+        (
+            lambda: accepted_mask(np.zeros(4), a[:3], scorer.thresholds(), names),
+            ValueError,
+            "trust has 4 scores and attributes 3 rows",
+        ),
+        (
+            lambda: accepted_mask(np.zeros(4), a[:4], scorer.thresholds().drop("g"), names),
+            ValueError,
+            r"thresholds have no column\(s\) \['g'\]",
+        ),
         (lambda: TrustScorer().fit(x, a, groups=[None] * len(x)), ValueError, "groups has a missing id at row 0"),
         (lambda: accepted_mask(np.zeros(4), a[:4, 0], scorer.thresholds(), names), ValueError, r"must be \(N, K\)"),
         (lambda: accepted_mask(np.zeros(4), a[:4], scorer.thresholds(), "m"), TypeError, "got the string 'm'"),
         # identical real rows: the z-scores divided by a zero spread (NaN trust)
         (lambda: TrustScorer().fit(np.tile(x[:1], (300, 1)), a), ValueError, "do not vary"),
-    ]  # fmt: skip
+    ]
     for call, error, message in refusals:
         with pytest.raises(error, match=message):
             call()

@@ -60,16 +60,22 @@ def _crel(key, **update):
         (_crel("ablations", betas=[0.1, 0.1000001]), "config key 'crel.ablations.betas' holds 0.1 and 0.1000001"),
         # n = 1006 cut 50/30/10/10 cumulatively leaves 100 calibration points, too few for
         # alpha = 0.0099 (needs 101), although round(1006 * 0.1) = 101 would pass
-        (lambda c: (c["crel"]["synthetic"].update(n=1006), c["crel"]["calibration"].update(alphas=[0.1, 0.0099])),
-         "crel.calibration.alphas"),
+        (
+            lambda c: (c["crel"]["synthetic"].update(n=1006), c["crel"]["calibration"].update(alphas=[0.1, 0.0099])),
+            "crel.calibration.alphas",
+        ),
         # 300 val images leave 15 calibration images, too few for alpha = 0.05 (needs 19)
-        (lambda c: (c.update(tiny_config("i2t")), c["crel"]["image_to_text"].update(alpha=0.05)),
-         "config key 'crel.image_to_text.alpha' holds 0.05, but the calibration fold has only 15 points"),
+        (
+            lambda c: (c.update(tiny_config("i2t")), c["crel"]["image_to_text"].update(alpha=0.05)),
+            "config key 'crel.image_to_text.alpha' holds 0.05, but the calibration fold has only 15 points",
+        ),
         # a misspelt model keyword reached tiny_autoencoder_kl as a raw TypeError in the job
-        (lambda c: (c.update(tiny_config("trust")), c["trust"]["autoencoder"]["model"].update(latent_chanels=4)),
-         "config key 'trust.autoencoder.model' names ['latent_chanels'], which tiny_autoencoder_kl does not take"),
+        (
+            lambda c: (c.update(tiny_config("trust")), c["trust"]["autoencoder"]["model"].update(latent_chanels=4)),
+            "config key 'trust.autoencoder.model' names ['latent_chanels'], which tiny_autoencoder_kl does not take",
+        ),
     ],
-)  # fmt: skip
+)
 def test_invalid_config_is_refused_before_any_job(tmp_path, mutate, key):
     """A real run (not a dry run): it must stop at parse time, before writing anything."""
     _write_config(tmp_path, mutate)
@@ -126,7 +132,7 @@ def _models(c):
         (lambda c: c["crel"]["image_to_text"]["vae"].update(dropout=1.5), "dropout"),
         (lambda c: c.pop("coco"), "coco"),
     ],
-)  # fmt: skip
+)
 def test_invalid_image_to_text_config_is_refused_before_any_job(tmp_path, mutate, key):
     _write_config(tmp_path, _with_i2t(mutate))
     result = _snakemake(tmp_path, "crel_i2t")
@@ -161,7 +167,10 @@ def _crc(*keys, **update):
     "mutate, key",
     [
         (_crc("intervals", "calibration", dataset="vicr"), "crc.intervals.calibration.dataset"),
-        (_crc("data", "judgments", flickr8k={"format": "pickle", "file": "data/vicr.pkl", "images": "data"}), "crc.allow_pickle"),
+        (
+            _crc("data", "judgments", flickr8k={"format": "pickle", "file": "data/vicr.pkl", "images": "data"}),
+            "crc.allow_pickle",
+        ),
         (_crc("words", alphas=[0.2, 1.2]), "alphas"),
         (_crc("words", alphas=[0.1, 0.1000001]), "config key 'crc.words.alphas' holds 0.1 and 0.1000001"),
         (_crc("words", delta=float("nan")), "config key 'crc.words.delta': NaN is not a number here"),
@@ -172,7 +181,7 @@ def _crc(*keys, **update):
         (lambda c: c["coco"]["miniworld"].update(novel_shapes=["hexagon"]), "coco.miniworld.novel_shapes"),
         (lambda c: c["coco"]["miniworld"].pop("novel_shapes"), "crc.miniature"),
     ],
-)  # fmt: skip
+)
 def test_invalid_crc_config_is_refused_before_any_job(tmp_path, mutate, key):
     _write_config(tmp_path, _with_crc(mutate))
     result = _snakemake(tmp_path, "crc")

@@ -50,8 +50,20 @@ def test_names_used_in_paths_must_be_identifiers(schema, section, place, name):
 
 def _dry_run(workdir: Path, config: dict, *extra: str) -> subprocess.CompletedProcess:
     (workdir / "paper.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "snakemake", "crel", "-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir),
-               "--configfile", str(workdir / "paper.yaml"), "-n", *extra]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "crel",
+        "-s",
+        str(REPO / "workflow/Snakefile"),
+        "-d",
+        str(workdir),
+        "--configfile",
+        str(workdir / "paper.yaml"),
+        "-n",
+        *extra,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
@@ -66,12 +78,14 @@ def test_every_missing_configured_input_is_listed_with_its_key(tmp_path):
     assert result.returncode != 0
     message = result.stderr + result.stdout
     assert "configured input(s) are missing, and no job of this workflow writes them" in message
-    for key, path in [("coco.root (annotations/captions_val2014.json)", "data/coco2014/annotations/captions_val2014.json"),
-                      ("encoders.clip.path", config["encoders"]["clip"]["path"]),
-                      ("crel.image_to_text.models.git-large.path", "models/microsoft/git-large-coco"),
-                      ("crc.models.ml-laion-h14.tokenizer", "models/FacebookAI/xlm-roberta-large"),
-                      ("crc.data.rich_hf.calibration", "data/richhf18k/dev.tfrecord"),
-                      ("crc.data.judgments.vicr.file", "data/clipscore_bundle/Vicr/VICR.pkl")]:  # fmt: skip
+    for key, path in [
+        ("coco.root (annotations/captions_val2014.json)", "data/coco2014/annotations/captions_val2014.json"),
+        ("encoders.clip.path", config["encoders"]["clip"]["path"]),
+        ("crel.image_to_text.models.git-large.path", "models/microsoft/git-large-coco"),
+        ("crc.models.ml-laion-h14.tokenizer", "models/FacebookAI/xlm-roberta-large"),
+        ("crc.data.rich_hf.calibration", "data/richhf18k/dev.tfrecord"),
+        ("crc.data.judgments.vicr.file", "data/clipscore_bundle/Vicr/VICR.pkl"),
+    ]:
         assert f"  {key}: {path}\n" in message
     assert all(f": {path}\n" not in message for path in present)
 
@@ -81,8 +95,19 @@ def test_inputs_that_a_rule_writes_are_not_demanded(tmp_path):
     """The miniature's data (mini-world, mini benchmarks) do not exist yet, but its rules write them."""
     config = tiny_config("crc", "i2t")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
-    command = [sys.executable, "-m", "snakemake", "all", "-s", str(REPO / "workflow/Snakefile"), "-d", str(tmp_path),
-               "--configfile", str(tmp_path / "config.yaml"), "-n"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "all",
+        "-s",
+        str(REPO / "workflow/Snakefile"),
+        "-d",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+        "-n",
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
 

@@ -10,8 +10,17 @@ from conftest import copy_run, dry_run_jobs, run_snakemake, tiny_config
 
 pytestmark = pytest.mark.slow
 SHARDS = tiny_config("i2t", "crc")["crc"]["shards"]
-SAMPLING_OR_EARLIER = {"miniworld_split", "word_tokenizer", "train_clip", "crc_mini_foil_it", "crc_mini_foil_nocaps", "crc_mini_rich_hf",
-                       "crc_mini_judgments", "crc_captions", "crc_sample"}  # fmt: skip
+SAMPLING_OR_EARLIER = {
+    "miniworld_split",
+    "word_tokenizer",
+    "train_clip",
+    "crc_mini_foil_it",
+    "crc_mini_foil_nocaps",
+    "crc_mini_rich_hf",
+    "crc_mini_judgments",
+    "crc_captions",
+    "crc_sample",
+}
 
 
 def _edited_jobs(workdir, edit) -> dict[str, int]:
@@ -30,8 +39,17 @@ def finished(tiny_run, tmp_path_factory):
 
 def test_every_table_and_figure_is_written(finished):
     reports = finished / "reports/crc"
-    for name in ("table1_tiny-clip.md", "table2.md", "table3_tiny-clip.md", "table4.md", "table5.md", "signal.md",
-                 "fig1_violins_tiny-clip.png", "word_examples_tiny-clip.png", "dropped_rows.md"):  # fmt: skip
+    for name in (
+        "table1_tiny-clip.md",
+        "table2.md",
+        "table3_tiny-clip.md",
+        "table4.md",
+        "table5.md",
+        "signal.md",
+        "fig1_violins_tiny-clip.png",
+        "word_examples_tiny-clip.png",
+        "dropped_rows.md",
+    ):
         assert (reports / name).stat().st_size > 0, name
     table2 = (reports / "table2.md").read_text()
     assert all(column in table2 for column in ("FOIL-it FDR", "in LA", "near LA", "out LA")) and "(cited)" in table2

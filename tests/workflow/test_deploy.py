@@ -40,10 +40,20 @@ def project(tmp_path_factory) -> Path:
     (project / "config/config.yaml").write_text(yaml.safe_dump(tiny_config()))
     (project / "Snakefile").write_text(PROJECT_SNAKEFILE)
     result = run_bounded(
-        [sys.executable, "-m", "snakemake", "condeval_all", "--cores", "2", "--workflow-profile", "none",
-         "--rerun-incomplete"],
-        budget_s=900, cwd=project,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "condeval_all",
+            "--cores",
+            "2",
+            "--workflow-profile",
+            "none",
+            "--rerun-incomplete",
+        ],
+        budget_s=900,
+        cwd=project,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return project
 
@@ -59,6 +69,9 @@ def test_a_project_runs_the_workflow_as_a_module_to_the_end(project):
 def test_the_module_run_is_up_to_date_afterwards(project):
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "condeval_all", "-n", "--workflow-profile", "none"],
-        cwd=project, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0 and "Nothing to be done" in result.stdout + result.stderr, result.stdout[-2000:]

@@ -22,8 +22,18 @@ BIN = Path(sys.executable).parent
 ENV = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
 pytestmark = pytest.mark.slow
 
-ALPHA_RULES = {"evaluate_crel", "crel_reliability", "evaluate_feldman", "evaluate_dqr", "evaluate_pcp", "table1",
-               "coverage_vs_alpha", "fig2_regions", "reliability_table", "all"}  # fmt: skip
+ALPHA_RULES = {
+    "evaluate_crel",
+    "crel_reliability",
+    "evaluate_feldman",
+    "evaluate_dqr",
+    "evaluate_pcp",
+    "table1",
+    "coverage_vs_alpha",
+    "fig2_regions",
+    "reliability_table",
+    "all",
+}
 DATA_RULES = {"generate_synthetic", "split_folds", "preprocess", "output_grid"}
 LGM_DOWNSTREAM = {"train_vae", "encode_latents", "train_dqr", "crel_latent_scores", "evaluate_crel"}
 

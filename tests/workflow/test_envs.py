@@ -180,9 +180,12 @@ def rules_with_environments() -> tuple[tuple[str, Path, Path], ...]:
 
     with SnakemakeApi(OutputSettings()) as api:
         workflow = api.workflow(
-            resource_settings=ResourceSettings(cores=1), config_settings=ConfigSettings(),
-            storage_settings=StorageSettings(), snakefile=REPO / "workflow/Snakefile", workdir=REPO,
-        )._workflow  # fmt: skip
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(),
+            storage_settings=StorageSettings(),
+            snakefile=REPO / "workflow/Snakefile",
+            workdir=REPO,
+        )._workflow
         found = []
         for rule in workflow.rules:
             if rule.conda_env and rule.script:

@@ -24,20 +24,57 @@ PAPER = yaml.safe_load((REPO / "config/paper.yaml").read_text())
 #: Sources whose paths are inputs of the paper targets (the CRC image folders and the stanza models
 #: included, so that they are fetched before the jobs reading them).
 DAG_SOURCES = {
-    "coco2014", "foil_it", "foil_nocaps", "richhf18k", "pick_a_pic_prompts", "flickr8k", "polaris", "clipscore_bundle",
-    "coco2014_train_images", "richhf18k_images", "foil_nocaps_images", "stanza_en",
-    "blip_base", "blip_large", "git_base", "git_large", "clip_vit_l14", "bert_base", "ml_laion_b32", "ml_laion_h14",
-    "dinov2_base", "sd3_medium", "sd35_large", "flux_dev", "kandinsky_22", "celeba", "rxrx1", "dinov3_vitl16",
-    "siglip_so400m", "sd_vae_ft_mse",
-}  # fmt: skip
+    "coco2014",
+    "foil_it",
+    "foil_nocaps",
+    "richhf18k",
+    "pick_a_pic_prompts",
+    "flickr8k",
+    "polaris",
+    "clipscore_bundle",
+    "coco2014_train_images",
+    "richhf18k_images",
+    "foil_nocaps_images",
+    "stanza_en",
+    "blip_base",
+    "blip_large",
+    "git_base",
+    "git_large",
+    "clip_vit_l14",
+    "bert_base",
+    "ml_laion_b32",
+    "ml_laion_h14",
+    "dinov2_base",
+    "sd3_medium",
+    "sd35_large",
+    "flux_dev",
+    "kandinsky_22",
+    "celeba",
+    "rxrx1",
+    "dinov3_vitl16",
+    "siglip_so400m",
+    "sd_vae_ft_mse",
+}
 RECORDS = json.dumps([{"image_path": "a.jpg", "references": ["a cube"]}]).encode()
 
 
 def _snakemake(
     workdir: Path, *args: str, configs=("config/paper.yaml", "config/trust_pickles.yaml")
 ) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir), "--cores", "1", *args,
-               "--configfile", *(str(REPO / c) for c in configs)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "workflow/Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        *args,
+        "--configfile",
+        *(str(REPO / c) for c in configs),
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
@@ -78,13 +115,35 @@ def server(tmp_path):
 
 def _catalog(tmp_path: Path) -> Path:
     """FOIL-nocaps from the fixture server, RichHF-18K's dev file from it too, and a manual tagger."""
-    catalog = {"sources": {
-        "foil_nocaps": {"about": "FOIL-nocaps", "http": [
-            {"url": "http://data.example.org/nocaps-val-foil.json", "sha256": hashlib.sha256(RECORDS).hexdigest(), "to": "crc.data.foil_nocaps.file"}]},
-        "richhf_dev": {"about": "RichHF-18K dev", "http": [
-            {"url": "http://data.example.org/dev.tfrecord", "sha256": "0" * 64, "to": "crc.data.rich_hf.calibration"}]},
-        "stanza_en": {"about": "stanza models", "manual": "stanza.download('en')", "folders": ["crc.tagger.model_dir"]},
-    }}  # fmt: skip
+    catalog = {
+        "sources": {
+            "foil_nocaps": {
+                "about": "FOIL-nocaps",
+                "http": [
+                    {
+                        "url": "http://data.example.org/nocaps-val-foil.json",
+                        "sha256": hashlib.sha256(RECORDS).hexdigest(),
+                        "to": "crc.data.foil_nocaps.file",
+                    }
+                ],
+            },
+            "richhf_dev": {
+                "about": "RichHF-18K dev",
+                "http": [
+                    {
+                        "url": "http://data.example.org/dev.tfrecord",
+                        "sha256": "0" * 64,
+                        "to": "crc.data.rich_hf.calibration",
+                    }
+                ],
+            },
+            "stanza_en": {
+                "about": "stanza models",
+                "manual": "stanza.download('en')",
+                "folders": ["crc.tagger.model_dir"],
+            },
+        }
+    }
     path = tmp_path / "sources.yaml"
     path.write_text(yaml.safe_dump(catalog))
     return path

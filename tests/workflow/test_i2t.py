@@ -104,7 +104,7 @@ def test_the_temperature_ablation_samples_one_captioner_at_each_temperature(fini
         ({"reliability": {"num_z0": 3, "steps": 8, "lr": 0.05}}, "num_z0_curve"),
         ({"temperature_sweep": {"model": "mini-ofa", "temperatures": [0.7, 1.3]}}, "temperature_sweep.model"),
     ],
-)  # fmt: skip
+)
 def test_bad_image_to_text_options_are_refused_naming_the_key(tmp_path, section, key):
     (tmp_path / "config").mkdir()
     (tmp_path / "config/config.yaml").write_text((REPO / ".test/config/config.yaml").read_text())

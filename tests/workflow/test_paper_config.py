@@ -31,9 +31,14 @@ I2T_GPU_RULES = (
 T2I_GPU_RULES = ("generate_images", "t2i_fit", "t2i_evaluate", "t2i_signal")
 #: Trust-score rules that must run on a GPU node under profiles/slurm (training, generation and features).
 TRUST_GPU_RULES = (
-    "trust_real_features", "trust_train_generator", "trust_generate", "trust_sample_features", "trust_train_translator",
-    "trust_trajectory", "trust_real_trajectory",
-)  # fmt: skip
+    "trust_real_features",
+    "trust_train_generator",
+    "trust_generate",
+    "trust_sample_features",
+    "trust_train_translator",
+    "trust_trajectory",
+    "trust_real_trajectory",
+)
 
 
 def _stand_ins(workdir: Path) -> dict:
@@ -76,18 +81,46 @@ def _stand_ins(workdir: Path) -> dict:
 
 def _dry_run(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
     return run_bounded(
-        [sys.executable, "-m", "snakemake", "all", "ablations", "crel_i2t_num_z0", "scaling", "-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir),
-         "--configfile", str(REPO / "config/paper.yaml"), str(REPO / "config/trust_pickles.yaml"), "-n", *extra],
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "all",
+            "ablations",
+            "crel_i2t_num_z0",
+            "scaling",
+            "-s",
+            str(REPO / "workflow/Snakefile"),
+            "-d",
+            str(workdir),
+            "--configfile",
+            str(REPO / "config/paper.yaml"),
+            str(REPO / "config/trust_pickles.yaml"),
+            "-n",
+            *extra,
+        ],
         budget_s=300,
-    )  # fmt: skip
+    )
 
 
 def test_paper_config_refuses_its_pickles_until_trusted(tmp_path):
     _stand_ins(tmp_path)
     result = run_bounded(
-        [sys.executable, "-m", "snakemake", "crc", "-s", str(REPO / "workflow/Snakefile"), "-d", str(tmp_path), "--configfile", str(REPO / "config/paper.yaml"), "-n"],
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "crc",
+            "-s",
+            str(REPO / "workflow/Snakefile"),
+            "-d",
+            str(tmp_path),
+            "--configfile",
+            str(REPO / "config/paper.yaml"),
+            "-n",
+        ],
         budget_s=300,
-    )  # fmt: skip
+    )
     assert result.returncode != 0 and "crc.allow_pickle" in result.stderr + result.stdout
 
 
@@ -203,7 +236,8 @@ def test_gpu_jobs_ask_what_their_paper_work_needs_and_fit_an_a100_site(tmp_path)
     unsized = {rule for rule, _, values in jobs if values.get("gpu", 0) > 0 and "gpu_mem_mb" not in values}
     assert not unsized, f"GPU rules asking fixed resources: {sorted(unsized)}"
     assert all(values["gpu_mem_mb"] <= 81_920 and values["runtime"] <= limit_min for _, values in sized), max(
-        sized, key=lambda item: item[1]["runtime"])  # fmt: skip
+        sized, key=lambda item: item[1]["runtime"]
+    )
 
 
 def test_the_docs_bill_is_the_one_the_code_plans():
@@ -211,8 +245,11 @@ def test_the_docs_bill_is_the_one_the_code_plans():
     sys.path.insert(0, str(REPO / "tools"))
     import cluster_bill
 
-    block = re.search(r"<!-- generated: cluster_bill -->\n(.*?)<!-- /generated: cluster_bill -->",
-                      (REPO / "docs/cluster.md").read_text(), flags=re.S)  # fmt: skip
+    block = re.search(
+        r"<!-- generated: cluster_bill -->\n(.*?)<!-- /generated: cluster_bill -->",
+        (REPO / "docs/cluster.md").read_text(),
+        flags=re.S,
+    )
     assert block, "docs/cluster.md has no cluster_bill block"
     assert block.group(1).strip() == cluster_bill.main([]).strip(), "stale: python tools/cluster_bill.py --write"
 

@@ -18,9 +18,24 @@ BUDGET_S = 600
 
 def _plan_paper_dag(workdir: Path) -> subprocess.Popen:
     """A dry run of the paper config from an empty folder, started (it runs beside the rehearsal's data writing)."""
-    command = [sys.executable, "-m", "snakemake", *_targets(), "-s", str(REPO / "workflow/Snakefile"), "-d", str(workdir), "-n",
-               "--quiet", "rules", "--configfile", str(REPO / "config/paper.yaml"),
-               str(REPO / "config/trust_pickles.yaml"), "--config", "check_inputs=False"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        *_targets(),
+        "-s",
+        str(REPO / "workflow/Snakefile"),
+        "-d",
+        str(workdir),
+        "-n",
+        "--quiet",
+        "rules",
+        "--configfile",
+        str(REPO / "config/paper.yaml"),
+        str(REPO / "config/trust_pickles.yaml"),
+        "--config",
+        "check_inputs=False",
+    ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -52,9 +67,13 @@ def _placed_by_hand() -> set[str]:
 
 #: The logs of the jobs that load a hub checkpoint on a GPU (config/rehearsal.yaml runs each in bfloat16).
 CHECKPOINT_LOGS = (
-    "crel_t2i/generate_*.log", "crel_i2t/generate_*.log", "shared/features/*/*/shard-*.log", "crc/sample_*.log",
-    "trust/real_features_*.log", "trust/sample_features_*.log",
-)  # fmt: skip
+    "crel_t2i/generate_*.log",
+    "crel_i2t/generate_*.log",
+    "shared/features/*/*/shard-*.log",
+    "crc/sample_*.log",
+    "trust/real_features_*.log",
+    "trust/sample_features_*.log",
+)
 
 
 def _precisions(logs: Path) -> dict[str, list[str]]:
@@ -68,8 +87,9 @@ def _precisions(logs: Path) -> dict[str, list[str]]:
 def test_every_rule_of_the_paper_dag_runs_at_the_real_shapes(tmp_path):
     started = time.perf_counter()
     plan = _plan_paper_dag(tmp_path / "dry")
-    result = run_bounded([sys.executable, str(REPO / "tools/rehearse.py"), str(tmp_path / "run"), "--cores", "2"],
-                         budget_s=BUDGET_S)  # fmt: skip
+    result = run_bounded(
+        [sys.executable, str(REPO / "tools/rehearse.py"), str(tmp_path / "run"), "--cores", "2"], budget_s=BUDGET_S
+    )
     elapsed = time.perf_counter() - started
     expected = _paper_dag_rules(plan)
     output = result.stdout + result.stderr

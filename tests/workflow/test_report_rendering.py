@@ -27,10 +27,12 @@ def planned_jobs(api, workdir: Path) -> list:
     from snakemake.settings.types import ConfigSettings, DAGSettings, ResourceSettings, StorageSettings
 
     workflow_api = api.workflow(
-        resource_settings=ResourceSettings(cores=1), storage_settings=StorageSettings(),
+        resource_settings=ResourceSettings(cores=1),
+        storage_settings=StorageSettings(),
         config_settings=ConfigSettings(configfiles=[REPO / f".test/config/{name}.yaml" for name in CONFIGS]),
-        snakefile=REPO / "workflow/Snakefile", workdir=workdir,
-    )  # fmt: skip
+        snakefile=REPO / "workflow/Snakefile",
+        workdir=workdir,
+    )
     targets = {rule.name for rule in workflow_api._workflow.rules if not rule.output}
     workflow_api.dag(dag_settings=DAGSettings(targets=targets, forceall=True))
     workflow = workflow_api._workflow
@@ -73,8 +75,11 @@ def planned(tmp_path_factory):
 @pytest.fixture(scope="module")
 def captions(planned):
     """(rule, output, caption file, HTML) of every report item."""
-    return [(rule, output, Path(str(caption)), render_caption(job, caption))
-            for job in planned for rule, output, caption in report_items([job])]  # fmt: skip
+    return [
+        (rule, output, Path(str(caption)), render_caption(job, caption))
+        for job in planned
+        for rule, output, caption in report_items([job])
+    ]
 
 
 @pytest.mark.slow

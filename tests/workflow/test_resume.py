@@ -33,8 +33,20 @@ def test_a_failed_training_job_keeps_its_checkpoint_and_the_rerun_resumes_from_i
     (tmp_path / "config").mkdir()
     (tmp_path / "config/config.yaml").write_text(yaml.safe_dump(config))
     checkpoint = tmp_path / f"{TARGET}_run/checkpoints/last.ckpt"
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow/Snakefile"), "-d", str(tmp_path), "--cores", "1",
-               TARGET, "--configfile", str(tmp_path / "config/config.yaml")]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "workflow/Snakefile"),
+        "-d",
+        str(tmp_path),
+        "--cores",
+        "1",
+        TARGET,
+        "--configfile",
+        str(tmp_path / "config/config.yaml"),
+    ]
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and first.poll() is None and time.monotonic() < deadline:

@@ -138,13 +138,26 @@ def runs(tiny_run, cluster, tmp_path_factory):
     env = cluster["env"]
     slurm_dir = copy_run(tiny_run, tmp_path_factory.mktemp("slurm_run"))
     result, wall_s = _run(
-        SNAKEMAKE + [
-            "-s", str(REPO / "workflow/Snakefile"), "-d", str(slurm_dir), "--profile", str(REPO / "profiles/slurm"),
-            "--slurm-init-seconds-before-status-checks", "5", "--forcerun", FORCED, *_site_values(),
-            "--", SLURM_TARGET,
+        SNAKEMAKE
+        + [
+            "-s",
+            str(REPO / "workflow/Snakefile"),
+            "-d",
+            str(slurm_dir),
+            "--profile",
+            str(REPO / "profiles/slurm"),
+            "--slurm-init-seconds-before-status-checks",
+            "5",
+            "--forcerun",
+            FORCED,
+            *_site_values(),
+            "--",
+            SLURM_TARGET,
         ],
-        slurm_dir, env, timeout=1500,
-    )  # fmt: skip
+        slurm_dir,
+        env,
+        timeout=1500,
+    )
     log = result.stdout + result.stderr
     assert result.returncode == 0, _tail(log, 8000)
     cluster["timings"]["slurm run"] = f"{wall_s:.0f}s"
@@ -155,14 +168,23 @@ def runs(tiny_run, cluster, tmp_path_factory):
     ("site", "refusal"),
     [
         ([], "the cluster profile's site values are not set (slurm_account=SET-ME, slurm_partition=SET-ME)"),
-        (["--default-resources", "slurm_account=localtest", "slurm_partition=localtest",
-          "--set-resources", f"{GPU_RULE}:slurm_partition=gpu"],
-         f"1 rule(s) that use a GPU would run without one ({GPU_RULE})"),
-        ([*_site_values(), "--configfile", "{work}/config/config.yaml", "{work}/short_partition.yaml"],
-         "crel_reliability asks 10 min; the partition's limit is 6 min"),
+        (
+            [
+                "--default-resources",
+                "slurm_account=localtest",
+                "slurm_partition=localtest",
+                "--set-resources",
+                f"{GPU_RULE}:slurm_partition=gpu",
+            ],
+            f"1 rule(s) that use a GPU would run without one ({GPU_RULE})",
+        ),
+        (
+            [*_site_values(), "--configfile", "{work}/config/config.yaml", "{work}/short_partition.yaml"],
+            "crel_reliability asks 10 min; the partition's limit is 6 min",
+        ),
     ],
     ids=["profile-values-unset", "gpu-block-replaced", "beyond-the-time-limit"],
-)  # fmt: skip
+)
 def test_a_run_the_cluster_would_misuse_is_refused_before_any_submission(runs, tmp_path, site, refusal):
     """The profile as shipped (SET-ME), a command-line --set-resources that drops a rule's GPU, and a
     partition limit shorter than a job asks (config `cluster`)."""
@@ -172,8 +194,10 @@ def test_a_run_the_cluster_would_misuse_is_refused_before_any_submission(runs, t
     site = [arg.format(work=work) for arg in site]
     result, _ = _run(
         SNAKEMAKE + ["--profile", "slurm", "-d", str(work), "--forcerun", FORCED, *site, "--", SLURM_TARGET],
-        REPO, runs["env"], timeout=300,
-    )  # fmt: skip
+        REPO,
+        runs["env"],
+        timeout=300,
+    )
     log = result.stdout + result.stderr
     assert result.returncode != 0 and "the cluster run cannot start" in log and refusal in log, _tail(log)
     assert not SUBMITTED.findall(log), "a job was submitted"
@@ -227,10 +251,12 @@ def test_a_failing_job_fails_the_run(runs, tmp_path):
     victim.write_bytes(b"this is not a parquet file\n")
     started = time.monotonic()
     result, wall_s = _run(
-        SNAKEMAKE + ["--profile", "slurm", "-d", str(broken), "--slurm-init-seconds-before-status-checks", "5",
-                     *_site_values()],
-        REPO, runs["env"], timeout=300,
-    )  # fmt: skip
+        SNAKEMAKE
+        + ["--profile", "slurm", "-d", str(broken), "--slurm-init-seconds-before-status-checks", "5", *_site_values()],
+        REPO,
+        runs["env"],
+        timeout=300,
+    )
     log = result.stdout + result.stderr
     assert result.returncode != 0, _tail(log)
     assert "Using profiles slurm and workflow specific profile" in log, _tail(log)

@@ -126,13 +126,26 @@ def test_the_same_seed_draws_the_same_images(finished, tmp_path):
     "section, key",
     [
         ({"num_z0": {"clip": 5, "dino": 8}}, "num_z0_curve"),
-        ({"models": {"mini-sd3": {"family": "dalle", "sampling": {"num_inference_steps": 2, "guidance_scale": 1.0},
-                                  "path": "x"}}}, "family"),
-        ({"autoencoders": {"vq": {"images": 10, "epochs": 1, "batch_size": 8, "lr": 0.1, "model": {}}}}, "autoencoders.kl"),
+        (
+            {
+                "models": {
+                    "mini-sd3": {
+                        "family": "dalle",
+                        "sampling": {"num_inference_steps": 2, "guidance_scale": 1.0},
+                        "path": "x",
+                    }
+                }
+            },
+            "family",
+        ),
+        (
+            {"autoencoders": {"vq": {"images": 10, "epochs": 1, "batch_size": 8, "lr": 0.1, "model": {}}}},
+            "autoencoders.kl",
+        ),
         ({"reliability": {"num_z0": 4, "steps": 8, "lr": 0.05}}, "reliability"),
         ({"items": 100000}, "config key 'crel.text_to_image.items' asks 100000 val images"),  # was cut to the world's
     ],
-)  # fmt: skip
+)
 def test_bad_text_to_image_options_are_refused_naming_the_key(tmp_path, section, key):
     from conftest import tiny_config
 

@@ -12,9 +12,16 @@ pytestmark = pytest.mark.slow
 DATASETS = ("celeba", "rxrx1")
 VARIANTS = ("vanilla", "repa-siglip")
 TRAINING_OR_GENERATION = {
-    "trust_mini_celeba", "trust_mini_rxrx1", "trust_real_table", "trust_train_extractor", "trust_real_features",
-    "trust_autoencoder", "trust_train_generator", "trust_generate", "trust_sample_features",
-}  # fmt: skip
+    "trust_mini_celeba",
+    "trust_mini_rxrx1",
+    "trust_real_table",
+    "trust_train_extractor",
+    "trust_real_features",
+    "trust_autoencoder",
+    "trust_train_generator",
+    "trust_generate",
+    "trust_sample_features",
+}
 
 
 def test_every_output_of_the_track_is_written(tiny_run):
@@ -93,8 +100,12 @@ def test_two_shards_draw_the_same_samples_and_scores_as_one(tiny_run, tmp_path):
     target = "results/trust/rxrx1/held_out/selection/vanilla.json"
     result = run_snakemake(workdir, target, configs=("config/config.yaml",), budget_s=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    frames, images = zip(*(read_samples(workdir / f"results/trust/rxrx1/held_out/samples/vanilla/shard-{k}.parquet",
-                                        names) for k in (0, 1)))  # fmt: skip
+    frames, images = zip(
+        *(
+            read_samples(workdir / f"results/trust/rxrx1/held_out/samples/vanilla/shard-{k}.parquet", names)
+            for k in (0, 1)
+        )
+    )
     assert min(len(frame) for frame in frames) > 0
     two_shards = pl.concat(frames).with_row_index("row")
     order = two_shards.join(one_shard.with_row_index("one"), on="sample_id", how="inner").sort("one")
@@ -170,26 +181,72 @@ def test_a_dataset_override_retrains_only_its_dataset(tiny_run, tmp_path):
         ({"morphology": {"pipeline": "nowhere.cppipe"}}, "trust.morphology.pipeline"),
         ({"translator": {"steps": [0], "noise_path": "ddpm"}}, "noise_path"),
         ({"translator": {"steps": [5], "layer": 1}}, "trust.translator.steps"),
-        ({"generator_training": {"epochs": 1, "batch_size": 8, "lr": 0.1, "transformer": {"layers": 1, "heads": 1},
-                                 "regimes": {"full": {"steps": 10, "epochs": 2}}}}, "trust.generator_training.regimes.full"),
-        ({"generator_training": {"epochs": 1, "batch_size": 8, "lr": 0.1, "transformer": {"layers": 1, "heads": 1},
-                                 "regimes": {"partial": {"epochs": 2}}}}, "partial"),
+        (
+            {
+                "generator_training": {
+                    "epochs": 1,
+                    "batch_size": 8,
+                    "lr": 0.1,
+                    "transformer": {"layers": 1, "heads": 1},
+                    "regimes": {"full": {"steps": 10, "epochs": 2}},
+                }
+            },
+            "trust.generator_training.regimes.full",
+        ),
+        (
+            {
+                "generator_training": {
+                    "epochs": 1,
+                    "batch_size": 8,
+                    "lr": 0.1,
+                    "transformer": {"layers": 1, "heads": 1},
+                    "regimes": {"partial": {"epochs": 2}},
+                }
+            },
+            "partial",
+        ),
         ({"translator": {"steps": [0], "variants": ["sit"], "layer": 1}}, "trust.translator.variants"),
         ({"translator": {"steps": [0], "aligned": ["vanilla"], "layer": 1}}, "trust.translator.aligned"),
         ({"translator": {"steps": [0, 0]}}, "config key 'trust.translator.steps': [0, 0] has non-unique elements"),
-        ({"translator": {"steps": [0], "layer": 1, "aligned": ["repa-siglip", "repa-siglip"]}},
-         "config key 'trust.translator.aligned'"),
-        ({"translator": {"steps": [0], "layer": 3}}, "config key 'trust.translator.layer' is block 3, past the denoiser's"),
-        ({"generators": {"vanilla": {}, "repa-siglip": {"repa": {"extractor": "siglip", "depth": 4}}}},
-         "config key 'trust.generators.repa-siglip.repa.depth' is block 4"),
+        (
+            {"translator": {"steps": [0], "layer": 1, "aligned": ["repa-siglip", "repa-siglip"]}},
+            "config key 'trust.translator.aligned'",
+        ),
+        (
+            {"translator": {"steps": [0], "layer": 3}},
+            "config key 'trust.translator.layer' is block 3, past the denoiser's",
+        ),
+        (
+            {"generators": {"vanilla": {}, "repa-siglip": {"repa": {"extractor": "siglip", "depth": 4}}}},
+            "config key 'trust.generators.repa-siglip.repa.depth' is block 4",
+        ),
         ({"translator": {"steps": [0], "loss": "tempered"}}, "loss"),
         ({"scorer": {"realism": "both"}}, "realism"),
-        ({"generator_training": {"epochs": 1, "batch_size": 8, "lr": 0.1, "transformer": {"layers": 1, "heads": 1},
-                                 "validation": "test"}}, "validation"),
-        ({"datasets": {"rxrx1": {"root": "data/trust/rxrx1", "autoencoder": {"channelwise": True, "epochs": 1,
-                                 "batch_size": 2, "lr": 0.1, "model": {}}}}}, "channelwise"),
+        (
+            {
+                "generator_training": {
+                    "epochs": 1,
+                    "batch_size": 8,
+                    "lr": 0.1,
+                    "transformer": {"layers": 1, "heads": 1},
+                    "validation": "test",
+                }
+            },
+            "validation",
+        ),
+        (
+            {
+                "datasets": {
+                    "rxrx1": {
+                        "root": "data/trust/rxrx1",
+                        "autoencoder": {"channelwise": True, "epochs": 1, "batch_size": 2, "lr": 0.1, "model": {}},
+                    }
+                }
+            },
+            "channelwise",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_trust_options_are_refused_naming_the_key(tmp_path, section, key):
     (tmp_path / "config").mkdir()
     config = tiny_config("trust")

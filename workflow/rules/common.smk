@@ -151,8 +151,14 @@ def oversized_jobs(log):
     if not workflow.non_local_exec:
         return
     limit_min = runtime_limit_min()
-    lines = sorted({line for job in workflow.dag.needrun_jobs() if not job.is_local and "gpu" in job.rule.resources
-                    for line in needs_beyond(job.rule.name, dict(job.resources.items()), site_card(), limit_min)})  # fmt: skip
+    lines = sorted(
+        {
+            line
+            for job in workflow.dag.needrun_jobs()
+            if not job.is_local and "gpu" in job.rule.resources
+            for line in needs_beyond(job.rule.name, dict(job.resources.items()), site_card(), limit_min)
+        }
+    )
     if lines:
         raise ValueError(
             "\n  ".join([f"the cluster run cannot start (config `cluster`: {config['cluster']}):", *lines])
@@ -300,9 +306,11 @@ def check_configured_inputs():
     if config.get("check_inputs", True) is False:
         return
     missing = {
-        key: path for key, path in configured_input_paths().items()
-        if not os.path.exists(path) and not any(_written_by(output, path) for job_rule in workflow.rules for output in job_rule.output)
-    }  # fmt: skip
+        key: path
+        for key, path in configured_input_paths().items()
+        if not os.path.exists(path)
+        and not any(_written_by(output, path) for job_rule in workflow.rules for output in job_rule.output)
+    }
     if missing:
         listing = "\n".join(f"  {key}: {path}" for key, path in missing.items())
         raise ValueError(

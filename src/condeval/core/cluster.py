@@ -44,8 +44,14 @@ def cluster_refusals(jobs: Iterable[ClusterJob], gpu_rules_on_cpu: bool = False)
         The config's ``gpu_rules_on_cpu``: GPU rules may run without a GPU.
     """
     jobs = list(jobs)
-    unset = sorted({f"{name}={value}" for job in jobs for name, value in job.resources.items()
-                    if isinstance(value, str) and PLACEHOLDER in value})  # fmt: skip
+    unset = sorted(
+        {
+            f"{name}={value}"
+            for job in jobs
+            for name, value in job.resources.items()
+            if isinstance(value, str) and PLACEHOLDER in value
+        }
+    )
     lines = []
     if unset:
         lines.append(

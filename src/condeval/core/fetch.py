@@ -119,14 +119,29 @@ class Source:
     def as_params(self) -> dict:
         """What a fetch job needs of the source, as Snakemake params: no description and no models' sizes, so
         rewording the catalogue or restating a size refetches nothing, and no path of the checkout."""
-        return {"name": self.name, "kind": self.kind, "files": list(self.files), "folders": list(self.folders),
-                "spec": _pinned_part(self.spec), "checked": list(self.checked), "entry": self.entry}  # fmt: skip
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "files": list(self.files),
+            "folders": list(self.folders),
+            "spec": _pinned_part(self.spec),
+            "checked": list(self.checked),
+            "entry": self.entry,
+        }
 
     @classmethod
     def from_params(cls, params: Mapping) -> Source:
         """The source a fetch job was given by :meth:`as_params`."""
-        return cls(params["name"], params["kind"], params["name"], tuple(params["files"]), tuple(params["folders"]),
-                   dict(params["spec"]), tuple(params["checked"]), params["entry"])  # fmt: skip
+        return cls(
+            params["name"],
+            params["kind"],
+            params["name"],
+            tuple(params["files"]),
+            tuple(params["folders"]),
+            dict(params["spec"]),
+            tuple(params["checked"]),
+            params["entry"],
+        )
 
 
 def config_value(config: Mapping, key: str, where: str) -> str:
@@ -294,8 +309,14 @@ def _check_pin(
         raise FetchError(f"{label}: {url} has sha256 {got}, {pinned_by} pins {sha256}; nothing was kept")
 
 
-def download(url: str, path: str | os.PathLike, label: str, sha256: str | None = None, size: int | None = None,
-             pinned_by: str = "the catalogue") -> tuple[str, int]:  # fmt: skip
+def download(
+    url: str,
+    path: str | os.PathLike,
+    label: str,
+    sha256: str | None = None,
+    size: int | None = None,
+    pinned_by: str = "the catalogue",
+) -> tuple[str, int]:
     """Download ``url`` to ``path``, renamed into place only once its sha256 (and size) match.
 
     Parameters
@@ -416,7 +437,7 @@ def read_lock(source: Source, lock_dir: str | os.PathLike) -> dict | None:
         raise FetchError(
             f"{path}: this lock was written for another catalogue entry of source '{source.name}' than the "
             f"catalogue holds now; restore the entry, or delete the lock to fetch the source as it is upstream and lock it again"
-        )  # fmt: skip
+        )
     items = source.spec.get("http") or source.spec.get("hub") or []
     if len(lock.get(source.kind, [])) != len(items):
         raise FetchError(
@@ -430,8 +451,10 @@ def write_lock(source: Source, lock_dir: str | os.PathLike, items: list[dict]) -
     import yaml
 
     path = lock_file(lock_dir, source)
-    header = (f"# The lock of source '{source.name}' (condeval.core.fetch), written by its first fetch: commit it.\n"
-              "# Every later fetch gets exactly these bytes or stops; delete it to fetch the source anew.\n")  # fmt: skip
+    header = (
+        f"# The lock of source '{source.name}' (condeval.core.fetch), written by its first fetch: commit it.\n"
+        "# Every later fetch gets exactly these bytes or stops; delete it to fetch the source anew.\n"
+    )
     body = yaml.safe_dump({"source": source.name, "entry": source.entry, source.kind: items}, sort_keys=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
@@ -463,8 +486,10 @@ def _fetch_http(source: Source, mirror: str | None, lock: dict | None, pinned_by
 
 def _gated_message(repos: Iterable[str]) -> str:
     pages = ", ".join(f"{HUB}/{repo}" for repo in repos)
-    return (f"gated: accept the licence at {pages} with your Hugging Face account, then set HF_TOKEN to a read "
-            f"token of that account ({HUB}/settings/tokens)")  # fmt: skip
+    return (
+        f"gated: accept the licence at {pages} with your Hugging Face account, then set HF_TOKEN to a read "
+        f"token of that account ({HUB}/settings/tokens)"
+    )
 
 
 def _fetch_repo(label: str, hub: Mapping, locked: Mapping, pinned_by: str, log) -> dict:
@@ -480,8 +505,15 @@ def _fetch_repo(label: str, hub: Mapping, locked: Mapping, pinned_by: str, log) 
             revision = HfApi(endpoint=endpoint).repo_info(hub["repo"], repo_type=hub.get("type", "model")).sha
             log(f"{label}: {hub['repo']} is not pinned; fetching its main branch, at {revision}, and locking it")
         with atomic_directory(hub["path"]) as tmp:
-            snapshot_download(hub["repo"], repo_type=hub.get("type", "model"), revision=revision, local_dir=tmp,
-                              allow_patterns=hub.get("allow"), ignore_patterns=hub.get("ignore"), endpoint=endpoint)  # fmt: skip
+            snapshot_download(
+                hub["repo"],
+                repo_type=hub.get("type", "model"),
+                revision=revision,
+                local_dir=tmp,
+                allow_patterns=hub.get("allow"),
+                ignore_patterns=hub.get("ignore"),
+                endpoint=endpoint,
+            )
             shutil.rmtree(Path(tmp) / ".cache", ignore_errors=True)
             files = _folder_digests(Path(tmp))  # each file read once: the lock's and the hub's LFS check
             _verify_hub_files(label, hub, revision, Path(tmp), endpoint, files)

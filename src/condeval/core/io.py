@@ -261,14 +261,22 @@ def image_batch(images, name: str = "images", *, kind: str = "uint8", channels: 
     # channels last: the model's count there and not first, or (count unknown) at most 4 last and more first
     last_is_channels = array.shape[-1] == channels if channels is not None else array.shape[-1] <= 4 < array.shape[1]
     if array.shape[1] != channels and last_is_channels:
-        raise ValueError(f"{name} of shape {array.shape} look like (N, H, W, C); pass (N, C, H, W), e.g. "
-                         f"{name}.transpose(0, 3, 1, 2)")  # fmt: skip
+        raise ValueError(
+            f"{name} of shape {array.shape} look like (N, H, W, C); pass (N, C, H, W), e.g. "
+            f"{name}.transpose(0, 3, 1, 2)"
+        )
     if channels is not None and array.shape[1] != channels:
         raise ValueError(f"{name} must have {channels} channels (the model's); got shape {array.shape}")
     if kind == "uint8":
         if array.dtype != np.uint8:
-            hint = (" (floats in [-1, 1]: ((x + 1) * 127.5).round().astype(np.uint8); in [0, 1]: "
-                    "(x * 255).round().astype(np.uint8))") if array.dtype.kind == "f" else ""  # fmt: skip
+            hint = (
+                (
+                    " (floats in [-1, 1]: ((x + 1) * 127.5).round().astype(np.uint8); in [0, 1]: "
+                    "(x * 255).round().astype(np.uint8))"
+                )
+                if array.dtype.kind == "f"
+                else ""
+            )
             raise TypeError(f"{name} must be uint8 pixels 0..255; got {array.dtype}{hint}")
         return array
     if kind != "signed":
@@ -279,8 +287,10 @@ def image_batch(images, name: str = "images", *, kind: str = "uint8", channels: 
     if not finite.all():
         raise ValueError(f"{name}[{int(np.flatnonzero(~finite)[0])}] holds NaN or infinite values")
     if array.size and (array.min() < -1.0 - 1e-5 or array.max() > 1.0 + 1e-5):
-        raise ValueError(f"{name} must lie in [-1, 1]; got {array.min():g}..{array.max():g} (pixels 0..255: "
-                         "x / 127.5 - 1; 0..1: 2 * x - 1)")  # fmt: skip
+        raise ValueError(
+            f"{name} must lie in [-1, 1]; got {array.min():g}..{array.max():g} (pixels 0..255: "
+            "x / 127.5 - 1; 0..1: 2 * x - 1)"
+        )
     return array
 
 

@@ -291,9 +291,13 @@ def encoding_work(
         forward_flops(tower_parameters(parameters, tower), tokens) for parameters, tower, tokens in known
     )
     widest = max((tokens for *_, tokens in known), default=0)
-    return GpuWork(sum(parameters["loaded"] for parameters, *_ in known), flops, dtype,
-                   activation_bytes=batch_size * widest * INFERENCE_BYTES_PER_TOKEN,
-                   basis=f"{items:,} items x {len(known)} encoder(s)")  # fmt: skip
+    return GpuWork(
+        sum(parameters["loaded"] for parameters, *_ in known),
+        flops,
+        dtype,
+        activation_bytes=batch_size * widest * INFERENCE_BYTES_PER_TOKEN,
+        basis=f"{items:,} items x {len(known)} encoder(s)",
+    )
 
 
 def image_bytes(side: int, channels: int = 3) -> int:
@@ -328,13 +332,24 @@ def mlp_training_work(rows: int, epochs: int, batch_size: int, parameters: float
     """Training a small model of ``parameters`` on ``rows`` for ``epochs`` (an upper bound: early stopping
     may end it sooner): one step per batch, each row a single token, in float32."""
     steps = optimizer_steps(rows, batch_size, epochs)
-    return GpuWork(parameters, epochs * rows * training_flops(parameters, 1), "float32", trained_parameters=parameters,
-                   basis=basis or f"{epochs} epochs of {rows:,} rows", steps=steps)  # fmt: skip
+    return GpuWork(
+        parameters,
+        epochs * rows * training_flops(parameters, 1),
+        "float32",
+        trained_parameters=parameters,
+        basis=basis or f"{epochs} epochs of {rows:,} rows",
+        steps=steps,
+    )
 
 
 def pgd_work(points: int, starts: int, steps: int, parameters: float, batch_size: int = 1024) -> GpuWork:
     """A multi-start projected gradient search (CReL's worst case): ``points`` rows of ``batch_size`` at a
     time, each from ``starts`` starting points for ``steps`` steps, through a model of ``parameters``."""
     batches = math.ceil(points / batch_size)
-    return GpuWork(parameters, steps * points * starts * training_flops(parameters, 1), "float32",
-                   basis=f"{points:,} points x {starts} starts x {steps} steps", steps=batches * steps)  # fmt: skip
+    return GpuWork(
+        parameters,
+        steps * points * starts * training_flops(parameters, 1),
+        "float32",
+        basis=f"{points:,} points x {starts} starts x {steps} steps",
+        steps=batches * steps,
+    )

@@ -86,8 +86,9 @@ class RowShards(torch.utils.data.Dataset):
         A window of the rows (e.g. the first rows validate, the rest train).
     """
 
-    def __init__(self, folders: Sequence[str | os.PathLike], names: Sequence[str], start: int = 0,
-                 stop: int | None = None):  # fmt: skip
+    def __init__(
+        self, folders: Sequence[str | os.PathLike], names: Sequence[str], start: int = 0, stop: int | None = None
+    ):
         self.folders, self.names = [Path(folder) for folder in folders], tuple(names)
         self._files = [[NpyRows(folder / f"{name}.npy") for name in self.names] for folder in self.folders]
         lengths = [len(files[0]) for files in self._files]

@@ -281,8 +281,14 @@ def _loader(rows, batch_size: int, generator: torch.Generator | None = None, wor
     shuffled with ``generator`` if given."""
     shuffle = generator is not None
     if isinstance(rows, Dataset):
-        return DataLoader(rows, batch_size=batch_size, shuffle=shuffle, num_workers=workers, generator=generator,
-                          persistent_workers=workers > 0)  # fmt: skip
+        return DataLoader(
+            rows,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            num_workers=workers,
+            generator=generator,
+            persistent_workers=workers > 0,
+        )
     tensors = [_as_batch_tensor(a) for a in rows]
     lengths = {t.shape[0] for t in tensors}
     if len(lengths) != 1:
@@ -371,10 +377,18 @@ def _run_identity(module, rows: Sequence, settings: dict, fingerprint: str | Non
     hparams = dict(getattr(module, "hparams", None) or {})
     frozen = module.frozen_identity() if hasattr(module, "frozen_identity") else None
     if not hparams and fingerprint is None:
-        log.warning("%s saved no hyperparameters (save_hyperparameters()) and fit got no fingerprint: a run "
-                    "folder it left is resumed whatever its other settings were", type(module).__qualname__)  # fmt: skip
-    header = {"module": type(module).__qualname__, "hparams": hparams, "frozen": frozen, "settings": settings,
-              "fingerprint": fingerprint}  # fmt: skip
+        log.warning(
+            "%s saved no hyperparameters (save_hyperparameters()) and fit got no fingerprint: a run "
+            "folder it left is resumed whatever its other settings were",
+            type(module).__qualname__,
+        )
+    header = {
+        "module": type(module).__qualname__,
+        "hparams": hparams,
+        "frozen": frozen,
+        "settings": settings,
+        "fingerprint": fingerprint,
+    }
     digest = hashlib.sha256(json.dumps(header, sort_keys=True, default=_stable_repr).encode())
     for array in rows:
         if isinstance(array, Dataset):  # rows read from disk: the files' identity, not their bytes

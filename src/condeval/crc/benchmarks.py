@@ -47,8 +47,16 @@ WORD_BENCHMARKS = ("foil_it", "foil_nocaps", "rich_hf")
 #: FOIL-it calibrates on it), FOIL-nocaps 5,000, Rich-HF dev 995 + test 955 (REFERENCE.md), VICR 15,646,
 #: Polaris test 26,122 rows (REFERENCE.md; 8,726 unique pairs in the paper), Flickr8k-Expert 5,664,
 #: Composite 13,146 (the paper's appendix). They size the sampling jobs before the data is read.
-PAPER_PAIRS = {"foil_it": 198_960, "foil_it_train": 395_300, "foil_nocaps": 5_000, "rich_hf": 995 + 955,
-               "vicr": 15_646, "polaris": 26_122, "flickr8k": 5_664, "composite": 13_146}  # fmt: skip
+PAPER_PAIRS = {
+    "foil_it": 198_960,
+    "foil_it_train": 395_300,
+    "foil_nocaps": 5_000,
+    "rich_hf": 995 + 955,
+    "vicr": 15_646,
+    "polaris": 26_122,
+    "flickr8k": 5_664,
+    "composite": 13_146,
+}
 
 
 def image_subsets(images: pl.Series, fraction: float, seed: int) -> pl.Series:
@@ -66,8 +74,15 @@ def _finish(frame: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
 _WORD_COLUMNS = ["path", "words", "labels", "subset", "domain", "pair_id"]
 
 
-def foil_it_captions(annotations_json: str | os.PathLike, image_dir: str | os.PathLike, *, calibration_fraction: float, seed: int,
-                     train_json: str | os.PathLike | None = None, train_image_dir: str | os.PathLike | None = None) -> pl.DataFrame:  # fmt: skip
+def foil_it_captions(
+    annotations_json: str | os.PathLike,
+    image_dir: str | os.PathLike,
+    *,
+    calibration_fraction: float,
+    seed: int,
+    train_json: str | os.PathLike | None = None,
+    train_image_dir: str | os.PathLike | None = None,
+) -> pl.DataFrame:
     """FOIL-it (originals and foils) as calibration and test subsets, drawn by image.
 
     Parameters
@@ -128,9 +143,16 @@ def rich_hf_captions(
 _LOADERS = {"flickr8k": load_flickr8k_expert, "polaris": load_polaris}
 
 
-def judged_captions(fmt: str, path: str | os.PathLike, image_root: str | os.PathLike, *, allow_pickle: bool = False,
-                    calibration_fraction: float = 0.0, seed: int = 0,
-                    subsets: Mapping[str, str] | None = None) -> pl.DataFrame:  # fmt: skip
+def judged_captions(
+    fmt: str,
+    path: str | os.PathLike,
+    image_root: str | os.PathLike,
+    *,
+    allow_pickle: bool = False,
+    calibration_fraction: float = 0.0,
+    seed: int = 0,
+    subsets: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
     """A human-judgment set as captions with ``human_score``; the release's own subsets, or a
     ``calibration_fraction`` of its images, calibrate.
 

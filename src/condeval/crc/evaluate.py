@@ -28,7 +28,7 @@ from condeval.crc.metrics import (
     kendall_tau_c,
     location_accuracy,
     location_accuracy_set,
-    ups,  # fmt: skip
+    ups,
     word_precision_recall_f1,
 )
 from condeval.crc.pos import MASKABLE_UPOS
@@ -187,9 +187,14 @@ def set_metrics(frame: pl.DataFrame, threshold: float, risk: str) -> dict[str, f
     valid = valid_words(frame)
     flags = (scores > threshold) & valid
     on_valid = flags[valid], labels[valid], groups[valid]
-    metrics = {"risk": fdr(*on_valid) if risk == "fdr" else fpr(*on_valid), "ap": instance_ap(scores, labels, groups),
-               "f1": instance_f1(flags, labels, groups), "set_size": float(flags.sum() / len(frame)),
-               "unscored_words": float(np.mean(~valid)), "unscored_errors": float(np.sum(~valid & (labels == 1)) / max(labels.sum(), 1))}  # fmt: skip
+    metrics = {
+        "risk": fdr(*on_valid) if risk == "fdr" else fpr(*on_valid),
+        "ap": instance_ap(scores, labels, groups),
+        "f1": instance_f1(flags, labels, groups),
+        "set_size": float(flags.sum() / len(frame)),
+        "unscored_words": float(np.mean(~valid)),
+        "unscored_errors": float(np.sum(~valid & (labels == 1)) / max(labels.sum(), 1)),
+    }
     if risk == "fdr":
         metrics |= {
             "la": location_accuracy(scores, labels, groups, threshold),
@@ -217,12 +222,18 @@ def risk_sweep(
     """
     (calibration, truncated_calibration), (test, truncated_test) = refuse_truncated(calibration), refuse_truncated(test)
     if truncated_calibration or truncated_test:
-        log.info("risk_sweep: %d calibration and %d test captions refused (valid words past the tokenizer's "
-                 "max_length: never masked, never flagged)", truncated_calibration, truncated_test)  # fmt: skip
+        log.info(
+            "risk_sweep: %d calibration and %d test captions refused (valid words past the tokenizer's "
+            "max_length: never masked, never flagged)",
+            truncated_calibration,
+            truncated_test,
+        )
     shared = set(calibration["path"].to_list()) & set(test["path"].to_list())
     if shared:
-        raise ValueError(f"{len(shared)} images have captions in both calibration and test (e.g. {min(shared)}): "
-                         "split by image (condeval.crc.benchmarks.image_subsets), or the test set is not new data")  # fmt: skip
+        raise ValueError(
+            f"{len(shared)} images have captions in both calibration and test (e.g. {min(shared)}): "
+            "split by image (condeval.crc.benchmarks.image_subsets), or the test set is not new data"
+        )
     words = word_arrays(calibration, valid_only=True)
     images = word_images(calibration, valid_only=True) if unit == "image" else None
     n_units = len(np.unique(images if images is not None else words[2]))
@@ -274,10 +285,15 @@ def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
         for labels_, is_noun in zip(with_error["labels"], nouns)
     ]
     n_nouns = nouns.list.sum().to_numpy()
-    return {"ap": instance_ap(scores, labels, groups), "la": location_accuracy(scores, labels, groups, -np.inf),
-            "ap_chance": len(with_error) / len(frame), "la_chance": float(np.mean(1.0 / np.maximum(valid, 1))),
-            "la_noun_chance": float(np.mean(np.divide(noun_errors, np.maximum(n_nouns, 1)))),
-            "n_captions": len(frame), "n_with_error": len(with_error)}  # fmt: skip
+    return {
+        "ap": instance_ap(scores, labels, groups),
+        "la": location_accuracy(scores, labels, groups, -np.inf),
+        "ap_chance": len(with_error) / len(frame),
+        "la_chance": float(np.mean(1.0 / np.maximum(valid, 1))),
+        "la_noun_chance": float(np.mean(np.divide(noun_errors, np.maximum(n_nouns, 1)))),
+        "n_captions": len(frame),
+        "n_with_error": len(with_error),
+    }
 
 
 #: The sample columns :func:`clipped_table` reads.
@@ -372,8 +388,16 @@ def _clipped_rows(benchmark: str, frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def interval_metrics(calibration: pl.DataFrame, evaluations: dict[str, pl.DataFrame], *, delta: float, lambdas, method: str,
-                     truncation_factor: float, unit: str = "image") -> tuple[pl.DataFrame, object]:  # fmt: skip
+def interval_metrics(
+    calibration: pl.DataFrame,
+    evaluations: dict[str, pl.DataFrame],
+    *,
+    delta: float,
+    lambdas,
+    method: str,
+    truncation_factor: float,
+    unit: str = "image",
+) -> tuple[pl.DataFrame, object]:
     """Table 5: UPS and Kendall τ_c of the intervals before (λ = 1) and after (λ̂) calibration.
 
     Parameters

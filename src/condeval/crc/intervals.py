@@ -65,8 +65,12 @@ def truncated_gaussian(mean, std, scale: float, lower: float, upper: float, leve
     # NaN there; the limit puts all the mass at the nearest bound.
     degenerate = ~(np.isfinite(moments[0]) & np.isfinite(moments[1]) & np.isfinite(low) & np.isfinite(high))
     nearest = np.clip(mean, lower, upper)
-    return (np.where(degenerate, nearest, moments[0]), np.where(degenerate, 0.0, moments[1]),
-            np.where(degenerate, nearest, low), np.where(degenerate, nearest, high))  # fmt: skip
+    return (
+        np.where(degenerate, nearest, moments[0]),
+        np.where(degenerate, 0.0, moments[1]),
+        np.where(degenerate, nearest, low),
+        np.where(degenerate, nearest, high),
+    )
 
 
 def truncation_bounds(means, factor: float = 1.8) -> tuple[float, float]:
@@ -89,8 +93,11 @@ def _check_interval_settings(delta, lambdas, bounds_factor, images, unit: str, n
     lambdas = real_array(lambdas, "lambdas")
     if lambdas.ndim != 1 or lambdas.size == 0 or not (np.isfinite(lambdas) & (lambdas > 0)).all():
         raise ValueError(f"lambdas must be a non-empty 1-D grid of positive finite sigma scales; got {lambdas!r}")
-    if not (isinstance(bounds_factor, (int, float, np.integer, np.floating)) and np.isfinite(bounds_factor)
-            and bounds_factor > 1.0):  # fmt: skip
+    if not (
+        isinstance(bounds_factor, (int, float, np.integer, np.floating))
+        and np.isfinite(bounds_factor)
+        and bounds_factor > 1.0
+    ):
         raise ValueError(
             f"bounds_factor must be a finite number > 1 (the truncation interval must contain every mean); got {bounds_factor!r}"
         )
@@ -124,8 +131,18 @@ class IntervalCalibration:
     bounds: tuple[float, float]
 
 
-def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_LAMBDAS, method: str = "bonferroni",
-                        bounds_factor: float = 1.8, images=None, unit: str = "image") -> IntervalCalibration:  # fmt: skip
+def calibrate_intervals(
+    mean,
+    std,
+    human,
+    *,
+    delta: float = 0.05,
+    lambdas=PAPER_LAMBDAS,
+    method: str = "bonferroni",
+    bounds_factor: float = 1.8,
+    images=None,
+    unit: str = "image",
+) -> IntervalCalibration:
     """λ̂, the scale of σ whose intervals' uncertainty best tracks the error against human scores.
 
     Parameters
@@ -175,8 +192,10 @@ def calibrate_intervals(mean, std, human, *, delta: float = 0.05, lambdas=PAPER_
     if (std < 0).any():
         raise ValueError(f"std must be >= 0 (a standard deviation); pair {int(np.flatnonzero(std < 0)[0])} is negative")
     if (mean < 0).any():  # the truncation interval [min / f, max * f] holds every mean only when none is < 0
-        raise ValueError(f"mean must be >= 0 (CLIPScores; the truncation interval scales the extreme means); pair "
-                         f"{int(np.flatnonzero(mean < 0)[0])} is {float(mean[mean < 0][0])}")  # fmt: skip
+        raise ValueError(
+            f"mean must be >= 0 (CLIPScores; the truncation interval scales the extreme means); pair "
+            f"{int(np.flatnonzero(mean < 0)[0])} is {float(mean[mean < 0][0])}"
+        )
     lambdas, n_units = _check_interval_settings(delta, lambdas, bounds_factor, images, unit, len(mean))
     lower, upper = truncation_bounds(mean, bounds_factor)
     risks = np.array([ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in lambdas])
@@ -233,8 +252,14 @@ class IntervalRiskControl:
     True
     """
 
-    def __init__(self, delta: float = 0.05, lambdas=PAPER_LAMBDAS, method: str = "bonferroni",
-                 bounds_factor: float = 1.8, unit: str = "image"):  # fmt: skip
+    def __init__(
+        self,
+        delta: float = 0.05,
+        lambdas=PAPER_LAMBDAS,
+        method: str = "bonferroni",
+        bounds_factor: float = 1.8,
+        unit: str = "image",
+    ):
         self.delta, self.lambdas, self.method = delta, lambdas, method
         self.bounds_factor, self.unit = bounds_factor, unit
 
@@ -242,9 +267,17 @@ class IntervalRiskControl:
         """Pick λ̂ on calibration pairs (:func:`calibrate_intervals`; its errors, :class:`NoValidLambdaError`
         included). ``mean`` and ``std`` are each pair's masked CLIPScores' mean and standard deviation,
         ``human`` its human score, ``images`` its image (required with ``unit="image"``)."""
-        self.calibration_ = calibrate_intervals(mean, std, human, delta=self.delta, lambdas=self.lambdas,
-                                                method=self.method, bounds_factor=self.bounds_factor,
-                                                images=images, unit=self.unit)  # fmt: skip
+        self.calibration_ = calibrate_intervals(
+            mean,
+            std,
+            human,
+            delta=self.delta,
+            lambdas=self.lambdas,
+            method=self.method,
+            bounds_factor=self.bounds_factor,
+            images=images,
+            unit=self.unit,
+        )
         return self
 
     def predict(self, mean, std, level: float = 0.95) -> tuple[np.ndarray, ...]:

@@ -74,8 +74,9 @@ def _word_inputs(groups, **arrays) -> np.ndarray:
     shapes = {name: np.shape(values) for name, values in arrays.items()} | {"groups": np.shape(groups)}
     not_1d = [name for name, shape in shapes.items() if len(shape) != 1]
     if not_1d:
-        raise ValueError(f"{', '.join(not_1d)} must be 1-D, one entry per word; got shapes "
-                         f"{[shapes[name] for name in not_1d]}")  # fmt: skip
+        raise ValueError(
+            f"{', '.join(not_1d)} must be 1-D, one entry per word; got shapes {[shapes[name] for name in not_1d]}"
+        )
     lengths = {name: shape[0] for name, shape in shapes.items()}
     if len(set(lengths.values())) > 1:
         raise ValueError(f"{', '.join(lengths)} differ in length: {', '.join(map(str, lengths.values()))}")

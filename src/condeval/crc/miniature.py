@@ -174,8 +174,16 @@ def write_mini_foil_nocaps(
             if swapped is None:
                 continue
             tokens, k = swapped
-            records.append({"image_path": image_path, "references": references, "baseline": baseline, "foil": " ".join(tokens),
-                            "replacement": [baseline.split()[k], tokens[k]], "domain": domain})  # fmt: skip
+            records.append(
+                {
+                    "image_path": image_path,
+                    "references": references,
+                    "baseline": baseline,
+                    "foil": " ".join(tokens),
+                    "replacement": [baseline.split()[k], tokens[k]],
+                    "domain": domain,
+                }
+            )
     path = out_dir / "nocaps-val-foil.json"
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(records))
@@ -205,8 +213,13 @@ def write_mini_rich_hf(
                 render_scene(objects, rng, side).save(tmp, format="JPEG", quality=90)
             caption = captions_for(objects, rng, n=1)[0]
             words, errors = corrupt_caption(caption.tokens, int(rng.integers(0, max_errors + 1)), rng)
-            records.append({"filename": f"{uid}.jpg", "prompt_misalignment_label": " ".join(str(1 - e) for e in errors),
-                            "misalignment_score": float(sum(errors))})  # fmt: skip
+            records.append(
+                {
+                    "filename": f"{uid}.jpg",
+                    "prompt_misalignment_label": " ".join(str(1 - e) for e in errors),
+                    "misalignment_score": float(sum(errors)),
+                }
+            )
             prompts.append(
                 {"caption": " ".join(words), "image_0_uid": uid, "image_1_uid": f"{uid}-unrated", "split": split}
             )
@@ -229,8 +242,15 @@ def _rated_candidates(
     return candidates
 
 
-def write_mini_judgments(coco_root: str | os.PathLike, out_dir: str | os.PathLike, *, n_images: int, seed: int,
-                         raters: int = 3, max_errors: int = 3) -> dict[str, Path]:  # fmt: skip
+def write_mini_judgments(
+    coco_root: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    n_images: int,
+    seed: int,
+    raters: int = 3,
+    max_errors: int = 3,
+) -> dict[str, Path]:
     """Write ``flickr8k.json`` (Flickr8k-Expert's format) and ``polaris.parquet`` (Polaris' table).
 
     The first ``n_images`` val images go to Flickr8k, the next ``n_images`` to Polaris; candidates

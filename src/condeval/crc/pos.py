@@ -83,9 +83,14 @@ class StanzaTagger:
         import stanza
 
         self.pipeline = stanza.Pipeline(
-            lang=lang, processors="tokenize,pos", tokenize_pretokenized=True, dir=str(model_dir),
-            download_method=None, use_gpu=use_gpu, verbose=False,
-        )  # fmt: skip
+            lang=lang,
+            processors="tokenize,pos",
+            tokenize_pretokenized=True,
+            dir=str(model_dir),
+            download_method=None,
+            use_gpu=use_gpu,
+            verbose=False,
+        )
 
     def tag(self, words: Sequence[str]) -> list[str]:
         document = self.pipeline([list(words)])

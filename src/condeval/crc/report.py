@@ -59,10 +59,17 @@ def sweep_markdown(sweep: pl.DataFrame, risk: str, paper_model: str | None = Non
     rows = []
     for r in sweep.sort("alpha").iter_rows(named=True):
         mark = "**" if r["alpha"] == best else ""
-        row = {"α": f"{mark}{100 * r['alpha']:g}%{mark}", "λ̂": f"{r['lambda_hat']:.4f}", f"cal. {name}": _pct(r["calibration_risk"]),
-               "cal. F1": _pct(r["calibration_f1"]), f"test {name}": _pct(r["test_risk"]), "test AP": _pct(r["test_ap"]),
-               "test F1": _pct(r["test_f1"]), **{f"test {labels[k]}": _pct(r[f"test_{k}"]) for k in tests},
-               "words flagged / caption": f"{r['test_set_size']:.2f}"}  # fmt: skip
+        row = {
+            "α": f"{mark}{100 * r['alpha']:g}%{mark}",
+            "λ̂": f"{r['lambda_hat']:.4f}",
+            f"cal. {name}": _pct(r["calibration_risk"]),
+            "cal. F1": _pct(r["calibration_f1"]),
+            f"test {name}": _pct(r["test_risk"]),
+            "test AP": _pct(r["test_ap"]),
+            "test F1": _pct(r["test_f1"]),
+            **{f"test {labels[k]}": _pct(r[f"test_{k}"]) for k in tests},
+            "words flagged / caption": f"{r['test_set_size']:.2f}",
+        }
         cited = reference.get(round(r["alpha"], 2))
         if cited:
             row |= {f"paper test {name}": _paper(cited["test_risk"]), "paper test F1": _paper(cited["test_f1"])}
@@ -74,10 +81,12 @@ def _sweep_footer(sweep: pl.DataFrame) -> str:
     """What the sets could not see: the calibration units, refused captions and never-scored words."""
     first = sweep.row(0, named=True)
     unit = first.get("unit", "caption")
-    return (f"\nCalibrated on {first['n_calibration']} captions, n = {first.get('n_units', first['n_calibration'])} {unit}s. "
-            f"Refused (a valid word past the tokenizer's max_length): {first.get('n_refused_truncated', 0)} captions. "
-            f"Never scored (not a valid POS, risk not counted there): {_pct(first.get('test_unscored_words'))}% of test words, "
-            f"{_pct(first.get('test_unscored_errors'))}% of test errors.\n")  # fmt: skip
+    return (
+        f"\nCalibrated on {first['n_calibration']} captions, n = {first.get('n_units', first['n_calibration'])} {unit}s. "
+        f"Refused (a valid word past the tokenizer's max_length): {first.get('n_refused_truncated', 0)} captions. "
+        f"Never scored (not a valid POS, risk not counted there): {_pct(first.get('test_unscored_words'))}% of test words, "
+        f"{_pct(first.get('test_unscored_errors'))}% of test errors.\n"
+    )
 
 
 def _label(model: str, labels: dict[str, str]) -> str:
@@ -89,8 +98,13 @@ def table2_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], p
 
     ``selected`` maps a model to its FOIL-it ``selected.parquet`` rows; the paper's rows follow.
     """
-    groups = [("foil_it", "overall", "FOIL-it"), ("foil_nocaps", "overall", "nocaps overall"), ("foil_nocaps", "in", "in"),
-              ("foil_nocaps", "near", "near"), ("foil_nocaps", "out", "out")]  # fmt: skip
+    groups = [
+        ("foil_it", "overall", "FOIL-it"),
+        ("foil_nocaps", "overall", "nocaps overall"),
+        ("foil_nocaps", "in", "in"),
+        ("foil_nocaps", "near", "near"),
+        ("foil_nocaps", "out", "out"),
+    ]
     rows = []
     for model, frame in selected.items():
         row = {"model": f"ours, {_label(model, labels)} (α = {100 * frame['alpha'][0]:g}%)"}
@@ -117,21 +131,41 @@ def table4_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], p
     rows = []
     for model, frame in selected.items():
         hit = frame.filter(pl.col("domain") == "overall")
-        rows.append({"model": f"ours, {_label(model, labels)} (α = {100 * frame['alpha'][0]:g}%)", "ft.": "",
-                     "PREC": _pct(hit["precision"][0]), "REC": _pct(hit["recall"][0]), "F1": _pct(hit["word_f1"][0]), "FPR": _pct(hit["risk"][0])})  # fmt: skip
+        rows.append(
+            {
+                "model": f"ours, {_label(model, labels)} (α = {100 * frame['alpha'][0]:g}%)",
+                "ft.": "",
+                "PREC": _pct(hit["precision"][0]),
+                "REC": _pct(hit["recall"][0]),
+                "F1": _pct(hit["word_f1"][0]),
+                "FPR": _pct(hit["risk"][0]),
+            }
+        )
     for method, entry in paper.TABLE4.items():
         if not entry["cited"] and method not in paper_models.values():
             continue
         name = f"{method} (cited)" if entry["cited"] else f"paper: ours, {paper.PAPER_MODELS[method]}"
-        rows.append({"model": name, "ft.": "✓" if entry["fine_tuned"] else "", "PREC": _paper(entry["precision"]),
-                     "REC": _paper(entry["recall"]), "F1": _paper(entry["word_f1"]), "FPR": "–"})  # fmt: skip
+        rows.append(
+            {
+                "model": name,
+                "ft.": "✓" if entry["fine_tuned"] else "",
+                "PREC": _paper(entry["precision"]),
+                "REC": _paper(entry["recall"]),
+                "F1": _paper(entry["word_f1"]),
+                "FPR": "–",
+            }
+        )
     return markdown_table(pl.DataFrame(rows)) + _refused_footer(selected, labels)
 
 
 def _refused_footer(selected: dict[str, pl.DataFrame], labels: dict[str, str]) -> str:
     """Per model and benchmark, the test captions left out for a valid word past the tokenizer's max_length."""
-    counts = [f"{_label(model, labels)} on {benchmark}: {count}" for model, frame in selected.items() if "n_refused_truncated" in frame.columns
-              for benchmark, count in frame.select("benchmark", "n_refused_truncated").unique(maintain_order=True).iter_rows()]  # fmt: skip
+    counts = [
+        f"{_label(model, labels)} on {benchmark}: {count}"
+        for model, frame in selected.items()
+        if "n_refused_truncated" in frame.columns
+        for benchmark, count in frame.select("benchmark", "n_refused_truncated").unique(maintain_order=True).iter_rows()
+    ]
     return (
         f"\nCaptions refused (a valid word past the tokenizer's max_length): {'; '.join(counts)}.\n" if counts else ""
     )
@@ -164,10 +198,20 @@ def table5_markdown(tables: dict[str, pl.DataFrame], labels: dict[str, str], pap
 
 def signal_markdown(signals: dict[tuple[str, str], dict]) -> str:
     """Does the CLIP find the wrong words? AP and LA (top word) beside chance, per model and benchmark."""
-    rows = [{"model": model, "benchmark": benchmark, "test captions": s["n_captions"], "with an error": s["n_with_error"],
-             "AP": _pct(s["ap"]), "AP by chance": _pct(s["ap_chance"]), "LA (top word)": _pct(s["la"]), "LA, random valid word": _pct(s["la_chance"]),
-             "LA, random noun": _pct(s["la_noun_chance"])}
-            for (model, benchmark), s in signals.items()]  # fmt: skip
+    rows = [
+        {
+            "model": model,
+            "benchmark": benchmark,
+            "test captions": s["n_captions"],
+            "with an error": s["n_with_error"],
+            "AP": _pct(s["ap"]),
+            "AP by chance": _pct(s["ap_chance"]),
+            "LA (top word)": _pct(s["la"]),
+            "LA, random valid word": _pct(s["la_chance"]),
+            "LA, random noun": _pct(s["la_noun_chance"]),
+        }
+        for (model, benchmark), s in signals.items()
+    ]
     return markdown_table(pl.DataFrame(rows))
 
 
@@ -178,9 +222,12 @@ def dropped_rows_markdown(dropped: dict[str, dict[str, dict[str, int]]]) -> str:
     reason → rows); a file read whole gets one row with reason "none" and 0 rows, so the table
     lists every file each benchmark read.
     """
-    rows = [{"benchmark": benchmark, "file": file, "reason": reason, "rows": n}
-            for benchmark, files in dropped.items() for file, reasons in files.items()
-            for reason, n in (reasons.items() if reasons else [("none", 0)])]  # fmt: skip
+    rows = [
+        {"benchmark": benchmark, "file": file, "reason": reason, "rows": n}
+        for benchmark, files in dropped.items()
+        for file, reasons in files.items()
+        for reason, n in (reasons.items() if reasons else [("none", 0)])
+    ]
     return markdown_table(
         pl.DataFrame(rows, schema={"benchmark": pl.String, "file": pl.String, "reason": pl.String, "rows": pl.Int64})
     )
@@ -188,9 +235,16 @@ def dropped_rows_markdown(dropped: dict[str, dict[str, dict[str, int]]]) -> str:
 
 def clipped_markdown(table: pl.DataFrame, labels: dict[str, str]) -> str:
     """The share of CLIPScores clipped at 0, per benchmark and model (:func:`condeval.crc.evaluate.clipped_table`), in %."""
-    rows = [{"benchmark": row["benchmark"], "model": _label(row["model"], labels) if row["model"] else "–", "pairs": row["pairs"],
-             "masked samples at 0 (%)": _pct(row["masked_clipped"]), "unmasked pairs at 0 (%)": _pct(row["unmasked_clipped"])}
-            for row in table.iter_rows(named=True)]  # fmt: skip
+    rows = [
+        {
+            "benchmark": row["benchmark"],
+            "model": _label(row["model"], labels) if row["model"] else "–",
+            "pairs": row["pairs"],
+            "masked samples at 0 (%)": _pct(row["masked_clipped"]),
+            "unmasked pairs at 0 (%)": _pct(row["unmasked_clipped"]),
+        }
+        for row in table.iter_rows(named=True)
+    ]
     return markdown_table(pl.DataFrame(rows))
 
 
@@ -274,10 +328,25 @@ def plot_word_examples(examples: pl.DataFrame, title: str):
                     word, xy=(1, 0), xycoords=previous, xytext=(4, 0), textcoords="offset points", va="bottom", **style
                 )
             if score > 0:  # never-masked words (not a valid POS) have no score
-                text_ax.annotate(f"{score:.2f}", xy=(0.5, 0), xycoords=previous, xytext=(0, -4), textcoords="offset points",
-                                 ha="center", va="top", fontsize=6, color="#777777")  # fmt: skip
-    handles = [plt.Line2D([], [], color=c, marker="s", linestyle="", label=name) for name, c in
-               (("true positive", WORD_COLOURS["tp"]), ("false negative", WORD_COLOURS["fn"]), ("false positive", WORD_COLOURS["fp"]))]  # fmt: skip
+                text_ax.annotate(
+                    f"{score:.2f}",
+                    xy=(0.5, 0),
+                    xycoords=previous,
+                    xytext=(0, -4),
+                    textcoords="offset points",
+                    ha="center",
+                    va="top",
+                    fontsize=6,
+                    color="#777777",
+                )
+    handles = [
+        plt.Line2D([], [], color=c, marker="s", linestyle="", label=name)
+        for name, c in (
+            ("true positive", WORD_COLOURS["tp"]),
+            ("false negative", WORD_COLOURS["fn"]),
+            ("false positive", WORD_COLOURS["fp"]),
+        )
+    ]
     fig.suptitle(title, fontsize=10)
     fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))

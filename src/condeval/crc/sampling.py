@@ -127,8 +127,18 @@ class AttentionMaskSampler:
         official code) masks ⌈ξ_i (P+1)²⌉ random entries of the attention matrix.
     """
 
-    def __init__(self, encoder: ClipEncoder, tagger: PosTagger, *, n_image: int, n_text: int, image_ratio: float, text_ratio: float,
-                 weight: float | str = CLIPSCORE_WEIGHT, image_masking: str = "patches"):  # fmt: skip
+    def __init__(
+        self,
+        encoder: ClipEncoder,
+        tagger: PosTagger,
+        *,
+        n_image: int,
+        n_text: int,
+        image_ratio: float,
+        text_ratio: float,
+        weight: float | str = CLIPSCORE_WEIGHT,
+        image_masking: str = "patches",
+    ):
         if image_masking not in IMAGE_MASKINGS:
             raise ValueError(f"image_masking must be one of {IMAGE_MASKINGS}; got {image_masking!r}")
         for name, ratio in (("image_ratio", image_ratio), ("text_ratio", text_ratio)):
@@ -240,8 +250,16 @@ def caption_words(words) -> list[str]:
     return text_list(words, "a caption's words", f"split it: {words.split()!r}" if isinstance(words, str) else "")
 
 
-def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: Sequence[Sequence[str]], keys: Sequence[int], *,
-                    seed: int, keep_distribution: bool = False, progress: bool = True) -> pl.DataFrame:  # fmt: skip
+def sample_captions(
+    sampler: AttentionMaskSampler,
+    paths: Sequence[str],
+    words: Sequence[Sequence[str]],
+    keys: Sequence[int],
+    *,
+    seed: int,
+    keep_distribution: bool = False,
+    progress: bool = True,
+) -> pl.DataFrame:
     """Attention-mask samples of many pairs, one row per pair, in the order given.
 
     An image's I masked embeddings are computed once and shared by all of its captions, seeded by
@@ -268,12 +286,16 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
     from tqdm.auto import tqdm
 
     if not len(paths) == len(words) == len(keys):
-        raise ValueError(f"one image path, caption and key per pair; got {len(paths)} paths, {len(words)} captions "
-                         f"and {len(keys)} keys")  # fmt: skip
+        raise ValueError(
+            f"one image path, caption and key per pair; got {len(paths)} paths, {len(words)} captions "
+            f"and {len(keys)} keys"
+        )
     for index, path in enumerate(paths):
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"paths[{index}] must be an image file's path (its name seeds the image masks); got "
-                            f"{type(path).__name__}")  # fmt: skip
+            raise TypeError(
+                f"paths[{index}] must be an image file's path (its name seeds the image masks); got "
+                f"{type(path).__name__}"
+            )
         try:
             caption_words(words[index])
         except TypeError as error:
@@ -294,8 +316,17 @@ def sample_captions(sampler: AttentionMaskSampler, paths: Sequence[str], words: 
             rows[index] = _sample_row(sampler, pair, key, keep_distribution)
             bar.update()
     bar.close()
-    schema = {"key": pl.Int64, "clipscore": pl.Float64, "mean": pl.Float64, "std": pl.Float64, "clipped_share": pl.Float64,
-              "word_scores": pl.List(pl.Float64), "has_valid_words": pl.Boolean, "pos": pl.List(pl.String), "truncated_words": pl.Int64}  # fmt: skip
+    schema = {
+        "key": pl.Int64,
+        "clipscore": pl.Float64,
+        "mean": pl.Float64,
+        "std": pl.Float64,
+        "clipped_share": pl.Float64,
+        "word_scores": pl.List(pl.Float64),
+        "has_valid_words": pl.Boolean,
+        "pos": pl.List(pl.String),
+        "truncated_words": pl.Int64,
+    }
     if keep_distribution:
         schema["samples"] = pl.List(pl.Float32)
     return pl.DataFrame(rows, schema=schema)
@@ -313,9 +344,17 @@ def _name_key(path) -> int:
 
 
 def _sample_row(sampler: AttentionMaskSampler, pair: PairSamples, key: int, keep_distribution: bool) -> dict:
-    row = {"key": key, "clipscore": pair.clipscore, "mean": float(pair.distribution.mean()), "std": float(pair.distribution.std()),
-           "clipped_share": pair.clipped_share, "word_scores": pair.word_scores.tolist(), "has_valid_words": pair.has_valid_words,
-           "pos": sampler.tagger.tag(pair.words), "truncated_words": sampler.truncated_words(pair.words)}  # fmt: skip
+    row = {
+        "key": key,
+        "clipscore": pair.clipscore,
+        "mean": float(pair.distribution.mean()),
+        "std": float(pair.distribution.std()),
+        "clipped_share": pair.clipped_share,
+        "word_scores": pair.word_scores.tolist(),
+        "has_valid_words": pair.has_valid_words,
+        "pos": sampler.tagger.tag(pair.words),
+        "truncated_words": sampler.truncated_words(pair.words),
+    }
     if keep_distribution:
         row["samples"] = pair.distribution.astype(np.float32).tolist()
     return row
@@ -334,5 +373,10 @@ def sampling_work(parameters: dict | None, sampling: dict, pairs: int, dtype: st
     per_pair = (sampling["n_image"] + 1) * forward_flops(tower_parameters(parameters, "image"), IMAGE_TOKENS)
     per_pair += (sampling["n_text"] + 1) * forward_flops(tower_parameters(parameters, "text"), TEXT_TOKENS)
     batch_tokens = (sampling["n_image"] + 1) * IMAGE_TOKENS + (sampling["n_text"] + 1) * TEXT_TOKENS
-    return GpuWork(parameters["loaded"], pairs * per_pair, dtype, activation_bytes=batch_tokens * INFERENCE_BYTES_PER_TOKEN,
-                   basis=f"{pairs:,} pairs x ({sampling['n_image']} + {sampling['n_text']} + 2) forwards")  # fmt: skip
+    return GpuWork(
+        parameters["loaded"],
+        pairs * per_pair,
+        dtype,
+        activation_bytes=batch_tokens * INFERENCE_BYTES_PER_TOKEN,
+        basis=f"{pairs:,} pairs x ({sampling['n_image']} + {sampling['n_text']} + 2) forwards",
+    )

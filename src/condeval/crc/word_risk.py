@@ -28,8 +28,14 @@ from condeval.core.risk import hb_p_value, learn_then_test
 from condeval.crc.metrics import caption_index, caption_losses, caption_weights
 
 __all__ = [
-    "RISKS", "UNITS", "WordRiskControl", "set_risk_curve", "calibrate_threshold", "min_calibration_units", "check_alphas",
-]  # fmt: skip
+    "RISKS",
+    "UNITS",
+    "WordRiskControl",
+    "set_risk_curve",
+    "calibrate_threshold",
+    "min_calibration_units",
+    "check_alphas",
+]
 
 RISKS = ("fdr", "fpr")
 UNITS = ("image", "caption")
@@ -144,12 +150,24 @@ def check_alphas(alphas, delta: float, n_units: int, unit: str, source: str, key
     ]
     if short:
         needs = ", ".join(f"alpha {alpha:g} needs {needed}" for alpha, needed in short)
-        raise ValueError(f"config key '{key}': {source} has {n_units} calibration {unit}s, too few at delta {delta:g} ({needs}); "
-                         "raise alpha or delta, or calibrate on more")  # fmt: skip
+        raise ValueError(
+            f"config key '{key}': {source} has {n_units} calibration {unit}s, too few at delta {delta:g} ({needs}); "
+            "raise alpha or delta, or calibrate on more"
+        )
 
 
-def calibrate_threshold(scores, labels, groups, risk: str = "fdr", alpha: float = 0.2, delta: float = 0.05, grid=None, *,
-                        images=None, unit: str = "image") -> float:  # fmt: skip
+def calibrate_threshold(
+    scores,
+    labels,
+    groups,
+    risk: str = "fdr",
+    alpha: float = 0.2,
+    delta: float = 0.05,
+    grid=None,
+    *,
+    images=None,
+    unit: str = "image",
+) -> float:
     """λ̂ such that flagging the words with score > λ̂ has risk ≤ α with probability ≥ 1 − δ.
 
     Parameters
@@ -315,8 +333,9 @@ class WordRiskControl:
             On malformed words (named) or when no threshold controls the risk (too few units for α and δ).
         """
         unit_images = images if self.unit == "image" else None
-        self.threshold_ = calibrate_threshold(scores, labels, captions, self.risk_name, self.alpha, self.delta,
-                                              self.grid, images=images, unit=self.unit)  # fmt: skip
+        self.threshold_ = calibrate_threshold(
+            scores, labels, captions, self.risk_name, self.alpha, self.delta, self.grid, images=images, unit=self.unit
+        )
         self.n_units_ = len(np.unique(np.asarray(unit_images if unit_images is not None else captions)))
         return self
 

@@ -320,8 +320,13 @@ def generation_work(
         The images the job draws.
     """
     if not parameters:
-        return GpuWork(0.0, 0.0, model.get("dtype", "auto"), basis="a generator trained by this run",
-                       written_bytes=images * image_bytes(image_size))  # fmt: skip
+        return GpuWork(
+            0.0,
+            0.0,
+            model.get("dtype", "auto"),
+            basis="a generator trained by this run",
+            written_bytes=images * image_bytes(image_size),
+        )
     sampling, family = model["sampling"], model["family"]
     forwards = 1 if family == "flux" or sampling.get("guidance_scale", 1.0) <= 1.0 else 2  # FLUX: distilled guidance
     denoiser = parameters.get("denoiser", parameters["loaded"])
@@ -333,9 +338,14 @@ def generation_work(
         per_image += KANDINSKY_PRIOR_STEPS * 2 * forward_flops(prior.get("denoiser", prior["loaded"]), CLIP_TOKENS)
         loaded += prior["loaded"]
     tokens = forwards * batch_size * ((image_size // 16) ** 2 + max_length)
-    return GpuWork(loaded, images * per_image, model.get("dtype", "auto"),
-                   activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN, written_bytes=images * image_bytes(image_size),
-                   basis=f"{images:,} images x {sampling['num_inference_steps']} steps x {forwards} forward(s)")  # fmt: skip
+    return GpuWork(
+        loaded,
+        images * per_image,
+        model.get("dtype", "auto"),
+        activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN,
+        written_bytes=images * image_bytes(image_size),
+        basis=f"{images:,} images x {sampling['num_inference_steps']} steps x {forwards} forward(s)",
+    )
 
 
 def captioning_work(parameters: dict | None, sampling: dict, dtype: str, batch_size: int, images: int) -> GpuWork:
@@ -346,8 +356,13 @@ def captioning_work(parameters: dict | None, sampling: dict, dtype: str, batch_s
     beams = sampling.get("num_beams", 1)
     per_image = forward_flops(parameters["loaded"], CAPTIONER_IMAGE_TOKENS + beams * CAPTION_TOKENS)
     tokens = batch_size * beams * (CAPTIONER_IMAGE_TOKENS + CAPTION_TOKENS)
-    return GpuWork(parameters["loaded"], images * per_image, dtype,
-                   activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN, basis=f"{images:,} captions")  # fmt: skip
+    return GpuWork(
+        parameters["loaded"],
+        images * per_image,
+        dtype,
+        activation_bytes=tokens * INFERENCE_BYTES_PER_TOKEN,
+        basis=f"{images:,} captions",
+    )
 
 
 # ------------------------------------------------------------------ the small models' GPU work
@@ -408,13 +423,26 @@ def embedding_fit_work(items: int, vae: dict, dqr: dict) -> GpuWork:
     DQR fold (:data:`condeval.crel.image_to_text.FOLD_FRACTIONS`), embeddings at most :data:`EMBEDDING_WIDTH` wide."""
     vae_rows, dqr_rows = (math.ceil(items * share) for share in FOLD_FRACTIONS[:2])
     latent = vae["latent_dim"]
-    lgm = mlp_training_work(vae_rows, vae["max_epochs"], vae.get("batch_size", 512),
-                            vae_parameters(EMBEDDING_WIDTH, latent, vae["hidden_dims"], EMBEDDING_WIDTH))  # fmt: skip
-    quantile = mlp_training_work(dqr_rows, dqr["max_epochs"], dqr.get("batch_size", 256),
-                                 mlp_parameters([EMBEDDING_WIDTH, *dqr["hidden_dims"], latent + 1]))  # fmt: skip
-    return GpuWork(lgm.loaded_parameters + quantile.loaded_parameters, lgm.flops + quantile.flops, "float32",
-                   trained_parameters=max(lgm.trained_parameters, quantile.trained_parameters),
-                   basis=f"VAE on {vae_rows:,}, DQR on {dqr_rows:,} rows", steps=lgm.steps + quantile.steps)  # fmt: skip
+    lgm = mlp_training_work(
+        vae_rows,
+        vae["max_epochs"],
+        vae.get("batch_size", 512),
+        vae_parameters(EMBEDDING_WIDTH, latent, vae["hidden_dims"], EMBEDDING_WIDTH),
+    )
+    quantile = mlp_training_work(
+        dqr_rows,
+        dqr["max_epochs"],
+        dqr.get("batch_size", 256),
+        mlp_parameters([EMBEDDING_WIDTH, *dqr["hidden_dims"], latent + 1]),
+    )
+    return GpuWork(
+        lgm.loaded_parameters + quantile.loaded_parameters,
+        lgm.flops + quantile.flops,
+        "float32",
+        trained_parameters=max(lgm.trained_parameters, quantile.trained_parameters),
+        basis=f"VAE on {vae_rows:,}, DQR on {dqr_rows:,} rows",
+        steps=lgm.steps + quantile.steps,
+    )
 
 
 def lgm_parameters(cfg: dict, lgm: str, data: dict | None = None) -> int:

@@ -45,8 +45,10 @@ def _numeric_rows(array, name: str) -> np.ndarray:
 
 def _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction: float) -> tuple[np.ndarray, ...]:
     """The four training arrays, checked before any training: numeric, 2-D, finite, rows paired, widths agreed."""
-    arrays = {name: _numeric_rows(a, name) for name, a in
-              (("X_lgm", X_lgm), ("Y_lgm", Y_lgm), ("X_dqr", X_dqr), ("Y_dqr", Y_dqr))}  # fmt: skip
+    arrays = {
+        name: _numeric_rows(a, name)
+        for name, a in (("X_lgm", X_lgm), ("Y_lgm", Y_lgm), ("X_dqr", X_dqr), ("Y_dqr", Y_dqr))
+    }
     for x, y in (("X_lgm", "Y_lgm"), ("X_dqr", "Y_dqr")):
         if len(arrays[x]) != len(arrays[y]):
             raise ValueError(
@@ -54,18 +56,24 @@ def _fit_inputs(X_lgm, Y_lgm, X_dqr, Y_dqr, val_fraction: float) -> tuple[np.nda
             )
     for first, second in (("Y_lgm", "Y_dqr"), ("X_lgm", "X_dqr")):
         if arrays[first].shape[1] != arrays[second].shape[1]:
-            raise ValueError(f"{first} and {second} must have the same width; got "
-                             f"{arrays[first].shape[1]} and {arrays[second].shape[1]}")  # fmt: skip
+            raise ValueError(
+                f"{first} and {second} must have the same width; got "
+                f"{arrays[first].shape[1]} and {arrays[second].shape[1]}"
+            )
     for name in ("Y_lgm", "X_dqr"):
         if len(arrays[name]) * val_fraction < 1 or len(arrays[name]) * (1 - val_fraction) < 2:
-            raise ValueError(f"{name} has {len(arrays[name])} rows: too few to hold out val_fraction={val_fraction} "
-                             "for early stopping and train on the rest")  # fmt: skip
+            raise ValueError(
+                f"{name} has {len(arrays[name])} rows: too few to hold out val_fraction={val_fraction} "
+                "for early stopping and train on the rest"
+            )
     return tuple(arrays.values())
 
 
 #: Hyperparameters ``CReL.fit`` sets itself, which ``lgm_kwargs`` / ``dqr_kwargs`` may not repeat.
-_SET_BY_FIT = {"lgm_kwargs": ("output_dim", "latent_dim", "beta", "metric"),
-               "dqr_kwargs": ("cond_dim", "latent_dim", "quantile_level", "direction_seed")}  # fmt: skip
+_SET_BY_FIT = {
+    "lgm_kwargs": ("output_dim", "latent_dim", "beta", "metric"),
+    "dqr_kwargs": ("cond_dim", "latent_dim", "quantile_level", "direction_seed"),
+}
 
 
 @dataclass(frozen=True)
@@ -130,8 +138,10 @@ def _check_cond_dim(settings: CReLSettings, x_width: int) -> None:
     """A conditional VAE's ``cond_dim`` is X's width (else it fails inside the first training step)."""
     cond_dim = settings.lgm_kwargs.get("cond_dim", 0)
     if cond_dim and cond_dim != x_width:
-        raise ValueError(f"lgm_kwargs cond_dim={cond_dim}: a conditional VAE reads X_lgm, {x_width} wide "
-                         "(cond_dim must be its width, or 0 for an unconditional VAE)")  # fmt: skip
+        raise ValueError(
+            f"lgm_kwargs cond_dim={cond_dim}: a conditional VAE reads X_lgm, {x_width} wide "
+            "(cond_dim must be its width, or 0 for an unconditional VAE)"
+        )
 
 
 def _holdout(rng: np.random.Generator, fraction: float, *arrays: np.ndarray) -> tuple[tuple, tuple]:
@@ -241,8 +251,13 @@ class CReL:
         settings = self.settings
         rng = np.random.default_rng(settings.seed)
         pl.seed_everything(settings.seed, workers=True, verbose=False)
-        lgm = LatentVAE(output_dim=Y_lgm.shape[1], latent_dim=settings.latent_dim, beta=settings.beta,
-                        metric=settings.metric, **settings.lgm_kwargs)  # fmt: skip
+        lgm = LatentVAE(
+            output_dim=Y_lgm.shape[1],
+            latent_dim=settings.latent_dim,
+            beta=settings.beta,
+            metric=settings.metric,
+            **settings.lgm_kwargs,
+        )
         conditional = int(lgm.hparams.get("cond_dim", 0)) > 0
         train, val = _holdout(rng, settings.val_fraction, *((Y_lgm, X_lgm) if conditional else (Y_lgm,)))
         best_lgm = self._train(lgm, train, val, out_dir / "lgm", settings.lgm, fit_module)
@@ -250,20 +265,34 @@ class CReL:
         with torch.no_grad():
             x_dqr = torch.as_tensor(X_dqr, dtype=torch.float32) if conditional else None
             Z_dqr = self.lgm.encode(torch.as_tensor(Y_dqr, dtype=torch.float32), x_dqr).double().numpy()
-        dqr = DirectionalQuantileRegressor(cond_dim=X_dqr.shape[1], latent_dim=settings.latent_dim,
-                                           quantile_level=settings.quantile_level, direction_seed=settings.seed,
-                                           **settings.dqr_kwargs)  # fmt: skip
+        dqr = DirectionalQuantileRegressor(
+            cond_dim=X_dqr.shape[1],
+            latent_dim=settings.latent_dim,
+            quantile_level=settings.quantile_level,
+            direction_seed=settings.seed,
+            **settings.dqr_kwargs,
+        )
         train, val = _holdout(rng, settings.val_fraction, X_dqr, Z_dqr)
         best_dqr = self._train(dqr, train, val, out_dir / "dqr", settings.dqr, fit_module)
-        self.dqr = DirectionalQuantileRegressor.load_from_checkpoint(best_dqr, map_location="cpu",
-                                                                     weights_only=True).eval()  # fmt: skip
+        self.dqr = DirectionalQuantileRegressor.load_from_checkpoint(
+            best_dqr, map_location="cpu", weights_only=True
+        ).eval()
         if settings.work_dir is not None:
             self.checkpoints_ = {"lgm": Path(best_lgm), "dqr": Path(best_dqr)}
 
     def _train(self, module, train, val, out_dir: Path, training: TrainSettings, fit_module) -> str:
-        return fit_module(module, train, val, out_dir, max_epochs=training.epochs, patience=training.patience,
-                          batch_size=training.batch_size, seed=self.settings.seed,
-                          accelerator=training.accelerator, progress=training.progress)  # fmt: skip
+        return fit_module(
+            module,
+            train,
+            val,
+            out_dir,
+            max_epochs=training.epochs,
+            patience=training.patience,
+            batch_size=training.batch_size,
+            seed=self.settings.seed,
+            accelerator=training.accelerator,
+            progress=training.progress,
+        )
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:
@@ -289,8 +318,9 @@ class CReL:
 
         folder = Path(folder)
         record = read_json(folder / "calibration.json")
-        crel = cls.from_checkpoints(folder / "lgm.ckpt", folder / "dqr.ckpt", metric=record["metric"],
-                                    inference_steps=inference_steps)  # fmt: skip
+        crel = cls.from_checkpoints(
+            folder / "lgm.ckpt", folder / "dqr.ckpt", metric=record["metric"], inference_steps=inference_steps
+        )
         if "scores_cal" in record:
             crel.calibrate_from_scores(np.asarray(record["scores_cal"], dtype=np.float64), record["alpha"])
         return crel
@@ -396,13 +426,16 @@ class CReL:
         if scores_cal.ndim != 1:
             raise ValueError(f"scores_cal must be 1-D (one E+ per calibration point); got shape {scores_cal.shape}")
         if (scores_cal < 0).any():
-            raise ValueError(f"scores_cal must be non-negative (E+ is a distance); row {int(np.argmin(scores_cal))} "
-                             f"is {scores_cal.min()}")  # fmt: skip
+            raise ValueError(
+                f"scores_cal must be non-negative (E+ is a distance); row {int(np.argmin(scores_cal))} "
+                f"is {scores_cal.min()}"
+            )
         if groups is not None:
             groups = np.asarray(groups)
             if groups.shape != scores_cal.shape:
-                raise ValueError(f"groups must hold one unit per calibration row; got {groups.shape} for "
-                                 f"{scores_cal.shape[0]} rows")  # fmt: skip
+                raise ValueError(
+                    f"groups must hold one unit per calibration row; got {groups.shape} for {scores_cal.shape[0]} rows"
+                )
             scores_cal = unit_scores(scores_cal, groups, "groups")
         gamma_cal = conformal_quantile(scores_cal, alpha)
         self.scores_cal_, self.gamma_cal_, self.alpha_ = scores_cal, gamma_cal, float(alpha)
@@ -469,17 +502,30 @@ class CReL:
         gt = _numeric_rows(gt, "gt")
         d = int(self.lgm.hparams.output_dim)
         if gt.shape != (len(X), d):
-            raise ValueError(f"gt must have shape ({len(X)}, {d}) (one ground truth per row of X, in the LGM's "
-                             f"output space); got {gt.shape}")  # fmt: skip
+            raise ValueError(
+                f"gt must have shape ({len(X)}, {d}) (one ground truth per row of X, in the LGM's "
+                f"output space); got {gt.shape}"
+            )
         zero = np.flatnonzero(~gt.any(axis=1))
         if self.metric == "cosine" and len(zero):  # a zero row's cosine is 0 to every point: a score of 0, silently
             raise ValueError(f"gt row {int(zero[0])} is all zeros: its cosine similarity is undefined")
         U, b, X = self.directions, self.offsets(X), check_finite(np.asarray(X, dtype=np.float64), "X")
         if device is None:
             return reliability_score(
-                self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,
-                num_z0=num_z0, steps=steps, lr=lr, seed=seed, extra_starts=extra_starts, **pgd_options,
-            )  # fmt: skip
+                self.decode_torch,
+                self._similarity,
+                U,
+                b,
+                self.gamma_cal_,
+                gt,
+                x=X,
+                num_z0=num_z0,
+                steps=steps,
+                lr=lr,
+                seed=seed,
+                extra_starts=extra_starts,
+                **pgd_options,
+            )
         device = torch.device(device)
         U, b, gt, X = (torch.as_tensor(a, dtype=torch.float64, device=device) for a in (U, b, gt, X))
         if extra_starts is not None:
@@ -487,8 +533,19 @@ class CReL:
         self.lgm.to(device)
         try:
             return reliability_score(
-                self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X,
-                num_z0=num_z0, steps=steps, lr=lr, seed=seed, extra_starts=extra_starts, **pgd_options,
-            )  # fmt: skip
+                self.decode_torch,
+                self._similarity,
+                U,
+                b,
+                self.gamma_cal_,
+                gt,
+                x=X,
+                num_z0=num_z0,
+                steps=steps,
+                lr=lr,
+                seed=seed,
+                extra_starts=extra_starts,
+                **pgd_options,
+            )
         finally:
             self.lgm.to("cpu")

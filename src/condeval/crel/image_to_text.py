@@ -80,8 +80,10 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
     check_integer(seed, "seed")
     ids = np.asarray(image_ids)
     if len(np.unique(ids)) != len(ids):
-        raise ValueError("image ids must be unique; rows that share an exchangeable unit (one condition's "
-                         "outputs, one image's captions) take assign_unit_folds")  # fmt: skip
+        raise ValueError(
+            "image ids must be unique; rows that share an exchangeable unit (one condition's "
+            "outputs, one image's captions) take assign_unit_folds"
+        )
     if len(fractions) != len(FOLDS) or not np.isclose(sum(fractions), 1.0) or min(fractions) <= 0:
         raise ValueError(f"need {len(FOLDS)} positive fractions summing to 1; got {fractions}")
     order = np.argsort(ids, kind="stable")
@@ -90,8 +92,10 @@ def assign_folds(image_ids: np.ndarray, seed: int, fractions: tuple[float, ...] 
     sizes.insert(0, len(ids) - sum(sizes))
     empty = [name for name, size in zip(FOLDS, sizes, strict=True) if size == 0]
     if empty:
-        raise ValueError(f"{len(ids)} units leave the fold(s) {empty} empty at fractions {fractions}: "
-                         f"need at least {int(np.ceil(1 / min(fractions)))} units")  # fmt: skip
+        raise ValueError(
+            f"{len(ids)} units leave the fold(s) {empty} empty at fractions {fractions}: "
+            f"need at least {int(np.ceil(1 / min(fractions)))} units"
+        )
     folds = np.empty(len(ids), dtype=object)
     start = 0
     for name, size in zip(FOLDS, sizes):
@@ -145,8 +149,10 @@ def aligned_features(
         source_ids, features, metadata[name] = read_feature_shards(list(paths), encoder=encoder)
         unique, counts = np.unique(source_ids, return_counts=True)
         if (counts > 1).any():
-            raise ValueError(f"feature shards {paths[0]}...: image id {unique[counts > 1][0]} has {counts.max()} rows; "
-                             "one row per image")  # fmt: skip
+            raise ValueError(
+                f"feature shards {paths[0]}...: image id {unique[counts > 1][0]} has {counts.max()} rows; "
+                "one row per image"
+            )
         if ids is None:
             ids = source_ids
         elif subset and not np.array_equal(ids, source_ids):
@@ -212,8 +218,10 @@ def num_z0_curve(
         if len(out["crel_rho"]) != len(X_test):
             raise ValueError(f"the search at num_z0 = {k} scored {len(out['crel_rho'])} items, not {len(X_test)}")
         if "rho" in out and not np.allclose(out["rho"], rho):  # evaluate_crel's record of its items
-            raise ValueError(f"the search at num_z0 = {k} scored other items than X_test, Y_test, GT_test "
-                             "(its rho differs): searched holds searches of these items only")  # fmt: skip
+            raise ValueError(
+                f"the search at num_z0 = {k} scored other items than X_test, Y_test, GT_test "
+                "(its rho differs): searched holds searches of these items only"
+            )
     curve = []
     for k in num_z0s:
         out = (
@@ -327,8 +335,10 @@ def feature_sources(sources: Mapping[str, np.ndarray], pairs: tuple[tuple[str, s
         raise ValueError(f"the sources must hold one row per item, the same n; got {rows}")
     for first, second in pairs:
         if arrays[first].shape[1] != arrays[second].shape[1]:
-            raise ValueError(f"{first} and {second} must come from one encoder (one width); got "
-                             f"{arrays[first].shape[1]} and {arrays[second].shape[1]}")  # fmt: skip
+            raise ValueError(
+                f"{first} and {second} must come from one encoder (one width); got "
+                f"{arrays[first].shape[1]} and {arrays[second].shape[1]}"
+            )
     return arrays
 
 
@@ -360,8 +370,10 @@ def metric_arrays(
     """
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; expected one of {METRICS}")
-    sources = feature_sources({"image": image, "reference_bert": reference_bert, "caption_clip": caption_clip,
-                               "caption_bert": caption_bert}, ONE_ENCODER_SOURCES)  # fmt: skip
+    sources = feature_sources(
+        {"image": image, "reference_bert": reference_bert, "caption_clip": caption_clip, "caption_bert": caption_bert},
+        ONE_ENCODER_SOURCES,
+    )
     condition = condition_features(condition, sources["image"], sources["reference_bert"])
     if metric == "clip":
         return condition, sources["caption_clip"], sources["image"]
@@ -404,8 +416,10 @@ def evaluate_crel(
     would be a −MSE set against cosines.
     """
     if crel.metric != "cosine":
-        raise ValueError(f"evaluate_crel compares cosines: this CReL's worst case is searched in {crel.metric!r}; "
-                         "build it with metric='cosine' (CReL.from_checkpoints(..., metric='cosine'))")  # fmt: skip
+        raise ValueError(
+            f"evaluate_crel compares cosines: this CReL's worst case is searched in {crel.metric!r}; "
+            "build it with metric='cosine' (CReL.from_checkpoints(..., metric='cosine'))"
+        )
     crel.calibrate(X_cal, Y_cal, alpha, groups=groups)
     out = _worst_case(
         crel, X_test, Y_test, GT_test, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, **stopping
@@ -463,9 +477,11 @@ def _check_scores(scores, metrics: tuple[str, ...] = METRICS) -> None:
     model and metric."""
     needed = ("model", "metric", "rho", "crel_rho")
     if not isinstance(scores, pl.DataFrame):
-        raise TypeError(f"scores must be a polars DataFrame with columns {', '.join(needed)} (one row per test "
-                        f"item, e.g. pl.DataFrame(evaluate_crel(...)) with model and metric added); got "
-                        f"{type(scores).__name__}")  # fmt: skip
+        raise TypeError(
+            f"scores must be a polars DataFrame with columns {', '.join(needed)} (one row per test "
+            f"item, e.g. pl.DataFrame(evaluate_crel(...)) with model and metric added); got "
+            f"{type(scores).__name__}"
+        )
     missing = [column for column in needed if column not in scores.columns]
     if missing:
         raise ValueError(f"scores have no column {missing[0]!r} (need {', '.join(needed)})")
@@ -483,14 +499,18 @@ def _check_scores(scores, metrics: tuple[str, ...] = METRICS) -> None:
         repeated = scores.filter(pl.struct("model", "metric", "image_id").is_duplicated())
         if repeated.height:
             first = repeated.row(0, named=True)
-            raise ValueError(f"image {first['image_id']} appears more than once for model {first['model']!r}, "
-                             f"metric {first['metric']!r} ({repeated.height} rows repeat an item): one row per test item")  # fmt: skip
+            raise ValueError(
+                f"image {first['image_id']} appears more than once for model {first['model']!r}, "
+                f"metric {first['metric']!r} ({repeated.height} rows repeat an item): one row per test item"
+            )
     for column in ("rho", "crel_rho"):
         bad = scores.filter(~pl.col(column).cast(pl.Float64).is_finite().fill_null(False))
         if bad.height:
             first = bad.row(0, named=True)
-            raise ValueError(f"{column} of model {first['model']!r}, metric {first['metric']!r} is {first[column]} "
-                             f"in {bad.height} rows: a NaN or missing score would be ranked, not averaged")  # fmt: skip
+            raise ValueError(
+                f"{column} of model {first['model']!r}, metric {first['metric']!r} is {first[column]} "
+                f"in {bad.height} rows: a NaN or missing score would be ranked, not averaged"
+            )
 
 
 def _warn_of_other_items(scores: pl.DataFrame) -> None:
@@ -502,9 +522,13 @@ def _warn_of_other_items(scores: pl.DataFrame) -> None:
         items = {model: frozenset(group["image_id"].to_list()) for (model,), group in rows.group_by("model")}
         if len(set(items.values())) > 1:
             shared = frozenset.intersection(*items.values())
-            log.warning("table2: the %s models were scored on different items (%s; %d shared): their ranks "
-                        "compare means over other images", metric,
-                        ", ".join(f"{model} {len(ids)}" for model, ids in sorted(items.items())), len(shared))  # fmt: skip
+            log.warning(
+                "table2: the %s models were scored on different items (%s; %d shared): their ranks "
+                "compare means over other images",
+                metric,
+                ", ".join(f"{model} {len(ids)}" for model, ids in sorted(items.items())),
+                len(shared),
+            )
 
 
 def _ranks(values: pl.Expr) -> pl.Expr:
@@ -563,13 +587,27 @@ def fit_on_folds(X, Y, folds, run_dir, *, vae: Mapping, dqr: Mapping, seed: int,
 
     defaults = CReLSettings()
     settings = CReLSettings(
-        latent_dim=vae["latent_dim"], beta=vae["beta"], metric="cosine", quantile_level=dqr["quantile_level"],
-        val_fraction=vae.get("val_fraction", 0.1), seed=seed, work_dir=run_dir,
+        latent_dim=vae["latent_dim"],
+        beta=vae["beta"],
+        metric="cosine",
+        quantile_level=dqr["quantile_level"],
+        val_fraction=vae.get("val_fraction", 0.1),
+        seed=seed,
+        work_dir=run_dir,
         lgm=replace(defaults.lgm, epochs=vae["max_epochs"], accelerator=accelerator),
         dqr=replace(defaults.dqr, epochs=dqr["max_epochs"], accelerator=accelerator),
-        lgm_kwargs={"hidden_dims": list(vae["hidden_dims"]), "dropout": vae["dropout"], "batch_norm": vae["batch_norm"], "lr": vae["lr"]},
-        dqr_kwargs={"hidden_dims": list(dqr["hidden_dims"]), "n_directions": dqr["n_directions"], "directions_per_step": dqr["directions_per_step"]},
-    )  # fmt: skip
+        lgm_kwargs={
+            "hidden_dims": list(vae["hidden_dims"]),
+            "dropout": vae["dropout"],
+            "batch_norm": vae["batch_norm"],
+            "lr": vae["lr"],
+        },
+        dqr_kwargs={
+            "hidden_dims": list(dqr["hidden_dims"]),
+            "n_directions": dqr["n_directions"],
+            "directions_per_step": dqr["directions_per_step"],
+        },
+    )
     return CReL(settings).fit(X[folds == "vae"], Y[folds == "vae"], X[folds == "dqr"], Y[folds == "dqr"])
 
 

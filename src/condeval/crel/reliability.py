@@ -134,8 +134,9 @@ def reliability_score(
     """
     _check_settings(num_z0=num_z0, batch_size=batch_size, refine_top=refine_top, patience=patience, steps=steps)
     if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0 or min_improvement < 0:
-        raise ValueError(f"lr must be positive (a descent step on ρ) and min_improvement >= 0; got {lr!r}, "
-                         f"{min_improvement!r}")  # fmt: skip
+        raise ValueError(
+            f"lr must be positive (a descent step on ρ) and min_improvement >= 0; got {lr!r}, {min_improvement!r}"
+        )
     device = device_of(gt, U, b)
     U_t, b_t = _poly._prepare_ub(U, b, device)
     n, r = b_t.shape[0], U_t.shape[1]
@@ -147,8 +148,10 @@ def reliability_score(
     if e_t is not None and e_t.ndim == 2:
         e_t = e_t[:, None, :]
     if e_t is not None and (e_t.shape[0] != n or e_t.shape[2] != r):
-        raise ValueError(f"extra_starts must have shape ({n}, r) or ({n}, m, r) with r = {r}; got "
-                         f"{tuple(torch.as_tensor(extra_starts).shape)}")  # fmt: skip
+        raise ValueError(
+            f"extra_starts must have shape ({n}, r) or ({n}, m, r) with r = {r}; got "
+            f"{tuple(torch.as_tensor(extra_starts).shape)}"
+        )
     if e_t is not None and not bool(torch.isfinite(e_t).all()):
         bad = int(torch.nonzero(~torch.isfinite(e_t).reshape(n, -1).all(dim=1))[0, 0])
         raise ValueError(f"extra_starts hold NaN or infinite values (row {bad})")

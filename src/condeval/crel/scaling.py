@@ -435,10 +435,14 @@ def time_grid_scheme(
     n, r = b.shape[0], U.shape[1]
     cells = points_per_axis**r
     common = {
-        "budget_s": float(budget_s), "n_cal": int(n), "latent_dim": int(r), "points_per_axis": int(points_per_axis),
-        "latent_points_per_region": int(cells), "setup_s": float(setup_s),
+        "budget_s": float(budget_s),
+        "n_cal": int(n),
+        "latent_dim": int(r),
+        "points_per_axis": int(points_per_axis),
+        "latent_points_per_region": int(cells),
+        "setup_s": float(setup_s),
         "output_grid_points": 0 if output_grid is None else int(output_grid.shape[0]),
-    }  # fmt: skip
+    }
     if cells > max_region_points:
         return _time_by_chunks(U, b, decode, X, Y, output_grid, common, max_region_points, probe_budget_s, seed)
     chunk = max(1, min(32, max_region_points // cells))
@@ -450,19 +454,34 @@ def time_grid_scheme(
     estimate = setup_s + probe_s * n / probe
     if estimate > budget_s:
         return GridTiming(
-            total_s=estimate, feasible=False, reason="budget", measured_s=setup_s + probe_s, probe_points=probe,
-            latent_s=probe_s - step.seconds, output_grid_s=step.seconds, per_point_s=probe_s / probe,
-            mean_owned_output_points=_mean(step.owned), **common,
-        )  # fmt: skip
+            total_s=estimate,
+            feasible=False,
+            reason="budget",
+            measured_s=setup_s + probe_s,
+            probe_points=probe,
+            latent_s=probe_s - step.seconds,
+            output_grid_s=step.seconds,
+            per_point_s=probe_s / probe,
+            mean_owned_output_points=_mean(step.owned),
+            **common,
+        )
     if probe < n:
         scores.append(_score_rows(U, b, decode, X, Y, range(probe, n), points_per_axis, chunk, step))
     gamma = feldman_threshold(np.concatenate(scores), alpha)
     run_s = time.perf_counter() - start
     return GridTiming(
-        total_s=setup_s + run_s, feasible=True, reason="", measured_s=setup_s + run_s, probe_points=probe,
-        latent_s=run_s - step.seconds, output_grid_s=step.seconds, per_point_s=run_s / n, gamma=gamma,
-        mean_owned_output_points=_mean(step.owned), **common,
-    )  # fmt: skip
+        total_s=setup_s + run_s,
+        feasible=True,
+        reason="",
+        measured_s=setup_s + run_s,
+        probe_points=probe,
+        latent_s=run_s - step.seconds,
+        output_grid_s=step.seconds,
+        per_point_s=run_s / n,
+        gamma=gamma,
+        mean_owned_output_points=_mean(step.owned),
+        **common,
+    )
 
 
 def _time_by_chunks(U, b, decode, X, Y, output_grid, common, chunk, probe_budget_s, seed) -> GridTiming:
@@ -500,11 +519,18 @@ def _time_by_chunks(U, b, decode, X, Y, output_grid, common, chunk, probe_budget
     per_point = latent_per_point + output_per_point
     total = common["setup_s"] + per_point * common["n_cal"]
     return GridTiming(
-        total_s=total, feasible=False, reason="budget" if total > common["budget_s"] else "memory",
-        measured_s=common["setup_s"] + record["seconds_timed"] + output_s, probe_points=0,
-        latent_s=record["seconds_timed"], output_grid_s=output_s, per_point_s=per_point,
-        mean_owned_output_points=owned, chunk_timing=record, **common,
-    )  # fmt: skip
+        total_s=total,
+        feasible=False,
+        reason="budget" if total > common["budget_s"] else "memory",
+        measured_s=common["setup_s"] + record["seconds_timed"] + output_s,
+        probe_points=0,
+        latent_s=record["seconds_timed"],
+        output_grid_s=output_s,
+        per_point_s=per_point,
+        mean_owned_output_points=owned,
+        chunk_timing=record,
+        **common,
+    )
 
 
 def _mean(values: list[int]) -> float | None:
@@ -594,10 +620,21 @@ def time_grid_calibration(
     )
     setup_s = time.perf_counter() - start
     return time_grid_scheme(
-        U, b, crel.decode_torch, X_cal, Y_cal, alpha, grid,
-        points_per_axis=points_per_axis, budget_s=budget_s, probe_points=probe_points,
-        max_region_points=max_region_points, probe_budget_s=probe_budget_s, setup_s=setup_s, seed=seed,
-    )  # fmt: skip
+        U,
+        b,
+        crel.decode_torch,
+        X_cal,
+        Y_cal,
+        alpha,
+        grid,
+        points_per_axis=points_per_axis,
+        budget_s=budget_s,
+        probe_points=probe_points,
+        max_region_points=max_region_points,
+        probe_budget_s=probe_budget_s,
+        setup_s=setup_s,
+        seed=seed,
+    )
 
 
 # --------------------------------------------------------------------------- summary

@@ -44,8 +44,15 @@ def metric_arrays(
     """
     if metric not in METRICS:
         raise ValueError(f"unknown text-to-image metric {metric!r}; expected one of {METRICS}")
-    arrays = feature_sources({"caption_clip": caption_clip, "generated_clip": generated_clip, "real_dino": real_dino,
-                              "generated_dino": generated_dino}, ONE_ENCODER_SOURCES)  # fmt: skip
+    arrays = feature_sources(
+        {
+            "caption_clip": caption_clip,
+            "generated_clip": generated_clip,
+            "real_dino": real_dino,
+            "generated_dino": generated_dino,
+        },
+        ONE_ENCODER_SOURCES,
+    )
     if metric == "clip":
         return arrays["caption_clip"], arrays["generated_clip"], arrays["caption_clip"]
     return arrays["caption_clip"], arrays["generated_dino"], arrays["real_dino"]
@@ -63,8 +70,13 @@ def item_arrays(shards: dict[str, list], metric: str, seed: int, encoders: dict 
     absent = [name for name in FEATURE_SOURCES if name not in shards]
     if absent:
         raise ValueError(f"shards lack the source(s) {absent} (need {list(FEATURE_SOURCES)})")
-    ids, arrays = aligned_features({name: shards[name] for name in FEATURE_SOURCES}, encoders,
-                                   source_encoders=SOURCE_ENCODERS, groups=ONE_ENCODER_SOURCES, subset=True)  # fmt: skip
+    ids, arrays = aligned_features(
+        {name: shards[name] for name in FEATURE_SOURCES},
+        encoders,
+        source_encoders=SOURCE_ENCODERS,
+        groups=ONE_ENCODER_SOURCES,
+        subset=True,
+    )
     X, Y, GT = metric_arrays(metric, **arrays)
     if units is None:
         return ids, X, Y, GT, assign_folds(ids, seed)

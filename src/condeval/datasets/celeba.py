@@ -37,13 +37,47 @@ __all__ = [
 
 #: The 40 attribute names of ``list_attr_celeba.txt``, in the file's order.
 CELEBA_ATTRIBUTES = (
-    "5_o_Clock_Shadow", "Arched_Eyebrows", "Attractive", "Bags_Under_Eyes", "Bald", "Bangs", "Big_Lips", "Big_Nose",
-    "Black_Hair", "Blond_Hair", "Blurry", "Brown_Hair", "Bushy_Eyebrows", "Chubby", "Double_Chin", "Eyeglasses",
-    "Goatee", "Gray_Hair", "Heavy_Makeup", "High_Cheekbones", "Male", "Mouth_Slightly_Open", "Mustache",
-    "Narrow_Eyes", "No_Beard", "Oval_Face", "Pale_Skin", "Pointy_Nose", "Receding_Hairline", "Rosy_Cheeks",
-    "Sideburns", "Smiling", "Straight_Hair", "Wavy_Hair", "Wearing_Earrings", "Wearing_Hat", "Wearing_Lipstick",
-    "Wearing_Necklace", "Wearing_Necktie", "Young",
-)  # fmt: skip
+    "5_o_Clock_Shadow",
+    "Arched_Eyebrows",
+    "Attractive",
+    "Bags_Under_Eyes",
+    "Bald",
+    "Bangs",
+    "Big_Lips",
+    "Big_Nose",
+    "Black_Hair",
+    "Blond_Hair",
+    "Blurry",
+    "Brown_Hair",
+    "Bushy_Eyebrows",
+    "Chubby",
+    "Double_Chin",
+    "Eyeglasses",
+    "Goatee",
+    "Gray_Hair",
+    "Heavy_Makeup",
+    "High_Cheekbones",
+    "Male",
+    "Mouth_Slightly_Open",
+    "Mustache",
+    "Narrow_Eyes",
+    "No_Beard",
+    "Oval_Face",
+    "Pale_Skin",
+    "Pointy_Nose",
+    "Receding_Hairline",
+    "Rosy_Cheeks",
+    "Sideburns",
+    "Smiling",
+    "Straight_Hair",
+    "Wavy_Hair",
+    "Wearing_Earrings",
+    "Wearing_Hat",
+    "Wearing_Lipstick",
+    "Wearing_Necklace",
+    "Wearing_Necktie",
+    "Young",
+)
 
 #: The attributes the trust-score paper conditions CelebA on, in its order.
 ATTRIBUTES = ("Male", "Smiling", "Blond_Hair", "Eyeglasses")
@@ -175,7 +209,12 @@ def load_celeba(root: str | os.PathLike, attributes=ATTRIBUTES, partition: str |
     unpartitioned = frame.filter(pl.col("partition").is_null())
     if unpartitioned.height:
         raise DatasetFormatError(f"{root / PARTITION_FILE}: no partition for image {unpartitioned['image'][0]!r}")
-    report_rows(root / PARTITION_FILE, frame.height, {"images the attribute file does not list": partitions.height - frame.height}, "images")  # fmt: skip
+    report_rows(
+        root / PARTITION_FILE,
+        frame.height,
+        {"images the attribute file does not list": partitions.height - frame.height},
+        "images",
+    )
     report_rows(root / ATTRIBUTE_FILE, frame.height, {}, "images")
     if partition is not None:
         frame = frame.filter(pl.col("partition") == partition)

@@ -38,11 +38,35 @@ __all__ = [
 
 #: Cell-type bases: radii in pixels at a 64-pixel site, elongation, cells per site, channel intensities.
 CELL_TYPE_BASES = {
-    "HEPG2": {"cell": 7.0, "nucleus": 3.6, "elongation": 1.1, "density": 9.0, "channels": (0.9, 0.5, 0.4, 0.6, 0.5, 0.4)},
-    "HUVEC": {"cell": 8.5, "nucleus": 3.4, "elongation": 1.6, "density": 6.0, "channels": (0.8, 0.4, 0.7, 0.5, 0.6, 0.3)},
-    "RPE": {"cell": 9.0, "nucleus": 4.0, "elongation": 1.3, "density": 5.0, "channels": (0.85, 0.6, 0.5, 0.4, 0.4, 0.6)},
-    "U2OS": {"cell": 7.5, "nucleus": 4.2, "elongation": 1.2, "density": 7.0, "channels": (0.95, 0.45, 0.55, 0.7, 0.7, 0.5)},
-}  # fmt: skip
+    "HEPG2": {
+        "cell": 7.0,
+        "nucleus": 3.6,
+        "elongation": 1.1,
+        "density": 9.0,
+        "channels": (0.9, 0.5, 0.4, 0.6, 0.5, 0.4),
+    },
+    "HUVEC": {
+        "cell": 8.5,
+        "nucleus": 3.4,
+        "elongation": 1.6,
+        "density": 6.0,
+        "channels": (0.8, 0.4, 0.7, 0.5, 0.6, 0.3),
+    },
+    "RPE": {
+        "cell": 9.0,
+        "nucleus": 4.0,
+        "elongation": 1.3,
+        "density": 5.0,
+        "channels": (0.85, 0.6, 0.5, 0.4, 0.4, 0.6),
+    },
+    "U2OS": {
+        "cell": 7.5,
+        "nucleus": 4.2,
+        "elongation": 1.2,
+        "density": 7.0,
+        "channels": (0.95, 0.45, 0.55, 0.7, 0.7, 0.5),
+    },
+}
 #: The miniature's ground truth beside metadata.csv: cells drawn per site.
 CELLS_DRAWN = "cells_drawn.csv"
 #: The negative control ("EMPTY"): no effect.
@@ -80,11 +104,13 @@ def site_parameters(cell_type: str, sirna_id: int, world_seed: int = 0) -> SiteS
     """The cell type's base times the siRNA's factors (separable on the log scale)."""
     base, effect = CELL_TYPE_BASES[cell_type], _sirna_effects(sirna_id, world_seed)
     return SiteSpec(
-        cell=base["cell"] * np.exp(effect["cell"]), nucleus=base["nucleus"] * np.exp(effect["nucleus"]),
+        cell=base["cell"] * np.exp(effect["cell"]),
+        nucleus=base["nucleus"] * np.exp(effect["nucleus"]),
         elongation=1.0 + (base["elongation"] - 1.0) * np.exp(effect["elongation"]),
-        density=base["density"] * np.exp(effect["density"]), granularity=float(np.exp(effect["granularity"])),
+        density=base["density"] * np.exp(effect["density"]),
+        granularity=float(np.exp(effect["granularity"])),
         channels=tuple(float(c * np.exp(e)) for c, e in zip(base["channels"], effect["channels"], strict=True)),
-    )  # fmt: skip
+    )
 
 
 def render_site(spec: SiteSpec, rng: np.random.Generator, side: int = 64) -> np.ndarray:
@@ -152,9 +178,13 @@ def _well(index: int) -> str:
 
 
 def write_cell_world(
-    root: str | Path, sirna_ids: list[int], sites_per_pair: dict | int, seed: int, side: int = 64,
+    root: str | Path,
+    sirna_ids: list[int],
+    sites_per_pair: dict | int,
+    seed: int,
+    side: int = 64,
     test_share: float = 0.25,
-) -> pl.DataFrame:  # fmt: skip
+) -> pl.DataFrame:
     """Write sites of every (cell type, siRNA) pair as RxRx1 under ``root`` and return the metadata.
 
     Beside the release's files, ``cells_drawn.csv`` (``site_id``, ``cells``) holds how many cells each
@@ -186,11 +216,18 @@ def write_cell_world(
                 plate, site = 1 + i // 2 % 4, 1 + i % 2
                 well = _well(k * 8 + i // 8)
                 row = {
-                    "site_id": f"{experiment}_{plate}_{well}_{site}", "well_id": f"{experiment}_{plate}_{well}",
-                    "cell_type": cell_type, "dataset": "test" if rng.random() < test_share else "train",
-                    "experiment": experiment, "plate": plate, "well": well, "site": site,
-                    "well_type": _well_type(sirna_id), "sirna": _sirna_name(sirna_id), "sirna_id": sirna_id,
-                }  # fmt: skip
+                    "site_id": f"{experiment}_{plate}_{well}_{site}",
+                    "well_id": f"{experiment}_{plate}_{well}",
+                    "cell_type": cell_type,
+                    "dataset": "test" if rng.random() < test_share else "train",
+                    "experiment": experiment,
+                    "plate": plate,
+                    "well": well,
+                    "site": site,
+                    "well_type": _well_type(sirna_id),
+                    "sirna": _sirna_name(sirna_id),
+                    "sirna_id": sirna_id,
+                }
                 site, cells = _render_site(spec, rng, side)
                 write_site(root, row, site)
                 rows.append(row)

@@ -47,8 +47,15 @@ def _word(value: object, where: str, field: str) -> str:
 
 
 # How each field of a COCO-layout record is checked; a path must stay under the image folder.
-_FIELD_CHECKS = {"id": integer_field, "image_id": integer_field, "file_name": relative_path, "caption": text_field,
-                 "foil": _boolean, "target_word": _word, "foil_word": _word}  # fmt: skip
+_FIELD_CHECKS = {
+    "id": integer_field,
+    "image_id": integer_field,
+    "file_name": relative_path,
+    "caption": text_field,
+    "foil": _boolean,
+    "target_word": _word,
+    "foil_word": _word,
+}
 
 
 def _records(document: dict, key: str, fields: tuple[str, ...], path: Path) -> list[dict]:

@@ -62,17 +62,27 @@ class Face:
 
 def sample_face(rng: np.random.Generator, attributes=None, p: float = 0.45) -> Face:
     """A face with the given attributes (default: each present with probability ``p``) and random nuisance."""
-    male, smiling, blond, glasses = (
-        attributes if attributes is not None else tuple(int(v) for v in rng.random(4) < p)
-    )  # fmt: skip
+    male, smiling, blond, glasses = attributes if attributes is not None else tuple(int(v) for v in rng.random(4) < p)
     hair_name = "blond" if blond else str(rng.choice(list(_DARK_HAIR)))
     base = _BLOND if blond else _DARK_HAIR[hair_name]
     hair = tuple(int(np.clip(c + rng.normal(0, 10), 0, 255)) for c in base)
     skin = tuple(int(np.clip(c + rng.normal(0, 8), 0, 255)) for c in _SKIN[rng.integers(len(_SKIN))])
     background = tuple(tuple(int(v) for v in rng.integers(40, 220, 3)) for _ in range(2))
-    return Face(int(male), int(smiling), int(blond), int(glasses), skin, hair, hair_name,
-                scale=float(rng.uniform(0.85, 1.1)), dx=float(rng.normal(0, 0.04)), dy=float(rng.normal(0, 0.03)),
-                tilt=float(rng.normal(0, 6)), background=background, light=float(rng.uniform(0, 2 * math.pi)))  # fmt: skip
+    return Face(
+        int(male),
+        int(smiling),
+        int(blond),
+        int(glasses),
+        skin,
+        hair,
+        hair_name,
+        scale=float(rng.uniform(0.85, 1.1)),
+        dx=float(rng.normal(0, 0.04)),
+        dy=float(rng.normal(0, 0.03)),
+        tilt=float(rng.normal(0, 6)),
+        background=background,
+        light=float(rng.uniform(0, 2 * math.pi)),
+    )
 
 
 def render_face(face: Face, rng: np.random.Generator, side: int = 64) -> Image.Image:
@@ -109,8 +119,9 @@ def _background(face: Face, big: int) -> Image.Image:
 def _hair_back(draw, face: Face, cx, cy, rx, ry) -> None:
     """Long hair behind the head, past the jaw (faces without the male cue)."""
     if not face.male:
-        draw.rounded_rectangle([cx - 1.3 * rx, cy - 1.1 * ry, cx + 1.3 * rx, cy + 0.95 * ry], radius=rx * 0.6,
-                               fill=face.hair)  # fmt: skip
+        draw.rounded_rectangle(
+            [cx - 1.3 * rx, cy - 1.1 * ry, cx + 1.3 * rx, cy + 0.95 * ry], radius=rx * 0.6, fill=face.hair
+        )
 
 
 def _hair_top(draw, face: Face, cx, cy, rx, ry) -> None:
@@ -138,8 +149,11 @@ def _eyes(draw, face: Face, cx, cy, rx, ry) -> None:
             gr = 0.3 * rx
             draw.ellipse([ex - gr, ey - gr, ex + gr, ey + gr], outline=(15, 15, 15), width=max(3, int(0.07 * rx)))
     if face.glasses:
-        draw.line([cx - 0.12 * rx, cy - 0.14 * ry, cx + 0.12 * rx, cy - 0.14 * ry], fill=(15, 15, 15),
-                  width=max(3, int(0.06 * rx)))  # fmt: skip
+        draw.line(
+            [cx - 0.12 * rx, cy - 0.14 * ry, cx + 0.12 * rx, cy - 0.14 * ry],
+            fill=(15, 15, 15),
+            width=max(3, int(0.06 * rx)),
+        )
 
 
 def _mouth(draw, face: Face, cx, cy, rx, ry) -> None:
@@ -147,8 +161,12 @@ def _mouth(draw, face: Face, cx, cy, rx, ry) -> None:
     if face.smiling:
         box = [cx - 0.42 * rx, my - 0.22 * ry, cx + 0.42 * rx, my + 0.16 * ry]
         draw.chord(box, 0, 180, fill=(120, 20, 30))
-        draw.chord([box[0] + 0.08 * rx, box[1] + 0.02 * ry, box[2] - 0.08 * rx, box[3] - 0.08 * ry], 0, 180,
-                   fill=(245, 245, 240))  # fmt: skip
+        draw.chord(
+            [box[0] + 0.08 * rx, box[1] + 0.02 * ry, box[2] - 0.08 * rx, box[3] - 0.08 * ry],
+            0,
+            180,
+            fill=(245, 245, 240),
+        )
     else:
         draw.line([cx - 0.22 * rx, my, cx + 0.22 * rx, my], fill=(120, 40, 45), width=max(3, int(0.06 * rx)))
 
@@ -156,10 +174,15 @@ def _mouth(draw, face: Face, cx, cy, rx, ry) -> None:
 def celeba_row(face: Face) -> np.ndarray:
     """The face's 40 CelebA values in {−1, 1}: what its pixels show, every other attribute absent."""
     shown = {
-        "Male": face.male, "Smiling": face.smiling, "Blond_Hair": face.blond, "Eyeglasses": face.glasses,
-        "Black_Hair": face.hair_name == "Black_Hair", "Brown_Hair": face.hair_name == "Brown_Hair",
-        "No_Beard": not face.male, "Mouth_Slightly_Open": face.smiling,
-    }  # fmt: skip
+        "Male": face.male,
+        "Smiling": face.smiling,
+        "Blond_Hair": face.blond,
+        "Eyeglasses": face.glasses,
+        "Black_Hair": face.hair_name == "Black_Hair",
+        "Brown_Hair": face.hair_name == "Brown_Hair",
+        "No_Beard": not face.male,
+        "Mouth_Slightly_Open": face.smiling,
+    }
     return np.array([1 if shown.get(name, False) else -1 for name in CELEBA_ATTRIBUTES], dtype=np.int8)
 
 

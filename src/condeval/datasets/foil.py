@@ -104,12 +104,19 @@ def load_foil_it(annotations_json: str | os.PathLike, image_dir: str | os.PathLi
         original, foiled, error = labelled
         for is_foil, words in ((False, original), (True, foiled)):
             record = pair[is_foil]
-            rows.append({
-                "pair_id": pair_id, "image_id": record["image_id"], "file_name": file_names[record["image_id"]],
-                "caption": record["caption"].strip(), "foil": is_foil, "words": words,
-                "labels": [int(is_foil and i == error) for i in range(len(words))],
-                "target_word": record["target_word"], "foil_word": record["foil_word"],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "pair_id": pair_id,
+                    "image_id": record["image_id"],
+                    "file_name": file_names[record["image_id"]],
+                    "caption": record["caption"].strip(),
+                    "foil": is_foil,
+                    "words": words,
+                    "labels": [int(is_foil and i == error) for i in range(len(words))],
+                    "target_word": record["target_word"],
+                    "foil_word": record["foil_word"],
+                }
+            )
     report_rows(path, len(rows) // 2, {_COUNTS_DIFFER: dropped}, "pairs")
     schema = {**WORD_CAPTION_SCHEMA, "target_word": pl.String, "foil_word": pl.String}
     frame = pl.DataFrame(rows, schema=schema)
@@ -166,14 +173,29 @@ def load_foil_nocaps(path: str | os.PathLike, image_root: str | os.PathLike | No
             continue
         original, foiled, error = labelled
         for is_foil, words, caption in ((False, original, record["baseline"]), (True, foiled, record["foil"])):
-            rows.append({
-                "pair_id": index, "image_path": image_path, "domain": record["domain"], "caption": caption.strip(),
-                "foil": is_foil, "words": words, "labels": [int(is_foil and i == error) for i in range(len(words))],
-                "references": [reference.strip() for reference in record["references"]],
-            })  # fmt: skip
+            rows.append(
+                {
+                    "pair_id": index,
+                    "image_path": image_path,
+                    "domain": record["domain"],
+                    "caption": caption.strip(),
+                    "foil": is_foil,
+                    "words": words,
+                    "labels": [int(is_foil and i == error) for i in range(len(words))],
+                    "references": [reference.strip() for reference in record["references"]],
+                }
+            )
     report_rows(path, len(rows) // 2, {_COUNTS_DIFFER: dropped}, "pairs")
-    schema = {"pair_id": pl.Int64, "image_path": pl.String, "domain": pl.String, "caption": pl.String, "foil": pl.Boolean,
-              "words": pl.List(pl.String), "labels": pl.List(pl.Int8), "references": pl.List(pl.String)}  # fmt: skip
+    schema = {
+        "pair_id": pl.Int64,
+        "image_path": pl.String,
+        "domain": pl.String,
+        "caption": pl.String,
+        "foil": pl.Boolean,
+        "words": pl.List(pl.String),
+        "labels": pl.List(pl.Int8),
+        "references": pl.List(pl.String),
+    }
     frame = pl.DataFrame(rows, schema=schema)
     if image_root is not None:
         root = Path(image_root)

@@ -84,8 +84,10 @@ def load_flickr8k_expert(path: str | os.PathLike) -> pl.DataFrame:
                 raise DatasetFormatError(f"{where}: rating {rating} is outside 1-4")
             ratings.setdefault((image, caption), []).append(rating)
     report_rows(path, len(ratings), {"unrated judgements (NaN rating)": unrated}, "judged captions")
-    rows = [{"image": image, "caption": caption, "references": references[image], "human_score": float(np.mean(values))}
-            for (image, caption), values in ratings.items()]  # fmt: skip
+    rows = [
+        {"image": image, "caption": caption, "references": references[image], "human_score": float(np.mean(values))}
+        for (image, caption), values in ratings.items()
+    ]
     return pl.DataFrame(rows, schema=JUDGMENT_SCHEMA)
 
 
@@ -122,8 +124,10 @@ def load_polaris(path: str | os.PathLike) -> pl.DataFrame:
         raise DatasetFormatError(f"{path}: 'img' must hold image paths ({error})") from None
     rows = frame.rows()
     if csv:
-        rows = [(image, caption, _listed(refs, f"{path}: row {number}"), _number(score, f"{path}: row {number}"))
-                for number, (image, caption, refs, score) in enumerate(rows)]  # fmt: skip
+        rows = [
+            (image, caption, _listed(refs, f"{path}: row {number}"), _number(score, f"{path}: row {number}"))
+            for number, (image, caption, refs, score) in enumerate(rows)
+        ]
     return _checked_judgments(rows, path)
 
 
@@ -164,8 +168,14 @@ def _checked_judgments(rows: list[tuple], path: Path) -> pl.DataFrame:
         where = f"{path}: row {number}"
         if score is None or (isinstance(score, float) and math.isnan(score)):
             raise DatasetFormatError(f"{where} has no human_score")
-        checked.append((relative_path(image, where, "image"), text_field(caption, where, "caption"),
-                        _captions(references, where, "references"), finite_number(score, where, "human_score")))  # fmt: skip
+        checked.append(
+            (
+                relative_path(image, where, "image"),
+                text_field(caption, where, "caption"),
+                _captions(references, where, "references"),
+                finite_number(score, where, "human_score"),
+            )
+        )
     report_rows(path, len(checked), {}, "judged captions")
     return pl.DataFrame(checked, schema=JUDGMENT_SCHEMA, orient="row")
 

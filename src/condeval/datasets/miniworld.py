@@ -450,8 +450,18 @@ def write_split(root: str | Path, split: str, n_images: int, seed: int, side: in
         file_name = f"COCO_{split}2014_{image_id:012d}.jpg"
         with atomic_path(image_dir / file_name, suffix=".jpg") as tmp:
             render_scene(objects, rng, side).save(tmp, format="JPEG", quality=90)
-        images.append({"id": image_id, "width": side, "height": side, "file_name": file_name, "license": 1,
-                       "flickr_url": "", "coco_url": "", "date_captured": "2026-11-23 00:00:00"})  # fmt: skip
+        images.append(
+            {
+                "id": image_id,
+                "width": side,
+                "height": side,
+                "file_name": file_name,
+                "license": 1,
+                "flickr_url": "",
+                "coco_url": "",
+                "date_captured": "2026-11-23 00:00:00",
+            }
+        )
         scenes[str(image_id)] = [asdict(o) for o in objects]
         for caption in captions_for(objects, rng):
             annotations.append({"id": caption_id, "image_id": image_id, "caption": caption.text})

@@ -156,8 +156,16 @@ def read_rich_hf(
         if not words or len(words) != len(raw_labels):
             dropped["prompt has no word" if not words else "token and label counts differ"] += 1
             continue
-        rows.append({"filename": filename, "image_uid": uid, "caption": prompts[uid], "words": words,
-                     "labels": [1 - int(label) for label in raw_labels], **scores})  # fmt: skip
+        rows.append(
+            {
+                "filename": filename,
+                "image_uid": uid,
+                "caption": prompts[uid],
+                "words": words,
+                "labels": [1 - int(label) for label in raw_labels],
+                **scores,
+            }
+        )
     report_rows(path, len(rows), dropped)
     schema = {
         "filename": pl.String,
@@ -184,8 +192,10 @@ def write_rich_hf(path: str | os.PathLike, records: Iterable[Mapping]) -> None:
     with atomic_path(path) as tmp:
         writer = TFRecordWriter(str(tmp))
         for record in records:
-            datum = {"filename": (record["filename"].encode(), "byte"),
-                     "prompt_misalignment_label": (record["prompt_misalignment_label"].encode(), "byte")}  # fmt: skip
+            datum = {
+                "filename": (record["filename"].encode(), "byte"),
+                "prompt_misalignment_label": (record["prompt_misalignment_label"].encode(), "byte"),
+            }
             datum.update({key: (float(record[key]), "float") for key in SCORES if key in record})
             writer.write(datum)
         writer.close()

@@ -46,9 +46,18 @@ __all__ = [
 ]
 
 METADATA_COLUMNS = (
-    "site_id", "well_id", "cell_type", "dataset", "experiment", "plate", "well", "site", "well_type", "sirna",
+    "site_id",
+    "well_id",
+    "cell_type",
+    "dataset",
+    "experiment",
+    "plate",
+    "well",
+    "site",
+    "well_type",
+    "sirna",
     "sirna_id",
-)  # fmt: skip
+)
 CELL_TYPES = {"HEPG2": 0, "HUVEC": 1, "RPE": 2, "U2OS": 3}
 CHANNELS = 6
 #: The release's ``dataset`` values: its training and test sites.

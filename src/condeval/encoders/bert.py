@@ -26,9 +26,14 @@ def tiny_bert_config(
 ) -> BertConfig:
     """A ``BertConfig`` of the real architecture at a CPU-trainable size, wired to ``tokenizer``."""
     return BertConfig(
-        vocab_size=len(tokenizer), hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=4 * width, max_position_embeddings=max_length, pad_token_id=tokenizer.pad_token_id,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * width,
+        max_position_embeddings=max_length,
+        pad_token_id=tokenizer.pad_token_id,
+    )
 
 
 def caption_pairs(captions: list[list[str]], rng: np.random.Generator) -> tuple[list[str], list[str], np.ndarray]:
@@ -75,7 +80,10 @@ class PretrainingBert(ScheduledModule):
         special = torch.isin(ids, self.special_ids) | (attention == 0)
         masked, labels = self.collator.torch_mask_tokens(ids.cpu().clone(), special.cpu())
         out = self.model(
-            input_ids=masked.to(ids.device), attention_mask=attention, token_type_ids=types,
-            labels=labels.to(ids.device), next_sentence_label=next_sentence,
-        )  # fmt: skip
+            input_ids=masked.to(ids.device),
+            attention_mask=attention,
+            token_type_ids=types,
+            labels=labels.to(ids.device),
+            next_sentence_label=next_sentence,
+        )
         return out.loss

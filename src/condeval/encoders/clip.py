@@ -26,23 +26,42 @@ __all__ = ["tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contr
 
 
 def tiny_clip_config(
-    tokenizer, image_size: int, *, vision_width: int = 128, vision_layers: int = 4, patch_size: int = 8,
-    text_width: int = 64, text_layers: int = 2, heads: int = 4, projection_dim: int = 128, max_length: int = 32,
-) -> CLIPConfig:  # fmt: skip
+    tokenizer,
+    image_size: int,
+    *,
+    vision_width: int = 128,
+    vision_layers: int = 4,
+    patch_size: int = 8,
+    text_width: int = 64,
+    text_layers: int = 2,
+    heads: int = 4,
+    projection_dim: int = 128,
+    max_length: int = 32,
+) -> CLIPConfig:
     """A ``CLIPConfig`` of the real architecture at a CPU-trainable size, wired to ``tokenizer``.
 
     The text tower pools at the first ``[SEP]`` (``eos_token_id``), as CLIP pools at its end token.
     A grammar of 80 words needs a far smaller text tower than the images need a vision tower.
     """
     text = dict(
-        hidden_size=text_width, intermediate_size=2 * text_width, num_hidden_layers=text_layers, num_attention_heads=heads,
-        vocab_size=len(tokenizer), max_position_embeddings=max_length,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-    )  # fmt: skip
+        hidden_size=text_width,
+        intermediate_size=2 * text_width,
+        num_hidden_layers=text_layers,
+        num_attention_heads=heads,
+        vocab_size=len(tokenizer),
+        max_position_embeddings=max_length,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+    )
     vision = dict(
-        hidden_size=vision_width, intermediate_size=2 * vision_width, num_hidden_layers=vision_layers,
-        num_attention_heads=heads, image_size=image_size, patch_size=patch_size,
-    )  # fmt: skip
+        hidden_size=vision_width,
+        intermediate_size=2 * vision_width,
+        num_hidden_layers=vision_layers,
+        num_attention_heads=heads,
+        image_size=image_size,
+        patch_size=patch_size,
+    )
     return CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection_dim)
 
 

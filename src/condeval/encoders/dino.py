@@ -23,8 +23,16 @@ import torch.nn.functional as F
 from condeval.core.training import ScheduledModule
 from condeval.encoders.inputs import ArrayImages, batches, image_list, rgb_images, unit_feature_rows
 
-__all__ = ["FEATURE", "tiny_dinov2_config", "dino_image_processor", "ContrastiveDino", "train_dino", "DinoEncoder",
-           "second_views", "dino_signal"]  # fmt: skip
+__all__ = [
+    "FEATURE",
+    "tiny_dinov2_config",
+    "dino_image_processor",
+    "ContrastiveDino",
+    "train_dino",
+    "DinoEncoder",
+    "second_views",
+    "dino_signal",
+]
 
 #: The DINOv2 output used as the image feature: ``pooler_output`` (the layer-normed CLS token).
 FEATURE = "pooler_output"
@@ -34,16 +42,23 @@ def tiny_dinov2_config(image_size: int, *, width: int = 96, layers: int = 3, hea
     """A ``Dinov2Config`` of the real architecture at a CPU-trainable size."""
     from transformers import Dinov2Config
 
-    return Dinov2Config(hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads, mlp_ratio=2,
-                        image_size=image_size, patch_size=patch_size)  # fmt: skip
+    return Dinov2Config(
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        mlp_ratio=2,
+        image_size=image_size,
+        patch_size=patch_size,
+    )
 
 
 def dino_image_processor(image_size: int):
     """DINOv2's preprocessing (``BitImageProcessor``: resize, centre crop, ImageNet mean and std) at ``image_size``."""
     from transformers import BitImageProcessor
 
-    return BitImageProcessor(size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size},
-                             do_convert_rgb=True)  # fmt: skip
+    return BitImageProcessor(
+        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}, do_convert_rgb=True
+    )
 
 
 class ContrastiveDino(ScheduledModule):
@@ -51,8 +66,15 @@ class ContrastiveDino(ScheduledModule):
 
     decay_matrices_only = True
 
-    def __init__(self, config: dict, lr: float = 1e-3, weight_decay: float = 0.05, warmup_steps: int = 50,
-                 total_steps: int = 1000, temperature: float = 0.1):  # fmt: skip
+    def __init__(
+        self,
+        config: dict,
+        lr: float = 1e-3,
+        weight_decay: float = 0.05,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        temperature: float = 0.1,
+    ):
         super().__init__()
         self.save_hyperparameters()
         from transformers import Dinov2Config, Dinov2Model
@@ -85,10 +107,21 @@ def _pixels(images, processor) -> np.ndarray:
 
 
 def train_dino(
-    world: str | os.PathLike, out_dir: str | os.PathLike, *, images: int, epochs: int, batch_size: int, lr: float,
-    model: dict, image_size: int, val_images: int, seed: int, temperature: float = 0.1, accelerator: str = "cpu",
+    world: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    images: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    model: dict,
+    image_size: int,
+    val_images: int,
+    seed: int,
+    temperature: float = 0.1,
+    accelerator: str = "cpu",
     fingerprint: str | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Train the tiny DINOv2 on the train split's images and their second views; ``save_pretrained`` it.
 
     Parameters
@@ -126,10 +159,21 @@ def train_dino(
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_dinov2_config(image_size, **model)
     steps = optimizer_steps(len(ids) - val_images, batch_size, epochs)
-    module = ContrastiveDino(config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps,
-                             temperature=temperature)  # fmt: skip
-    return train_and_export(module, (first, second), out_dir, (processor,), val_rows=val_images, epochs=epochs,
-                            batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+    module = ContrastiveDino(
+        config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, temperature=temperature
+    )
+    return train_and_export(
+        module,
+        (first, second),
+        out_dir,
+        (processor,),
+        val_rows=val_images,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )
 
 
 class DinoEncoder(ArrayImages):
@@ -202,6 +246,9 @@ def dino_signal(encoder: DinoEncoder, paths: list[str], scenes: list[list[dict]]
         if sharing:
             negatives.append(float(first[i] @ first[rng.choice(sharing)]))
     labels = np.r_[np.ones(len(positives)), np.zeros(len(negatives))]
-    return {"pairs": {"same_scene": len(positives), "shared_element": len(negatives)},
-            "same_scene_mean": float(positives.mean()), "shared_element_mean": float(np.mean(negatives)),
-            "auc": float(roc_auc_score(labels, np.r_[positives, negatives]))}  # fmt: skip
+    return {
+        "pairs": {"same_scene": len(positives), "shared_element": len(negatives)},
+        "same_scene_mean": float(positives.mean()),
+        "shared_element_mean": float(np.mean(negatives)),
+        "auc": float(roc_auc_score(labels, np.r_[positives, negatives])),
+    }

@@ -56,10 +56,20 @@ def render_prompted_faces(n: int, side: int, seed: int, twins: bool = False):
 
 
 def train_face_clip(
-    out_dir: str | os.PathLike, *, instances: int, epochs: int, batch_size: int, lr: float, model: dict,
-    image_size: int, val_instances: int, seed: int, hard_weight: float = 1.0, accelerator: str = "cpu",
+    out_dir: str | os.PathLike,
+    *,
+    instances: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    model: dict,
+    image_size: int,
+    val_instances: int,
+    seed: int,
+    hard_weight: float = 1.0,
+    accelerator: str = "cpu",
     fingerprint: str | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Train the face CLIP and ``save_pretrained`` it with its tokenizer and image processor into ``out_dir``.
 
     Parameters
@@ -101,13 +111,26 @@ def train_face_clip(
     rows = (instances, attributes.shape[1])  # a face and its twins stay in one batch
     arrays = (
         np.asarray(pixels, dtype=np.float32).reshape(*rows, *pixels.shape[1:]),
-        ids.reshape(*rows, 1, max_length), mask.reshape(*rows, 1, max_length),
-        hard_ids.reshape(*rows, 1, flat.shape[1], max_length), hard_mask.reshape(*rows, 1, flat.shape[1], max_length),
-    )  # fmt: skip
+        ids.reshape(*rows, 1, max_length),
+        mask.reshape(*rows, 1, max_length),
+        hard_ids.reshape(*rows, 1, flat.shape[1], max_length),
+        hard_mask.reshape(*rows, 1, flat.shape[1], max_length),
+    )
     pl.seed_everything(seed, workers=True, verbose=False)
     config = tiny_clip_config(tokenizer, image_size, **{"max_length": max_length, **model})
     steps = optimizer_steps(instances - val_instances, batch_size, epochs)
-    module = TwinContrastiveCLIP(config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps,
-                             hard_weight=hard_weight)  # fmt: skip
-    return train_and_export(module, arrays, out_dir, (tokenizer, processor), val_rows=val_instances, epochs=epochs,
-                            batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+    module = TwinContrastiveCLIP(
+        config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, hard_weight=hard_weight
+    )
+    return train_and_export(
+        module,
+        arrays,
+        out_dir,
+        (tokenizer, processor),
+        val_rows=val_instances,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )

@@ -37,8 +37,20 @@ from condeval.encoders.shards import (
     write_feature_shard,
 )
 
-__all__ = ["ClipEncoder", "BertEncoder", "image_feature_encoder", "FeatureShardError", "model_identity", "write_feature_shard", "encode_feature_shard", "read_feature_shards",
-           "check_one_encoder", "image_encoder", "clip_vision_tower", "ResizedImage"]  # fmt: skip
+__all__ = [
+    "ClipEncoder",
+    "BertEncoder",
+    "image_feature_encoder",
+    "FeatureShardError",
+    "model_identity",
+    "write_feature_shard",
+    "encode_feature_shard",
+    "read_feature_shards",
+    "check_one_encoder",
+    "image_encoder",
+    "clip_vision_tower",
+    "ResizedImage",
+]
 
 
 class ClipEncoder(ArrayImages):
@@ -74,9 +86,17 @@ class ClipEncoder(ArrayImages):
     visual_projection : torch.nn.Linear
     """
 
-    def __init__(self, path: str | os.PathLike, device: str | None = None, max_length: int | None = None, *,
-                 tokenizer: str | os.PathLike | None = None, image_processor: str | os.PathLike | None = None,
-                 trust_remote_code: bool = False, dtype: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        device: str | None = None,
+        max_length: int | None = None,
+        *,
+        tokenizer: str | os.PathLike | None = None,
+        image_processor: str | os.PathLike | None = None,
+        trust_remote_code: bool = False,
+        dtype: str | None = None,
+    ):
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer, CLIPModel
 
         from condeval.core.devices import check_device, log_precision, torch_dtype
@@ -161,8 +181,10 @@ def clip_vision_tower(model, path: str | os.PathLike = "the model"):
     vision = getattr(model, "vision_model", None)
     vision = getattr(vision, "vision_model", vision)
     if not all(hasattr(vision, part) for part in _CLIP_TOWER_PARTS) or not hasattr(model, "visual_projection"):
-        raise TypeError(f"{path}: no CLIP vision tower (vision_model: {type(vision).__name__}) and "
-                        "visual_projection to read images with")  # fmt: skip
+        raise TypeError(
+            f"{path}: no CLIP vision tower (vision_model: {type(vision).__name__}) and "
+            "visual_projection to read images with"
+        )
     return vision
 
 
@@ -221,8 +243,9 @@ class BertEncoder:
         return np.concatenate(chunks) if chunks else np.zeros((0, self.model.config.hidden_size), np.float32)
 
 
-def image_feature_encoder(path: str | os.PathLike, device: str | None = None, dtype: str | None = None,
-                          image_size: int | None = None):  # fmt: skip
+def image_feature_encoder(
+    path: str | os.PathLike, device: str | None = None, dtype: str | None = None, image_size: int | None = None
+):
     """The encoder of a saved folder by its ``model_type``: :class:`ClipEncoder` for a CLIP, else
     :class:`~condeval.encoders.patch_encoder.PatchEncoder` (DINOv3, SigLIP; ``image_size`` overrides its
     processor's); both ``encode`` uint8 images (N, C, H, W) into rows, in precision ``dtype``."""

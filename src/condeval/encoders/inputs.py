@@ -42,8 +42,10 @@ def image_list(images) -> list:
     images = list(images)
     bad = next((i for i, image in enumerate(images) if not isinstance(image, (str, os.PathLike, Image.Image))), None)
     if bad is not None:
-        raise TypeError(f"images[{bad}] must be a PIL image or a file path; got {type(images[bad]).__name__} "
-                        "(uint8 arrays (N, 3, H, W) go through encode)")  # fmt: skip
+        raise TypeError(
+            f"images[{bad}] must be a PIL image or a file path; got {type(images[bad]).__name__} "
+            "(uint8 arrays (N, 3, H, W) go through encode)"
+        )
     return images
 
 
@@ -82,8 +84,10 @@ def rgb_images(batch: Sequence) -> list[Image.Image]:
     and float images (modes ``I`` and ``F``) carry no range PIL can read, so they are refused: convert
     them to 8 bits first.
     """
-    return [i.open() if isinstance(i, ResizedImage) else _rgb(read_image(i) if isinstance(i, (str, os.PathLike)) else i, i)
-            for i in batch]  # fmt: skip
+    return [
+        i.open() if isinstance(i, ResizedImage) else _rgb(read_image(i) if isinstance(i, (str, os.PathLike)) else i, i)
+        for i in batch
+    ]
 
 
 def _rgb(image: Image.Image, source) -> Image.Image:
@@ -91,8 +95,10 @@ def _rgb(image: Image.Image, source) -> Image.Image:
         image = Image.fromarray(np.round(np.asarray(image, dtype=np.float64) / 257.0).astype(np.uint8), "L")
     elif image.mode in ("I", "F"):
         where = source if isinstance(source, (str, os.PathLike)) else "an image"
-        raise ValueError(f"{where}: a 32-bit {'float' if image.mode == 'F' else 'integer'} image (PIL mode "
-                         f"{image.mode}) has no range to read as 8 bits; convert it to uint8 first")  # fmt: skip
+        raise ValueError(
+            f"{where}: a 32-bit {'float' if image.mode == 'F' else 'integer'} image (PIL mode "
+            f"{image.mode}) has no range to read as 8 bits; convert it to uint8 first"
+        )
     return image.convert("RGB")
 
 

@@ -42,8 +42,13 @@ class PatchEncoder:
     #: What :meth:`encode` returns, as feature shards record it.
     feature = "mean patch token"
 
-    def __init__(self, path: str | os.PathLike, device: str | None = None, dtype: str | None = None,
-                 image_size: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        device: str | None = None,
+        dtype: str | None = None,
+        image_size: int | None = None,
+    ):
         """
         Parameters
         ----------
@@ -72,8 +77,10 @@ class PatchEncoder:
         log_precision(self.model, self.path)
         has_processor = (self.path / PROCESSOR_FILE).is_file()
         if image_size is not None and not has_processor:
-            raise ValueError(f"{self.path}: image_size is for a checkpoint with an image processor; this folder has "
-                             "none (it reads images at their own size)")  # fmt: skip
+            raise ValueError(
+                f"{self.path}: image_size is for a checkpoint with an image processor; this folder has "
+                "none (it reads images at their own size)"
+            )
         self.processing = ImageProcessing.from_pretrained(path, image_size) if has_processor else None
 
     @property
@@ -101,8 +108,9 @@ class PatchEncoder:
         if self.processing is not None and self.channels == 3 and images.shape[1] == CHANNELS:
             return composites(images)
         if images.shape[1] != self.channels:
-            raise ValueError(f"{self.path} reads {self.channels}-channel images (N, {self.channels}, H, W); got "
-                             f"shape {images.shape}")  # fmt: skip
+            raise ValueError(
+                f"{self.path} reads {self.channels}-channel images (N, {self.channels}, H, W); got shape {images.shape}"
+            )
         return images
 
     def _pixels(self, images: np.ndarray) -> torch.Tensor:
@@ -116,8 +124,10 @@ class PatchEncoder:
         """(N, P, D) float32 patch tokens of uint8 images (N, C, H, W): REPA's alignment targets."""
 
         images = self._checked(images)
-        chunks = [patch_tokens(self.model, self._pixels(b)).float().cpu().numpy()
-                  for b in batches(images, batch_size, "patch tokens")]  # fmt: skip
+        chunks = [
+            patch_tokens(self.model, self._pixels(b)).float().cpu().numpy()
+            for b in batches(images, batch_size, "patch tokens")
+        ]
         if not chunks:
             raise ValueError("tokens needs at least one image (the token count is read from an image)")
         return np.concatenate(chunks).astype(np.float32)
@@ -136,7 +146,7 @@ class PatchEncoder:
         chunks = [
             mean_patch_features(self.model, self._pixels(batch)).float().cpu().numpy()
             for batch in batches(images, batch_size, "patch features")
-        ]  # fmt: skip
+        ]
         features = np.concatenate(chunks) if chunks else np.zeros((0, self.width), np.float32)
         if not np.isfinite(features).all():
             raise ValueError(f"{self.path}: non-finite features (row {int(np.argwhere(~np.isfinite(features))[0, 0])})")

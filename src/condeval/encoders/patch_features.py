@@ -23,22 +23,41 @@ import torch.nn.functional as F
 from condeval.core.training import ScheduledModule
 
 __all__ = [
-    "tiny_dinov3", "tiny_siglip_vision", "patch_tokens", "mean_patch_features", "pixel_values", "augmented_views",
-    "FACE_NUISANCE", "counterfactual_face", "face_view_pairs", "cell_view_pairs", "channel_statistics",
-    "ContrastivePatchEncoder", "train_patch_encoder", "train_patch_encoder_on_world",
-]  # fmt: skip
+    "tiny_dinov3",
+    "tiny_siglip_vision",
+    "patch_tokens",
+    "mean_patch_features",
+    "pixel_values",
+    "augmented_views",
+    "FACE_NUISANCE",
+    "counterfactual_face",
+    "face_view_pairs",
+    "cell_view_pairs",
+    "channel_statistics",
+    "ContrastivePatchEncoder",
+    "train_patch_encoder",
+    "train_patch_encoder_on_world",
+]
 
 #: What a face's two views resample: everything the four attributes, the skin and the hair do not fix.
 FACE_NUISANCE = ("scale", "dx", "dy", "tilt", "background", "light")
 
 
-def tiny_dinov3(image_size: int, *, width: int = 64, layers: int = 3, heads: int = 4, patch_size: int = 8,
-                registers: int = 4):  # fmt: skip
+def tiny_dinov3(
+    image_size: int, *, width: int = 64, layers: int = 3, heads: int = 4, patch_size: int = 8, registers: int = 4
+):
     """A randomly initialised ``DINOv3ViTModel`` of the real architecture at a CPU-trainable size."""
     from transformers import DINOv3ViTConfig, DINOv3ViTModel
 
-    config = DINOv3ViTConfig(image_size=image_size, patch_size=patch_size, hidden_size=width, num_hidden_layers=layers,
-                             num_attention_heads=heads, intermediate_size=2 * width, num_register_tokens=registers)  # fmt: skip
+    config = DINOv3ViTConfig(
+        image_size=image_size,
+        patch_size=patch_size,
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=2 * width,
+        num_register_tokens=registers,
+    )
     return DINOv3ViTModel(config)
 
 
@@ -46,8 +65,14 @@ def tiny_siglip_vision(image_size: int, *, width: int = 64, layers: int = 3, hea
     """A randomly initialised ``SiglipVisionModel`` of the real architecture at a CPU-trainable size."""
     from transformers import SiglipVisionConfig, SiglipVisionModel
 
-    config = SiglipVisionConfig(image_size=image_size, patch_size=patch_size, hidden_size=width,
-                                num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=2 * width)  # fmt: skip
+    config = SiglipVisionConfig(
+        image_size=image_size,
+        patch_size=patch_size,
+        hidden_size=width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=2 * width,
+    )
     return SiglipVisionModel(config)
 
 
@@ -169,8 +194,11 @@ def cell_view_pairs(n: int, seed: int, side: int, world_seed: int = 0, sirna_ids
     views, keys = np.empty((2, n, 3, 6, side, side), np.uint8), np.empty((n, 3), np.int64)
     for i in range(n):
         cell_type, sirna = str(rng.choice(types)), int(rng.choice(ids))
-        group = ((cell_type, sirna), (cell_type, int(rng.choice(ids[ids != sirna]))),
-                 (str(rng.choice([t for t in types if t != cell_type])), sirna))  # fmt: skip
+        group = (
+            (cell_type, sirna),
+            (cell_type, int(rng.choice(ids[ids != sirna]))),
+            (str(rng.choice([t for t in types if t != cell_type])), sirna),
+        )
         keys[i] = [types.index(t) * (NEGATIVE_CONTROL + 1) + s for t, s in group]
         specs = [site_parameters(*pair, world_seed) for pair in group]
         for view in views:
@@ -198,9 +226,18 @@ class ContrastivePatchEncoder(ScheduledModule):
 
     decay_matrices_only = True
 
-    def __init__(self, kind: str, config: dict, lr: float = 1e-3, weight_decay: float = 0.05, warmup_steps: int = 50,
-                 total_steps: int = 1000, temperature: float = 0.1, twin_weight: float = 0.0,
-                 max_grad_norm: float | None = None):  # fmt: skip
+    def __init__(
+        self,
+        kind: str,
+        config: dict,
+        lr: float = 1e-3,
+        weight_decay: float = 0.05,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        temperature: float = 0.1,
+        twin_weight: float = 0.0,
+        max_grad_norm: float | None = None,
+    ):
         super().__init__()
         self.save_hyperparameters()
         if kind == "dinov3":
@@ -226,8 +263,9 @@ class ContrastivePatchEncoder(ScheduledModule):
         loss = self._objective(a, b, shared)
         if self.hparams.twin_weight and first.ndim == 5:
             groups = first.shape[1]
-            loss = loss + self.hparams.twin_weight * self._objective(a.unflatten(0, (-1, groups)),
-                                                                     b.unflatten(0, (-1, groups)))  # fmt: skip
+            loss = loss + self.hparams.twin_weight * self._objective(
+                a.unflatten(0, (-1, groups)), b.unflatten(0, (-1, groups))
+            )
         return loss
 
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
@@ -272,9 +310,20 @@ def _instances(view: torch.Tensor) -> torch.Tensor:
 
 
 def train_patch_encoder(
-    images: np.ndarray, out_dir, *, kind: str, model: dict, epochs: int, batch_size: int, lr: float, val_images: int,
-    seed: int, temperature: float = 0.1, accelerator: str = "cpu", fingerprint: str | None = None,
-) -> dict:  # fmt: skip
+    images: np.ndarray,
+    out_dir,
+    *,
+    kind: str,
+    model: dict,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    val_images: int,
+    seed: int,
+    temperature: float = 0.1,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
     """Train a tiny DINOv3 (``kind="dinov3"``) or SigLIP vision tower on two augmented views of each
     uint8 image (N, C, H, W) and ``save_pretrained`` it into ``out_dir`` (see :class:`ContrastivePatchEncoder`).
 
@@ -284,17 +333,44 @@ def train_patch_encoder(
         The training summary.
     """
     views = augmented_views(images, seed), augmented_views(images, seed + 1)
-    return _train_on_views(views, out_dir, kind=kind, model=model, epochs=epochs, batch_size=batch_size, lr=lr,
-                           val_rows=val_images, seed=seed, temperature=temperature, accelerator=accelerator,
-                           fingerprint=fingerprint)  # fmt: skip
+    return _train_on_views(
+        views,
+        out_dir,
+        kind=kind,
+        model=model,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        val_rows=val_images,
+        seed=seed,
+        temperature=temperature,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )
 
 
 def train_patch_encoder_on_world(
-    world: str, out_dir, *, kind: str, instances: int, side: int, model: dict, epochs: int, batch_size: int,
-    lr: float, val_instances: int, seed: int, world_seed: int = 0, sirna_ids=None, temperature: float = 0.2,
-    twin_weight: float = 3.0, max_grad_norm: float = 1.0, patience: int | None = None, accelerator: str = "cpu",
+    world: str,
+    out_dir,
+    *,
+    kind: str,
+    instances: int,
+    side: int,
+    model: dict,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    val_instances: int,
+    seed: int,
+    world_seed: int = 0,
+    sirna_ids=None,
+    temperature: float = 0.2,
+    twin_weight: float = 3.0,
+    max_grad_norm: float = 1.0,
+    patience: int | None = None,
+    accelerator: str = "cpu",
     fingerprint: str | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Train a tiny DINOv3 or SigLIP vision tower on renders of a miniature world; ``save_pretrained`` it.
 
     Needs no files: ``instances`` rows are drawn with ``seed`` by :func:`face_view_pairs`
@@ -336,15 +412,45 @@ def train_patch_encoder_on_world(
         views = cell_view_pairs(instances, seed, side, world_seed, sirna_ids)
     else:
         raise ValueError(f"world must be 'faces' or 'cells'; got {world!r}")
-    return _train_on_views(views, out_dir, kind=kind, model=model, epochs=epochs, batch_size=batch_size, lr=lr,
-                           val_rows=val_instances, seed=seed, temperature=temperature, twin_weight=twin_weight,
-                           max_grad_norm=max_grad_norm, standardise=True, patience=patience,
-                           accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+    return _train_on_views(
+        views,
+        out_dir,
+        kind=kind,
+        model=model,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        val_rows=val_instances,
+        seed=seed,
+        temperature=temperature,
+        twin_weight=twin_weight,
+        max_grad_norm=max_grad_norm,
+        standardise=True,
+        patience=patience,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )
 
 
-def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_rows, seed, temperature, accelerator,
-                    fingerprint, twin_weight: float = 0.0, max_grad_norm: float | None = None,
-                    standardise: bool = False, patience: int | None = None) -> dict:  # fmt: skip
+def _train_on_views(
+    views,
+    out_dir,
+    *,
+    kind,
+    model,
+    epochs,
+    batch_size,
+    lr,
+    val_rows,
+    seed,
+    temperature,
+    accelerator,
+    fingerprint,
+    twin_weight: float = 0.0,
+    max_grad_norm: float | None = None,
+    standardise: bool = False,
+    patience: int | None = None,
+) -> dict:
     import pytorch_lightning as pl
 
     from condeval.core.resources import optimizer_steps
@@ -359,9 +465,25 @@ def _train_on_views(views, out_dir, *, kind, model, epochs, batch_size, lr, val_
         config.channel_mean, config.channel_std = channel_statistics(first[val_rows:])
     pl.seed_everything(seed, workers=True, verbose=False)
     steps = optimizer_steps(len(first) - val_rows, batch_size, epochs)
-    module = ContrastivePatchEncoder(kind, config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10),
-                                     total_steps=steps, temperature=temperature, twin_weight=twin_weight,
-                                     max_grad_norm=max_grad_norm)  # fmt: skip
-    return train_and_export(module, tuple(views), out_dir, val_rows=val_rows, epochs=epochs, batch_size=batch_size,
-                            seed=seed, accelerator=accelerator, fingerprint=fingerprint,
-                            patience=patience)  # fmt: skip
+    module = ContrastivePatchEncoder(
+        kind,
+        config.to_dict(),
+        lr=lr,
+        warmup_steps=max(1, steps // 10),
+        total_steps=steps,
+        temperature=temperature,
+        twin_weight=twin_weight,
+        max_grad_norm=max_grad_norm,
+    )
+    return train_and_export(
+        module,
+        tuple(views),
+        out_dir,
+        val_rows=val_rows,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+        patience=patience,
+    )

@@ -90,13 +90,19 @@ class ImageProcessing:
         if side is not None:
             size, shortest, crop = side, None, None
         rescale = float(values.get("rescale_factor", 1 / 255)) if values.get("do_rescale", True) else 1.0
-        mean, std = (values.get(key, default) if values.get("do_normalize", True) else default
-                     for key, default in (("image_mean", [0.0] * 3), ("image_std", [1.0] * 3)))  # fmt: skip
+        mean, std = (
+            values.get(key, default) if values.get("do_normalize", True) else default
+            for key, default in (("image_mean", [0.0] * 3), ("image_std", [1.0] * 3))
+        )
         return cls(
-            size=None if shortest else _side_pair(size, str(path)), shortest_edge=shortest,
-            crop=_side_pair(crop, str(path)), resample=_RESAMPLE[resample], rescale=rescale,
-            mean=tuple(map(float, mean)), std=tuple(map(float, std)),
-        )  # fmt: skip
+            size=None if shortest else _side_pair(size, str(path)),
+            shortest_edge=shortest,
+            crop=_side_pair(crop, str(path)),
+            resample=_RESAMPLE[resample],
+            rescale=rescale,
+            mean=tuple(map(float, mean)),
+            std=tuple(map(float, std)),
+        )
 
     @property
     def output_size(self) -> tuple[int, int] | None:
@@ -115,8 +121,13 @@ class ImageProcessing:
         if target == (height, width):
             return pixels
         antialias = self.resample != "nearest"
-        resized = F.interpolate(pixels, size=target, mode=self.resample, antialias=antialias,
-                                **({} if self.resample == "nearest" else {"align_corners": False}))  # fmt: skip
+        resized = F.interpolate(
+            pixels,
+            size=target,
+            mode=self.resample,
+            antialias=antialias,
+            **({} if self.resample == "nearest" else {"align_corners": False}),
+        )
         return resized.round().clamp(0, 255)  # the processors resize uint8 images into uint8 (bicubic overshoots)
 
     def _centre_crop(self, pixels: torch.Tensor) -> torch.Tensor:

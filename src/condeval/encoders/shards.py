@@ -21,8 +21,14 @@ from safetensors.numpy import load_file, save
 
 from condeval.core.io import atomic_path, files_sha256, integer_array
 
-__all__ = ["FeatureShardError", "model_identity", "write_feature_shard", "encode_feature_shard", "read_feature_shards",
-           "check_one_encoder"]  # fmt: skip
+__all__ = [
+    "FeatureShardError",
+    "model_identity",
+    "write_feature_shard",
+    "encode_feature_shard",
+    "read_feature_shards",
+    "check_one_encoder",
+]
 
 
 class FeatureShardError(ValueError):
@@ -68,8 +74,9 @@ def write_feature_shard(path: str | os.PathLike, ids: np.ndarray, features: np.n
         Path(tmp).write_bytes(payload)
 
 
-def encode_feature_shard(path: str | os.PathLike, ids: np.ndarray, encode: Callable[[slice], np.ndarray],
-                         metadata: dict, chunk_size: int) -> np.ndarray:  # fmt: skip
+def encode_feature_shard(
+    path: str | os.PathLike, ids: np.ndarray, encode: Callable[[slice], np.ndarray], metadata: dict, chunk_size: int
+) -> np.ndarray:
     """Features of ``ids`` computed chunk by chunk and written as one shard: a job killed midway resumes.
 
     Parameters

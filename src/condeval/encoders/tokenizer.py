@@ -48,9 +48,10 @@ def build_word_tokenizer(words: Sequence[str], model_max_length: int = 50) -> Pr
     core.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
     core.pre_tokenizer = pre_tokenizers.Whitespace()
     core.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        single="[CLS] $A [SEP]",
+        pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
         special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )  # fmt: skip
+    )
     return PreTrainedTokenizerFast(
         tokenizer_object=core,
         model_max_length=model_max_length,

@@ -31,9 +31,12 @@ CAPTIONS_PER_IMAGE = 5
 
 
 def coco_split(
-    root: str | os.PathLike, split: str, n_images: int | None = None, exclude_shapes: Sequence[str] = (),
+    root: str | os.PathLike,
+    split: str,
+    n_images: int | None = None,
+    exclude_shapes: Sequence[str] = (),
     image_ids: Sequence[int] | None = None,
-):  # fmt: skip
+):
     """(images frame with ``path``, their five captions) of ``{root}/annotations/captions_{split}2014.json``.
 
     ``exclude_shapes`` drops the mini-world images holding any of those shapes (before taking the
@@ -89,8 +92,13 @@ def _warn_unknown_words(tokenizer, captions: list[list[str]], tokens: tuple[np.n
         words = sorted(
             {w for per_image in captions for c in per_image for w in c.lower().split() if w not in vocabulary}
         )
-        log.warning("%d of %d caption tokens are %s (words the tokenizer does not know, e.g. %s)", unknown,
-                    int((mask > 0).sum()), tokenizer.unk_token, words[:10])  # fmt: skip
+        log.warning(
+            "%d of %d caption tokens are %s (words the tokenizer does not know, e.g. %s)",
+            unknown,
+            int((mask > 0).sum()),
+            tokenizer.unk_token,
+            words[:10],
+        )
 
 
 def _foils(captions: list[list[str]], rng: np.random.Generator, shapes: list[str], per_caption: int) -> list[list[str]]:
@@ -135,9 +143,17 @@ def train_and_export(
     run_dir = out_dir.with_name(out_dir.name + "_run")
     train, val = _split_rows(arrays, val_rows)
     best = fit(
-        module, train, val, run_dir, max_epochs=epochs, patience=patience or max(2, epochs),
-        batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint,
-    )  # fmt: skip
+        module,
+        train,
+        val,
+        run_dir,
+        max_epochs=epochs,
+        patience=patience or max(2, epochs),
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     summary = training_summary(run_dir)
     with atomic_directory(out_dir) as folder:

@@ -69,11 +69,16 @@ def attribute_values(attributes, values, name: str = "attributes", *, allow_drop
     partly = dropped.any(axis=1) & ~dropped.all(axis=1) if allow_dropped else dropped.any(axis=1)
     bad = np.flatnonzero(((rows < 0) | (rows > values)).any(axis=1) | partly)
     if len(bad):
-        why = ("may request it only for a whole row, the unconditional sample" if allow_dropped
-               else "and training data may not hold it")  # fmt: skip
-        raise ValueError(f"{name}[{bad[0]}] = {rows[bad[0]].tolist()}: attribute k takes the values "
-                         f"0..values[k] - 1 (values = {values.tolist()}); values[k] itself is the dropped "
-                         f"condition, {why}")  # fmt: skip
+        why = (
+            "may request it only for a whole row, the unconditional sample"
+            if allow_dropped
+            else "and training data may not hold it"
+        )
+        raise ValueError(
+            f"{name}[{bad[0]}] = {rows[bad[0]].tolist()}: attribute k takes the values "
+            f"0..values[k] - 1 (values = {values.tolist()}); values[k] itself is the dropped "
+            f"condition, {why}"
+        )
     return rows
 
 
@@ -142,9 +147,12 @@ class REPAProjector(ModelMixin, ConfigMixin):
     def __init__(self, width: int = 64, hidden: int = 128, target_dim: int = 64, depth: int = 1, extractor: str = ""):
         super().__init__()
         self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(width, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, hidden), torch.nn.SiLU(),
+            torch.nn.Linear(width, hidden),
+            torch.nn.SiLU(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.SiLU(),
             torch.nn.Linear(hidden, target_dim),
-        )  # fmt: skip
+        )
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Projected tokens (B, T, target_dim) of image tokens (B, T, width)."""
@@ -158,11 +166,21 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
     _optional_components = ["repa_projector"]
 
     def __init__(
-        self, transformer, vae, scheduler, attribute_encoder: AttributeEncoder, repa_projector: REPAProjector | None = None
-    ):  # fmt: skip
+        self,
+        transformer,
+        vae,
+        scheduler,
+        attribute_encoder: AttributeEncoder,
+        repa_projector: REPAProjector | None = None,
+    ):
         super().__init__()
-        self.register_modules(transformer=transformer, vae=vae, scheduler=scheduler,
-                              attribute_encoder=attribute_encoder, repa_projector=repa_projector)  # fmt: skip
+        self.register_modules(
+            transformer=transformer,
+            vae=vae,
+            scheduler=scheduler,
+            attribute_encoder=attribute_encoder,
+            repa_projector=repa_projector,
+        )
 
     @property
     def interrupt(self) -> bool:
@@ -176,9 +194,15 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
 
     @torch.no_grad()
     def __call__(
-        self, attributes, num_inference_steps: int = 50, generator=None, output_type: str = "pil",
-        return_dict: bool = True, callback_on_step_end=None, callback_on_step_end_tensor_inputs=("latents",),
-    ):  # fmt: skip
+        self,
+        attributes,
+        num_inference_steps: int = 50,
+        generator=None,
+        output_type: str = "pil",
+        return_dict: bool = True,
+        callback_on_step_end=None,
+        callback_on_step_end_tensor_inputs=("latents",),
+    ):
         """Sample one image per row of ``attributes`` (B, K) ints.
 
         Parameters
@@ -208,8 +232,10 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
             raise ValueError(f"output_type must be one of {OUTPUT_TYPES}; got {output_type!r}")
         channels = image_channels(self.vae)
         if output_type == "pil" and channels not in (1, 3):
-            raise ValueError(f"output_type 'pil' holds 1 or 3 channels; this generator draws {channels}: "
-                             "ask for output_type='np' (N, H, W, C) or 'pt'")  # fmt: skip
+            raise ValueError(
+                f"output_type 'pil' holds 1 or 3 channels; this generator draws {channels}: "
+                "ask for output_type='np' (N, H, W, C) or 'pt'"
+            )
         attributes = torch.as_tensor(self.attribute_encoder.check_values(attributes), device=device)
         context, pooled = self.attribute_encoder(attributes)
         config = self.transformer.config
@@ -220,19 +246,29 @@ class AttributeDiffusionPipeline(DiffusionPipeline):
         for step, t in enumerate(self.progress_bar(self.scheduler.timesteps)):
             if self.interrupt:
                 break
-            velocity = self.transformer(hidden_states=latents, timestep=t.expand(len(latents)),
-                                        encoder_hidden_states=context, pooled_projections=pooled).sample  # fmt: skip
+            velocity = self.transformer(
+                hidden_states=latents,
+                timestep=t.expand(len(latents)),
+                encoder_hidden_states=context,
+                pooled_projections=pooled,
+            ).sample
             latents = self.scheduler.step(velocity, t, latents).prev_sample
             if callback_on_step_end is not None:
-                returned = callback_on_step_end(self, step, t, _tensor_inputs(
-                    {"latents": latents, "attributes": attributes}, callback_on_step_end_tensor_inputs))  # fmt: skip
+                returned = callback_on_step_end(
+                    self,
+                    step,
+                    t,
+                    _tensor_inputs({"latents": latents, "attributes": attributes}, callback_on_step_end_tensor_inputs),
+                )
                 latents = returned.get("latents", latents)
                 if "attributes" in returned:
                     attributes = returned["attributes"]
                     context, pooled = self.attribute_encoder(attributes)
                 if len(latents) != len(attributes):
-                    raise ValueError(f"the step-end callback left {len(latents)} latents for {len(attributes)} "
-                                     "attribute rows: return both to drop samples")  # fmt: skip
+                    raise ValueError(
+                        f"the step-end callback left {len(latents)} latents for {len(attributes)} "
+                        "attribute rows: return both to drop samples"
+                    )
                 if not len(latents):
                     break
         if output_type == "latent":

@@ -69,11 +69,20 @@ class AttributeFlowModule(ScheduledModule):
     """
 
     def __init__(
-        self, transformer_config: dict, encoder_config: dict, lr: float = 1e-3, warmup_steps: int = 50,
-        total_steps: int = 1000, weight_decay: float = 0.0, condition_dropout: float = 0.1,
-        repa_coefficient: float = 0.0, repa_depth: int | None = None, target_dim: int | None = None,
-        projector_width: int = 128, extractor: str = "",
-    ):  # fmt: skip
+        self,
+        transformer_config: dict,
+        encoder_config: dict,
+        lr: float = 1e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        weight_decay: float = 0.0,
+        condition_dropout: float = 0.1,
+        repa_coefficient: float = 0.0,
+        repa_depth: int | None = None,
+        target_dim: int | None = None,
+        projector_width: int = 128,
+        extractor: str = "",
+    ):
         super().__init__()
         self.save_hyperparameters()
         from diffusers import SD3Transformer2DModel
@@ -91,8 +100,9 @@ class AttributeFlowModule(ScheduledModule):
             ):
                 raise ValueError("REPA needs repa_depth within the denoiser's blocks and the extractor's target_dim")
             width = self.transformer.config.num_attention_heads * self.transformer.config.attention_head_dim
-            self.projector = REPAProjector(width=width, hidden=projector_width, target_dim=target_dim,
-                                           depth=repa_depth, extractor=extractor)  # fmt: skip
+            self.projector = REPAProjector(
+                width=width, hidden=projector_width, target_dim=target_dim, depth=repa_depth, extractor=extractor
+            )
             self.transformer.transformer_blocks[repa_depth - 1].register_forward_hook(self._keep_tokens)
 
     def _keep_tokens(self, module, inputs, output):
@@ -106,8 +116,9 @@ class AttributeFlowModule(ScheduledModule):
             attributes = self.attribute_encoder.dropped(attributes, drop)
         sigma, noise, x_t = _noised(latents, generator)
         context, pooled = self.attribute_encoder(attributes)
-        velocity = self.transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=context,
-                                    pooled_projections=pooled).sample  # fmt: skip
+        velocity = self.transformer(
+            hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=context, pooled_projections=pooled
+        ).sample
         loss = (velocity - (noise - latents)).square().mean()
         if self.hparams.repa_coefficient > 0:
             projected = self.projector(self._aligned)
@@ -123,13 +134,26 @@ def _denoiser_config(latent_shape: tuple, encoder_width: int, transformer: dict)
     ``layers`` and ``heads``."""
     from condeval.generators.text_to_image import tiny_sd3_transformer
 
-    model = tiny_sd3_transformer(latent_shape[-1], latent_shape[0], joint_attention_dim=encoder_width,
-                                 pooled_projection_dim=encoder_width, **transformer)  # fmt: skip
+    model = tiny_sd3_transformer(
+        latent_shape[-1],
+        latent_shape[0],
+        joint_attention_dim=encoder_width,
+        pooled_projection_dim=encoder_width,
+        **transformer,
+    )
     return dict(model.config)
 
 
-def cached_rows(images, attributes: np.ndarray, vae, run_dir, *, repa_extractor=None, chunk_size: int,
-                fingerprint: str | None = None):  # fmt: skip
+def cached_rows(
+    images,
+    attributes: np.ndarray,
+    vae,
+    run_dir,
+    *,
+    repa_extractor=None,
+    chunk_size: int,
+    fingerprint: str | None = None,
+):
     """The training rows of ``images``, encoded once, chunk by chunk, into ``run_dir``'s row cache.
 
     Parameters
@@ -165,8 +189,12 @@ def cached_rows(images, attributes: np.ndarray, vae, run_dir, *, repa_extractor=
 
     image_batch(images[0:1], channels=image_channels(vae))  # a wrong dtype or layout refused before any file is written
     names = ("latents", "attributes") + (("tokens",) if repa_extractor is not None else ())
-    identity = {"images": fingerprint, "attributes": digest(attributes), "vae": state_digest(vae),
-                "extractor": repa_extractor.identity if repa_extractor is not None else None}  # fmt: skip
+    identity = {
+        "images": fingerprint,
+        "attributes": digest(attributes),
+        "vae": state_digest(vae),
+        "extractor": repa_extractor.identity if repa_extractor is not None else None,
+    }
     work = ChunkedWork(Path(run_dir) / "rows", identity, len(images), chunk_size)
 
     def write_chunk(items: slice, folder: Path) -> None:
@@ -180,13 +208,31 @@ def cached_rows(images, attributes: np.ndarray, vae, run_dir, *, repa_extractor=
 
 
 def train_attribute_generator(
-    images: np.ndarray, attributes: np.ndarray, out_dir, *, values, vae, transformer: dict, epochs: int | None = None,
-    batch_size: int, lr: float, val_images: int, seed: int, condition_dropout: float = 0.1,
-    steps: int | None = None, warmup_steps: int | None = None,
-    repa_extractor=None, repa_coefficient: float = 0.5, repa_depth: int = 1, repa_name: str = "",
-    accelerator: str = "cpu", fingerprint: str | None = None, chunk_size: int | None = None, workers: int = 0,
+    images: np.ndarray,
+    attributes: np.ndarray,
+    out_dir,
+    *,
+    values,
+    vae,
+    transformer: dict,
+    epochs: int | None = None,
+    batch_size: int,
+    lr: float,
+    val_images: int,
+    seed: int,
+    condition_dropout: float = 0.1,
+    steps: int | None = None,
+    warmup_steps: int | None = None,
+    repa_extractor=None,
+    repa_coefficient: float = 0.5,
+    repa_depth: int = 1,
+    repa_name: str = "",
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+    chunk_size: int | None = None,
+    workers: int = 0,
     stop_at: float | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Train the attribute-conditioned generator (vanilla, or REPA with ``repa_extractor``) and save
     the whole :class:`~condeval.generators.attribute_to_image.AttributeDiffusionPipeline` (with its
     REPA projector when REPA-trained).
@@ -257,15 +303,26 @@ def train_attribute_generator(
         raise ValueError(f"cannot hold out {val_images} of {len(images)} training images for validation")
     pl.seed_everything(seed, workers=True, verbose=False)
     out_dir = Path(out_dir)
-    cache, rows = cached_rows(images, attributes, vae, _run_dir(out_dir), repa_extractor=repa_extractor,
-                              chunk_size=chunk_size or 4 * batch_size, fingerprint=fingerprint)  # fmt: skip
+    cache, rows = cached_rows(
+        images,
+        attributes,
+        vae,
+        _run_dir(out_dir),
+        repa_extractor=repa_extractor,
+        chunk_size=chunk_size or 4 * batch_size,
+        fingerprint=fingerprint,
+    )
     latents, _, *tokens = rows[0]
     width = transformer.get("head_dim", 16) * transformer["heads"]
     encoder_config = dict(AttributeEncoder(values=values, width=width, context_width=width).config)
     repa = {}
     if repa_extractor is not None:
-        repa = dict(repa_coefficient=repa_coefficient, repa_depth=repa_depth, target_dim=tokens[0].shape[-1],
-                    extractor=repa_name)  # fmt: skip
+        repa = dict(
+            repa_coefficient=repa_coefficient,
+            repa_depth=repa_depth,
+            target_dim=tokens[0].shape[-1],
+            extractor=repa_name,
+        )
     if (epochs is None) == (steps is None):
         raise ValueError(
             f"give the training's length as epochs or as steps, one of the two; got epochs={epochs}, steps={steps}"
@@ -275,14 +332,30 @@ def train_attribute_generator(
         epochs = -(-check_integer(steps, "steps", least=1) // batches)
     steps = epochs * batches
     warmup_steps = max(1, steps // 20) if warmup_steps is None else check_integer(warmup_steps, "warmup_steps", least=1)
-    module = AttributeFlowModule(_denoiser_config(latents.shape, width, transformer), encoder_config, lr=lr,
-                                 warmup_steps=min(warmup_steps, steps), total_steps=steps,
-                                 condition_dropout=condition_dropout, **repa)  # fmt: skip
-    trained, summary = _fit_best(module, (rows.window(val_images), rows.window(0, val_images)), _run_dir(out_dir),
-                                 epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator,
-                                 fingerprint=fingerprint, workers=workers, stop_at=stop_at)  # fmt: skip
-    pipe = AttributeDiffusionPipeline(trained.transformer, vae, flow_scheduler(), trained.attribute_encoder,
-                                      getattr(trained, "projector", None))  # fmt: skip
+    module = AttributeFlowModule(
+        _denoiser_config(latents.shape, width, transformer),
+        encoder_config,
+        lr=lr,
+        warmup_steps=min(warmup_steps, steps),
+        total_steps=steps,
+        condition_dropout=condition_dropout,
+        **repa,
+    )
+    trained, summary = _fit_best(
+        module,
+        (rows.window(val_images), rows.window(0, val_images)),
+        _run_dir(out_dir),
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+        workers=workers,
+        stop_at=stop_at,
+    )
+    pipe = AttributeDiffusionPipeline(
+        trained.transformer, vae, flow_scheduler(), trained.attribute_encoder, getattr(trained, "projector", None)
+    )
     _save_folder(out_dir, pipe.save_pretrained, summary)
     cache.clear()
     return summary

@@ -35,9 +35,13 @@ log = logging.getLogger(__name__)
 
 
 def tiny_autoencoder_kl(
-    image_size: int, *, channels: tuple[int, ...] = (32, 64, 64), latent_channels: int = 4, layers_per_block: int = 1,
+    image_size: int,
+    *,
+    channels: tuple[int, ...] = (32, 64, 64),
+    latent_channels: int = 4,
+    layers_per_block: int = 1,
     image_channels: int = 3,
-):  # fmt: skip
+):
     """An ``AutoencoderKL`` that downsamples by ``2 ** (len(channels) - 1)`` into ``latent_channels`` maps.
 
     ``use_quant_conv`` is off as in SD3's and FLUX's autoencoders; the mid block has no attention.
@@ -46,29 +50,50 @@ def tiny_autoencoder_kl(
     from diffusers import AutoencoderKL
 
     return AutoencoderKL(
-        in_channels=image_channels, out_channels=image_channels, latent_channels=latent_channels, sample_size=image_size,
-        down_block_types=("DownEncoderBlock2D",) * len(channels), up_block_types=("UpDecoderBlock2D",) * len(channels),
-        block_out_channels=tuple(channels), layers_per_block=layers_per_block, norm_num_groups=8,
-        use_quant_conv=False, use_post_quant_conv=False, mid_block_add_attention=False, shift_factor=0.0,
+        in_channels=image_channels,
+        out_channels=image_channels,
+        latent_channels=latent_channels,
+        sample_size=image_size,
+        down_block_types=("DownEncoderBlock2D",) * len(channels),
+        up_block_types=("UpDecoderBlock2D",) * len(channels),
+        block_out_channels=tuple(channels),
+        layers_per_block=layers_per_block,
+        norm_num_groups=8,
+        use_quant_conv=False,
+        use_post_quant_conv=False,
+        mid_block_add_attention=False,
+        shift_factor=0.0,
         scaling_factor=1.0,
-    )  # fmt: skip
+    )
 
 
 def tiny_movq(
-    image_size: int, *, channels: tuple[int, ...] = (32, 64, 64), latent_channels: int = 4, num_vq_embeddings: int = 256,
+    image_size: int,
+    *,
+    channels: tuple[int, ...] = (32, 64, 64),
+    latent_channels: int = 4,
+    num_vq_embeddings: int = 256,
     layers_per_block: int = 1,
-):  # fmt: skip
+):
     """A ``VQModel`` as Kandinsky 2.2's MoVQ: spatially normalised decoder (``norm_type="spatial"``, whose
     ``SpatialNorm`` has 32 groups: every width a multiple of 32)."""
     from diffusers import VQModel
 
     return VQModel(
-        in_channels=3, out_channels=3, latent_channels=latent_channels, vq_embed_dim=latent_channels,
-        num_vq_embeddings=num_vq_embeddings, sample_size=image_size, norm_type="spatial",
-        down_block_types=("DownEncoderBlock2D",) * len(channels), up_block_types=("UpDecoderBlock2D",) * len(channels),
-        block_out_channels=tuple(channels), layers_per_block=layers_per_block,
-        norm_num_groups=8, mid_block_add_attention=False,
-    )  # fmt: skip
+        in_channels=3,
+        out_channels=3,
+        latent_channels=latent_channels,
+        vq_embed_dim=latent_channels,
+        num_vq_embeddings=num_vq_embeddings,
+        sample_size=image_size,
+        norm_type="spatial",
+        down_block_types=("DownEncoderBlock2D",) * len(channels),
+        up_block_types=("UpDecoderBlock2D",) * len(channels),
+        block_out_channels=tuple(channels),
+        layers_per_block=layers_per_block,
+        norm_num_groups=8,
+        mid_block_add_attention=False,
+    )
 
 
 class AutoencoderModule(ScheduledModule):
@@ -84,9 +109,16 @@ class AutoencoderModule(ScheduledModule):
     """
 
     def __init__(
-        self, kind: str, config: dict, lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000,
-        kl_weight: float = 1e-6, crop: int | None = None, weight_decay: float = 0.0,
-    ):  # fmt: skip
+        self,
+        kind: str,
+        config: dict,
+        lr: float = 1e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        kl_weight: float = 1e-6,
+        crop: int | None = None,
+        weight_decay: float = 0.0,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.model = _autoencoder_class(kind).from_config(config)
@@ -217,12 +249,20 @@ def train_autoencoder(
     config = dict(build(side, **model).config)
     image_batch(images, kind="signed", channels=config["in_channels"])
     steps = optimizer_steps(len(images) - val_images, batch_size, epochs)
-    module = AutoencoderModule(kind, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
-                               kl_weight=kl_weight, crop=crop)  # fmt: skip
+    module = AutoencoderModule(
+        kind, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps, kl_weight=kl_weight, crop=crop
+    )
     summary = train_and_export(
-        module, (images,), out_dir, val_rows=val_images, epochs=epochs, batch_size=batch_size, seed=seed,
-        accelerator=accelerator, fingerprint=fingerprint,
-    )  # fmt: skip
+        module,
+        (images,),
+        out_dir,
+        val_rows=val_images,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )
     summary.update(_normalise_latents(out_dir, kind, images[val_images : val_images + 2048]))
     return summary
 

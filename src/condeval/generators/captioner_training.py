@@ -98,8 +98,9 @@ class CaptionerModule(ScheduledModule):
         if not self.hparams.freeze_vision:
             raise ValueError("precomputed image tokens need freeze_vision: a trained encoder changes its tokens")
         with self._encoder_given_tokens():  # rank 4 on the way in: GIT takes only rank-4 or 5 pixel batches
-            return self.model(pixel_values=pixel_values[:, None], input_ids=ids, attention_mask=mask,
-                              labels=labels).loss  # fmt: skip
+            return self.model(
+                pixel_values=pixel_values[:, None], input_ids=ids, attention_mask=mask, labels=labels
+            ).loss
 
 
 class _GivenTokens(torch.nn.Module):
@@ -114,9 +115,15 @@ class _GivenTokens(torch.nn.Module):
 def _vision_shape(vision_config) -> dict:
     """The CLIP vision tower's shape and activation, which a captioner's image encoder takes over with its weights."""
     keys = (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "image_size", "patch_size",
-        "hidden_act", "layer_norm_eps",
-    )  # fmt: skip
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "image_size",
+        "patch_size",
+        "hidden_act",
+        "layer_norm_eps",
+    )
     return {key: getattr(vision_config, key) for key in keys}
 
 
@@ -333,8 +340,11 @@ def train_captioner(
         # CaptionerModule rebuilds the config from this dict, so BLIP's text decoder takes the new
         # vision width for its cross-attention (BlipConfig sets encoder_hidden_size from it).
         config.vision_config = type(config.vision_config)(**_vision_shape(clip.config.vision_config))
-        log.info("image encoder from %s: %s (model's vision_width and vision_layers ignored)", vision_from,
-                 _vision_shape(clip.config.vision_config))  # fmt: skip
+        log.info(
+            "image encoder from %s: %s (model's vision_width and vision_layers ignored)",
+            vision_from,
+            _vision_shape(clip.config.vision_config),
+        )
     steps = optimizer_steps(len(captions) - val_images, batch_size, epochs)
     module = CaptionerModule(
         architecture,

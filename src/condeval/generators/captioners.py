@@ -90,15 +90,25 @@ def tiny_captioner_config(
     drop = {} if dropout is None else dict(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     if architecture == "blip":
         text = dict(
-            _tower(text_width, text_layers, heads), vocab_size=len(tokenizer), max_position_embeddings=max_length,
-            sep_token_id=tokenizer.sep_token_id, eos_token_id=tokenizer.sep_token_id, **ids, **drop,
-        )  # fmt: skip
+            _tower(text_width, text_layers, heads),
+            vocab_size=len(tokenizer),
+            max_position_embeddings=max_length,
+            sep_token_id=tokenizer.sep_token_id,
+            eos_token_id=tokenizer.sep_token_id,
+            **ids,
+            **drop,
+        )
         return BlipConfig(text_config=text, vision_config=vision)
     if architecture == "git":
         return GitConfig(
-            vision_config=vision, vocab_size=len(tokenizer), max_position_embeddings=max_length,
-            eos_token_id=tokenizer.sep_token_id, **_tower(text_width, text_layers, heads), **ids, **drop,
-        )  # fmt: skip
+            vision_config=vision,
+            vocab_size=len(tokenizer),
+            max_position_embeddings=max_length,
+            eos_token_id=tokenizer.sep_token_id,
+            **_tower(text_width, text_layers, heads),
+            **ids,
+            **drop,
+        )
     raise ValueError(f"unknown captioner architecture {architecture!r}; expected one of {ARCHITECTURES}")
 
 
@@ -244,8 +254,10 @@ class Captioner:
         check_integer(offset, "offset")
         reserved = sorted(set(sampling) & set(RESERVED_SAMPLING))
         if reserved:
-            raise ValueError(f"generate samples one caption per image; {reserved} would change that (for more "
-                             "captions per image, call it again with another seed)")  # fmt: skip
+            raise ValueError(
+                f"generate samples one caption per image; {reserved} would change that (for more "
+                "captions per image, call it again with another seed)"
+            )
         unwanted = [
             self.tokenizer.convert_tokens_to_ids(t)
             for t in (

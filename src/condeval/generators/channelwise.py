@@ -45,8 +45,9 @@ class ChannelwiseAutoencoderKL(ModelMixin, ConfigMixin):
     """
 
     @register_to_config
-    def __init__(self, image_channels: int = 6, rgb: dict | None = None, scaling_factor: float = 1.0,
-                 shift_factor: float = 0.0):  # fmt: skip
+    def __init__(
+        self, image_channels: int = 6, rgb: dict | None = None, scaling_factor: float = 1.0, shift_factor: float = 0.0
+    ):
         super().__init__()
         self.autoencoder = AutoencoderKL.from_config(rgb or {})
 
@@ -58,8 +59,12 @@ class ChannelwiseAutoencoderKL(ModelMixin, ConfigMixin):
                 f"a channelwise autoencoder wraps an RGB one; this one has {vae.config.in_channels} inputs"
             )
         rgb = {k: v for k, v in vae.config.items() if not k.startswith("_")}
-        wrapper = cls(image_channels, rgb=rgb, scaling_factor=vae.config.scaling_factor,
-                      shift_factor=vae.config.shift_factor or 0.0)  # fmt: skip
+        wrapper = cls(
+            image_channels,
+            rgb=rgb,
+            scaling_factor=vae.config.scaling_factor,
+            shift_factor=vae.config.shift_factor or 0.0,
+        )
         wrapper.autoencoder.load_state_dict(vae.state_dict())
         return wrapper.to(vae.device, vae.dtype)
 

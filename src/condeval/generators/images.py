@@ -26,8 +26,9 @@ __all__ = ["MANIFEST_COLUMNS", "write_generated_images", "generate_image_shard",
 MANIFEST_COLUMNS = ("image_id", "prompt", "file", "seed")
 
 
-def write_generated_images(images, image_ids, prompts, seeds, folder: str | os.PathLike,
-                           manifest: str | os.PathLike) -> pl.DataFrame:  # fmt: skip
+def write_generated_images(
+    images, image_ids, prompts, seeds, folder: str | os.PathLike, manifest: str | os.PathLike
+) -> pl.DataFrame:
     """Save ``images`` (PIL) as ``folder/<image_id>.png`` (the folder atomically) and their manifest.
 
     Returns the manifest frame. ``folder`` must lie beside or below the manifest's folder. Everything
@@ -48,8 +49,17 @@ def write_generated_images(images, image_ids, prompts, seeds, folder: str | os.P
     return _write_manifest(ids, prompts, seeds, folder, manifest)
 
 
-def generate_image_shard(draw, image_ids, prompts, seeds, folder: str | os.PathLike, manifest: str | os.PathLike,
-                         *, chunk_size: int, fingerprint: dict) -> pl.DataFrame:  # fmt: skip
+def generate_image_shard(
+    draw,
+    image_ids,
+    prompts,
+    seeds,
+    folder: str | os.PathLike,
+    manifest: str | os.PathLike,
+    *,
+    chunk_size: int,
+    fingerprint: dict,
+) -> pl.DataFrame:
     """Draw a shard's images chunk by chunk and save them as :func:`write_generated_images` does.
 
     Each chunk's PNGs are written, complete, beside the manifest before the next chunk is drawn
@@ -124,16 +134,22 @@ def _check_images(images, first_row: int) -> None:
 
     bad = next((row for row, image in enumerate(images) if not isinstance(image, Image.Image)), None)
     if bad is not None:
-        raise TypeError(f"images[{first_row + bad}] must be a PIL image; got {type(images[bad]).__name__} "
-                        "(PIL.Image.fromarray converts an (H, W, 3) uint8 array)")  # fmt: skip
+        raise TypeError(
+            f"images[{first_row + bad}] must be a PIL image; got {type(images[bad]).__name__} "
+            "(PIL.Image.fromarray converts an (H, W, 3) uint8 array)"
+        )
 
 
 def _write_manifest(ids, prompts, seeds, folder: str | os.PathLike, manifest: str | os.PathLike) -> pl.DataFrame:
     relative = os.path.relpath(folder, Path(manifest).parent)
-    frame = pl.DataFrame({
-        "image_id": np.asarray(ids, dtype=np.int64), "prompt": list(prompts),
-        "file": [f"{relative}/{i:012d}.png" for i in ids], "seed": np.asarray(seeds, dtype=np.uint64),
-    })  # fmt: skip
+    frame = pl.DataFrame(
+        {
+            "image_id": np.asarray(ids, dtype=np.int64),
+            "prompt": list(prompts),
+            "file": [f"{relative}/{i:012d}.png" for i in ids],
+            "seed": np.asarray(seeds, dtype=np.uint64),
+        }
+    )
     write_parquet(frame, manifest)
     return frame
 

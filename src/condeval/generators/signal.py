@@ -87,9 +87,10 @@ class AttributeProbe:
 def single_objects(scenes: list[list[dict]], captions: list[str] | None = None) -> list[int]:
     """Indices of the scenes holding one object (and, given ``captions``, whose caption names its colour and shape)."""
     return [
-        i for i, objects in enumerate(scenes)
+        i
+        for i, objects in enumerate(scenes)
         if len(objects) == 1 and (captions is None or _names(captions[i], objects[0]))
-    ]  # fmt: skip
+    ]
 
 
 def attribute_accuracy(read: tuple[np.ndarray, np.ndarray], requested: list[dict]) -> dict:
@@ -97,14 +98,23 @@ def attribute_accuracy(read: tuple[np.ndarray, np.ndarray], requested: list[dict
     colour, shape = read
     want_colour = np.array([obj["colour"] for obj in requested])
     want_shape = np.array([obj["shape"] for obj in requested])
-    return {"colour": float(np.mean(colour == want_colour)), "shape": float(np.mean(shape == want_shape)),
-            "both": float(np.mean((colour == want_colour) & (shape == want_shape)))}  # fmt: skip
+    return {
+        "colour": float(np.mean(colour == want_colour)),
+        "shape": float(np.mean(shape == want_shape)),
+        "both": float(np.mean((colour == want_colour) & (shape == want_shape))),
+    }
 
 
 def generation_signal(
-    encoder, generated, real, captions: list[str], scenes: list[list[dict]], gallery: int = 1000, seed: int = 0,
+    encoder,
+    generated,
+    real,
+    captions: list[str],
+    scenes: list[list[dict]],
+    gallery: int = 1000,
+    seed: int = 0,
     probe: AttributeProbe | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """Retrieval and requested-attribute accuracy of ``generated[i]``, drawn for ``captions[i]`` of ``real[i]``.
 
     Parameters

@@ -94,42 +94,79 @@ def tiny_t5_encoder(tokenizer, width: int, layers: int = 2, heads: int = 4):
     from transformers import T5Config, T5EncoderModel
 
     config = T5Config(
-        vocab_size=len(tokenizer), d_model=width, d_kv=width // heads, d_ff=2 * width, num_layers=layers,
-        num_heads=heads, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.sep_token_id,
-        relative_attention_num_buckets=16, relative_attention_max_distance=32, dropout_rate=0.0,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        d_model=width,
+        d_kv=width // heads,
+        d_ff=2 * width,
+        num_layers=layers,
+        num_heads=heads,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        relative_attention_num_buckets=16,
+        relative_attention_max_distance=32,
+        dropout_rate=0.0,
+    )
     return T5EncoderModel(config).eval()
 
 
 # ------------------------------------------------------------------------------- denoisers
 def tiny_sd3_transformer(
-    latent_size: int, latent_channels: int, *, layers: int, heads: int, joint_attention_dim: int,
-    pooled_projection_dim: int, patch_size: int = 2, qk_norm: str | None = None, head_dim: int = _HEAD_DIM,
-):  # fmt: skip
+    latent_size: int,
+    latent_channels: int,
+    *,
+    layers: int,
+    heads: int,
+    joint_attention_dim: int,
+    pooled_projection_dim: int,
+    patch_size: int = 2,
+    qk_norm: str | None = None,
+    head_dim: int = _HEAD_DIM,
+):
     """An ``SD3Transformer2DModel`` (MMDiT) on ``latent_size``² latents; width ``heads`` × ``head_dim`` (16;
     SiT-B/2's 768 is 12 × 64)."""
     from diffusers import SD3Transformer2DModel
 
     return SD3Transformer2DModel(
-        sample_size=latent_size, patch_size=patch_size, in_channels=latent_channels, out_channels=latent_channels,
-        num_layers=layers, attention_head_dim=head_dim, num_attention_heads=heads,
-        joint_attention_dim=joint_attention_dim, caption_projection_dim=heads * head_dim,
-        pooled_projection_dim=pooled_projection_dim, pos_embed_max_size=latent_size // patch_size, qk_norm=qk_norm,
-    )  # fmt: skip
+        sample_size=latent_size,
+        patch_size=patch_size,
+        in_channels=latent_channels,
+        out_channels=latent_channels,
+        num_layers=layers,
+        attention_head_dim=head_dim,
+        num_attention_heads=heads,
+        joint_attention_dim=joint_attention_dim,
+        caption_projection_dim=heads * head_dim,
+        pooled_projection_dim=pooled_projection_dim,
+        pos_embed_max_size=latent_size // patch_size,
+        qk_norm=qk_norm,
+    )
 
 
 def tiny_flux_transformer(
-    latent_channels: int, *, layers: int, single_layers: int, heads: int, joint_attention_dim: int,
-    pooled_projection_dim: int, guidance_embeds: bool = True,
-):  # fmt: skip
+    latent_channels: int,
+    *,
+    layers: int,
+    single_layers: int,
+    heads: int,
+    joint_attention_dim: int,
+    pooled_projection_dim: int,
+    guidance_embeds: bool = True,
+):
     """A ``FluxTransformer2DModel`` on 2×2-packed latents; rotary axes (4, 6, 6) sum to the head width 16."""
     from diffusers import FluxTransformer2DModel
 
     return FluxTransformer2DModel(
-        patch_size=1, in_channels=4 * latent_channels, num_layers=layers, num_single_layers=single_layers,
-        attention_head_dim=_HEAD_DIM, num_attention_heads=heads, joint_attention_dim=joint_attention_dim,
-        pooled_projection_dim=pooled_projection_dim, guidance_embeds=guidance_embeds, axes_dims_rope=(4, 6, 6),
-    )  # fmt: skip
+        patch_size=1,
+        in_channels=4 * latent_channels,
+        num_layers=layers,
+        num_single_layers=single_layers,
+        attention_head_dim=_HEAD_DIM,
+        num_attention_heads=heads,
+        joint_attention_dim=joint_attention_dim,
+        pooled_projection_dim=pooled_projection_dim,
+        guidance_embeds=guidance_embeds,
+        axes_dims_rope=(4, 6, 6),
+    )
 
 
 def tiny_kandinsky_prior(embedding_dim: int, text_length: int, *, layers: int, heads: int):
@@ -137,9 +174,13 @@ def tiny_kandinsky_prior(embedding_dim: int, text_length: int, *, layers: int, h
     from diffusers import PriorTransformer
 
     return PriorTransformer(
-        num_attention_heads=heads, attention_head_dim=_HEAD_DIM, num_layers=layers, embedding_dim=embedding_dim,
-        num_embeddings=text_length, additional_embeddings=4,
-    )  # fmt: skip
+        num_attention_heads=heads,
+        attention_head_dim=_HEAD_DIM,
+        num_layers=layers,
+        embedding_dim=embedding_dim,
+        num_embeddings=text_length,
+        additional_embeddings=4,
+    )
 
 
 def tiny_kandinsky_unet(latent_size: int, latent_channels: int, image_embed_dim: int, *, channels: tuple[int, ...]):
@@ -150,15 +191,24 @@ def tiny_kandinsky_unet(latent_size: int, latent_channels: int, image_embed_dim:
 
     depth = len(channels)
     return UNet2DConditionModel(
-        sample_size=latent_size, in_channels=latent_channels, out_channels=2 * latent_channels,
-        block_out_channels=tuple(channels), layers_per_block=1,
+        sample_size=latent_size,
+        in_channels=latent_channels,
+        out_channels=2 * latent_channels,
+        block_out_channels=tuple(channels),
+        layers_per_block=1,
         down_block_types=("ResnetDownsampleBlock2D",) + ("SimpleCrossAttnDownBlock2D",) * (depth - 1),
         up_block_types=("SimpleCrossAttnUpBlock2D",) * (depth - 1) + ("ResnetUpsampleBlock2D",),
-        mid_block_type="UNetMidBlock2DSimpleCrossAttn", attention_head_dim=_HEAD_DIM,
-        cross_attention_dim=channels[-1], encoder_hid_dim=image_embed_dim, encoder_hid_dim_type="image_proj",
-        addition_embed_type="image", class_embed_type=None, norm_num_groups=8, only_cross_attention=False,
+        mid_block_type="UNetMidBlock2DSimpleCrossAttn",
+        attention_head_dim=_HEAD_DIM,
+        cross_attention_dim=channels[-1],
+        encoder_hid_dim=image_embed_dim,
+        encoder_hid_dim_type="image_proj",
+        addition_embed_type="image",
+        class_embed_type=None,
+        norm_num_groups=8,
+        only_cross_attention=False,
         resnet_time_scale_shift="scale_shift",
-    )  # fmt: skip
+    )
 
 
 # ------------------------------------------------------------------------------- schedulers
@@ -169,9 +219,14 @@ def flow_scheduler(shift: float = 1.0, dynamic: bool = False, tokens: int = 64):
     if not dynamic:
         return FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=shift)
     return FlowMatchEulerDiscreteScheduler(
-        num_train_timesteps=1000, shift=shift, use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15,
-        base_image_seq_len=tokens, max_image_seq_len=4 * tokens,
-    )  # fmt: skip
+        num_train_timesteps=1000,
+        shift=shift,
+        use_dynamic_shifting=True,
+        base_shift=0.5,
+        max_shift=1.15,
+        base_image_seq_len=tokens,
+        max_image_seq_len=4 * tokens,
+    )
 
 
 def kandinsky_schedulers():
@@ -179,10 +234,22 @@ def kandinsky_schedulers():
     ``DDPMScheduler`` predicting noise."""
     from diffusers import DDPMScheduler, UnCLIPScheduler
 
-    prior = UnCLIPScheduler(variance_type="fixed_small_log", prediction_type="sample", num_train_timesteps=1000,
-                            clip_sample=True, clip_sample_range=10.0)  # fmt: skip
-    decoder = DDPMScheduler(num_train_timesteps=1000, beta_schedule="linear", beta_start=0.00085, beta_end=0.012,
-                            clip_sample=False, prediction_type="epsilon", steps_offset=1)  # fmt: skip
+    prior = UnCLIPScheduler(
+        variance_type="fixed_small_log",
+        prediction_type="sample",
+        num_train_timesteps=1000,
+        clip_sample=True,
+        clip_sample_range=10.0,
+    )
+    decoder = DDPMScheduler(
+        num_train_timesteps=1000,
+        beta_schedule="linear",
+        beta_start=0.00085,
+        beta_end=0.012,
+        clip_sample=False,
+        prediction_type="epsilon",
+        steps_offset=1,
+    )
     return prior, decoder
 
 
@@ -194,10 +261,16 @@ def build_sd3_pipeline(transformer, vae, clip, tokenizer, t5, *, shift: float = 
 
     text = clip_text_encoder(clip)
     return StableDiffusion3Pipeline(
-        transformer=transformer, scheduler=flow_scheduler(shift), vae=vae,
-        text_encoder=text, tokenizer=tokenizer, text_encoder_2=copy.deepcopy(text), tokenizer_2=tokenizer,
-        text_encoder_3=t5, tokenizer_3=tokenizer,
-    )  # fmt: skip
+        transformer=transformer,
+        scheduler=flow_scheduler(shift),
+        vae=vae,
+        text_encoder=text,
+        tokenizer=tokenizer,
+        text_encoder_2=copy.deepcopy(text),
+        tokenizer_2=tokenizer,
+        text_encoder_3=t5,
+        tokenizer_3=tokenizer,
+    )
 
 
 def build_flux_pipeline(transformer, vae, clip, tokenizer, t5):
@@ -205,9 +278,14 @@ def build_flux_pipeline(transformer, vae, clip, tokenizer, t5):
     from diffusers import FluxPipeline
 
     return FluxPipeline(
-        scheduler=flow_scheduler(dynamic=True), vae=vae, text_encoder=clip_text_encoder(clip, projection=False),
-        tokenizer=tokenizer, text_encoder_2=t5, tokenizer_2=tokenizer, transformer=transformer,
-    )  # fmt: skip
+        scheduler=flow_scheduler(dynamic=True),
+        vae=vae,
+        text_encoder=clip_text_encoder(clip, projection=False),
+        tokenizer=tokenizer,
+        text_encoder_2=t5,
+        tokenizer_2=tokenizer,
+        transformer=transformer,
+    )
 
 
 def build_kandinsky_pipelines(prior, unet, movq, text_encoder, image_encoder, tokenizer, image_processor):
@@ -216,9 +294,13 @@ def build_kandinsky_pipelines(prior, unet, movq, text_encoder, image_encoder, to
 
     prior_scheduler, decoder_scheduler = kandinsky_schedulers()
     prior_pipe = KandinskyV22PriorPipeline(
-        prior=prior, image_encoder=image_encoder, text_encoder=text_encoder, tokenizer=tokenizer,
-        scheduler=prior_scheduler, image_processor=image_processor,
-    )  # fmt: skip
+        prior=prior,
+        image_encoder=image_encoder,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        scheduler=prior_scheduler,
+        image_processor=image_processor,
+    )
     return prior_pipe, KandinskyV22Pipeline(unet=unet, scheduler=decoder_scheduler, movq=movq)
 
 
@@ -245,9 +327,11 @@ def kandinsky_clip(clip, basis: torch.Tensor):
 
 
 def load_text_to_image(
-    path: str | os.PathLike, device: str | torch.device = "cpu", prior: str | os.PathLike | None = None,
+    path: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    prior: str | os.PathLike | None = None,
     dtype: str | None = None,
-):  # fmt: skip
+):
     """A saved generator as a callable pipeline, in precision ``dtype`` (default: bfloat16 on a GPU,
     float32 on a CPU; :func:`condeval.core.devices.torch_dtype`).
 
@@ -282,16 +366,19 @@ def load_text_to_image(
     prior = Path(prior) if prior is not None else path / PRIOR_FOLDER
     if not prior.is_dir():
         if (path / DECODER_FOLDER).is_dir():
-            raise FileNotFoundError(f"{path} holds {DECODER_FOLDER}/ but no {PRIOR_FOLDER}/: Kandinsky needs its prior "
-                                    "pipeline (save it there or pass prior=)")  # fmt: skip
+            raise FileNotFoundError(
+                f"{path} holds {DECODER_FOLDER}/ but no {PRIOR_FOLDER}/: Kandinsky needs its prior "
+                "pipeline (save it there or pass prior=)"
+            )
         check_pipeline_folder(path)
         pipe = DiffusionPipeline.from_pretrained(str(path), **loading).to(device)
         log_precision(pipe, path)
         return pipe
     decoder_dir = path / DECODER_FOLDER if (path / DECODER_FOLDER).is_dir() else path
     if decoder_dir == path and not (path / "model_index.json").is_file():
-        raise FileNotFoundError(f"{path} holds Kandinsky's prior but no {DECODER_FOLDER}/ (nor a decoder pipeline at "
-                                "its root)")  # fmt: skip
+        raise FileNotFoundError(
+            f"{path} holds Kandinsky's prior but no {DECODER_FOLDER}/ (nor a decoder pipeline at its root)"
+        )
     prior_pipe = KandinskyV22PriorPipeline.from_pretrained(
         str(check_pipeline_folder(prior, KandinskyV22PriorPipeline.__name__)), **loading
     )
@@ -299,11 +386,16 @@ def load_text_to_image(
         str(check_pipeline_folder(decoder_dir, KandinskyV22Pipeline.__name__)), **loading
     )
     pipe = KandinskyV22CombinedPipeline(
-        unet=decoder.unet, scheduler=decoder.scheduler, movq=decoder.movq, prior_prior=prior_pipe.prior,
-        prior_image_encoder=prior_pipe.image_encoder, prior_text_encoder=prior_pipe.text_encoder,
-        prior_tokenizer=prior_pipe.tokenizer, prior_scheduler=prior_pipe.scheduler,
+        unet=decoder.unet,
+        scheduler=decoder.scheduler,
+        movq=decoder.movq,
+        prior_prior=prior_pipe.prior,
+        prior_image_encoder=prior_pipe.image_encoder,
+        prior_text_encoder=prior_pipe.text_encoder,
+        prior_tokenizer=prior_pipe.tokenizer,
+        prior_scheduler=prior_pipe.scheduler,
         prior_image_processor=prior_pipe.image_processor,
-    )  # fmt: skip
+    )
     log_precision(pipe, f"{decoder_dir} with {prior}")
     return pipe.to(device)
 
@@ -425,8 +517,10 @@ def generate_images(
 
     _check_generation(prompts, image_ids, batch_size, call)
     if type(pipe).__name__ == "KandinskyV22Pipeline":
-        raise TypeError("a Kandinsky decoder alone draws from image embeddings, not prompts: load the folder with "
-                        "its prior (load_text_to_image(path, prior=...))")  # fmt: skip
+        raise TypeError(
+            "a Kandinsky decoder alone draws from image embeddings, not prompts: load the folder with "
+            "its prior (load_text_to_image(path, prior=...))"
+        )
     seeds = [image_seed(seed, image_id) for image_id in image_ids]
     pipe.set_progress_bar_config(disable=True)
     images = []

@@ -115,15 +115,23 @@ def flow_velocity(transformer, x_t, sigma, text, guidance=None) -> torch.Tensor:
 
     embeds, pooled, text_ids = text
     if isinstance(transformer, SD3Transformer2DModel):
-        return transformer(hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=embeds,
-                           pooled_projections=pooled).sample  # fmt: skip
+        return transformer(
+            hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=embeds, pooled_projections=pooled
+        ).sample
     b, c, h, w = x_t.shape
     packed = FluxPipeline._pack_latents(x_t, b, c, h, w)
     image_ids = FluxPipeline._prepare_latent_image_ids(b, h // 2, w // 2, x_t.device, x_t.dtype)
     if guidance is None and transformer.config.guidance_embeds:
         guidance = torch.ones_like(sigma)
-    out = transformer(hidden_states=packed, timestep=sigma, guidance=guidance, pooled_projections=pooled,
-                      encoder_hidden_states=embeds, txt_ids=text_ids, img_ids=image_ids).sample  # fmt: skip
+    out = transformer(
+        hidden_states=packed,
+        timestep=sigma,
+        guidance=guidance,
+        pooled_projections=pooled,
+        encoder_hidden_states=embeds,
+        txt_ids=text_ids,
+        img_ids=image_ids,
+    ).sample
     return out.view(b, h // 2, w // 2, c, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(b, c, h, w)
 
 
@@ -144,9 +152,15 @@ class FlowMatchingModule(_TextConditioned):
     """Rectified-flow training of an SD3 (``family="sd3"``) or FLUX (``"flux"``) transformer (FLUX at guidance input 1)."""
 
     def __init__(
-        self, family: str, config: dict, lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000,
-        weight_decay: float = 0.0, caption_dropout: float = 0.1,
-    ):  # fmt: skip
+        self,
+        family: str,
+        config: dict,
+        lr: float = 1e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        weight_decay: float = 0.0,
+        caption_dropout: float = 0.1,
+    ):
         super().__init__()
         self.save_hyperparameters()
         from diffusers import FluxTransformer2DModel, SD3Transformer2DModel
@@ -170,10 +184,16 @@ class GuidanceDistillationModule(_TextConditioned):
     """
 
     def __init__(
-        self, config: dict, teacher_state: dict | None = None, lr: float = 1e-3, warmup_steps: int = 50,
-        total_steps: int = 1000, weight_decay: float = 0.0, guidance_range: tuple[float, float] = (1.0, 5.0),
+        self,
+        config: dict,
+        teacher_state: dict | None = None,
+        lr: float = 1e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        weight_decay: float = 0.0,
+        guidance_range: tuple[float, float] = (1.0, 5.0),
         caption_dropout: float = 0.0,
-    ):  # fmt: skip
+    ):
         super().__init__()
         self.save_hyperparameters(ignore=["teacher_state"])
         from diffusers import FluxTransformer2DModel
@@ -214,9 +234,16 @@ class KandinskyPriorModule(_TextConditioned):
     """The prior: x_0-prediction of the normalised image embedding under UnCLIP's cosine noise schedule."""
 
     def __init__(
-        self, config: dict, clip_mean: list[float], clip_std: list[float], lr: float = 1e-3, warmup_steps: int = 50,
-        total_steps: int = 1000, weight_decay: float = 0.0, caption_dropout: float = 0.1,
-    ):  # fmt: skip
+        self,
+        config: dict,
+        clip_mean: list[float],
+        clip_std: list[float],
+        lr: float = 1e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        weight_decay: float = 0.0,
+        caption_dropout: float = 0.1,
+    ):
         super().__init__()
         self.save_hyperparameters()
         from diffusers import DDPMScheduler, PriorTransformer
@@ -235,8 +262,9 @@ class KandinskyPriorModule(_TextConditioned):
         t = torch.randint(0, 1000, (len(x0),), generator=generator).to(x0.device)
         noisy = self.noise_schedule.add_noise(x0, torch.randn(x0.shape, generator=generator).to(x0), t)
         pooled, hidden, mask = self._encoded(self._prompts(index, generator))
-        predicted = self.prior(noisy, timestep=t, proj_embedding=pooled, encoder_hidden_states=hidden,
-                               attention_mask=mask).predicted_image_embedding  # fmt: skip
+        predicted = self.prior(
+            noisy, timestep=t, proj_embedding=pooled, encoder_hidden_states=hidden, attention_mask=mask
+        ).predicted_image_embedding
         return (predicted - x0).square().mean()
 
 
@@ -245,9 +273,15 @@ class KandinskyDecoderModule(ScheduledModule):
     (latents, embedding); the embedding drops to ``negative`` (the empty image's) at ``caption_dropout``."""
 
     def __init__(
-        self, config: dict, negative: list[float], lr: float = 1e-3, warmup_steps: int = 50, total_steps: int = 1000,
-        weight_decay: float = 0.0, caption_dropout: float = 0.1,
-    ):  # fmt: skip
+        self,
+        config: dict,
+        negative: list[float],
+        lr: float = 1e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        weight_decay: float = 0.0,
+        caption_dropout: float = 0.1,
+    ):
         super().__init__()
         self.save_hyperparameters()
         from diffusers import DDPMScheduler, UNet2DConditionModel
@@ -277,8 +311,16 @@ class T5FromClipModule(ScheduledModule):
     """A tiny ``T5EncoderModel`` distilled from the CLIP text tower: a linear head on its last hidden
     state regresses the tower's last hidden state at every real token (rows: ids, mask)."""
 
-    def __init__(self, config: dict, clip_text_config: dict, clip_state: dict | None = None, lr: float = 1e-3,
-                 warmup_steps: int = 50, total_steps: int = 1000, weight_decay: float = 0.0):  # fmt: skip
+    def __init__(
+        self,
+        config: dict,
+        clip_text_config: dict,
+        clip_state: dict | None = None,
+        lr: float = 1e-3,
+        warmup_steps: int = 50,
+        total_steps: int = 1000,
+        weight_decay: float = 0.0,
+    ):
         super().__init__()
         self.save_hyperparameters(ignore=["clip_state"])
         from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
@@ -352,9 +394,13 @@ def _flow_encoder(pipe, family: str, max_length: int):
         with torch.no_grad():
             if family == "sd3":
                 embeds, _, pooled, _ = pipe.encode_prompt(
-                    prompt=prompts, prompt_2=None, prompt_3=None, do_classifier_free_guidance=False,
-                    max_sequence_length=max_length, device=device,
-                )  # fmt: skip
+                    prompt=prompts,
+                    prompt_2=None,
+                    prompt_3=None,
+                    do_classifier_free_guidance=False,
+                    max_sequence_length=max_length,
+                    device=device,
+                )
                 return embeds, pooled, None
             return pipe.encode_prompt(prompt=prompts, prompt_2=None, max_sequence_length=max_length, device=device)
 
@@ -387,11 +433,20 @@ def _flow_transformer_config(family: str, latents: np.ndarray, clip, t5, transfo
 
     channels, side = latents.shape[1], latents.shape[-1]
     if family == "sd3":  # pooled: both CLIP encoders' projections side by side
-        model = tiny_sd3_transformer(side, channels, joint_attention_dim=t5.config.d_model,
-                                     pooled_projection_dim=2 * clip.config.projection_dim, **transformer)  # fmt: skip
+        model = tiny_sd3_transformer(
+            side,
+            channels,
+            joint_attention_dim=t5.config.d_model,
+            pooled_projection_dim=2 * clip.config.projection_dim,
+            **transformer,
+        )
     else:  # pooled: CLIPTextModel's pooler output
-        model = tiny_flux_transformer(channels, joint_attention_dim=t5.config.d_model,
-                                      pooled_projection_dim=clip.config.text_config.hidden_size, **transformer)  # fmt: skip
+        model = tiny_flux_transformer(
+            channels,
+            joint_attention_dim=t5.config.d_model,
+            pooled_projection_dim=clip.config.text_config.hidden_size,
+            **transformer,
+        )
     return dict(model.config)
 
 
@@ -465,8 +520,9 @@ def train_flow_generator(
     latents = latents_of(vae, images)
     config = _flow_transformer_config(family, latents, clip, t5, transformer)
     steps = optimizer_steps(len(images) - val_images, batch_size, epochs)
-    module = FlowMatchingModule(family, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
-                                caption_dropout=caption_dropout)  # fmt: skip
+    module = FlowMatchingModule(
+        family, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout
+    )
     pipe = _flow_pipeline(family, module.transformer, vae, clip, tokenizer, t5, shift)
     encode = _flow_encoder(pipe, family, max_length)
     rows = (latents, np.arange(len(latents)))
@@ -478,11 +534,20 @@ def train_flow_generator(
     if family == "flux" and transformer.get("guidance_embeds", True):
         distill_steps = optimizer_steps(len(images) - val_images, batch_size, distill_epochs)
         student = GuidanceDistillationModule(
-            config, trained.transformer.state_dict(), lr=distill_lr or lr, warmup_steps=max(1, distill_steps // 20),
-            total_steps=distill_steps, guidance_range=tuple(guidance_range),
-        )  # fmt: skip
-        trained, distilled = _fit_best(student.attach(encode, captions, (clip, tokenizer, t5)), rows, _run_dir(out_dir) / "distill",
-                                       epochs=distill_epochs, **fit)  # fmt: skip
+            config,
+            trained.transformer.state_dict(),
+            lr=distill_lr or lr,
+            warmup_steps=max(1, distill_steps // 20),
+            total_steps=distill_steps,
+            guidance_range=tuple(guidance_range),
+        )
+        trained, distilled = _fit_best(
+            student.attach(encode, captions, (clip, tokenizer, t5)),
+            rows,
+            _run_dir(out_dir) / "distill",
+            epochs=distill_epochs,
+            **fit,
+        )
         summary = {**summary, "guidance_distillation": distilled}
     pipe.register_modules(transformer=trained.transformer)
     _save_folder(out_dir, pipe.save_pretrained, summary)
@@ -504,8 +569,20 @@ def _fit_best(
     from condeval.encoders.train import _split_rows
 
     train, val = rows if val_rows is None else _split_rows(rows, val_rows)
-    best = fit(module, train, val, run_dir, max_epochs=epochs, patience=max(2, epochs), batch_size=batch_size,
-               seed=seed, accelerator=accelerator, fingerprint=fingerprint, workers=workers, stop_at=stop_at)  # fmt: skip
+    best = fit(
+        module,
+        train,
+        val,
+        run_dir,
+        max_epochs=epochs,
+        patience=max(2, epochs),
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+        workers=workers,
+        stop_at=stop_at,
+    )
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     return trained, training_summary(run_dir)
 
@@ -525,17 +602,38 @@ def _fit_and_save(
 ) -> dict:
     """Fit in ``<out_dir>_run``, then ``save(best module, folder)`` into ``out_dir`` atomically."""
     out_dir = Path(out_dir)
-    trained, summary = _fit_best(module, rows, _run_dir(out_dir), val_rows=val_images,
-                                 epochs=epochs, batch_size=batch_size, seed=seed, accelerator=accelerator,
-                                 fingerprint=fingerprint)  # fmt: skip
+    trained, summary = _fit_best(
+        module,
+        rows,
+        _run_dir(out_dir),
+        val_rows=val_images,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )
     _save_folder(out_dir, lambda folder: save(trained, folder), summary)
     return summary
 
 
 def train_t5_from_clip(
-    captions: list[list[str]], out_dir, *, clip, tokenizer, width: int, layers: int, epochs: int, batch_size: int,
-    lr: float, val_images: int, seed: int, max_length: int = 32, accelerator: str = "cpu", fingerprint: str | None = None,
-) -> dict:  # fmt: skip
+    captions: list[list[str]],
+    out_dir,
+    *,
+    clip,
+    tokenizer,
+    width: int,
+    layers: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    val_images: int,
+    seed: int,
+    max_length: int = 32,
+    accelerator: str = "cpu",
+    fingerprint: str | None = None,
+) -> dict:
     """Distil a tiny ``T5EncoderModel`` from the CLIP's text tower (:class:`T5FromClipModule`) on every
     caption of the training images, and ``save_pretrained`` it with the tokenizer into ``out_dir``."""
     import pytorch_lightning as pl
@@ -549,16 +647,30 @@ def train_t5_from_clip(
     per_image = len(captions[0])
     steps = optimizer_steps(len(ids) - val_images * per_image, batch_size, epochs)
     module = T5FromClipModule(
-        tiny_t5_encoder(tokenizer, width, layers).config.to_dict(), clip.config.text_config.to_dict(),
-        clip.text_model.state_dict(), lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps,
-    )  # fmt: skip
+        tiny_t5_encoder(tokenizer, width, layers).config.to_dict(),
+        clip.config.text_config.to_dict(),
+        clip.text_model.state_dict(),
+        lr=lr,
+        warmup_steps=max(1, steps // 20),
+        total_steps=steps,
+    )
 
     def save(trained, folder):
         trained.t5.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
 
-    return _fit_and_save(module, (ids, mask), out_dir, save, val_images=val_images * per_image, epochs=epochs,
-                         batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)  # fmt: skip
+    return _fit_and_save(
+        module,
+        (ids, mask),
+        out_dir,
+        save,
+        val_images=val_images * per_image,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        accelerator=accelerator,
+        fingerprint=fingerprint,
+    )
 
 
 def _encode_prior_prompts(prior_pipe, prompts: list[str], device):
@@ -638,7 +750,7 @@ def train_kandinsky(
         kandinsky_clip,
         tiny_kandinsky_prior,
         tiny_kandinsky_unet,
-    )  # fmt: skip
+    )
 
     pl.seed_everything(seed, workers=True, verbose=False)
     out_dir = Path(out_dir)
@@ -646,34 +758,55 @@ def train_kandinsky(
     width = clip.config.text_config.hidden_size
     ids, _ = token_arrays(tokenizer, [c for per_image in captions for c in per_image], tokenizer.model_max_length)
     with torch.no_grad():  # the CLIP reads each image once: Kandinsky's image embedding is basis @ its projection
-        projected = torch.cat([clip.get_image_features(pixel_values=c).pooler_output
-                               for c in torch.as_tensor(clip_pixels).split(256)])  # fmt: skip
+        projected = torch.cat(
+            [clip.get_image_features(pixel_values=c).pooler_output for c in torch.as_tensor(clip_pixels).split(256)]
+        )
     basis = kandinsky_basis(clip, projected, ids, width)
     text, image = kandinsky_clip(clip, basis)
     embeddings = projected @ basis.T
     latents = latents_of(movq, images)
     prior_model = tiny_kandinsky_prior(width, tokenizer.model_max_length, **prior)
     unet_model = tiny_kandinsky_unet(latents.shape[-1], latents.shape[1], width, **unet)
-    prior_pipe, decoder_pipe = build_kandinsky_pipelines(prior_model, unet_model, movq, text, image, tokenizer,
-                                                         image_processor)  # fmt: skip
+    prior_pipe, decoder_pipe = build_kandinsky_pipelines(
+        prior_model, unet_model, movq, text, image, tokenizer, image_processor
+    )
     n_train = len(images) - val_images
     steps = optimizer_steps(n_train, batch_size, prior_epochs)
     prior_module = KandinskyPriorModule(
-        dict(prior_model.config), embeddings.mean(0).tolist(), embeddings.std(0).tolist(), lr=lr,
-        warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
-    ).attach(partial(_encode_prior_prompts, prior_pipe), captions, (text, tokenizer))  # fmt: skip
+        dict(prior_model.config),
+        embeddings.mean(0).tolist(),
+        embeddings.std(0).tolist(),
+        lr=lr,
+        warmup_steps=max(1, steps // 20),
+        total_steps=steps,
+        caption_dropout=caption_dropout,
+    ).attach(partial(_encode_prior_prompts, prior_pipe), captions, (text, tokenizer))
     fit = {"val_rows": val_images, "batch_size": batch_size, "seed": seed, "accelerator": accelerator}
-    trained_prior, prior_summary = _fit_best(prior_module, (embeddings.numpy(), np.arange(len(images))),
-                                             run_dir / PRIOR_FOLDER, epochs=prior_epochs,
-                                             fingerprint=fingerprint and f"{fingerprint}-prior", **fit)  # fmt: skip
+    trained_prior, prior_summary = _fit_best(
+        prior_module,
+        (embeddings.numpy(), np.arange(len(images))),
+        run_dir / PRIOR_FOLDER,
+        epochs=prior_epochs,
+        fingerprint=fingerprint and f"{fingerprint}-prior",
+        **fit,
+    )
     steps = optimizer_steps(n_train, batch_size, epochs)
     decoder_module = KandinskyDecoderModule(
-        dict(unet_model.config), prior_pipe.get_zero_embed(device=prior_pipe.image_encoder.device).squeeze(0).tolist(), lr=lr,
-        warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout,
-    )  # fmt: skip
-    trained_decoder, decoder_summary = _fit_best(decoder_module, (latents, embeddings.numpy()), run_dir / DECODER_FOLDER,
-                                                 epochs=epochs, fingerprint=fingerprint and f"{fingerprint}-decoder",
-                                                 **fit)  # fmt: skip
+        dict(unet_model.config),
+        prior_pipe.get_zero_embed(device=prior_pipe.image_encoder.device).squeeze(0).tolist(),
+        lr=lr,
+        warmup_steps=max(1, steps // 20),
+        total_steps=steps,
+        caption_dropout=caption_dropout,
+    )
+    trained_decoder, decoder_summary = _fit_best(
+        decoder_module,
+        (latents, embeddings.numpy()),
+        run_dir / DECODER_FOLDER,
+        epochs=epochs,
+        fingerprint=fingerprint and f"{fingerprint}-decoder",
+        **fit,
+    )
     prior_pipe.register_modules(prior=trained_prior.prior)
     decoder_pipe.register_modules(unet=trained_decoder.unet)
     summary = {"prior": prior_summary, "decoder": decoder_summary}
@@ -747,8 +880,12 @@ def train_text_to_image(
     clip = CLIPModel.from_pretrained(str(clip_dir)).eval()
     tokenizer = pipeline_tokenizer(AutoTokenizer.from_pretrained(str(tokenizer_dir)), max_length)
     images = world_images(paths, image_size)
-    common = {"val_images": train.pop("val_images", 200), "seed": seed, "accelerator": accelerator,
-              "fingerprint": fingerprint}  # fmt: skip
+    common = {
+        "val_images": train.pop("val_images", 200),
+        "seed": seed,
+        "accelerator": accelerator,
+        "fingerprint": fingerprint,
+    }
     autoencoder = (
         _autoencoder_class("vq" if family == "kandinsky" else "kl").from_pretrained(str(autoencoder_dir)).eval()
     )
@@ -757,8 +894,29 @@ def train_text_to_image(
         from condeval.encoders.data import pixel_values
 
         processor = clip_image_processor(clip_image_size)
-        return train_kandinsky(images, pixel_values(paths, processor), captions, out_dir, clip=clip, tokenizer=tokenizer,
-                               movq=autoencoder, image_processor=processor, **train, **common)  # fmt: skip
+        return train_kandinsky(
+            images,
+            pixel_values(paths, processor),
+            captions,
+            out_dir,
+            clip=clip,
+            tokenizer=tokenizer,
+            movq=autoencoder,
+            image_processor=processor,
+            **train,
+            **common,
+        )
     t5 = T5EncoderModel.from_pretrained(str(t5_dir)).eval()
-    return train_flow_generator(images, captions, out_dir, family=family, clip=clip, tokenizer=tokenizer, vae=autoencoder,
-                                t5=t5, max_length=max_length, **train, **common)  # fmt: skip
+    return train_flow_generator(
+        images,
+        captions,
+        out_dir,
+        family=family,
+        clip=clip,
+        tokenizer=tokenizer,
+        vae=autoencoder,
+        t5=t5,
+        max_length=max_length,
+        **train,
+        **common,
+    )

@@ -124,14 +124,23 @@ RXRX1_SITES = {
     ("HUVEC", 1138): (8, 0),
 }
 
-_COCO_INFO = {"description": "This is stable 1.0 version of the 2014 MS COCO dataset.", "url": "http://mscoco.org",
-              "version": "1.0", "year": 2014, "contributor": "Microsoft COCO group",
-              "date_created": "2015-01-27 09:11:52.357475"}  # fmt: skip
+_COCO_INFO = {
+    "description": "This is stable 1.0 version of the 2014 MS COCO dataset.",
+    "url": "http://mscoco.org",
+    "version": "1.0",
+    "year": 2014,
+    "contributor": "Microsoft COCO group",
+    "date_created": "2015-01-27 09:11:52.357475",
+}
 _COCO_LICENSES = [
-    {"url": "http://creativecommons.org/licenses/by-nc-sa/2.0/", "id": 1, "name": "Attribution-NonCommercial-ShareAlike License"},
+    {
+        "url": "http://creativecommons.org/licenses/by-nc-sa/2.0/",
+        "id": 1,
+        "name": "Attribution-NonCommercial-ShareAlike License",
+    },
     {"url": "http://creativecommons.org/licenses/by-nc/2.0/", "id": 2, "name": "Attribution-NonCommercial License"},
     {"url": "http://creativecommons.org/licenses/by/2.0/", "id": 4, "name": "Attribution License"},
-]  # fmt: skip
+]
 
 
 # ------------------------------------------------------------------------------------ placement
@@ -309,11 +318,16 @@ def _coco_image(split: str, image_id: int, seed: int) -> tuple[dict, list, bytes
     day, hour, minute, second = rng.integers((10, 10, 10, 10), (29, 24, 60, 60))
     farm, server = rng.integers((1, 1000), (10, 9000))
     photo = f"{rng.integers(10**9, 10**10)}_{_name('flickr', image_id, 10)}"
-    record = {"license": int(rng.choice([1, 2, 4])), "file_name": file_name,
-              "coco_url": f"http://images.cocodataset.org/{split}2014/{file_name}", "height": height, "width": width,
-              "date_captured": f"2013-11-{day} {hour}:{minute}:{second}",
-              "flickr_url": f"http://farm{farm}.staticflickr.com/{server}/{photo}_z.jpg",
-              "id": image_id}  # fmt: skip
+    record = {
+        "license": int(rng.choice([1, 2, 4])),
+        "file_name": file_name,
+        "coco_url": f"http://images.cocodataset.org/{split}2014/{file_name}",
+        "height": height,
+        "width": width,
+        "date_captured": f"2013-11-{day} {hour}:{minute}:{second}",
+        "flickr_url": f"http://farm{farm}.staticflickr.com/{server}/{photo}_z.jpg",
+        "id": image_id,
+    }
     annotations = [
         {"image_id": image_id, "id": 10 * image_id + k, "caption": _sentence(caption.tokens, 10 * image_id + k)}
         for k, caption in enumerate(captions_for(objects, rng))
@@ -372,9 +386,14 @@ def _foil_pair(captions: list[dict], seed: int) -> list[dict]:
             common = {"id": caption["id"], "image_id": caption["image_id"]}
             return [
                 common | {"caption": caption["caption"], "foil": False, "target_word": "ORIG", "foil_word": "ORIG"},
-                common | {"caption": _sentence(tokens, caption["id"]), "foil": True, "target_word": words[k],
-                          "foil_word": tokens[k]},
-            ]  # fmt: skip
+                common
+                | {
+                    "caption": _sentence(tokens, caption["id"]),
+                    "foil": True,
+                    "target_word": words[k],
+                    "foil_word": tokens[k],
+                },
+            ]
     raise ValueError(f"image {captions[0]['image_id']}: no caption names a shape to foil")
 
 
@@ -405,10 +424,14 @@ def _nocaps_record(domain: str, index: int, seed: int, images: Path) -> dict:
     _write_bytes(images / image_path, _jpeg(image))
     captions = [caption.tokens for caption in captions_for(objects, rng, n=11)]  # a baseline, ten references
     baseline, (tokens, k) = next((c, swap) for c in captions if (swap := _noun_only_swap(c, rng)) is not None)
-    return {"image_path": image_path,
-            "references": [_sentence(c, index + n) for n, c in enumerate(captions) if c is not baseline],
-            "baseline": " ".join(baseline), "foil": " ".join(tokens), "replacement": [baseline[k], tokens[k]],
-            "domain": domain}  # fmt: skip
+    return {
+        "image_path": image_path,
+        "references": [_sentence(c, index + n) for n, c in enumerate(captions) if c is not baseline],
+        "baseline": " ".join(baseline),
+        "foil": " ".join(tokens),
+        "replacement": [baseline[k], tokens[k]],
+        "domain": domain,
+    }
 
 
 def _write_foil_nocaps(destinations: _Destinations, seed: int) -> None:
@@ -470,16 +493,24 @@ def _rich_hf_record(split: str, index: int, seed: int, images: Path) -> tuple[by
     _write_bytes(images / filename, _jpeg(image))
     words, errors = corrupt_caption(captions_for(objects, rng, n=1)[0].tokens, int(rng.integers(0, 3)), rng)
     prompt = _sentence(words, index).replace(" and ", ", and ")  # Pick-a-Pic prompts carry the delimiters
-    example = _example({
-        "filename": filename.encode(), "aesthetics_score": rng.uniform(1, 5), "artifact_score": rng.uniform(1, 5),
-        "misalignment_score": 5.0 - 1.5 * sum(errors), "overall_score": rng.uniform(1, 5),
-        "artifact_map": _heatmap(rng, int(rng.integers(0, 3))), "misalignment_map": _heatmap(rng, sum(errors)),
-        "prompt_misalignment_label": " ".join(str(1 - e) for e in errors).encode(),
-    })  # fmt: skip
+    example = _example(
+        {
+            "filename": filename.encode(),
+            "aesthetics_score": rng.uniform(1, 5),
+            "artifact_score": rng.uniform(1, 5),
+            "misalignment_score": 5.0 - 1.5 * sum(errors),
+            "overall_score": rng.uniform(1, 5),
+            "artifact_map": _heatmap(rng, int(rng.integers(0, 3))),
+            "misalignment_map": _heatmap(rng, sum(errors)),
+            "prompt_misalignment_label": " ".join(str(1 - e) for e in errors).encode(),
+        }
+    )
     # the images it was compared with (unrated); some images meet two, as in Pick-a-Pic
     rivals = [_uuid(f"pick-a-pic-{split}-rival-{k}", index) for k in range(1 + (index % 3 == 0))]
-    rows = [{"caption": prompt, "image_0_uid": a, "image_1_uid": b}
-            for a, b in ((uid, rival) if rng.random() < 0.5 else (rival, uid) for rival in rivals)]  # fmt: skip
+    rows = [
+        {"caption": prompt, "image_0_uid": a, "image_1_uid": b}
+        for a, b in ((uid, rival) if rng.random() < 0.5 else (rival, uid) for rival in rivals)
+    ]
     return example, rows
 
 
@@ -529,10 +560,17 @@ def _flickr8k(judged: list[_Judged], images: Path) -> bytes:
         image_id = f"{int(item.stem, 16) % 10**10:010d}_{item.stem}"
         path = f"Flicker8k_Dataset/{image_id}.jpg"  # the release's folder name, misspelt as it is
         _write_bytes(images / path, item.jpeg)
-        judgements = [{"image_id": image_id, "image_path": path, "caption": text, "rating": float(rating)}
-                      for text, ratings in item.candidates for rating in ratings]  # fmt: skip
-        document[image_id] = {"human_judgement": judgements, "image_id": image_id, "image_path": path,
-                              "ground_truth": item.references}  # fmt: skip
+        judgements = [
+            {"image_id": image_id, "image_path": path, "caption": text, "rating": float(rating)}
+            for text, ratings in item.candidates
+            for rating in ratings
+        ]
+        document[image_id] = {
+            "human_judgement": judgements,
+            "image_id": image_id,
+            "image_path": path,
+            "ground_truth": item.references,
+        }
     return _json(document)
 
 
@@ -542,8 +580,15 @@ def _polaris(judged: list[_Judged], images: Path) -> pl.DataFrame:
     for item in judged:
         path = f"images/{item.stem}.jpg"
         _write_bytes(images / path, item.jpeg)
-        rows += [{"refs": item.references, "cand": text, "img": {"bytes": item.jpeg, "path": path},
-                  "human_score": (float(np.mean(ratings)) - 1) / 3} for text, ratings in item.candidates]  # fmt: skip
+        rows += [
+            {
+                "refs": item.references,
+                "cand": text,
+                "img": {"bytes": item.jpeg, "path": path},
+                "human_score": (float(np.mean(ratings)) - 1) / 3,
+            }
+            for text, ratings in item.candidates
+        ]
     image = pl.Struct({"bytes": pl.Binary, "path": pl.String})
     return pl.DataFrame(
         rows, schema={"refs": pl.List(pl.String), "cand": pl.String, "img": image, "human_score": pl.Float64}
@@ -561,8 +606,11 @@ def _bundle_frame(judged: list[_Judged], images: Path, name: str):
         _write_bytes(images / path, item.jpeg)
         subset = "val" if position < len(judged) // 5 else "test"
         for text, ratings in item.candidates:
-            extra = ({"human_scores": list(ratings), "subset": subset} if name == "vicr"
-                     else {"human_scores": float(np.mean(ratings)), "refs": item.references})  # fmt: skip
+            extra = (
+                {"human_scores": list(ratings), "subset": subset}
+                if name == "vicr"
+                else {"human_scores": float(np.mean(ratings)), "refs": item.references}
+            )
             rows.append({"image_path": path, "candidates": text} | extra)
     return pd.DataFrame({column: pd.Series([row[column] for row in rows], dtype=object) for column in rows[0]})
 
@@ -636,8 +684,10 @@ def _write_rxrx1(root: Path, seed: int, subset: Mapping) -> None:
     try:
         queried_conditions("rxrx1", real_table("rxrx1", root), **subset)
     except ValueError as error:
-        raise ValueError(f"config key 'trust.datasets.rxrx1.subset' {dict(subset)}: {error} in the rehearsal's "
-                         f"RxRx1 sites (condeval.rehearsal.data.RXRX1_SITES)") from None  # fmt: skip
+        raise ValueError(
+            f"config key 'trust.datasets.rxrx1.subset' {dict(subset)}: {error} in the rehearsal's "
+            f"RxRx1 sites (condeval.rehearsal.data.RXRX1_SITES)"
+        ) from None
 
 
 # ------------------------------------------------------------------------------------------ entry
@@ -670,8 +720,16 @@ def write_rehearsal_data(config: Mapping, workdir: Path, serve_root: Path, seed:
     datasets = config.get("trust", {}).get("datasets", {})
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         # RxRx1's sites take most of the time, in one draw sequence: written beside the rest, on the other core
-        rxrx1 = (pool.submit(_write_rxrx1, destinations.manual("trust.datasets.rxrx1.root"), seed,
-                             datasets["rxrx1"].get("subset", {})) if "rxrx1" in datasets else None)  # fmt: skip
+        rxrx1 = (
+            pool.submit(
+                _write_rxrx1,
+                destinations.manual("trust.datasets.rxrx1.root"),
+                seed,
+                datasets["rxrx1"].get("subset", {}),
+            )
+            if "rxrx1" in datasets
+            else None
+        )
         _write_the_rest(config, destinations, seed)
         if rxrx1 is not None:
             rxrx1.result()

@@ -39,8 +39,12 @@ __all__ = ["FULL", "random_weights", "parameter_count"]
 
 def tower(hidden: int, layers: int, heads: int, intermediate: int) -> dict:
     """A transformer tower's config keywords (transformers' names)."""
-    return {"hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads,
-            "intermediate_size": intermediate}  # fmt: skip
+    return {
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": intermediate,
+    }
 
 
 # ----------------------------------------------------------------------------------- shared towers
@@ -73,20 +77,29 @@ CLIP_VOCAB = 49408  # class default
 FULL: dict[str, dict] = {
     # BLIP: text tower 12 heads (recalled; BlipTextConfig's default is 8), projection 512 and vocabulary
     # 30,524 (class default: BERT's 30,522 plus [DEC] and [ENC])
-    "Salesforce/blip-image-captioning-base": {"vision": BASE, "text": BASE, "projection": 512,
-                                              "vocab_size": 30524},
-    "Salesforce/blip-image-captioning-large": {"vision": LARGE, "text": BASE, "projection": 512,
-                                               "vocab_size": 30524},
+    "Salesforce/blip-image-captioning-base": {"vision": BASE, "text": BASE, "projection": 512, "vocab_size": 30524},
+    "Salesforce/blip-image-captioning-large": {"vision": LARGE, "text": BASE, "projection": 512, "vocab_size": 30524},
     # GIT: base is GitConfig's default (6 text layers, class default); large's text 1024 × 6 (recalled)
     "microsoft/git-base-coco": {"vision": BASE, "text": tower(768, 6, 12, 3072), "vocab_size": 30522},
-    "microsoft/git-large-coco": {"vision": LARGE, "text": tower(1024, 6, 16, 4096),
-                                 "vocab_size": 30522},
-    "openai/clip-vit-large-patch14": {"text": CLIP_L_TEXT, "vision": LARGE, "projection": CLIP_L_PROJECTION,
-                                      "vocab_size": CLIP_VOCAB},
-    "laion/CLIP-ViT-B-32-laion2B-s34B-b79K": {"text": VIT_B32_TEXT, "vision": BASE,
-                                              "projection": VIT_B32_PROJECTION, "vocab_size": CLIP_VOCAB},
-    "laion/CLIP-ViT-H-14-laion2B-s32B-b79K": {"text": LARGE, "vision": VIT_H14_VISION,
-                                              "projection": VIT_H14_PROJECTION, "vocab_size": CLIP_VOCAB},
+    "microsoft/git-large-coco": {"vision": LARGE, "text": tower(1024, 6, 16, 4096), "vocab_size": 30522},
+    "openai/clip-vit-large-patch14": {
+        "text": CLIP_L_TEXT,
+        "vision": LARGE,
+        "projection": CLIP_L_PROJECTION,
+        "vocab_size": CLIP_VOCAB,
+    },
+    "laion/CLIP-ViT-B-32-laion2B-s34B-b79K": {
+        "text": VIT_B32_TEXT,
+        "vision": BASE,
+        "projection": VIT_B32_PROJECTION,
+        "vocab_size": CLIP_VOCAB,
+    },
+    "laion/CLIP-ViT-H-14-laion2B-s32B-b79K": {
+        "text": LARGE,
+        "vision": VIT_H14_VISION,
+        "projection": VIT_H14_PROJECTION,
+        "vocab_size": CLIP_VOCAB,
+    },
     # DINOv2-base: Dinov2Config's defaults (class default; REFERENCE: 768, 12 layers)
     "facebook/dinov2-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "mlp_ratio": 4},
     # DINOv3 ViT-L/16: REFERENCE (1024 wide, 24 layers); 16 heads and MLP 4096 recalled
@@ -98,41 +111,85 @@ FULL: dict[str, dict] = {
     "FacebookAI/xlm-roberta-large": {"tower": LARGE, "vocab_size": XLMR_VOCAB},
     # the converted multilingual LAION CLIPs: LAION's vision towers, XLM-R's text towers (REFERENCE), OpenCLIP's
     # embedding widths 512 and 1024 (recalled)
-    "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k": {"vision": BASE, "text": BASE,
-                                                               "projection": 512, "vocab_size": XLMR_VOCAB},
-    "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k": {"vision": VIT_H14_VISION, "text": LARGE,
-                                                                       "projection": 1024, "vocab_size": XLMR_VOCAB},
+    "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k": {
+        "vision": BASE,
+        "text": BASE,
+        "projection": 512,
+        "vocab_size": XLMR_VOCAB,
+    },
+    "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k": {
+        "vision": VIT_H14_VISION,
+        "text": LARGE,
+        "projection": 1024,
+        "vocab_size": XLMR_VOCAB,
+    },
     "stabilityai/sd-vae-ft-mse": {"autoencoder": SD_AUTOENCODER},
     # SD3-Medium and SD3.5-Large transformers: REFERENCE (24 layers of 24 heads × 64, caption projection 1536;
     # 38 × 38 × 64, 2432); CLIP-L and CLIP-G text towers above
     "stabilityai/stable-diffusion-3-medium-diffusers": {
-        "transformer": {"num_layers": 24, "num_attention_heads": 24, "attention_head_dim": 64,
-                        "caption_projection_dim": 1536},
-        "clip_l": CLIP_L_TEXT, "clip_g": BIGG_TEXT, "t5": T5_XXL, "autoencoder": SD_AUTOENCODER,
-        "clip_vocab_size": CLIP_VOCAB},
+        "transformer": {
+            "num_layers": 24,
+            "num_attention_heads": 24,
+            "attention_head_dim": 64,
+            "caption_projection_dim": 1536,
+        },
+        "clip_l": CLIP_L_TEXT,
+        "clip_g": BIGG_TEXT,
+        "t5": T5_XXL,
+        "autoencoder": SD_AUTOENCODER,
+        "clip_vocab_size": CLIP_VOCAB,
+    },
     "stabilityai/stable-diffusion-3.5-large": {
-        "transformer": {"num_layers": 38, "num_attention_heads": 38, "attention_head_dim": 64,
-                        "caption_projection_dim": 2432},
-        "clip_l": CLIP_L_TEXT, "clip_g": BIGG_TEXT, "t5": T5_XXL, "autoencoder": SD_AUTOENCODER,
-        "clip_vocab_size": CLIP_VOCAB},
+        "transformer": {
+            "num_layers": 38,
+            "num_attention_heads": 38,
+            "attention_head_dim": 64,
+            "caption_projection_dim": 2432,
+        },
+        "clip_l": CLIP_L_TEXT,
+        "clip_g": BIGG_TEXT,
+        "t5": T5_XXL,
+        "autoencoder": SD_AUTOENCODER,
+        "clip_vocab_size": CLIP_VOCAB,
+    },
     # FLUX.1-dev: REFERENCE (19 double and 38 single blocks of 24 heads × 128, rotary axes 16, 56, 56), also
     # FluxTransformer2DModel's defaults (class default)
     "black-forest-labs/FLUX.1-dev": {
-        "transformer": {"num_layers": 19, "num_single_layers": 38, "num_attention_heads": 24,
-                        "attention_head_dim": 128, "axes_dims_rope": (16, 56, 56)},
-        "clip": CLIP_L_TEXT, "t5": T5_XXL, "autoencoder": SD_AUTOENCODER, "clip_vocab_size": CLIP_VOCAB},
+        "transformer": {
+            "num_layers": 19,
+            "num_single_layers": 38,
+            "num_attention_heads": 24,
+            "attention_head_dim": 128,
+            "axes_dims_rope": (16, 56, 56),
+        },
+        "clip": CLIP_L_TEXT,
+        "t5": T5_XXL,
+        "autoencoder": SD_AUTOENCODER,
+        "clip_vocab_size": CLIP_VOCAB,
+    },
     # Kandinsky 2.2's prior: PriorTransformer's defaults for heads, head width and depth (class default; the
     # diffusers script's PRIOR_CONFIG is {}), embedding 1280 (REFERENCE), ViT-bigG/14 towers above
     "kandinsky-community/kandinsky-2-2-prior": {
-        "prior": {"num_attention_heads": 32, "attention_head_dim": 64, "num_layers": 20}, "embedding": 1280,
-        "text": BIGG_TEXT, "vision": BIGG_VISION, "clip_vocab_size": CLIP_VOCAB},
+        "prior": {"num_attention_heads": 32, "attention_head_dim": 64, "num_layers": 20},
+        "embedding": 1280,
+        "text": BIGG_TEXT,
+        "vision": BIGG_VISION,
+        "clip_vocab_size": CLIP_VOCAB,
+    },
     # Kandinsky 2.2's decoder: the UNet's blocks, head width, cross-attention width and groups and MoVQ's
     # blocks (diffusers script); its image-embedding width 1280 (REFERENCE: the prior's embedding)
     "kandinsky-community/kandinsky-2-2-decoder": {
-        "unet": {"block_out_channels": (384, 768, 1152, 1536), "layers_per_block": 3, "attention_head_dim": 64,
-                 "cross_attention_dim": 768, "norm_num_groups": 32},
-        "movq": {"block_out_channels": (128, 256, 256, 512), "layers_per_block": 2}, "embedding": 1280},
-}  # fmt: skip
+        "unet": {
+            "block_out_channels": (384, 768, 1152, 1536),
+            "layers_per_block": 3,
+            "attention_head_dim": 64,
+            "cross_attention_dim": 768,
+            "norm_num_groups": 32,
+        },
+        "movq": {"block_out_channels": (128, 256, 256, 512), "layers_per_block": 2},
+        "embedding": 1280,
+    },
+}
 
 
 # ------------------------------------------------------------------------------ random-weight loading

@@ -290,8 +290,9 @@ def _special_tokens_map(tokenizer, extra: Iterable[str] = ()) -> dict:
     return {**tokens, "additional_special_tokens": extra} if extra else tokens
 
 
-def _save_tokenizer(tokenizer, folder: Path, files: dict[str, str | bytes], *, fast_file: bool = True,
-                    special_map: dict | None = None) -> None:  # fmt: skip
+def _save_tokenizer(
+    tokenizer, folder: Path, files: dict[str, str | bytes], *, fast_file: bool = True, special_map: dict | None = None
+) -> None:
     """``tokenizer.save_pretrained(folder)`` plus the hub's legacy files (``files``: name -> content) and
     ``special_tokens_map.json``; without ``tokenizer.json`` where the hub has none (``fast_file=False``)."""
     tokenizer.save_pretrained(folder)
@@ -330,12 +331,15 @@ def write_bert_tokenizer(folder: Path, *, blip: bool = False, special_map: bool 
     extra = ("[DEC]", "[ENC]") if blip else ()
     vocab = [*_wordpiece_vocabulary(), *extra]
     kwargs = {"bos_token": "[DEC]", "additional_special_tokens": ["[ENC]"]} if blip else {}
-    tokenizer = BertTokenizer(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True,
-                              model_max_length=512, **kwargs)  # fmt: skip
+    tokenizer = BertTokenizer(
+        vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True, model_max_length=512, **kwargs
+    )
     special = _special_tokens_map(tokenizer, ["[ENC]"] if blip else ()) if special_map else None
     _save_tokenizer(tokenizer, folder, {"vocab.txt": "".join(token + "\n" for token in vocab)}, special_map=special)
-    ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in
-           (("pad", "[PAD]"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("dec", "[DEC]"))}  # fmt: skip
+    ids = {
+        name: tokenizer.convert_tokens_to_ids(token)
+        for name, token in (("pad", "[PAD]"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("dec", "[DEC]"))
+    }
     return {"vocab_size": len(vocab), **ids}
 
 
@@ -411,11 +415,20 @@ def write_siglip_tokenizer(folder: Path) -> int:
     (folder / "spiece.model").write_bytes(_sentencepiece_model(pieces, {"pad": 0, "eos": 1, "unk": 2, "bos": -1}))
     special = {"eos_token": "</s>", "pad_token": "</s>", "unk_token": "<unk>"}
     _write_json(folder / "special_tokens_map.json", special)
-    _write_json(folder / "tokenizer_config.json", {
-        **special, "additional_special_tokens": [], "clean_up_tokenization_spaces": True, "do_lower_case": True,
-        "model_input_names": ["input_ids"], "model_max_length": 64, "processor_class": "SiglipProcessor",
-        "sp_model_kwargs": {}, "tokenizer_class": "SiglipTokenizer",
-    })  # fmt: skip
+    _write_json(
+        folder / "tokenizer_config.json",
+        {
+            **special,
+            "additional_special_tokens": [],
+            "clean_up_tokenization_spaces": True,
+            "do_lower_case": True,
+            "model_input_names": ["input_ids"],
+            "model_max_length": 64,
+            "processor_class": "SiglipProcessor",
+            "sp_model_kwargs": {},
+            "tokenizer_class": "SiglipTokenizer",
+        },
+    )
     return len(pieces)
 
 
@@ -423,53 +436,109 @@ def write_siglip_tokenizer(folder: Path) -> int:
 def _clip_feature_extractor() -> dict:
     """OpenAI's and LAION's legacy ``preprocessor_config.json``: CLIP resize 224 (shortest edge), centre crop 224,
     bicubic, OpenAI CLIP mean and std."""
-    return {"crop_size": 224, "do_center_crop": True, "do_normalize": True, "do_resize": True,
-            "feature_extractor_type": "CLIPFeatureExtractor", "image_mean": _OPENAI_MEAN, "image_std": _OPENAI_STD,
-            "resample": _BICUBIC, "size": 224}  # fmt: skip
+    return {
+        "crop_size": 224,
+        "do_center_crop": True,
+        "do_normalize": True,
+        "do_resize": True,
+        "feature_extractor_type": "CLIPFeatureExtractor",
+        "image_mean": _OPENAI_MEAN,
+        "image_std": _OPENAI_STD,
+        "resample": _BICUBIC,
+        "size": 224,
+    }
 
 
 def _clip_image_processor(**extra) -> dict:
     """A ``CLIPImageProcessor`` file in the current layout (GIT, Kandinsky's prior): the same 224 pipeline."""
-    return {"crop_size": {"height": 224, "width": 224}, "do_center_crop": True, "do_convert_rgb": True,
-            "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": _OPENAI_MEAN,
-            "image_processor_type": "CLIPImageProcessor", "image_std": _OPENAI_STD, "resample": _BICUBIC,
-            "rescale_factor": 1 / 255, "size": {"shortest_edge": 224}, **extra}  # fmt: skip
+    return {
+        "crop_size": {"height": 224, "width": 224},
+        "do_center_crop": True,
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": _OPENAI_MEAN,
+        "image_processor_type": "CLIPImageProcessor",
+        "image_std": _OPENAI_STD,
+        "resample": _BICUBIC,
+        "rescale_factor": 1 / 255,
+        "size": {"shortest_edge": 224},
+        **extra,
+    }
 
 
 def _blip_image_processor() -> dict:
     """BLIP's: resize to 384 × 384, bicubic, OpenAI CLIP mean and std."""
-    return {"do_normalize": True, "do_resize": True, "image_mean": _OPENAI_MEAN, "image_processor_type":
-            "BlipImageProcessor", "image_std": _OPENAI_STD, "processor_class": "BlipProcessor", "size": 384}  # fmt: skip
+    return {
+        "do_normalize": True,
+        "do_resize": True,
+        "image_mean": _OPENAI_MEAN,
+        "image_processor_type": "BlipImageProcessor",
+        "image_std": _OPENAI_STD,
+        "processor_class": "BlipProcessor",
+        "size": 384,
+    }
 
 
 def _dinov2_image_processor() -> dict:
     """DINOv2's ``BitImageProcessor``: resize 256 (shortest edge), centre crop 224, bicubic, ImageNet mean and std."""
-    return {"crop_size": {"height": 224, "width": 224}, "do_center_crop": True, "do_convert_rgb": True,
-            "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": _IMAGENET_MEAN,
-            "image_processor_type": "BitImageProcessor", "image_std": _IMAGENET_STD, "resample": _BICUBIC,
-            "rescale_factor": 1 / 255, "size": {"shortest_edge": 256}}  # fmt: skip
+    return {
+        "crop_size": {"height": 224, "width": 224},
+        "do_center_crop": True,
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": _IMAGENET_MEAN,
+        "image_processor_type": "BitImageProcessor",
+        "image_std": _IMAGENET_STD,
+        "resample": _BICUBIC,
+        "rescale_factor": 1 / 255,
+        "size": {"shortest_edge": 256},
+    }
 
 
 def _dinov3_image_processor() -> dict:
     """DINOv3's: ``DINOv3ViTImageProcessorFast``, resize to 224 × 224, bilinear, ImageNet mean and std."""
-    return {"do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": _IMAGENET_MEAN,
-            "image_processor_type": "DINOv3ViTImageProcessorFast", "image_std": _IMAGENET_STD,
-            "resample": _BILINEAR, "rescale_factor": 1 / 255, "size": {"height": 224, "width": 224}}  # fmt: skip
+    return {
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": _IMAGENET_MEAN,
+        "image_processor_type": "DINOv3ViTImageProcessorFast",
+        "image_std": _IMAGENET_STD,
+        "resample": _BILINEAR,
+        "rescale_factor": 1 / 255,
+        "size": {"height": 224, "width": 224},
+    }
 
 
 def _siglip_image_processor() -> dict:
     """SigLIP's: resize to 224 × 224, bicubic, mean and std 0.5."""
-    return {"do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
-            "image_processor_type": "SiglipImageProcessor", "image_std": [0.5, 0.5, 0.5],
-            "processor_class": "SiglipProcessor", "resample": _BICUBIC, "rescale_factor": 1 / 255,
-            "size": {"height": 224, "width": 224}}  # fmt: skip
+    return {
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "SiglipImageProcessor",
+        "image_std": [0.5, 0.5, 0.5],
+        "processor_class": "SiglipProcessor",
+        "resample": _BICUBIC,
+        "rescale_factor": 1 / 255,
+        "size": {"height": 224, "width": 224},
+    }
 
 
 # ------------------------------------------------------------------------------------ model configs
 def _tower(hidden: int, layers: int = _LAYERS, heads: int = _HEADS) -> dict:
     """A transformer tower's shrunk widths: ``hidden`` wide, MLP twice that."""
-    return {"hidden_size": hidden, "intermediate_size": 2 * hidden, "num_hidden_layers": layers,
-            "num_attention_heads": heads}  # fmt: skip
+    return {
+        "hidden_size": hidden,
+        "intermediate_size": 2 * hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+    }
 
 
 def _vocab(shape: dict, tokenizer_size: int, key: str = "vocab_size") -> int:
@@ -482,16 +551,25 @@ def _clip_text_config(vocab_size: int, tower: dict, projection: int, act: str = 
     1, which make transformers pool at the largest id, ``<|endoftext|>``, as the hub's CLIP configs do)."""
     from transformers import CLIPTextConfig
 
-    return CLIPTextConfig(vocab_size=vocab_size, max_position_embeddings=77, projection_dim=projection, hidden_act=act,
-                          bos_token_id=0, eos_token_id=2, pad_token_id=1, **tower)  # fmt: skip
+    return CLIPTextConfig(
+        vocab_size=vocab_size,
+        max_position_embeddings=77,
+        projection_dim=projection,
+        hidden_act=act,
+        bos_token_id=0,
+        eos_token_id=2,
+        pad_token_id=1,
+        **tower,
+    )
 
 
 def _clip_vision_config(patch_size: int, tower: dict, projection: int, act: str = "quick_gelu"):
     """A CLIP ViT at 224 px, 3 channels, patch ``patch_size``."""
     from transformers import CLIPVisionConfig
 
-    return CLIPVisionConfig(image_size=224, patch_size=patch_size, num_channels=3, projection_dim=projection,
-                            hidden_act=act, **tower)  # fmt: skip
+    return CLIPVisionConfig(
+        image_size=224, patch_size=patch_size, num_channels=3, projection_dim=projection, hidden_act=act, **tower
+    )
 
 
 def _clip_model(vocab_size: int, patch_size: int, shape: dict, act: str = "quick_gelu"):
@@ -499,9 +577,11 @@ def _clip_model(vocab_size: int, patch_size: int, shape: dict, act: str = "quick
     from transformers import CLIPConfig, CLIPModel
 
     projection = shape["projection"]
-    config = CLIPConfig(text_config=_clip_text_config(vocab_size, shape["text"], projection, act).to_dict(),
-                        vision_config=_clip_vision_config(patch_size, shape["vision"], projection, act).to_dict(),
-                        projection_dim=projection)  # fmt: skip
+    config = CLIPConfig(
+        text_config=_clip_text_config(vocab_size, shape["text"], projection, act).to_dict(),
+        vision_config=_clip_vision_config(patch_size, shape["vision"], projection, act).to_dict(),
+        projection_dim=projection,
+    )
     return CLIPModel(config)
 
 
@@ -510,28 +590,58 @@ def _t5_encoder(vocab_size: int, shape: dict):
     GELU, untied, 32 buckets up to distance 128; the vocabulary padded to a multiple of 128 as T5's 32,128."""
     from transformers import T5Config, T5EncoderModel
 
-    config = T5Config(vocab_size=128 * math.ceil(_vocab(shape, vocab_size) / 128), d_model=shape["d_model"],
-                      d_kv=shape["d_kv"], d_ff=shape["d_ff"], num_layers=shape["num_layers"], num_decoder_layers=1,
-                      num_heads=shape["num_heads"], feed_forward_proj="gated-gelu", dense_act_fn="gelu_new",
-                      is_gated_act=True, relative_attention_num_buckets=32, relative_attention_max_distance=128,
-                      tie_word_embeddings=False, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)  # fmt: skip
+    config = T5Config(
+        vocab_size=128 * math.ceil(_vocab(shape, vocab_size) / 128),
+        d_model=shape["d_model"],
+        d_kv=shape["d_kv"],
+        d_ff=shape["d_ff"],
+        num_layers=shape["num_layers"],
+        num_decoder_layers=1,
+        num_heads=shape["num_heads"],
+        feed_forward_proj="gated-gelu",
+        dense_act_fn="gelu_new",
+        is_gated_act=True,
+        relative_attention_num_buckets=32,
+        relative_attention_max_distance=128,
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+    )
     return T5EncoderModel(config)
 
 
-def _autoencoder_kl(shape: dict, latent_channels: int, scaling_factor: float, shift_factor: float | None, *,
-                    quant_conv: bool, sample_size: int):  # fmt: skip
+def _autoencoder_kl(
+    shape: dict,
+    latent_channels: int,
+    scaling_factor: float,
+    shift_factor: float | None,
+    *,
+    quant_conv: bool,
+    sample_size: int,
+):
     """An ``AutoencoderKL`` of the Stable Diffusion design: 4 blocks (down-sampling × 8), mid-block attention,
     32 groups (the shrunk ones fewer), ``latent_channels`` maps scaled by ``scaling_factor`` and shifted by ``shift_factor``; the
     blocks' widths and resnets per block from ``shape`` (SD's 128, 256, 512, 512 and 2)."""
     from diffusers import AutoencoderKL
 
     return AutoencoderKL(
-        in_channels=3, out_channels=3, latent_channels=latent_channels, sample_size=sample_size,
-        down_block_types=("DownEncoderBlock2D",) * 4, up_block_types=("UpDecoderBlock2D",) * 4,
-        block_out_channels=tuple(shape["block_out_channels"]), layers_per_block=shape["layers_per_block"],
-        norm_num_groups=shape.get("norm_num_groups", 32), act_fn="silu", scaling_factor=scaling_factor, shift_factor=shift_factor,
-        use_quant_conv=quant_conv, use_post_quant_conv=quant_conv, force_upcast=True,
-    )  # fmt: skip
+        in_channels=3,
+        out_channels=3,
+        latent_channels=latent_channels,
+        sample_size=sample_size,
+        down_block_types=("DownEncoderBlock2D",) * 4,
+        up_block_types=("UpDecoderBlock2D",) * 4,
+        block_out_channels=tuple(shape["block_out_channels"]),
+        layers_per_block=shape["layers_per_block"],
+        norm_num_groups=shape.get("norm_num_groups", 32),
+        act_fn="silu",
+        scaling_factor=scaling_factor,
+        shift_factor=shift_factor,
+        use_quant_conv=quant_conv,
+        use_post_quant_conv=quant_conv,
+        force_upcast=True,
+    )
 
 
 # --------------------------------------------------------------------------------- single models
@@ -595,8 +705,17 @@ def _build_dinov3_vitl16(folder: Path, seed: int, shape: dict) -> None:
     RoPE θ 100, no key bias; its processor file names ``DINOv3ViTImageProcessorFast`` as the hub's does."""
     from transformers import DINOv3ViTConfig, DINOv3ViTModel
 
-    config = DINOv3ViTConfig(image_size=224, patch_size=16, num_channels=3, num_register_tokens=4, rope_theta=100.0,
-                             key_bias=False, layerscale_value=1.0, use_gated_mlp=False, **shape["tower"])  # fmt: skip
+    config = DINOv3ViTConfig(
+        image_size=224,
+        patch_size=16,
+        num_channels=3,
+        num_register_tokens=4,
+        rope_theta=100.0,
+        key_bias=False,
+        layerscale_value=1.0,
+        use_gated_mlp=False,
+        **shape["tower"],
+    )
     _save_model(DINOv3ViTModel(config), folder)
     _write_json(folder / "preprocessor_config.json", _dinov3_image_processor())
 
@@ -608,9 +727,15 @@ def _build_siglip_so400m(folder: Path, seed: int, shape: dict) -> None:
     from transformers import SiglipConfig, SiglipModel, SiglipTextConfig, SiglipVisionConfig
 
     vocab_size = write_siglip_tokenizer(folder)
-    text = SiglipTextConfig(vocab_size=_vocab(shape, vocab_size), max_position_embeddings=64, pad_token_id=1,
-                            eos_token_id=1, bos_token_id=None, projection_size=shape["projection"],
-                            **shape["text"])  # fmt: skip
+    text = SiglipTextConfig(
+        vocab_size=_vocab(shape, vocab_size),
+        max_position_embeddings=64,
+        pad_token_id=1,
+        eos_token_id=1,
+        bos_token_id=None,
+        projection_size=shape["projection"],
+        **shape["text"],
+    )
     vision = SiglipVisionConfig(image_size=224, patch_size=14, num_channels=3, **shape["vision"])
     _save_model(SiglipModel(SiglipConfig(text_config=text.to_dict(), vision_config=vision.to_dict())), folder)
     _write_json(folder / "preprocessor_config.json", _siglip_image_processor())
@@ -622,8 +747,13 @@ def _build_bert_base_uncased(folder: Path, seed: int, shape: dict) -> None:
     from transformers import BertConfig, BertForPreTraining
 
     ids = write_bert_tokenizer(folder, special_map=False)
-    config = BertConfig(vocab_size=_vocab(shape, ids["vocab_size"]), max_position_embeddings=512, type_vocab_size=2,
-                        pad_token_id=ids["pad"], **shape["tower"])  # fmt: skip
+    config = BertConfig(
+        vocab_size=_vocab(shape, ids["vocab_size"]),
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        pad_token_id=ids["pad"],
+        **shape["tower"],
+    )
     _save_model(BertForPreTraining(config), folder)
 
 
@@ -641,8 +771,16 @@ def _xlmr_config(vocab_size: int, tower: dict):
     """XLM-R's text config: 514 positions (512 + the padding offset), 1 token type, fairseq's special ids."""
     from transformers import XLMRobertaConfig
 
-    return XLMRobertaConfig(vocab_size=vocab_size, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
-                            bos_token_id=0, eos_token_id=2, layer_norm_eps=1e-5, **tower)  # fmt: skip
+    return XLMRobertaConfig(
+        vocab_size=vocab_size,
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        layer_norm_eps=1e-5,
+        **tower,
+    )
 
 
 def _build_blip_captioner(folder: Path, seed: int, shape: dict) -> None:
@@ -653,10 +791,16 @@ def _build_blip_captioner(folder: Path, seed: int, shape: dict) -> None:
 
     ids = write_bert_tokenizer(folder, blip=True)
     vision = BlipVisionConfig(image_size=384, patch_size=16, **shape["vision"])
-    text = BlipTextConfig(vocab_size=_vocab(shape, ids["vocab_size"]), max_position_embeddings=512,
-                          encoder_hidden_size=shape["vision"]["hidden_size"], bos_token_id=ids["dec"],
-                          sep_token_id=ids["sep"], pad_token_id=ids["pad"], eos_token_id=2,
-                          **shape["text"])  # fmt: skip
+    text = BlipTextConfig(
+        vocab_size=_vocab(shape, ids["vocab_size"]),
+        max_position_embeddings=512,
+        encoder_hidden_size=shape["vision"]["hidden_size"],
+        bos_token_id=ids["dec"],
+        sep_token_id=ids["sep"],
+        pad_token_id=ids["pad"],
+        eos_token_id=2,
+        **shape["text"],
+    )
     config = BlipConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=shape["projection"])
     _save_model(BlipForConditionalGeneration(config), folder)
     _write_json(folder / "preprocessor_config.json", _blip_image_processor())
@@ -669,9 +813,15 @@ def _build_git_captioner(folder: Path, seed: int, shape: dict, *, patch_size: in
 
     ids = write_bert_tokenizer(folder)
     vision = GitVisionConfig(image_size=224, patch_size=patch_size, num_channels=3, **shape["vision"])
-    config = GitConfig(vision_config=vision.to_dict(), vocab_size=_vocab(shape, ids["vocab_size"]),
-                       max_position_embeddings=1024, bos_token_id=ids["cls"], eos_token_id=ids["sep"],
-                       pad_token_id=ids["pad"], **shape["text"])  # fmt: skip
+    config = GitConfig(
+        vision_config=vision.to_dict(),
+        vocab_size=_vocab(shape, ids["vocab_size"]),
+        max_position_embeddings=1024,
+        bos_token_id=ids["cls"],
+        eos_token_id=ids["sep"],
+        pad_token_id=ids["pad"],
+        **shape["text"],
+    )
     _save_model(GitForCausalLM(config), folder)
     _write_json(folder / "preprocessor_config.json", _clip_image_processor(processor_class="GitProcessor"))
 
@@ -759,8 +909,9 @@ def _code_module(path: Path):
     return module
 
 
-def _build_multilingual_clip(folder: Path, seed: int, shape: dict, *, patch_size: int,
-                            text_projection_type: str) -> None:  # fmt: skip
+def _build_multilingual_clip(
+    folder: Path, seed: int, shape: dict, *, patch_size: int, text_projection_type: str
+) -> None:
     """``calpt/CLIP-ViT-*-xlm-roberta-*``: a ``vision-text-dual-encoder`` config (CLIP vision at 224 px, patch
     ``patch_size``, GELU; XLM-R text of 514 positions) whose ``auto_map`` points at :data:`XLMR_CLIP_CODE`,
     loaded with ``AutoModel.from_pretrained(folder, trust_remote_code=True)``. ViT-B/32 projects text with
@@ -774,16 +925,23 @@ def _build_multilingual_clip(folder: Path, seed: int, shape: dict, *, patch_size
     projection = shape["projection"]
     config = config_class(
         vision_config=_clip_vision_config(patch_size, shape["vision"], projection, act="gelu").to_dict(),
-        text_config=_xlmr_config(vocab_size, shape["text"]).to_dict(), projection_dim=projection,
+        text_config=_xlmr_config(vocab_size, shape["text"]).to_dict(),
+        projection_dim=projection,
         text_projection_type=text_projection_type,
         auto_map={"AutoConfig": f"{module}.XLMRobertaCLIPConfig", "AutoModel": f"{module}.XLMRobertaCLIPModel"},
-    )  # fmt: skip
+    )
     _save_model(_oriented(model_class(config), vocab_size), folder)
 
 
 # ------------------------------------------------------------------------------------- pipelines
-def _save_pipeline(pipeline, folder: Path, *, dtypes: dict[str, torch.dtype], shards: dict[str, int],
-                   tokenizers: dict[str, Callable[[Path], object]]) -> None:  # fmt: skip
+def _save_pipeline(
+    pipeline,
+    folder: Path,
+    *,
+    dtypes: dict[str, torch.dtype],
+    shards: dict[str, int],
+    tokenizers: dict[str, Callable[[Path], object]],
+) -> None:
     """``model_index.json`` of ``pipeline`` and each component in its folder: models in ``dtypes[name]``
     (default float32) and ``shards[name]`` files, tokenizers by their writers, the rest ``save_pretrained``."""
     pipeline.save_config(folder)
@@ -829,23 +987,39 @@ def _build_sd3(folder: Path, seed: int, shape: dict, *, qk_norm: str | None, tra
     t5_vocab = len(_t5_pieces()) + _T5_EXTRA_IDS
     clip_l, clip_g = shape["clip_l"], shape["clip_g"]
     transformer = SD3Transformer2DModel(
-        sample_size=128, patch_size=2, in_channels=16, out_channels=16, joint_attention_dim=shape["t5"]["d_model"],
-        pooled_projection_dim=clip_l["hidden_size"] + clip_g["hidden_size"], pos_embed_max_size=192, qk_norm=qk_norm,
+        sample_size=128,
+        patch_size=2,
+        in_channels=16,
+        out_channels=16,
+        joint_attention_dim=shape["t5"]["d_model"],
+        pooled_projection_dim=clip_l["hidden_size"] + clip_g["hidden_size"],
+        pos_embed_max_size=192,
+        qk_norm=qk_norm,
         **shape["transformer"],
-    )  # fmt: skip
+    )
     pipeline = StableDiffusion3Pipeline(
-        transformer=transformer, scheduler=flow_scheduler(3.0),
+        transformer=transformer,
+        scheduler=flow_scheduler(3.0),
         vae=_autoencoder_kl(shape["autoencoder"], 16, 1.5305, 0.0609, quant_conv=False, sample_size=1024),
-        text_encoder=_clip_text_encoder(clip_vocab, clip_l, projection=True, act="quick_gelu"), tokenizer=None,
-        text_encoder_2=_clip_text_encoder(clip_vocab, clip_g, projection=True, act="gelu"), tokenizer_2=None,
-        text_encoder_3=_t5_encoder(t5_vocab, shape["t5"]), tokenizer_3=None,
-    )  # fmt: skip
+        text_encoder=_clip_text_encoder(clip_vocab, clip_l, projection=True, act="quick_gelu"),
+        tokenizer=None,
+        text_encoder_2=_clip_text_encoder(clip_vocab, clip_g, projection=True, act="gelu"),
+        tokenizer_2=None,
+        text_encoder_3=_t5_encoder(t5_vocab, shape["t5"]),
+        tokenizer_3=None,
+    )
     sharded = transformer_dtype != torch.float16  # SD3.5-L: its 8B transformer in two bfloat16 shards
-    _save_pipeline(pipeline, folder, dtypes={name: torch.float16 for name in pipeline.components} | {"transformer": transformer_dtype},
-                   shards={"text_encoder_3": 2, "transformer": 2 if sharded else 1}, tokenizers={
-                       "tokenizer": functools.partial(write_clip_tokenizer, fast_file=False),
-                       "tokenizer_2": functools.partial(write_clip_tokenizer, pad_token="!", fast_file=False),
-                       "tokenizer_3": write_t5_tokenizer})  # fmt: skip
+    _save_pipeline(
+        pipeline,
+        folder,
+        dtypes={name: torch.float16 for name in pipeline.components} | {"transformer": transformer_dtype},
+        shards={"text_encoder_3": 2, "transformer": 2 if sharded else 1},
+        tokenizers={
+            "tokenizer": functools.partial(write_clip_tokenizer, fast_file=False),
+            "tokenizer_2": functools.partial(write_clip_tokenizer, pad_token="!", fast_file=False),
+            "tokenizer_3": write_t5_tokenizer,
+        },
+    )
     _index_components(
         folder, {"tokenizer": "CLIPTokenizer", "tokenizer_2": "CLIPTokenizer", "tokenizer_3": "T5TokenizerFast"}
     )
@@ -875,22 +1049,40 @@ def _build_flux_dev(folder: Path, seed: int, shape: dict) -> None:
     clip_vocab = _vocab(shape, len(_clip_vocabulary()[0]), "clip_vocab_size")
     t5_vocab = len(_t5_pieces()) + _T5_EXTRA_IDS
     scheduler = FlowMatchEulerDiscreteScheduler(
-        num_train_timesteps=1000, shift=3.0, use_dynamic_shifting=True, base_shift=0.5, max_shift=1.15,
-        base_image_seq_len=256, max_image_seq_len=4096,
-    )  # fmt: skip
+        num_train_timesteps=1000,
+        shift=3.0,
+        use_dynamic_shifting=True,
+        base_shift=0.5,
+        max_shift=1.15,
+        base_image_seq_len=256,
+        max_image_seq_len=4096,
+    )
     pipeline = FluxPipeline(
         scheduler=scheduler,
         vae=_autoencoder_kl(shape["autoencoder"], 16, 0.3611, 0.1159, quant_conv=False, sample_size=1024),
-        text_encoder=_clip_text_encoder(clip_vocab, shape["clip"], projection=False, act="quick_gelu"), tokenizer=None,
-        text_encoder_2=_t5_encoder(t5_vocab, shape["t5"]), tokenizer_2=None,
-        transformer=FluxTransformer2DModel(patch_size=1, in_channels=4 * 16, joint_attention_dim=shape["t5"]["d_model"],
-                                           pooled_projection_dim=shape["clip"]["hidden_size"], guidance_embeds=True,
-                                           **shape["transformer"]),
-    )  # fmt: skip
-    _save_pipeline(pipeline, folder, dtypes={name: torch.bfloat16 for name in pipeline.components},
-                   shards={"transformer": 3, "text_encoder_2": 2}, tokenizers={
-                       "tokenizer": functools.partial(write_clip_tokenizer, fast_file=False),
-                       "tokenizer_2": write_t5_tokenizer})  # fmt: skip
+        text_encoder=_clip_text_encoder(clip_vocab, shape["clip"], projection=False, act="quick_gelu"),
+        tokenizer=None,
+        text_encoder_2=_t5_encoder(t5_vocab, shape["t5"]),
+        tokenizer_2=None,
+        transformer=FluxTransformer2DModel(
+            patch_size=1,
+            in_channels=4 * 16,
+            joint_attention_dim=shape["t5"]["d_model"],
+            pooled_projection_dim=shape["clip"]["hidden_size"],
+            guidance_embeds=True,
+            **shape["transformer"],
+        ),
+    )
+    _save_pipeline(
+        pipeline,
+        folder,
+        dtypes={name: torch.bfloat16 for name in pipeline.components},
+        shards={"transformer": 3, "text_encoder_2": 2},
+        tokenizers={
+            "tokenizer": functools.partial(write_clip_tokenizer, fast_file=False),
+            "tokenizer_2": write_t5_tokenizer,
+        },
+    )
     _index_components(folder, {"tokenizer": "CLIPTokenizer", "tokenizer_2": "T5TokenizerFast"})
 
 
@@ -917,13 +1109,24 @@ def _build_kandinsky_prior(folder: Path, seed: int, shape: dict) -> None:
     image_encoder = CLIPVisionModelWithProjection(_clip_vision_config(14, shape["vision"], embedding, act="gelu"))
     clip_vocab = _vocab(shape, len(_clip_vocabulary()[0]), "clip_vocab_size")
     pipeline = KandinskyV22PriorPipeline(
-        prior=prior, image_encoder=image_encoder, tokenizer=None, scheduler=kandinsky_schedulers()[0],
-        text_encoder=_clip_text_encoder(clip_vocab, shape["text"], projection=True, act="gelu"), image_processor=None,
-    )  # fmt: skip
-    _save_pipeline(pipeline, folder, dtypes={}, shards={},
-                   tokenizers={"tokenizer": functools.partial(write_clip_tokenizer, pad_token="!", fast_file=False)})  # fmt: skip
-    _write_json(folder / "image_processor" / "preprocessor_config.json",
-                _clip_image_processor(feature_extractor_type="CLIPFeatureExtractor"))  # fmt: skip
+        prior=prior,
+        image_encoder=image_encoder,
+        tokenizer=None,
+        scheduler=kandinsky_schedulers()[0],
+        text_encoder=_clip_text_encoder(clip_vocab, shape["text"], projection=True, act="gelu"),
+        image_processor=None,
+    )
+    _save_pipeline(
+        pipeline,
+        folder,
+        dtypes={},
+        shards={},
+        tokenizers={"tokenizer": functools.partial(write_clip_tokenizer, pad_token="!", fast_file=False)},
+    )
+    _write_json(
+        folder / "image_processor" / "preprocessor_config.json",
+        _clip_image_processor(feature_extractor_type="CLIPFeatureExtractor"),
+    )
     _index_components(folder, {"tokenizer": "CLIPTokenizer", "image_processor": "CLIPImageProcessor"})
 
 
@@ -942,25 +1145,39 @@ def _build_kandinsky_decoder(folder: Path, seed: int, shape: dict) -> None:
     from condeval.generators.text_to_image import kandinsky_schedulers
 
     movq = VQModel(
-        in_channels=3, out_channels=3, latent_channels=4, vq_embed_dim=4, num_vq_embeddings=16384, sample_size=32,
-        norm_type="spatial", norm_num_groups=shape["movq"].get("norm_num_groups", 32),
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        vq_embed_dim=4,
+        num_vq_embeddings=16384,
+        sample_size=32,
+        norm_type="spatial",
+        norm_num_groups=shape["movq"].get("norm_num_groups", 32),
         layers_per_block=shape["movq"]["layers_per_block"],
         block_out_channels=tuple(shape["movq"]["block_out_channels"]),
         down_block_types=("DownEncoderBlock2D",) * 3 + ("AttnDownEncoderBlock2D",),
         up_block_types=("AttnUpDecoderBlock2D",) + ("UpDecoderBlock2D",) * 3,
-    )  # fmt: skip
+    )
     unet_shape = shape["unet"]
     unet = UNet2DConditionModel(
-        sample_size=64, in_channels=4, out_channels=8, block_out_channels=tuple(unet_shape["block_out_channels"]),
+        sample_size=64,
+        in_channels=4,
+        out_channels=8,
+        block_out_channels=tuple(unet_shape["block_out_channels"]),
         layers_per_block=unet_shape["layers_per_block"],
         down_block_types=("ResnetDownsampleBlock2D",) + ("SimpleCrossAttnDownBlock2D",) * 3,
         up_block_types=("SimpleCrossAttnUpBlock2D",) * 3 + ("ResnetUpsampleBlock2D",),
-        mid_block_type="UNetMidBlock2DSimpleCrossAttn", attention_head_dim=unet_shape["attention_head_dim"],
-        cross_attention_dim=unet_shape["cross_attention_dim"], encoder_hid_dim=shape["embedding"],
-        encoder_hid_dim_type="image_proj", addition_embed_type="image", class_embed_type=None,
-        norm_num_groups=unet_shape["norm_num_groups"], only_cross_attention=False,
+        mid_block_type="UNetMidBlock2DSimpleCrossAttn",
+        attention_head_dim=unet_shape["attention_head_dim"],
+        cross_attention_dim=unet_shape["cross_attention_dim"],
+        encoder_hid_dim=shape["embedding"],
+        encoder_hid_dim_type="image_proj",
+        addition_embed_type="image",
+        class_embed_type=None,
+        norm_num_groups=unet_shape["norm_num_groups"],
+        only_cross_attention=False,
         resnet_time_scale_shift="scale_shift",
-    )  # fmt: skip
+    )
     pipeline = KandinskyV22Pipeline(unet=unet, scheduler=kandinsky_schedulers()[1], movq=movq)
     _save_pipeline(pipeline, folder, dtypes={}, shards={}, tokenizers={})
 
@@ -988,45 +1205,89 @@ REHEARSAL: dict[str, dict] = {
     "openai/clip-vit-large-patch14": _CLIP_SHRUNK,
     "laion/CLIP-ViT-B-32-laion2B-s34B-b79K": _CLIP_SHRUNK,
     "laion/CLIP-ViT-H-14-laion2B-s32B-b79K": _CLIP_SHRUNK,
-    "facebook/dinov2-base": {"hidden_size": 32, "num_hidden_layers": _LAYERS, "num_attention_heads": _HEADS,
-                             "mlp_ratio": 2},
+    "facebook/dinov2-base": {
+        "hidden_size": 32,
+        "num_hidden_layers": _LAYERS,
+        "num_attention_heads": _HEADS,
+        "mlp_ratio": 2,
+    },
     "facebook/dinov3-vitl16-pretrain-lvd1689m": {"tower": _tower(32)},
     "google/siglip-so400m-patch14-224": {"text": _tower(32), "vision": _tower(32), "projection": 32},
     "google-bert/bert-base-uncased": {"tower": _tower(32)},
     "FacebookAI/xlm-roberta-base": {"tower": _tower(32)},
     "FacebookAI/xlm-roberta-large": {"tower": _tower(48)},
     # the multilingual CLIPs: LAION's vision tower and XLM-R's text tower of the same size, their own projection
-    "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k": {"vision": _tower(48), "text": _tower(32),
-                                                               "projection": 24},
-    "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k": {"vision": _tower(48), "text": _tower(48),
-                                                                       "projection": 32},
+    "calpt/CLIP-ViT-B-32-xlm-roberta-base-laion5B-s13B-b90k": {
+        "vision": _tower(48),
+        "text": _tower(32),
+        "projection": 24,
+    },
+    "calpt/CLIP-ViT-H-14-frozen-xlm-roberta-large-laion5B-s13B-b90k": {
+        "vision": _tower(48),
+        "text": _tower(48),
+        "projection": 32,
+    },
     "stabilityai/sd-vae-ft-mse": {"autoencoder": _AUTOENCODER_SHRUNK},
     # SD3: CLIP-L 32 and CLIP-G 48 wide (pooled projection 80, as 768 + 1280 = 2048), T5 128 wide (the joint
     # attention width, as 4096; wider than 32 + 48, as 4096 > 2048, since SD3 pads the CLIP states to it)
     "stabilityai/stable-diffusion-3-medium-diffusers": {
-        "transformer": {"num_layers": 1, "num_attention_heads": 1, "attention_head_dim": 64,
-                        "caption_projection_dim": 64},
-        "clip_l": _tower(32), "clip_g": _tower(48), "t5": _t5_shrunk(128), "autoencoder": _AUTOENCODER_SHRUNK},
+        "transformer": {
+            "num_layers": 1,
+            "num_attention_heads": 1,
+            "attention_head_dim": 64,
+            "caption_projection_dim": 64,
+        },
+        "clip_l": _tower(32),
+        "clip_g": _tower(48),
+        "t5": _t5_shrunk(128),
+        "autoencoder": _AUTOENCODER_SHRUNK,
+    },
     "stabilityai/stable-diffusion-3.5-large": {
-        "transformer": {"num_layers": 1, "num_attention_heads": 1, "attention_head_dim": 64,
-                        "caption_projection_dim": 64},
-        "clip_l": _tower(32), "clip_g": _tower(48), "t5": _t5_shrunk(128), "autoencoder": _AUTOENCODER_SHRUNK},
+        "transformer": {
+            "num_layers": 1,
+            "num_attention_heads": 1,
+            "attention_head_dim": 64,
+            "caption_projection_dim": 64,
+        },
+        "clip_l": _tower(32),
+        "clip_g": _tower(48),
+        "t5": _t5_shrunk(128),
+        "autoencoder": _AUTOENCODER_SHRUNK,
+    },
     # FLUX: rotary axes (4, 6, 6) sum to the head width 16, as (16, 56, 56) to 128
     "black-forest-labs/FLUX.1-dev": {
-        "transformer": {"num_layers": 1, "num_single_layers": 1, "num_attention_heads": 2, "attention_head_dim": 16,
-                        "axes_dims_rope": (4, 6, 6)},
-        "clip": _tower(32), "t5": _t5_shrunk(64), "autoencoder": _AUTOENCODER_SHRUNK},
+        "transformer": {
+            "num_layers": 1,
+            "num_single_layers": 1,
+            "num_attention_heads": 2,
+            "attention_head_dim": 16,
+            "axes_dims_rope": (4, 6, 6),
+        },
+        "clip": _tower(32),
+        "t5": _t5_shrunk(64),
+        "autoencoder": _AUTOENCODER_SHRUNK,
+    },
     # Kandinsky 2.2: one width (the prior's embedding, its CLIP text width and projections, the decoder's image
     # embedding), 1280 on the hub
     "kandinsky-community/kandinsky-2-2-prior": {
-        "prior": {"num_attention_heads": 2, "attention_head_dim": 16, "num_layers": 1}, "embedding": 32,
-        "text": _tower(32), "vision": _tower(48)},
+        "prior": {"num_attention_heads": 2, "attention_head_dim": 16, "num_layers": 1},
+        "embedding": 32,
+        "text": _tower(32),
+        "vision": _tower(48),
+    },
     "kandinsky-community/kandinsky-2-2-decoder": {
-        "unet": {"block_out_channels": (32, 32, 32, 32), "layers_per_block": 1, "attention_head_dim": 16,
-                 "cross_attention_dim": 32, "norm_num_groups": 8},
+        "unet": {
+            "block_out_channels": (32, 32, 32, 32),
+            "layers_per_block": 1,
+            "attention_head_dim": 16,
+            "cross_attention_dim": 32,
+            "norm_num_groups": 8,
+        },
         # 32 wide: diffusers' SpatialNorm (the MoVQ decoder's) has 32 groups, whatever the config says
-        "movq": {"block_out_channels": (32, 32, 32, 32), "layers_per_block": 1}, "embedding": 32},
-}  # fmt: skip
+        "movq": {"block_out_channels": (32, 32, 32, 32), "layers_per_block": 1},
+        "embedding": 32,
+    },
+}
 
 SCALES = ("rehearsal", "full")
 
@@ -1177,8 +1438,9 @@ def _quiet_libraries():
             transformers_logging.enable_progress_bar()
 
 
-def write_hub_repos(hub_root: Path, repos: Iterable[str] | None = None, seed: int = 0, *, scale: str = "rehearsal",
-                    weights: bool = True) -> dict[str, Path]:  # fmt: skip
+def write_hub_repos(
+    hub_root: Path, repos: Iterable[str] | None = None, seed: int = 0, *, scale: str = "rehearsal", weights: bool = True
+) -> dict[str, Path]:
     """Write each repository at ``hub_root/<owner>/<name>/`` (default: every repository of :data:`REPOS`; ``scale``
     and ``weights`` as :func:`write_hub_repo`), skipping one whose folder exists. Returns ``{repo: folder}`` for
     all of them, written or found."""

@@ -141,8 +141,12 @@ def gated_repositories(catalogue: Mapping) -> list[str]:
     ]
 
 
-def write_rehearsal_catalogue(workdir: str | os.PathLike, served: Mapping[str, Path], commits: Mapping[str, str],
-                              catalogue_path: str | os.PathLike = REPOSITORY / CATALOGUE) -> Path:  # fmt: skip
+def write_rehearsal_catalogue(
+    workdir: str | os.PathLike,
+    served: Mapping[str, Path],
+    commits: Mapping[str, str],
+    catalogue_path: str | os.PathLike = REPOSITORY / CATALOGUE,
+) -> Path:
     """:func:`rehearsal_catalogue` of ``catalogue_path`` written to ``workdir/.rehearsal/sources.yaml``,
     checked against the catalogue schema; its path."""
     catalogue = read_catalog(catalogue_path, REPOSITORY / SOURCES_SCHEMA)
@@ -269,16 +273,35 @@ def prepare(workdir: str | os.PathLike, seed: int = 0) -> Prepared:
     return Prepared(workdir, state / "serve", state / "hub", served, config)
 
 
-def snakemake_command(workdir: str | os.PathLike, overlay: str | os.PathLike,
-                      targets: Sequence[str] = DEFAULT_TARGETS, cores: int = 2, dry_run: bool = False,
-                      report: str | os.PathLike | None = None, repository: Path = REPOSITORY,
-                      extra: Sequence[str] = ()) -> list[str]:  # fmt: skip
+def snakemake_command(
+    workdir: str | os.PathLike,
+    overlay: str | os.PathLike,
+    targets: Sequence[str] = DEFAULT_TARGETS,
+    cores: int = 2,
+    dry_run: bool = False,
+    report: str | os.PathLike | None = None,
+    repository: Path = REPOSITORY,
+    extra: Sequence[str] = (),
+) -> list[str]:
     """The Snakemake command of the rehearsal: the repository's Snakefile run in ``workdir`` on the paper
     config, the trust pickles, the rehearsal overlay and ``overlay`` (the fetch section), in that order;
     ``extra`` arguments (``--keep-going``...) before the config files."""
     configs = [str(repository / path) for path in CONFIGS] + [str(overlay)]
-    command = [sys.executable, "-m", "snakemake", *targets, "-s", str(repository / "workflow/Snakefile"),
-               "-d", str(workdir), "--cores", str(cores), *extra, "--configfile", *configs]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        *targets,
+        "-s",
+        str(repository / "workflow/Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        str(cores),
+        *extra,
+        "--configfile",
+        *configs,
+    ]
     if dry_run:
         command.append("--dry-run")
     if report is not None:
@@ -286,8 +309,9 @@ def snakemake_command(workdir: str | os.PathLike, overlay: str | os.PathLike,
     return command
 
 
-def rehearsal_environment(workdir: str | os.PathLike, hub_endpoint: str,
-                          base: Mapping[str, str] | None = None) -> dict[str, str]:  # fmt: skip
+def rehearsal_environment(
+    workdir: str | os.PathLike, hub_endpoint: str, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``base`` (default ``os.environ``) with the hub on loopback and its token, Hugging Face's files inside ``workdir`` and the
     repository's CellProfiler (``make cellprofiler``) first on PATH, where the paper config looks for it."""
     home = Path(workdir) / STATE / "hf-home"
@@ -322,8 +346,15 @@ def _serve_until_interrupted(server: LoopbackServer, overlay: Path, command: Seq
     return 0
 
 
-def rehearse(workdir: str | os.PathLike, seed: int = 0, cores: int = 2, targets: Sequence[str] = DEFAULT_TARGETS,
-             dry_run: bool = False, serve_only: bool = False, extra: Sequence[str] = ()) -> int:  # fmt: skip
+def rehearse(
+    workdir: str | os.PathLike,
+    seed: int = 0,
+    cores: int = 2,
+    targets: Sequence[str] = DEFAULT_TARGETS,
+    dry_run: bool = False,
+    serve_only: bool = False,
+    extra: Sequence[str] = (),
+) -> int:
     """Prepare, serve, pin, run Snakemake and build the report; Snakemake's exit status.
 
     Parameters

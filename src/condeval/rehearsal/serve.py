@@ -42,12 +42,46 @@ CHUNK_BYTES = 1 << 20
 # The hub's default .gitattributes for a new repository (huggingface.co), plus the images the hub
 # stores in LFS: every other file is a plain git blob.
 LFS_PATTERNS = (
-    "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib", "*.lfs.*",
-    "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet", "*.pb",
-    "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/**/*", "*.tar.*",
-    "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
-    "*.png", "*.jpg", "*.jpeg", "*.webp",
-)  # fmt: skip
+    "*.7z",
+    "*.arrow",
+    "*.bin",
+    "*.bz2",
+    "*.ckpt",
+    "*.ftz",
+    "*.gz",
+    "*.h5",
+    "*.joblib",
+    "*.lfs.*",
+    "*.mlmodel",
+    "*.model",
+    "*.msgpack",
+    "*.npy",
+    "*.npz",
+    "*.onnx",
+    "*.ot",
+    "*.parquet",
+    "*.pb",
+    "*.pickle",
+    "*.pkl",
+    "*.pt",
+    "*.pth",
+    "*.rar",
+    "*.safetensors",
+    "saved_model/**/*",
+    "*.tar.*",
+    "*.tar",
+    "*.tflite",
+    "*.tgz",
+    "*.wasm",
+    "*.xz",
+    "*.zip",
+    "*.zst",
+    "*tfevents*",
+    "*.png",
+    "*.jpg",
+    "*.jpeg",
+    "*.webp",
+)
 NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 LAST_MODIFIED = "2024-01-01T00:00:00.000Z"
 
@@ -274,13 +308,25 @@ class Site:
         if isinstance(repo, Reply):
             return repo
         blobs = query.get("blobs", "").lower() in ("1", "true")
-        return _json(200, {
-            "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24], "id": repo_id, "modelId": repo_id,
-            "author": repo_id.split("/")[0], "sha": repo.commit, "lastModified": LAST_MODIFIED,
-            "createdAt": LAST_MODIFIED, "private": False, "disabled": False,
-            "gated": "manual" if repo_id in self.gated else False, "tags": [], "downloads": 0, "likes": 0,
-            "siblings": [entry.sibling(blobs) for entry in repo.files.values()],
-        })  # fmt: skip
+        return _json(
+            200,
+            {
+                "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
+                "id": repo_id,
+                "modelId": repo_id,
+                "author": repo_id.split("/")[0],
+                "sha": repo.commit,
+                "lastModified": LAST_MODIFIED,
+                "createdAt": LAST_MODIFIED,
+                "private": False,
+                "disabled": False,
+                "gated": "manual" if repo_id in self.gated else False,
+                "tags": [],
+                "downloads": 0,
+                "likes": 0,
+                "siblings": [entry.sibling(blobs) for entry in repo.files.values()],
+            },
+        )
 
     def tree(self, repo_id: str, revision: str, folder: str) -> Reply:
         """``HfApi.list_repo_tree``: every file under ``folder``, recursively, on one page."""
@@ -317,12 +363,23 @@ class Site:
         if entry is None:
             return _hub_error(404, "EntryNotFound", "Entry not found", commit)
         if entry.sha256 is None:
-            return Reply(200, {**commit, "ETag": f'"{entry.blob_id}"', "Content-Type": "application/octet-stream"},
-                         entry.location)  # fmt: skip
+            return Reply(
+                200,
+                {**commit, "ETag": f'"{entry.blob_id}"', "Content-Type": "application/octet-stream"},
+                entry.location,
+            )
         signature = self.sign(repo_id, repo.commit, path)
         location = f"{self.cdn_base}/{repo_id}/{repo.commit}/{quote(path)}?Signature={signature}"
-        return Reply(302, {**commit, "Location": location, "ETag": f'"{entry.blob_id}"',
-                           "X-Linked-Etag": f'"{entry.sha256}"', "X-Linked-Size": str(entry.size)})  # fmt: skip
+        return Reply(
+            302,
+            {
+                **commit,
+                "Location": location,
+                "ETag": f'"{entry.blob_id}"',
+                "X-Linked-Etag": f'"{entry.sha256}"',
+                "X-Linked-Size": str(entry.size),
+            },
+        )
 
     def sign(self, repo_id: str, commit: str, path: str) -> str:
         """The CDN URL's signature: only a URL the hub handed out (past the gate) downloads."""
@@ -420,8 +477,9 @@ class LoopbackServer:
     ...     fetch_source(source, mirror=server.mirror)
     """
 
-    def __init__(self, serve_root, hub_root, gated: Mapping[str, str] | None = None,
-                 log: Callable[[str], None] | None = None):  # fmt: skip
+    def __init__(
+        self, serve_root, hub_root, gated: Mapping[str, str] | None = None, log: Callable[[str], None] | None = None
+    ):
         self.site = Site(Path(serve_root), Path(hub_root), gated or {})
         self.log = log
         self._servers: list[_Server] = []

@@ -54,9 +54,24 @@ LANG = "en"
 
 #: The 17 universal POS tags of Universal Dependencies v2, the tag set of stanza's ``word.upos``.
 UPOS_TAGS = (
-    "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
-    "SCONJ", "SYM", "VERB", "X",
-)  # fmt: skip
+    "ADJ",
+    "ADP",
+    "ADV",
+    "AUX",
+    "CCONJ",
+    "DET",
+    "INTJ",
+    "NOUN",
+    "NUM",
+    "PART",
+    "PRON",
+    "PROPN",
+    "PUNCT",
+    "SCONJ",
+    "SYM",
+    "VERB",
+    "X",
+)
 
 #: The words of the default vocabulary: a caption of the mini-world.
 DEFAULT_WORDS = ("a", "red", "circle", "beside", "two", "blue", "squares")
@@ -64,21 +79,47 @@ DEFAULT_WORDS = ("a", "red", "circle", "beside", "two", "blue", "squares")
 # A Penn Treebank tag and UD English features for each UPOS, so that the XPOS and UFeats vocabularies
 # (and heads) have the kinds of entries the real English model has.
 _XPOS = {
-    "ADJ": "JJ", "ADP": "IN", "ADV": "RB", "AUX": "MD", "CCONJ": "CC", "DET": "DT", "INTJ": "UH", "NOUN": "NN",
-    "NUM": "CD", "PART": "RP", "PRON": "PRP", "PROPN": "NNP", "PUNCT": ".", "SCONJ": "IN", "SYM": "SYM",
-    "VERB": "VBZ", "X": "FW",
-}  # fmt: skip
+    "ADJ": "JJ",
+    "ADP": "IN",
+    "ADV": "RB",
+    "AUX": "MD",
+    "CCONJ": "CC",
+    "DET": "DT",
+    "INTJ": "UH",
+    "NOUN": "NN",
+    "NUM": "CD",
+    "PART": "RP",
+    "PRON": "PRP",
+    "PROPN": "NNP",
+    "PUNCT": ".",
+    "SCONJ": "IN",
+    "SYM": "SYM",
+    "VERB": "VBZ",
+    "X": "FW",
+}
 _FEATS = {
-    "ADJ": "Degree=Pos", "ADV": "Degree=Pos", "DET": "Definite=Ind|PronType=Art", "NOUN": "Number=Sing",
-    "NUM": "NumForm=Word|NumType=Card", "PRON": "Case=Nom|Number=Sing|Person=1|PronType=Prs",
-    "PROPN": "Number=Sing", "VERB": "Mood=Ind|Number=Sing|Person=3|Tense=Pres|VerbForm=Fin",
-}  # fmt: skip
+    "ADJ": "Degree=Pos",
+    "ADV": "Degree=Pos",
+    "DET": "Definite=Ind|PronType=Art",
+    "NOUN": "Number=Sing",
+    "NUM": "NumForm=Word|NumType=Card",
+    "PRON": "Case=Nom|Number=Sing|Person=1|PronType=Prs",
+    "PROPN": "Number=Sing",
+    "VERB": "Mood=Ind|Number=Sing|Person=3|Tense=Pres|VerbForm=Fin",
+}
 
 # Tiny widths; every other option is the training script's default.
 _TAGGER_DIMS = {
-    "hidden_dim": 8, "char_hidden_dim": 8, "deep_biaff_hidden_dim": 8, "composite_deep_biaff_hidden_dim": 4,
-    "word_emb_dim": 8, "char_emb_dim": 8, "tag_emb_dim": 4, "transformed_dim": 8, "num_layers": 1,
-}  # fmt: skip
+    "hidden_dim": 8,
+    "char_hidden_dim": 8,
+    "deep_biaff_hidden_dim": 8,
+    "composite_deep_biaff_hidden_dim": 4,
+    "word_emb_dim": 8,
+    "char_emb_dim": 8,
+    "tag_emb_dim": 4,
+    "transformed_dim": 8,
+    "num_layers": 1,
+}
 _CHARLM_DIMS = {"char_emb_dim": 8, "char_hidden_dim": 8}
 _TOKENIZER_DIMS = {"emb_dim": 8, "hidden_dim": 8}
 _PRETRAIN_DIM = 8
@@ -200,10 +241,16 @@ def _write_pos(
 ) -> None:
     """A random POS tagger with the real heads and tag sets, on the pretrain and the character models."""
     args = _script_args(
-        tagger_script.parse_args, _TAGGER_DIMS, lang=LANG, shorthand=f"{LANG}_{packages.tokenize}", word_cutoff=0,
-        charlm=True, charlm_shorthand=f"{LANG}_{packages.charlm}", charlm_forward_file=str(forward),
+        tagger_script.parse_args,
+        _TAGGER_DIMS,
+        lang=LANG,
+        shorthand=f"{LANG}_{packages.tokenize}",
+        word_cutoff=0,
+        charlm=True,
+        charlm_shorthand=f"{LANG}_{packages.charlm}",
+        charlm_forward_file=str(forward),
         charlm_backward_file=str(backward),
-    )  # fmt: skip
+    )
     vocab = PosDataset.init_vocab([_tagged_document(words)], args)
     trainer = PosTrainer(args=args, vocab=vocab, pretrain=pretrain, device="cpu", foundation_cache=FoundationCache())
     _randomize_heads(trainer.model)
@@ -255,9 +302,12 @@ def _heads(tagger: torch.nn.Module) -> list[tuple[torch.nn.Module, bool]]:
 def _write_tokenizer(path: Path, words: Sequence[str], packages: EnglishPackages) -> None:
     """A random tokenizer over the words' characters, without MWT output (no MWT model is written)."""
     args = _script_args(
-        tokenizer_script.parse_args, _TOKENIZER_DIMS, lang=LANG, shorthand=f"{LANG}_{packages.tokenize}",
+        tokenizer_script.parse_args,
+        _TOKENIZER_DIMS,
+        lang=LANG,
+        shorthand=f"{LANG}_{packages.tokenize}",
         use_mwt=False,
-    )  # fmt: skip
+    )
     args["feat_funcs"] = list(tokenizer_script.DEFAULT_FEAT_FUNCS)
     args["feat_dim"] = len(args["feat_funcs"])
     args["num_dict_feat"] = 0

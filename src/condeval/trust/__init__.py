@@ -22,14 +22,30 @@ from condeval.trust.scorers import (
     alpha_precision,
     clip_alignment,
     clip_alignment_scores,
-)  # fmt: skip
+)
 
 __all__ = [
-    "REGULARIZATION", "AlphaPrecisionDistance", "KidReference", "KnnPerAttribute", "LinearProbeEnergy", "Selection",
-    "Translator", "TrustAbstention", "TrustScorer", "acceptance", "alpha_precision", "clip_alignment", "clip_alignment_scores", "condition_prompts",
-    "condition_thresholds", "kid", "nearest_seen", "select", "selection_gain",
+    "REGULARIZATION",
+    "AlphaPrecisionDistance",
+    "KidReference",
+    "KnnPerAttribute",
+    "LinearProbeEnergy",
+    "Selection",
+    "Translator",
+    "TrustAbstention",
+    "TrustScorer",
+    "acceptance",
+    "alpha_precision",
+    "clip_alignment",
+    "clip_alignment_scores",
+    "condition_prompts",
+    "condition_thresholds",
+    "kid",
+    "nearest_seen",
+    "select",
+    "selection_gain",
     "support_distance",
-]  # fmt: skip
+]
 
 # Scoring during generation needs torch and Lightning, which the analysis environment's rules lack:
 # imported on first use.

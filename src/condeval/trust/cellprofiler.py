@@ -24,9 +24,18 @@ from condeval.core.io import DataFileError, atomic_path
 from condeval.datasets.rxrx1 import RXRX1_COLOURS, composite, resized
 
 __all__ = [
-    "RXRX1_COLOURS", "INPUTS", "IMAGE_SUFFIX", "composite", "write_inputs", "run_cellprofiler", "file_column", "read_image_csv",
-    "merge_image_csvs", "segmentation_check", "RUN_COLUMNS",
-]  # fmt: skip
+    "RXRX1_COLOURS",
+    "INPUTS",
+    "IMAGE_SUFFIX",
+    "composite",
+    "write_inputs",
+    "run_cellprofiler",
+    "file_column",
+    "read_image_csv",
+    "merge_image_csvs",
+    "segmentation_check",
+    "RUN_COLUMNS",
+]
 
 #: What a pipeline reads per site: one RGB composite (the official code's) or the six grey channels.
 INPUTS = ("composite", "channels")
@@ -40,8 +49,9 @@ _REQUIRED_COLUMNS = ("ImageNumber", "Count_Nuclei", "Count_Cells")
 RUN_COLUMNS = re.compile(r"^(ExecutionTime_|PathName_|URL_|ImageSet_)|^Metadata_FileLocation$")
 
 
-def write_inputs(sites: Iterable[tuple[str, np.ndarray]], folder: str | os.PathLike, kind: str = "composite",
-                 side: int | None = None) -> list[Path]:  # fmt: skip
+def write_inputs(
+    sites: Iterable[tuple[str, np.ndarray]], folder: str | os.PathLike, kind: str = "composite", side: int | None = None
+) -> list[Path]:
     """Write each ``(name, site)`` for a pipeline of input ``kind``: ``<name>.npy`` (composite, RGB) or
     ``<name>_w1.npy`` .. ``<name>_w6.npy`` (channels, each resized to ``side``), 8-bit values divided by
     255 as CellProfiler scales a PNG. Returns the files."""
@@ -54,8 +64,9 @@ def write_inputs(sites: Iterable[tuple[str, np.ndarray]], folder: str | os.PathL
         if kind == "composite":
             images = {f"{name}{IMAGE_SUFFIX}": composite(site, side)}
         else:
-            images = {f"{name}_w{c + 1}{IMAGE_SUFFIX}": resized(np.asarray(channel), side)
-                      for c, channel in enumerate(site)}  # fmt: skip
+            images = {
+                f"{name}_w{c + 1}{IMAGE_SUFFIX}": resized(np.asarray(channel), side) for c, channel in enumerate(site)
+            }
         for file, image in images.items():
             with atomic_path(folder / file) as tmp, open(tmp, "wb") as stream:
                 np.save(stream, image.astype(np.float32) / 255)
@@ -63,8 +74,13 @@ def write_inputs(sites: Iterable[tuple[str, np.ndarray]], folder: str | os.PathL
     return written
 
 
-def run_cellprofiler(command: str, pipeline: str | os.PathLike, images: str | os.PathLike,
-                     output: str | os.PathLike, log: str | os.PathLike | None = None) -> Path:  # fmt: skip
+def run_cellprofiler(
+    command: str,
+    pipeline: str | os.PathLike,
+    images: str | os.PathLike,
+    output: str | os.PathLike,
+    log: str | os.PathLike | None = None,
+) -> Path:
     """Run ``command -c -r -p pipeline -i images -o output`` (CellProfiler headless) and return the
     ``Image.csv`` it wrote. Its output goes to ``log`` (appended); a failure raises naming the log."""
     output = Path(output)
@@ -146,7 +162,10 @@ def segmentation_check(measured: pl.DataFrame, drawn: pl.DataFrame) -> dict:
     )
     counted, truth = joined["Count_Nuclei"].to_numpy(), joined["cells"].to_numpy()
     return {
-        "sites": joined.height, "counted": float(counted.mean()), "drawn": float(truth.mean()),
-        "exact": float((counted == truth).mean()), "mae": float(np.abs(counted - truth).mean()),
+        "sites": joined.height,
+        "counted": float(counted.mean()),
+        "drawn": float(truth.mean()),
+        "exact": float((counted == truth).mean()),
+        "mae": float(np.abs(counted - truth).mean()),
         "r": float(np.corrcoef(counted, truth)[0, 1]) if joined.height > 1 else float("nan"),
-    }  # fmt: skip
+    }

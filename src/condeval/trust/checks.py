@@ -59,8 +59,9 @@ def attribute_rows(attributes, n_rows: int | None = None, name: str = "attribute
     array = as_numpy(attributes)
     if array.ndim != 2 or (n_rows is not None and len(array) != n_rows):
         rows = "N" if n_rows is None else f"N = {n_rows}"
-        raise ValueError(f"{name} must be (N, K), one row of attribute values per sample, with {rows}; "
-                         f"got shape {array.shape}")  # fmt: skip
+        raise ValueError(
+            f"{name} must be (N, K), one row of attribute values per sample, with {rows}; got shape {array.shape}"
+        )
     return integer_array(array, name)
 
 
@@ -87,8 +88,10 @@ def flags(values, n_rows: int | None = None, name: str = "accepted") -> np.ndarr
             raise TypeError(f"{name} must be booleans (or 0/1 integers); got dtype {array.dtype}")
         array = array.astype(bool)
     if array.ndim != 1 or (n_rows is not None and len(array) != n_rows):
-        raise ValueError(f"{name} must be one flag per row (N,){'' if n_rows is None else f' with N = {n_rows}'}; "
-                         f"got shape {array.shape}")  # fmt: skip
+        raise ValueError(
+            f"{name} must be one flag per row (N,){'' if n_rows is None else f' with N = {n_rows}'}; "
+            f"got shape {array.shape}"
+        )
     return array
 
 

@@ -26,10 +26,19 @@ from condeval.core.io import read_image
 from condeval.datasets import DatasetFormatError, celeba, rxrx1
 
 __all__ = [
-    "DATASETS", "ATTRIBUTE_NAMES", "real_table", "attributes_of", "image_channels", "read_images", "ReleaseImages",
+    "DATASETS",
+    "ATTRIBUTE_NAMES",
+    "real_table",
+    "attributes_of",
+    "image_channels",
+    "read_images",
+    "ReleaseImages",
     "held_out_keys",
-    "training_support", "calibration_units", "release_validation", "queried_conditions",
-]  # fmt: skip
+    "training_support",
+    "calibration_units",
+    "release_validation",
+    "queried_conditions",
+]
 
 DATASETS = ("celeba", "rxrx1")
 #: The conditioning attributes of each dataset, in the order of every attribute array of the track.
@@ -55,8 +64,9 @@ def real_table(dataset: str, root: str | os.PathLike) -> pl.DataFrame:
         frame = celeba.load_celeba(root).rename({"image": "key", "partition": "split"})
         return frame.with_columns(pl.col(names).cast(pl.Int64)).select("key", "split", *names, "path")
     frame = rxrx1.read_metadata(root)
-    return frame.with_columns(pl.col("site_id").alias("key"), pl.col("dataset").alias("split"),
-                              pl.col(names).cast(pl.Int64))  # fmt: skip
+    return frame.with_columns(
+        pl.col("site_id").alias("key"), pl.col("dataset").alias("split"), pl.col(names).cast(pl.Int64)
+    )
 
 
 def attributes_of(dataset: str, table: pl.DataFrame) -> np.ndarray:
@@ -168,8 +178,9 @@ def release_validation(table: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
     return rows.sample(n=n, shuffle=True, seed=seed)
 
 
-def queried_conditions(dataset: str, table: pl.DataFrame, held_out_pairs: int = 100, n_each: int = 25,
-                       min_count: int = 22) -> pl.DataFrame:  # fmt: skip
+def queried_conditions(
+    dataset: str, table: pl.DataFrame, held_out_pairs: int = 100, n_each: int = 25, min_count: int = 22
+) -> pl.DataFrame:
     """The conditions the generators are asked for, one row each: the attributes and ``seen`` (whether
     the held-out regime trains on it). CelebA: all 16; RxRx1: the canonical seen and unseen pairs."""
     names = list(ATTRIBUTE_NAMES[dataset])

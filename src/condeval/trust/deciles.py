@@ -43,8 +43,10 @@ def decile_bins(codes: np.ndarray, scores: np.ndarray, n_bins: int = 10) -> np.n
         raise ValueError(f"one condition code per score: {codes.shape} codes, {scores.shape} scores")
     distinct, counts = np.unique(codes, return_counts=True)
     if len(counts) and counts.min() < n_bins:
-        raise ValueError(f"condition {distinct[np.argmin(counts)].item()!r} has {counts.min()} samples for {n_bins} bins: "
-                         "each condition needs at least n_bins")  # fmt: skip
+        raise ValueError(
+            f"condition {distinct[np.argmin(counts)].item()!r} has {counts.min()} samples for {n_bins} bins: "
+            "each condition needs at least n_bins"
+        )
     bins = np.empty(len(scores), dtype=np.int64)
     for code in np.unique(codes):
         rows = np.flatnonzero(codes == code)
@@ -56,9 +58,15 @@ def decile_bins(codes: np.ndarray, scores: np.ndarray, n_bins: int = 10) -> np.n
 
 
 def kid_null(
-    real: np.ndarray, codes: np.ndarray, *, n_resamples: int = 100, max_per_half: int = 500, min_real: int = 10,
-    seed: int = 42, kernel: str = "cosine",
-) -> dict[int, tuple[float, float]]:  # fmt: skip
+    real: np.ndarray,
+    codes: np.ndarray,
+    *,
+    n_resamples: int = 100,
+    max_per_half: int = 500,
+    min_real: int = 10,
+    seed: int = 42,
+    kernel: str = "cosine",
+) -> dict[int, tuple[float, float]]:
     """Condition code → (mean, sd with ddof=1) of the KID between two random halves of its real rows."""
     rng = np.random.default_rng(seed)
     null = {}
@@ -79,10 +87,19 @@ def kid_null(
 
 
 def decile_kid(
-    generated: np.ndarray, generated_codes: np.ndarray, bins: np.ndarray, real: np.ndarray, real_codes: np.ndarray,
-    null: dict[int, tuple[float, float]], *, subset_size: int = 500, n_subsets: int = 10, seed: int = 0,
-    kernel: str = "cosine", min_rows: int = 5,
-) -> pl.DataFrame:  # fmt: skip
+    generated: np.ndarray,
+    generated_codes: np.ndarray,
+    bins: np.ndarray,
+    real: np.ndarray,
+    real_codes: np.ndarray,
+    null: dict[int, tuple[float, float]],
+    *,
+    subset_size: int = 500,
+    n_subsets: int = 10,
+    seed: int = 0,
+    kernel: str = "cosine",
+    min_rows: int = 5,
+) -> pl.DataFrame:
     """Per bin: the mean over conditions of KID(bin's samples of c, real of c), raw and z-scored by ``null``.
 
     Returns
@@ -104,8 +121,14 @@ def decile_kid(
             value = kid(mine, target, subset_size=subset_size, n_subsets=n_subsets, seed=seed, kernel=kernel)[0]
             raw.append(value)
             z.append((value - mu) / sd)
-        rows.append({"bin": int(b), "kid": float(np.mean(raw)) if raw else float("nan"),
-                     "z_kid": float(np.mean(z)) if z else float("nan"), "conditions": len(raw)})  # fmt: skip
+        rows.append(
+            {
+                "bin": int(b),
+                "kid": float(np.mean(raw)) if raw else float("nan"),
+                "z_kid": float(np.mean(z)) if z else float("nan"),
+                "conditions": len(raw),
+            }
+        )
     return pl.DataFrame(rows)
 
 
@@ -114,9 +137,15 @@ DECILE_CLASSIFIER_SCHEMA = {"bin": pl.Int64, "accuracy": pl.Float64, "accuracy_s
 
 
 def decile_classifier(
-    generated: np.ndarray, generated_codes: np.ndarray, bins: np.ndarray, real: np.ndarray, real_codes: np.ndarray,
-    *, seeds: tuple[int, ...] = (0, 1, 2, 3, 4), max_iter: int = 2000,
-) -> pl.DataFrame:  # fmt: skip
+    generated: np.ndarray,
+    generated_codes: np.ndarray,
+    bins: np.ndarray,
+    real: np.ndarray,
+    real_codes: np.ndarray,
+    *,
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
+    max_iter: int = 2000,
+) -> pl.DataFrame:
     """Per bin: accuracy on the held-out ``real`` rows of a logistic condition classifier (scikit-learn,
     standardised features) trained on the bin's generated rows, mean and sd over ``seeds``.
 
@@ -135,14 +164,26 @@ def decile_classifier(
     for b in np.unique(bins):
         x, y = generated[bins == b], generated_codes[bins == b]
         if len(np.unique(y)) < 2:  # a bin of one class trains the constant classifier
-            rows.append({"bin": int(b), "accuracy": float(np.mean(real_codes == y[0])) if len(y) else float("nan"),
-                         "accuracy_sd": 0.0, "train_rows": len(x)})  # fmt: skip
+            rows.append(
+                {
+                    "bin": int(b),
+                    "accuracy": float(np.mean(real_codes == y[0])) if len(y) else float("nan"),
+                    "accuracy_sd": 0.0,
+                    "train_rows": len(x),
+                }
+            )
             continue
         scores = []
         for seed in seeds:
             model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=max_iter, random_state=seed))
             order = np.random.default_rng(seed).permutation(len(x))
             scores.append(model.fit(x[order], y[order]).score(real, real_codes))
-        rows.append({"bin": int(b), "accuracy": float(np.mean(scores)), "accuracy_sd": float(np.std(scores)),
-                     "train_rows": len(x)})  # fmt: skip
+        rows.append(
+            {
+                "bin": int(b),
+                "accuracy": float(np.mean(scores)),
+                "accuracy_sd": float(np.std(scores)),
+                "train_rows": len(x),
+            }
+        )
     return pl.DataFrame(rows, schema=DECILE_CLASSIFIER_SCHEMA)  # no bin (no generated row measured): no row

@@ -82,9 +82,17 @@ def training_work(
     width = transformer["heads"] * transformer.get("head_dim", 16)
     activations = TRAINING_BYTES_PER_ACTIVATION * train["batch_size"] * tokens * width * transformer["layers"]
     length = f"{train['steps']:,} steps" if "steps" in train else f"{train['epochs']} epochs of {support:,}"
-    return GpuWork(parameters, images * training_flops(parameters, tokens), "bfloat16", trained_parameters=parameters,
-                   activation_bytes=activations, basis=f"{length} at batch {train['batch_size']}",
-                   written_bytes=4 * parameters, scratch_bytes=support * row_bytes, resumable=True)  # fmt: skip
+    return GpuWork(
+        parameters,
+        images * training_flops(parameters, tokens),
+        "bfloat16",
+        trained_parameters=parameters,
+        activation_bytes=activations,
+        basis=f"{length} at batch {train['batch_size']}",
+        written_bytes=4 * parameters,
+        scratch_bytes=support * row_bytes,
+        resumable=True,
+    )
 
 
 def sampling_work(
@@ -100,9 +108,14 @@ def sampling_work(
     steps, each decoded ``decoded_channels`` times (RxRx1's channel-wise autoencoder decodes each channel alone)."""
     parameters, tokens = generator_parameters(transformer), generator_tokens(image_size)
     per_sample = steps * forward_flops(parameters, tokens) + decoded_channels * vae_decode_flops(image_size)
-    return GpuWork(parameters, samples * per_sample, "auto", activation_bytes=batch_size * tokens * INFERENCE_BYTES_PER_TOKEN,
-                   basis=f"{samples:,} samples x {steps} steps",
-                   written_bytes=samples * image_bytes(image_size, image_channels))  # fmt: skip
+    return GpuWork(
+        parameters,
+        samples * per_sample,
+        "auto",
+        activation_bytes=batch_size * tokens * INFERENCE_BYTES_PER_TOKEN,
+        basis=f"{samples:,} samples x {steps} steps",
+        written_bytes=samples * image_bytes(image_size, image_channels),
+    )
 
 
 def _blocks_parameters(transformer: dict, layer: int) -> float:
@@ -114,8 +127,13 @@ def block_work(transformer: dict, layer: int, image_size: int, images: int, pass
     (``trust_real_trajectory``: real images noised to each scoring step; ``trust_trajectory`` passes every step)."""
     parameters, tokens = generator_parameters(transformer), generator_tokens(image_size)
     flops = images * passes * forward_flops(_blocks_parameters(transformer, layer), tokens)
-    return GpuWork(parameters, flops, "auto", activation_bytes=batch_size * tokens * INFERENCE_BYTES_PER_TOKEN,
-                   basis=f"{images:,} images x {passes} passes to block {layer}")  # fmt: skip
+    return GpuWork(
+        parameters,
+        flops,
+        "auto",
+        activation_bytes=batch_size * tokens * INFERENCE_BYTES_PER_TOKEN,
+        basis=f"{images:,} images x {passes} passes to block {layer}",
+    )
 
 
 def translator_work(transformer: dict, translator: dict, image_size: int, support: int) -> GpuWork:
@@ -126,6 +144,11 @@ def translator_work(transformer: dict, translator: dict, image_size: int, suppor
     tokens, pairs = generator_tokens(image_size), support * len(translator["t"])
     flops = pairs * forward_flops(_blocks_parameters(transformer, translator["layer"]), tokens)
     flops += translator["epochs"] * pairs * training_flops(mlp, tokens)
-    return GpuWork(generator_parameters(transformer) + mlp, flops, "auto", trained_parameters=mlp,
-                   activation_bytes=translator["batch_size"] * tokens * INFERENCE_BYTES_PER_TOKEN,
-                   basis=f"{pairs:,} pairs x {translator['epochs']} epochs")  # fmt: skip
+    return GpuWork(
+        generator_parameters(transformer) + mlp,
+        flops,
+        "auto",
+        trained_parameters=mlp,
+        activation_bytes=translator["batch_size"] * tokens * INFERENCE_BYTES_PER_TOKEN,
+        basis=f"{pairs:,} pairs x {translator['epochs']} epochs",
+    )

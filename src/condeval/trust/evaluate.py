@@ -23,14 +23,37 @@ from condeval.trust.filtering import UNDEFINED_GAIN, relative_improvement, selec
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
-    "RANKED_SCORES", "KidReference", "Selection", "fit_and_score", "step_thresholds", "select", "selection_by_condition", "selection_summary", "score_agreement",
-    "translation_agreement", "selection_markdown", "rankings", "graded_shift", "scorer_ablation", "scorer_markdown",
-]  # fmt: skip
+    "RANKED_SCORES",
+    "KidReference",
+    "Selection",
+    "fit_and_score",
+    "step_thresholds",
+    "select",
+    "selection_by_condition",
+    "selection_summary",
+    "score_agreement",
+    "translation_agreement",
+    "selection_markdown",
+    "rankings",
+    "graded_shift",
+    "scorer_ablation",
+    "scorer_markdown",
+]
 
 
-def fit_and_score(real_features, real_attributes, sample_features, sample_attributes, names, *,
-                  calibration: float = 0.2, regularization: float = REGULARIZATION, seed: int = 0,
-                  realism: str = "one-sided", groups=None) -> tuple[TrustScorer, pl.DataFrame]:  # fmt: skip
+def fit_and_score(
+    real_features,
+    real_attributes,
+    sample_features,
+    sample_attributes,
+    names,
+    *,
+    calibration: float = 0.2,
+    regularization: float = REGULARIZATION,
+    seed: int = 0,
+    realism: str = "one-sided",
+    groups=None,
+) -> tuple[TrustScorer, pl.DataFrame]:
     """A :class:`TrustScorer` fitted on real training-support rows (calibrated on whole ``groups``, when
     given: :meth:`TrustScorer.fit`) and its scores of the samples.
 
@@ -40,8 +63,9 @@ def fit_and_score(real_features, real_attributes, sample_features, sample_attrib
         The fitted scorer, and the samples' scores with their attribute columns.
     """
     names = attribute_names(names)
-    scorer = TrustScorer(calibration=calibration, regularization=regularization, names=names, seed=seed,
-                         realism=realism)  # fmt: skip
+    scorer = TrustScorer(
+        calibration=calibration, regularization=regularization, names=names, seed=seed, realism=realism
+    )
     scorer.fit(real_features, real_attributes, groups=groups)
     scores = scorer.score(sample_features, sample_attributes)
     attributes = attribute_rows(sample_attributes, scores.height, "sample_attributes")
@@ -72,12 +96,16 @@ def step_thresholds(scorer: TrustScorer, features, attributes, quantile: float =
     features, rows = np.asarray(features), scorer.fitted_calibration_rows()
     attributes = attribute_rows(attributes, name="attributes")
     if not len(features) == len(attributes) == scorer.n_fit_rows_:
-        raise ValueError(f"{len(features)} step features and {len(attributes)} attribute rows: need the "
-                         f"{scorer.n_fit_rows_} rows the scorer was fitted on, in its order")  # fmt: skip
+        raise ValueError(
+            f"{len(features)} step features and {len(attributes)} attribute rows: need the "
+            f"{scorer.n_fit_rows_} rows the scorer was fitted on, in its order"
+        )
     fitted = scorer.calibration_.select(scorer.names_).to_numpy()
     if not np.array_equal(attributes[rows], fitted):
-        raise ValueError("attributes are not the scorer's fit rows in its order: its calibration rows hold other "
-                         "attribute values (shuffled or other rows would give other conditions' thresholds)")  # fmt: skip
+        raise ValueError(
+            "attributes are not the scorer's fit rows in its order: its calibration rows hold other "
+            "attribute values (shuffled or other rows would give other conditions' thresholds)"
+        )
     trust = scorer.score(features[rows], attributes[rows])["trust"]
     return condition_thresholds(trust, attributes[rows], scorer.names_, quantile)
 
@@ -111,8 +139,12 @@ class KidReference:
         for name, rows in (("conditions", conditions), ("reference_attributes", attributes)):
             if rows.shape[1] != len(names):
                 raise ValueError(f"{name} have {rows.shape[1]} attributes; names give {len(names)}")
-        for field, value in (("features", features), ("attributes", attributes), ("conditions", conditions),
-                             ("names", names)):  # fmt: skip
+        for field, value in (
+            ("features", features),
+            ("attributes", attributes),
+            ("conditions", conditions),
+            ("names", names),
+        ):
             object.__setattr__(self, field, value)
 
 
@@ -135,8 +167,9 @@ class Selection:
     accepted: np.ndarray
 
 
-def select(scores: pl.DataFrame, kid_features, thresholds: pl.DataFrame, reference: KidReference,
-           **protocol) -> Selection:  # fmt: skip
+def select(
+    scores: pl.DataFrame, kid_features, thresholds: pl.DataFrame, reference: KidReference, **protocol
+) -> Selection:
     """The P95-real selection protocol once: per-condition KID gains, the table's row, and each sample's
     accept decision, all from the same ``thresholds``.
 
@@ -160,8 +193,14 @@ def select(scores: pl.DataFrame, kid_features, thresholds: pl.DataFrame, referen
     return Selection(per_condition, selection_summary(per_condition), accepted)
 
 
-def selection_by_condition(scores: pl.DataFrame, kid_features, thresholds: pl.DataFrame, reference: KidReference,
-                           score: str = "trust", **protocol) -> pl.DataFrame:  # fmt: skip
+def selection_by_condition(
+    scores: pl.DataFrame,
+    kid_features,
+    thresholds: pl.DataFrame,
+    reference: KidReference,
+    score: str = "trust",
+    **protocol,
+) -> pl.DataFrame:
     """:func:`~condeval.trust.filtering.selection_gain` for every queried condition, one row each.
 
     Parameters
@@ -193,17 +232,30 @@ def selection_by_condition(scores: pl.DataFrame, kid_features, thresholds: pl.Da
     for condition in reference.conditions:
         mine = (attributes == condition).all(axis=1)
         real = reference.features[(reference.attributes == condition).all(axis=1)]
-        gain = dict.fromkeys(_GAIN_COLUMNS) | selection_gain(kid_features[mine], trust[mine], real, condition,
-                                                             thresholds, names, **protocol)  # fmt: skip
+        gain = dict.fromkeys(_GAIN_COLUMNS) | selection_gain(
+            kid_features[mine], trust[mine], real, condition, thresholds, names, **protocol
+        )
         # every condition's KID of all its samples, accepted or not (Spearman, graded shift)
         gain["kid_all"] = kid(kid_features[mine], real, **sizes)[0] if min(mine.sum(), len(real)) >= 2 else None
-        rows.append({name: int(v) for name, v in zip(names, condition, strict=True)}
-                    | {"mean_trust": float(trust[mine].mean()) if mine.any() else None} | gain)  # fmt: skip
+        rows.append(
+            {name: int(v) for name, v in zip(names, condition, strict=True)}
+            | {"mean_trust": float(trust[mine].mean()) if mine.any() else None}
+            | gain
+        )
     return pl.DataFrame(rows, infer_schema_length=None)
 
 
-_GAIN_COLUMNS = ("accept", "kid_accepted", "kid_accepted_std", "kid_random", "kid_random_std", "improvement", "band",
-                 "kid_all", "skipped")  # fmt: skip
+_GAIN_COLUMNS = (
+    "accept",
+    "kid_accepted",
+    "kid_accepted_std",
+    "kid_random",
+    "kid_random_std",
+    "improvement",
+    "band",
+    "kid_all",
+    "skipped",
+)
 
 
 def score_agreement(during: pl.DataFrame, post: pl.DataFrame) -> dict:
@@ -227,8 +279,19 @@ def score_agreement(during: pl.DataFrame, post: pl.DataFrame) -> dict:
     return {f"rho_{c}": float(spearmanr(during[c], post[c]).statistic) for c in ("realism", "faithfulness", "trust")}
 
 
-def translation_agreement(real_features, real_attributes, support, translated, t_values, names, *, rows=None,
-                          seed: int = 0, groups=None, **scorer_options) -> list[dict]:  # fmt: skip
+def translation_agreement(
+    real_features,
+    real_attributes,
+    support,
+    translated,
+    t_values,
+    names,
+    *,
+    rows=None,
+    seed: int = 0,
+    groups=None,
+    **scorer_options,
+) -> list[dict]:
     """How well a translator's features rank real images by trust: per noise level, the Spearman between the
     trust of translated features of real images outside the support and the trust of their true features,
     both scored by one :class:`TrustScorer` fitted on the support's true features (:func:`fit_and_score`).
@@ -266,14 +329,24 @@ def translation_agreement(real_features, real_attributes, support, translated, t
     if len(inside):
         raise ValueError(f"rows: row {int(inside[0])} lies in the support (the translated rows must lie outside it)")
     if translated.shape[:2] != (len(t_values), len(held)):
-        raise ValueError(f"translated features of shape {translated.shape}: need ({len(t_values)}, {len(held)}, D), "
-                         "one block per t of the rows translated")  # fmt: skip
-    scorer, true_scores = fit_and_score(real_features[support], real_attributes[support], real_features[held],
-                                        real_attributes[held], names, seed=seed,
-                                        groups=None if groups is None else np.asarray(groups)[support],
-                                        **scorer_options)  # fmt: skip
-    rho = [spearmanr(scorer.score(block, real_attributes[held])["trust"], true_scores["trust"]).statistic
-           for block in translated]  # fmt: skip
+        raise ValueError(
+            f"translated features of shape {translated.shape}: need ({len(t_values)}, {len(held)}, D), "
+            "one block per t of the rows translated"
+        )
+    scorer, true_scores = fit_and_score(
+        real_features[support],
+        real_attributes[support],
+        real_features[held],
+        real_attributes[held],
+        names,
+        seed=seed,
+        groups=None if groups is None else np.asarray(groups)[support],
+        **scorer_options,
+    )
+    rho = [
+        spearmanr(scorer.score(block, real_attributes[held])["trust"], true_scores["trust"]).statistic
+        for block in translated
+    ]
     return [{"t": float(t), "spearman": float(r)} for t, r in zip(t_values, rho, strict=True)]
 
 
@@ -301,8 +374,11 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
     spearman = spearmanr(ranked["mean_trust"], ranked["kid_all"]).statistic if ranked.height > 2 else None
     spearman = None if spearman is None or np.isnan(spearman) else float(spearman)
     counted = per_condition.filter(pl.col("accept").is_not_null())
-    accept = (100 * (counted["accept"] * counted["n_generated"]).sum() / counted["n_generated"].sum()
-              if counted.height and counted["n_generated"].sum() else None)  # fmt: skip
+    accept = (
+        100 * (counted["accept"] * counted["n_generated"]).sum() / counted["n_generated"].sum()
+        if counted.height and counted["n_generated"].sum()
+        else None
+    )
     if kept.height == 0:
         return {"conditions": 0, "accept": accept, "spearman": spearman}
     kid_trust, kid_random = kept["kid_accepted"].mean(), kept["kid_random"].mean()
@@ -370,10 +446,21 @@ def scorer_markdown(ablation: pl.DataFrame) -> str:
 RANKED_SCORES = ("trust", "realism", "faithfulness")
 
 
-def rankings(scores: pl.DataFrame, kid_features: np.ndarray, reference_features: np.ndarray,
-             reference_attributes: np.ndarray, names, *, n_bins: int = 10, subset_size: int = 500,
-             n_subsets: int = 10, null_resamples: int = 100, kernel: str = "cosine", seed: int = 0,
-             classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)) -> pl.DataFrame:  # fmt: skip
+def rankings(
+    scores: pl.DataFrame,
+    kid_features: np.ndarray,
+    reference_features: np.ndarray,
+    reference_attributes: np.ndarray,
+    names,
+    *,
+    n_bins: int = 10,
+    subset_size: int = 500,
+    n_subsets: int = 10,
+    null_resamples: int = 100,
+    kernel: str = "cosine",
+    seed: int = 0,
+    classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
+) -> pl.DataFrame:
     """Section 5.1.2 for each of :data:`RANKED_SCORES`: within-condition deciles merged across
     conditions, each bin's KID and z-KID against its conditions' real rows and the accuracy of a
     condition classifier trained on the bin, on the real rows of the queried conditions (a real row of
@@ -397,10 +484,21 @@ def rankings(scores: pl.DataFrame, kid_features: np.ndarray, reference_features:
     frames = []
     for score in RANKED_SCORES:
         bins = decile_bins(sample_codes, scores[score].to_numpy(), n_bins)
-        by_kid = decile_kid(kid_features, sample_codes, bins, reference_features, real_codes, null,
-                            subset_size=subset_size, n_subsets=n_subsets, seed=seed, kernel=kernel)  # fmt: skip
-        by_accuracy = decile_classifier(kid_features, sample_codes, bins, reference_features[queried],
-                                        real_codes[queried], seeds=classifier_seeds)  # fmt: skip
+        by_kid = decile_kid(
+            kid_features,
+            sample_codes,
+            bins,
+            reference_features,
+            real_codes,
+            null,
+            subset_size=subset_size,
+            n_subsets=n_subsets,
+            seed=seed,
+            kernel=kernel,
+        )
+        by_accuracy = decile_classifier(
+            kid_features, sample_codes, bins, reference_features[queried], real_codes[queried], seeds=classifier_seeds
+        )
         frames.append(by_kid.join(by_accuracy, on="bin").with_columns(pl.lit(score).alias("score")))
     return pl.concat(frames).select("score", pl.exclude("score"))
 
@@ -421,10 +519,20 @@ def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.
     return per_condition.select(*names, "mean_trust", "kid_all").with_columns(pl.Series("hamming", distance))
 
 
-def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_features, scores: pl.DataFrame,
-                    kid_features, reference: KidReference, *, quantile: float = 0.95,
-                    trusted: pl.DataFrame | None = None, precomputed: dict | None = None,
-                    **protocol) -> pl.DataFrame:  # fmt: skip
+def scorer_ablation(
+    scorer: TrustScorer,
+    real_features,
+    real_attributes,
+    sample_features,
+    scores: pl.DataFrame,
+    kid_features,
+    reference: KidReference,
+    *,
+    quantile: float = 0.95,
+    trusted: pl.DataFrame | None = None,
+    precomputed: dict | None = None,
+    **protocol,
+) -> pl.DataFrame:
     """Appendix J: each alternative scorer of :mod:`condeval.trust.scorers` under the same P95-real
     protocol as trust, fitted on the same real rows as the fitted ``scorer`` and thresholded on the
     same held-out calibration rows; one :func:`selection_summary` row per scorer, trust's first.
@@ -454,8 +562,10 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
     real_attributes = attribute_rows(real_attributes, len(real_features), "real_attributes")
     calibration_rows = scorer.fitted_calibration_rows()
     if len(real_features) <= calibration_rows.max(initial=-1):
-        raise ValueError(f"real_features has {len(real_features)} rows; the scorer was fitted on at least "
-                         f"{calibration_rows.max() + 1}: pass the very rows it was fitted on, in its order")  # fmt: skip
+        raise ValueError(
+            f"real_features has {len(real_features)} rows; the scorer was fitted on at least "
+            f"{calibration_rows.max() + 1}: pass the very rows it was fitted on, in its order"
+        )
     calibration = np.zeros(len(real_features), dtype=bool)
     calibration[calibration_rows] = True
     fit_rows = ~calibration if scorer.calibration > 0 else calibration
@@ -463,8 +573,11 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
     if trusted is None:
         trusted = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), reference, **protocol)
     rows = [{"scorer": "trust"} | selection_summary(trusted)]
-    alternatives = {"linear_probe_energy": LinearProbeEnergy(), "knn_per_attribute": KnnPerAttribute(),
-                    "alpha_precision_distance": AlphaPrecisionDistance()}  # fmt: skip
+    alternatives = {
+        "linear_probe_energy": LinearProbeEnergy(),
+        "knn_per_attribute": KnnPerAttribute(),
+        "alpha_precision_distance": AlphaPrecisionDistance(),
+    }
     scored = {}
     for name, alternative in alternatives.items():
         alternative.fit(real_features[fit_rows], real_attributes[fit_rows])
@@ -472,8 +585,10 @@ def scorer_ablation(scorer: TrustScorer, real_features, real_attributes, sample_
         scored[name] = real_scores, alternative.score(sample_features, attributes)
     for name, (real_scores, sample_scores) in (precomputed or {}).items():
         if len(real_scores) != len(real_features) or len(sample_scores) != scores.height:
-            raise ValueError(f"scorer {name!r}: {len(real_scores)} real and {len(sample_scores)} sample scores for "
-                             f"{len(real_features)} real rows and {scores.height} samples")  # fmt: skip
+            raise ValueError(
+                f"scorer {name!r}: {len(real_scores)} real and {len(sample_scores)} sample scores for "
+                f"{len(real_features)} real rows and {scores.height} samples"
+            )
         scored[name] = np.asarray(real_scores)[calibration], np.asarray(sample_scores)
     for name, (real_scores, sample_scores) in scored.items():
         thresholds = condition_thresholds(real_scores, real_attributes[calibration], names, quantile)

@@ -90,10 +90,19 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
     thresholds = pl.DataFrame(columns).with_columns(coverage=(1 + (n - 1) * quantile) / (n + 1))
     few = thresholds.filter(pl.col("n_real") < MIN_CALIBRATION_ROWS)
     if few.height:
-        log.warning("%d of %d conditions' P%g thresholds rest on fewer than %d calibration rows (%d to %d): they "
-                    "accept %.0f–%.0f%% of fresh real samples in expectation, not %g%%", few.height, thresholds.height,
-                    100 * quantile, MIN_CALIBRATION_ROWS, few["n_real"].min(), few["n_real"].max(),
-                    100 * few["coverage"].min(), 100 * few["coverage"].max(), 100 * quantile)  # fmt: skip
+        log.warning(
+            "%d of %d conditions' P%g thresholds rest on fewer than %d calibration rows (%d to %d): they "
+            "accept %.0f–%.0f%% of fresh real samples in expectation, not %g%%",
+            few.height,
+            thresholds.height,
+            100 * quantile,
+            MIN_CALIBRATION_ROWS,
+            few["n_real"].min(),
+            few["n_real"].max(),
+            100 * few["coverage"].min(),
+            100 * few["coverage"].max(),
+            100 * quantile,
+        )
     return thresholds
 
 
@@ -211,19 +220,29 @@ def selection_gain(
             continue
         rng = np.random.default_rng(seed)
         acc_mean, acc_std = kid(generated[accepted], real, seed=seed, **sizes)
-        randoms = [kid(generated[rng.choice(len(generated), int(accepted.sum()), replace=False)], real, seed=seed,
-                       **sizes)[0] for _ in range(n_random)]  # fmt: skip
+        randoms = [
+            kid(generated[rng.choice(len(generated), int(accepted.sum()), replace=False)], real, seed=seed, **sizes)[0]
+            for _ in range(n_random)
+        ]
         rand_mean, rand_std = float(np.mean(randoms)), float(np.std(randoms))
         improvement, band = relative_improvement(acc_mean, rand_mean, acc_std, rand_std)
-        per_entry.append({
-            "kid_accepted": acc_mean, "kid_accepted_std": acc_std,
-            "kid_random": rand_mean, "kid_random_std": rand_std, "improvement": improvement, "band": band,
-        })  # fmt: skip
+        per_entry.append(
+            {
+                "kid_accepted": acc_mean,
+                "kid_accepted_std": acc_std,
+                "kid_random": rand_mean,
+                "kid_random_std": rand_std,
+                "improvement": improvement,
+                "band": band,
+            }
+        )
     if not per_entry:
         return row | {"skipped": f"fewer than {min_accepted} accepted samples"}
     # a tied fallback entry without a defined improvement leaves the condition's undefined
-    averaged = {key: None if any(e[key] is None for e in per_entry) else float(np.mean([e[key] for e in per_entry]))
-                for key in per_entry[0]}  # fmt: skip
+    averaged = {
+        key: None if any(e[key] is None for e in per_entry) else float(np.mean([e[key] for e in per_entry]))
+        for key in per_entry[0]
+    }
     return row | averaged | {"kid_all": kid(generated, real, seed=seed, **sizes)[0], "skipped": None}
 
 
@@ -248,6 +267,8 @@ def support_distance(conditions: np.ndarray, support: np.ndarray) -> np.ndarray:
     0 for a seen condition, 1 for one attribute away, and so on."""
     conditions, support = np.atleast_2d(conditions), np.atleast_2d(support)
     if not support.size or support.shape[1] != conditions.shape[1]:
-        raise ValueError(f"support must be (S, K) conditions with S >= 1 and the conditions' K = "
-                         f"{conditions.shape[1]}; got shape {support.shape}")  # fmt: skip
+        raise ValueError(
+            f"support must be (S, K) conditions with S >= 1 and the conditions' K = "
+            f"{conditions.shape[1]}; got shape {support.shape}"
+        )
     return (conditions[:, None, :] != support[None, :, :]).sum(axis=2).min(axis=1)

@@ -38,9 +38,20 @@ from condeval.core.io import integer_array
 from condeval.trust.checks import attribute_names, flags, same_rows
 
 __all__ = [
-    "METADATA_PATTERN", "DECILE_BINNINGS", "MorphologyFeatures", "drop_nan_rows", "real_rows", "generated_rows", "morphology_readouts", "centroid_features", "real_spread", "centroid_z", "random_matched",
-    "selection_contrast", "feature_correlations",
-]  # fmt: skip
+    "METADATA_PATTERN",
+    "DECILE_BINNINGS",
+    "MorphologyFeatures",
+    "drop_nan_rows",
+    "real_rows",
+    "generated_rows",
+    "morphology_readouts",
+    "centroid_features",
+    "real_spread",
+    "centroid_z",
+    "random_matched",
+    "selection_contrast",
+    "feature_correlations",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +71,19 @@ MIN_CORRELATION_CONDITIONS = 3
 #: The attribute column of Fig. 3's cell-type classifier (RxRx1's, as condeval.trust.data names it).
 CELL_TYPE = "cell_type_id"
 #: The per-feature correlation table, also when no arm has one.
-CORRELATION_SCHEMA = {"feature": pl.String, "r_trust": pl.Float64, "r_random": pl.Float64, "gain": pl.Float64,
-                      "arm": pl.String, "set": pl.String}  # fmt: skip
+CORRELATION_SCHEMA = {
+    "feature": pl.String,
+    "r_trust": pl.Float64,
+    "r_random": pl.Float64,
+    "gain": pl.Float64,
+    "arm": pl.String,
+    "set": pl.String,
+}
 
 
-def real_rows(table: pl.DataFrame, conditions: np.ndarray, names: list[str], per_condition: int | None = None
-              ) -> pl.DataFrame:  # fmt: skip
+def real_rows(
+    table: pl.DataFrame, conditions: np.ndarray, names: list[str], per_condition: int | None = None
+) -> pl.DataFrame:
     """The rows of the queried ``conditions`` (the paper's canonical 50), every split; at most the first
     ``per_condition`` of each, in table order."""
     wanted = pl.DataFrame({name: np.asarray(conditions)[:, k] for k, name in enumerate(names)})
@@ -92,8 +110,12 @@ def drop_nan_rows(frame: pl.DataFrame, exclude=(), what: str = "rows") -> pl.Dat
     columns = [c for c in _numeric_features(frame) if c not in set(exclude)]
     finite = np.isfinite(frame.select(columns).to_numpy().astype(np.float64)).all(axis=1)
     if not finite.all():
-        log.warning("%s: %d of %d rows dropped for NaN or infinite CellProfiler features", what,
-                    int((~finite).sum()), len(finite))  # fmt: skip
+        log.warning(
+            "%s: %d of %d rows dropped for NaN or infinite CellProfiler features",
+            what,
+            int((~finite).sum()),
+            len(finite),
+        )
     return frame.filter(pl.Series(finite))
 
 
@@ -144,9 +166,13 @@ class MorphologyFeatures:
         x = frame.select(self.columns).to_numpy().astype(np.float64)
         finite = np.isfinite(x).all(axis=1)
         if not finite.all():
-            log.warning("%s: %d of %d rows dropped for NaN or infinite CellProfiler features%s", what,
-                        int((~finite).sum()), len(x), "" if finite.any() else
-                        " (none left: did CellProfiler find no cells in these images?)")  # fmt: skip
+            log.warning(
+                "%s: %d of %d rows dropped for NaN or infinite CellProfiler features%s",
+                what,
+                int((~finite).sum()),
+                len(x),
+                "" if finite.any() else " (none left: did CellProfiler find no cells in these images?)",
+            )
         if not finite.any():  # a generator that draws no cells: nothing measured, reported as such, not a crash
             return np.zeros((0, len(self.columns))), finite
         return self.scaler.transform(x[finite]), finite
@@ -179,8 +205,9 @@ def centroid_features(x: np.ndarray, codes: np.ndarray, k: int = 15, prune: floa
     return np.asarray(kept)
 
 
-def real_spread(x: np.ndarray, codes: np.ndarray, *, n_splits: int = 10, seed: int = 42,
-                min_real: int = 4) -> dict[int, tuple[float, float]]:  # fmt: skip
+def real_spread(
+    x: np.ndarray, codes: np.ndarray, *, n_splits: int = 10, seed: int = 42, min_real: int = 4
+) -> dict[int, tuple[float, float]]:
     """Condition code → (m_c, s_c): mean and sd of held-out real rows' distance to the other half's
     centroid; a condition with fewer than ``min_real`` real rows has none (logged)."""
     rng = np.random.default_rng(seed)
@@ -188,8 +215,12 @@ def real_spread(x: np.ndarray, codes: np.ndarray, *, n_splits: int = 10, seed: i
     for code in np.unique(codes):
         rows = np.flatnonzero(codes == code)
         if len(rows) < min_real:
-            log.warning("condition %d: %d real rows, fewer than the %d a real-real spread needs; its samples "
-                        "get no centroid z", int(code), len(rows), min_real)  # fmt: skip
+            log.warning(
+                "condition %d: %d real rows, fewer than the %d a real-real spread needs; its samples get no centroid z",
+                int(code),
+                len(rows),
+                min_real,
+            )
             continue
         distances = []
         for _ in range(n_splits):
@@ -201,8 +232,13 @@ def real_spread(x: np.ndarray, codes: np.ndarray, *, n_splits: int = 10, seed: i
     return spread
 
 
-def centroid_z(real: np.ndarray, real_codes: np.ndarray, generated: np.ndarray, generated_codes: np.ndarray,
-               spread: dict[int, tuple[float, float]]) -> np.ndarray:  # fmt: skip
+def centroid_z(
+    real: np.ndarray,
+    real_codes: np.ndarray,
+    generated: np.ndarray,
+    generated_codes: np.ndarray,
+    spread: dict[int, tuple[float, float]],
+) -> np.ndarray:
     """Each generated row's ``(d − m_c) / s_c``, ``d`` its distance to its condition's real centroid;
     NaN where the condition has no ``spread``."""
     z = np.full(len(generated), np.nan)
@@ -249,8 +285,17 @@ def _pooled_bootstrap(trust_arm: np.ndarray, random_arm: np.ndarray, n_boot: int
     return means(trust_arm) - means(random_arm)
 
 
-def selection_contrast(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, *, n_random: int = 5,
-                       n_boot: int = 2000, level: float = 0.95, stratified: bool = True, seed: int = 42) -> dict:  # fmt: skip
+def selection_contrast(
+    z: np.ndarray,
+    codes: np.ndarray,
+    accepted: np.ndarray,
+    *,
+    n_random: int = 5,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    stratified: bool = True,
+    seed: int = 42,
+) -> dict:
     """Trust-selected against condition-matched random samples in centroid ``z``.
 
     Parameters
@@ -294,15 +339,28 @@ def selection_contrast(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, *
         deltas = _pooled_bootstrap(z[accepted], np.concatenate([z[mask] for mask in randoms]), n_boot, rng)
     low, high = empirical_quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
     return {
-        "n_accepted": int(accepted.sum()), "accept_pct": 100.0 * float(accepted.mean()), "z_trust": z_trust,
-        "z_random": z_random, "delta": z_trust - z_random, "ci_low": float(low), "ci_high": float(high),
+        "n_accepted": int(accepted.sum()),
+        "accept_pct": 100.0 * float(accepted.mean()),
+        "z_trust": z_trust,
+        "z_random": z_random,
+        "delta": z_trust - z_random,
+        "ci_low": float(low),
+        "ci_high": float(high),
         "removed_pct": 100.0 * (1.0 - z_trust / z_random) if z_random > 0 else float("nan"),
-    }  # fmt: skip
+    }
 
 
-def feature_correlations(real: np.ndarray, real_codes: np.ndarray, generated: np.ndarray,
-                         generated_codes: np.ndarray, accepted: np.ndarray, columns: list[str], *,
-                         n_random: int = 5, seed: int = 0) -> pl.DataFrame:  # fmt: skip
+def feature_correlations(
+    real: np.ndarray,
+    real_codes: np.ndarray,
+    generated: np.ndarray,
+    generated_codes: np.ndarray,
+    accepted: np.ndarray,
+    columns: list[str],
+    *,
+    n_random: int = 5,
+    seed: int = 0,
+) -> pl.DataFrame:
     """Per feature: Pearson r across conditions between the generated subset's per-condition means and
     the real ones, under trust (``r_trust``) and under condition-matched random selection (``r_random``,
     the mean over ``n_random`` draws), and ``gain = r_trust − r_random``.
@@ -313,8 +371,10 @@ def feature_correlations(real: np.ndarray, real_codes: np.ndarray, generated: np
     """
     codes = _correlated_conditions(real_codes, generated_codes, accepted)
     if len(codes) < MIN_CORRELATION_CONDITIONS:
-        raise ValueError(f"accepted samples in {len(codes)} condition(s) with real sites: a correlation across "
-                         f"conditions needs {MIN_CORRELATION_CONDITIONS}")  # fmt: skip
+        raise ValueError(
+            f"accepted samples in {len(codes)} condition(s) with real sites: a correlation across "
+            f"conditions needs {MIN_CORRELATION_CONDITIONS}"
+        )
     real_means = np.stack([real[real_codes == c].mean(axis=0) for c in codes])
 
     def correlation(mask: np.ndarray) -> np.ndarray:
@@ -328,8 +388,12 @@ def feature_correlations(real: np.ndarray, real_codes: np.ndarray, generated: np
     r_random = np.mean([correlation(random_matched(generated_codes, accepted, rng)) for _ in range(n_random)], axis=0)
     defined = np.isfinite(r_trust) & np.isfinite(r_random)
     if not defined.all():
-        log.info("%d of %d features constant across the %d conditions: no correlation", int((~defined).sum()),
-                 len(columns), len(codes))  # fmt: skip
+        log.info(
+            "%d of %d features constant across the %d conditions: no correlation",
+            int((~defined).sum()),
+            len(columns),
+            len(codes),
+        )
     frame = pl.DataFrame({"feature": columns, "r_trust": r_trust, "r_random": r_random, "gain": r_trust - r_random})
     return frame.filter(pl.Series(defined))
 
@@ -358,11 +422,23 @@ def _attribute_columns(frame: pl.DataFrame, names: list[str], what: str) -> pl.D
     return frame.with_columns(pl.col(names).cast(pl.Int64))
 
 
-def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list[str], conditions: np.ndarray,
-                        seen: np.ndarray, *, top_k: int | None = None, half_splits: int = 10, n_boot: int = 2000,
-                        stratified: bool = True, n_random: int = 5, seed: int = 42, n_bins: int = 10,
-                        deciles: str = "within_condition", classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
-                        ) -> dict:  # fmt: skip
+def morphology_readouts(
+    real: pl.DataFrame,
+    generated: pl.DataFrame,
+    names: list[str],
+    conditions: np.ndarray,
+    seen: np.ndarray,
+    *,
+    top_k: int | None = None,
+    half_splits: int = 10,
+    n_boot: int = 2000,
+    stratified: bool = True,
+    n_random: int = 5,
+    seed: int = 42,
+    n_bins: int = 10,
+    deciles: str = "within_condition",
+    classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
+) -> dict:
     """Section 5.1.3's readouts of one generator from CellProfiler tables of real and generated sites.
 
     Parameters
@@ -434,9 +510,18 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
         if not accepted[rows].any():
             log.warning("%s arm: no accepted sample with a real-real spread to compare; no row", arm)
             continue
-        contrast.append({"arm": arm, "n_generated": int(rows.sum())} | selection_contrast(
-            z[rows], gen_codes[rows], accepted[rows], n_random=n_random, n_boot=n_boot, stratified=stratified,
-            seed=seed))  # fmt: skip
+        contrast.append(
+            {"arm": arm, "n_generated": int(rows.sum())}
+            | selection_contrast(
+                z[rows],
+                gen_codes[rows],
+                accepted[rows],
+                n_random=n_random,
+                n_boot=n_boot,
+                stratified=stratified,
+                seed=seed,
+            )
+        )
         for name, (xr, rc, xg, gc, acc, columns) in {
             "kept": (x_real, real_codes, x_gen, gen_codes, accepted, filtered.columns),
             "unfiltered": (u_real, u_real_codes, u_gen, u_gen_codes, u_accepted, unfiltered.columns),
@@ -444,33 +529,51 @@ def morphology_readouts(real: pl.DataFrame, generated: pl.DataFrame, names: list
             mine = np.isin(gc, in_arm)
             conditions_accepted = len(_correlated_conditions(rc, gc[mine], acc[mine]))
             if conditions_accepted < MIN_CORRELATION_CONDITIONS:
-                log.warning("%s arm, %s set: accepted samples in %d condition(s); no per-feature correlations "
-                            "(they need %d)", arm, name, conditions_accepted, MIN_CORRELATION_CONDITIONS)  # fmt: skip
+                log.warning(
+                    "%s arm, %s set: accepted samples in %d condition(s); no per-feature correlations (they need %d)",
+                    arm,
+                    name,
+                    conditions_accepted,
+                    MIN_CORRELATION_CONDITIONS,
+                )
                 continue
             frame = feature_correlations(xr, rc, xg[mine], gc[mine], acc[mine], columns, n_random=n_random, seed=seed)
             correlations.append(frame.with_columns(arm=pl.lit(arm), set=pl.lit(name)))
     strata = gen_codes if deciles == "within_condition" else np.zeros(len(x_gen), dtype=np.int64)
     smallest = int(np.bincount(np.unique(strata, return_inverse=True)[1]).min()) if len(strata) else 0
     if smallest < n_bins:
-        log.warning("Fig. 3: %d trust bins, but a %s holds %d measured samples: each bin takes "
-                    "none of them and the last bin all (set n_bins at most the samples per condition)", n_bins,
-                    "condition" if deciles == "within_condition" else "pool", smallest)  # fmt: skip
+        log.warning(
+            "Fig. 3: %d trust bins, but a %s holds %d measured samples: each bin takes "
+            "none of them and the last bin all (set n_bins at most the samples per condition)",
+            n_bins,
+            "condition" if deciles == "within_condition" else "pool",
+            smallest,
+        )
     bins = decile_bins(strata, generated["trust"].to_numpy()[gen_kept], n_bins)
     cell_type = names.index(CELL_TYPE)
     deciles = [
         decile_classifier(x_gen, target_gen, bins, x_real, target_real, seeds=classifier_seeds).with_columns(
-            target=pl.lit(target))
+            target=pl.lit(target)
+        )
         for target, target_gen, target_real in (
-            ("cell type", generated.select(names).to_numpy()[gen_kept][:, cell_type],
-             real.select(names).to_numpy()[real_kept][:, cell_type]),
+            (
+                "cell type",
+                generated.select(names).to_numpy()[gen_kept][:, cell_type],
+                real.select(names).to_numpy()[real_kept][:, cell_type],
+            ),
             ("condition", gen_codes, real_codes),
         )
-    ]  # fmt: skip
+    ]
     return {
-        "counts": filtered.counts | {"unfiltered": unfiltered.counts["outlier"], "real_rows": len(x_real),
-                                     "generated_rows": len(x_gen), "centroid_features": [filtered.columns[k] for k in top],
-                                     "centroid_top_k": top_k or None},
+        "counts": filtered.counts
+        | {
+            "unfiltered": unfiltered.counts["outlier"],
+            "real_rows": len(x_real),
+            "generated_rows": len(x_gen),
+            "centroid_features": [filtered.columns[k] for k in top],
+            "centroid_top_k": top_k or None,
+        },
         "contrast": pl.DataFrame(contrast),
         "correlations": pl.concat(correlations) if correlations else pl.DataFrame(schema=CORRELATION_SCHEMA),
         "deciles": pl.concat(deciles),
-    }  # fmt: skip
+    }

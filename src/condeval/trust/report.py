@@ -25,8 +25,11 @@ __all__ = [
 ]
 
 # each score's axis name and what its first decile holds
-_SCORE_LABELS = {"trust": ("trust", "most trusted"), "realism": ("realism", "most realistic"),
-                 "faithfulness": ("faithfulness", "most faithful")}  # fmt: skip
+_SCORE_LABELS = {
+    "trust": ("trust", "most trusted"),
+    "realism": ("realism", "most realistic"),
+    "faithfulness": ("faithfulness", "most faithful"),
+}
 
 
 # one colour per generator in every figure, whichever generators a figure holds
@@ -44,8 +47,9 @@ def plot_deciles(rankings: pl.DataFrame, path, title: str) -> None:
     generator (``variant`` column): Fig. 2 (trust), Fig. 8 (realism, faithfulness), Fig. 9 (RxRx1)."""
     scores = [s for s in _SCORE_LABELS if s in rankings["score"].unique().to_list()]
     metrics = (("kid", "KID"), ("z_kid", "z-KID (real–real null)"), ("accuracy", "classifier accuracy on real"))
-    fig, axes = plt.subplots(len(metrics), len(scores), figsize=(4.2 * len(scores), 3.0 * len(metrics)),
-                             squeeze=False, sharex=True)  # fmt: skip
+    fig, axes = plt.subplots(
+        len(metrics), len(scores), figsize=(4.2 * len(scores), 3.0 * len(metrics)), squeeze=False, sharex=True
+    )
     for col, score in enumerate(scores):
         colours = variant_colours(sorted(rankings["variant"].unique().to_list()))
         for variant, colour in colours.items():
@@ -105,8 +109,15 @@ def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
     for ax, target in zip(axes[0], targets, strict=True):
         for variant, colour in variant_colours(sorted(deciles["variant"].unique().to_list())).items():
             part = deciles.filter((pl.col("target") == target) & (pl.col("variant") == variant)).sort("bin")
-            ax.errorbar(part["bin"].to_numpy() + 1, part["accuracy"].to_numpy(), yerr=part["accuracy_sd"].to_numpy(),
-                        marker="o", capsize=2, label=variant, color=colour)  # fmt: skip
+            ax.errorbar(
+                part["bin"].to_numpy() + 1,
+                part["accuracy"].to_numpy(),
+                yerr=part["accuracy_sd"].to_numpy(),
+                marker="o",
+                capsize=2,
+                label=variant,
+                color=colour,
+            )
         ax.set_title(f"{target} classifier on CellProfiler features")
         ax.set_xlabel(f"{bin_name} (1 = most trusted)")
         ax.set_ylabel("accuracy on real sites")
@@ -138,23 +149,33 @@ def morphology_markdown(
     missing = [f"{v} {arm}" for v in variants for arm in ("seen", "unseen") if (v, arm) not in present]
     if missing:
         lines += ["", f"No row (no accepted sample among the measured ones): {', '.join(missing)}."]
-    lines += ["", f"Features: {counts['numeric']} numeric columns, {counts['variance']} after the variance threshold, "
-              f"**{counts['outlier']} kept** after the real-data outlier filter (paper: 2,467 → 621); "
-              f"{counts['unfiltered']} in the unfiltered set (paper: 2,415). Real sites {counts['real_rows']}; "
-              + _centroid_sentence(counts)]  # fmt: skip
+    lines += [
+        "",
+        f"Features: {counts['numeric']} numeric columns, {counts['variance']} after the variance threshold, "
+        f"**{counts['outlier']} kept** after the real-data outlier filter (paper: 2,467 → 621); "
+        f"{counts['unfiltered']} in the unfiltered set (paper: 2,415). Real sites {counts['real_rows']}; "
+        + _centroid_sentence(counts),
+    ]
     if segmentation:
-        lines += ["", f"Segmentation on the miniature's {segmentation['sites']} real sites: "
-                  f"{segmentation['counted']:.2f} nuclei counted per site against {segmentation['drawn']:.2f} drawn; "
-                  f"the count exact on {100 * segmentation['exact']:.0f}% of sites, mean absolute error "
-                  f"{segmentation['mae']:.2f}, Pearson r {segmentation['r']:.3f}."]  # fmt: skip
+        lines += [
+            "",
+            f"Segmentation on the miniature's {segmentation['sites']} real sites: "
+            f"{segmentation['counted']:.2f} nuclei counted per site against {segmentation['drawn']:.2f} drawn; "
+            f"the count exact on {100 * segmentation['exact']:.0f}% of sites, mean absolute error "
+            f"{segmentation['mae']:.2f}, Pearson r {segmentation['r']:.3f}.",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def _centroid_sentence(counts: dict) -> str:
     if not counts.get("centroid_top_k"):
         return f"the centroid distance over all {len(counts['centroid_features'])} kept features (the paper's)."
-    return (f"the centroid distance over the top {len(counts['centroid_features'])} features by ANOVA F after the "
-            "|r| > 0.7 prune (the official code's option): " + ", ".join(f"`{c}`" for c in counts["centroid_features"]) + ".")  # fmt: skip
+    return (
+        f"the centroid distance over the top {len(counts['centroid_features'])} features by ANOVA F after the "
+        "|r| > 0.7 prune (the official code's option): "
+        + ", ".join(f"`{c}`" for c in counts["centroid_features"])
+        + "."
+    )
 
 
 PATH_NAMES = {"translator": "translator", "aligned": "REPA aligned_mean", "post": "post generation"}
@@ -166,8 +187,10 @@ def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
     support-shift table at the last scoring step (translator and REPA-aligned paths, with the per-sample
     agreement of realism, faithfulness and trust with post generation); and the translators' check
     (translated held-out real features scored against their true SigLIP features)."""
-    lines = ["| model | path | scoring at step | KID (trust) | KID (random) | KID gain (Accept%) | steps saved |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| model | path | scoring at step | KID (trust) | KID (random) | KID gain (Accept%) | steps saved |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in steps.iter_rows(named=True):
         where = "post generation" if row["scoring"] == "post" else f"{row['step']} ({row['steps_run_pct']:.0f}%)"
         head = f"| {row['variant']} | {PATH_NAMES[row['path']]} | {where} |"
@@ -175,14 +198,19 @@ def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
             lines.append(f"{head} – | – | – (no condition kept) | – |")
             continue
         gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:+.1f}%"
-        lines.append(f"{head} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | "
-                     f"{gain} ({row['accept']:.0f}%) | {row['steps_saved_pct']:.1f}% |")  # fmt: skip
+        lines.append(
+            f"{head} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | "
+            f"{gain} ({row['accept']:.0f}%) | {row['steps_saved_pct']:.1f}% |"
+        )
     lines += ["", support_shift_markdown(steps)]
     for variant, signal in signals.items():
         by_t = ", ".join(f"t = {s['t']:g}: ρ {s['spearman']:.2f}" for s in signal["by_t"])
-        lines += ["", f"{variant}'s translator ({signal['pairs']} pairs): on {signal['held_out_images']} real images "
-                  f"outside the support, the trust of translated features against that of their true SigLIP "
-                  f"features, Spearman {by_t}."]  # fmt: skip
+        lines += [
+            "",
+            f"{variant}'s translator ({signal['pairs']} pairs): on {signal['held_out_images']} real images "
+            f"outside the support, the trust of translated features against that of their true SigLIP "
+            f"features, Spearman {by_t}.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -194,9 +222,12 @@ def support_shift_markdown(steps: pl.DataFrame) -> str:
     if during.height == 0:
         return ""
     last = during["step"].max()
-    lines = [f"Support-shift table (Appendix L.1), scored at step {last}:", "",
-             "| path | model | Accept% | KID (trust) | KID (random) | KID gain | ρ R | ρ F | ρ trust |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"Support-shift table (Appendix L.1), scored at step {last}:",
+        "",
+        "| path | model | Accept% | KID (trust) | KID (random) | KID gain | ρ R | ρ F | ρ trust |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in during.filter(pl.col("step") == last).sort("path", "variant").iter_rows(named=True):
         rho = " | ".join(f"{row.get(f'rho_{c}') or float('nan'):.2f}" for c in ("realism", "faithfulness", "trust"))
         if row.get("kid_trust") is None:
@@ -205,8 +236,10 @@ def support_shift_markdown(steps: pl.DataFrame) -> str:
             )
             continue
         gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:+.1f}%"
-        lines.append(f"| {PATH_NAMES[row['path']]} | {row['variant']} | {row['accept']:.1f} | {row['kid_trust']:.3f} | "
-                     f"{row['kid_random']:.3f} | {gain} | {rho} |")  # fmt: skip
+        lines.append(
+            f"| {PATH_NAMES[row['path']]} | {row['variant']} | {row['accept']:.1f} | {row['kid_trust']:.3f} | "
+            f"{row['kid_random']:.3f} | {gain} | {rho} |"
+        )
     return "\n".join(lines)
 
 
@@ -235,8 +268,16 @@ def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
         ax.set_xticks(scored)
     # below both panels: inside, the legend hid a post-generation line (CelebA's vanilla at -81%)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=max(1, len(labels)), fontsize=8, frameon=False,
-               title="dashed: each generator's post-generation gain", title_fontsize=7)  # fmt: skip
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=max(1, len(labels)),
+        fontsize=8,
+        frameon=False,
+        title="dashed: each generator's post-generation gain",
+        title_fontsize=7,
+    )
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=150)
@@ -256,18 +297,25 @@ def feature_tables_markdown(correlations: pl.DataFrame, variant: str) -> str:
     kept = correlations.filter(pl.col("set") == "kept")
     for (name, arm), part in kept.group_by(["variant", "arm"], maintain_order=True):
         top = part.sort("r_trust", descending=True).head(5)
-        sections.append(f"\nTop-correlated features under trust, {name}, {arm} (kept set):\n\n"
-                        "| feature | r (trust) | r (random) | gain |\n|---|---|---|---|\n"
-                        + "".join(f"| `{r['feature']}` | {r['r_trust']:.3f} | {r['r_random']:.3f} | {r['gain']:+.3f} |\n"
-                                  for r in top.iter_rows(named=True)))  # fmt: skip
+        sections.append(
+            f"\nTop-correlated features under trust, {name}, {arm} (kept set):\n\n"
+            "| feature | r (trust) | r (random) | gain |\n|---|---|---|---|\n"
+            + "".join(
+                f"| `{r['feature']}` | {r['r_trust']:.3f} | {r['r_random']:.3f} | {r['gain']:+.3f} |\n"
+                for r in top.iter_rows(named=True)
+            )
+        )
     mine = correlations.filter((pl.col("set") == "unfiltered") & (pl.col("variant") == variant))
     if mine.is_empty():
         return "".join(sections) + f"\nNo uninformative-feature check: {variant} has no arm with a correlation.\n"
     arm = "unseen" if "unseen" in mine["arm"].to_list() else "seen"
     # uninformative is r near 0 (the paper's bottom ten read 0.000-0.005); r near -1 is a strong correspondence
     bottom = mine.filter(pl.col("arm") == arm).sort(pl.col("r_random").abs()).head(10)
-    sections.append(f"\nUninformative features (unfiltered set, lowest |r| under random), {variant}, {arm}:\n\n"
-                    "| feature | r (random) | r (trust) |\n|---|---|---|\n"
-                    + "".join(f"| `{r['feature']}` | {r['r_random']:.3f} | {r['r_trust']:.3f} |\n"
-                              for r in bottom.iter_rows(named=True)))  # fmt: skip
+    sections.append(
+        f"\nUninformative features (unfiltered set, lowest |r| under random), {variant}, {arm}:\n\n"
+        "| feature | r (random) | r (trust) |\n|---|---|---|\n"
+        + "".join(
+            f"| `{r['feature']}` | {r['r_random']:.3f} | {r['r_trust']:.3f} |\n" for r in bottom.iter_rows(named=True)
+        )
+    )
     return "".join(sections)

@@ -62,8 +62,18 @@ def shard_conditions(conditions: np.ndarray, shard: int, shards: int) -> np.ndar
     return np.asarray(conditions)[shard::shards]
 
 
-def generate_samples(pipe, conditions, per_condition: int, *, seed: int, num_inference_steps: int,
-                     batch_size: int = 128, first_id: int = 0, callback=None, output_type: str = "np"):  # fmt: skip
+def generate_samples(
+    pipe,
+    conditions,
+    per_condition: int,
+    *,
+    seed: int,
+    num_inference_steps: int,
+    batch_size: int = 128,
+    first_id: int = 0,
+    callback=None,
+    output_type: str = "np",
+):
     """Draw ``per_condition`` samples of each condition through the pipeline's ``__call__``.
 
     Parameters
@@ -98,8 +108,13 @@ def generate_samples(pipe, conditions, per_condition: int, *, seed: int, num_inf
     for start in progress(range(0, len(attributes), batch_size), desc="samples", unit="batch"):
         rows = slice(start, start + batch_size)
         generators = [torch.Generator().manual_seed(int(s)) for s in seeds[rows]]
-        drawn = pipe(attributes[rows], num_inference_steps=num_inference_steps, generator=generators,
-                     output_type=output_type, callback_on_step_end=callback).images  # fmt: skip
+        drawn = pipe(
+            attributes[rows],
+            num_inference_steps=num_inference_steps,
+            generator=generators,
+            output_type=output_type,
+            callback_on_step_end=callback,
+        ).images
         if output_type == "latent":
             images.append(drawn.float().cpu().numpy())
         else:
@@ -108,9 +123,21 @@ def generate_samples(pipe, conditions, per_condition: int, *, seed: int, num_inf
     return np.concatenate(images), attributes, seeds, ids
 
 
-def generate_sample_shard(pipe, conditions, first_ids, names, folder: str | os.PathLike, manifest: str | os.PathLike,
-                          *, per_condition: int, seed: int, num_inference_steps: int, batch_size: int,
-                          chunk_size: int, fingerprint: dict) -> pl.DataFrame:  # fmt: skip
+def generate_sample_shard(
+    pipe,
+    conditions,
+    first_ids,
+    names,
+    folder: str | os.PathLike,
+    manifest: str | os.PathLike,
+    *,
+    per_condition: int,
+    seed: int,
+    num_inference_steps: int,
+    batch_size: int,
+    chunk_size: int,
+    fingerprint: dict,
+) -> pl.DataFrame:
     """Draw a shard's samples a chunk of conditions at a time and save them as :func:`write_samples` does.
 
     Each chunk's PNGs and rows are written, complete, before the next chunk is drawn
@@ -148,9 +175,18 @@ def generate_sample_shard(pipe, conditions, first_ids, names, folder: str | os.P
     )
 
     def write_chunk(items: slice, tmp: Path) -> None:
-        parts = [generate_samples(pipe, [condition], per_condition, seed=seed, num_inference_steps=num_inference_steps,
-                                  batch_size=batch_size, first_id=first)
-                 for condition, first in zip(conditions[items], first_ids[items], strict=True)]  # fmt: skip
+        parts = [
+            generate_samples(
+                pipe,
+                [condition],
+                per_condition,
+                seed=seed,
+                num_inference_steps=num_inference_steps,
+                batch_size=batch_size,
+                first_id=first,
+            )
+            for condition, first in zip(conditions[items], first_ids[items], strict=True)
+        ]
         images, attributes, seeds, ids = (np.concatenate([part[i] for part in parts]) for i in range(4))
         write_samples(images, attributes, names, seeds, ids, tmp / "samples", tmp / _CHUNK_ROWS)
 
@@ -176,8 +212,9 @@ def generate_sample_shard(pipe, conditions, first_ids, names, folder: str | os.P
 _CHUNK_ROWS = "manifest.parquet"
 
 
-def encode_sample_shard(manifest: str | os.PathLike, names, encoders: dict, folder: str | os.PathLike, *,
-                        batch_size: int, chunk_size: int) -> dict[str, tuple[int, int]]:  # fmt: skip
+def encode_sample_shard(
+    manifest: str | os.PathLike, names, encoders: dict, folder: str | os.PathLike, *, batch_size: int, chunk_size: int
+) -> dict[str, tuple[int, int]]:
     """Features of one samples shard in every space it is scored in: ``<folder>/<extractor>.safetensors``.
 
     The samples' pixels are read a chunk at a time and each extractor's features are written chunk by
@@ -232,8 +269,9 @@ def _condition_name(values) -> str:
     return "_".join(str(int(v)) for v in values)
 
 
-def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os.PathLike,
-                  manifest: str | os.PathLike) -> pl.DataFrame:  # fmt: skip
+def write_samples(
+    images, attributes, names, seeds, sample_ids, folder: str | os.PathLike, manifest: str | os.PathLike
+) -> pl.DataFrame:
     """Save uint8 ``images`` (N, C, H, W) under ``folder`` (atomically) and their manifest; returns it.
 
     ``folder`` must lie beside or below the manifest's folder. Everything is checked before a file is
@@ -256,8 +294,9 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
         if values is None or isinstance(values, str):
             raise TypeError(f"{name} must be a sequence of non-negative integers, one per image; got {values!r}")
     if not len(seeds) == len(sample_ids) == len(images):
-        raise ValueError(f"one seed and sample id per image: {len(images)} images, {len(seeds)} seeds, "
-                         f"{len(sample_ids)} sample ids")  # fmt: skip
+        raise ValueError(
+            f"one seed and sample id per image: {len(images)} images, {len(seeds)} seeds, {len(sample_ids)} sample ids"
+        )
     sample_ids = [check_integer(v, f"sample_ids[{row}]") for row, v in enumerate(sample_ids)]
     seeds = [check_integer(v, f"seeds[{row}]") for row, v in enumerate(seeds)]
     unique, counts = np.unique(sample_ids, return_counts=True)
@@ -266,8 +305,10 @@ def write_samples(images, attributes, names, seeds, sample_ids, folder: str | os
     folder, manifest = Path(folder), Path(manifest)
     relative = os.path.relpath(folder, manifest.parent)
     if relative == ".." or relative.startswith(".." + os.sep):
-        raise ValueError(f"{folder}: the samples folder must lie beside or below the manifest's folder "
-                         f"({manifest.parent}); read_samples refuses a path that leaves it")  # fmt: skip
+        raise ValueError(
+            f"{folder}: the samples folder must lie beside or below the manifest's folder "
+            f"({manifest.parent}); read_samples refuses a path that leaves it"
+        )
     files = []
     with atomic_directory(folder) as tmp:
         for image, values, sample_id in zip(images, attributes, sample_ids, strict=True):
@@ -290,8 +331,12 @@ def _manifest_frame(sample_ids, attributes, names, files, channels, seeds) -> pl
     return pl.DataFrame(
         {"sample_id": np.asarray(sample_ids, dtype=np.int64)}
         | {name: np.asarray(attributes[:, k], dtype=np.int64) for k, name in enumerate(names)}
-        | {"file": list(files), "channels": np.asarray(channels, dtype=np.int64), "seed": np.asarray(seeds, dtype=np.uint64)}
-    )  # fmt: skip
+        | {
+            "file": list(files),
+            "channels": np.asarray(channels, dtype=np.int64),
+            "seed": np.asarray(seeds, dtype=np.uint64),
+        }
+    )
 
 
 def sample_feature_files(folders, extractor: str) -> list[Path]:

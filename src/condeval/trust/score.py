@@ -132,8 +132,14 @@ class TrustScorer:
         Per attribute: the (V, D) value means and the shared (D, D) precision.
     """
 
-    def __init__(self, calibration: float = 0.2, regularization: float = REGULARIZATION, names=None, seed: int = 0,
-                 realism: str = "one-sided"):  # fmt: skip
+    def __init__(
+        self,
+        calibration: float = 0.2,
+        regularization: float = REGULARIZATION,
+        names=None,
+        seed: int = 0,
+        realism: str = "one-sided",
+    ):
         for name, value in (("calibration", calibration), ("regularization", regularization)):
             if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
                 raise TypeError(f"{name} must be a number; got {type(value).__name__} {value!r}")
@@ -172,8 +178,11 @@ class TrustScorer:
         fit_rows, calibration_rows = self._split(attributes, groups)
         uncalibrated = len(np.unique(attributes, axis=0)) - len(np.unique(attributes[calibration_rows], axis=0))
         if uncalibrated:
-            log.warning("%d support condition(s) too small to hold out a calibration row: their samples take the "
-                        "thresholds of the nearest calibrated conditions, as an unseen one does", uncalibrated)  # fmt: skip
+            log.warning(
+                "%d support condition(s) too small to hold out a calibration row: their samples take the "
+                "thresholds of the nearest calibrated conditions, as an unseen one does",
+                uncalibrated,
+            )
         self.calibration_rows_, self.n_fit_rows_ = calibration_rows, len(attributes)
         fitted = z[fit_rows]
         self.mean_ = fitted.mean(axis=0)
@@ -289,12 +298,11 @@ class TrustScorer:
         }
         flat = [name for name, spread in spreads.items() if not spread > 0]
         if flat:
-            raise ValueError(f"the {len(z)} calibration rows' {flat} do not vary (identical features?): "
-                             "nothing to z-score against")  # fmt: skip
+            raise ValueError(
+                f"the {len(z)} calibration rows' {flat} do not vary (identical features?): nothing to z-score against"
+            )
         scores = self._scores(energy, margins)
-        self.calibration_ = scores.with_columns(
-            pl.Series(name, attributes[:, k]) for k, name in enumerate(self.names_)
-        )  # fmt: skip
+        self.calibration_ = scores.with_columns(pl.Series(name, attributes[:, k]) for k, name in enumerate(self.names_))
         self.calibration_groups_ = groups
 
     def thresholds(self, quantile: float = 0.95) -> pl.DataFrame:
@@ -305,8 +313,9 @@ class TrustScorer:
         self._require_fitted()
         calibration = self.calibration_
         attributes = calibration.select(self.names_).to_numpy()
-        return condition_thresholds(calibration["trust"], attributes, self.names_, quantile,
-                                    groups=self.calibration_groups_)  # fmt: skip
+        return condition_thresholds(
+            calibration["trust"], attributes, self.names_, quantile, groups=self.calibration_groups_
+        )
 
     def accept(self, features, attributes, quantile: float = 0.95, *, thresholds: pl.DataFrame | None = None):
         """Which samples the P95-real rule keeps: trust at most their condition's threshold.
@@ -441,8 +450,10 @@ class TrustScorer:
         whose rows are not among them."""
         self._require_fitted()
         if self.calibration_rows_ is None:
-            raise ValueError("the scorer was calibrated by calibrate() on rows outside its fit: this needs the "
-                             "calibration fit() held out of its own rows")  # fmt: skip
+            raise ValueError(
+                "the scorer was calibrated by calibrate() on rows outside its fit: this needs the "
+                "calibration fit() held out of its own rows"
+            )
         return self.calibration_rows_
 
     def _require_fitted(self) -> None:

@@ -59,8 +59,9 @@ class LinearProbeEnergy:
         from sklearn.linear_model import LogisticRegression
 
         z, attributes = _rows(features, attributes)
-        self.probes_ = [LogisticRegression(max_iter=self.max_iter).fit(z, attributes[:, k])
-                        for k in range(attributes.shape[1])]  # fmt: skip
+        self.probes_ = [
+            LogisticRegression(max_iter=self.max_iter).fit(z, attributes[:, k]) for k in range(attributes.shape[1])
+        ]
         return self
 
     def score(self, features, attributes=None) -> np.ndarray:

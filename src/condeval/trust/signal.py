@@ -13,8 +13,9 @@ import numpy as np
 __all__ = ["attribute_probes", "probe_markdown", "generated_attribute_accuracy", "generated_signal_markdown"]
 
 
-def attribute_probes(features, attributes, names, *, test_share: float = 0.5, seed: int = 0,
-                     max_iter: int = 2000) -> dict:  # fmt: skip
+def attribute_probes(
+    features, attributes, names, *, test_share: float = 0.5, seed: int = 0, max_iter: int = 2000
+) -> dict:
     """Per attribute, the held-out accuracy of a linear probe on L2-normalised features.
 
     Parameters
@@ -76,8 +77,17 @@ def probe_markdown(report: dict, dataset: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def generated_attribute_accuracy(real_features, real_attributes, sample_features, sample_attributes, seen, names,
-                                 *, seed: int = 0, max_iter: int = 2000) -> list[dict]:  # fmt: skip
+def generated_attribute_accuracy(
+    real_features,
+    real_attributes,
+    sample_features,
+    sample_attributes,
+    seen,
+    names,
+    *,
+    seed: int = 0,
+    max_iter: int = 2000,
+) -> list[dict]:
     """How often a generator draws what was requested, read by linear probes fitted on real features.
 
     One logistic regression per attribute on every real row (the probe is the instrument, not the
@@ -110,9 +120,15 @@ def generated_attribute_accuracy(real_features, real_attributes, sample_features
         read = LogisticRegression(max_iter=max_iter).fit(x_real, np.asarray(real_attributes)[:, k]).predict(x_samples)
         for group, mask in (("seen", seen), ("unseen", ~seen)):
             if mask.any():
-                rows.append({"attribute": name, "conditions": group, "n": int(mask.sum()),
-                             "accuracy": float((read[mask] == requested[mask, k]).mean()),
-                             "shuffled": float((read[mask] == shuffled[mask, k]).mean())})  # fmt: skip
+                rows.append(
+                    {
+                        "attribute": name,
+                        "conditions": group,
+                        "n": int(mask.sum()),
+                        "accuracy": float((read[mask] == requested[mask, k]).mean()),
+                        "shuffled": float((read[mask] == shuffled[mask, k]).mean()),
+                    }
+                )
     return rows
 
 

@@ -43,10 +43,27 @@ from condeval.trust.translator_net import (  # noqa: F401 (re-exported)
 )
 
 __all__ = [
-    "LOSS_WEIGHTS", "StandardisedTranslator", "Translator", "TranslatorNet", "TrajectoryTap", "TrustAbstention", "compute_saved", "internal_features",
-    "noised_latents", "pair_groups", "step_noise_levels", "target_geometry", "translator_loss", "translator_pairs", "validation_split",
-    "whitened_translator_loss", "translator_pair_rows", "geometry_of", "pair_moments", "trajectory_features",
-]  # fmt: skip
+    "LOSS_WEIGHTS",
+    "StandardisedTranslator",
+    "Translator",
+    "TranslatorNet",
+    "TrajectoryTap",
+    "TrustAbstention",
+    "compute_saved",
+    "internal_features",
+    "noised_latents",
+    "pair_groups",
+    "step_noise_levels",
+    "target_geometry",
+    "translator_loss",
+    "translator_pairs",
+    "validation_split",
+    "whitened_translator_loss",
+    "translator_pair_rows",
+    "geometry_of",
+    "pair_moments",
+    "trajectory_features",
+]
 
 
 class Translator:
@@ -74,9 +91,19 @@ class Translator:
     >>> trust = scorer.score(translator.transform(internal_at_step), attributes)   # doctest: +SKIP
     """
 
-    def __init__(self, hidden: int = 2048, weights: dict | None = None, lr: float = 1e-3, weight_decay: float = 1e-4,
-                 epochs: int = 50, batch_size: int = 2048, val_share: float = 0.05, seed: int = 0,
-                 loss: str = "paper", whitened: dict | None = None):  # fmt: skip
+    def __init__(
+        self,
+        hidden: int = 2048,
+        weights: dict | None = None,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-4,
+        epochs: int = 50,
+        batch_size: int = 2048,
+        val_share: float = 0.05,
+        seed: int = 0,
+        loss: str = "paper",
+        whitened: dict | None = None,
+    ):
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
         from condeval.core.io import check_integer
@@ -94,8 +121,14 @@ class Translator:
         self.model: StandardisedTranslator | None = None
         self.config: dict | None = None  # the module's hyperparameters, saved beside its weights
 
-    def fit(self, internal: np.ndarray, target: np.ndarray, run_dir: str | os.PathLike | None = None,
-            groups: np.ndarray | None = None, accelerator: str = "cpu") -> Translator:  # fmt: skip
+    def fit(
+        self,
+        internal: np.ndarray,
+        target: np.ndarray,
+        run_dir: str | os.PathLike | None = None,
+        groups: np.ndarray | None = None,
+        accelerator: str = "cpu",
+    ) -> Translator:
         """Train on pairs (rows of ``internal`` (N, d_in) and ``target`` (N, d_out)); ``run_dir`` keeps
         checkpoints, so a killed fit resumes (a temporary folder when None). ``accelerator`` is
         Lightning's (``"gpu"`` trains on CUDA and raises without it); the fitted translator lives on the CPU.
@@ -111,8 +144,9 @@ class Translator:
         groups = pair_groups(target) if groups is None else np.asarray(groups)
         return self.fit_rows(ArrayRows(internal, target), groups, run_dir, accelerator)
 
-    def fit_rows(self, rows, groups: np.ndarray, run_dir: str | os.PathLike | None = None,
-                 accelerator: str = "cpu") -> Translator:  # fmt: skip
+    def fit_rows(
+        self, rows, groups: np.ndarray, run_dir: str | os.PathLike | None = None, accelerator: str = "cpu"
+    ) -> Translator:
         """:meth:`fit` on pairs read a batch at a time: ``rows`` a dataset of ``(internal, target, ...)``
         items with an ``identity`` (:class:`condeval.core.rows.RowShards` of :func:`translator_pair_rows`),
         ``groups`` (N,) each pair's image. Statistics are accumulated a batch at a time
@@ -136,18 +170,40 @@ class Translator:
         steps = self.epochs * int(np.ceil(len(train) / self.batch_size))
         pl.seed_everything(self.seed, verbose=False)
         module = TranslatorModule(
-            in_dim, out_dim, self.hidden, self.weights, self.lr, self.weight_decay, warmup_steps=max(1, steps // 20),
-            total_steps=steps, mean=moments["mean"].float().tolist(),
-            scale=moments["std"].float().clamp_min(1e-6).tolist(), loss=self.loss, whitened=self.whitened,
-        )  # fmt: skip
+            in_dim,
+            out_dim,
+            self.hidden,
+            self.weights,
+            self.lr,
+            self.weight_decay,
+            warmup_steps=max(1, steps // 20),
+            total_steps=steps,
+            mean=moments["mean"].float().tolist(),
+            scale=moments["std"].float().clamp_min(1e-6).tolist(),
+            loss=self.loss,
+            whitened=self.whitened,
+        )
         if self.loss == "whitened":
-            module.set_geometry(geometry_of(moments["target_mean"], moments["target_cov"], self.whitened["gamma"],
-                                            self.whitened["kappa"]))  # fmt: skip
+            module.set_geometry(
+                geometry_of(
+                    moments["target_mean"], moments["target_cov"], self.whitened["gamma"], self.whitened["kappa"]
+                )
+            )
         with tempfile.TemporaryDirectory() as scratch, warnings.catch_warnings():
             # TranslatorModule skips a one-row batch on purpose (its batch statistics are NaN)
             warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
-            best = fit(module, train_rows, val_rows, run_dir or scratch, max_epochs=self.epochs, patience=self.epochs,
-                       batch_size=self.batch_size, seed=self.seed, accelerator=accelerator, progress=False)  # fmt: skip
+            best = fit(
+                module,
+                train_rows,
+                val_rows,
+                run_dir or scratch,
+                max_epochs=self.epochs,
+                patience=self.epochs,
+                batch_size=self.batch_size,
+                seed=self.seed,
+                accelerator=accelerator,
+                progress=False,
+            )
             module = TranslatorModule.load_from_checkpoint(best, map_location="cpu", weights_only=True)
         self.model, self.config = module.model.eval(), dict(module.hparams)
         return self
@@ -183,9 +239,15 @@ class Translator:
 
         folder = Path(folder)
         config = json.loads((folder / "config.json").read_text())
-        translator = cls(hidden=config["hidden"], weights=config["weights"], lr=config["lr"],
-                         weight_decay=config["weight_decay"], seed=config.get("seed", 0),
-                         loss=config.get("loss", "paper"), whitened=config.get("whitened"))  # fmt: skip
+        translator = cls(
+            hidden=config["hidden"],
+            weights=config["weights"],
+            lr=config["lr"],
+            weight_decay=config["weight_decay"],
+            seed=config.get("seed", 0),
+            loss=config.get("loss", "paper"),
+            whitened=config.get("whitened"),
+        )
         model = StandardisedTranslator(**{k: config[k] for k in ("in_dim", "out_dim", "hidden", "mean", "scale")})
         model.load_state_dict(load_file(str(folder / "translator.safetensors")))
         translator.model, translator.config = model.eval(), {k: v for k, v in config.items() if k != "seed"}
@@ -218,8 +280,10 @@ def validation_split(groups: np.ndarray, val_share: float, seed: int) -> tuple[n
     held = int(np.searchsorted(np.cumsum(sizes), max(2, int(round(val_share * len(group)))))) + 1
     n_val = int(sizes[:held].sum())
     if held >= len(first) or len(rows) - n_val < 2:
-        raise ValueError(f"{len(group)} rows in {len(first)} groups (images) leave too few to train on after "
-                         f"holding out {n_val} rows (val_share {val_share}) for validation")  # fmt: skip
+        raise ValueError(
+            f"{len(group)} rows in {len(first)} groups (images) leave too few to train on after "
+            f"holding out {n_val} rows (val_share {val_share}) for validation"
+        )
     return rows[n_val:], rows[:n_val]
 
 
@@ -289,15 +353,25 @@ def _conditioning_of(pipe, conditioning):
             f"{type(pipe).__name__} has no attribute_encoder: pass conditioning=, a function of the attribute "
             "rows (B, K) returning the denoiser's (encoder_hidden_states, pooled_projections) for them "
             "(for SD3's pipelines, pipe.encode_prompt of each row's prompt)"
-        )  # fmt: skip
+        )
     device = next(pipe.transformer.parameters()).device
     return lambda attributes: pipe.attribute_encoder(torch.as_tensor(attribute_rows(attributes), device=device))
 
 
 @torch.no_grad()
-def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: int, *, generator=None,
-                      path: str = "generator", noise: torch.Tensor | None = None, project=None,
-                      conditioning=None) -> np.ndarray:  # fmt: skip
+def internal_features(
+    pipe,
+    latents: torch.Tensor,
+    attributes,
+    t: float,
+    layer: int,
+    *,
+    generator=None,
+    path: str = "generator",
+    noise: torch.Tensor | None = None,
+    project=None,
+    conditioning=None,
+) -> np.ndarray:
     """The denoiser's block-``layer`` image tokens, mean-pooled, for clean ``latents`` (B, C, H, W) (as
     the transformer sees them: shifted and scaled) noised to ``t`` with their ``attributes`` (B, K);
     each token through ``project`` first when given (a REPA generator's projector: its aligned features).
@@ -321,8 +395,12 @@ def internal_features(pipe, latents: torch.Tensor, attributes, t: float, layer: 
     try:
         # the scheduler's timesteps are sigma × num_train_timesteps
         timestep = times * pipe.scheduler.config.num_train_timesteps
-        pipe.transformer(hidden_states=noised_latents(latents, times, noise, path), timestep=timestep,
-                         encoder_hidden_states=context.to(device, dtype), pooled_projections=pooled.to(device, dtype))  # fmt: skip
+        pipe.transformer(
+            hidden_states=noised_latents(latents, times, noise, path),
+            timestep=timestep,
+            encoder_hidden_states=context.to(device, dtype),
+            pooled_projections=pooled.to(device, dtype),
+        )
     except _FeaturesKept:
         pass
     finally:
@@ -402,16 +480,30 @@ class TrustAbstention(TrajectoryTap):
     or ``["latents", "prompt_embeds", "pooled_prompt_embeds"]`` (SD3's, which replaces all three).
     """
 
-    def __init__(self, transformer, layer: int, step: int, translator: Translator | None, scorer, thresholds, names,
-                 attributes, conditional_half: bool = False, project=None, drop: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        transformer,
+        layer: int,
+        step: int,
+        translator: Translator | None,
+        scorer,
+        thresholds,
+        names,
+        attributes,
+        conditional_half: bool = False,
+        project=None,
+        drop: bool = False,
+    ):
         from condeval.core.io import check_integer
 
         step = check_integer(step, "step", least=0)
         names = attribute_names(names)
         fitted_names = getattr(scorer, "names_", None)
         if fitted_names is not None and names != list(fitted_names):
-            raise ValueError(f"names {names} are not the scorer's {list(fitted_names)}, in its order: the thresholds "
-                             "would be read for other conditions than the trust")  # fmt: skip
+            raise ValueError(
+                f"names {names} are not the scorer's {list(fitted_names)}, in its order: the thresholds "
+                "would be read for other conditions than the trust"
+            )
         attributes = attribute_rows(attributes, name="attributes")
         super().__init__(transformer, layer, [step], conditional_half, project)
         self.step, self.translator, self.scorer = step, translator, scorer
@@ -430,8 +522,10 @@ class TrustAbstention(TrajectoryTap):
     def __call__(self, pipe, step: int, timestep, callback_kwargs: dict) -> dict:
         if step != self.step:
             if step == 0 and self.step >= getattr(pipe, "num_timesteps", self.step + 1):
-                raise ValueError(f"step {self.step} is not among the pipeline's {pipe.num_timesteps} denoising "
-                                 "steps (0-based): no sample would be scored")  # fmt: skip
+                raise ValueError(
+                    f"step {self.step} is not among the pipeline's {pipe.num_timesteps} denoising "
+                    "steps (0-based): no sample would be scored"
+                )
             return {}
         from condeval.trust.filtering import accepted_mask
 
@@ -465,7 +559,7 @@ class TrustAbstention(TrajectoryTap):
                 "drop=True needs the pipeline's conditioning beside its latents: callback_on_step_end_tensor_inputs="
                 "['latents', 'attributes'] (AttributeDiffusionPipeline) or ['latents', 'prompt_embeds', "
                 f"'pooled_prompt_embeds'] (SD3's); got {sorted(tensors)}"
-            )  # fmt: skip
+            )
         keep, n = torch.as_tensor(~self.abstained), len(self.abstained)
         kept = {}
         for name, tensor in tensors.items():
@@ -474,8 +568,10 @@ class TrustAbstention(TrajectoryTap):
             elif self.conditional_half and len(tensor) == 2 * n:
                 rows = torch.cat([keep, keep])  # the unconditional half first, as SD3's pipelines batch it
             else:
-                raise ValueError(f"{name} has {len(tensor)} rows; the batch has {n} samples"
-                                 + ("" if self.conditional_half else " (a guided batch needs conditional_half=True)"))  # fmt: skip
+                raise ValueError(
+                    f"{name} has {len(tensor)} rows; the batch has {n} samples"
+                    + ("" if self.conditional_half else " (a guided batch needs conditional_half=True)")
+                )
             kept[name] = tensor[rows.to(tensor.device)]
         return kept
 
@@ -488,15 +584,26 @@ def compute_saved(abstained: np.ndarray, step: int, num_inference_steps: int) ->
     left = num_inference_steps - (step + 1)
     return {
         "steps_saved_pct": 100.0 * abstained.mean() * left / num_inference_steps,
-        "decoder_passes_saved": int(abstained.sum()), "extractor_passes_saved": int(abstained.sum()),
+        "decoder_passes_saved": int(abstained.sum()),
+        "extractor_passes_saved": int(abstained.sum()),
         "steps_run_pct": 100.0 * (step + 1) / num_inference_steps,
-    }  # fmt: skip
+    }
 
 
 @torch.no_grad()
-def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int, *, seed: int = 0,
-                     path: str = "generator", batch_size: int = 256, project=None,
-                     conditioning=None) -> np.ndarray:  # fmt: skip
+def translator_pairs(
+    pipe,
+    images: np.ndarray,
+    attributes,
+    t_values,
+    layer: int,
+    *,
+    seed: int = 0,
+    path: str = "generator",
+    batch_size: int = 256,
+    project=None,
+    conditioning=None,
+) -> np.ndarray:
     """Internal features of real ``images`` (N, C, H, W) uint8 with their ``attributes``: encoded by the
     pipeline's VAE, noised to each of ``t_values`` (fresh seeded noise per t) and read at block
     ``layer`` (through ``project`` and ``conditioning``, see :func:`internal_features`);
@@ -515,14 +622,36 @@ def translator_pairs(pipe, images: np.ndarray, attributes, t_values, layer: int,
         generator = torch.Generator().manual_seed(int(seed) * 1009 + k)
         for start in range(0, len(latents), batch_size):
             rows = slice(start, start + batch_size)
-            features.append(internal_features(pipe, latents[rows], attributes[rows], float(t), layer,
-                                              generator=generator, path=path, project=project,
-                                              conditioning=conditioning))  # fmt: skip
+            features.append(
+                internal_features(
+                    pipe,
+                    latents[rows],
+                    attributes[rows],
+                    float(t),
+                    layer,
+                    generator=generator,
+                    path=path,
+                    project=project,
+                    conditioning=conditioning,
+                )
+            )
     return np.concatenate(features)
 
 
-def translator_pair_rows(pipe, images, attributes, targets: np.ndarray, t_values, layer: int, cache_dir, *,
-                         chunk_size: int, seed: int = 0, path: str = "generator", fingerprint: str | None = None):  # fmt: skip
+def translator_pair_rows(
+    pipe,
+    images,
+    attributes,
+    targets: np.ndarray,
+    t_values,
+    layer: int,
+    cache_dir,
+    *,
+    chunk_size: int,
+    seed: int = 0,
+    path: str = "generator",
+    fingerprint: str | None = None,
+):
     """:func:`translator_pairs` of ``images`` with their ``targets``, computed chunk by chunk into a cache beside
     ``cache_dir`` and read back a batch at a time: the job holds a chunk of images, not the dataset.
 
@@ -555,10 +684,20 @@ def translator_pair_rows(pipe, images, attributes, targets: np.ndarray, t_values
     targets = _checked(targets, "targets")
     attributes = np.asarray(attributes)
     if not len(images) == len(targets) == len(attributes):
-        raise ValueError(f"one target and attribute row per image: {len(images)} images, {len(targets)} targets, "
-                         f"{len(attributes)} attribute rows")  # fmt: skip
-    identity = {"images": fingerprint, "targets": digest(targets), "attributes": digest(attributes), "t": list(t_values),
-                "layer": layer, "seed": seed, "path": path, "pipe": state_digest(pipe.transformer, pipe.vae)}  # fmt: skip
+        raise ValueError(
+            f"one target and attribute row per image: {len(images)} images, {len(targets)} targets, "
+            f"{len(attributes)} attribute rows"
+        )
+    identity = {
+        "images": fingerprint,
+        "targets": digest(targets),
+        "attributes": digest(attributes),
+        "t": list(t_values),
+        "layer": layer,
+        "seed": seed,
+        "path": path,
+        "pipe": state_digest(pipe.transformer, pipe.vae),
+    }
     work = ChunkedWork(Path(cache_dir) / "pairs", identity, len(images), chunk_size)
 
     def write_chunk(items: slice, folder: Path) -> None:
@@ -574,8 +713,18 @@ def translator_pair_rows(pipe, images, attributes, targets: np.ndarray, t_values
     return work, RowShards(folders, ("internal", "target", "image", "t")), groups
 
 
-def trajectory_features(pipe, images, attributes, levels, taps: dict, output, *, chunk_size: int, seed: int = 0,
-                        fingerprint: str | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+def trajectory_features(
+    pipe,
+    images,
+    attributes,
+    levels,
+    taps: dict,
+    output,
+    *,
+    chunk_size: int,
+    seed: int = 0,
+    fingerprint: str | None = None,
+) -> dict[str, np.ndarray]:
     """Real images on the samples' path: :func:`translator_pairs` of ``images`` at each of ``levels`` through each
     tap, computed a chunk of images at a time (resumable, :class:`condeval.core.chunks.ChunkedWork` beside
     ``output``) and gathered per tap and level.
@@ -607,9 +756,14 @@ def trajectory_features(pipe, images, attributes, levels, taps: dict, output, *,
     from condeval.core.training import state_digest
 
     attributes = np.asarray(attributes)
-    identity = {"images": fingerprint, "attributes": digest(attributes), "levels": [float(t) for t in levels],
-                "taps": {name: layer for name, (layer, _) in taps.items()}, "seed": seed,
-                "pipe": state_digest(*(m for m in (pipe.transformer, pipe.vae, pipe.repa_projector) if m is not None))}  # fmt: skip
+    identity = {
+        "images": fingerprint,
+        "attributes": digest(attributes),
+        "levels": [float(t) for t in levels],
+        "taps": {name: layer for name, (layer, _) in taps.items()},
+        "seed": seed,
+        "pipe": state_digest(*(m for m in (pipe.transformer, pipe.vae, pipe.repa_projector) if m is not None)),
+    }
     work = ChunkedWork(output, identity, len(images), chunk_size)
 
     def write_chunk(items: slice, folder: Path) -> None:
@@ -621,8 +775,11 @@ def trajectory_features(pipe, images, attributes, levels, taps: dict, output, *,
                 save_rows(folder / f"{name}-{k}.npy", features)
 
     folders = work.run(write_chunk)
-    features = {(name, k): np.concatenate([np.load(folder / f"{name}-{k}.npy") for folder in folders])
-                for name in taps for k in range(len(levels))}  # fmt: skip
+    features = {
+        (name, k): np.concatenate([np.load(folder / f"{name}-{k}.npy") for folder in folders])
+        for name in taps
+        for k in range(len(levels))
+    }
     work.clear()
     return features
 

@@ -8,9 +8,18 @@ from __future__ import annotations
 import torch
 
 __all__ = [
-    "LOSS_WEIGHTS", "LOSSES", "NOISE_PATHS", "WHITENED", "StandardisedTranslator", "TranslatorNet", "geometry_of",
-    "pair_moments", "target_geometry", "translator_loss", "whitened_translator_loss",
-]  # fmt: skip
+    "LOSS_WEIGHTS",
+    "LOSSES",
+    "NOISE_PATHS",
+    "WHITENED",
+    "StandardisedTranslator",
+    "TranslatorNet",
+    "geometry_of",
+    "pair_moments",
+    "target_geometry",
+    "translator_loss",
+    "whitened_translator_loss",
+]
 
 
 #: The paper's loss weights (Section 5.2).
@@ -29,9 +38,12 @@ class TranslatorNet(torch.nn.Module):
         super().__init__()
         self.skip = torch.nn.Linear(in_dim, out_dim)
         self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(in_dim, hidden), torch.nn.SiLU(), torch.nn.Linear(hidden, hidden), torch.nn.SiLU(),
+            torch.nn.Linear(in_dim, hidden),
+            torch.nn.SiLU(),
+            torch.nn.Linear(hidden, hidden),
+            torch.nn.SiLU(),
             torch.nn.Linear(hidden, out_dim),
-        )  # fmt: skip
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.skip(x) + self.mlp(x)
@@ -58,8 +70,9 @@ def target_geometry(target: torch.Tensor, gamma: float = WHITENED["gamma"], kapp
     return geometry_of(unit.mean(dim=0), torch.cov(unit.T), gamma, kappa)
 
 
-def geometry_of(mean: torch.Tensor, cov: torch.Tensor, gamma: float = WHITENED["gamma"],
-                kappa: float = WHITENED["kappa"]) -> dict:  # fmt: skip
+def geometry_of(
+    mean: torch.Tensor, cov: torch.Tensor, gamma: float = WHITENED["gamma"], kappa: float = WHITENED["kappa"]
+) -> dict:
     """:func:`target_geometry` from the unit targets' mean and covariance (however they were accumulated)."""
     eigenvalues, eigenvectors = torch.linalg.eigh(cov.double())
     eigenvalues = eigenvalues.clamp_min(0.0)
@@ -85,8 +98,9 @@ def pair_moments(rows, batch_size: int = 4096) -> dict:
     return {"mean": mean, "std": std, "target_mean": unit_mean, "target_cov": cov}
 
 
-def whitened_translator_loss(predicted: torch.Tensor, target: torch.Tensor, geometry: dict, weights: dict | None = None,
-                             eps: float = 1e-6) -> dict:  # fmt: skip
+def whitened_translator_loss(
+    predicted: torch.Tensor, target: torch.Tensor, geometry: dict, weights: dict | None = None, eps: float = 1e-6
+) -> dict:
     """The official code's translator loss on one batch, its terms alongside.
 
     On L2-normalised predictions ``p`` and targets ``y``: ``whit · mean_i ‖(p_i − y_i) W‖²`` plus

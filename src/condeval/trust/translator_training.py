@@ -18,9 +18,21 @@ class TranslatorModule(ScheduledModule):
     (:func:`~condeval.trust.translator.whitened_translator_loss`, against the training targets'
     geometry, set by :meth:`set_geometry` and kept in the checkpoint as buffers)."""
 
-    def __init__(self, in_dim: int, out_dim: int, hidden: int, weights: dict, lr: float, weight_decay: float,
-                 warmup_steps: int, total_steps: int, mean: list, scale: list, loss: str = "paper",
-                 whitened: dict | None = None):  # fmt: skip
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        hidden: int,
+        weights: dict,
+        lr: float,
+        weight_decay: float,
+        warmup_steps: int,
+        total_steps: int,
+        mean: list,
+        scale: list,
+        loss: str = "paper",
+        whitened: dict | None = None,
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.model = StandardisedTranslator(in_dim, out_dim, hidden, mean, scale)

@@ -173,8 +173,15 @@ def crc_caption_params(wildcards):
             if words["calibration_source"] == "train"
             else {}
         )
-        return canonical({"images": section["images"], **train_images, "calibration_source": words["calibration_source"],
-                          "calibration_fraction": words["calibration_fraction"], "seed": CRC["seed"]})  # fmt: skip
+        return canonical(
+            {
+                "images": section["images"],
+                **train_images,
+                "calibration_source": words["calibration_source"],
+                "calibration_fraction": words["calibration_fraction"],
+                "seed": CRC["seed"],
+            }
+        )
     if benchmark in WORD_BENCHMARKS:
         return canonical({"images": CRC_DATA[benchmark]["images"]})
     section = CRC_DATA["judgments"][benchmark]

@@ -89,20 +89,27 @@ def dqr_training_params():
 def crel_vae_work(wildcards):
     """One train_vae job's GPU work (condeval.crel.design.lgm_training_work)."""
     vae = design.vae_hyperparameters(CREL, wildcards.model)
-    return design.lgm_training_work(CREL["synthetic"], CREL["lgm"] | vae, epochs=CREL["lgm"]["max_epochs"],
-                                    latent_dim=vae["latent_dim"])  # fmt: skip
+    return design.lgm_training_work(
+        CREL["synthetic"], CREL["lgm"] | vae, epochs=CREL["lgm"]["max_epochs"], latent_dim=vae["latent_dim"]
+    )
 
 
 def crel_cvae_work(wildcards):
     """The train_cvae job's GPU work."""
-    return design.lgm_training_work(CREL["synthetic"], CREL["lgm"], epochs=CREL["cvae"]["max_epochs"],
-                                    latent_dim=CREL["lgm"]["latent_dim"], conditional=True)  # fmt: skip
+    return design.lgm_training_work(
+        CREL["synthetic"],
+        CREL["lgm"],
+        epochs=CREL["cvae"]["max_epochs"],
+        latent_dim=CREL["lgm"]["latent_dim"],
+        conditional=True,
+    )
 
 
 def crel_vae_long_work(wildcards):
     """The train_vae_long job's GPU work: every epoch of the long run."""
-    return design.lgm_training_work(CREL["synthetic"], CREL["lgm"], epochs=ABLATIONS["long_max_epochs"],
-                                    latent_dim=CREL["lgm"]["latent_dim"])  # fmt: skip
+    return design.lgm_training_work(
+        CREL["synthetic"], CREL["lgm"], epochs=ABLATIONS["long_max_epochs"], latent_dim=CREL["lgm"]["latent_dim"]
+    )
 
 
 def crel_ddpm_work(wildcards):
@@ -118,14 +125,16 @@ def crel_dqr_work(wildcards):
 
 def crel_reliability_work(wildcards):
     """One crel_reliability job's GPU work: PGD over its test points through its LGM."""
-    return design.reliability_work(region_test_points(wildcards), CREL["reliability"],
-                                   design.lgm_parameters(CREL, wildcards.lgm))  # fmt: skip
+    return design.reliability_work(
+        region_test_points(wildcards), CREL["reliability"], design.lgm_parameters(CREL, wildcards.lgm)
+    )
 
 
 def crel_sweep_work(wildcards):
     """One crel_reliability_sweep job's GPU work: PGD at its num_z0."""
-    return design.reliability_work(sweep_test_points(wildcards), sweep_reliability_params(wildcards),
-                                   design.lgm_parameters(CREL, wildcards.lgm))  # fmt: skip
+    return design.reliability_work(
+        sweep_test_points(wildcards), sweep_reliability_params(wildcards), design.lgm_parameters(CREL, wildcards.lgm)
+    )
 
 
 def summary_path(dataset, method, alpha, lgm=None, seed=None):
@@ -159,8 +168,16 @@ def figure_alpha():
 
 def crel_synthetic_targets():
     report_dir = f"reports/crel/{DATASET}"
-    names = ["table1.csv", "table1.md", "table1.png", "coverage_vs_alpha.png", "fig2_regions.png",
-             "fig5_vae_vs_cvae.png", "reliability.csv", "lgm_cost.csv"]  # fmt: skip
+    names = [
+        "table1.csv",
+        "table1.md",
+        "table1.png",
+        "coverage_vs_alpha.png",
+        "fig2_regions.png",
+        "fig5_vae_vs_cvae.png",
+        "reliability.csv",
+        "lgm_cost.csv",
+    ]
     return [f"{report_dir}/{name}" for name in names]
 
 

@@ -8,8 +8,11 @@ I2T = CREL["image_to_text"]
 I2T_MODELS = list(I2T["models"])
 I2T_METRICS = ["clip", "bert"]
 I2T_ALPHA = f"{I2T['alpha']:g}"
-design.check_embedding_alpha("crel.image_to_text.alpha", I2T["alpha"],
-                             COCO["miniworld"]["val_images"] if COCO["source"] == "miniworld" else VAL2014_IMAGES)  # fmt: skip
+design.check_embedding_alpha(
+    "crel.image_to_text.alpha",
+    I2T["alpha"],
+    COCO["miniworld"]["val_images"] if COCO["source"] == "miniworld" else VAL2014_IMAGES,
+)
 if I2T["reliability"]["num_z0"] not in I2T["num_z0_curve"]:
     raise ValueError(
         f"crel.image_to_text.num_z0_curve {I2T['num_z0_curve']} must hold reliability.num_z0 = {I2T['reliability']['num_z0']} (Fig. 6's point there is Table 2's CReL-rho)"
@@ -73,8 +76,9 @@ def captioning_work(wildcards):
     key = f"crel.image_to_text.models.{model}.path"
     parameters = model_size(key, section["path"]) if "path" in section else None
     images = -(-VAL2014_IMAGES // COCO["shards"])  # at most: a miniature's val is smaller
-    return design.captioning_work(parameters, captioner_sampling(wildcards), captioner_dtype(wildcards),
-                                  ENCODERS["batch_size"], images)  # fmt: skip
+    return design.captioning_work(
+        parameters, captioner_sampling(wildcards), captioner_dtype(wildcards), ENCODERS["batch_size"], images
+    )
 
 
 def i2t_fit_work(wildcards):

@@ -103,8 +103,11 @@ T2I_PROBE_IMAGES = 3000
 def t2i_signal_work(wildcards):
     """The t2i_signal job's GPU work: each model's probe images and the real gallery through CLIP and DINO."""
     images = len(T2I_MODELS) * T2I_PROBE_IMAGES + SIGNAL_GALLERY
-    encoders = [(encoder_parameters("clip"), "image", 257), (encoder_parameters("dino"), "image", 257),
-                (encoder_parameters("clip"), "text", 77)]  # fmt: skip
+    encoders = [
+        (encoder_parameters("clip"), "image", 257),
+        (encoder_parameters("dino"), "image", 257),
+        (encoder_parameters("clip"), "text", 77),
+    ]
     return encoding_work(encoders, images, ENCODERS["batch_size"])
 
 

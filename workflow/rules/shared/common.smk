@@ -201,8 +201,11 @@ SIGNAL_GALLERY = 1000
 
 def encoder_signal_work(wildcards):
     """The encoder_signal job's GPU work: the gallery's images and five captions each through CLIP and BERT."""
-    encoders = [(encoder_parameters("clip"), "image", 257), (encoder_parameters("clip"), "text", 77),
-                (encoder_parameters("bert"), "text", feature_tokens("bert", "text"))]  # fmt: skip
+    encoders = [
+        (encoder_parameters("clip"), "image", 257),
+        (encoder_parameters("clip"), "text", 77),
+        (encoder_parameters("bert"), "text", feature_tokens("bert", "text")),
+    ]
     return encoding_work(encoders, 5 * SIGNAL_GALLERY, ENCODERS["batch_size"])
 
 

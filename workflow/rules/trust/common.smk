@@ -255,8 +255,11 @@ TRUST_MODEL_FACTORIES = {
     "clip": ("condeval.encoders.clip:tiny_clip_config", ("tokenizer", "image_size", "max_length")),
     "autoencoder": ("condeval.generators.autoencoders:tiny_autoencoder_kl", ("image_size", "image_channels")),
 }
-_trained = {f"trust.extractors.{name}.train.model": (name, s["train"]["model"])
-            for name, s in TRUST.get("extractors", {}).items() if "train" in s and name in TRUST_MODEL_FACTORIES}  # fmt: skip
+_trained = {
+    f"trust.extractors.{name}.train.model": (name, s["train"]["model"])
+    for name, s in TRUST.get("extractors", {}).items()
+    if "train" in s and name in TRUST_MODEL_FACTORIES
+}
 if "train" in TRUST.get("clip", {}):
     _trained["trust.clip.train.model"] = ("clip", TRUST["clip"]["train"]["model"])
 _autoencoders = {"trust.autoencoder": TRUST.get("autoencoder", {})} | {
@@ -357,24 +360,37 @@ def trust_trajectory_work(wildcards):
     dataset, sampling = wildcards.dataset, TRUST["sampling"]
     samples = -(-trust_queried_conditions(dataset) * trust_per_condition(dataset) // TRUST_SHARDS)
     transformer = trust_generator_training(wildcards.variant, wildcards.regime, dataset)["transformer"]
-    return trust_design.block_work(transformer, transformer["layers"], TRUST["image_size"], samples,
-                                   sampling["num_inference_steps"], sampling["batch_size"])  # fmt: skip
+    return trust_design.block_work(
+        transformer,
+        transformer["layers"],
+        TRUST["image_size"],
+        samples,
+        sampling["num_inference_steps"],
+        sampling["batch_size"],
+    )
 
 
 def trust_real_trajectory_work(wildcards):
     """One trust_real_trajectory job's GPU work: the release (at most) noised to each scoring step, to the block."""
     dataset, translator = wildcards.dataset, TRUST["translator"]
     transformer = trust_generator_training(wildcards.variant, wildcards.regime, dataset)["transformer"]
-    return trust_design.block_work(transformer, translator["layer"], TRUST["image_size"],
-                                   trust_design.RELEASE_IMAGES[dataset], len(translator["steps"]), TRUST["batch_size"])  # fmt: skip
+    return trust_design.block_work(
+        transformer,
+        translator["layer"],
+        TRUST["image_size"],
+        trust_design.RELEASE_IMAGES[dataset],
+        len(translator["steps"]),
+        TRUST["batch_size"],
+    )
 
 
 def trust_translator_work(wildcards):
     """One trust_train_translator job's GPU work (condeval.trust.design.translator_work) on the release, at most."""
     dataset = wildcards.dataset
     transformer = trust_generator_training(wildcards.variant, wildcards.regime, dataset)["transformer"]
-    return trust_design.translator_work(transformer, TRUST["translator"], TRUST["image_size"],
-                                        trust_design.RELEASE_IMAGES[dataset])  # fmt: skip
+    return trust_design.translator_work(
+        transformer, TRUST["translator"], TRUST["image_size"], trust_design.RELEASE_IMAGES[dataset]
+    )
 
 
 def trust_training_work(wildcards):
@@ -387,8 +403,9 @@ def trust_training_work(wildcards):
         trust_design.EXTRACTOR_WIDTHS.get(repa["extractor"], max(trust_design.EXTRACTOR_WIDTHS.values())) if repa else 0
     )
     latent_channels = 4 * (image_channels(dataset) if trust_autoencoder_settings(dataset).get("channelwise") else 1)
-    return trust_design.training_work(train, TRUST["image_size"], trust_design.RELEASE_IMAGES[dataset], latent_channels,
-                                      width)  # fmt: skip
+    return trust_design.training_work(
+        train, TRUST["image_size"], trust_design.RELEASE_IMAGES[dataset], latent_channels, width
+    )
 
 
 def trust_queried_conditions(dataset):
@@ -403,8 +420,15 @@ def trust_sampling_work(wildcards):
     samples = -(-trust_queried_conditions(dataset) * trust_per_condition(dataset) // TRUST_SHARDS)
     train = trust_generator_training(wildcards.variant, wildcards.regime, dataset)
     channels = image_channels(dataset) if trust_autoencoder_settings(dataset).get("channelwise") else 1
-    return trust_design.sampling_work(train["transformer"], TRUST["image_size"], sampling["num_inference_steps"],
-                                      sampling["batch_size"], samples, channels, image_channels(dataset))  # fmt: skip
+    return trust_design.sampling_work(
+        train["transformer"],
+        TRUST["image_size"],
+        sampling["num_inference_steps"],
+        sampling["batch_size"],
+        samples,
+        channels,
+        image_channels(dataset),
+    )
 
 
 def trust_scoring_extractor(variant):

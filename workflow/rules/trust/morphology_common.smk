@@ -52,8 +52,17 @@ def morphology_settings(*keys):
 
 
 MORPHOLOGY_INPUTS = ("input", "side", "shards", "real_per_condition", "per_condition")
-MORPHOLOGY_ANALYSIS = ("top_k", "half_splits", "bootstrap", "stratified", "random_draws", "seed", "n_bins",
-                       "deciles", "classifier_seeds")  # fmt: skip
+MORPHOLOGY_ANALYSIS = (
+    "top_k",
+    "half_splits",
+    "bootstrap",
+    "stratified",
+    "random_draws",
+    "seed",
+    "n_bins",
+    "deciles",
+    "classifier_seeds",
+)
 
 
 def morphology_source_inputs(wildcards):

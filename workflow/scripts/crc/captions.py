@@ -24,9 +24,15 @@ with counting_dropped_rows() as dropped:
     elif name == "rich_hf":
         table = benchmarks.rich_hf_captions(files.calibration, files.test, files.prompts, p["images"])
     else:
-        table = benchmarks.judged_captions(p["format"], files.annotations, p["images"], allow_pickle=p["allow_pickle"],
-                                           calibration_fraction=p["calibration_fraction"], seed=p["seed"],
-                                           subsets=p.get("subsets"))  # fmt: skip
+        table = benchmarks.judged_captions(
+            p["format"],
+            files.annotations,
+            p["images"],
+            allow_pickle=p["allow_pickle"],
+            calibration_fraction=p["calibration_fraction"],
+            seed=p["seed"],
+            subsets=p.get("subsets"),
+        )
 if name in ("foil_it", "rich_hf"):
     # An α too small for the calibration units is refused here, before any sampling; read from the
     # config, not params, so that an α edit does not rerun this job (later runs check at parse time).

@@ -34,13 +34,21 @@ paths, words, keys = captions["path"].to_list(), captions["words"].to_list(), ca
 
 
 def samples_of(items):
-    return sample_captions(sampler, paths[items], words[items], keys[items], seed=p.seed,
-                           keep_distribution=p.keep_distribution)  # fmt: skip
+    return sample_captions(
+        sampler, paths[items], words[items], keys[items], seed=p.seed, keep_distribution=p.keep_distribution
+    )
 
 
-fingerprint = {"model": source_signature(snakemake.input.model), "captions": source_signature(snakemake.input.captions),
-               "shard": [shard, p.shards], "sampling": dict(p.sampling), "loading": dict(p.loading), "seed": p.seed,
-               "tagger": dict(p.tagger), "keep_distribution": p.keep_distribution}  # fmt: skip
+fingerprint = {
+    "model": source_signature(snakemake.input.model),
+    "captions": source_signature(snakemake.input.captions),
+    "shard": [shard, p.shards],
+    "sampling": dict(p.sampling),
+    "loading": dict(p.loading),
+    "seed": p.seed,
+    "tagger": dict(p.tagger),
+    "keep_distribution": p.keep_distribution,
+}
 work = ChunkedWork(snakemake.output[0], fingerprint, len(keys), p.chunk_size)
 samples = work.run_tables(samples_of)
 write_parquet(samples, snakemake.output[0])

@@ -43,6 +43,14 @@ write_json(signal, snakemake.output.signal)
 for benchmark, count in refused_by_benchmark.items():
     # A valid word past the tokenizer's max_length is never masked and never flagged: such captions are left out.
     log.info("%s: %d captions refused (a valid word past the tokenizer's max_length)", benchmark, count)
-log.info("%s: %d calibration captions (%d %ss), %d test captions; selected alpha %.2f (best calibration F1), lambda %.4f", name, len(calibration),
-         sweep["n_units"][0], p.unit, len(test), alpha, threshold)  # fmt: skip
+log.info(
+    "%s: %d calibration captions (%d %ss), %d test captions; selected alpha %.2f (best calibration F1), lambda %.4f",
+    name,
+    len(calibration),
+    sweep["n_units"][0],
+    p.unit,
+    len(test),
+    alpha,
+    threshold,
+)
 log.info("detection signal on the test captions: %s", signal)

@@ -19,10 +19,19 @@ crel.latent_scores(cal.X[:64], cal.Y[:64])  # warm-up: torch and BLAS start-up i
 ours = time_crel_calibration(crel, cal.X, cal.Y, p.alpha)
 log.info("CReL: %.3f s on %d points (r=%d)", ours["total_s"], len(cal), ours["latent_dim"])
 grid = time_grid_calibration(
-    crel, cal.X, cal.Y, p.alpha, p.points_per_axis, p.max_output_points, p.budget_s, p.probe_points,
-    Y_ref=load_fold(snakemake.input.processed, "lgm").Y, max_region_points=p.max_region_points,
-    probe_budget_s=p.probe_budget_s, seed=p.seed,
-)  # fmt: skip
+    crel,
+    cal.X,
+    cal.Y,
+    p.alpha,
+    p.points_per_axis,
+    p.max_output_points,
+    p.budget_s,
+    p.probe_points,
+    Y_ref=load_fold(snakemake.input.processed, "lgm").Y,
+    max_region_points=p.max_region_points,
+    probe_budget_s=p.probe_budget_s,
+    seed=p.seed,
+)
 log.info("grid: %.1f s (%s)", grid.total_s, "measured" if grid.feasible else f"extrapolated, {grid.reason}")
 write_json(
     {

@@ -18,16 +18,28 @@ shard = int(snakemake.wildcards.shard)
 pairs = evaluation_pairs(load_captions(snakemake.input.captions, image_dir(snakemake.input.captions)))
 rows = pairs.filter(pairs["image_id"].is_in(shard_image_ids(pairs["image_id"].to_numpy(), p.shards, shard)))
 ids, paths = rows["image_id"], rows["path"].to_list()
-captioner = Captioner(saved_folder(snakemake.input.model), device=device_for_gpus(snakemake.resources.get("gpu", 0)),
-                      dtype=p.dtype, image_size=p.image_size)  # fmt: skip
+captioner = Captioner(
+    saved_folder(snakemake.input.model),
+    device=device_for_gpus(snakemake.resources.get("gpu", 0)),
+    dtype=p.dtype,
+    image_size=p.image_size,
+)
 seed = p.seed * 1_000_003 + shard
-fingerprint = {"model": source_signature(snakemake.input.model), "paths": paths, "seed": seed, "dtype": p.dtype,
-               "sampling": dict(p.sampling), "batch_size": p.batch_size, "image_size": p.image_size}  # fmt: skip
+fingerprint = {
+    "model": source_signature(snakemake.input.model),
+    "paths": paths,
+    "seed": seed,
+    "dtype": p.dtype,
+    "sampling": dict(p.sampling),
+    "batch_size": p.batch_size,
+    "image_size": p.image_size,
+}
 
 
 def captions_of(items):
-    sampled = captioner.generate(paths[items], seed=seed, batch_size=p.batch_size, offset=items.start or 0,
-                                 **dict(p.sampling))  # fmt: skip
+    sampled = captioner.generate(
+        paths[items], seed=seed, batch_size=p.batch_size, offset=items.start or 0, **dict(p.sampling)
+    )
     return pl.DataFrame(
         {"image_id": ids[items], "caption": sampled}, schema={"image_id": ids.dtype, "caption": pl.String}
     )

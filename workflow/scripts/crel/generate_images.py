@@ -16,8 +16,9 @@ torch.set_num_threads(snakemake.threads)
 p, i, shard = snakemake.params, snakemake.input, int(snakemake.wildcards.shard)
 pairs = evaluation_pairs(load_captions(i.captions, image_dir(i.captions))).sort("image_id")
 if pairs.height < p.n_items:  # head() would draw fewer items than configured, silently
-    raise ValueError(f"config key 'crel.text_to_image.items' asks {p.n_items} items; {i.captions} "
-                     f"has {pairs.height} images")  # fmt: skip
+    raise ValueError(
+        f"config key 'crel.text_to_image.items' asks {p.n_items} items; {i.captions} has {pairs.height} images"
+    )
 items = pairs.head(p.n_items)
 rows = items.filter(items["image_id"].is_in(shard_image_ids(items["image_id"].to_numpy(), p.shards, shard)))
 device = device_for_gpus(snakemake.resources.get("gpu", 0)) or "cpu"
@@ -31,9 +32,19 @@ def draw(chunk):
 
 
 generate_image_shard(
-    draw, ids, prompts, [image_seed(p.seed, image_id) for image_id in ids], snakemake.output.images,
-    snakemake.output.manifest, chunk_size=p.chunk_size,
-    fingerprint={"model": source_signature(i.model), "prior": i.get("prior") and source_signature(i.prior), "call": call,
-                 "seed": p.seed, "dtype": p.dtype},
-)  # fmt: skip
+    draw,
+    ids,
+    prompts,
+    [image_seed(p.seed, image_id) for image_id in ids],
+    snakemake.output.images,
+    snakemake.output.manifest,
+    chunk_size=p.chunk_size,
+    fingerprint={
+        "model": source_signature(i.model),
+        "prior": i.get("prior") and source_signature(i.prior),
+        "call": call,
+        "seed": p.seed,
+        "dtype": p.dtype,
+    },
+)
 log.info("shard %d: %d images of %s (%s), e.g. %r", shard, len(ids), snakemake.wildcards.model, call, prompts[:2])

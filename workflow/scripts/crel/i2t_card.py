@@ -12,6 +12,10 @@ with atomic_path(snakemake.output[0]) as tmp:
     plot_card(
         snakemake.wildcards.model, pl.read_parquet(snakemake.input.table), scores, float(snakemake.wildcards.alpha), tmp
     )
-log.info("reliability card of %s at alpha %s: %d test scores -> %s", snakemake.wildcards.model,
-         snakemake.wildcards.alpha, scores.filter(pl.col("model") == snakemake.wildcards.model).height,
-         snakemake.output[0])  # fmt: skip
+log.info(
+    "reliability card of %s at alpha %s: %d test scores -> %s",
+    snakemake.wildcards.model,
+    snakemake.wildcards.alpha,
+    scores.filter(pl.col("model") == snakemake.wildcards.model).height,
+    snakemake.output[0],
+)

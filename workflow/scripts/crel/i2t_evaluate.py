@@ -35,6 +35,14 @@ frame = pl.DataFrame({"image_id": ids[test], "model": w.model, "metric": w.metri
 write_parquet(frame, snakemake.output.scores)
 log.info(
     "%s/%s: mean rho %.4f, rho at own code %.4f, CReL-rho %.4f, test coverage %.3f, converged %.3f; nearest real caption: worst case %.4f, sampled %.4f, real %.4f (medians)",
-    w.model, w.metric, frame["rho"].mean(), frame["rho_own_code"].mean(), frame["crel_rho"].mean(), frame["covered"].mean(), frame["converged"].mean(),
-    frame["worst_nn_distance"].median(), frame["caption_nn_distance"].median(), frame["reference_nn_distance"].median(),
-)  # fmt: skip
+    w.model,
+    w.metric,
+    frame["rho"].mean(),
+    frame["rho_own_code"].mean(),
+    frame["crel_rho"].mean(),
+    frame["covered"].mean(),
+    frame["converged"].mean(),
+    frame["worst_nn_distance"].median(),
+    frame["caption_nn_distance"].median(),
+    frame["reference_nn_distance"].median(),
+)

@@ -12,5 +12,8 @@ with atomic_path(snakemake.output[0]) as tmp:
     plot_violins(scores, pl.read_parquet(snakemake.input.table), tmp)
 log.info(
     "Fig. 3: violins of %d test scores (%d models x %d metrics) -> %s",
-    scores.height, scores["model"].n_unique(), scores["metric"].n_unique(), snakemake.output[0],
-)  # fmt: skip
+    scores.height,
+    scores["model"].n_unique(),
+    scores["metric"].n_unique(),
+    snakemake.output[0],
+)

@@ -19,8 +19,16 @@ X, Y, _ = metric_arrays(snakemake.wildcards.metric, **features, condition=p.cond
 folds = assign_folds(ids, p.seed)
 # the run folder is no output, so a failed job's cleanup keeps its last.ckpt (docs/workflow.md, "A killed run")
 run = Path(snakemake.output.lgm).with_name("run")
-crel = fit_on_folds(X, Y, folds, run, vae=dict(p.vae), dqr=dict(p.dqr), seed=p.seed,
-                    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)))  # fmt: skip
+crel = fit_on_folds(
+    X,
+    Y,
+    folds,
+    run,
+    vae=dict(p.vae),
+    dqr=dict(p.dqr),
+    seed=p.seed,
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+)
 export_best(crel.checkpoints_["lgm"], snakemake.output.lgm)
 export_best(crel.checkpoints_["dqr"], snakemake.output.dqr)
 log.info("fitted on %d VAE and %d DQR images", (folds == "vae").sum(), (folds == "dqr").sum())

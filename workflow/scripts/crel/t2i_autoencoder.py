@@ -16,10 +16,20 @@ p, kind = snakemake.params, snakemake.wildcards.kind
 train = dict(p.train)
 frame, _ = coco_split(coco_root(snakemake.input.captions[0]), "train", train["images"])
 summary = train_autoencoder(
-    world_images(frame["path"].to_list(), p.image_size), snakemake.output.model, kind=kind, model=dict(train["model"]),
-    epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"], val_images=train.get("val_images", 256),
-    seed=p.seed, crop=train.get("crop"), accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint(list(snakemake.input.captions), {"train": train, "kind": kind, "image_size": p.image_size, "seed": p.seed}),
-)  # fmt: skip
+    world_images(frame["path"].to_list(), p.image_size),
+    snakemake.output.model,
+    kind=kind,
+    model=dict(train["model"]),
+    epochs=train["epochs"],
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    val_images=train.get("val_images", 256),
+    seed=p.seed,
+    crop=train.get("crop"),
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    fingerprint=fingerprint(
+        list(snakemake.input.captions), {"train": train, "kind": kind, "image_size": p.image_size, "seed": p.seed}
+    ),
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("%s autoencoder trained: %s", kind, summary)

@@ -14,8 +14,11 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, i, w = snakemake.params, snakemake.input, snakemake.wildcards
 ids, X, Y, GT, folds = item_arrays(
-    {name: i[name] for name in FEATURE_SOURCES}, w.metric, p.seed, encoders={"clip": i.clip_encoder, "dino": i.dino_encoder}
-)  # fmt: skip
+    {name: i[name] for name in FEATURE_SOURCES},
+    w.metric,
+    p.seed,
+    encoders={"clip": i.clip_encoder, "dino": i.dino_encoder},
+)
 cal, test = folds == "cal", folds == "test"
 crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine")
 search = {**dict(p.reliability), "seed": p.seed, "device": device_for_gpus(snakemake.resources.get("gpu", 0))}
@@ -28,6 +31,12 @@ frame = pl.DataFrame({"image_id": ids[test], "model": w.model, "metric": w.metri
 write_parquet(frame, snakemake.output.scores)
 log.info(
     "%s/%s: mean rho %.4f, rho at own code %.4f, CReL-rho %.4f, test coverage %.3f, converged %.3f (num_z0 %d)",
-    w.model, w.metric, frame["rho"].mean(), frame["rho_own_code"].mean(), frame["crel_rho"].mean(),
-    frame["covered"].mean(), frame["converged"].mean(), num_z0,
-)  # fmt: skip
+    w.model,
+    w.metric,
+    frame["rho"].mean(),
+    frame["rho_own_code"].mean(),
+    frame["crel_rho"].mean(),
+    frame["covered"].mean(),
+    frame["converged"].mean(),
+    num_z0,
+)

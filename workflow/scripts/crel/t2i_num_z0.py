@@ -15,8 +15,11 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, i, w = snakemake.params, snakemake.input, snakemake.wildcards
 ids, X, Y, GT, folds = item_arrays(
-    {name: i[name] for name in FEATURE_SOURCES}, w.metric, p.seed, encoders={"clip": i.clip_encoder, "dino": i.dino_encoder}
-)  # fmt: skip
+    {name: i[name] for name in FEATURE_SOURCES},
+    w.metric,
+    p.seed,
+    encoders={"clip": i.clip_encoder, "dino": i.dino_encoder},
+)
 cal, test = folds == "cal", folds == "test"
 table3 = read_parquet(i.scores, columns=["image_id", "crel_rho", "converged"])
 if not np.array_equal(table3["image_id"].to_numpy(), ids[test]):

@@ -31,8 +31,9 @@ if train_scenes_file.exists():  # the probe: single-object train images of the m
     train = load_captions(i.train_captions, image_dir(i.train_captions)).unique("image_id").sort("image_id")
     train_objects = [train_scenes[str(k)] for k in train["image_id"]]
     lone = single_objects(train_objects)[: p.probe_images]
-    probe = AttributeProbe(clip).fit([at_size(train["path"][k], p.image_size) for k in lone],
-                                     [train_objects[k][0] for k in lone])  # fmt: skip
+    probe = AttributeProbe(clip).fit(
+        [at_size(train["path"][k], p.image_size) for k in lone], [train_objects[k][0] for k in lone]
+    )
     log.info("attribute probe trained on %d single-object train images", len(lone))
 out = {"models": {}}
 manifests = [list(i.generated)[k * p.shards : (k + 1) * p.shards] for k in range(len(p.models))]

@@ -18,11 +18,22 @@ train = dict(p.train)
 _, captions = coco_split(coco_root(i.captions[0]), "train", train.get("images"))
 tokenizer = pipeline_tokenizer(AutoTokenizer.from_pretrained(str(saved_folder(i.tokenizer))), p.max_length)
 summary = train_t5_from_clip(
-    captions, snakemake.output.model, clip=CLIPModel.from_pretrained(str(saved_folder(i.clip))).eval(),
-    tokenizer=tokenizer, width=train["width"], layers=train["layers"], epochs=train["epochs"],
-    batch_size=train["batch_size"], lr=train["lr"], val_images=200, seed=p.seed, max_length=p.max_length,
+    captions,
+    snakemake.output.model,
+    clip=CLIPModel.from_pretrained(str(saved_folder(i.clip))).eval(),
+    tokenizer=tokenizer,
+    width=train["width"],
+    layers=train["layers"],
+    epochs=train["epochs"],
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    val_images=200,
+    seed=p.seed,
+    max_length=p.max_length,
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint([*i.captions, i.tokenizer, i.clip], {"train": train, "max_length": p.max_length, "seed": p.seed}),
-)  # fmt: skip
+    fingerprint=fingerprint(
+        [*i.captions, i.tokenizer, i.clip], {"train": train, "max_length": p.max_length, "seed": p.seed}
+    ),
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("T5 distilled: %s", summary)

@@ -14,12 +14,23 @@ p, i = snakemake.params, snakemake.input
 train = dict(p.train)
 family = train.pop("family")
 summary = train_text_to_image(
-    coco_root(i.captions[0]), snakemake.output.model, family=family, train=train,
-    tokenizer_dir=saved_folder(i.tokenizer), clip_dir=saved_folder(i.clip), autoencoder_dir=saved_folder(i.autoencoder),
-    t5_dir=saved_folder(i.t5) if "t5" in i.keys() else None, image_size=p.image_size, clip_image_size=p.clip_image_size,
-    max_length=p.max_length, seed=p.seed, accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint([*i.captions, i.tokenizer, i.clip, i.autoencoder, *([i.t5] if "t5" in i.keys() else [])],
-                            {"train": dict(p.train), "image_size": p.image_size, "max_length": p.max_length, "seed": p.seed}),
-)  # fmt: skip
+    coco_root(i.captions[0]),
+    snakemake.output.model,
+    family=family,
+    train=train,
+    tokenizer_dir=saved_folder(i.tokenizer),
+    clip_dir=saved_folder(i.clip),
+    autoencoder_dir=saved_folder(i.autoencoder),
+    t5_dir=saved_folder(i.t5) if "t5" in i.keys() else None,
+    image_size=p.image_size,
+    clip_image_size=p.clip_image_size,
+    max_length=p.max_length,
+    seed=p.seed,
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    fingerprint=fingerprint(
+        [*i.captions, i.tokenizer, i.clip, i.autoencoder, *([i.t5] if "t5" in i.keys() else [])],
+        {"train": dict(p.train), "image_size": p.image_size, "max_length": p.max_length, "seed": p.seed},
+    ),
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("%s (%s) trained: %s", snakemake.wildcards.model, family, summary)

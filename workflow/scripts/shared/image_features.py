@@ -26,8 +26,18 @@ else:
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
 for name, folder, output in zip(p.encoders, snakemake.input.encoders, snakemake.output, strict=True):
     encoder = image_encoder(name, saved_folder(folder), device=device, dtype=p.dtypes[name])
-    metadata = {"encoder": encoder.identity, "input": described, "preprocessing": encoder.preprocessing,
-                "shard": [shard, p.shards], "dtype": p.dtypes[name]}  # fmt: skip
-    features = encode_feature_shard(output, ids, lambda items, encoder=encoder: encoder.image_features(paths[items], p.batch_size),
-                                    metadata, p.chunk_size)  # fmt: skip
+    metadata = {
+        "encoder": encoder.identity,
+        "input": described,
+        "preprocessing": encoder.preprocessing,
+        "shard": [shard, p.shards],
+        "dtype": p.dtypes[name],
+    }
+    features = encode_feature_shard(
+        output,
+        ids,
+        lambda items, encoder=encoder: encoder.image_features(paths[items], p.batch_size),
+        metadata,
+        p.chunk_size,
+    )
     log.info("shard %d: %d %s features of width %d (%s)", shard, features.shape[0], name, features.shape[1], described)

@@ -28,9 +28,18 @@ for name, folder, output in zip(p.encoders, snakemake.input.encoders, snakemake.
     # an unset max_length keeps the encoder's own default (BERT: the paper's 50; CLIP: its tokenizer's)
     length = {"max_length": p.max_length[name]} if p.max_length[name] else {}
     encoder = TEXT_ENCODERS[name](saved_folder(folder), device=device, dtype=p.dtypes[name], **length)
-    metadata = {"encoder": encoder.identity, "input": w.source, "preprocessing": encoder.preprocessing,
-                "shard": [shard, p.shards], "dtype": p.dtypes[name]}  # fmt: skip
-    features = encode_feature_shard(output, rows["image_id"].to_numpy(),
-                                    lambda items, encoder=encoder: encoder.text_features(captions[items], p.batch_size), metadata,
-                                    p.chunk_size)  # fmt: skip
+    metadata = {
+        "encoder": encoder.identity,
+        "input": w.source,
+        "preprocessing": encoder.preprocessing,
+        "shard": [shard, p.shards],
+        "dtype": p.dtypes[name],
+    }
+    features = encode_feature_shard(
+        output,
+        rows["image_id"].to_numpy(),
+        lambda items, encoder=encoder: encoder.text_features(captions[items], p.batch_size),
+        metadata,
+        p.chunk_size,
+    )
     log.info("shard %d of %s: %d %s features of width %d", shard, w.source, features.shape[0], name, features.shape[1])

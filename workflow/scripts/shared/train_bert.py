@@ -13,11 +13,20 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 train = dict(p.train)
 summary = train_bert(
-    coco_root(snakemake.input.captions[0]), saved_folder(snakemake.input.tokenizer), snakemake.output.model,
-    images=train["images"], epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
-    model={**train["model"], "max_length": p.max_length}, val_images=train["val_images"], seed=p.seed,
+    coco_root(snakemake.input.captions[0]),
+    saved_folder(snakemake.input.tokenizer),
+    snakemake.output.model,
+    images=train["images"],
+    epochs=train["epochs"],
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    model={**train["model"], "max_length": p.max_length},
+    val_images=train["val_images"],
+    seed=p.seed,
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint(list(snakemake.input.captions), {"train": train, "max_length": p.max_length, "seed": p.seed}),
-)  # fmt: skip
+    fingerprint=fingerprint(
+        list(snakemake.input.captions), {"train": train, "max_length": p.max_length, "seed": p.seed}
+    ),
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("BERT trained: %s", summary)

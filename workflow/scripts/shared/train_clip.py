@@ -13,12 +13,26 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 train = dict(p.train)
 summary = train_clip(
-    coco_root(snakemake.input.captions[0]), saved_folder(snakemake.input.tokenizer), snakemake.output.model,
-    images=train["images"], epochs=train["epochs"], batch_size=train["batch_size"], lr=train["lr"],
-    hard_weight=train.get("hard_weight", 1.0), foils=train.get("foils", 1), max_logit_scale=train.get("max_logit_scale", 100.0),
-    model=dict(train["model"]), image_size=p.image_size,
-    val_images=train["val_images"], seed=p.seed, exclude_shapes=list(p.novel_shapes), accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint(list(snakemake.input.captions), {"train": train, "image_size": p.image_size, "seed": p.seed, "novel_shapes": list(p.novel_shapes)}),
-)  # fmt: skip
+    coco_root(snakemake.input.captions[0]),
+    saved_folder(snakemake.input.tokenizer),
+    snakemake.output.model,
+    images=train["images"],
+    epochs=train["epochs"],
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    hard_weight=train.get("hard_weight", 1.0),
+    foils=train.get("foils", 1),
+    max_logit_scale=train.get("max_logit_scale", 100.0),
+    model=dict(train["model"]),
+    image_size=p.image_size,
+    val_images=train["val_images"],
+    seed=p.seed,
+    exclude_shapes=list(p.novel_shapes),
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    fingerprint=fingerprint(
+        list(snakemake.input.captions),
+        {"train": train, "image_size": p.image_size, "seed": p.seed, "novel_shapes": list(p.novel_shapes)},
+    ),
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("CLIP trained: %s", summary)

@@ -13,11 +13,21 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 train = dict(p.train)
 summary = train_dino(
-    coco_root(snakemake.input.captions[0]), snakemake.output.model, images=train["images"], epochs=train["epochs"],
-    batch_size=train["batch_size"], lr=train["lr"], model=dict(train["model"]), image_size=p.image_size,
-    val_images=train["val_images"], seed=p.seed, temperature=train.get("temperature", 0.1),
+    coco_root(snakemake.input.captions[0]),
+    snakemake.output.model,
+    images=train["images"],
+    epochs=train["epochs"],
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    model=dict(train["model"]),
+    image_size=p.image_size,
+    val_images=train["val_images"],
+    seed=p.seed,
+    temperature=train.get("temperature", 0.1),
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint(list(snakemake.input.captions), {"train": train, "image_size": p.image_size, "seed": p.seed}),
-)  # fmt: skip
+    fingerprint=fingerprint(
+        list(snakemake.input.captions), {"train": train, "image_size": p.image_size, "seed": p.seed}
+    ),
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("DINOv2 trained: %s", summary)

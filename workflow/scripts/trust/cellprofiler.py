@@ -23,16 +23,17 @@ def resolved(path: str) -> str:
 partial = Path(p.partial)
 shutil.rmtree(partial, ignore_errors=True)
 images = snakemake.input.images.removesuffix(".sha256")  # noqa: F821 (the folder its manifest stands for)
-argv = [resolved(p.cellprofiler), "-c", "-r", "-p", resolved(p.pipeline), "-i", images,
-        "-o", str(partial)]  # fmt: skip
+argv = [resolved(p.cellprofiler), "-c", "-r", "-p", resolved(p.pipeline), "-i", images, "-o", str(partial)]
 with open(snakemake.log[0], "w") as log:  # noqa: F821
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
     try:
         done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=False)
     except FileNotFoundError:
-        message = (f"CellProfiler not found: {argv[0]!r} is no program on PATH (config key trust.morphology.cellprofiler; "
-                   "`make cellprofiler` builds .cellprofiler/bin/cellprofiler, envs/cellprofiler.yaml under --sdm conda)")  # fmt: skip
+        message = (
+            f"CellProfiler not found: {argv[0]!r} is no program on PATH (config key trust.morphology.cellprofiler; "
+            "`make cellprofiler` builds .cellprofiler/bin/cellprofiler, envs/cellprofiler.yaml under --sdm conda)"
+        )
         log.write(message + "\n")
         raise SystemExit(message) from None
 if done.returncode != 0 or not (partial / "Image.csv").is_file():

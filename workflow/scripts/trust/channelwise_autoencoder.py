@@ -13,5 +13,10 @@ wrapper = ChannelwiseAutoencoderKL.wrapping(AutoencoderKL.from_pretrained(snakem
 with atomic_directory(snakemake.output.model) as folder:
     wrapper.save_pretrained(folder)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
-log.info("%s: each of %d channels through %s as grey, %d latent channels", snakemake.wildcards.dataset, channels,
-         snakemake.input.rgb, wrapper.latent_channels)  # fmt: skip
+log.info(
+    "%s: each of %d channels through %s as grey, %d latent channels",
+    snakemake.wildcards.dataset,
+    channels,
+    snakemake.input.rgb,
+    wrapper.latent_channels,
+)

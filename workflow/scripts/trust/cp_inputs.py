@@ -24,12 +24,20 @@ else:
     measured = p.morphology.get("per_condition", p.per_condition)
     ids = np.concatenate([read_parquet(path, columns=["sample_id"])["sample_id"].to_numpy() for path in i.samples])
     mine = np.sort(ids[generated_rows(ids, p.per_condition, measured)])[shard::shards]  # only this shard's pixels
-    manifests, images = zip(*(read_samples(path, names, keep=lambda s: np.isin(s, mine)) for path in i.samples),
-                            strict=True)  # fmt: skip
+    manifests, images = zip(
+        *(read_samples(path, names, keep=lambda s: np.isin(s, mine)) for path in i.samples), strict=True
+    )
     manifest, images = pl.concat(manifests), np.concatenate([part for part in images if len(part)])
     keys = [f"{int(s):07d}" for s in manifest["sample_id"].to_numpy()]
 with atomic_directory(snakemake.output.images) as folder:
     write_inputs(zip(keys, images, strict=True), folder, p.morphology["input"], p.morphology["side"])
 write_folder_manifest(snakemake.output.images, snakemake.output.manifest)
-log.info("%s shard %d/%d: %d sites written as %s inputs at %d px", w.source, shard, shards, len(keys),
-         p.morphology["input"], p.morphology["side"])  # fmt: skip
+log.info(
+    "%s shard %d/%d: %d sites written as %s inputs at %d px",
+    w.source,
+    shard,
+    shards,
+    len(keys),
+    p.morphology["input"],
+    p.morphology["side"],
+)

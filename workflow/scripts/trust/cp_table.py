@@ -20,5 +20,11 @@ table = measured.join(sites, on="name", how="inner", validate="1:1")
 if table.height != measured.height:
     raise ValueError(f"{measured.height - table.height} measured sites of {w.source} are not in its table or manifests")
 write_parquet(table, snakemake.output.table)
-log.info("%s: %d sites, %d CellProfiler columns; nuclei per site %.2f (sd %.2f)", w.source, table.height,
-         len(measured.columns), table["Count_Nuclei"].mean(), table["Count_Nuclei"].std())  # fmt: skip
+log.info(
+    "%s: %d sites, %d CellProfiler columns; nuclei per site %.2f (sd %.2f)",
+    w.source,
+    table.height,
+    len(measured.columns),
+    table["Count_Nuclei"].mean(),
+    table["Count_Nuclei"].std(),
+)

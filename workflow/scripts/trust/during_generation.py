@@ -46,8 +46,16 @@ SUMMARY = dict.fromkeys(("accept", "kid_trust", "kid_trust_std", "kid_random", "
 def protocol(real, scored, real_at_step=None) -> dict:
     """Fit on real support features, score, select by P95-real, KID in DINOv3's space (Section 5.1.1);
     with ``real_at_step`` (the support rows' features on the samples' path at the step), per-step thresholds."""
-    scorer, scores = fit_and_score(real[support], real_attributes[support], scored, sample_attributes, names,
-                                   seed=p.seed, groups=units, **dict(p.scorer))  # fmt: skip
+    scorer, scores = fit_and_score(
+        real[support],
+        real_attributes[support],
+        scored,
+        sample_attributes,
+        names,
+        seed=p.seed,
+        groups=units,
+        **dict(p.scorer),
+    )
     if real_at_step is None:
         thresholds = scorer.thresholds(quantile)
     else:
@@ -85,7 +93,10 @@ for path, (prefix, real, into_space) in paths.items():
         agreement = score_agreement(result.pop("scores"), post_scores)
         rows.append({"path": path, "scoring": "during", "step": step + 1} | result | saved | agreement)
         log.info("%s, step %d of %d: %s", path, step + 1, steps_total, rows[-1])
-rows.append({"path": "post", "scoring": "post", "step": steps_total} | oracle
-            | compute_saved(np.zeros(1, bool), steps_total - 1, steps_total))  # fmt: skip
+rows.append(
+    {"path": "post", "scoring": "post", "step": steps_total}
+    | oracle
+    | compute_saved(np.zeros(1, bool), steps_total - 1, steps_total)
+)
 write_parquet(pl.DataFrame(rows, infer_schema_length=None), snakemake.output.steps)
 log.info("post generation: %s", rows[-1])

@@ -13,8 +13,10 @@ from condeval.trust.report import during_generation_markdown, plot_during_genera
 
 log = log_to_file(snakemake.log[0])
 p, w, i = snakemake.params, snakemake.wildcards, snakemake.input
-steps = pl.concat([read_parquet(path).with_columns(variant=pl.lit(v)) for v, path in zip(p.variants, i.steps, strict=True)],
-                  how="diagonal_relaxed")  # fmt: skip
+steps = pl.concat(
+    [read_parquet(path).with_columns(variant=pl.lit(v)) for v, path in zip(p.variants, i.steps, strict=True)],
+    how="diagonal_relaxed",
+)
 names = list(ATTRIBUTE_NAMES[w.dataset])
 table = read_parquet(i.table)
 support = training_support(w.dataset, table, w.regime, dict(p.subset).get("held_out_pairs", 100))
@@ -29,9 +31,18 @@ for variant, signal_path, held_out_path in zip(p.translated, i.signals, i.held_o
     per_t = held_ids.reshape(len(t_values), -1)  # the checked rows (a seeded sample of those outside the support)
     if not (per_t == per_t[0]).all():
         raise ValueError(f"{held_out_path}: its ids are not the same rows of {i.table} at every t")
-    agreement = translation_agreement(real_siglip, attributes, support, translated.reshape(*per_t.shape, -1), t_values,
-                                      names, rows=per_t[0], seed=p.seed, groups=calibration_units(w.dataset, table),
-                                      **dict(p.scorer))  # fmt: skip
+    agreement = translation_agreement(
+        real_siglip,
+        attributes,
+        support,
+        translated.reshape(*per_t.shape, -1),
+        t_values,
+        names,
+        rows=per_t[0],
+        seed=p.seed,
+        groups=calibration_units(w.dataset, table),
+        **dict(p.scorer),
+    )
     signals[variant] = read_json(signal_path)
     for row, scored in zip(signals[variant]["by_t"], agreement, strict=True):
         row["spearman"] = scored["spearman"]

@@ -15,8 +15,9 @@ report = {}
 for extractor, path in zip(p.extractors, snakemake.input.features, strict=True):
     ids, features, _ = read_feature_shards([path])
     rows = ids[outside[ids]]
-    report[extractor] = attribute_probes(features[outside[ids]], attributes_of(dataset, table)[rows], names,
-                                         seed=p.seed, **dict(p.probe))  # fmt: skip
+    report[extractor] = attribute_probes(
+        features[outside[ids]], attributes_of(dataset, table)[rows], names, seed=p.seed, **dict(p.probe)
+    )
 write_json(report, snakemake.output.signal)
 markdown = probe_markdown(report, dataset)
 with atomic_path(snakemake.output.markdown) as tmp:

@@ -26,9 +26,24 @@ per_condition = sampling["per_condition"]
 # ids: the condition's row in conditions.parquet times per_condition, plus the sample's index
 first_ids = [int(k) * per_condition for k in range(shard, len(conditions), sampling["shards"])]
 frame = generate_sample_shard(
-    pipe, mine, first_ids, names, snakemake.output.images, snakemake.output.manifest, per_condition=per_condition,
-    seed=p.seed, num_inference_steps=sampling["num_inference_steps"], batch_size=sampling["batch_size"],
-    chunk_size=p.chunk_size, fingerprint={"model": source_signature(snakemake.input.model)},
-)  # fmt: skip
-log.info("%d samples of %d conditions (shard %d of %d) at %d steps", frame.height, len(mine), shard,
-         sampling["shards"], sampling["num_inference_steps"])  # fmt: skip
+    pipe,
+    mine,
+    first_ids,
+    names,
+    snakemake.output.images,
+    snakemake.output.manifest,
+    per_condition=per_condition,
+    seed=p.seed,
+    num_inference_steps=sampling["num_inference_steps"],
+    batch_size=sampling["batch_size"],
+    chunk_size=p.chunk_size,
+    fingerprint={"model": source_signature(snakemake.input.model)},
+)
+log.info(
+    "%d samples of %d conditions (shard %d of %d) at %d steps",
+    frame.height,
+    len(mine),
+    shard,
+    sampling["shards"],
+    sampling["num_inference_steps"],
+)

@@ -8,7 +8,13 @@ from condeval.datasets.cellworld import write_cell_world
 log = log_to_file(snakemake.log[0])
 world = dict(snakemake.params.world)
 root = Path(snakemake.output.metadata).parent
-metadata = write_cell_world(root, list(world["sirna_ids"]), world["sites_per_pair"], seed=world["seed"],
-                            side=world["side"])  # fmt: skip
-log.info("cell world: %d sites of %d siRNAs x 4 cell types at %d px written as RxRx1 under %s",
-         metadata.height, len(world["sirna_ids"]), world["side"], root)  # fmt: skip
+metadata = write_cell_world(
+    root, list(world["sirna_ids"]), world["sites_per_pair"], seed=world["seed"], side=world["side"]
+)
+log.info(
+    "cell world: %d sites of %d siRNAs x 4 cell types at %d px written as RxRx1 under %s",
+    metadata.height,
+    len(world["sirna_ids"]),
+    world["side"],
+    root,
+)

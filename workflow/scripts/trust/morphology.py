@@ -15,11 +15,21 @@ generated = read_parquet(i.generated).join(scores, on="sample_id", how="inner", 
 if generated.height != read_parquet(i.generated, columns=["sample_id"]).height:
     raise ValueError(f"{i.generated}: some measured samples have no trust score in {i.scores}")
 readouts = morphology_readouts(
-    read_parquet(i.real), generated, names, queried.select(names).to_numpy(), queried["seen"].to_numpy(),
-    top_k=settings["top_k"], half_splits=settings["half_splits"], n_boot=settings["bootstrap"],
-    stratified=settings["stratified"], n_random=settings["random_draws"], seed=settings["seed"],
-    n_bins=settings["n_bins"], deciles=settings["deciles"], classifier_seeds=tuple(range(settings["classifier_seeds"])),
-)  # fmt: skip
+    read_parquet(i.real),
+    generated,
+    names,
+    queried.select(names).to_numpy(),
+    queried["seen"].to_numpy(),
+    top_k=settings["top_k"],
+    half_splits=settings["half_splits"],
+    n_boot=settings["bootstrap"],
+    stratified=settings["stratified"],
+    n_random=settings["random_draws"],
+    seed=settings["seed"],
+    n_bins=settings["n_bins"],
+    deciles=settings["deciles"],
+    classifier_seeds=tuple(range(settings["classifier_seeds"])),
+)
 write_json(readouts["counts"], o.summary)
 write_parquet(readouts["contrast"], o.contrast)
 write_parquet(readouts["correlations"], o.correlations)

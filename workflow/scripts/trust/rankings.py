@@ -21,9 +21,18 @@ by_id = dict(zip(ids.tolist(), range(len(ids)), strict=True))
 kid_features = features[[by_id[s] for s in scores["sample_id"].to_list()]]
 options, selection = dict(p.rankings), dict(p.selection)
 result = rankings(
-    scores, kid_features, real[outside], attributes_of(w.dataset, table)[outside], names, n_bins=options["n_bins"],
-    subset_size=selection["subset_size"], n_subsets=selection["n_subsets"], null_resamples=options["null_resamples"],
-    kernel=selection["kernel"], seed=p.seed, classifier_seeds=tuple(range(options["classifier_seeds"])),
-)  # fmt: skip
+    scores,
+    kid_features,
+    real[outside],
+    attributes_of(w.dataset, table)[outside],
+    names,
+    n_bins=options["n_bins"],
+    subset_size=selection["subset_size"],
+    n_subsets=selection["n_subsets"],
+    null_resamples=options["null_resamples"],
+    kernel=selection["kernel"],
+    seed=p.seed,
+    classifier_seeds=tuple(range(options["classifier_seeds"])),
+)
 write_parquet(result.with_columns(variant=np.array([w.variant] * result.height)), snakemake.output.rankings)
 log.info("deciles of %d samples:\n%s", scores.height, result)

@@ -13,8 +13,11 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 table = read_parquet(snakemake.input.table).with_row_index("row")
-encoder = image_feature_encoder(saved_folder(snakemake.input.extractor),
-                                device=device_for_gpus(snakemake.resources.get("gpu", 0)), **dict(p.loading))  # fmt: skip
+encoder = image_feature_encoder(
+    saved_folder(snakemake.input.extractor),
+    device=device_for_gpus(snakemake.resources.get("gpu", 0)),
+    **dict(p.loading),
+)
 
 
 def encode(items):

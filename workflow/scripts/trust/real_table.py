@@ -12,6 +12,10 @@ write_parquet(table, snakemake.output.table)
 write_parquet(conditions, snakemake.output.conditions)
 held = subset.get("held_out_pairs", 100)
 log.info("%s: %d real rows by split %s", dataset, table.height, dict(table.group_by("split").len().iter_rows()))
-log.info("%s: %d rows in the held-out regime's training support, %d in the full one", dataset,
-         training_support(dataset, table, "held_out", held).sum(), training_support(dataset, table, "full").sum())  # fmt: skip
+log.info(
+    "%s: %d rows in the held-out regime's training support, %d in the full one",
+    dataset,
+    training_support(dataset, table, "held_out", held).sum(),
+    training_support(dataset, table, "full").sum(),
+)
 log.info("%s: %d queried conditions, %d seen in training", dataset, conditions.height, conditions["seen"].sum())

@@ -40,13 +40,32 @@ if p.keep["aligned"]:
     paths["aligned-step"] = (pipe.repa_projector.config.depth, pipe.repa_projector)
 ids = np.flatnonzero(support)
 encoder = {"name": str(folder), "weights_sha256": files_sha256([i.model])}
-kept = trajectory_features(pipe, images, attributes, levels, paths, snakemake.output.features, chunk_size=p.chunk_size,
-                           seed=p.seed, fingerprint=fingerprint([i.table], {"root": p.root, "size": p.image_size}))  # fmt: skip
+kept = trajectory_features(
+    pipe,
+    images,
+    attributes,
+    levels,
+    paths,
+    snakemake.output.features,
+    chunk_size=p.chunk_size,
+    seed=p.seed,
+    fingerprint=fingerprint([i.table], {"root": p.root, "size": p.image_size}),
+)
 with atomic_directory(snakemake.output.features) as out:
     for prefix, (layer, _) in paths.items():
         for k, (step, t) in enumerate(zip(steps, levels, strict=True)):
-            write_feature_shard(out / f"{prefix}-{step}.safetensors", ids, kept[prefix, k],
-                                {"encoder": encoder, "layer": layer, "step": step, "t": t})  # fmt: skip
-        log.info("%s: %d support images at steps %s (t %s), block %d", prefix, len(ids), steps,
-                 [round(t, 4) for t in levels], layer)  # fmt: skip
+            write_feature_shard(
+                out / f"{prefix}-{step}.safetensors",
+                ids,
+                kept[prefix, k],
+                {"encoder": encoder, "layer": layer, "step": step, "t": t},
+            )
+        log.info(
+            "%s: %d support images at steps %s (t %s), block %d",
+            prefix,
+            len(ids),
+            steps,
+            [round(t, 4) for t in levels],
+            layer,
+        )
 write_folder_manifest(snakemake.output.features, snakemake.output.manifest)

@@ -16,12 +16,19 @@ torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
 encoders = {
-    extractor: partial(image_feature_encoder, saved_folder(snakemake.input[extractor]), device=device,
-                       **dict(p.loading[extractor]))
+    extractor: partial(
+        image_feature_encoder, saved_folder(snakemake.input[extractor]), device=device, **dict(p.loading[extractor])
+    )
     for extractor in p.extractors
-}  # fmt: skip
-shapes = encode_sample_shard(snakemake.input.samples, p.names, encoders, snakemake.output.features,
-                             batch_size=p.batch_size, chunk_size=p.chunk_size)  # fmt: skip
+}
+shapes = encode_sample_shard(
+    snakemake.input.samples,
+    p.names,
+    encoders,
+    snakemake.output.features,
+    batch_size=p.batch_size,
+    chunk_size=p.chunk_size,
+)
 write_folder_manifest(snakemake.output.features, snakemake.output.manifest)
 for extractor, shape in shapes.items():
     log.info("%s: %d x %d features of %s", extractor, *shape, snakemake.input.samples)

@@ -40,8 +40,16 @@ if not np.array_equal(sample_ids, kid_ids):
 conditions = read_parquet(i.conditions).select(names).to_numpy()
 sample_attributes = conditions[sample_ids // p.per_condition]
 real_scoring = real(i.real_scoring)[support]
-scorer, scores = fit_and_score(real_scoring, real_attributes[support], scoring, sample_attributes, names, seed=p.seed,
-                               groups=calibration_units(w.dataset, table, support), **dict(p.scorer))  # fmt: skip
+scorer, scores = fit_and_score(
+    real_scoring,
+    real_attributes[support],
+    scoring,
+    sample_attributes,
+    names,
+    seed=p.seed,
+    groups=calibration_units(w.dataset, table, support),
+    **dict(p.scorer),
+)
 scores = scores.with_columns(sample_id=sample_ids)
 selection = dict(p.selection)
 quantile = selection.pop("quantile")
@@ -64,9 +72,20 @@ if "clip" in i.keys():  # Appendix J's CLIP alignment: each image against its co
         (real(i.real_clip)[support], real_attributes[support]),
         (clip_features, sample_attributes),
     )
-ablation = scorer_ablation(scorer, real_scoring, real_attributes[support], scoring, scores, kid_features, reference,
-                           quantile=quantile, trusted=selected.per_condition, precomputed=precomputed, seed=p.seed,
-                           **selection)  # fmt: skip
+ablation = scorer_ablation(
+    scorer,
+    real_scoring,
+    real_attributes[support],
+    scoring,
+    scores,
+    kid_features,
+    reference,
+    quantile=quantile,
+    trusted=selected.per_condition,
+    precomputed=precomputed,
+    seed=p.seed,
+    **selection,
+)
 write_parquet(ablation, snakemake.output.ablation)
 write_parquet(scores, snakemake.output.scores)
 write_parquet(selected.per_condition, snakemake.output.conditions)

@@ -13,10 +13,13 @@ markdown = selection_markdown(rows)
 with atomic_path(snakemake.output.markdown) as tmp:
     tmp.write_text(markdown)
 log.info("Section 5.1.1:\n%s", markdown)
-ablation = pl.concat([
-    read_parquet(path).with_columns(**{key: pl.lit(value) for key, value in run.items()})
-    for run, path in zip(snakemake.params.runs, snakemake.input.ablations, strict=True)
-], how="diagonal_relaxed")  # fmt: skip
+ablation = pl.concat(
+    [
+        read_parquet(path).with_columns(**{key: pl.lit(value) for key, value in run.items()})
+        for run, path in zip(snakemake.params.runs, snakemake.input.ablations, strict=True)
+    ],
+    how="diagonal_relaxed",
+)
 markdown = scorer_markdown(ablation)
 with atomic_path(snakemake.output.ablation) as tmp:
     tmp.write_text(markdown)

@@ -18,10 +18,18 @@ rows = table.filter(table["split"] == "train").sample(fraction=1.0, shuffle=True
 images = read_images(dataset, p.root, rows.iter_rows(named=True), p.image_size)
 model = {**dict(train["model"]), "image_channels": images.shape[1]}
 summary = train_autoencoder(
-    pixel_values(images).numpy(), snakemake.output.model, kind="kl", model=model, epochs=train["epochs"],
-    batch_size=train["batch_size"], lr=train["lr"], val_images=train["val_images"], seed=p.seed, crop=train["crop"],
+    pixel_values(images).numpy(),
+    snakemake.output.model,
+    kind="kl",
+    model=model,
+    epochs=train["epochs"],
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    val_images=train["val_images"],
+    seed=p.seed,
+    crop=train["crop"],
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint([snakemake.input.table], {"train": train, "image_size": p.image_size, "seed": p.seed}),
-)  # fmt: skip
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("%s autoencoder on %d train images: %s", dataset, len(images), summary)

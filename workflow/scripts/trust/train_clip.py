@@ -11,10 +11,18 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, train = snakemake.params, dict(snakemake.params.train)
 summary = train_face_clip(
-    snakemake.output.model, instances=train["instances"], epochs=train["epochs"], batch_size=train["batch_size"],
-    lr=train["lr"], model=dict(train["model"]), image_size=p.image_size, val_instances=train["val_instances"],
-    seed=p.seed, hard_weight=train["hard_weight"], accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    snakemake.output.model,
+    instances=train["instances"],
+    epochs=train["epochs"],
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    model=dict(train["model"]),
+    image_size=p.image_size,
+    val_instances=train["val_instances"],
+    seed=p.seed,
+    hard_weight=train["hard_weight"],
+    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint([], {"train": train, "side": p.image_size, "seed": p.seed}),
-)  # fmt: skip
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("face CLIP trained on %d renders: %s", train["instances"], summary)

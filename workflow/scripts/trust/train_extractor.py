@@ -14,13 +14,24 @@ train, world = dict(p.train), dict(p.world)
 # Instances are drawn from the world's own distribution (its renderer, with the world's siRNA effects).
 cells = {"world_seed": world["seed"], "sirna_ids": list(world["sirna_ids"])} if dataset == "rxrx1" else {}
 summary = train_patch_encoder_on_world(
-    "faces" if dataset == "celeba" else "cells", snakemake.output.model, kind=snakemake.wildcards.extractor,
-    instances=train["instances"], side=p.image_size, model=dict(train["model"]), epochs=train["epochs"],
-    batch_size=train["batch_size"], lr=train["lr"], val_instances=train["val_instances"], seed=p.seed,
-    temperature=train["temperature"], patience=train.get("patience"),
+    "faces" if dataset == "celeba" else "cells",
+    snakemake.output.model,
+    kind=snakemake.wildcards.extractor,
+    instances=train["instances"],
+    side=p.image_size,
+    model=dict(train["model"]),
+    epochs=train["epochs"],
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    val_instances=train["val_instances"],
+    seed=p.seed,
+    temperature=train["temperature"],
+    patience=train.get("patience"),
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
-    fingerprint=fingerprint(list(snakemake.input), {"train": train, "world": world, "side": p.image_size, "seed": p.seed}),
+    fingerprint=fingerprint(
+        list(snakemake.input), {"train": train, "world": world, "side": p.image_size, "seed": p.seed}
+    ),
     **cells,
-)  # fmt: skip
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("%s trained on %s renders: %s", snakemake.wildcards.extractor, dataset, summary)

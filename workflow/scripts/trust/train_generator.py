@@ -22,14 +22,23 @@ held = dict(p.subset).get("held_out_pairs", 100)
 support = table.filter(training_support(w.dataset, table, w.regime, held))
 support = support.sample(fraction=1.0, shuffle=True, seed=p.seed)  # the first val_images validate
 conditions = np.unique(attributes_of(w.dataset, support), axis=0)
-log.info("%s %s %s: %d support images, conditions %s", w.dataset, w.regime, w.variant, support.height,
-         conditions.tolist() if conditions.shape[1] <= 4 else len(conditions))  # fmt: skip
+log.info(
+    "%s %s %s: %d support images, conditions %s",
+    w.dataset,
+    w.regime,
+    w.variant,
+    support.height,
+    conditions.tolist() if conditions.shape[1] <= 4 else len(conditions),
+)
 if train.get("validation", "support") == "release":  # the official code's selection, held-out targets included
     validation = release_validation(table, train["val_images"], p.seed)
     asked = attributes_of(w.dataset, validation)
     outside = ~(asked[:, None, :] == conditions[None]).all(axis=2).any(axis=1)
-    log.info("validation: %d rows of the release's held-back split, %d in conditions outside the support",
-             validation.height, int(outside.sum()))  # fmt: skip
+    log.info(
+        "validation: %d rows of the release's held-back split, %d in conditions outside the support",
+        validation.height,
+        int(outside.sum()),
+    )
     support = pl.concat([validation, support])
 images = ReleaseImages(w.dataset, p.root, support, p.image_size)  # read a chunk at a time into the row cache
 attributes = attributes_of(w.dataset, support)
@@ -41,16 +50,29 @@ extractor = (
     PatchEncoder(saved_folder(snakemake.input.extractor), device=device, **dict(p.extractor_loading)) if repa else None
 )
 summary = train_attribute_generator(
-    images, attributes, snakemake.output.model, values=values.tolist(),
+    images,
+    attributes,
+    snakemake.output.model,
+    values=values.tolist(),
     vae=load_autoencoder(saved_folder(snakemake.input.autoencoder)).to(device),
-    transformer=dict(train["transformer"]), epochs=train.get("epochs"), steps=train.get("steps"),
-    warmup_steps=train.get("warmup_steps"), batch_size=train["batch_size"], lr=train["lr"],
-    val_images=train["val_images"], seed=p.seed, condition_dropout=train["condition_dropout"],
-    repa_extractor=extractor, repa_coefficient=repa.get("coefficient", 0.5), repa_depth=repa.get("depth", 1),
+    transformer=dict(train["transformer"]),
+    epochs=train.get("epochs"),
+    steps=train.get("steps"),
+    warmup_steps=train.get("warmup_steps"),
+    batch_size=train["batch_size"],
+    lr=train["lr"],
+    val_images=train["val_images"],
+    seed=p.seed,
+    condition_dropout=train["condition_dropout"],
+    repa_extractor=extractor,
+    repa_coefficient=repa.get("coefficient", 0.5),
+    repa_depth=repa.get("depth", 1),
     repa_name=repa.get("extractor", ""),
-    accelerator=accelerator_for_gpus(gpus), chunk_size=p.chunk_size, workers=min(4, snakemake.threads - 1),
+    accelerator=accelerator_for_gpus(gpus),
+    chunk_size=p.chunk_size,
+    workers=min(4, snakemake.threads - 1),
     stop_at=job_deadline(snakemake.resources.runtime, snakemake.resources.parts),
     fingerprint=fingerprint(list(snakemake.input), {"train": train, "repa": repa, "regime": w.regime, "seed": p.seed}),
-)  # fmt: skip
+)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("trained: %s", summary)

@@ -31,18 +31,36 @@ run_dir = f"{snakemake.output.model}_run"  # no output, so a failed job's cleanu
 
 def pairs(rows, cache):
     images = ReleaseImages(w.dataset, p.root, table.filter(rows), p.image_size)
-    return translator_pair_rows(pipe, images, attributes[rows], siglip[rows], t_values, layer, f"{run_dir}/{cache}",
-                                chunk_size=p.chunk_size, seed=p.seed, path=settings["noise_path"],
-                                fingerprint=fingerprint([i.table, i.siglip], {"root": p.root, "size": p.image_size}))  # fmt: skip
+    return translator_pair_rows(
+        pipe,
+        images,
+        attributes[rows],
+        siglip[rows],
+        t_values,
+        layer,
+        f"{run_dir}/{cache}",
+        chunk_size=p.chunk_size,
+        seed=p.seed,
+        path=settings["noise_path"],
+        fingerprint=fingerprint([i.table, i.siglip], {"root": p.root, "size": p.image_size}),
+    )
 
 
 cache, rows, images = pairs(support, "support")
-log.info("%d pairs (%d support images x %d noise levels), block %d", len(rows), int(support.sum()), len(t_values),
-         layer)  # fmt: skip
-translator = Translator(hidden=settings["hidden"], weights=dict(settings["weights"]), lr=settings["lr"],
-                        weight_decay=settings["weight_decay"], epochs=settings["epochs"],
-                        batch_size=settings["batch_size"], seed=p.seed, loss=settings["loss"],
-                        whitened=dict(settings["whitened"]))  # fmt: skip
+log.info(
+    "%d pairs (%d support images x %d noise levels), block %d", len(rows), int(support.sum()), len(t_values), layer
+)
+translator = Translator(
+    hidden=settings["hidden"],
+    weights=dict(settings["weights"]),
+    lr=settings["lr"],
+    weight_decay=settings["weight_decay"],
+    epochs=settings["epochs"],
+    batch_size=settings["batch_size"],
+    seed=p.seed,
+    loss=settings["loss"],
+    whitened=dict(settings["whitened"]),
+)
 translator.fit_rows(rows, images, run_dir=run_dir, accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)))
 translator.save(snakemake.output.model)  # validation held out whole images (groups: each pair's image)
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
@@ -60,13 +78,20 @@ internal, target, image, t_index = (np.stack(column) for column in zip(*(held_ro
 order = np.lexsort((image, t_index))  # t-major over the whole set, as the report reads it
 internal, target, image, t_index = internal[order], target[order], image[order], t_index[order]
 translated = translator.transform(internal)
-write_feature_shard(snakemake.output.held_out, np.flatnonzero(held)[image], translated,
-                    {"encoder": model_identity(snakemake.output.model), "layer": layer,
-                     "t": [float(t) for t in t_values]})  # fmt: skip
-signal = {"pairs": len(rows), "held_out_images": int(held.sum()), "by_t": [
-    {"t": float(t), "mse": float(np.mean((translated[t_index == k] - target[t_index == k]) ** 2))}
-    for k, t in enumerate(t_values)
-]}  # fmt: skip
+write_feature_shard(
+    snakemake.output.held_out,
+    np.flatnonzero(held)[image],
+    translated,
+    {"encoder": model_identity(snakemake.output.model), "layer": layer, "t": [float(t) for t in t_values]},
+)
+signal = {
+    "pairs": len(rows),
+    "held_out_images": int(held.sum()),
+    "by_t": [
+        {"t": float(t), "mse": float(np.mean((translated[t_index == k] - target[t_index == k]) ** 2))}
+        for k, t in enumerate(t_values)
+    ],
+}
 write_json(signal, snakemake.output.signal)
 held_cache.clear()
 log.info("translated held-out real features against their true SigLIP features: %s", signal["by_t"])

@@ -20,8 +20,10 @@ p, w = snakemake.params, snakemake.wildcards
 sampling, settings = dict(p.sampling), dict(p.translator)
 steps = sorted(settings["steps"])
 if steps[-1] >= sampling["num_inference_steps"]:
-    raise ValueError(f"trust.translator.steps {steps} must lie below sampling.num_inference_steps "
-                     f"({sampling['num_inference_steps']})")  # fmt: skip
+    raise ValueError(
+        f"trust.translator.steps {steps} must lie below sampling.num_inference_steps "
+        f"({sampling['num_inference_steps']})"
+    )
 conditions = read_parquet(snakemake.input.conditions).select(list(ATTRIBUTE_NAMES[w.dataset])).to_numpy()
 shard, per_condition = int(w.shard), sampling["per_condition"]
 folder = saved_folder(snakemake.input.model)
@@ -42,11 +44,22 @@ def tap(*args) -> dict:
 
 
 ids = []
-for k, condition in zip(range(shard, len(conditions), sampling["shards"]),
-                        shard_conditions(conditions, shard, sampling["shards"]), strict=True):  # fmt: skip
-    *_, part_ids = generate_samples(pipe, [condition], per_condition, seed=p.seed, first_id=k * per_condition,
-                                    num_inference_steps=sampling["num_inference_steps"],
-                                    batch_size=sampling["batch_size"], callback=tap, output_type="latent")  # fmt: skip
+for k, condition in zip(
+    range(shard, len(conditions), sampling["shards"]),
+    shard_conditions(conditions, shard, sampling["shards"]),
+    strict=True,
+):
+    *_, part_ids = generate_samples(
+        pipe,
+        [condition],
+        per_condition,
+        seed=p.seed,
+        first_id=k * per_condition,
+        num_inference_steps=sampling["num_inference_steps"],
+        batch_size=sampling["batch_size"],
+        callback=tap,
+        output_type="latent",
+    )
     ids.append(part_ids)
 for each in taps.values():
     each.close()
@@ -58,8 +71,17 @@ if "aligned-step" in taps:
 with atomic_directory(snakemake.output.features) as out:
     for prefix, kept in taps.items():
         for step in steps:
-            write_feature_shard(out / f"{prefix}-{step}.safetensors", ids, kept.features(step),
-                                {"encoder": encoder, "layer": layers[prefix], "step": step})  # fmt: skip
+            write_feature_shard(
+                out / f"{prefix}-{step}.safetensors",
+                ids,
+                kept.features(step),
+                {"encoder": encoder, "layer": layers[prefix], "step": step},
+            )
 write_folder_manifest(snakemake.output.features, snakemake.output.manifest)
-log.info("%d samples, %s kept at steps %s of %d", len(ids), {k: layers[k] for k in taps}, steps,
-         sampling["num_inference_steps"])  # fmt: skip
+log.info(
+    "%d samples, %s kept at steps %s of %d",
+    len(ids),
+    {k: layers[k] for k in taps},
+    steps,
+    sampling["num_inference_steps"],
+)

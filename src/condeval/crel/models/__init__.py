@@ -9,8 +9,13 @@ from __future__ import annotations
 __all__ = ["lgm_kind", "load_lgm", "LatentVAE", "LatentDDPM", "DirectionalQuantileRegressor"]
 
 #: Where each name lives (read on first use, so that importing the package pulls in neither torch nor diffusers).
-_HOMES = {"lgm_kind": "lgm", "load_lgm": "lgm", "LatentVAE": "vae", "LatentDDPM": "diffusion",
-          "DirectionalQuantileRegressor": "dqr"}  # fmt: skip
+_HOMES = {
+    "lgm_kind": "lgm",
+    "load_lgm": "lgm",
+    "LatentVAE": "vae",
+    "LatentDDPM": "diffusion",
+    "DirectionalQuantileRegressor": "dqr",
+}
 
 
 def __getattr__(name: str):

@@ -40,7 +40,7 @@ def rank_models(scores: pl.DataFrame) -> pl.DataFrame:
 
 
 def fig4_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object], generated: pl.DataFrame, references: pl.DataFrame,
-                  galleries: Mapping[str, tuple[np.ndarray, np.ndarray]], n_examples: int) -> list[dict]:  # fmt: skip
+                  galleries: Mapping[str, tuple[np.ndarray, np.ndarray]], n_examples: int) -> list[dict]:
     """The examples that :func:`condeval.crel.reports.image_to_text.plot_examples` draws.
 
     Parameters
@@ -79,7 +79,7 @@ def fig4_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object],
 
 
 def fig12_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object], generated: Mapping[tuple[str, int], str],
-                   references: pl.DataFrame, galleries: Mapping[str, tuple[np.ndarray, np.ndarray]], n_examples: int) -> list[dict]:  # fmt: skip
+                   references: pl.DataFrame, galleries: Mapping[str, tuple[np.ndarray, np.ndarray]], n_examples: int) -> list[dict]:
     """Fig. 12's examples (text-to-image): per test caption, each model's image and the real image nearest
     its worst case.
 

@@ -213,7 +213,7 @@ def region_panels(before, after, dqr_alone, Z: np.ndarray, Y: np.ndarray, grid, 
             "dqr": grid_outline(grid, grid.within(q.decoded, np.maximum(q.radii, grid.half_diagonal))),
         }
         for i, (b, a, q) in enumerate(zip(before, after, dqr_alone, strict=True))
-    ]  # fmt: skip
+    ]
 
 
 def _before_after(ax, before, after, point, space: str, after_label: str, axis: str, unit: str) -> None:
