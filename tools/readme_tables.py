@@ -45,7 +45,7 @@ def _cell(ours, reported, digits: int) -> str:
 
 
 def table1_rows(table: pl.DataFrame) -> list[str]:
-    """Table 1 as docs/crel.md shows it: the alphas the paper reports, every method."""
+    """Table 1 as docs/crel/results.md shows it: the alphas the paper reports, every method."""
     lines = ["| α | method | coverage Z (paper) | coverage Y (paper) | area (paper) |", "|---|---|---|---|---|"]
     reported = table.filter(pl.col("paper_coverage_y").is_not_null())["alpha"].unique().to_list()
     for row in table.filter(pl.col("alpha").is_in(reported)).iter_rows(named=True):

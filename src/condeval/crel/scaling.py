@@ -153,7 +153,7 @@ def output_grid_step(
     What is computed (our reading of Appendix D's "original space discretization" and of
     Feldman et al.'s ``get_distance_from_quantile_region_aux``): the distance of every
     output-grid point to the decoded region R_Y(x) — the union of the cell balls of
-    :class:`~condeval.crel.regions.RegionCloud`, the definition in docs/crel.md, which replaces
+    :class:`~condeval.crel.regions.RegionCloud`, the definition in docs/crel/method.md, which replaces
     Feldman's γ_init (90th percentile of nearest-neighbour distances in the cloud) — gives the
     grid points the region owns (its area) and those outside it; then the distance of y to the
     nearest grid point outside the region (Feldman's "inside" score, used by his conformalize

@@ -93,7 +93,7 @@ SIZES = {"small": 0.13, "large": 0.21}  # radius as a fraction of the image side
 # Object centres sit on the centres of an 8 × 8 grid, the patch grid of a ViT with patch 8 at any
 # image side. With centres anywhere, each shape met a patch-8 ViT in 64 pixel alignments and a tiny
 # one trained *supervised* on lone objects named 18% of shapes after 400 steps (chance 8%); on the
-# grid it named 65% (docs/crel.md, the mini-world). Positions still vary (8 per axis) and the
+# grid it named 65% (docs/crel/method.md, the miniature image-text setting). Positions still vary (8 per axis) and the
 # relations the captions state are unchanged.
 POSITION_GRID = 8
 _SIZE_WORDS = {"small": ("small", "little", "tiny"), "large": ("large", "big")}

@@ -1,6 +1,6 @@
 """Does an encoder carry signal? Retrieval, foil gaps and caption agreement on held-out images.
 
-A miniature must be measured, not assumed: these figures go to docs/crel.md and a test holds CLIP's
+A miniature must be measured, not assumed: these figures go to docs/crel/results.md and a test holds CLIP's
 retrieval above a floor, so a broken encoder fails CI.
 """
 
