@@ -4,7 +4,7 @@ interpreter (`make cellprofiler` builds it; never the torch environment):
 
     .cellprofiler/bin/python tools/build_cppipe.py [--out workflow/resources/trust] [--check]
 
-Two inputs, one pipeline each (docs/trust.md, "CellProfiler"):
+Two inputs, one pipeline each (docs/trust/method.md, "CellProfiler morphology"):
 
 - ``composite`` (the official code's, the default): one RGB composite per site, made with rxrx1-utils'
   channel colour map (:mod:`condeval.trust.morphology`), named ``DATA``. ColorToGray combines it into
@@ -65,7 +65,7 @@ OUT = REPO / "workflow/resources/trust"
 OBJECTS = ("Nuclei", "Cells", "Cytoplasm")
 TEXTURE_SCALES = (3, 5, 10)
 RADIAL_BINS = 4
-# Nuclei span about 8-30 pixels in the composites at the configured side (docs/trust.md): the
+# Nuclei span about 8-30 pixels in the composites at the configured side (docs/trust/departures.md): the
 # miniature is drawn so that they do, and real RxRx1 at 256 pixels (1.3 um/pixel) has nuclei of 6-20.
 NUCLEUS_DIAMETER = (6, 40)
 CELL_EXPANSION = 12

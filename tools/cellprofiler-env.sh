@@ -4,7 +4,7 @@
 #
 #   tools/cellprofiler-env.sh [DIR]      build DIR (default .cellprofiler), then check it runs headless
 #
-# How, and why (docs/trust.md, "CellProfiler"):
+# How, and why (docs/trust/method.md, "CellProfiler morphology"):
 # - scikit-image must be 0.19.x (0.20 removed the `selem=` argument four modules use) and PyPI has no
 #   0.19 wheel for Python 3.11 (a source build takes ~13 min). Debian 12's python3-skimage is 0.19.3,
 #   with its numpy 1.24 and scipy 1.10, so the venv is made on the system Python 3.11 with

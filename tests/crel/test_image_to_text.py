@@ -460,3 +460,37 @@ def test_evaluate_crel_calibrates_on_units_when_given_groups(fitted):
     assert by_unit["gamma_cal"][0] == crel.gamma_cal_
     crel.calibrate(X[cal], Y[cal], 0.1)
     assert crel.gamma_cal_ != by_unit["gamma_cal"][0]
+
+
+def _two_captioners(n_items: int, rho_gap: float, crel_gap: float, seed: int = 0) -> pl.DataFrame:
+    """Per-item scores of models a and b on the same images: a leads ρ by ``rho_gap`` and trails CReL-ρ
+    by ``crel_gap`` on average, with unit-scale noise per item."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0.5, 0.1, n_items)
+    rows = []
+    for model, rho_shift, crel_shift in (("a", rho_gap, -crel_gap), ("b", 0.0, 0.0)):
+        rho = base + rho_shift + 0.05 * rng.normal(size=n_items)
+        crel = base - 0.2 + crel_shift + 0.05 * rng.normal(size=n_items)
+        rows.append(pl.DataFrame({"model": model, "metric": "clip", "image_id": np.arange(n_items),
+                                  "rho": rho, "crel_rho": crel}))  # fmt: skip
+    return pl.concat(rows)
+
+
+def test_table2_gives_each_mean_its_interval_and_names_a_rank_change_within_noise():
+    """A swap of order between ρ and CReL-ρ counts only when paired intervals resolve both differences."""
+    from condeval.crel.reports.image_to_text import table2_markdown
+
+    clear = table2(_two_captioners(400, rho_gap=0.03, crel_gap=0.03))
+    a = clear.filter(pl.col("model") == "a").row(0, named=True)
+    assert (a["rank_mean"], a["rank_crel"]) == (1, 2) and a["rank_change_resolved"]
+    assert (
+        a["mean_rho_low"] < a["mean_rho"] < a["mean_rho_high"]
+        and a["crel_rho_low"] < a["crel_rho"] < a["crel_rho_high"]
+    )
+    noisy = table2(_two_captioners(20, rho_gap=0.003, crel_gap=0.003, seed=1))
+    assert noisy["rank_mean"].to_list() == [1, 2] and noisy["rank_crel"].to_list() == [2, 1]  # a swap...
+    assert not noisy["rank_change_resolved"].any()  # ...that 20 items cannot tell from noise
+    assert "(within noise)" in table2_markdown(noisy, published={})
+    wide = noisy.filter(pl.col("model") == "a").row(0, named=True)
+    assert wide["mean_rho_high"] - wide["mean_rho_low"] > a["mean_rho_high"] - a["mean_rho_low"]  # fewer items
+    assert "[" in table2_markdown(clear, published={}) and "(up)" in table2_markdown(clear, published={})

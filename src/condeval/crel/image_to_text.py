@@ -545,6 +545,56 @@ _TABLE2_EXTRAS = {
 }
 
 
+#: The bootstrap over test items behind Tables 2 and 3's intervals: 95% percentile intervals, 2,000 resamples.
+BOOTSTRAP = {"confidence_level": 0.95, "n_resamples": 2000, "method": "percentile"}
+
+
+def mean_interval(values, seed: int = 0) -> tuple[float, float]:
+    """The 95% bootstrap interval (:data:`BOOTSTRAP`, ``scipy.stats.bootstrap``) of the mean of
+    ``values`` over items; (NaN, NaN) below two items or when every item agrees."""
+    from scipy.stats import bootstrap
+
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) < 2 or np.ptp(values) == 0:
+        return float("nan"), float("nan")
+    interval = bootstrap((values,), np.mean, rng=np.random.default_rng(seed), **BOOTSTRAP).confidence_interval
+    return float(interval.low), float(interval.high)
+
+
+def _paired_items(rows: pl.DataFrame, column: str) -> dict[str, np.ndarray] | None:
+    """Each model's ``column`` on the items every model of ``rows`` scored (by ``image_id``, else by
+    position when every model has as many); None when they cannot be paired."""
+    if "image_id" in rows.columns:
+        wide = rows.pivot(on="model", index="image_id", values=column, aggregate_function="first").drop_nulls()
+        return {model: wide[model].to_numpy() for model in wide.columns if model != "image_id"}
+    by_model = {model: group[column].to_numpy() for (model,), group in rows.group_by("model", maintain_order=True)}
+    return by_model if len({len(values) for values in by_model.values()}) == 1 else None
+
+
+def resolved_rank_changes(scores: pl.DataFrame, seed: int = 0) -> dict[tuple[str, str], bool]:
+    """Whether each model's change of rank from ρ to CReL-ρ is measured, by (metric, model): True when
+    some other model it swaps order with differs from it in both ρ and CReL-ρ by a paired 95% bootstrap
+    interval of the per-item difference that excludes zero (:func:`mean_interval`); a rank change at a
+    few dozen items is otherwise noise."""
+    resolved = {}
+    for (metric,), rows in scores.group_by("metric", maintain_order=True):
+        rho, crel_rho = _paired_items(rows, "rho"), _paired_items(rows, "crel_rho")
+        models = sorted(rows["model"].unique().to_list())
+        for model in models:
+            resolved[(metric, model)] = rho is not None and any(
+                _swap_resolved(rho[model] - rho[other], crel_rho[model] - crel_rho[other], seed)
+                for other in models
+                if other != model
+            )
+    return resolved
+
+
+def _swap_resolved(rho_difference: np.ndarray, crel_difference: np.ndarray, seed: int) -> bool:
+    """Both differences' intervals exclude zero, with opposite signs: the two models swap order."""
+    (rho_low, rho_high), (crel_low, crel_high) = (mean_interval(d, seed) for d in (rho_difference, crel_difference))
+    return bool((rho_low > 0 and crel_high < 0) or (rho_high < 0 and crel_low > 0))
+
+
 def table2(scores: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> pl.DataFrame:
     """Table 2 from per-item scores with columns ``model``, ``metric``, ``rho``, ``crel_rho``.
 
@@ -553,6 +603,9 @@ def table2(scores: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> pl.DataF
     Where the scores hold them: mean ρ at the items' own decoded codes (``rho_own_code``), with Δ
     split into ``reconstruction`` = ρ(own code) − ρ and ``worst_case`` = CReL-ρ − ρ(own code);
     the fraction of converged searches; median nearest-real-caption distances (:func:`manifold_check`).
+    Each mean has its 95% bootstrap interval over the items (``mean_rho_low`` / ``_high``,
+    ``crel_rho_low`` / ``_high``: :func:`mean_interval`), and ``rank_change_resolved`` says whether a
+    change of rank is measured rather than noise (:func:`resolved_rank_changes`).
     ``metrics``: those a row may name (image-to-text's, :data:`METRICS`; Table 3 passes its own).
     """
     _check_scores(scores, metrics)
@@ -569,11 +622,32 @@ def table2(scores: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> pl.DataF
             (pl.col("rho_own_code") - pl.col("mean_rho")).alias("reconstruction"),
             (pl.col("crel_rho") - pl.col("rho_own_code")).alias("worst_case"),
         )
-    return summary.with_columns(
+    summary = summary.with_columns(
         (pl.col("crel_rho") - pl.col("mean_rho")).alias("delta"),
         _ranks(pl.col("mean_rho")).over("metric").alias("rank_mean"),
         _ranks(pl.col("crel_rho")).over("metric").alias("rank_crel"),
-    ).sort("metric", "model")
+    )
+    return summary.join(_intervals(scores), on=["metric", "model"]).sort("metric", "model")
+
+
+def _intervals(scores: pl.DataFrame) -> pl.DataFrame:
+    """Per (metric, model): the items' bootstrap intervals of ρ and CReL-ρ and whether a rank change is measured."""
+    resolved = resolved_rank_changes(scores)
+    rows = []
+    for (metric, model), group in scores.group_by("metric", "model", maintain_order=True):
+        (rho_low, rho_high), (crel_low, crel_high) = (mean_interval(group[c].to_numpy()) for c in ("rho", "crel_rho"))
+        rows.append(
+            {
+                "metric": metric,
+                "model": model,
+                "mean_rho_low": rho_low,
+                "mean_rho_high": rho_high,
+                "crel_rho_low": crel_low,
+                "crel_rho_high": crel_high,
+                "rank_change_resolved": resolved[(metric, model)],
+            }
+        )
+    return pl.DataFrame(rows)
 
 
 def fit_on_folds(X, Y, folds, run_dir, *, vae: Mapping, dqr: Mapping, seed: int, accelerator: str = "cpu"):

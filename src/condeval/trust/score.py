@@ -16,7 +16,7 @@ With ``z`` the L2-normalised feature of a sample requested with attribute values
 Calibration rows are held out of the fit by default (``calibration=0.2`` of each condition's rows), so
 that the z-scores and the P95 thresholds are set on real features the statistics never saw. The
 official code calibrates in-sample, on the rows it fitted: ``calibration=0`` (documented in
-docs/trust.md). The z-scores are one-sided (signed), as in the paper: a sample more typical than the
+docs/trust/departures.md). The z-scores are one-sided (signed), as in the paper: a sample more typical than the
 real ones scores better than they do; so does the official pipeline, whose both call sites pass
 ``two_sided=False``. ``realism="two-sided"`` is the option the official code defines and never turns
 on, ``z²``, which also penalises over-typical samples (the code's note: aligned features crowd the real

@@ -53,11 +53,13 @@ def table2_markdown(table: pl.DataFrame, published: dict | None = None) -> str:
             "metric": METRIC_LABELS[r["metric"]],
             "model": r["model"],
             "ρ (mean)": f"{r['mean_rho']:.4f}^{r['rank_mean']}",
+            "ρ 95% CI": _interval_cell(r, "mean_rho"),
             **_own_code_cells(r),
             "CReL-ρ": f"{r['crel_rho']:.4f}^{r['rank_crel']}",
+            "CReL-ρ 95% CI": _interval_cell(r, "crel_rho"),
             "Δ": f"{r['delta']:+.4f}",
             **_worst_case_cells(r),
-            "rank change": _rank_change(r["rank_mean"], r["rank_crel"]),
+            "rank change": _rank_change(r["rank_mean"], r["rank_crel"], r.get("rank_change_resolved", True)),
             "test images": r["n_test"],
         }
         if with_paper:
@@ -108,10 +110,19 @@ def temperature_markdown(table: pl.DataFrame) -> str:
     return markdown_table(pl.DataFrame(rows))
 
 
-def _rank_change(before: int, after: int) -> str:
+def _rank_change(before: int, after: int, resolved: bool = True) -> str:
+    """The rank's move from ρ to CReL-ρ; one that no paired interval resolves is named as noise."""
     if after == before:
         return "="
+    if not resolved:
+        return f"{before}→{after} (within noise)"
     return f"{before}→{after} ({'up' if after < before else 'down'})"
+
+
+def _interval_cell(r: dict, column: str) -> str:
+    """``[low, high]`` of a mean's 95% bootstrap interval over the items ("—" where there is none)."""
+    low, high = r.get(f"{column}_low"), r.get(f"{column}_high")
+    return "—" if low is None or np.isnan(low) else f"[{low:.4f}, {high:.4f}]"
 
 
 def _violin_panel(ax, scores: pl.DataFrame, table: pl.DataFrame, metric: str, models: list[str], panel: int) -> None:
