@@ -72,3 +72,19 @@ def test_docs_mark_table1_and_every_appendix_c_table():
     text = (ROOT / "docs" / "crel" / "results.md").read_text()
     marked = {match["name"] for match in readme_tables.MARKED_BLOCK.finditer(text)}
     assert {"table1", *ABLATION_TABLES} <= marked
+
+
+def test_any_report_table_of_a_run_fills_its_block_and_the_provenance_names_the_run(tmp_path):
+    (tmp_path / "reports" / "trust").mkdir(parents=True)
+    (tmp_path / "reports" / "trust" / "selection_table.md").write_text("| dataset |\n|---|\n| celeba |\n")
+    blocks = readme_tables.report_blocks(tmp_path)
+    assert blocks == {"reports/trust/selection_table": "| dataset |\n|---|\n| celeba |"}
+    page = tmp_path / "docs" / "trust" / "results.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(
+        "<!-- generated: reports/trust/selection_table -->\nold\n<!-- /generated: reports/trust/selection_table -->\n"
+    )
+    assert readme_tables.write_docs(tmp_path / "docs", blocks) == {"reports/trust/selection_table"}
+    assert "| celeba |" in page.read_text() and "old" not in page.read_text()
+    line = readme_tables.provenance(ROOT, [Path("config/config.yaml")])
+    assert line.startswith("Generated from one run of commit ") and "`config/config.yaml`" in line

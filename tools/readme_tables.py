@@ -9,12 +9,15 @@ Each table lives in a docs file between two markers, which this script replaces 
     <!-- /generated: table1 -->
 
 Blocks: ``table1`` (CReL Table 1), one per Appendix C ablation table (``table4_beta``, ...), one per
-image-to-text Table 2 (``table2_alpha0.1``, ...), ``encoder_signal`` and ``sources`` (the catalogue
-``config/sources.yaml``, which needs no run). A block that no docs file
-marks is printed instead. The paper's numbers come from condeval/crel/paper.yaml (through the
+image-to-text Table 2 (``table2_alpha0.1``, ...), ``encoder_signal``, ``sources`` (the catalogue
+``config/sources.yaml``, which needs no run), ``reports/<path>`` (any Markdown table the run wrote,
+e.g. ``reports/trust/selection_table`` for ``reports/trust/selection_table.md``) and ``provenance``
+(the one line naming the run: commit, date, machine, config). A block that no docs file marks is
+printed instead. The paper's numbers come from condeval/crel/paper.yaml (through the
 report tables, which carry them in ``paper_*`` columns), never from this script:
 
     python tools/readme_tables.py --write [--docs docs] [--reports reports/crel/nonlinear] [--i2t reports/crel_i2t]
+        [--run .] [--config config/config.yaml]
 
 Without ``--write`` every block is printed and nothing is written.
 """
@@ -34,9 +37,9 @@ from condeval.crel.reports.synthetic import METHOD_LABELS
 
 TABLE1_METHODS = {"crel": "CReL", "feldman": "Feldman et al.", "dqr": "DQR", "pcp": "PCP"}
 MARKED_BLOCK = re.compile(
-    r"(?P<begin><!-- generated: (?P<name>[\w.-]+) -->\n).*?(?P<end><!-- /generated: (?P=name) -->)", re.DOTALL
+    r"(?P<begin><!-- generated: (?P<name>[\w./-]+) -->\n).*?(?P<end><!-- /generated: (?P=name) -->)", re.DOTALL
 )
-BEGIN_MARKER = re.compile(r"<!-- generated: ([\w.-]+) -->")
+BEGIN_MARKER = re.compile(r"<!-- generated: ([\w./-]+) -->")
 
 
 def _cell(ours, reported, digits: int) -> str:
@@ -70,8 +73,32 @@ def signal_sentence(signal: dict) -> str:
     )
 
 
+def report_blocks(run: Path) -> dict[str, str]:
+    """Every Markdown table under the run's ``reports/`` folder, by ``reports/<path without .md>``."""
+    return {
+        markdown.relative_to(run).with_suffix("").as_posix(): markdown.read_text().rstrip()
+        for markdown in sorted((run / "reports").rglob("*.md"))
+    }
+
+
+def provenance(run: Path, configs: list[Path]) -> str:
+    """The run's one provenance line: the commit it ran, today's date, the machine and the config files."""
+    import datetime
+    import os
+    import platform
+    import subprocess
+
+    commit = subprocess.run(["git", "-C", str(run), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    commit = commit.stdout.strip() or "unknown"
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+    return (
+        f"Generated from one run of commit {commit} on {datetime.date.today().isoformat()} ({machine}; "
+        f"config {', '.join(f'`{c}`' for c in configs)}) by `tools/readme_tables.py`."
+    )
+
+
 def generated_blocks(reports: Path, i2t: Path, signal: Path, sources: Path | None = None) -> dict[str, str]:
-    """Every table a run has written, and the catalogue ``sources``, by block name, as Markdown."""
+    """Every CReL table a run has written, and the catalogue ``sources``, by block name, as Markdown."""
     blocks = {} if sources is None else {"sources": "\n".join(catalogue_table(read_catalog(sources)))}
     if (reports / "table1.csv").exists():
         blocks["table1"] = "\n".join(table1_rows(pl.read_csv(reports / "table1.csv")))
@@ -128,9 +155,12 @@ def main() -> None:
     parser.add_argument("--signal", type=Path, default=Path("results/encoders/signal.json"))
     parser.add_argument("--sources", type=Path, default=Path("config/sources.yaml"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
-    parser.add_argument("--write", action="store_true", help="fill the marked blocks of DOCS/*.md")
+    parser.add_argument("--run", type=Path, default=Path("."), help="the finished run's folder (its reports/)")
+    parser.add_argument("--config", type=Path, action="append", help="the run's config file(s), for provenance")
+    parser.add_argument("--write", action="store_true", help="fill the marked blocks of the pages under DOCS")
     args = parser.parse_args()
-    blocks = generated_blocks(args.reports, args.i2t, args.signal, args.sources)
+    blocks = generated_blocks(args.reports, args.i2t, args.signal, args.sources) | report_blocks(args.run)
+    blocks["provenance"] = provenance(args.run, args.config or [Path("config/config.yaml")])
     placed = write_docs(args.docs, blocks) if args.write else set()
     for name in sorted(placed):
         print(f"wrote block {name}")
