@@ -510,42 +510,21 @@ class CReL:
         if self.metric == "cosine" and len(zero):  # a zero row's cosine is 0 to every point: a score of 0, silently
             raise ValueError(f"gt row {int(zero[0])} is all zeros: its cosine similarity is undefined")
         U, b, X = self.directions, self.offsets(X), check_finite(np.asarray(X, dtype=np.float64), "X")
-        if device is None:
+        search = {"num_z0": num_z0, "steps": steps, "lr": lr, "seed": seed, **pgd_options}
+
+        def search_region(U, b, gt, X, extra_starts):
             return reliability_score(
-                self.decode_torch,
-                self._similarity,
-                U,
-                b,
-                self.gamma_cal_,
-                gt,
-                x=X,
-                num_z0=num_z0,
-                steps=steps,
-                lr=lr,
-                seed=seed,
-                extra_starts=extra_starts,
-                **pgd_options,
+                self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X, extra_starts=extra_starts, **search
             )
+
+        if device is None:
+            return search_region(U, b, gt, X, extra_starts)
         device = torch.device(device)
         U, b, gt, X = (torch.as_tensor(a, dtype=torch.float64, device=device) for a in (U, b, gt, X))
         if extra_starts is not None:
             extra_starts = torch.as_tensor(extra_starts, dtype=torch.float64, device=device)
         self.lgm.to(device)
         try:
-            return reliability_score(
-                self.decode_torch,
-                self._similarity,
-                U,
-                b,
-                self.gamma_cal_,
-                gt,
-                x=X,
-                num_z0=num_z0,
-                steps=steps,
-                lr=lr,
-                seed=seed,
-                extra_starts=extra_starts,
-                **pgd_options,
-            )
+            return search_region(U, b, gt, X, extra_starts)
         finally:
             self.lgm.to("cpu")
