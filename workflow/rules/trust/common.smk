@@ -1,30 +1,29 @@
-# Helpers of the trust-score track (config `trust:`): its validated section, the release file that
-# stands for each dataset folder, and where an extractor comes from.
-from condeval.datasets.celeba_prompts import PROMPTED_DATASETS as TRUST_PROMPTED_DATASETS  # noqa: E402
+# Helpers of the trust-score track (config `trust:`): its validated section, wildcard constraints and
+# input functions. Which generators a run trains, what each job reads and the config checks live in
+# condeval.trust.design (unit-tested there); these functions bind a job's wildcards to it.
+from condeval.trust import design as trust_design  # noqa: E402
+from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES, image_channels  # noqa: E402
 
 TRUST = track_config("trust")
+trust_design.check_config(TRUST)
 TRUST_DATASETS = list(TRUST["datasets"])
 TRUST_EXTRACTORS = ["dinov3", "siglip"]
-# Datasets scored by Appendix J's CLIP alignment too (those with prompts, when a `clip` is configured).
-TRUST_CLIP_DATASETS = [d for d in TRUST_DATASETS if "clip" in TRUST and d in TRUST_PROMPTED_DATASETS]
+TRUST_CLIP_DATASETS = trust_design.clip_datasets(TRUST)
+TRUST_REGIMES = trust_design.regimes(TRUST)
+TRUST_VARIANTS = list(TRUST.get("generators", {}))
 TRUST_WILDCARDS = {
     "dataset": "|".join(TRUST_DATASETS),
     "extractor": "|".join(TRUST_EXTRACTORS + (["clip"] if TRUST_CLIP_DATASETS else [])),
 }
-# The file each release is read through; written last by a miniature rule, so it stands for the folder.
-_RELEASE_FILE = {"celeba": "list_attr_celeba.txt", "rxrx1": "metadata.csv"}
 
 
 def trust_release(dataset):
     """The release file that stands for dataset's folder (CelebA's attribute list, RxRx1's metadata.csv)."""
-    return f"{TRUST['datasets'][dataset]['root']}/{_RELEASE_FILE[dataset]}"
+    return f"{TRUST['datasets'][dataset]['root']}/{trust_design.RELEASE_FILES[dataset]}"
 
 
 def trust_release_path(dataset):
-    """What a job reads a release through: the release file the miniature's rule writes, or the folder
-    itself (a real release, placed by hand or by its fetch rule)."""
-    section = TRUST["datasets"][dataset]
-    return trust_release(dataset) if "miniature" in section else section["root"]
+    return trust_design.release_path(TRUST, dataset)
 
 
 def trust_release_input(wildcards):
@@ -67,11 +66,7 @@ def trust_miniature_params(wildcards):
 
 
 def trust_extractor(dataset, extractor):
-    """An extractor (or the `clip`) as an input: the manifest of the one trained here, or the configured folder."""
-    section = TRUST["clip"] if extractor == "clip" else TRUST["extractors"][extractor]
-    if "path" in section:
-        return section["path"].replace("{dataset}", dataset)
-    return saved_manifest(f"results/trust/{dataset}/extractors/{extractor}")
+    return trust_design.extractor_input(TRUST, dataset, extractor)
 
 
 def trust_extractor_input(wildcards):
@@ -79,10 +74,7 @@ def trust_extractor_input(wildcards):
 
 
 def trust_extractor_loading(extractor):
-    """How a job loads an extractor (or the `clip`): its precision and, for DINOv3 and SigLIP from the hub,
-    the side it reads images at (trust.extractors.<extractor>.dtype, .image_size)."""
-    section = TRUST["clip"] if extractor == "clip" else TRUST["extractors"][extractor]
-    return canonical({key: section[key] for key in ("dtype", "image_size") if key in section})
+    return canonical(trust_design.extractor_loading(TRUST, extractor))
 
 
 def trust_extractor_loading_param(wildcards):
@@ -105,73 +97,11 @@ def trust_real_features(dataset, extractor):
 
 
 def trust_targets():
-    """What `snakemake trust` builds: the extractors' and generators' signal, Section 5.1's tables and figures,
-    and (with their config sections) the morphology readouts and the scores during generation."""
-    signal = [
-        path
-        for dataset in TRUST_DATASETS
-        for path in (f"results/trust/{dataset}/extractor_signal.json", f"reports/trust/{dataset}/extractor_signal.md")
-    ]
-    if not TRUST_VARIANTS:
-        return signal
-    scored = [(d, r) for d in TRUST_DATASETS for r in TRUST_REGIMES if trust_variants(d, r)]
-    figures = [f"reports/trust/{d}/{r}/deciles.png" for d, r in scored]
-    # Fig. 7 plots against the Hamming distance to the support, which is 0 for every condition on full support
-    figures += [f"reports/trust/{d}/{r}/graded_shift.png" for d, r in scored if r == "held_out"]
-    generators = [f"reports/trust/{d}/{r}/generator_signal.md" for d, r in scored]
-    morphology = [
-        f"reports/trust/rxrx1/{r}/morphology_{kind}"
-        for d, r in scored
-        if d == "rxrx1" and "morphology" in TRUST
-        for kind in ("table.md", "deciles.png")
-    ]
-    translated = [
-        f"reports/trust/{d}/{r}/during_generation.{kind}"
-        for d, r in scored
-        if set(trust_variants(d, r))
-        & set(TRUST.get("translator", {}).get("variants", []) + TRUST.get("translator", {}).get("aligned", []))
-        for kind in ("md", "png")
-    ]
-    return signal + ["reports/trust/selection_table.md"] + figures + generators + morphology + translated
-
-
-from condeval.trust.data import ATTRIBUTE_NAMES as TRUST_ATTRIBUTES, image_channels  # noqa: E402
-from condeval.trust import design as trust_design  # noqa: E402
-
-TRUST_REGIMES = list(TRUST.get("regimes", ["held_out"]))
-TRUST_VARIANTS = list(TRUST.get("generators", {}))
-_regime_lists = {f"trust.generators.{v}.regimes": s.get("regimes", []) for v, s in TRUST.get("generators", {}).items()}
-_regime_lists |= {f"trust.datasets.{d}.regimes": s.get("regimes", []) for d, s in TRUST["datasets"].items()}
-for _key, _regimes in _regime_lists.items():
-    _unknown = sorted(set(_regimes) - set(TRUST_REGIMES))
-    if _unknown:
-        raise ValueError(f"config key '{_key}' names {_unknown}, not in 'trust.regimes' {TRUST_REGIMES}")
-
-
-def _check_blocks():
-    """REPA's aligned block and the translator's read block must be blocks of the denoiser (1-based)."""
-    layers = TRUST.get("generator_training", {}).get("transformer", {}).get("layers")
-    generators = TRUST.get("generators", {})
-    blocks = {f"trust.generators.{v}.repa.depth": s["repa"]["depth"] for v, s in generators.items() if "repa" in s}
-    blocks |= {"trust.translator.layer": TRUST["translator"]["layer"]} if "translator" in TRUST else {}
-    for key, block in blocks.items():
-        if layers is not None and block > layers:
-            raise ValueError(
-                f"config key '{key}' is block {block}, past the denoiser's "
-                f"trust.generator_training.transformer.layers ({layers}); blocks are 1-based"
-            )
-
-
-_check_blocks()
+    return trust_design.targets(TRUST)
 
 
 def trust_variants(dataset, regime):
-    """The generators trained on ``dataset`` in ``regime``: each generator's and each dataset's `regimes`
-    (by default every one of `trust.regimes`) must name it."""
-    if regime not in TRUST["datasets"][dataset].get("regimes", TRUST_REGIMES):
-        return []
-    generators = TRUST.get("generators", {})
-    return [variant for variant, settings in generators.items() if regime in settings.get("regimes", TRUST_REGIMES)]
+    return trust_design.variants(TRUST, dataset, regime)
 
 
 def trust_regime_variants(wildcards):
@@ -214,13 +144,7 @@ def trust_regime_sample_features(wildcards):
 
 
 def trust_runs():
-    """Every (dataset, regime, variant) that is trained, sampled and scored."""
-    return [
-        {"dataset": dataset, "regime": regime, "variant": variant}
-        for dataset in TRUST_DATASETS
-        for regime in TRUST_REGIMES
-        for variant in trust_variants(dataset, regime)
-    ]
+    return trust_design.runs(TRUST)
 
 
 def trust_run_wildcards():
@@ -241,38 +165,8 @@ TRUST_SAMPLES = f"{TRUST_SAMPLE_FOLDER}.parquet"
 TRUST_SAMPLE_FEATURES = "results/trust/{dataset}/{regime}/features/{variant}/shard-{shard}"
 
 
-for _dataset in TRUST_DATASETS if TRUST.get("generators") else []:
-    if "autoencoder" not in TRUST["datasets"][_dataset] and "autoencoder" not in TRUST:
-        raise ValueError(
-            f"config key 'trust.autoencoder' is missing: the generators of {_dataset} need it (or trust.datasets.{_dataset}.autoencoder)"
-        )
-
-#: What the trained models' `model` keywords reach (extractors by name, the CLIP, the autoencoders), and
-#: what the workflow passes them itself.
-TRUST_MODEL_FACTORIES = {
-    "dinov3": ("condeval.encoders.patch_features:tiny_dinov3", ("image_size",)),
-    "siglip": ("condeval.encoders.patch_features:tiny_siglip_vision", ("image_size",)),
-    "clip": ("condeval.encoders.clip:tiny_clip_config", ("tokenizer", "image_size", "max_length")),
-    "autoencoder": ("condeval.generators.autoencoders:tiny_autoencoder_kl", ("image_size", "image_channels")),
-}
-_trained = {
-    f"trust.extractors.{name}.train.model": (name, s["train"]["model"])
-    for name, s in TRUST.get("extractors", {}).items()
-    if "train" in s and name in TRUST_MODEL_FACTORIES
-}
-if "train" in TRUST.get("clip", {}):
-    _trained["trust.clip.train.model"] = ("clip", TRUST["clip"]["train"]["model"])
-_autoencoders = {"trust.autoencoder": TRUST.get("autoencoder", {})} | {
-    f"trust.datasets.{d}.autoencoder": TRUST["datasets"][d].get("autoencoder", {}) for d in TRUST_DATASETS
-}
-_trained |= {f"{key}.model": ("autoencoder", s["model"]) for key, s in _autoencoders.items() if "model" in s}
-for _key, (_kind, _model) in _trained.items():
-    check_keywords(_key, _model, *TRUST_MODEL_FACTORIES[_kind])
-
-
 def trust_per_condition(dataset):
-    """Samples per queried condition of a dataset: its own `per_condition`, else `sampling.per_condition`."""
-    return TRUST["datasets"][dataset].get("per_condition", TRUST["sampling"]["per_condition"])
+    return trust_design.per_condition(TRUST, dataset)
 
 
 def trust_dataset_per_condition(wildcards):
@@ -281,8 +175,7 @@ def trust_dataset_per_condition(wildcards):
 
 
 def trust_autoencoder_settings(dataset):
-    """The dataset's own `autoencoder` section, else the track's."""
-    return TRUST["datasets"][dataset].get("autoencoder", TRUST.get("autoencoder", {}))
+    return trust_design.autoencoder_settings(TRUST, dataset)
 
 
 def trust_autoencoder_params(wildcards):
@@ -296,12 +189,7 @@ def trust_rgb_autoencoder_path(wildcards):
 
 
 def trust_autoencoder(dataset):
-    """A dataset's autoencoder as an input: a configured folder, the manifest of its channelwise wrapping,
-    or the manifest of the one trained here."""
-    settings = trust_autoencoder_settings(dataset)
-    if settings.get("channelwise"):
-        return saved_manifest(f"results/trust/{dataset}/autoencoder-channelwise")
-    return settings["path"] if "path" in settings else saved_manifest(f"results/trust/{dataset}/autoencoder")
+    return trust_design.autoencoder_input(TRUST, dataset)
 
 
 def trust_generator_train_inputs(wildcards):
@@ -317,15 +205,7 @@ def trust_generator_train_inputs(wildcards):
 
 
 def trust_generator_training(variant, regime, dataset):
-    """A generator's training settings: the variant's own or the shared ones, with the dataset's overrides,
-    then the regime's."""
-    train = dict(TRUST["generators"][variant].get("train", TRUST["generator_training"]))
-    regimes = train.pop("regimes", {})
-    for overrides in (TRUST["datasets"][dataset].get("generator_training", {}), regimes.get(regime, {})):
-        if {"epochs", "steps"} & overrides.keys():  # a length replaces the inherited one, in either unit
-            train = {key: value for key, value in train.items() if key not in ("epochs", "steps")}
-        train |= overrides
-    return train
+    return trust_design.generator_training(TRUST, variant, regime, dataset)
 
 
 def trust_extractor_size(dataset, extractor):
@@ -351,14 +231,14 @@ def trust_real_feature_work(wildcards):
 def trust_sample_feature_work(wildcards):
     """One trust_sample_features job's GPU work: a shard of samples through every space it is scored in."""
     dataset = wildcards.dataset
-    samples = -(-trust_queried_conditions(dataset) * trust_per_condition(dataset) // TRUST_SHARDS)
+    samples = trust_design.samples_per_shard(TRUST, dataset)
     return trust_feature_work(dataset, trust_sample_extractors(dataset, wildcards.variant), samples)
 
 
 def trust_trajectory_work(wildcards):
     """One trust_trajectory job's GPU work: trust_generate's shard drawn again, every step to the block."""
     dataset, sampling = wildcards.dataset, TRUST["sampling"]
-    samples = -(-trust_queried_conditions(dataset) * trust_per_condition(dataset) // TRUST_SHARDS)
+    samples = trust_design.samples_per_shard(TRUST, dataset)
     transformer = trust_generator_training(wildcards.variant, wildcards.regime, dataset)["transformer"]
     return trust_design.block_work(
         transformer,
@@ -409,15 +289,13 @@ def trust_training_work(wildcards):
 
 
 def trust_queried_conditions(dataset):
-    """The conditions asked of a dataset's generators: RxRx1's seen and unseen pairs, else every attribute tuple."""
-    section = TRUST["datasets"][dataset]
-    return 2 * section["subset"]["n_each"] if "subset" in section else 2 ** len(TRUST_ATTRIBUTES[dataset])
+    return trust_design.queried_conditions(TRUST, dataset)
 
 
 def trust_sampling_work(wildcards):
     """One trust_generate job's GPU work (condeval.trust.design.sampling_work): a shard of the samples."""
     dataset, sampling = wildcards.dataset, TRUST["sampling"]
-    samples = -(-trust_queried_conditions(dataset) * trust_per_condition(dataset) // TRUST_SHARDS)
+    samples = trust_design.samples_per_shard(TRUST, dataset)
     train = trust_generator_training(wildcards.variant, wildcards.regime, dataset)
     channels = image_channels(dataset) if trust_autoencoder_settings(dataset).get("channelwise") else 1
     return trust_design.sampling_work(
@@ -432,16 +310,11 @@ def trust_sampling_work(wildcards):
 
 
 def trust_scoring_extractor(variant):
-    """The space a variant's samples are scored in: DINOv3 for the vanilla model, a REPA model's teacher."""
-    repa = TRUST["generators"][variant].get("repa")
-    return repa["extractor"] if repa else "dinov3"
+    return trust_design.scoring_extractor(TRUST, variant)
 
 
 def trust_sample_extractors(dataset, variant):
-    """The spaces a variant's samples are scored in: its scoring extractor, DINOv3 (KID's) and, for a dataset
-    with prompts, the CLIP (Appendix J)."""
-    extractors = {trust_scoring_extractor(variant), "dinov3"} | ({"clip"} if dataset in TRUST_CLIP_DATASETS else set())
-    return sorted(extractors)
+    return trust_design.sample_extractors(TRUST, dataset, variant)
 
 
 def trust_sample_feature_inputs(wildcards):

@@ -38,12 +38,7 @@ def trust_during_generation_variants(wildcards):
 
 
 def during_generation_variants(dataset, regime):
-    """The generators scored during generation: through a translator, their aligned features, or both."""
-    return [
-        v
-        for v in trust_variants(dataset, regime)
-        if v in TRANSLATOR.get("variants", []) + TRANSLATOR.get("aligned", [])
-    ]
+    return trust_design.during_generation_variants(TRUST, dataset, regime)
 
 
 def trajectory_paths(wildcards):
