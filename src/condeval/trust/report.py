@@ -91,6 +91,66 @@ def plot_graded_shift(shift: pl.DataFrame, path, title: str) -> None:
     plt.close(fig)
 
 
+def deciles_markdown(rankings: pl.DataFrame) -> str:
+    """The numbers behind Figs. 2, 8 and 9: per generator and ranked score, KID, z-KID and the real-test
+    classifier's accuracy in each decile (1 = the most trusted, realistic or faithful), one row per
+    (generator, score, metric) with the ten deciles as columns.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> rankings = pl.DataFrame({"variant": ["v", "v"], "score": ["trust", "trust"], "bin": [0, 1],
+    ...                          "kid": [1.0, 2.0], "z_kid": [3.0, 4.0], "accuracy": [0.5, 0.25]})
+    >>> print(deciles_markdown(rankings).splitlines()[2])
+    | v | trust | KID | 1.00 | 2.00 |
+    """
+    bins = sorted(rankings["bin"].unique().to_list())
+    lines = [
+        "| model | ranked by | metric | " + " | ".join(f"decile {b + 1}" for b in bins) + " |",
+        "|---|---|---|" + "---|" * len(bins),
+    ]
+    metrics = (("kid", "KID", "{:.2f}"), ("z_kid", "z-KID", "{:.1f}"), ("accuracy", "accuracy", "{:.2f}"))
+    scores = [s for s in _SCORE_LABELS if s in rankings["score"].unique().to_list()]
+    for variant in sorted(rankings["variant"].unique().to_list()):
+        for score in scores:
+            part = rankings.filter((pl.col("variant") == variant) & (pl.col("score") == score)).sort("bin")
+            values = dict(zip(part["bin"].to_list(), part.iter_rows(named=True), strict=True))
+            for column, label, form in metrics:
+                cells = [_cell(values.get(b, {}).get(column), form) for b in bins]
+                lines.append(f"| {variant} | {score} | {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def graded_shift_markdown(shift: pl.DataFrame) -> str:
+    """The numbers behind Fig. 7: per generator and minimum Hamming distance to the training support, the
+    conditions at that distance and their means of mean trust and of KID (all samples).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> shift = pl.DataFrame({"variant": ["v", "v", "v"], "hamming": [0, 1, 1],
+    ...                       "mean_trust": [1.0, 2.0, 4.0], "kid_all": [0.5, 1.0, 2.0]})
+    >>> print(graded_shift_markdown(shift).splitlines()[3])
+    | v | 1 | 2 | 3.00 | 1.50 |
+    """
+    means = (
+        shift.group_by("variant", "hamming")
+        .agg(pl.len().alias("conditions"), pl.col("mean_trust", "kid_all").mean())
+        .sort("variant", "hamming")
+    )
+    lines = ["| model | Hamming distance | conditions | mean trust | KID |", "|---|---|---|---|---|"]
+    for row in means.iter_rows(named=True):
+        lines.append(
+            f"| {row['variant']} | {row['hamming']} | {row['conditions']} | "
+            f"{row['mean_trust']:.2f} | {row['kid_all']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value, form: str) -> str:
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else form.format(value)
+
+
 def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
     """Fig. 3: accuracy on real sites of classifiers trained on each trust bin's generated sites
     in CellProfiler space, cell type (4 classes) and condition, one line per generator (``variant``)."""

@@ -110,6 +110,7 @@ rule trust_fig_deciles:
     input:
         rankings=per_variant("results/trust/{dataset}/{regime}/rankings/{variant}.parquet"),
     output:
+        markdown="reports/trust/{dataset}/{regime}/deciles.md",
         figure=report(
             "reports/trust/{dataset}/{regime}/deciles.png",
             caption="../../report/trust/deciles.rst",
@@ -140,6 +141,7 @@ rule trust_fig_graded_shift:
         conditions=per_variant("results/trust/{dataset}/{regime}/selection/{variant}.parquet"),
     output:
         shift="results/trust/{dataset}/{regime}/graded_shift.parquet",
+        markdown="reports/trust/{dataset}/{regime}/graded_shift.md",
         figure=report(
             "reports/trust/{dataset}/{regime}/graded_shift.png",
             caption="../../report/trust/graded_shift.rst",
