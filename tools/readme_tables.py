@@ -82,17 +82,21 @@ def report_blocks(run: Path) -> dict[str, str]:
 
 
 def provenance(run: Path, configs: list[Path]) -> str:
-    """The run's one provenance line: the commit it ran, today's date, the machine and the config files."""
+    """The run's one provenance line: the commit it ran, the day its last report was written, the machine
+    and the config files."""
     import datetime
     import os
     import platform
     import subprocess
 
+    written = max((path.stat().st_mtime for path in (run / "reports").rglob("*.md")), default=None)
+    day = datetime.date.fromtimestamp(written) if written else datetime.date.today()
+
     commit = subprocess.run(["git", "-C", str(run), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     commit = commit.stdout.strip() or "unknown"
     machine = f"{platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
     return (
-        f"Generated from one run of commit {commit} on {datetime.date.today().isoformat()} ({machine}; "
+        f"Generated from one run of commit {commit} on {day.isoformat()} ({machine}; "
         f"config {', '.join(f'`{c}`' for c in configs)}) by `tools/readme_tables.py`."
     )
 
