@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from condeval.core.io import write_json
+from condeval.core.settings import SearchSettings
 from condeval.crel import polytope as P
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.reliability import reliability_score
@@ -233,7 +234,7 @@ def bench_reliability(args) -> dict:
 
     with torch.no_grad():
         gt = decode(torch.as_tensor(Z), None).numpy() + 0.1 * np.random.default_rng(0).standard_normal((len(Z), d))
-    kw = dict(num_z0=args.num_z0, steps=args.steps, lr=args.lr, seed=args.seed, progress=False)
+    kw = dict(search=SearchSettings(num_z0=args.num_z0, steps=args.steps, lr=args.lr, seed=args.seed, progress=False))
     t0 = time.perf_counter()
     scores, z_worst = reliability_score(decode, similarity, U, b, gamma, gt, **kw)
     batched = time.perf_counter() - t0

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_calibration import make_problem, qp_distances  # noqa: E402
 
 from condeval.core.io import write_json  # noqa: E402
+from condeval.core.settings import SearchSettings
 from condeval.crel import CReL, polytope_distance  # noqa: E402
 from condeval.crel.models.dqr import DirectionalQuantileRegressor  # noqa: E402
 from condeval.crel.models.vae import LatentVAE  # noqa: E402
@@ -101,7 +102,7 @@ def main(argv=None) -> dict:
     }
 
     started = time.perf_counter()
-    worst, _ = crel.reliability(X_test, GT_test, num_z0=args.num_z0, steps=args.steps, lr=0.05, seed=0)
+    worst, _ = crel.reliability(X_test, GT_test, search=SearchSettings(num_z0=args.num_z0, steps=args.steps))
     reliability = {
         "seconds": time.perf_counter() - started,
         "num_z0": args.num_z0,

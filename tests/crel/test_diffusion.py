@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.core.conformal import coverage_bounds
+from condeval.core.settings import SearchSettings
 from condeval.core.training import as_lightning, fit, training_summary
 from condeval.crel import CReL
 from condeval.crel.models import load_lgm
@@ -376,5 +377,7 @@ def test_crel_z_coverage_with_the_diffusion_lgm(ddpms, dqr, data):
     assert np.allclose(crel.scores_cal_, scores[cal], atol=1e-4)
     covered = crel.contains(X[test], Y[test])
     assert np.mean(covered != (scores[test] <= crel.gamma_cal_)) <= 0.002
-    worst, z_worst = crel.reliability(X[test[:5]], Y[test[:5]], num_z0=4, steps=5)  # PGD through decode
+    worst, z_worst = crel.reliability(
+        X[test[:5]], Y[test[:5]], search=SearchSettings(num_z0=4, steps=5)
+    )  # PGD through decode
     assert np.isfinite(worst).all() and z_worst.shape == (5, 2)

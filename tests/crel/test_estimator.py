@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from condeval.core.conformal import coverage_bounds
+from condeval.core.settings import SearchSettings
 from condeval.crel import CReL, CReLSettings
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.synthetic import Preprocessor, generate
@@ -45,7 +46,7 @@ def test_calibrated_coverage_in_z(fitted):
 def test_reliability_is_the_worst_value_in_the_region(fitted):
     crel, (X_cal, Y_cal), (X_test, Y_test) = fitted
     crel.calibrate(X_cal, Y_cal, alpha=0.1)
-    worst, z_worst = crel.reliability(X_test[:40], Y_test[:40], num_z0=10, steps=30)
+    worst, z_worst = crel.reliability(X_test[:40], Y_test[:40], search=SearchSettings(num_z0=10, steps=30))
     assert worst.shape == (40,) and z_worst.shape == (40, 2)
     # the optimum lies in the calibrated region...
     assert np.all(polytope_distance(crel.directions, crel.offsets(X_test[:40]), z_worst) <= crel.gamma_cal_ + 1e-6)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from condeval.core.conformal import conformal_quantile
+from condeval.core.settings import SearchSettings
 from condeval.crel import CReL, CReLSettings
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.vae import LatentVAE
@@ -101,7 +102,7 @@ def test_a_zero_ground_truth_is_refused_under_the_cosine_metric(data):
     gt = Y.copy()
     gt[4] = 0.0
     with pytest.raises(ValueError, match="gt row 4 is all zeros"):
-        crel.reliability(X, gt, steps=2, num_z0=2)
+        crel.reliability(X, gt, search=SearchSettings(steps=2, num_z0=2))
 
 
 def test_use_before_calibration_says_to_calibrate(crel, data):
@@ -218,9 +219,6 @@ def test_the_worst_case_search_refuses_bad_settings_and_a_ground_truth_of_anothe
     for arguments, message in [
         ({"gt": Y[:, :1]}, r"gt must have shape \(60, 2\) .* got \(60, 1\)"),
         ({"gt": Y[0]}, r"gt must be 2-D"),
-        ({"lr": -0.5}, "lr must be positive"),
-        ({"num_z0": "50"}, "num_z0 must be an integer"),
-        ({"steps": 2.5}, "steps must be an integer"),
         ({"extra_starts": np.zeros((3, 5))}, r"extra_starts must have shape \(60, r\).* got \(3, 5\)"),
         (
             {"extra_starts": np.where(np.arange(60)[:, None] == 7, np.nan, np.zeros((60, 2)))},
@@ -228,7 +226,7 @@ def test_the_worst_case_search_refuses_bad_settings_and_a_ground_truth_of_anothe
         ),
     ]:
         with pytest.raises((ValueError, TypeError), match=message):
-            crel.reliability(X, **({"gt": Y, "steps": 2, "num_z0": 4} | arguments))
+            crel.reliability(X, **({"gt": Y, "search": SearchSettings(steps=2, num_z0=4)} | arguments))
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="no CUDA device"):
             crel.reliability(X, Y, device="cuda")
@@ -282,3 +280,25 @@ def test_the_early_stopping_hold_out_is_never_empty():
     many = np.arange(1000)
     (train,), (val,) = _holdout(np.random.default_rng(0), 0.1, many)
     np.testing.assert_array_equal(val, many[np.random.default_rng(0).random(1000) < 0.1])
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"lr": -0.5}, "lr must be positive"),
+        ({"num_z0": "50"}, "num_z0 must be an integer"),
+        ({"steps": 2.5}, "steps must be an integer"),
+        ({"batch_size": 0}, "batch_size must be an integer >= 1"),
+        ({"min_improvement": -1.0}, "min_improvement must be >= 0"),
+    ],
+)
+def test_search_settings_refuse_bad_values_by_name(settings, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        SearchSettings(**settings)
+
+
+def test_the_search_takes_settings_not_loose_keywords(crel, data):
+    X, Y = data
+    crel.calibrate(X, Y, 0.1)
+    with pytest.raises(TypeError, match="search must be a SearchSettings"):
+        crel.reliability(X, Y, search={"steps": 2})

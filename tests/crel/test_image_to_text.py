@@ -4,6 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from condeval.core.settings import SearchSettings
 from condeval.crel.image_to_text import (
     FOLDS,
     assign_folds,
@@ -125,11 +126,8 @@ def _box_search(steps, **stopping):
         b,
         0.0,
         torch.as_tensor(gt),
-        num_z0=4,
-        steps=steps,
-        lr=0.2,
+        search=SearchSettings(num_z0=4, steps=steps, lr=0.2, **stopping),
         return_info=True,
-        **stopping,
     )
     return gt, out
 
@@ -235,7 +233,9 @@ def test_the_worst_case_is_at_most_rho_at_a_covered_items_own_code(fitted):
     crel, X, Y, folds = fitted
     cal, test = folds == "cal", folds == "test"
     GT = _unit(X @ np.ones((4, 6)) + 0.1)  # any ground truth in Y's space
-    out = evaluate_crel(crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=0.1, num_z0=3, steps=5, lr=0.05, seed=0)
+    out = evaluate_crel(
+        crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=0.1, search=SearchSettings(num_z0=3, steps=5)
+    )
     covered = out["covered"]
     assert 0.7 <= covered.mean() <= 1.0
     assert np.all(out["crel_rho"][covered] <= out["rho_own_code"][covered] + 1e-9)
@@ -250,21 +250,23 @@ def test_evaluate_crel_refuses_a_search_in_another_metric_than_its_cosines(fitte
     mse = CReL.from_models(crel.lgm, crel.dqr, metric="mse")
     cal, test = folds == "cal", folds == "test"
     with pytest.raises(ValueError, match="evaluate_crel compares cosines: .* searched in 'mse'"):
-        evaluate_crel(mse, X[cal], Y[cal], X[test], Y[test], Y[test], alpha=0.1, num_z0=1, steps=1, lr=0.05, seed=0)
+        evaluate_crel(
+            mse, X[cal], Y[cal], X[test], Y[test], Y[test], alpha=0.1, search=SearchSettings(num_z0=1, steps=1)
+        )
 
 
 def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
     crel, X, Y, folds = fitted
     cal, test = folds == "cal", folds == "test"
     GT = _unit(X @ np.ones((4, 6)) + 0.1)
-    search = dict(steps=5, lr=0.05, seed=3, patience=2, min_improvement=1e-4)
-    out = evaluate_crel(crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=0.1, num_z0=3, **search)
-    curve = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], **search)
+    search = SearchSettings(num_z0=3, steps=5, lr=0.05, seed=3, patience=2, min_improvement=1e-4)
+    out = evaluate_crel(crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=0.1, search=search)
+    curve = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], search=search)
     assert [point["num_z0"] for point in curve] == [1, 3]
     assert curve[1]["crel_rho"] == np.mean(out["crel_rho"])  # exactly: the same search
     assert curve[1]["converged"] == np.mean(out["converged"])
     assert curve[1]["se"] == pytest.approx(np.std(out["crel_rho"], ddof=1) / np.sqrt(test.sum()))
-    reused = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], searched={3: out}, **search)
+    reused = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], search=search, searched={3: out})
     assert reused == curve  # Table 2's search stands in for the point it would rerun
     other = folds == "cal"  # a search of other items was taken for these items' point
     with pytest.raises(ValueError, match="num_z0 = 3 scored other items"):
@@ -274,11 +276,11 @@ def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
             Y[other],
             GT[other],
             [3],
+            search=search,
             searched={3: out | {"crel_rho": np.zeros(other.sum()), "converged": np.ones(other.sum(), bool)}},
-            **search,
         )
     with pytest.raises(TypeError, match=r"num_z0s\[0\] must be an integer"):
-        num_z0_curve(crel, X[test], Y[test], GT[test], [2.7], **search)
+        num_z0_curve(crel, X[test], Y[test], GT[test], [2.7], search=search)
 
 
 def test_a_search_given_to_the_num_z0_curve_is_not_run_again(fitted, monkeypatch):
@@ -289,13 +291,12 @@ def test_a_search_given_to_the_num_z0_curve_is_not_run_again(fitted, monkeypatch
     GT = _unit(X @ np.ones((4, 6)) + 0.1)
     known = {"crel_rho": np.full(test.sum(), -0.5), "converged": np.ones(test.sum(), dtype=bool)}
     searches = []
-    monkeypatch.setattr(i2t, "_worst_case", lambda *args, **kw: searches.append(kw["num_z0"]) or known)
-    curve = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], steps=5, lr=0.05, seed=0, searched={3: known})
+    monkeypatch.setattr(i2t, "_worst_case", lambda *args: searches.append(args[4].num_z0) or known)
+    search = SearchSettings(steps=5)
+    curve = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], search=search, searched={3: known})
     assert searches == [1] and curve[1]["crel_rho"] == -0.5
     with pytest.raises(ValueError, match="num_z0 = 3 scored 2 items"):
-        num_z0_curve(
-            crel, X[test], Y[test], GT[test], [3], steps=5, lr=0.05, seed=0, searched={3: {"crel_rho": [0, 0]}}
-        )
+        num_z0_curve(crel, X[test], Y[test], GT[test], [3], search=search, searched={3: {"crel_rho": [0, 0]}})
 
 
 def test_feature_sources_made_by_another_encoder_than_the_rules_are_refused_naming_the_shard(tmp_path):
@@ -450,10 +451,7 @@ def test_evaluate_crel_calibrates_on_units_when_given_groups(fitted):
         Y[test][:3],
         Y[test][:3],
         alpha=0.1,
-        num_z0=2,
-        steps=2,
-        lr=0.05,
-        seed=0,
+        search=SearchSettings(num_z0=2, steps=2),
         groups=images,
     )
     crel.calibrate(X[cal], Y[cal], 0.1, groups=images)

@@ -14,6 +14,7 @@ import quadprog  # noqa: E402
 import torch
 from scipy.optimize import nnls
 
+from condeval.core.settings import SearchSettings
 from condeval.crel import polytope as P
 from condeval.crel.polytope import (
     EmptyRegionError,
@@ -289,7 +290,9 @@ def test_reliability_box_matches_dense_grid():
     hi = lo + rng.uniform(0.5, 1.5, (n, 2))
     gt = lo - rng.uniform(0.1, 1.0, (n, 2))  # below-left of the box: one global maximiser
     U, b = box_halfspaces(lo, hi)
-    scores, z = reliability_score(identity_decode, neg_sq_dist, U, b, gamma, gt, steps=100, seed=1)
+    scores, z = reliability_score(
+        identity_decode, neg_sq_dist, U, b, gamma, gt, search=SearchSettings(steps=100, seed=1)
+    )
     assert np.all(polytope_distance(U, b, z) <= gamma + 1e-8)
     for i in range(n):
         g = np.linspace(-2.5, 2.5, 501)
@@ -318,8 +321,12 @@ def test_reliability_is_below_random_feasible_points_and_seeded():
 
     x = rng.standard_normal((n, 4))
     target = rng.standard_normal((n, 4))
-    s1, z1 = reliability_score(decode, sim, U, b, gamma, target, x=x, num_z0=20, steps=30, seed=3)
-    s2, z2 = reliability_score(decode, sim, U, b, gamma, target, x=x, num_z0=20, steps=30, seed=3)
+    s1, z1 = reliability_score(
+        decode, sim, U, b, gamma, target, x=x, search=SearchSettings(num_z0=20, steps=30, seed=3)
+    )
+    s2, z2 = reliability_score(
+        decode, sim, U, b, gamma, target, x=x, search=SearchSettings(num_z0=20, steps=30, seed=3)
+    )
     assert np.array_equal(s1, s2) and np.array_equal(z1, z2)
     assert np.all(polytope_distance(U, b, z1) <= gamma + 1e-8)
     with torch.no_grad():
@@ -343,9 +350,9 @@ def test_reliability_batches_agree_with_one_batch():
     U, b = box_halfspaces(lo, lo + 1.0)
     gt = rng.standard_normal((7, 2))
     kw = dict(steps=20, num_z0=100, refine_top=4)  # enough starts that PGD (local) finds every global worst case
-    one, _ = reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, batch_size=7, **kw)
+    one, _ = reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, search=SearchSettings(batch_size=7, **kw))
     # same procedure, different random draws per batch: both must reach the exact worst case
-    many, z = reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, batch_size=3, **kw)
+    many, z = reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, search=SearchSettings(batch_size=3, **kw))
     assert np.all(polytope_distance(U, b, z) <= 0.1 + 1e-8)
     # the farthest point of the 0.1-enlarged box from gt: its farthest corner, pushed out by 0.1
     far = np.maximum(np.abs(gt - lo), np.abs(gt - lo - 1.0))
@@ -360,7 +367,9 @@ def test_reliability_names_the_empty_row_across_batches():
     U, b = box_halfspaces(lo, lo + 1.0)
     b[7, 0] = 5.0  # a_0 >= 5 and a_0 <= lo + 1 < 1
     with pytest.raises(EmptyRegionError, match=r"row 7 \(x index 7\)") as info:
-        reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, np.zeros((9, 2)), steps=2, batch_size=4)
+        reliability_score(
+            identity_decode, neg_sq_dist, U, b, 0.1, np.zeros((9, 2)), search=SearchSettings(steps=2, batch_size=4)
+        )
     assert info.value.index == 7
 
 
@@ -376,7 +385,8 @@ def test_reliability_reports_progress_in_a_log_unless_silenced(capsys):
     lo = np.zeros((4, 2))
     U, b = box_halfspaces(lo, lo + 1.0)
     gt = lo - 0.5
-    reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, steps=3, seed=0, batch_size=2)
+    reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, search=SearchSettings(steps=3, batch_size=2))
     assert "CReL reliability: 100%" in capsys.readouterr().err
-    reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, steps=3, seed=0, batch_size=2, progress=False)
+    quiet = SearchSettings(steps=3, batch_size=2, progress=False)
+    reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, search=quiet)
     assert "CReL reliability" not in capsys.readouterr().err

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TrainSettings"]
+__all__ = ["TrainSettings", "SearchSettings", "DEFAULT_SEARCH"]
 
 
 @dataclass(frozen=True)
@@ -38,3 +38,79 @@ class TrainSettings:
 
         for name in ("epochs", "batch_size", "patience"):
             check_integer(getattr(self, name), name, least=1)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How CReL's projected gradient descent searches a calibrated region for its worst point (Eq. 8),
+    checked on construction: :func:`condeval.crel.reliability.reliability_score` and every caller.
+
+    Parameters
+    ----------
+    num_z0 : int >= 1, default 50
+        Random starting points per row.
+    steps : int >= 0, default 100
+        Projected gradient steps from the worst start.
+    lr : float > 0, default 0.05
+        Fixed step size of ``z ← Π_{S^γ}(z − lr ∇_z similarity)``.
+    seed : int, default 0
+        Seed of the ``torch.Generator`` drawing the starts (same seed → same result).
+    batch_size : int >= 1, default 1024
+        Rows searched together.
+    init_scale : float, default 1.0
+        Cap on how far a start may go from the anchor along an unbounded ray.
+    refine_top : int >= 1, default 1
+        Run PGD from this many of the worst starts per row and keep the best (1 is the paper's procedure;
+        more guard against a start in the basin of a merely local minimum, at proportional cost).
+    tol : float, default 1e-9
+        Feasibility tolerance of the projections.
+    patience : int >= 1, default 10
+        Window, in PGD steps, over which convergence is judged: a row has converged when its best
+        similarity fell by at most ``min_improvement`` over the last ``patience`` steps.
+    min_improvement : float >= 0, default 1e-4
+        Improvement of the best similarity below which a row counts as converged.
+    early_stop : bool, default False
+        Stop a batch once every row has converged (False runs all ``steps``, the paper's rule).
+    progress : bool or None, default None
+        Report progress over batches (a bar on a terminal, a line per 30 s in a job's log); None as True.
+
+    Examples
+    --------
+    >>> SearchSettings(num_z0=8, steps=20).lr
+    0.05
+    >>> SearchSettings(num_z0=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_z0 must be an integer >= 1; got 0
+    """
+
+    num_z0: int = 50
+    steps: int = 100
+    lr: float = 0.05
+    seed: int = 0
+    batch_size: int = 1024
+    init_scale: float = 1.0
+    refine_top: int = 1
+    tol: float = 1e-9
+    patience: int = 10
+    min_improvement: float = 1e-4
+    early_stop: bool = False
+    progress: bool | None = None
+
+    def __post_init__(self):
+        import numbers
+
+        from condeval.core.io import check_integer
+
+        for name in ("num_z0", "batch_size", "refine_top", "patience"):
+            check_integer(getattr(self, name), name, least=1)
+        check_integer(self.steps, "steps", least=0)
+        check_integer(self.seed, "seed", least=0)
+        if isinstance(self.lr, bool) or not isinstance(self.lr, numbers.Real) or not self.lr > 0:
+            raise ValueError(f"lr must be positive (a descent step on ρ); got {self.lr!r}")
+        if not self.min_improvement >= 0:
+            raise ValueError(f"min_improvement must be >= 0; got {self.min_improvement!r}")
+
+
+#: :class:`SearchSettings`' defaults, the default of every function that searches (frozen, so shareable).
+DEFAULT_SEARCH = SearchSettings()

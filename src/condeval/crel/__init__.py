@@ -7,11 +7,21 @@ without torch.
 
 from __future__ import annotations
 
-__all__ = ["CReL", "CReLSettings", "EmptyRegionError", "polytope_distance", "project_onto_region"]
+__all__ = [
+    "CReL",
+    "CReLSettings",
+    "SearchSettings",
+    "TrainSettings",
+    "EmptyRegionError",
+    "polytope_distance",
+    "project_onto_region",
+]
 
 _HOMES = {
     "CReL": "condeval.crel.estimator",
     "CReLSettings": "condeval.crel.estimator",
+    "SearchSettings": "condeval.core.settings",
+    "TrainSettings": "condeval.core.settings",
     "EmptyRegionError": "condeval.crel.polytope",
     "polytope_distance": "condeval.crel.polytope",
     "project_onto_region": "condeval.crel.polytope",

@@ -22,7 +22,7 @@ import torch
 from condeval.core.conformal import conformal_quantile, unit_scores
 from condeval.core.devices import check_device
 from condeval.core.io import check_finite, real_array
-from condeval.core.settings import TrainSettings
+from condeval.core.settings import DEFAULT_SEARCH, SearchSettings, TrainSettings
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.metrics import similarity
 from condeval.crel.models.vae import LatentVAE
@@ -188,7 +188,7 @@ class CReL:
     Examples
     --------
     >>> import numpy as np
-    >>> from condeval.core.settings import TrainSettings
+    >>> from condeval.core.settings import DEFAULT_SEARCH, SearchSettings, TrainSettings
     >>> from condeval.crel import CReL, CReLSettings
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(1200, 3))
@@ -472,21 +472,19 @@ class CReL:
         X: np.ndarray,
         gt: np.ndarray,
         *,
-        num_z0: int = 50,
-        steps: int = 100,
-        lr: float = 0.05,
-        seed: int = 0,
+        search: SearchSettings = DEFAULT_SEARCH,
         device: str | torch.device | None = None,
         extra_starts: np.ndarray | None = None,
-        **pgd_options,
+        return_info: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """CReL-ρ: min over z ∈ S^γcal(x) of ρ(Dec(z, x), gt), per row (Eq. 8).
 
-        ``device`` (e.g. ``"cuda"``) runs the projected gradient descent and the decoder there;
-        the default keeps everything on the CPU in numpy. ``extra_starts`` (n, r), e.g. the codes
-        of the model's own outputs, join the random starts where they lie in the region.
-        ``pgd_options`` go to :func:`condeval.crel.reliability.reliability_score` (stopping rule,
-        ``return_info`` for the per-row convergence record, which then comes third).
+        ``search`` sets the projected gradient descent (:class:`~condeval.core.settings.SearchSettings`:
+        starts, steps, step size, seed, stopping rule). ``device`` (e.g. ``"cuda"``) runs it and the
+        decoder there; the default keeps everything on the CPU in numpy. ``extra_starts`` (n, r), e.g.
+        the codes of the model's own outputs, join the random starts where they lie in the region.
+        ``return_info`` adds the per-row convergence record third
+        (:func:`condeval.crel.reliability.reliability_score`).
 
         Returns
         -------
@@ -510,11 +508,19 @@ class CReL:
         if self.metric == "cosine" and len(zero):  # a zero row's cosine is 0 to every point: a score of 0, silently
             raise ValueError(f"gt row {int(zero[0])} is all zeros: its cosine similarity is undefined")
         U, b, X = self.directions, self.offsets(X), check_finite(np.asarray(X, dtype=np.float64), "X")
-        search = {"num_z0": num_z0, "steps": steps, "lr": lr, "seed": seed, **pgd_options}
+        options = {"search": search, "return_info": return_info}
 
         def search_region(U, b, gt, X, extra_starts):
             return reliability_score(
-                self.decode_torch, self._similarity, U, b, self.gamma_cal_, gt, x=X, extra_starts=extra_starts, **search
+                self.decode_torch,
+                self._similarity,
+                U,
+                b,
+                self.gamma_cal_,
+                gt,
+                x=X,
+                extra_starts=extra_starts,
+                **options,
             )
 
         if device is None:

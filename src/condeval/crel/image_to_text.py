@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
 
 from condeval.core.io import check_finite
+from condeval.core.settings import SearchSettings
 from condeval.metrics import cosine_similarity, unit_rows
 
 log = logging.getLogger(__name__)
@@ -193,17 +195,14 @@ def num_z0_curve(
     GT_test,
     num_z0s,
     *,
-    steps: int,
-    lr: float,
-    seed: int,
+    search: SearchSettings,
     device=None,
     searched: Mapping[int, Mapping[str, np.ndarray]] | None = None,
-    **stopping,
 ) -> list[dict]:
     """CReL-ρ against the number of random PGD starts (Fig. 6); ``crel`` calibrated.
 
-    Each point runs the very search of :func:`evaluate_crel` (same seed, the items' own codes as
-    extra starts, same stopping rule), so the point at Table 2's ``num_z0`` is Table 2's CReL-ρ.
+    Each point runs the very search of :func:`evaluate_crel` (``search`` with its ``num_z0`` replaced, the
+    items' own codes as extra starts), so the point at Table 2's ``num_z0`` is Table 2's CReL-ρ.
     ``searched`` holds searches already run with this setting on these items, by ``num_z0`` (Table
     2's: :func:`evaluate_crel`'s ``crel_rho`` and ``converged``); their points are not searched again.
     Returns per ``num_z0``: the mean CReL-ρ, its standard error over the items and the fraction of
@@ -227,9 +226,7 @@ def num_z0_curve(
         out = (
             searched[int(k)]
             if int(k) in searched
-            else _worst_case(
-                crel, X_test, Y_test, GT_test, num_z0=int(k), steps=steps, lr=lr, seed=seed, device=device, **stopping
-            )
+            else _worst_case(crel, X_test, Y_test, GT_test, replace(search, num_z0=int(k)), device)
         )
         worst = out["crel_rho"]
         se = float(np.std(worst, ddof=1) / np.sqrt(len(worst))) if len(worst) > 1 else float("nan")
@@ -389,13 +386,9 @@ def evaluate_crel(
     GT_test,
     *,
     alpha: float,
-    num_z0: int,
-    steps: int,
-    lr: float,
-    seed: int,
+    search: SearchSettings,
     device=None,
     groups=None,
-    **stopping,
 ) -> dict[str, np.ndarray]:
     """Calibrate on the calibration fold, then score every test item.
 
@@ -406,8 +399,8 @@ def evaluate_crel(
     Returns per test item: ``rho`` (cos of the sampled caption's feature to GT), ``crel_rho`` (the
     worst ρ in the calibrated region, Eq. 8), ``covered`` (E(y) ∈ S^γ(x)), ``rho_own_code`` (ρ of
     the decoded latent code of the item's own caption), ``z_worst``, and the search's record
-    (``converged``, ``last_improvement``, ``steps_run``; ``stopping`` sets its rule, see
-    :func:`condeval.crel.reliability.reliability_score`). The own code is one of the PGD starts,
+    (``converged``, ``last_improvement``, ``steps_run``; ``search`` sets its starts and stopping rule,
+    :class:`~condeval.core.settings.SearchSettings`). The own code is one of the PGD starts,
     so for a covered item ``crel_rho <= rho_own_code``.
 
     ``rho`` and ``rho_own_code`` are cosines (Tables 2 and 3 compare ρ and CReL-ρ in it), so ``crel``
@@ -421,9 +414,7 @@ def evaluate_crel(
             "build it with metric='cosine' (CReL.from_checkpoints(..., metric='cosine'))"
         )
     crel.calibrate(X_cal, Y_cal, alpha, groups=groups)
-    out = _worst_case(
-        crel, X_test, Y_test, GT_test, num_z0=num_z0, steps=steps, lr=lr, seed=seed, device=device, **stopping
-    )
+    out = _worst_case(crel, X_test, Y_test, GT_test, search, device)
     return {
         "rho": cosine_rows(Y_test, GT_test),
         **out,
@@ -432,23 +423,10 @@ def evaluate_crel(
     }
 
 
-def _worst_case(
-    crel, X, Y, GT, *, num_z0: int, steps: int, lr: float, seed: int, device=None, **stopping
-) -> dict[str, np.ndarray]:
-    """The one search behind Table 2 and Fig. 6: ``num_z0`` random starts plus each item's own code."""
+def _worst_case(crel, X, Y, GT, search: SearchSettings, device=None) -> dict[str, np.ndarray]:
+    """The one search behind Table 2 and Fig. 6: ``search.num_z0`` random starts plus each item's own code."""
     codes = crel.encode(X, Y)
-    worst, z_worst, info = crel.reliability(
-        X,
-        GT,
-        num_z0=num_z0,
-        steps=steps,
-        lr=lr,
-        seed=seed,
-        device=device,
-        extra_starts=codes,
-        return_info=True,
-        **stopping,
-    )
+    worst, z_worst, info = crel.reliability(X, GT, search=search, device=device, extra_starts=codes, return_info=True)
     return {
         "crel_rho": worst,
         "rho_own_code": cosine_rows(decoded_points(crel, codes, X), GT),
@@ -655,8 +633,6 @@ def fit_on_folds(X, Y, folds, run_dir, *, vae: Mapping, dqr: Mapping, seed: int,
     (cosine metric; ``vae.val_fraction`` of both folds held out for early stopping, default 0.1; batch
     sizes and patience :class:`~condeval.crel.CReLSettings`' defaults); the image-to-text and
     text-to-image fits both go through here, resumable in ``run_dir``."""
-    from dataclasses import replace
-
     from condeval.crel import CReL, CReLSettings
 
     defaults = CReLSettings()

@@ -15,7 +15,6 @@ run PGD with exact projections onto ``S^γ`` (see
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -24,9 +23,10 @@ import torch
 from condeval.core.devices import device_of
 from condeval.core.logs import progress as progress_bar
 from condeval.core.nn import random_unit_vectors
+from condeval.core.settings import DEFAULT_SEARCH, SearchSettings
 from condeval.crel import polytope as _poly
 
-__all__ = ["reliability_score"]
+__all__ = ["reliability_score", "SearchSettings"]
 
 Decode = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 Similarity = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -41,20 +41,9 @@ def reliability_score(
     gt,
     x=None,
     *,
-    num_z0: int = 50,
-    steps: int = 100,
-    lr: float = 0.05,
-    seed: int = 0,
-    batch_size: int = 1024,
+    search: SearchSettings = DEFAULT_SEARCH,
     center=None,
-    init_scale: float = 1.0,
-    refine_top: int = 1,
-    progress: bool | None = None,
-    tol: float = 1e-9,
     extra_starts=None,
-    patience: int = 10,
-    min_improvement: float = 1e-4,
-    early_stop: bool = False,
     return_info: bool = False,
 ):
     """CReL reliability ρ_i = min over ``S^γ(x_i)`` of the similarity to ``gt_i`` (Eq. 8).
@@ -77,41 +66,16 @@ def reliability_score(
         Ground truths the generations are compared with.
     x : array_like, shape (n, p), optional
         Conditions handed to ``decode`` (None for an unconditional decoder).
-    num_z0 : int, default 50
-        Random starting points per row.
-    steps : int, default 100
-        Projected gradient steps from the worst start.
-    lr : float, default 0.05
-        Fixed step size of ``z ← Π_{S^γ}(z − lr ∇_z similarity)``.
-    seed : int, default 0
-        Seed of the ``torch.Generator`` drawing the starts (same seed → same result).
-    batch_size : int, default 1024
-        Rows processed together.
+    search : SearchSettings
+        The search: starts, steps, step size, seed, batch size and stopping rule
+        (:class:`~condeval.core.settings.SearchSettings`).
     center : array_like, shape (r,) or (n, r), optional
         Point whose projection onto ``R(x_i)`` anchors the random starts
         (default: the origin, the mean of the latent prior).
-    init_scale : float, default 1.0
-        Cap on how far a start may go from the anchor along an unbounded ray.
-    refine_top : int, default 1
-        Run PGD from this many of the worst starts per row and keep the best
-        (1 is the paper's procedure; larger values guard against a start in
-        the basin of a merely local minimum, at proportional cost).
-    progress : bool or None
-        Report progress over batches (:func:`condeval.core.logs.progress`: a bar on a terminal,
-        a line per 30 s in a job's log); None as True, False silences it.
-    tol : float
-        Feasibility tolerance of the projections.
     extra_starts : array_like, shape (n, r) or (n, m, r), optional
         Points evaluated beside the random starts, e.g. the latent code of the model's own
         output. Those inside ``S^γ(x_i)`` count as starts, so the score is at most the
         similarity there; those outside are replaced by a point of ``R(x_i)``.
-    patience : int, default 10
-        Window, in PGD steps, over which convergence is judged: a row has converged when its best
-        similarity fell by at most ``min_improvement`` over the last ``patience`` steps.
-    min_improvement : float, default 1e-4
-        Improvement of the best similarity below which a row counts as converged.
-    early_stop : bool, default False
-        Stop a batch once every row has converged (False runs all ``steps``, the paper's rule).
     return_info : bool, default False
         Also return the per-row convergence record (below).
 
@@ -131,52 +95,74 @@ def reliability_score(
     ------
     EmptyRegionError
         If some ``R(x_i)`` is empty.
+
+    Examples
+    --------
+    The worst point of the half-plane ``z_1 >= 1`` enlarged by 0.5 against a target at the origin,
+    with the similarity the negative squared distance: the region's nearest point is ``(0.5, 0)``,
+    its farthest lies along the unbounded ray, so the worst score is ``-(far)^2``.
+
+    >>> import numpy as np, torch
+    >>> U, b = np.array([[1.0, 0.0]]), np.array([[1.0]])
+    >>> closeness = lambda y, gt: -((y - gt) ** 2).sum(dim=1)
+    >>> scores, z = reliability_score(lambda z, x: z, closeness, U, b, 0.5, np.zeros((1, 2)),
+    ...                               search=SearchSettings(num_z0=4, steps=5, progress=False))
+    >>> bool(scores[0] < -0.25 and z[0, 0] >= 0.5 - 1e-9)
+    True
     """
-    _check_settings(num_z0=num_z0, batch_size=batch_size, refine_top=refine_top, patience=patience, steps=steps)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not lr > 0 or min_improvement < 0:
-        raise ValueError(
-            f"lr must be positive (a descent step on ρ) and min_improvement >= 0; got {lr!r}, {min_improvement!r}"
-        )
+    if not isinstance(search, SearchSettings):
+        raise TypeError(f"search must be a SearchSettings; got {type(search).__name__}")
     device = device_of(gt, U, b)
     U_t, b_t = _poly._prepare_ub(U, b, device)
     n, r = b_t.shape[0], U_t.shape[1]
-    g = _poly._gamma_vector(gamma, n, device)
-    gt_t = torch.as_tensor(gt, device=device)
-    x_t = None if x is None else torch.as_tensor(x, device=device)
-    c_t = _centers(center, n, r, device)
-    e_t = None if extra_starts is None else torch.as_tensor(extra_starts, dtype=torch.float64, device=device)
-    if e_t is not None and e_t.ndim == 2:
+    rows = (
+        _poly._gamma_vector(gamma, n, device),
+        torch.as_tensor(gt, device=device),
+        None if x is None else torch.as_tensor(x, device=device),
+        _centers(center, n, r, device),
+        _extra_starts(extra_starts, n, r, device),
+    )
+    if rows[1].shape[0] != n or (rows[2] is not None and rows[2].shape[0] != n):
+        raise ValueError(f"gt and x must have {n} rows (one per row of b)")
+    scores, z_worst, improvement, steps_run = _search_batches(decode, similarity, U_t, b_t, rows, search)
+    if not return_info:
+        return scores, z_worst
+    converged = (improvement <= search.min_improvement) & (steps_run >= search.patience)
+    return scores, z_worst, {"last_improvement": improvement, "converged": converged, "steps_run": steps_run}
+
+
+def _extra_starts(extra_starts, n: int, r: int, device) -> torch.Tensor | None:
+    """The extra starts as (n, m, r) float64, refused by shape or by a non-finite row."""
+    if extra_starts is None:
+        return None
+    e_t = torch.as_tensor(extra_starts, dtype=torch.float64, device=device)
+    if e_t.ndim == 2:
         e_t = e_t[:, None, :]
-    if e_t is not None and (e_t.shape[0] != n or e_t.shape[2] != r):
+    if e_t.shape[0] != n or e_t.shape[2] != r:
         raise ValueError(
             f"extra_starts must have shape ({n}, r) or ({n}, m, r) with r = {r}; got "
             f"{tuple(torch.as_tensor(extra_starts).shape)}"
         )
-    if e_t is not None and not bool(torch.isfinite(e_t).all()):
+    if not bool(torch.isfinite(e_t).all()):
         bad = int(torch.nonzero(~torch.isfinite(e_t).reshape(n, -1).all(dim=1))[0, 0])
         raise ValueError(f"extra_starts hold NaN or infinite values (row {bad})")
-    if gt_t.shape[0] != n or (x_t is not None and x_t.shape[0] != n):
-        raise ValueError(f"gt and x must have {n} rows (one per row of b)")
-    gen = torch.Generator(device=device).manual_seed(int(seed))
-    stop = dict(patience=patience, min_improvement=min_improvement, early_stop=early_stop)
-    cfg = dict(num_z0=num_z0, steps=steps, lr=lr, init_scale=init_scale, tol=tol, gen=gen, stop=stop)
-    cfg["top"] = min(refine_top, num_z0)
-    scores = np.empty(n)
-    z_worst = np.empty((n, r))
+    return e_t
+
+
+def _search_batches(decode, similarity, U_t, b_t, rows, search: SearchSettings):
+    """The search over ``search.batch_size`` rows at a time; ``rows`` are the per-row tensors (γ, gt, x,
+    centre, extra starts) in that order, None where absent."""
+    n, r = b_t.shape[0], U_t.shape[1]
+    gen = torch.Generator(device=b_t.device).manual_seed(int(search.seed))
+    stop = dict(patience=search.patience, min_improvement=search.min_improvement, early_stop=search.early_stop)
+    cfg = dict(num_z0=search.num_z0, steps=search.steps, lr=search.lr, init_scale=search.init_scale, tol=search.tol)
+    cfg |= dict(gen=gen, stop=stop, top=min(search.refine_top, search.num_z0))
+    scores, z_worst = np.empty(n), np.empty((n, r))
     improvement, steps_run = np.empty(n), np.empty(n, dtype=np.int64)
-    starts = range(0, n, batch_size)
-    for s in progress_bar(starts, desc="CReL reliability", unit="batch", enabled=progress is not False):
-        e = min(n, s + batch_size)
-        sl = slice(s, e)
-        batch = (
-            U_t,
-            b_t[sl],
-            g[sl],
-            gt_t[sl],
-            None if x_t is None else x_t[sl],
-            c_t[sl],
-            None if e_t is None else e_t[sl],
-        )
+    starts = range(0, n, search.batch_size)
+    for s in progress_bar(starts, desc="CReL reliability", unit="batch", enabled=search.progress is not False):
+        sl = slice(s, min(n, s + search.batch_size))
+        batch = (U_t, b_t[sl], *(None if row is None else row[sl] for row in rows))
         try:
             val, z, gain, steps_run[sl] = _batch_worst(decode, similarity, *batch, **cfg)
         except _poly.EmptyRegionError as err:  # name the row of the full input
@@ -184,10 +170,7 @@ def reliability_score(
         scores[sl] = val.detach().cpu().numpy()
         z_worst[sl] = z.detach().cpu().numpy()
         improvement[sl] = gain.detach().cpu().numpy()
-    if not return_info:
-        return scores, z_worst
-    converged = (improvement <= min_improvement) & (steps_run >= patience)
-    return scores, z_worst, {"last_improvement": improvement, "converged": converged, "steps_run": steps_run}
+    return scores, z_worst, improvement, steps_run
 
 
 def _centers(center, n: int, r: int, device) -> torch.Tensor:
@@ -313,11 +296,3 @@ def _pgd(decode, similarity, U, b, g, gt, x, z, best_val, *, steps, lr, tol, pat
 def _keep_best(best_val, best_z, val, z):
     better = val < best_val
     return torch.where(better, val, best_val), torch.where(better[:, None], z, best_z)
-
-
-def _check_settings(**counts) -> None:
-    """The search's counts, refused by name: integers, ``steps`` >= 0 and the others >= 1."""
-    from condeval.core.io import check_integer
-
-    for name, value in counts.items():
-        check_integer(value, name, least=0 if name == "steps" else 1)

@@ -6,6 +6,7 @@ import torch
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import matrix_columns, read_parquet, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.core.settings import SearchSettings
 from condeval.crel import CReL
 from condeval.crel.folds import load_fold
 
@@ -20,10 +21,7 @@ test = load_fold(snakemake.input.processed, "test").head(p.region_test_points)
 worst, z_worst = crel.reliability(
     test.X,
     test.Y,
-    num_z0=p.reliability["num_z0"],
-    steps=p.reliability["steps"],
-    lr=p.reliability["lr"],
-    seed=p.seed,
+    search=SearchSettings(**p.reliability, seed=p.seed),
     device=device_for_gpus(snakemake.resources.get("gpu", 0)),
 )
 write_parquet(

@@ -8,6 +8,7 @@ import torch
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
+from condeval.core.settings import SearchSettings
 from condeval.crel import CReL
 from condeval.crel.image_to_text import decoded_points, evaluate_crel, item_arrays, manifold_check
 from condeval.encoders.shards import read_feature_shards
@@ -21,9 +22,10 @@ ids, X, Y, GT, folds = item_arrays(
 )
 cal, test = folds == "cal", folds == "test"
 crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine")
-search = {**dict(p.reliability), "seed": p.seed, "device": device}
-num_z0 = search.pop("num_z0")
-scores = evaluate_crel(crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=float(w.alpha), num_z0=num_z0, **search)
+search = SearchSettings(**p.reliability, seed=p.seed)
+scores = evaluate_crel(
+    crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=float(w.alpha), search=search, device=device
+)
 gallery_ids, gallery, _ = read_feature_shards(list(i.gallery))
 if not np.array_equal(gallery_ids, ids):
     raise ValueError(f"{i.gallery[0]}...: the real captions' feature shards cover other image ids than the model's")

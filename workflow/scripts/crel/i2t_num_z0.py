@@ -7,6 +7,7 @@ import torch
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import read_parquet, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.core.settings import SearchSettings
 from condeval.crel import CReL
 from condeval.crel.image_to_text import item_arrays, num_z0_curve
 
@@ -22,10 +23,9 @@ table2 = read_parquet(i.scores, columns=["image_id", "crel_rho", "converged"])
 if not np.array_equal(table2["image_id"].to_numpy(), ids[test]):
     raise ValueError(f"{i.scores}: its test images are not those of the features' test fold")
 crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine").calibrate(X[cal], Y[cal], float(w.alpha))
-search = {**dict(p.reliability), "seed": p.seed, "device": device}
-num_z0 = search.pop("num_z0")
-searched = {num_z0: {name: table2[name].to_numpy() for name in ("crel_rho", "converged")}}
-curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, searched=searched, **search)
+search = SearchSettings(**p.reliability, seed=p.seed)
+searched = {search.num_z0: {name: table2[name].to_numpy() for name in ("crel_rho", "converged")}}
+curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, search=search, device=device, searched=searched)
 write_parquet(
     pl.DataFrame(curve).with_columns(pl.lit(w.model).alias("model"), pl.lit(w.metric).alias("metric")),
     snakemake.output.num_z0,

@@ -6,6 +6,7 @@ import torch
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
+from condeval.core.settings import SearchSettings
 from condeval.crel import CReL
 from condeval.crel.image_to_text import evaluate_crel
 from condeval.crel.text_to_image import FEATURE_SOURCES, item_arrays
@@ -21,9 +22,11 @@ ids, X, Y, GT, folds = item_arrays(
 )
 cal, test = folds == "cal", folds == "test"
 crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine")
-search = {**dict(p.reliability), "seed": p.seed, "device": device_for_gpus(snakemake.resources.get("gpu", 0))}
-num_z0 = search.pop("num_z0")
-scores = evaluate_crel(crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=float(w.alpha), num_z0=num_z0, **search)
+search = SearchSettings(**p.reliability, seed=p.seed)
+device = device_for_gpus(snakemake.resources.get("gpu", 0))
+scores = evaluate_crel(
+    crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=float(w.alpha), search=search, device=device
+)
 z_worst = scores.pop("z_worst")
 frame = pl.DataFrame({"image_id": ids[test], "model": w.model, "metric": w.metric, **scores}).with_columns(
     pl.Series("z_worst", z_worst.tolist())
@@ -38,5 +41,5 @@ log.info(
     frame["crel_rho"].mean(),
     frame["covered"].mean(),
     frame["converged"].mean(),
-    num_z0,
+    search.num_z0,
 )

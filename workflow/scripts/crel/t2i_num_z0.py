@@ -7,6 +7,7 @@ import torch
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import read_parquet, write_parquet
 from condeval.core.logs import log_to_file
+from condeval.core.settings import SearchSettings
 from condeval.crel import CReL
 from condeval.crel.image_to_text import num_z0_curve
 from condeval.crel.text_to_image import FEATURE_SOURCES, item_arrays
@@ -25,10 +26,10 @@ table3 = read_parquet(i.scores, columns=["image_id", "crel_rho", "converged"])
 if not np.array_equal(table3["image_id"].to_numpy(), ids[test]):
     raise ValueError(f"{i.scores}: its test items are not those of the features' test fold")
 crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine").calibrate(X[cal], Y[cal], float(w.alpha))
-search = {**dict(p.reliability), "seed": p.seed, "device": device_for_gpus(snakemake.resources.get("gpu", 0))}
-num_z0 = search.pop("num_z0")
-searched = {num_z0: {name: table3[name].to_numpy() for name in ("crel_rho", "converged")}}
-curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, searched=searched, **search)
+search = SearchSettings(**p.reliability, seed=p.seed)
+device = device_for_gpus(snakemake.resources.get("gpu", 0))
+searched = {search.num_z0: {name: table3[name].to_numpy() for name in ("crel_rho", "converged")}}
+curve = num_z0_curve(crel, X[test], Y[test], GT[test], p.num_z0s, search=search, device=device, searched=searched)
 write_parquet(
     pl.DataFrame(curve).with_columns(pl.lit(w.model).alias("model"), pl.lit(w.metric).alias("metric")),
     snakemake.output.num_z0,
