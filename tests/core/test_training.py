@@ -10,6 +10,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
+from condeval.core.settings import TrainSettings
 from condeval.core.training import TrainingPaused, fit, fit_to_files, job_deadline, state_digest
 
 ROWS = np.random.default_rng(0).normal(size=(40, 4)).astype(np.float32)
@@ -58,19 +59,9 @@ class Unnamed(Regression):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
 
-def _fit(module, out_dir, rows=ROWS, epochs=2, **options):
-    return fit(
-        module,
-        (rows[8:], TARGETS[8:]),
-        (rows[:8], TARGETS[:8]),
-        out_dir,
-        max_epochs=epochs,
-        patience=5,
-        batch_size=8,
-        seed=0,
-        progress=False,
-        **options,
-    )
+def _fit(module, out_dir, rows=ROWS, epochs=2, stop_at=None, **options):
+    settings = TrainSettings(epochs=epochs, batch_size=8, patience=5, progress=False, stop_at=stop_at)
+    return fit(module, (rows[8:], TARGETS[8:]), (rows[:8], TARGETS[:8]), out_dir, settings, seed=0, **options)
 
 
 def _last_weights(run_dir):
@@ -161,13 +152,18 @@ def test_the_same_run_in_two_folders_exports_the_same_bytes(tmp_path):
             (ROWS[:8], TARGETS[:8]),
             model,
             tmp_path / clone / "s.json",
-            max_epochs=2,
-            patience=5,
-            batch_size=8,
+            settings=TrainSettings(epochs=2, batch_size=8, patience=5, progress=False),
             seed=0,
-            progress=False,
         )
         exported.append(model.read_bytes())
         assert str(tmp_path) not in str(torch.load(model, weights_only=True)["callbacks"])
     assert exported[0] == exported[1]
     assert isinstance(Regression.load_from_checkpoint(tmp_path / "a" / "model.ckpt", weights_only=True), Regression)
+
+
+def test_fit_takes_its_settings_as_one_checked_object(tmp_path):
+    with pytest.raises(TypeError, match="settings must be a TrainSettings; got dict"):
+        fit(Regression(), (ROWS, TARGETS), (ROWS, TARGETS), tmp_path, {"epochs": 2}, seed=0)
+    for bad, message in [({"workers": -1}, "workers must be an integer >= 0"), ({"devices": 0}, "devices must be")]:
+        with pytest.raises(ValueError, match=message):
+            TrainSettings(epochs=2, batch_size=8, patience=1, **bad)

@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from condeval.core.conformal import coverage_bounds
-from condeval.core.settings import SearchSettings
+from condeval.core.settings import SearchSettings, TrainSettings
 from condeval.core.training import as_lightning, fit, training_summary
 from condeval.crel import CReL
 from condeval.crel.models import load_lgm
@@ -25,8 +25,6 @@ torch.set_num_threads(1)
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-FIT = {"patience": 100, "progress": False}
 
 
 # ------------------------------------------------------------------ helpers
@@ -79,7 +77,14 @@ def vae(data, tmp_path_factory):
     (_, y), (_, y_val) = data["train"], data["val"]
     pl.seed_everything(0, verbose=False)
     model = LatentVAE(output_dim=2, latent_dim=2, hidden_dims=[32, 32, 32, 32])
-    fit(model, (y,), (y_val,), tmp_path_factory.mktemp("vae"), max_epochs=10, batch_size=64, seed=0, **FIT)
+    fit(
+        model,
+        (y,),
+        (y_val,),
+        tmp_path_factory.mktemp("vae"),
+        settings=TrainSettings(epochs=10, batch_size=64, patience=100, progress=False),
+        seed=0,
+    )
     return model.eval()
 
 
@@ -96,7 +101,15 @@ def ddpms(data, vae, tmp_path_factory):
         model = LatentDDPM.from_vae(vae, cond_dim=cond_dim, lr=1e-3)
         initial = _val_loss(model, val)
         run_dir = tmp_path_factory.mktemp(f"ddpm{cond_dim}")
-        fit(model, train, val, run_dir, max_epochs=25, batch_size=128, seed=0, save_epochs=(25,), **FIT)
+        fit(
+            model,
+            train,
+            val,
+            run_dir,
+            settings=TrainSettings(epochs=25, batch_size=128, patience=100, progress=False),
+            seed=0,
+            save_epochs=(25,),
+        )
         runs[cond_dim] = {"model": model.eval(), "run_dir": run_dir, "initial_val_loss": initial}
     return runs
 
@@ -115,10 +128,8 @@ def dqr(data, ddpms, tmp_path_factory):
         (data["dqr"][0], codes["dqr"]),
         (data["dqr_val"][0], codes["dqr_val"]),
         run_dir,
-        max_epochs=6,
-        batch_size=100,
+        settings=TrainSettings(epochs=6, batch_size=100, patience=100, progress=False),
         seed=0,
-        **FIT,
     )
     return DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval(), Path(
         best
@@ -251,10 +262,8 @@ def test_load_lgm_dispatches_and_names_bad_files(vae, dqr, tmp_path):
         (y[:150],),
         (y[150:],),
         tmp_path / "vae",
-        max_epochs=1,
-        batch_size=50,
+        settings=TrainSettings(epochs=1, batch_size=50, patience=100, progress=False),
         seed=0,
-        **FIT,
     )
     loaded = load_lgm(best)
     assert type(loaded) is LatentVAE and not loaded.training
@@ -275,7 +284,12 @@ def _fit_small_ddpm(vae: LatentVAE, out_dir: Path, max_epochs: int, seed: int = 
     pl.seed_everything(seed, verbose=False)
     model = LatentDDPM.from_vae(vae, cond_dim=2, hidden_dims=(16, 16), time_embed_dim=8, lr=1e-3)
     best = fit(
-        model, (y[:300], x[:300]), (y[300:], x[300:]), out_dir, max_epochs=max_epochs, batch_size=100, seed=seed, **FIT
+        model,
+        (y[:300], x[:300]),
+        (y[300:], x[300:]),
+        out_dir,
+        settings=TrainSettings(epochs=max_epochs, batch_size=100, patience=100, progress=False),
+        seed=seed,
     )
     return model, best
 
@@ -309,7 +323,14 @@ def test_last_checkpoint_holds_the_final_epoch(vae, tmp_path):
     y = _mixture(200)[1]
     pl.seed_everything(0, verbose=False)
     model = LatentDDPM.from_vae(vae, hidden_dims=(8,), time_embed_dim=4, lr=0.0)  # val_loss never improves
-    fit(model, (y,), (y,), tmp_path, max_epochs=3, batch_size=100, seed=0, **FIT)
+    fit(
+        model,
+        (y,),
+        (y,),
+        tmp_path,
+        settings=TrainSettings(epochs=3, batch_size=100, patience=100, progress=False),
+        seed=0,
+    )
     assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
 
 

@@ -16,6 +16,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from condeval.core.settings import TrainSettings
 from condeval.core.training import (
     SUMMARY_NAME,
     UnsafeCheckpointError,
@@ -80,7 +81,7 @@ def _fit_small_dqr(
     x, z, _ = _gaussian_linear(600)
     pl.seed_everything(seed, verbose=False)
     model = _small_dqr()
-    options = dict(max_epochs=max_epochs, patience=100, batch_size=128, seed=seed, progress=False)
+    options = dict(settings=TrainSettings(epochs=max_epochs, batch_size=128, patience=100, progress=False), seed=seed)
     options.update(kwargs)
     best = fit(model, (x[:400], z[:400]), (x[400:], z[400:]), out_dir, **options)
     return model, best
@@ -175,11 +176,8 @@ def test_vae_and_dqr_reload_from_checkpoint(tmp_path):
         (y[:150], x[:150]),
         (y[150:], x[150:]),
         tmp_path / "vae",
-        max_epochs=1,
-        patience=1,
-        batch_size=50,
+        settings=TrainSettings(epochs=1, batch_size=50, patience=1, progress=False),
         seed=0,
-        progress=False,
     )
     exported = export_best(best, tmp_path / "export" / "vae.ckpt")
     saved, written = (torch.load(path, weights_only=True) for path in (best, exported))
@@ -205,11 +203,8 @@ def test_a_checkpoint_loads_without_lightning(tmp_path):
         (_banana(100),),
         (_banana(50, 1),),
         tmp_path / "vae",
-        max_epochs=1,
-        patience=1,
-        batch_size=50,
+        settings=TrainSettings(epochs=1, batch_size=50, patience=1, progress=False),
         seed=0,
-        progress=False,
     )
     code = (
         "import sys\n"
@@ -339,11 +334,8 @@ def test_dqr_learns_conditional_quantiles(tmp_path):
         (x[:3000], z[:3000]),
         (x[3000:4000], z[3000:4000]),
         tmp_path,
-        max_epochs=20,
-        patience=100,
-        batch_size=128,
+        settings=TrainSettings(epochs=20, batch_size=128, patience=100, progress=False),
         seed=0,
-        progress=False,
     )
     x_test, z_test = x[4000:], z[4000:]
     offsets = model.offsets(x_test).numpy()
@@ -363,7 +355,14 @@ def test_vae_reconstructs_banana(tmp_path):
     y = _banana(4000)
     pl.seed_everything(0, verbose=False)
     model = LatentVAE(output_dim=2, latent_dim=2)
-    fit(model, (y[:3000],), (y[3000:],), tmp_path, max_epochs=5, patience=10, batch_size=64, seed=0, progress=False)
+    fit(
+        model,
+        (y[:3000],),
+        (y[3000:],),
+        tmp_path,
+        settings=TrainSettings(epochs=5, batch_size=64, patience=10, progress=False),
+        seed=0,
+    )
     with torch.no_grad():
         recon = model.decode(model.encode(y[3000:])).numpy()
     mse = float(((recon - y[3000:]) ** 2).mean())
@@ -447,7 +446,7 @@ def test_early_stopped_run_is_not_extended(tmp_path):
     y = _banana(300)
     pl.seed_everything(0, verbose=False)
     # with lr = 0 val_loss never improves, so patience 1 stops after the second epoch
-    options = dict(max_epochs=50, patience=1, batch_size=300, seed=0, progress=False)
+    options = dict(settings=TrainSettings(epochs=50, batch_size=300, patience=1, progress=False), seed=0)
     best = fit(LatentVAE(2, lr=0.0), (y,), (y,), tmp_path, **options)
     summary = training_summary(tmp_path)
     assert summary["stopped_early"] and summary["epochs_run"] == 2
@@ -472,7 +471,7 @@ def test_changed_fingerprint_trains_afresh_instead_of_resuming(tmp_path):
 
     torch.manual_seed(0)
     y = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
-    kwargs = dict(max_epochs=2, patience=5, batch_size=32, seed=0, progress=False)
+    kwargs = dict(settings=TrainSettings(epochs=2, batch_size=32, patience=5, progress=False), seed=0)
     fit(LatentVAE(output_dim=2, hidden_dims=[8, 8]), (y,), (y,), tmp_path, fingerprint="a", **kwargs)
     fit(LatentVAE(output_dim=2, hidden_dims=[8, 8]), (y,), (y,), tmp_path, fingerprint="b", **kwargs)
     summary = training_summary(tmp_path)
@@ -484,7 +483,7 @@ def test_a_run_folder_left_by_other_rows_is_not_resumed(tmp_path):
     run: a folder left by a fit on other rows trains afresh and never hands back that fit's model."""
     x, z, _ = _gaussian_linear(600)
     pl.seed_everything(0, verbose=False)
-    options = dict(max_epochs=2, patience=100, batch_size=128, seed=0, progress=False)
+    options = dict(settings=TrainSettings(epochs=2, batch_size=128, patience=100, progress=False), seed=0)
     fit(_small_dqr(), (x[:400] + 1.0, z[:400]), (x[400:], z[400:]), tmp_path, **options)
     again, _ = _fit_small_dqr(tmp_path, max_epochs=2)
     fresh, _ = _fit_small_dqr(tmp_path / "fresh", max_epochs=2)
@@ -533,13 +532,10 @@ def test_fit_to_files_exports_best_snapshots_and_summary(tmp_path):
         (x[400:], z[400:]),
         model_path,
         summary_path,
+        settings=TrainSettings(epochs=3, batch_size=128, patience=10, progress=False),
         snapshot_paths=snapshots,
         save_epochs=[1, 3],
-        max_epochs=3,
-        patience=10,
-        batch_size=128,
         seed=0,
-        progress=False,
     )
     assert Path(best).parent.parent == tmp_path / "m_run"
     best_state, exported_state = (torch.load(path, weights_only=True)["state_dict"] for path in (best, model_path))
@@ -557,13 +553,10 @@ def test_fit_to_files_exports_best_snapshots_and_summary(tmp_path):
             (x[400:], z[400:]),
             tmp_path / "n.ckpt",
             tmp_path / "n.json",
+            settings=TrainSettings(epochs=3, batch_size=128, patience=10, progress=False),
             snapshot_paths=snapshots[:1],
             save_epochs=[1, 3],
-            max_epochs=3,
-            patience=10,
-            batch_size=128,
             seed=0,
-            progress=False,
         )
 
 

@@ -315,14 +315,13 @@ def _fit_recording(monkeypatch, stop: bool = False) -> list:
 
     seen, real_fit = [], training.fit
 
-    def recording(module, train, val, *args, **kwargs):
+    def recording(module, train, val, out_dir, settings, **kwargs):
         seen.append(
-            tuple(np.stack([split[k][0] for k in range(len(split))]) for split in (train, val))
-            + (kwargs["batch_size"],)
+            tuple(np.stack([split[k][0] for k in range(len(split))]) for split in (train, val)) + (settings.batch_size,)
         )
         if stop:
             raise _SplitSeen
-        return real_fit(module, train, val, *args, **kwargs)
+        return real_fit(module, train, val, out_dir, settings, **kwargs)
 
     monkeypatch.setattr(training, "fit", recording)
     return seen
@@ -433,13 +432,13 @@ def test_real_images_are_read_where_the_sampler_stands_at_each_step(attribute_pi
 
 
 def test_the_translator_trains_on_the_accelerator_it_is_given(monkeypatch):
-    """A GPU job's translator trains on its GPU: ``fit(accelerator=)`` reaches Lightning's Trainer."""
+    """A GPU job's translator trains on its GPU: its ``TrainSettings.accelerator`` reaches ``fit``."""
     import condeval.core.training
 
     asked = {}
 
-    def trainer_fit(*args, **kwargs):
-        asked.update(kwargs)
+    def trainer_fit(module, train, val, out_dir, settings, **kwargs):
+        asked["accelerator"] = settings.accelerator
         raise _Stop
 
     monkeypatch.setattr(condeval.core.training, "fit", trainer_fit)

@@ -12,12 +12,13 @@ __all__ = ["TrainSettings", "SearchSettings", "DEFAULT_SEARCH"]
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """How one model trains under :func:`fit`: its epochs, batch size, early-stopping patience and
-    accelerator, checked on construction.
+    """How one model trains under :func:`condeval.core.training.fit`: its epochs, batch size,
+    early-stopping patience, where it runs and when it pauses, checked on construction.
 
     Parameters
     ----------
     epochs : int >= 1
+        The epoch cap.
     batch_size : int >= 1
     patience : int >= 1
         Epochs without a better validation loss before training stops.
@@ -25,6 +26,22 @@ class TrainSettings:
         Lightning's accelerator (``"gpu"`` on a GPU node).
     progress : bool, default True
         Show the progress bar.
+    devices : int >= 1, default 1
+        Devices of the accelerator.
+    workers : int >= 0, default 0
+        DataLoader worker processes (0: the training process reads the batches).
+    stop_at : float, optional
+        A wall-clock deadline (``time.time()``): training pauses after the last epoch that fits before
+        it, and the next call resumes (a job shorter than its partition's time limit).
+
+    Examples
+    --------
+    >>> TrainSettings(epochs=30, batch_size=128, patience=5).accelerator
+    'cpu'
+    >>> TrainSettings(epochs=0, batch_size=128, patience=5)
+    Traceback (most recent call last):
+    ...
+    ValueError: epochs must be an integer >= 1; got 0
     """
 
     epochs: int
@@ -32,12 +49,16 @@ class TrainSettings:
     patience: int
     accelerator: str = "cpu"
     progress: bool = True
+    devices: int = 1
+    workers: int = 0
+    stop_at: float | None = None
 
     def __post_init__(self):
         from condeval.core.io import check_integer
 
-        for name in ("epochs", "batch_size", "patience"):
+        for name in ("epochs", "batch_size", "patience", "devices"):
             check_integer(getattr(self, name), name, least=1)
+        check_integer(self.workers, "workers", least=0)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from condeval.core.devices import accelerator_for_gpus, device_for_gpus, select_
 from condeval.core.io import atomic_path, read_json, write_json
 from condeval.core.nn import ADAPTER_PREFIX, CheckpointedModule
 from condeval.core.resources import PART_RESERVE
-from condeval.core.settings import TrainSettings  # noqa: F401 (re-exported)
+from condeval.core.settings import TrainSettings
 
 __all__ = [
     "TrainSettings",
@@ -574,18 +574,11 @@ def fit(
     train: tuple[np.ndarray, ...] | Dataset,
     val: tuple[np.ndarray, ...] | Dataset,
     out_dir: str | os.PathLike,
+    settings: TrainSettings,
     *,
-    max_epochs: int,
-    patience: int,
-    batch_size: int,
     seed: int,
-    accelerator: str = "cpu",
-    devices: int = 1,
     save_epochs: Iterable[int] = (),
-    progress: bool = True,
     fingerprint: str | None = None,
-    workers: int = 0,
-    stop_at: float | None = None,
 ) -> Path:
     """Train ``module`` with early stopping, resuming from ``out_dir`` if possible.
 
@@ -600,20 +593,16 @@ def fit(
         standing for its bytes).
     out_dir : path
         Run folder (see the module docstring for its layout).
-    max_epochs, patience, batch_size, seed : int
-        Epoch cap, early-stopping patience on ``val_loss``, batch size, seed.
-    accelerator, devices
-        Passed to the Trainer (see :func:`select_accelerator`).
+    settings : TrainSettings
+        Epoch cap (``epochs``), early-stopping patience on ``val_loss``, batch size, accelerator and
+        devices (passed to the Trainer, see :func:`select_accelerator`), progress bar, DataLoader
+        ``workers`` (processes reading a dataset's rows from disk; arrays need none) and ``stop_at``: a
+        :func:`time.time` value (:func:`job_deadline`) the call must finish by; training stops at the end
+        of the last epoch that fits and :class:`TrainingPaused` is raised, the next call resumes. This
+        splits training longer than a partition's time limit over several jobs.
+    seed : int
     save_epochs : iterable of int
         Completed-epoch counts after which ``epoch=NNN.ckpt`` is also kept.
-    progress : bool
-        Show the progress bar.
-    workers : int
-        Processes reading a dataset's rows from disk while the model trains (arrays: none).
-    stop_at : float, optional
-        A :func:`time.time` value (:func:`job_deadline`) the call must finish by: training stops at the
-        end of the last epoch that fits and :class:`TrainingPaused` is raised; the next call resumes.
-        This splits training longer than a partition's time limit over several jobs.
     fingerprint : str, optional
         Identity of this training job beyond what ``fit`` sees (e.g. the files its rows
         came from). Either way a run folder is resumed only by the same module class and
@@ -622,7 +611,7 @@ def fit(
         with: :func:`state_digest`), the same rows, ``patience``, ``batch_size`` and ``seed``,
         and this fingerprint; one left by any other fit is discarded, so a change of data or
         parameters always trains afresh. A module without saved hyperparameters is warned
-        about: settings outside them cannot be seen. A higher ``max_epochs`` continues a run
+        about: settings outside them cannot be seen. A higher ``epochs`` continues a run
         whose hyperparameters do not depend on it; the package's ``train_*`` functions size
         their learning-rate schedule by the epochs (``total_steps``), so there a new epoch
         count trains afresh. A lower one than the run has passed trains afresh.
@@ -652,24 +641,36 @@ def fit(
     the global RNG when it is constructed: call ``pl.seed_everything(seed)``
     before building it if they must be reproducible too.
     """
+    if not isinstance(settings, TrainSettings):
+        raise TypeError(f"settings must be a TrainSettings; got {type(settings).__name__}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_dir = out_dir / CHECKPOINT_DIR
-    settings = {"patience": patience, "batch_size": batch_size, "seed": seed}
-    _match_fingerprint(out_dir, _run_identity(module, _as_rows(train) + _as_rows(val), settings, fingerprint))
+    identity = _run_identity(module, _as_rows(train) + _as_rows(val), _identity_settings(settings, seed), fingerprint)
+    _match_fingerprint(out_dir, identity)
     ckpt_path, checkpoint = _resume_point(out_dir)
-    if checkpoint is not None and int(checkpoint["epoch"]) + 1 > max_epochs:
-        log.info("%s ran %d epochs, past max_epochs=%d: starting afresh", out_dir, checkpoint["epoch"] + 1, max_epochs)
+    if checkpoint is not None and int(checkpoint["epoch"]) + 1 > settings.epochs:
+        log.info("%s ran %d epochs, past epochs=%d: starting afresh", out_dir, checkpoint["epoch"] + 1, settings.epochs)
         _clear_previous_run(out_dir)
         ckpt_path, checkpoint = None, None
     if checkpoint is not None and _already_stopped(checkpoint):
         best = _callback_state(checkpoint, _BestCheckpoint).get("best_model_path")
-        best = best and ckpt_dir / Path(best).name  # the run folder may have moved since
+        best = best and out_dir / CHECKPOINT_DIR / Path(best).name  # the run folder may have moved since
         if best and best.exists():
             log.info("%s: early stopping already ended this run; not training further", out_dir)
             return Path(best)
-
     pl.seed_everything(seed, workers=True, verbose=False)
+    return _train(module, train, val, out_dir, settings, seed, save_epochs, (ckpt_path, checkpoint))
+
+
+def _identity_settings(settings: TrainSettings, seed: int) -> dict:
+    """The settings a run folder is resumed under (the epoch cap may grow: a longer run continues)."""
+    return {"patience": settings.patience, "batch_size": settings.batch_size, "seed": seed}
+
+
+def _train(module, train, val, out_dir: Path, settings: TrainSettings, seed: int, save_epochs, resume) -> Path:
+    """One Trainer.fit call of :func:`fit`, from ``resume`` = (checkpoint path, its contents) or afresh."""
+    ckpt_path, checkpoint = resume
+    ckpt_dir = out_dir / CHECKPOINT_DIR
     best_callback = _BestCheckpoint(
         dirpath=ckpt_dir,
         filename="best-ep{epoch:03d}",
@@ -679,12 +680,12 @@ def fit(
         save_top_k=1,
     )
     timer = EpochTimer()
-    deadline = Deadline(stop_at) if stop_at is not None else None
+    deadline = Deadline(settings.stop_at) if settings.stop_at is not None else None
     shuffle_generator = torch.Generator().manual_seed(int(seed))
     callbacks = [
         FiniteLosses(out_dir),
         RngState(shuffle_generator),
-        EarlyStopping(monitor="val_loss", patience=patience, check_on_train_epoch_end=False),
+        EarlyStopping(monitor="val_loss", patience=settings.patience, check_on_train_epoch_end=False),
         EpochSnapshots(ckpt_dir, save_epochs),
         timer,
         *([deadline] if deadline else []),
@@ -692,13 +693,13 @@ def fit(
         _last_checkpoint(ckpt_dir),
     ]
     trainer = pl.Trainer(
-        max_epochs=max_epochs,
-        accelerator=accelerator,
-        devices=devices,
+        max_epochs=settings.epochs,
+        accelerator=settings.accelerator,
+        devices=settings.devices,
         deterministic=True,
         callbacks=callbacks,
         logger=CSVLogger(out_dir, name="csv"),
-        enable_progress_bar=progress,
+        enable_progress_bar=settings.progress,
         enable_model_summary=False,
         log_every_n_steps=1,
     )
@@ -708,8 +709,8 @@ def fit(
         warnings.filterwarnings("ignore", message=r".*exists and is not empty.*")
         trainer.fit(
             as_lightning(module),
-            train_dataloaders=_loader(train, batch_size, shuffle_generator, workers),
-            val_dataloaders=_loader(val, batch_size, workers=workers),
+            train_dataloaders=_loader(train, settings.batch_size, shuffle_generator, settings.workers),
+            val_dataloaders=_loader(val, settings.batch_size, workers=settings.workers),
             ckpt_path=ckpt_path,
             weights_only=True,
         )
@@ -720,7 +721,7 @@ def fit(
         "epochs_completed": int(trainer.current_epoch),
         "epoch_times_s": timer.durations,
         "stopped_early": _stopped_early(trainer.early_stopping_callback.state_dict()),
-        "accelerator": accelerator,
+        "accelerator": settings.accelerator,
         **_peak_memory(),
     }
     paused_after = deadline and deadline.paused_after
@@ -729,7 +730,7 @@ def fit(
     _write_summary(out_dir, call, best)
     if paused_after:
         raise TrainingPaused(
-            f"{out_dir}: paused after epoch {paused_after}/{max_epochs}, another epoch "
+            f"{out_dir}: paused after epoch {paused_after}/{settings.epochs}, another epoch "
             f"({deadline.longest_s:.0f} s) would pass the job's time limit; the next call resumes from {LAST_NAME}"
         )
     return Path(best)

@@ -281,18 +281,7 @@ class CReL:
             self.checkpoints_ = {"lgm": Path(best_lgm), "dqr": Path(best_dqr)}
 
     def _train(self, module, train, val, out_dir: Path, training: TrainSettings, fit_module) -> str:
-        return fit_module(
-            module,
-            train,
-            val,
-            out_dir,
-            max_epochs=training.epochs,
-            patience=training.patience,
-            batch_size=training.batch_size,
-            seed=self.settings.seed,
-            accelerator=training.accelerator,
-            progress=training.progress,
-        )
+        return fit_module(module, train, val, out_dir, training, seed=self.settings.seed)
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, folder: str | Path) -> Path:

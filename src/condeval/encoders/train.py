@@ -18,7 +18,7 @@ import pytorch_lightning as pl
 
 from condeval.core.io import atomic_directory, write_json
 from condeval.core.resources import optimizer_steps
-from condeval.core.training import fit, model_record, training_summary
+from condeval.core.training import TrainSettings, fit, model_record, training_summary
 from condeval.datasets.coco import load_captions
 from condeval.datasets.miniworld import SHAPES, images_with_shapes, swap_shape_noun
 from condeval.encoders.data import captions_per_image, pixel_values, token_arrays
@@ -142,18 +142,8 @@ def train_and_export(
     out_dir = Path(out_dir)
     run_dir = out_dir.with_name(out_dir.name + "_run")
     train, val = _split_rows(arrays, val_rows)
-    best = fit(
-        module,
-        train,
-        val,
-        run_dir,
-        max_epochs=epochs,
-        patience=patience or max(2, epochs),
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    settings = TrainSettings(epochs, batch_size, patience or max(2, epochs), accelerator=accelerator)
+    best = fit(module, train, val, run_dir, settings, seed=seed, fingerprint=fingerprint)
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     summary = training_summary(run_dir)
     with atomic_directory(out_dir) as folder:

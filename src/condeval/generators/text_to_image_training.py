@@ -565,24 +565,14 @@ def _fit_best(
     """:func:`~condeval.core.training.fit` (resumable) in ``run_dir``; (best module, training summary).
 
     ``rows`` are arrays whose first ``val_rows`` validate, or ``(train, val)`` datasets read from disk."""
-    from condeval.core.training import fit, training_summary
+    from condeval.core.training import TrainSettings, fit, training_summary
     from condeval.encoders.train import _split_rows
 
     train, val = rows if val_rows is None else _split_rows(rows, val_rows)
-    best = fit(
-        module,
-        train,
-        val,
-        run_dir,
-        max_epochs=epochs,
-        patience=max(2, epochs),
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-        workers=workers,
-        stop_at=stop_at,
+    settings = TrainSettings(
+        epochs, batch_size, max(2, epochs), accelerator=accelerator, workers=workers, stop_at=stop_at
     )
+    best = fit(module, train, val, run_dir, settings, seed=seed, fingerprint=fingerprint)
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     return trained, training_summary(run_dir)
 

@@ -157,7 +157,7 @@ class Translator:
         import pytorch_lightning as pl
 
         from condeval.core.rows import RowSubset
-        from condeval.core.training import fit
+        from condeval.core.training import TrainSettings, fit
         from condeval.trust.translator_training import TranslatorModule
 
         groups = np.asarray(groups)
@@ -192,18 +192,8 @@ class Translator:
         with tempfile.TemporaryDirectory() as scratch, warnings.catch_warnings():
             # TranslatorModule skips a one-row batch on purpose (its batch statistics are NaN)
             warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
-            best = fit(
-                module,
-                train_rows,
-                val_rows,
-                run_dir or scratch,
-                max_epochs=self.epochs,
-                patience=self.epochs,
-                batch_size=self.batch_size,
-                seed=self.seed,
-                accelerator=accelerator,
-                progress=False,
-            )
+            settings = TrainSettings(self.epochs, self.batch_size, self.epochs, accelerator=accelerator, progress=False)
+            best = fit(module, train_rows, val_rows, run_dir or scratch, settings, seed=self.seed)
             module = TranslatorModule.load_from_checkpoint(best, map_location="cpu", weights_only=True)
         self.model, self.config = module.model.eval(), dict(module.hparams)
         return self

@@ -5,7 +5,7 @@ import torch
 
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
-from condeval.core.training import accelerator_for_gpus, fit_to_files
+from condeval.core.training import TrainSettings, accelerator_for_gpus, fit_to_files
 from condeval.crel.folds import load_fold
 from condeval.crel.models.diffusion import LatentDDPM
 from condeval.crel.models.vae import LatentVAE
@@ -31,11 +31,13 @@ best = fit_to_files(
     val.lgm_batch(p.conditional),
     snakemake.output.model,
     snakemake.output.summary,
-    max_epochs=p.epochs["max_epochs"],
-    patience=p.epochs["patience"],
-    batch_size=p.model["batch_size"],
+    settings=TrainSettings(
+        p.epochs["max_epochs"],
+        p.model["batch_size"],
+        p.epochs["patience"],
+        accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    ),
     seed=p.seed,
-    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint(
         list(snakemake.input),
         {"model": dict(p.model), "epochs": dict(p.epochs), "conditional": p.conditional, "seed": p.seed},

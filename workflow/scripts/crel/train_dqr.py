@@ -5,7 +5,7 @@ import torch
 
 from condeval.core.io import fingerprint
 from condeval.core.logs import log_to_file
-from condeval.core.training import accelerator_for_gpus, fit_to_files
+from condeval.core.training import TrainSettings, accelerator_for_gpus, fit_to_files
 from condeval.crel.folds import load_fold, load_latents
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 
@@ -34,11 +34,13 @@ best = fit_to_files(
     (val.X, z_val),
     snakemake.output.model,
     snakemake.output.summary,
-    max_epochs=p.model["max_epochs"],
-    patience=p.model["patience"],
-    batch_size=p.model["batch_size"],
+    settings=TrainSettings(
+        p.model["max_epochs"],
+        p.model["batch_size"],
+        p.model["patience"],
+        accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+    ),
     seed=p.seed,
-    accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint(
         list(snakemake.input), {"model": dict(p.model), "tau": snakemake.wildcards.tau, "seed": p.seed}
     ),
