@@ -1,6 +1,6 @@
 """The paper config's bill on a cluster: each GPU rule's jobs, memory and GPU-hours, from a dry run.
 
-Plans ``config/paper.yaml`` (+ ``config/trust_pickles.yaml``) from an empty working folder, as a lab's
+Plans ``config/paper.yaml`` (+ ``config/allow_pickles.yaml``) from an empty working folder, as a lab's
 first run would, under ``profiles/slurm`` and the config's ``cluster`` site (default H100-80GB, 48 h),
 and reads each job's resources: ``runtime`` (asked), ``gpu_floor_min`` (its FLOPs at 40% of the card's
 bf16 peak, ``condeval.core.resources``), ``gpu_mem_mb`` and ``mem_mb``. Rules whose resources are not
@@ -47,7 +47,7 @@ def dry_run(extra_config: list[str]) -> str:
             workdir,
             "--configfile",
             str(ROOT / "config/paper.yaml"),
-            str(ROOT / "config/trust_pickles.yaml"),
+            str(ROOT / "config/allow_pickles.yaml"),
             "--profile",
             str(ROOT / "profiles/slurm"),
             "-n",

@@ -33,7 +33,7 @@ HEADER = """# Config reference
 
 Generated from `workflow/schemas/` by `python tools/config_reference.py`: edit the schemas, not this
 file. `config/config.yaml` is the offline default, `config/paper.yaml` the papers' settings (with
-`config/trust_pickles.yaml` to trust the pickled benchmarks), `config/rehearsal.yaml` the rehearsal's
+`config/allow_pickles.yaml` to trust the pickled benchmarks), `config/rehearsal.yaml` the rehearsal's
 overlay; every config is checked against these schemas before any job (docs/workflow.md#configs).
 Each track is a top-level section and runs only when the config has it. `<name>`: a key of your
 choosing; `[]`: the items of a list.

@@ -2,7 +2,7 @@
 
 Writes the raw data and the hub repositories under WORKDIR/.rehearsal/ (kept between runs), serves them
 on loopback (a mirror and a Hugging Face hub), pins a copy of config/sources.yaml to them, then runs
-Snakemake on config/paper.yaml + config/trust_pickles.yaml + config/rehearsal.yaml in WORKDIR and builds
+Snakemake on config/paper.yaml + config/allow_pickles.yaml + config/rehearsal.yaml in WORKDIR and builds
 WORKDIR/reports/report.html (condeval.rehearsal.run):
 
     python tools/rehearse.py WORKDIR [--seed 0] [--cores 2] [--target all ...] [--dry-run] [--serve-only]

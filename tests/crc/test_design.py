@@ -24,7 +24,7 @@ def offline():
 @pytest.fixture
 def paper():
     crc, coco = copy.deepcopy(_sections("paper.yaml"))
-    crc["allow_pickle"] = True  # config/trust_pickles.yaml's opt-in
+    crc["allow_pickle"] = True  # config/allow_pickles.yaml's opt-in
     return crc, coco
 
 
@@ -46,7 +46,7 @@ def _refused(crc, coco, key, **kwargs):
 def test_paper_pickles_need_the_opt_in():
     crc, coco = _sections("paper.yaml")
     message = _refused(crc, coco, "crc.data.judgments'")
-    assert "['vicr', 'composite']" in message and "trust_pickles.yaml" in message
+    assert "['vicr', 'composite']" in message and "allow_pickles.yaml" in message
 
 
 def test_judgment_set_named_like_a_word_benchmark_is_refused(offline):

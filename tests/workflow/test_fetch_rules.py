@@ -59,7 +59,7 @@ RECORDS = json.dumps([{"image_path": "a.jpg", "references": ["a cube"]}]).encode
 
 
 def _snakemake(
-    workdir: Path, *args: str, configs=("config/paper.yaml", "config/trust_pickles.yaml")
+    workdir: Path, *args: str, configs=("config/paper.yaml", "config/allow_pickles.yaml")
 ) -> subprocess.CompletedProcess:
     command = [
         sys.executable,

@@ -95,7 +95,7 @@ def _dry_run(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
             str(workdir),
             "--configfile",
             str(REPO / "config/paper.yaml"),
-            str(REPO / "config/trust_pickles.yaml"),
+            str(REPO / "config/allow_pickles.yaml"),
             "-n",
             *extra,
         ],

@@ -32,7 +32,7 @@ def _plan_paper_dag(workdir: Path) -> subprocess.Popen:
         "rules",
         "--configfile",
         str(REPO / "config/paper.yaml"),
-        str(REPO / "config/trust_pickles.yaml"),
+        str(REPO / "config/allow_pickles.yaml"),
         "--config",
         "check_inputs=False",
     ]

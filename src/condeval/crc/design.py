@@ -114,7 +114,7 @@ def _check_judgments(crc: dict) -> None:
     if pickled and not crc.get("allow_pickle", False):
         raise ValueError(
             f"config key 'crc.data.judgments': {pickled} ship only as pickles, which run code when loaded; "
-            "set crc.allow_pickle: true only if you trust those files (e.g. add --configfile config/trust_pickles.yaml after the config)"
+            "set crc.allow_pickle: true only if you trust those files (e.g. add --configfile config/allow_pickles.yaml after the config)"
         )
 
 

@@ -697,7 +697,7 @@ def write_rehearsal_data(config: Mapping, workdir: Path, serve_root: Path, seed:
     Parameters
     ----------
     config : mapping
-        The merged config (``config/paper.yaml``, ``config/trust_pickles.yaml``, ``config/rehearsal.yaml``);
+        The merged config (``config/paper.yaml``, ``config/allow_pickles.yaml``, ``config/rehearsal.yaml``);
         its ``fetch.sources`` catalogue says which source is downloaded and which is placed by hand.
     workdir : path
         The rehearsal's working folder: each manual source lands at its config path under it.

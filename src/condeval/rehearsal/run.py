@@ -55,7 +55,7 @@ __all__ = [
 REPOSITORY = Path(__file__).resolve().parents[3]
 CATALOGUE = Path("config/sources.yaml")
 SOURCES_SCHEMA = Path("workflow/schemas/sources.schema.yaml")
-CONFIGS = (Path("config/paper.yaml"), Path("config/trust_pickles.yaml"), Path("config/rehearsal.yaml"))
+CONFIGS = (Path("config/paper.yaml"), Path("config/allow_pickles.yaml"), Path("config/rehearsal.yaml"))
 DEFAULT_TARGETS = ("all", "ablations", "crel_i2t_num_z0", "scaling")
 #: The token the loopback hub asks for the catalogue's gated repositories (HF_TOKEN in the rehearsal's jobs).
 TOKEN = "hf_rehearsal"
