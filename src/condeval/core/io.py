@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import operator
 import os
 import re
 import shutil
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+from condeval.core.settings import check_integer  # noqa: F401 (re-exported; its home imports nothing)
 
 __all__ = [
     "DataFileError",
@@ -155,21 +156,6 @@ def check_finite(array: np.ndarray, name: str, source: str | os.PathLike | None 
             f"{array[tuple(bad)]!r}; refusing to continue"
         )
     return array
-
-
-def check_integer(value, name: str, least: int = 0) -> int:
-    """``value`` as an int, refused naming ``name`` unless it is an integer ``>= least`` (TypeError for a
-    float, a str or a bool, rather than truncating: an id of 1.5 must not become id 1; ValueError below
-    ``least``)."""
-    try:
-        integer = operator.index(value) if not isinstance(value, bool) else None
-    except TypeError:
-        integer = None
-    if integer is None:
-        raise TypeError(f"{name} must be an integer >= {least}; got {type(value).__name__} {value!r}")
-    if integer < least:
-        raise ValueError(f"{name} must be an integer >= {least}; got {integer}")
-    return integer
 
 
 def integer_array(values, name: str, *, ndim: int | None = None, least: int | None = None) -> np.ndarray:

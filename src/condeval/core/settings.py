@@ -1,13 +1,15 @@
-"""Settings objects shared by the tracks' estimators: what repeated keyword arguments used to carry.
+"""Settings objects shared by the tracks' estimators (what repeated keyword arguments used to carry), and
+the integer check they and the readers use.
 
 Kept apart from :mod:`condeval.core.training` so that building them imports neither torch nor Lightning.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
-__all__ = ["TrainSettings", "SearchSettings", "DEFAULT_SEARCH"]
+__all__ = ["TrainSettings", "SearchSettings", "check_integer"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,6 @@ class TrainSettings:
     stop_at: float | None = None
 
     def __post_init__(self):
-        from condeval.core.io import check_integer
-
         for name in ("epochs", "batch_size", "patience", "devices"):
             check_integer(getattr(self, name), name, least=1)
         check_integer(self.workers, "workers", least=0)
@@ -121,8 +121,6 @@ class SearchSettings:
     def __post_init__(self):
         import numbers
 
-        from condeval.core.io import check_integer
-
         for name in ("num_z0", "batch_size", "refine_top", "patience"):
             check_integer(getattr(self, name), name, least=1)
         check_integer(self.steps, "steps", least=0)
@@ -133,5 +131,16 @@ class SearchSettings:
             raise ValueError(f"min_improvement must be >= 0; got {self.min_improvement!r}")
 
 
-#: :class:`SearchSettings`' defaults, the default of every function that searches (frozen, so shareable).
-DEFAULT_SEARCH = SearchSettings()
+def check_integer(value, name: str, least: int = 0) -> int:
+    """``value`` as an int, refused naming ``name`` unless it is an integer ``>= least`` (TypeError for a
+    float, a str or a bool, rather than truncating: an id of 1.5 must not become id 1; ValueError below
+    ``least``)."""
+    try:
+        integer = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        integer = None
+    if integer is None:
+        raise TypeError(f"{name} must be an integer >= {least}; got {type(value).__name__} {value!r}")
+    if integer < least:
+        raise ValueError(f"{name} must be an integer >= {least}; got {integer}")
+    return integer

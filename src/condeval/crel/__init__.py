@@ -10,8 +10,6 @@ from __future__ import annotations
 __all__ = [
     "CReL",
     "CReLSettings",
-    "SearchSettings",
-    "TrainSettings",
     "EmptyRegionError",
     "polytope_distance",
     "project_onto_region",
@@ -20,8 +18,6 @@ __all__ = [
 _HOMES = {
     "CReL": "condeval.crel.estimator",
     "CReLSettings": "condeval.crel.estimator",
-    "SearchSettings": "condeval.core.settings",
-    "TrainSettings": "condeval.core.settings",
     "EmptyRegionError": "condeval.crel.polytope",
     "polytope_distance": "condeval.crel.polytope",
     "project_onto_region": "condeval.crel.polytope",

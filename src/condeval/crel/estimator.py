@@ -22,7 +22,7 @@ import torch
 from condeval.core.conformal import conformal_quantile, unit_scores
 from condeval.core.devices import check_device
 from condeval.core.io import check_finite, real_array
-from condeval.core.settings import DEFAULT_SEARCH, SearchSettings, TrainSettings
+from condeval.core.settings import SearchSettings, TrainSettings
 from condeval.crel.models.dqr import DirectionalQuantileRegressor
 from condeval.crel.models.metrics import similarity
 from condeval.crel.models.vae import LatentVAE
@@ -188,7 +188,7 @@ class CReL:
     Examples
     --------
     >>> import numpy as np
-    >>> from condeval.core.settings import DEFAULT_SEARCH, SearchSettings, TrainSettings
+    >>> from condeval.core.settings import SearchSettings, TrainSettings
     >>> from condeval.crel import CReL, CReLSettings
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(1200, 3))
@@ -461,7 +461,7 @@ class CReL:
         X: np.ndarray,
         gt: np.ndarray,
         *,
-        search: SearchSettings = DEFAULT_SEARCH,
+        search: SearchSettings | None = None,
         device: str | torch.device | None = None,
         extra_starts: np.ndarray | None = None,
         return_info: bool = False,
@@ -469,7 +469,7 @@ class CReL:
         """CReL-ρ: min over z ∈ S^γcal(x) of ρ(Dec(z, x), gt), per row (Eq. 8).
 
         ``search`` sets the projected gradient descent (:class:`~condeval.core.settings.SearchSettings`:
-        starts, steps, step size, seed, stopping rule). ``device`` (e.g. ``"cuda"``) runs it and the
+        starts, steps, step size, seed, stopping rule; None: its defaults). ``device`` (e.g. ``"cuda"``) runs it and the
         decoder there; the default keeps everything on the CPU in numpy. ``extra_starts`` (n, r), e.g.
         the codes of the model's own outputs, join the random starts where they lie in the region.
         ``return_info`` adds the per-row convergence record third

@@ -27,7 +27,6 @@ import numpy as np
 import polars as pl
 
 from condeval.core.io import check_finite
-from condeval.core.settings import SearchSettings
 from condeval.metrics import cosine_similarity, unit_rows
 
 log = logging.getLogger(__name__)
@@ -195,7 +194,7 @@ def num_z0_curve(
     GT_test,
     num_z0s,
     *,
-    search: SearchSettings,
+    search,  # a SearchSettings, not imported: the table jobs' environment stays without tqdm
     device=None,
     searched: Mapping[int, Mapping[str, np.ndarray]] | None = None,
 ) -> list[dict]:
@@ -386,7 +385,7 @@ def evaluate_crel(
     GT_test,
     *,
     alpha: float,
-    search: SearchSettings,
+    search,  # a SearchSettings, not imported: the table jobs' environment stays without tqdm
     device=None,
     groups=None,
 ) -> dict[str, np.ndarray]:
@@ -423,7 +422,7 @@ def evaluate_crel(
     }
 
 
-def _worst_case(crel, X, Y, GT, search: SearchSettings, device=None) -> dict[str, np.ndarray]:
+def _worst_case(crel, X, Y, GT, search, device=None) -> dict[str, np.ndarray]:
     """The one search behind Table 2 and Fig. 6: ``search.num_z0`` random starts plus each item's own code."""
     codes = crel.encode(X, Y)
     worst, z_worst, info = crel.reliability(X, GT, search=search, device=device, extra_starts=codes, return_info=True)

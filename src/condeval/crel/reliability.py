@@ -23,7 +23,7 @@ import torch
 from condeval.core.devices import device_of
 from condeval.core.logs import progress as progress_bar
 from condeval.core.nn import random_unit_vectors
-from condeval.core.settings import DEFAULT_SEARCH, SearchSettings
+from condeval.core.settings import SearchSettings
 from condeval.crel import polytope as _poly
 
 __all__ = ["reliability_score", "SearchSettings"]
@@ -41,7 +41,7 @@ def reliability_score(
     gt,
     x=None,
     *,
-    search: SearchSettings = DEFAULT_SEARCH,
+    search: SearchSettings | None = None,
     center=None,
     extra_starts=None,
     return_info: bool = False,
@@ -66,9 +66,9 @@ def reliability_score(
         Ground truths the generations are compared with.
     x : array_like, shape (n, p), optional
         Conditions handed to ``decode`` (None for an unconditional decoder).
-    search : SearchSettings
+    search : SearchSettings, optional
         The search: starts, steps, step size, seed, batch size and stopping rule
-        (:class:`~condeval.core.settings.SearchSettings`).
+        (:class:`~condeval.core.settings.SearchSettings`; None: its defaults).
     center : array_like, shape (r,) or (n, r), optional
         Point whose projection onto ``R(x_i)`` anchors the random starts
         (default: the origin, the mean of the latent prior).
@@ -110,6 +110,7 @@ def reliability_score(
     >>> bool(scores[0] < -0.25 and z[0, 0] >= 0.5 - 1e-9)
     True
     """
+    search = SearchSettings() if search is None else search
     if not isinstance(search, SearchSettings):
         raise TypeError(f"search must be a SearchSettings; got {type(search).__name__}")
     device = device_of(gt, U, b)
