@@ -45,27 +45,23 @@ def test_train_clip_runs_with_several_foils_and_exports_a_loadable_clip(tmp_path
     from condeval.datasets.miniworld import vocabulary, write_split
     from condeval.encoders.features import ClipEncoder
     from condeval.encoders.tokenizer import save_word_tokenizer
-    from condeval.encoders.train import train_clip
+    from condeval.core.training import TrainRecipe
+    from condeval.encoders.train import ClipObjective, train_clip
 
     write_split(tmp_path / "world", "train", 48, seed=0)
     save_word_tokenizer(vocabulary(), tmp_path / "tokenizer")
-    model = dict(vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=16)
+    model = dict(
+        vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=16, image_size=64
+    )
     train_clip(
         tmp_path / "world",
         tmp_path / "tokenizer",
         tmp_path / "clip",
+        TrainRecipe(epochs=1, batch_size=16, lr=1e-3, held_out=8, seed=0),
         images=48,
-        epochs=1,
-        batch_size=16,
-        lr=1e-3,
-        hard_weight=1.0,
         model=model,
-        image_size=64,
-        val_images=8,
-        seed=0,
+        objective=ClipObjective(hard_weight=1.0, foils=3, max_logit_scale=20.0),
         exclude_shapes=["arrow"],
-        foils=3,
-        max_logit_scale=20.0,
     )
     assert json.loads((tmp_path / "clip" / "training.json").read_text())
     assert ClipEncoder(tmp_path / "clip").text_features(["a red circle"]).shape == (1, 16)

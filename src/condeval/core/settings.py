@@ -6,10 +6,13 @@ Kept apart from :mod:`condeval.core.training` so that building them imports neit
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["TrainSettings", "SearchSettings", "check_integer"]
+__all__ = ["TrainSettings", "TrainRecipe", "SearchSettings", "check_integer"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,112 @@ class TrainSettings:
         for name in ("epochs", "batch_size", "patience", "devices"):
             check_integer(getattr(self, name), name, least=1)
         check_integer(self.workers, "workers", least=0)
+
+
+@dataclass(frozen=True)
+class TrainRecipe:
+    """What every trainer of condeval's models shares (the encoders, the autoencoders, the captioners and
+    the generators): its epochs, batch size, learning rate, held-out items, seed and where it runs, checked
+    on construction. A trainer's own options (its model, its loss terms) stay its own arguments.
+
+    Parameters
+    ----------
+    epochs : int >= 1, optional
+        The epoch cap; a trainer that counts optimizer steps instead (the attribute generator's
+        ``steps``) takes ``None``.
+    batch_size : int >= 1
+    lr : float > 0
+        The peak learning rate.
+    held_out : int >= 1
+        Training items (images, or cell instances) held out for early stopping and the best epoch. They
+        come from the *train* split: the evaluation split is never seen.
+    seed : int >= 0
+        Seeds the model's initialisation, the shuffling and any sampling of the training rows.
+    patience : int >= 1, optional
+        Epochs without a lower validation loss before training stops; default ``max(2, epochs)``, which
+        runs every epoch (the best is saved either way, and the learning-rate schedule does not depend on it).
+    accelerator : str, default "cpu"
+        Lightning's accelerator (``"gpu"`` on a GPU node: :func:`condeval.core.training.accelerator_for_gpus`).
+    workers : int >= 0, default 0
+        DataLoader worker processes.
+    stop_at : float, optional
+        A wall-clock deadline (``time.time()``): training pauses after the last epoch that fits before it,
+        and the next call resumes.
+    fingerprint : str, optional
+        What the training rows are (their files and settings, :func:`condeval.core.io.fingerprint`): a
+        run folder left by other inputs is not resumed.
+
+    Examples
+    --------
+    >>> recipe = TrainRecipe(epochs=8, batch_size=32, lr=3e-4, held_out=16, seed=0)
+    >>> recipe.settings().patience
+    8
+    >>> TrainRecipe.from_config({"epochs": 8, "batch_size": 32, "lr": 3e-4, "val_images": 16}, seed=1).held_out
+    16
+    >>> TrainRecipe(epochs=8, batch_size=32, lr=0.0, held_out=16, seed=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: lr must be a finite number > 0; got 0.0
+    """
+
+    epochs: int | None
+    batch_size: int
+    lr: float
+    held_out: int
+    seed: int
+    patience: int | None = None
+    accelerator: str = "cpu"
+    workers: int = 0
+    stop_at: float | None = None
+    fingerprint: str | None = None
+
+    def __post_init__(self):
+        if self.epochs is not None:
+            check_integer(self.epochs, "epochs", least=1)
+        for name in ("batch_size", "held_out"):
+            check_integer(getattr(self, name), name, least=1)
+        check_integer(self.seed, "seed", least=0)
+        check_integer(self.workers, "workers", least=0)
+        if self.patience is not None:
+            check_integer(self.patience, "patience", least=1)
+        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not math.isfinite(self.lr) or self.lr <= 0:
+            raise ValueError(f"lr must be a finite number > 0; got {self.lr!r}")
+
+    @classmethod
+    def from_config(
+        cls, section: Mapping, *, seed: int, held_out_key: str = "val_images", **where
+    ) -> TrainRecipe:
+        """The recipe a config's training section gives (its ``epochs``, ``batch_size``, ``lr``, optional
+        ``patience`` and the held-out count under ``held_out_key``), with ``seed`` and ``where``
+        (``accelerator``, ``workers``, ``stop_at``, ``fingerprint``) from the job."""
+        return cls(
+            epochs=section.get("epochs"),
+            batch_size=section["batch_size"],
+            lr=section["lr"],
+            held_out=section[held_out_key],
+            seed=seed,
+            patience=section.get("patience"),
+            **where,
+        )
+
+    def replace(self, **changes) -> TrainRecipe:
+        """This recipe with ``changes`` (a stage of a two-stage trainer: its own epochs or learning rate)."""
+        return dataclasses.replace(self, **changes)
+
+    def settings(self, epochs: int | None = None) -> TrainSettings:
+        """The :class:`TrainSettings` of :func:`condeval.core.training.fit` (``epochs`` when the trainer
+        derived them, e.g. from a step count)."""
+        epochs = self.epochs if epochs is None else epochs
+        if epochs is None:
+            raise ValueError("this recipe gives no epochs: pass the epochs the trainer derived")
+        return TrainSettings(
+            epochs,
+            self.batch_size,
+            self.patience or max(2, epochs),
+            accelerator=self.accelerator,
+            workers=self.workers,
+            stop_at=self.stop_at,
+        )
 
 
 @dataclass(frozen=True)

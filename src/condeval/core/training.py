@@ -40,10 +40,12 @@ from condeval.core.devices import accelerator_for_gpus, device_for_gpus, select_
 from condeval.core.io import atomic_path, read_json, write_json
 from condeval.core.nn import ADAPTER_PREFIX, CheckpointedModule
 from condeval.core.resources import PART_RESERVE
-from condeval.core.settings import TrainSettings
+from condeval.core.settings import TrainRecipe, TrainSettings
 
 __all__ = [
     "TrainSettings",
+    "TrainRecipe",
+    "hold_out",
     "fit",
     "fit_to_files",
     "export_best",
@@ -296,6 +298,20 @@ def _loader(rows, batch_size: int, generator: torch.Generator | None = None, wor
     return DataLoader(
         TensorDataset(*tensors), batch_size=batch_size, shuffle=shuffle, num_workers=0, generator=generator
     )
+
+
+def hold_out(arrays: Sequence[np.ndarray], n_val: int) -> tuple[tuple, tuple]:
+    """(train, validation) row tuples of ``arrays``: the first ``n_val`` rows of each validate.
+
+    Examples
+    --------
+    >>> train, val = hold_out((np.arange(5), np.arange(5) * 10), 2)
+    >>> val[1].tolist(), train[0].tolist()
+    ([0, 10], [2, 3, 4])
+    """
+    if not 0 < n_val < arrays[0].shape[0]:
+        raise ValueError(f"cannot hold out {n_val} of {arrays[0].shape[0]} training rows for validation")
+    return tuple(a[n_val:] for a in arrays), tuple(a[:n_val] for a in arrays)
 
 
 def _as_rows(split) -> tuple:

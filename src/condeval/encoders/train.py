@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +19,14 @@ import pytorch_lightning as pl
 
 from condeval.core.io import atomic_directory, write_json
 from condeval.core.resources import optimizer_steps
-from condeval.core.training import TrainSettings, fit, model_record, training_summary
+from condeval.core.training import TrainRecipe, fit, hold_out, model_record, training_summary
 from condeval.datasets.coco import load_captions
 from condeval.datasets.miniworld import SHAPES, images_with_shapes, swap_shape_noun
 from condeval.encoders.data import captions_per_image, pixel_values, token_arrays
 
 log = logging.getLogger(__name__)
 
-__all__ = ["coco_split", "train_clip", "train_bert", "train_and_export"]
+__all__ = ["coco_split", "ClipObjective", "train_clip", "train_bert", "train_and_export"]
 
 CAPTIONS_PER_IMAGE = 5
 
@@ -110,40 +111,28 @@ def _foils(captions: list[list[str]], rng: np.random.Generator, shapes: list[str
     return [[foil(c) for c in per_image for _ in range(per_caption)] for per_image in captions]
 
 
-def _split_rows(arrays: tuple[np.ndarray, ...], n_val: int) -> tuple[tuple, tuple]:
-    if not 0 < n_val < arrays[0].shape[0]:
-        raise ValueError(f"cannot hold out {n_val} of {arrays[0].shape[0]} training images for validation")
-    return tuple(a[n_val:] for a in arrays), tuple(a[:n_val] for a in arrays)
-
-
 def train_and_export(
     module: pl.LightningModule,
     arrays: tuple[np.ndarray, ...],
     out_dir: str | os.PathLike,
+    recipe: TrainRecipe,
     parts: Sequence = (),
     *,
-    val_rows: int,
-    epochs: int,
-    batch_size: int,
-    seed: int,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
-    patience: int | None = None,
+    rows_per_item: int = 1,
 ) -> dict:
-    """Fit ``module`` on ``arrays`` (first ``val_rows`` rows held out), save the best into ``out_dir``.
+    """Fit ``module`` on ``arrays`` under ``recipe``, save the best into ``out_dir``.
 
-    The run folder is ``<out_dir>_run`` (checkpoints, CSV logs). The saved folder is the best
-    module's ``model`` and every one of ``parts`` (tokenizer, image processor), each written with
-    ``save_pretrained``, so ``from_pretrained(out_dir)`` loads it like a hub checkpoint. Returns the
-    training summary, also written to ``out_dir/training.json``. ``patience`` stops the run after that
-    many epochs without a lower ``val_loss`` (default: it runs all ``epochs``); the best epoch is
-    saved either way, and the learning-rate schedule does not depend on it.
+    The first ``recipe.held_out * rows_per_item`` rows validate (``rows_per_item``: rows of one held-out
+    item, e.g. a BERT image's caption pairs, so that an item's rows are held out together). The run folder
+    is ``<out_dir>_run`` (checkpoints, CSV logs). The saved folder is the best module's ``model`` and every
+    one of ``parts`` (tokenizer, image processor), each written with ``save_pretrained``, so
+    ``from_pretrained(out_dir)`` loads it like a hub checkpoint. Returns the training summary, also written
+    to ``out_dir/training.json``.
     """
     out_dir = Path(out_dir)
     run_dir = out_dir.with_name(out_dir.name + "_run")
-    train, val = _split_rows(arrays, val_rows)
-    settings = TrainSettings(epochs, batch_size, patience or max(2, epochs), accelerator=accelerator)
-    best = fit(module, train, val, run_dir, settings, seed=seed, fingerprint=fingerprint)
+    train, val = hold_out(arrays, recipe.held_out * rows_per_item)
+    best = fit(module, train, val, run_dir, recipe.settings(), seed=recipe.seed, fingerprint=recipe.fingerprint)
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     summary = training_summary(run_dir)
     with atomic_directory(out_dir) as folder:
@@ -153,86 +142,80 @@ def train_and_export(
     return summary
 
 
+@dataclass(frozen=True)
+class ClipObjective:
+    """The tiny CLIP's contrastive objective beyond InfoNCE (:class:`condeval.encoders.clip.ContrastiveCLIP`).
+
+    Parameters
+    ----------
+    hard_weight : float >= 0, default 1.0
+        Weight of the shape-swap hard negatives' term.
+    foils : int >= 1, default 1
+        Shape-swapped copies of every caption met as its image's hard negatives.
+    max_logit_scale : float, default 100.0
+        Cap of the inverse temperature.
+    """
+
+    hard_weight: float = 1.0
+    foils: int = 1
+    max_logit_scale: float = 100.0
+
+
 def train_clip(
     world: str | os.PathLike,
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
+    recipe: TrainRecipe,
     *,
     images: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    hard_weight: float,
     model: dict,
-    image_size: int,
-    val_images: int,
-    seed: int,
+    objective: ClipObjective = ClipObjective(),
     exclude_shapes: Sequence[str] = (),
-    foils: int = 1,
-    max_logit_scale: float = 100.0,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
 ) -> dict:
     """Train the tiny CLIP contrastively (with shape-swap hard negatives) and ``save_pretrained`` it.
 
-    ``exclude_shapes`` are never seen, in images or as hard-negative words (FOIL-nocaps' novel classes).
-    Every caption meets ``foils`` shape-swapped copies of itself as its image's hard negatives;
-    ``max_logit_scale`` caps the inverse temperature (:class:`condeval.encoders.clip.ContrastiveCLIP`).
+    ``model`` holds :func:`condeval.encoders.clip.tiny_clip_config`'s keywords, ``image_size`` included;
+    ``images`` are the first training images of ``world``'s train split. ``exclude_shapes`` are never
+    seen, in images or as hard-negative words (FOIL-nocaps' novel classes).
     """
     from transformers import AutoTokenizer
 
     from condeval.encoders.clip import ContrastiveCLIP, clip_image_processor, tiny_clip_config
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    model = dict(model)
+    image_size = model.pop("image_size")
     processor = clip_image_processor(image_size)
     frame, captions = coco_split(world, "train", images, exclude_shapes)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(recipe.seed)
     seen = [shape for shape in SHAPES if shape not in set(exclude_shapes)]
     length = model.get("max_length", 32)
-    hard = _token_cube(tokenizer, _foils(captions, rng, seen, foils), length, foils)
+    hard = _token_cube(tokenizer, _foils(captions, rng, seen, objective.foils), length, objective.foils)
     tokens = _token_cube(tokenizer, captions, length)
     _warn_unknown_words(tokenizer, captions, tokens)
     arrays = (pixel_values(frame["path"].to_list(), processor), *tokens, *hard)
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     config = tiny_clip_config(tokenizer, image_size, **model)
-    steps = optimizer_steps(len(captions) - val_images, batch_size, epochs)
+    steps = optimizer_steps(len(captions) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = ContrastiveCLIP(
         config.to_dict(),
-        lr=lr,
+        lr=recipe.lr,
         warmup_steps=max(1, steps // 10),
         total_steps=steps,
-        hard_weight=hard_weight,
-        max_logit_scale=max_logit_scale,
+        hard_weight=objective.hard_weight,
+        max_logit_scale=objective.max_logit_scale,
     )
-
-    return train_and_export(
-        module,
-        arrays,
-        out_dir,
-        (tokenizer, processor),
-        val_rows=val_images,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    return train_and_export(module, arrays, out_dir, recipe, (tokenizer, processor))
 
 
 def train_bert(
     world: str | os.PathLike,
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
+    recipe: TrainRecipe,
     *,
     images: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
     model: dict,
-    val_images: int,
-    seed: int,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
 ) -> dict:
     """Pre-train the tiny BERT (MLM + next-sentence prediction on caption pairs); ``save_pretrained`` it.
 
@@ -244,7 +227,7 @@ def train_bert(
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     _, captions = coco_split(world, "train", images)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(recipe.seed)
     pairs = [caption_pairs(captions, rng) for _ in range(CAPTIONS_PER_IMAGE)]  # pair round k: rows k*n ... (k+1)*n - 1
     firsts, seconds = [a for p in pairs for a in p[0]], [b for p in pairs for b in p[1]]
     encoded = tokenizer(
@@ -263,23 +246,12 @@ def train_bert(
         np.arange(len(firsts)).reshape(CAPTIONS_PER_IMAGE, len(captions)).T.ravel()
     )  # held-out rows = whole images
     arrays = tuple(a[image_major] for a in arrays)
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     config = tiny_bert_config(tokenizer, **model)
-    steps = optimizer_steps(len(firsts) - val_images * CAPTIONS_PER_IMAGE, batch_size, epochs)
+    steps = optimizer_steps(len(firsts) - recipe.held_out * CAPTIONS_PER_IMAGE, recipe.batch_size, recipe.epochs)
     module = PretrainingBert(
-        config.to_dict(), str(tokenizer_dir), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps
+        config.to_dict(), str(tokenizer_dir), lr=recipe.lr, warmup_steps=max(1, steps // 10), total_steps=steps
     )
 
     # The model saved is BertForPreTraining; BertModel.from_pretrained reads its encoder.
-    return train_and_export(
-        module,
-        arrays,
-        out_dir,
-        (tokenizer,),
-        val_rows=val_images * CAPTIONS_PER_IMAGE,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    return train_and_export(module, arrays, out_dir, recipe, (tokenizer,), rows_per_item=CAPTIONS_PER_IMAGE)
