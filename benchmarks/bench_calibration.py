@@ -45,8 +45,8 @@ from condeval.core.io import write_json
 from condeval.core.settings import SearchSettings
 from condeval.crel import polytope as P
 from condeval.crel.polytope import polytope_distance
-from condeval.crel.reliability import reliability_score
-from condeval.crel.scaling import time_latent_grid_chunks
+from condeval.crel.reliability import CalibratedRegions, reliability_score
+from condeval.crel.scaling import CalibrationRegions, time_latent_grid_chunks
 
 #: Extra calibration baselines: name -> callable(U, b, Z) returning a JSON-able dict
 #: (e.g. {"seconds": ..., "max_abs_error": ...}); filled in by other benchmark modules.
@@ -188,10 +188,7 @@ def feldman_grid_hook(U, b, Z, *, points_per_axis: int = 5, chunk: int = 2**18, 
     with torch.no_grad():
         targets = decoder(torch.as_tensor(Z, dtype=torch.float32)).numpy()
     return time_latent_grid_chunks(
-        U,
-        b,
-        lambda z, x: decoder(z),
-        targets,
+        CalibrationRegions(U, b, lambda z, x: decoder(z), targets),
         Z.min(axis=0),
         Z.max(axis=0),
         points_per_axis,
@@ -236,12 +233,13 @@ def bench_reliability(args) -> dict:
         gt = decode(torch.as_tensor(Z), None).numpy() + 0.1 * np.random.default_rng(0).standard_normal((len(Z), d))
     kw = dict(search=SearchSettings(num_z0=args.num_z0, steps=args.steps, lr=args.lr, seed=args.seed, progress=False))
     t0 = time.perf_counter()
-    scores, z_worst = reliability_score(decode, similarity, U, b, gamma, gt, **kw)
+    scores, z_worst = reliability_score(decode, similarity, CalibratedRegions(U, b, gamma), gt, **kw)
     batched = time.perf_counter() - t0
     m = args.rel_naive_subsample
     t0 = time.perf_counter()
     naive_scores = [
-        reliability_score(decode, similarity, U, b[i : i + 1], gamma, gt[i : i + 1], **kw)[0][0] for i in range(m)
+        reliability_score(decode, similarity, CalibratedRegions(U, b[i : i + 1], gamma), gt[i : i + 1], **kw)[0][0]
+        for i in range(m)
     ]
     naive = time.perf_counter() - t0
     with torch.no_grad():

@@ -31,7 +31,7 @@ import yaml
 from condeval.core.io import write_json
 from condeval.core.risk import hb_p_value
 from condeval.crc.metrics import caption_index, caption_losses
-from condeval.crc.word_risk import calibrate_threshold
+from condeval.crc.word_risk import WordRiskSettings, calibrate_threshold
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,10 +75,12 @@ def bench_threshold(n_words: int, grid: int, repeats: int = 3) -> dict:
     grid_times, exact_times = [], []
     for _ in range(repeats):
         on_grid, seconds = _time(
-            calibrate_threshold, scores, labels, groups, "fdr", alpha, delta, grid=grid, unit="caption"
+            calibrate_threshold, scores, labels, groups, WordRiskSettings("fdr", alpha, delta, "caption", grid)
         )
         grid_times.append(seconds)
-        exact, seconds = _time(calibrate_threshold, scores, labels, groups, "fdr", alpha, delta, unit="caption")
+        exact, seconds = _time(
+            calibrate_threshold, scores, labels, groups, WordRiskSettings("fdr", alpha, delta, "caption")
+        )
         exact_times.append(seconds)
     loop, loop_seconds = _time(_loop_threshold, scores, labels, groups, alpha, delta, grid)
     if loop != on_grid:

@@ -5,7 +5,14 @@ import pytest
 from scipy.stats import truncnorm
 
 from condeval.core.risk import hb_p_value, learn_then_test
-from condeval.crc.intervals import PAPER_LAMBDAS, calibrate_intervals, truncated_gaussian, truncation_bounds, ups_risk
+from condeval.crc.intervals import (
+    PAPER_LAMBDAS,
+    IntervalSettings,
+    calibrate_intervals,
+    truncated_gaussian,
+    truncation_bounds,
+    ups_risk,
+)
 
 
 def test_truncated_gaussian():
@@ -36,7 +43,7 @@ def _judged_pairs(n, rng):
 
 def test_lambda_hat_is_the_lowest_risk_among_the_rejected():
     mean, std, human = _judged_pairs(400, np.random.default_rng(0))
-    result = calibrate_intervals(mean, std, human, delta=0.05, unit="caption")
+    result = calibrate_intervals(mean, std, human, IntervalSettings(delta=0.05, unit="caption"))
     lower, upper = result.bounds
     expected_risks = [ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in PAPER_LAMBDAS]
     np.testing.assert_allclose(result.risks, expected_risks)
@@ -47,31 +54,33 @@ def test_lambda_hat_is_the_lowest_risk_among_the_rejected():
     assert 0 not in result.valid  # λ = 1 cannot beat itself
     assert result.lambda_hat == PAPER_LAMBDAS[result.valid[np.argmin(result.risks[result.valid])]]
     assert result.risks.min() < result.alpha  # on this data, scaling σ does raise the UPS
-    holm = calibrate_intervals(mean, std, human, delta=0.05, method="holm", unit="caption")
+    holm = calibrate_intervals(mean, std, human, IntervalSettings(delta=0.05, method="holm", unit="caption"))
     assert set(result.valid) <= set(holm.valid)
 
 
 def test_bad_input_is_refused():
     mean, std, human = _judged_pairs(50, np.random.default_rng(1))
     with pytest.raises(ValueError, match="one length"):
-        calibrate_intervals(mean[:-1], std, human, unit="caption")
+        calibrate_intervals(mean[:-1], std, human, IntervalSettings(unit="caption"))
     with pytest.raises(ValueError, match="std contains NaN"):
-        calibrate_intervals(mean, np.where(np.arange(50) == 7, np.nan, std), human, unit="caption")
+        calibrate_intervals(mean, np.where(np.arange(50) == 7, np.nan, std), human, IntervalSettings(unit="caption"))
     with pytest.raises(ValueError, match="at least 3 pairs"):
-        calibrate_intervals(mean[:2], std[:2], human[:2], unit="caption")
+        calibrate_intervals(mean[:2], std[:2], human[:2], IntervalSettings(unit="caption"))
     with pytest.raises(ValueError, match="std must be >= 0 .* pair 4 is negative"):
-        calibrate_intervals(mean, np.where(np.arange(50) == 4, -0.1, std), human, unit="caption")
+        calibrate_intervals(mean, np.where(np.arange(50) == 4, -0.1, std), human, IntervalSettings(unit="caption"))
     with pytest.raises(ValueError, match="images has a missing id at pair 0"):
         calibrate_intervals(mean, std, human, images=[None] * 50)
     with pytest.raises(ValueError, match="uncalibrated UPS is <= 0"):
-        calibrate_intervals(human + (0.32 - std), std, human, unit="caption")  # the error shrinks as σ grows: UPS < 0
+        calibrate_intervals(
+            human + (0.32 - std), std, human, IntervalSettings(unit="caption")
+        )  # the error shrinks as σ grows: UPS < 0
     with pytest.raises(ValueError, match="UPS is undefined"):
         ups_risk(human, std, human)  # no error at all
     # 12 pairs whose error tracks σ (0 < α < 1): too few for any p-value to reach δ/50.
     human, std = np.arange(12) % 4 + 1.0, np.linspace(0.02, 0.3, 12)
     mean = human + 2 * std + np.random.default_rng(2).normal(0, 0.05, 12)
     with pytest.raises(ValueError, match="no lambda on the grid controls the risk"):
-        calibrate_intervals(mean, std, human, unit="caption")
+        calibrate_intervals(mean, std, human, IntervalSettings(unit="caption"))
 
 
 @pytest.mark.parametrize(
@@ -95,7 +104,8 @@ def test_settings_and_means_the_intervals_would_misread_are_refused(change, erro
     if change.get("mean") == "strings":
         arguments["mean"] = mean.astype(str)
     with pytest.raises(error, match=message):
-        calibrate_intervals(arguments.pop("mean"), arguments.pop("std"), arguments.pop("human"), **arguments)
+        pairs, images = (arguments.pop("mean"), arguments.pop("std"), arguments.pop("human")), arguments.pop("images")
+        calibrate_intervals(*pairs, IntervalSettings(**arguments), images=images)
 
 
 def test_the_image_is_the_unit_of_the_p_values():
@@ -104,9 +114,9 @@ def test_the_image_is_the_unit_of_the_p_values():
         np.arange(400) < 160, np.arange(400) // 4, np.arange(400)
     )  # 160 pairs four to an image: 280 images
     grid = np.array([1.0, 2.0, 50.0])  # λ = 50 has the highest UPS on these pairs
-    by_image = calibrate_intervals(mean, std, human, delta=0.05, lambdas=grid, images=images)
+    by_image = calibrate_intervals(mean, std, human, IntervalSettings(delta=0.05, lambdas=grid), images=images)
     np.testing.assert_allclose(by_image.p_values, hb_p_value(by_image.risks, 280, by_image.alpha))
-    by_pair = calibrate_intervals(mean, std, human, delta=0.05, lambdas=grid, unit="caption")
+    by_pair = calibrate_intervals(mean, std, human, IntervalSettings(delta=0.05, lambdas=grid, unit="caption"))
     assert (by_image.p_values >= by_pair.p_values).all() and set(by_image.valid) <= set(by_pair.valid)
     with pytest.raises(ValueError, match="unit='image' needs each pair's image"):
         calibrate_intervals(mean, std, human)
@@ -132,7 +142,7 @@ def test_settings_are_checked_by_name(setting, value, message):
     mean, std, human = _judged_pairs(100, np.random.default_rng(3))
     settings = {"unit": "caption", setting: value}
     with pytest.raises(ValueError, match=message):
-        calibrate_intervals(mean, std, human, **settings)
+        calibrate_intervals(mean, std, human, IntervalSettings(**settings))
 
 
 def test_interval_risk_control_predicts_the_calibrated_intervals():
@@ -140,7 +150,7 @@ def test_interval_risk_control_predicts_the_calibrated_intervals():
 
     mean, std, human = _judged_pairs(400, np.random.default_rng(0))
     control = IntervalRiskControl(unit="caption").calibrate(mean, std, human)
-    expected = calibrate_intervals(mean, std, human, delta=0.05, unit="caption")
+    expected = calibrate_intervals(mean, std, human, IntervalSettings(delta=0.05, unit="caption"))
     assert control.calibration_.lambda_hat == expected.lambda_hat > 1
     predicted = control.predict(mean, std)
     for got, want in zip(predicted, truncated_gaussian(mean, std, expected.lambda_hat, *expected.bounds), strict=True):

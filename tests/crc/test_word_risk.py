@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from condeval.core.risk import hb_p_value
-from condeval.crc.word_risk import calibrate_threshold, min_calibration_units, set_risk_curve
+from condeval.crc.word_risk import WordRiskSettings, calibrate_threshold, min_calibration_units, set_risk_curve
 
 
 def _captions(n, rng, errors_per_caption=1, separation=3.0, decimals=None):
@@ -67,7 +67,9 @@ def test_threshold_controls_the_risk_with_probability_one_minus_delta(risk, alph
     exceed, recall, set_size = 0, [], []
     for _ in range(draws):
         words = np.concatenate([words_of[c] for c in rng.choice(len(words_of), n_cal, replace=False)])
-        lam = calibrate_threshold(*(a[words] for a in population), risk=risk, alpha=alpha, delta=delta, unit="caption")
+        lam = calibrate_threshold(
+            *(a[words] for a in population), WordRiskSettings(risk=risk, alpha=alpha, delta=delta, unit="caption")
+        )
         exceed += _population_risk(curve, lam) > alpha
         scores, labels, _ = population
         recall.append(np.mean(scores[labels == 1] > lam))
@@ -89,7 +91,9 @@ def test_threshold_is_equation_7_on_a_non_monotone_risk():
     labels = np.tile([0, 1, 1, 1], n)
     scores = np.tile([0.9, 0.8, 0.7, 0.6], n)
     scores[labels == 0] = np.where(rng.uniform(size=n) < 0.5, 0.9, 0.1)  # half the captions: a top false alarm
-    lam = calibrate_threshold(scores, labels, groups, "fdr", alpha=0.2, delta=0.05, unit="caption")
+    lam = calibrate_threshold(
+        scores, labels, groups, WordRiskSettings(risk="fdr", alpha=0.2, delta=0.05, unit="caption")
+    )
     thresholds, risks, _ = set_risk_curve(scores, labels, groups, "fdr")
     controlled = hb_p_value(risks, n, 0.2) <= 0.05
     assert controlled[thresholds >= lam].all()
@@ -102,18 +106,20 @@ def test_bad_input_is_refused():
     scores, labels, groups = _captions(30, np.random.default_rng(6))
     caption = dict(unit="caption")
     with pytest.raises(ValueError, match="differ in length"):
-        calibrate_threshold(scores[:-1], labels, groups, **caption)
+        calibrate_threshold(scores[:-1], labels, groups, WordRiskSettings(**caption))
     with pytest.raises(ValueError, match="NaN"):
-        calibrate_threshold(np.where(np.arange(len(scores)) == 3, np.nan, scores), labels, groups, **caption)
+        calibrate_threshold(
+            np.where(np.arange(len(scores)) == 3, np.nan, scores), labels, groups, WordRiskSettings(**caption)
+        )
     with pytest.raises(ValueError, match="labels must be 0"):
-        calibrate_threshold(scores, labels * 2, groups, **caption)
+        calibrate_threshold(scores, labels * 2, groups, WordRiskSettings(**caption))
     with pytest.raises(ValueError, match="risk must be one of"):
-        calibrate_threshold(scores, labels, groups, risk="fnr", **caption)
+        calibrate_threshold(scores, labels, groups, WordRiskSettings(risk="fnr", **caption))
     with pytest.raises(ValueError, match="1-D"):
-        calibrate_threshold(scores[:, None], labels, groups, **caption)
+        calibrate_threshold(scores[:, None], labels, groups, WordRiskSettings(**caption))
     few = groups < 10  # 10 captions: empty sets (risk 0) have p-value (1 − 0.2)^10 = 0.107 > δ
     with pytest.raises(ValueError, match="10 calibration captions are too few.*14 are needed"):
-        calibrate_threshold(scores[few], labels[few], groups[few], alpha=0.2, delta=0.05, **caption)
+        calibrate_threshold(scores[few], labels[few], groups[few], WordRiskSettings(alpha=0.2, delta=0.05, **caption))
 
 
 @pytest.mark.parametrize(
@@ -123,7 +129,7 @@ def test_alpha_and_delta_outside_the_open_unit_interval_are_named(name, value):
     # δ = 1 used to return the threshold that flags every word; δ = 0 blamed too few captions.
     scores, labels, groups = _captions(300, np.random.default_rng(6))
     with pytest.raises(ValueError, match=f"{name} must lie in \\(0, 1\\)"):
-        calibrate_threshold(scores, labels, groups, unit="caption", **{name: value})
+        calibrate_threshold(scores, labels, groups, WordRiskSettings(unit="caption", **{name: value}))
 
 
 def test_the_unit_is_checked():
@@ -131,7 +137,7 @@ def test_the_unit_is_checked():
     with pytest.raises(ValueError, match="unit='image' needs each word's image"):
         calibrate_threshold(scores, labels, groups)
     with pytest.raises(ValueError, match="unit must be one of"):
-        calibrate_threshold(scores, labels, groups, images=groups // 2, unit="pair")
+        calibrate_threshold(scores, labels, groups, WordRiskSettings(unit="pair"), images=groups // 2)
     images = groups // 2
     images[np.flatnonzero(groups == 3)[-1]] = 99  # the last word of caption 3 on another image
     with pytest.raises(ValueError, match="more than one image"):
@@ -179,7 +185,9 @@ def test_image_unit_keeps_the_guarantee_that_correlated_captions_break():
     for _ in range(draws):
         scores, labels, groups, images = _correlated_images(50, 8, rng)  # 400 captions, 50 images
         for unit in exceed:
-            lam = calibrate_threshold(scores, labels, groups, "fpr", alpha=alpha, delta=delta, images=images, unit=unit)
+            lam = calibrate_threshold(
+                scores, labels, groups, WordRiskSettings(risk="fpr", alpha=alpha, delta=delta, unit=unit), images=images
+            )
             exceed[unit] += (1.0 - min(max(lam, 0.0), 1.0)) > alpha  # the population FPR, up to the noise's 0.01
     rates = {unit: count / draws for unit, count in exceed.items()}
     print(rates)
@@ -203,7 +211,9 @@ def test_grid_threshold_is_equation_7_over_the_grid(risk, grid):
     ]  # grid points from the top that pass
     expected = values[::-1][controlled_from - 1]
     assert (
-        calibrate_threshold(scores, labels, groups, risk=risk, alpha=0.3, delta=0.1, grid=grid, unit="caption")
+        calibrate_threshold(
+            scores, labels, groups, WordRiskSettings(risk=risk, alpha=0.3, delta=0.1, grid=grid, unit="caption")
+        )
         == expected
     )
 
@@ -233,43 +243,49 @@ def test_bad_word_inputs_are_refused_by_name():
             "images has a missing id at word 0",
         ),
         (
-            lambda: calibrate_threshold(scores, labels, [None, *groups[1:]], unit="caption"),
+            lambda: calibrate_threshold(scores, labels, [None, *groups[1:]], WordRiskSettings(unit="caption")),
             ValueError,
             "groups has a missing id",
         ),
         (
-            lambda: calibrate_threshold(scores, labels, np.array([1, "a", *groups[2:]], dtype=object), unit="caption"),
+            lambda: calibrate_threshold(
+                scores, labels, np.array([1, "a", *groups[2:]], dtype=object), WordRiskSettings(unit="caption")
+            ),
             TypeError,
             "groups must hold ids of one sortable type",
         ),
         (
-            lambda: calibrate_threshold(scores, labels, groups, alpha=None, unit="caption"),
+            lambda: calibrate_threshold(scores, labels, groups, WordRiskSettings(alpha=None, unit="caption")),
             TypeError,
             "alpha must be a number",
         ),
-        (lambda: calibrate_threshold(infinite, labels, groups, unit="caption"), ValueError, "word 7 is infinite"),
         (
-            lambda: calibrate_threshold(["abc"] * 200, labels, groups, unit="caption"),
+            lambda: calibrate_threshold(infinite, labels, groups, WordRiskSettings(unit="caption")),
+            ValueError,
+            "word 7 is infinite",
+        ),
+        (
+            lambda: calibrate_threshold(["abc"] * 200, labels, groups, WordRiskSettings(unit="caption")),
             TypeError,
             "scores must be real numbers; got dtype <U3",
         ),
         (
-            lambda: calibrate_threshold(scores, labels, groups, grid=1, unit="caption"),
+            lambda: calibrate_threshold(scores, labels, groups, WordRiskSettings(grid=1, unit="caption")),
             ValueError,
             "grid must be a count of at least 2",
         ),
         (
-            lambda: calibrate_threshold(scores, labels, groups, grid=True, unit="caption"),
+            lambda: calibrate_threshold(scores, labels, groups, WordRiskSettings(grid=True, unit="caption")),
             ValueError,
             "grid must be a count",
         ),
         (
-            lambda: calibrate_threshold(scores, labels, groups, grid=2.5, unit="caption"),
+            lambda: calibrate_threshold(scores, labels, groups, WordRiskSettings(grid=2.5, unit="caption")),
             ValueError,
             "grid must be a count",
         ),
         (
-            lambda: calibrate_threshold(3 * scores + 5, labels, groups, grid=100, unit="caption"),
+            lambda: calibrate_threshold(3 * scores + 5, labels, groups, WordRiskSettings(grid=100, unit="caption")),
             ValueError,
             "largest grid λ",
         ),
@@ -283,16 +299,16 @@ def test_flags_and_a_string_level_are_refused_not_calibrated():
     rng = np.random.default_rng(0)
     scores, labels, groups = rng.random(200), rng.integers(0, 2, 200), np.repeat(np.arange(40), 5)
     with pytest.raises(TypeError, match="scores must be real numbers; got dtype bool"):
-        calibrate_threshold(scores > 0.5, labels, groups, unit="caption")
+        calibrate_threshold(scores > 0.5, labels, groups, WordRiskSettings(unit="caption"))
     with pytest.raises(TypeError, match="alpha must be a number in"):
-        calibrate_threshold(scores, labels, groups, alpha="0.5", unit="caption")
+        calibrate_threshold(scores, labels, groups, WordRiskSettings(alpha="0.5", unit="caption"))
 
 
 def test_word_risk_control_is_the_threshold_in_a_life_cycle():
     """WordRiskControl.calibrate sets the same λ̂ as the function under it; flag and risk read it; on
     fresh captions of the same world the realised per-image FDR stays under α."""
     from condeval.crc import WordRiskControl
-    from condeval.crc.word_risk import calibrate_threshold
+    from condeval.crc.word_risk import WordRiskSettings, calibrate_threshold
 
     def world(n_captions, seed):
         rng = np.random.default_rng(seed)
@@ -303,7 +319,9 @@ def test_word_risk_control_is_the_threshold_in_a_life_cycle():
 
     scores, labels, captions, images = world(3000, 0)
     control = WordRiskControl(risk="fdr", alpha=0.25, delta=0.05).calibrate(scores, labels, captions, images)
-    assert control.threshold_ == calibrate_threshold(scores, labels, captions, "fdr", 0.25, 0.05, images=images)
+    assert control.threshold_ == calibrate_threshold(
+        scores, labels, captions, WordRiskSettings(risk="fdr", alpha=0.25, delta=0.05), images=images
+    )
     assert control.n_units_ == 1000
     fresh = world(3000, 1)
     np.testing.assert_array_equal(control.flag(fresh[0]), fresh[0] > control.threshold_)

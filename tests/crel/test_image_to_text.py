@@ -7,6 +7,7 @@ import pytest
 from condeval.core.settings import SearchSettings
 from condeval.crel.image_to_text import (
     FOLDS,
+    CalibrationFold,
     assign_folds,
     evaluate_crel,
     manifold_check,
@@ -114,7 +115,7 @@ def _box_search(steps, **stopping):
     """Minimise z·gt over the box [-1, 1]^3 (exact minimum −||gt||_1): a linear decoder, convex problem."""
     import torch
 
-    from condeval.crel.reliability import reliability_score
+    from condeval.crel.reliability import CalibratedRegions, reliability_score
 
     gt = np.random.default_rng(2).normal(size=(6, 3))
     U = np.vstack([np.eye(3), -np.eye(3)])
@@ -122,9 +123,7 @@ def _box_search(steps, **stopping):
     out = reliability_score(
         lambda z, x: z,
         lambda y, g: (y * g).sum(dim=1),
-        U,
-        b,
-        0.0,
+        CalibratedRegions(U, b, 0.0),
         torch.as_tensor(gt),
         search=SearchSettings(num_z0=4, steps=steps, lr=0.2, **stopping),
         return_info=True,
@@ -234,7 +233,13 @@ def test_the_worst_case_is_at_most_rho_at_a_covered_items_own_code(fitted):
     cal, test = folds == "cal", folds == "test"
     GT = _unit(X @ np.ones((4, 6)) + 0.1)  # any ground truth in Y's space
     out = evaluate_crel(
-        crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=0.1, search=SearchSettings(num_z0=3, steps=5)
+        crel,
+        CalibrationFold(X[cal], Y[cal]),
+        X[test],
+        Y[test],
+        GT[test],
+        alpha=0.1,
+        search=SearchSettings(num_z0=3, steps=5),
     )
     covered = out["covered"]
     assert 0.7 <= covered.mean() <= 1.0
@@ -251,7 +256,13 @@ def test_evaluate_crel_refuses_a_search_in_another_metric_than_its_cosines(fitte
     cal, test = folds == "cal", folds == "test"
     with pytest.raises(ValueError, match="evaluate_crel compares cosines: .* searched in 'mse'"):
         evaluate_crel(
-            mse, X[cal], Y[cal], X[test], Y[test], Y[test], alpha=0.1, search=SearchSettings(num_z0=1, steps=1)
+            mse,
+            CalibrationFold(X[cal], Y[cal]),
+            X[test],
+            Y[test],
+            Y[test],
+            alpha=0.1,
+            search=SearchSettings(num_z0=1, steps=1),
         )
 
 
@@ -260,7 +271,7 @@ def test_fig6_at_table2s_num_z0_is_table2s_crel_rho(fitted):
     cal, test = folds == "cal", folds == "test"
     GT = _unit(X @ np.ones((4, 6)) + 0.1)
     search = SearchSettings(num_z0=3, steps=5, lr=0.05, seed=3, patience=2, min_improvement=1e-4)
-    out = evaluate_crel(crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=0.1, search=search)
+    out = evaluate_crel(crel, CalibrationFold(X[cal], Y[cal]), X[test], Y[test], GT[test], alpha=0.1, search=search)
     curve = num_z0_curve(crel, X[test], Y[test], GT[test], [1, 3], search=search)
     assert [point["num_z0"] for point in curve] == [1, 3]
     assert curve[1]["crel_rho"] == np.mean(out["crel_rho"])  # exactly: the same search
@@ -445,14 +456,12 @@ def test_evaluate_crel_calibrates_on_units_when_given_groups(fitted):
     images = np.repeat(np.arange(25), 4)
     by_unit = evaluate_crel(
         crel,
-        X[cal],
-        Y[cal],
+        CalibrationFold(X[cal], Y[cal], groups=images),
         X[test][:3],
         Y[test][:3],
         Y[test][:3],
         alpha=0.1,
         search=SearchSettings(num_z0=2, steps=2),
-        groups=images,
     )
     crel.calibrate(X[cal], Y[cal], 0.1, groups=images)
     assert by_unit["gamma_cal"][0] == crel.gamma_cal_

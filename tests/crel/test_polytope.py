@@ -22,7 +22,7 @@ from condeval.crel.polytope import (
     project_onto_polytope,
     project_onto_region,
 )
-from condeval.crel.reliability import reliability_score
+from condeval.crel.reliability import CalibratedRegions, reliability_score
 
 CLARABEL = dict(solver="CLARABEL", tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10, max_iter=400)
 CLARABEL_SOCP = dict(CLARABEL, tol_gap_abs=1e-9, tol_gap_rel=1e-9, tol_feas=1e-9)
@@ -291,7 +291,7 @@ def test_reliability_box_matches_dense_grid():
     gt = lo - rng.uniform(0.1, 1.0, (n, 2))  # below-left of the box: one global maximiser
     U, b = box_halfspaces(lo, hi)
     scores, z = reliability_score(
-        identity_decode, neg_sq_dist, U, b, gamma, gt, search=SearchSettings(steps=100, seed=1)
+        identity_decode, neg_sq_dist, CalibratedRegions(U, b, gamma), gt, search=SearchSettings(steps=100, seed=1)
     )
     assert np.all(polytope_distance(U, b, z) <= gamma + 1e-8)
     for i in range(n):
@@ -322,10 +322,10 @@ def test_reliability_is_below_random_feasible_points_and_seeded():
     x = rng.standard_normal((n, 4))
     target = rng.standard_normal((n, 4))
     s1, z1 = reliability_score(
-        decode, sim, U, b, gamma, target, x=x, search=SearchSettings(num_z0=20, steps=30, seed=3)
+        decode, sim, CalibratedRegions(U, b, gamma), target, x=x, search=SearchSettings(num_z0=20, steps=30, seed=3)
     )
     s2, z2 = reliability_score(
-        decode, sim, U, b, gamma, target, x=x, search=SearchSettings(num_z0=20, steps=30, seed=3)
+        decode, sim, CalibratedRegions(U, b, gamma), target, x=x, search=SearchSettings(num_z0=20, steps=30, seed=3)
     )
     assert np.array_equal(s1, s2) and np.array_equal(z1, z2)
     assert np.all(polytope_distance(U, b, z1) <= gamma + 1e-8)
@@ -350,9 +350,13 @@ def test_reliability_batches_agree_with_one_batch():
     U, b = box_halfspaces(lo, lo + 1.0)
     gt = rng.standard_normal((7, 2))
     kw = dict(steps=20, num_z0=100, refine_top=4)  # enough starts that PGD (local) finds every global worst case
-    one, _ = reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, search=SearchSettings(batch_size=7, **kw))
+    one, _ = reliability_score(
+        identity_decode, neg_sq_dist, CalibratedRegions(U, b, 0.1), gt, search=SearchSettings(batch_size=7, **kw)
+    )
     # same procedure, different random draws per batch: both must reach the exact worst case
-    many, z = reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, search=SearchSettings(batch_size=3, **kw))
+    many, z = reliability_score(
+        identity_decode, neg_sq_dist, CalibratedRegions(U, b, 0.1), gt, search=SearchSettings(batch_size=3, **kw)
+    )
     assert np.all(polytope_distance(U, b, z) <= 0.1 + 1e-8)
     # the farthest point of the 0.1-enlarged box from gt: its farthest corner, pushed out by 0.1
     far = np.maximum(np.abs(gt - lo), np.abs(gt - lo - 1.0))
@@ -368,7 +372,11 @@ def test_reliability_names_the_empty_row_across_batches():
     b[7, 0] = 5.0  # a_0 >= 5 and a_0 <= lo + 1 < 1
     with pytest.raises(EmptyRegionError, match=r"row 7 \(x index 7\)") as info:
         reliability_score(
-            identity_decode, neg_sq_dist, U, b, 0.1, np.zeros((9, 2)), search=SearchSettings(steps=2, batch_size=4)
+            identity_decode,
+            neg_sq_dist,
+            CalibratedRegions(U, b, 0.1),
+            np.zeros((9, 2)),
+            search=SearchSettings(steps=2, batch_size=4),
         )
     assert info.value.index == 7
 
@@ -385,8 +393,10 @@ def test_reliability_reports_progress_in_a_log_unless_silenced(capsys):
     lo = np.zeros((4, 2))
     U, b = box_halfspaces(lo, lo + 1.0)
     gt = lo - 0.5
-    reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, search=SearchSettings(steps=3, batch_size=2))
+    reliability_score(
+        identity_decode, neg_sq_dist, CalibratedRegions(U, b, 0.1), gt, search=SearchSettings(steps=3, batch_size=2)
+    )
     assert "CReL reliability: 100%" in capsys.readouterr().err
     quiet = SearchSettings(steps=3, batch_size=2, progress=False)
-    reliability_score(identity_decode, neg_sq_dist, U, b, 0.1, gt, search=quiet)
+    reliability_score(identity_decode, neg_sq_dist, CalibratedRegions(U, b, 0.1), gt, search=quiet)
     assert "CReL reliability" not in capsys.readouterr().err

@@ -21,6 +21,7 @@ from condeval.crel.reports.scaling import (
     runtime_table,
 )
 from condeval.crel.scaling import (
+    GridSettings,
     GridTiming,
     feldman_output_grid,
     infeasibility_point,
@@ -58,14 +59,14 @@ class _CountingDecoder:
         return self.decode(z, x)
 
 
-def _grid_kwargs(**kw):
-    return {"max_output_points": 200, "probe_points": 4, **kw}
+def _grid_settings(**kw):
+    return GridSettings(**{"max_output_points": 200, "probe_points": 4, **kw})
 
 
 def test_slow_probe_is_extrapolated_and_the_rest_is_not_run(tiny):
     crel, X, Y = tiny
     crel.decode_torch = decoder = _CountingDecoder(crel.decode_torch, seconds_per_point=1e-3)
-    result = time_grid_calibration(crel, X, Y, 0.1, **_grid_kwargs(budget_s=0.05))
+    result = time_grid_calibration(crel, X, Y, 0.1, _grid_settings(budget_s=0.05))
     per_region = 5**R + 1  # the m^r box grid plus one exact region point
     assert not result.feasible and result.reason == "budget"
     assert decoder.points == 4 * per_region  # only the probe was decoded
@@ -77,7 +78,7 @@ def test_slow_probe_is_extrapolated_and_the_rest_is_not_run(tiny):
 def test_fast_run_is_measured_in_full(tiny):
     crel, X, Y = tiny
     crel.decode_torch = decoder = _CountingDecoder(crel.decode_torch)
-    result = time_grid_calibration(crel, X, Y, 0.1, **_grid_kwargs(budget_s=1e6))
+    result = time_grid_calibration(crel, X, Y, 0.1, _grid_settings(budget_s=1e6))
     assert result.feasible and result.reason == ""
     assert decoder.points == N_CAL * (5**R + 1)
     assert result.total_s == result.measured_s > 0
@@ -90,7 +91,7 @@ def test_timed_schemes_compute_the_package_thresholds(tiny):
     assert ours["gamma"] > 0
     assert ours["gamma"] == CReL.from_models(crel.lgm, crel.dqr).calibrate(X, Y, 0.1).gamma_cal_
     assert ours["total_s"] >= ours["encode_s"] + ours["offsets_s"] + ours["distances_s"]
-    grid = time_grid_calibration(crel, X, Y, 0.1, **_grid_kwargs(budget_s=1e6))
+    grid = time_grid_calibration(crel, X, Y, 0.1, _grid_settings(budget_s=1e6))
     baseline = feldman_threshold(feldman_scores(crel.region_clouds(X, 5**R, gamma=0.0), Y), 0.1)
     assert grid.gamma > 0
     assert grid.gamma == pytest.approx(baseline, rel=1e-9)
@@ -99,7 +100,7 @@ def test_timed_schemes_compute_the_package_thresholds(tiny):
 def test_region_too_large_for_memory_is_timed_by_chunks(tiny):
     crel, X, Y = tiny
     result = time_grid_calibration(
-        crel, X, Y, 0.1, **_grid_kwargs(budget_s=1e6, max_region_points=8, probe_budget_s=0.2)
+        crel, X, Y, 0.1, _grid_settings(budget_s=1e6, max_region_points=8, probe_budget_s=0.2)
     )
     assert not result.feasible and result.reason == "memory"
     assert result.probe_points == 0 and result.chunk_timing["chunks_per_point"] == 4  # ceil(25 / 8)

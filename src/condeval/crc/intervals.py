@@ -18,7 +18,7 @@ over the calibration pairs (``bounds_factor``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,6 +35,7 @@ __all__ = [
     "ups_risk",
     "IntervalCalibration",
     "IntervalRiskControl",
+    "IntervalSettings",
     "calibrate_intervals",
     "PAPER_LAMBDAS",
 ]
@@ -131,17 +132,34 @@ class IntervalCalibration:
     bounds: tuple[float, float]
 
 
+@dataclass(frozen=True, eq=False)
+class IntervalSettings:
+    """How :func:`calibrate_intervals` picks λ̂: the FWER, the grid of σ scales, the procedure, the truncation and
+    the unit n counts (checked by :func:`calibrate_intervals`, each by name).
+
+    Parameters
+    ----------
+    delta : float, default 0.05
+        FWER of the Learn-then-Test step.
+    lambdas : array_like, default :data:`PAPER_LAMBDAS`
+        The grid Λ of σ scales (the paper's: 1, 2, …, 50).
+    method : {"bonferroni", "holm", "fixed_sequence"}, default "bonferroni"
+        The FWER procedure (the paper: Bonferroni).
+    bounds_factor : float, default 1.8
+        The truncation interval is min(μ)/factor to max(μ)·factor (> 1, the official code's 1.8).
+    unit : {"image", "caption"}, default "image"
+        What n in the HB p-value counts: images (default) or pairs (the paper's).
+    """
+
+    delta: float = 0.05
+    lambdas: object = field(default_factory=lambda: PAPER_LAMBDAS)
+    method: str = "bonferroni"
+    bounds_factor: float = 1.8
+    unit: str = "image"
+
+
 def calibrate_intervals(
-    mean,
-    std,
-    human,
-    *,
-    delta: float = 0.05,
-    lambdas=PAPER_LAMBDAS,
-    method: str = "bonferroni",
-    bounds_factor: float = 1.8,
-    images=None,
-    unit: str = "image",
+    mean, std, human, settings: IntervalSettings = IntervalSettings(), *, images=None
 ) -> IntervalCalibration:
     """λ̂, the scale of σ whose intervals' uncertainty best tracks the error against human scores.
 
@@ -151,18 +169,10 @@ def calibrate_intervals(
         Per calibration pair: mean and standard deviation of its masked CLIPScores.
     human : array_like
         Per pair: the human score.
-    delta : float
-        FWER of the Learn-then-Test step.
-    lambdas : array_like
-        The grid Λ of σ scales (the paper's: 1, 2, …, 50).
-    method : {"bonferroni", "holm", "fixed_sequence"}
-        The FWER procedure (the paper: Bonferroni).
-    bounds_factor : float
-        The truncation interval is min(μ)/factor to max(μ)·factor (> 1, the official code's 1.8).
+    settings : IntervalSettings
+        δ, the grid of σ scales, the FWER procedure, the truncation factor and the unit.
     images : array_like, optional
-        Per pair, its image; required with ``unit="image"``.
-    unit : {"image", "caption"}
-        What n in the HB p-value counts: images (default) or pairs (the paper's).
+        Per pair, its image; required with ``settings.unit="image"``.
 
     Returns
     -------
@@ -179,6 +189,30 @@ def calibrate_intervals(
         ``ValueError``) when no λ on the grid rejects, or when the uncalibrated UPS ≤ 0 (α would be
         1: nothing to improve on).
     """
+    delta, method, unit = settings.delta, settings.method, settings.unit
+    mean, std, human = _check_pairs(mean, std, human)
+    lambdas, n_units = _check_interval_settings(
+        delta, settings.lambdas, settings.bounds_factor, images, unit, len(mean)
+    )
+    lower, upper = truncation_bounds(mean, settings.bounds_factor)
+    risks = np.array([ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in lambdas])
+    alpha = ups_risk(*truncated_gaussian(mean, std, 1.0, lower, upper)[:2], human)
+    if alpha >= 1.0:
+        raise NoValidLambdaError(
+            "the uncalibrated UPS is <= 0, so alpha = R(1) = 1: there is no risk level to improve on"
+        )
+    p_values = hb_p_value(risks, n_units, alpha)
+    valid = learn_then_test(p_values, delta, method)
+    if len(valid) == 0:
+        raise NoValidLambdaError(
+            f"no lambda on the grid controls the risk below alpha = {alpha:.4f} at delta = {delta} ({n_units} {unit}s)"
+        )
+    best = valid[np.argmin(risks[valid])]
+    return IntervalCalibration(lambdas, risks, p_values, valid, alpha, float(lambdas[best]), (lower, upper))
+
+
+def _check_pairs(mean, std, human) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The calibration pairs' mean, std and human score as real 1-D arrays, each refusal naming its array."""
     mean, std, human = (real_array(values, name) for name, values in (("mean", mean), ("std", std), ("human", human)))
     if not mean.shape == std.shape == human.shape or mean.ndim != 1:
         raise ValueError(f"mean, std and human must be 1-D of one length; got {mean.shape}, {std.shape}, {human.shape}")
@@ -196,22 +230,7 @@ def calibrate_intervals(
             f"mean must be >= 0 (CLIPScores; the truncation interval scales the extreme means); pair "
             f"{int(np.flatnonzero(mean < 0)[0])} is {float(mean[mean < 0][0])}"
         )
-    lambdas, n_units = _check_interval_settings(delta, lambdas, bounds_factor, images, unit, len(mean))
-    lower, upper = truncation_bounds(mean, bounds_factor)
-    risks = np.array([ups_risk(*truncated_gaussian(mean, std, lam, lower, upper)[:2], human) for lam in lambdas])
-    alpha = ups_risk(*truncated_gaussian(mean, std, 1.0, lower, upper)[:2], human)
-    if alpha >= 1.0:
-        raise NoValidLambdaError(
-            "the uncalibrated UPS is <= 0, so alpha = R(1) = 1: there is no risk level to improve on"
-        )
-    p_values = hb_p_value(risks, n_units, alpha)
-    valid = learn_then_test(p_values, delta, method)
-    if len(valid) == 0:
-        raise NoValidLambdaError(
-            f"no lambda on the grid controls the risk below alpha = {alpha:.4f} at delta = {delta} ({n_units} {unit}s)"
-        )
-    best = valid[np.argmin(risks[valid])]
-    return IntervalCalibration(lambdas, risks, p_values, valid, alpha, float(lambdas[best]), (lower, upper))
+    return mean, std, human
 
 
 class IntervalRiskControl:
@@ -267,17 +286,8 @@ class IntervalRiskControl:
         """Pick λ̂ on calibration pairs (:func:`calibrate_intervals`; its errors, :class:`NoValidLambdaError`
         included). ``mean`` and ``std`` are each pair's masked CLIPScores' mean and standard deviation,
         ``human`` its human score, ``images`` its image (required with ``unit="image"``)."""
-        self.calibration_ = calibrate_intervals(
-            mean,
-            std,
-            human,
-            delta=self.delta,
-            lambdas=self.lambdas,
-            method=self.method,
-            bounds_factor=self.bounds_factor,
-            images=images,
-            unit=self.unit,
-        )
+        settings = IntervalSettings(self.delta, self.lambdas, self.method, self.bounds_factor, self.unit)
+        self.calibration_ = calibrate_intervals(mean, std, human, settings, images=images)
         return self
 
     def predict(self, mean, std, level: float = 0.95) -> tuple[np.ndarray, ...]:

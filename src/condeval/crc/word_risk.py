@@ -21,6 +21,8 @@ brentq on R̂⁺(R̂(λ)) − α over λ ∈ [0, 1], which assumes the risk is m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from condeval.core.io import open_unit, real_array
@@ -31,6 +33,7 @@ __all__ = [
     "RISKS",
     "UNITS",
     "WordRiskControl",
+    "WordRiskSettings",
     "set_risk_curve",
     "calibrate_threshold",
     "min_calibration_units",
@@ -156,17 +159,38 @@ def check_alphas(alphas, delta: float, n_units: int, unit: str, source: str, key
         )
 
 
+@dataclass(frozen=True, eq=False)
+class WordRiskSettings:
+    """The guarantee :func:`calibrate_threshold` calibrates for: which risk, at which α and δ, counted in which
+    unit, over which candidate λ (checked by :func:`calibrate_threshold`, each by name).
+
+    Parameters
+    ----------
+    risk : {"fdr", "fpr"}, default "fdr"
+        The per-caption FDR (0 for an empty set) or FPR, averaged over the units.
+    alpha : float, default 0.2
+        Risk tolerance in (0, 1).
+    delta : float, default 0.05
+        Error rate in (0, 1) of the guarantee.
+    unit : {"image", "caption"}, default "image"
+        The unit of exchangeability (module docstring): "image" averages each image's captions and counts
+        images; "caption" (the paper's reading) counts captions as independent.
+    grid : int or array_like, optional
+        Candidate λ: every distinct score (default, exact), ``grid`` evenly spaced values on
+        [0, 1] (f_v is a sigmoid), or the given values. Eq. 7 is then taken over the grid, as the
+        official code's search over λ ∈ [0, 1] is; sorting grid indices instead of raw scores
+        makes it about twice as fast on 10⁶ words.
+    """
+
+    risk: str = "fdr"
+    alpha: float = 0.2
+    delta: float = 0.05
+    unit: str = "image"
+    grid: object = None
+
+
 def calibrate_threshold(
-    scores,
-    labels,
-    groups,
-    risk: str = "fdr",
-    alpha: float = 0.2,
-    delta: float = 0.05,
-    grid=None,
-    *,
-    images=None,
-    unit: str = "image",
+    scores, labels, groups, settings: WordRiskSettings = WordRiskSettings(), *, images=None
 ) -> float:
     """λ̂ such that flagging the words with score > λ̂ has risk ≤ α with probability ≥ 1 − δ.
 
@@ -178,23 +202,11 @@ def calibrate_threshold(
         Per word, 1 if it is an error, else 0.
     groups : array_like
         Per word, the caption it belongs to (any hashable id).
-    risk : {"fdr", "fpr"}
-        The per-caption FDR (0 for an empty set) or FPR, averaged over the units.
-    alpha : float
-        Risk tolerance in (0, 1).
-    delta : float
-        Error rate in (0, 1) of the guarantee.
-    grid : int or array_like, optional
-        Candidate λ: every distinct score (default, exact), ``grid`` evenly spaced values on
-        [0, 1] (f_v is a sigmoid), or the given values. Eq. 7 is then taken over the grid, as the
-        official code's search over λ ∈ [0, 1] is; sorting grid indices instead of raw scores
-        makes it about twice as fast on 10⁶ words.
+    settings : WordRiskSettings
+        The risk, α, δ, the unit of exchangeability and the candidate λ (default: every distinct score).
     images : array_like, optional
-        Per word, the image of its caption; required with ``unit="image"`` and not read with
+        Per word, the image of its caption; required with ``settings.unit="image"`` and not read with
         ``unit="caption"`` (so one call site can pass it and switch the unit).
-    unit : {"image", "caption"}
-        The unit of exchangeability (module docstring): "image" (default) averages each image's
-        captions and counts images; "caption" (the paper's reading) counts captions as independent.
 
     Returns
     -------
@@ -208,6 +220,7 @@ def calibrate_threshold(
         or a missing ``images``, or when no λ controls the risk (too few units for α and δ: even
         the empty set's bound exceeds α).
     """
+    risk, alpha, delta, unit, grid = settings.risk, settings.alpha, settings.delta, settings.unit, settings.grid
     alpha, delta = open_unit(alpha, "alpha"), open_unit(delta, "delta")
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}; got {unit!r}")
@@ -333,9 +346,8 @@ class WordRiskControl:
             On malformed words (named) or when no threshold controls the risk (too few units for α and δ).
         """
         unit_images = images if self.unit == "image" else None
-        self.threshold_ = calibrate_threshold(
-            scores, labels, captions, self.risk_name, self.alpha, self.delta, self.grid, images=images, unit=self.unit
-        )
+        settings = WordRiskSettings(self.risk_name, self.alpha, self.delta, self.unit, self.grid)
+        self.threshold_ = calibrate_threshold(scores, labels, captions, settings, images=images)
         self.n_units_ = len(np.unique(np.asarray(unit_images if unit_images is not None else captions)))
         return self
 

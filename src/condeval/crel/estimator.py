@@ -28,7 +28,7 @@ from condeval.crel.models.metrics import similarity
 from condeval.crel.models.vae import LatentVAE
 from condeval.crel.polytope import polytope_distance
 from condeval.crel.regions import iter_region_clouds
-from condeval.crel.reliability import reliability_score
+from condeval.crel.reliability import CalibratedRegions, reliability_score
 from condeval.metrics import as_numpy
 
 __all__ = ["CReL", "CReLSettings"]
@@ -503,9 +503,7 @@ class CReL:
             return reliability_score(
                 self.decode_torch,
                 self._similarity,
-                U,
-                b,
-                self.gamma_cal_,
+                CalibratedRegions(U, b, self.gamma_cal_),
                 gt,
                 x=X,
                 extra_starts=extra_starts,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -45,6 +45,7 @@ __all__ = [
     "assign_unit_folds",
     "metric_arrays",
     "cosine_rows",
+    "CalibrationFold",
     "evaluate_crel",
     "table2",
     "aligned_features",
@@ -376,10 +377,29 @@ def metric_arrays(
     return condition, sources["caption_bert"], sources["reference_bert"]
 
 
+@dataclass(frozen=True, eq=False)
+class CalibrationFold:
+    """The rows :func:`evaluate_crel` calibrates CReL on, with their exchangeable units.
+
+    Parameters
+    ----------
+    X : ndarray (n, p)
+        Conditions of the calibration rows.
+    Y : ndarray (n, d)
+        Their responses (in the LGM's output space).
+    groups : array_like (n,), optional
+        Each row's exchangeable unit (e.g. its image, where a fold holds several captions of one image),
+        passed to :meth:`CReL.calibrate <condeval.crel.CReL.calibrate>`; None takes the rows as exchangeable.
+    """
+
+    X: np.ndarray
+    Y: np.ndarray
+    groups: np.ndarray | None = None
+
+
 def evaluate_crel(
     crel,
-    X_cal,
-    Y_cal,
+    calibration: CalibrationFold,
     X_test,
     Y_test,
     GT_test,
@@ -387,13 +407,12 @@ def evaluate_crel(
     alpha: float,
     search,  # a SearchSettings, not imported: the table jobs' environment stays without tqdm
     device=None,
-    groups=None,
 ) -> dict[str, np.ndarray]:
     """Calibrate on the calibration fold, then score every test item.
 
-    ``groups`` gives each calibration row's exchangeable unit (e.g. its image, where a fold holds
-    several captions of one image) and is passed to :meth:`CReL.calibrate`: the bound then covers
-    every caption of a new unit. Without it the rows are taken as exchangeable.
+    ``calibration`` holds the calibration rows and, in ``groups``, each row's exchangeable unit (e.g. its
+    image, where a fold holds several captions of one image), passed to :meth:`CReL.calibrate`: the bound
+    then covers every caption of a new unit. Without groups the rows are taken as exchangeable.
 
     Returns per test item: ``rho`` (cos of the sampled caption's feature to GT), ``crel_rho`` (the
     worst ρ in the calibrated region, Eq. 8), ``covered`` (E(y) ∈ S^γ(x)), ``rho_own_code`` (ρ of
@@ -412,7 +431,7 @@ def evaluate_crel(
             f"evaluate_crel compares cosines: this CReL's worst case is searched in {crel.metric!r}; "
             "build it with metric='cosine' (CReL.from_checkpoints(..., metric='cosine'))"
         )
-    crel.calibrate(X_cal, Y_cal, alpha, groups=groups)
+    crel.calibrate(calibration.X, calibration.Y, alpha, groups=calibration.groups)
     out = _worst_case(crel, X_test, Y_test, GT_test, search, device)
     return {
         "rho": cosine_rows(Y_test, GT_test),

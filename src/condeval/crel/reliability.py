@@ -16,6 +16,7 @@ run PGD with exact projections onto ``S^γ`` (see
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -26,27 +27,50 @@ from condeval.core.nn import random_unit_vectors
 from condeval.core.settings import SearchSettings
 from condeval.crel import polytope as _poly
 
-__all__ = ["reliability_score", "SearchSettings"]
+__all__ = ["CalibratedRegions", "reliability_score", "SearchSettings"]
 
 Decode = Callable[[torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 Similarity = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+@dataclass(frozen=True, eq=False)
+class CalibratedRegions:
+    """The calibrated latent regions ``S^γ(x_i)`` searched by :func:`reliability_score`: the polytopes
+    ``R(x_i) = {z : U z >= b[i]}`` enlarged by γ, and the point that anchors their random starts.
+
+    Parameters
+    ----------
+    U : array_like, shape (K, r)
+        Directions of the half-spaces.
+    b : array_like, shape (n, K)
+        Offsets: ``R(x_i) = {z : U z >= b[i]}``.
+    gamma : float or array_like, shape (n,)
+        Enlargement radius (γ_cal), non-negative.
+    center : array_like, shape (r,) or (n, r), optional
+        Point whose projection onto ``R(x_i)`` anchors the random starts
+        (default: the origin, the mean of the latent prior).
+    """
+
+    U: object
+    b: object
+    gamma: object
+    center: object = None
+
+
 def reliability_score(
     decode: Decode,
     similarity: Similarity,
-    U,
-    b,
-    gamma,
+    regions: CalibratedRegions,
     gt,
     x=None,
     *,
     search: SearchSettings | None = None,
-    center=None,
     extra_starts=None,
     return_info: bool = False,
 ):
     """CReL reliability ρ_i = min over ``S^γ(x_i)`` of the similarity to ``gt_i`` (Eq. 8).
+
+    The function is long for its docstring and example; the search itself is in the private helpers below.
 
     Parameters
     ----------
@@ -56,12 +80,8 @@ def reliability_score(
         if the network is float32. Must act row-wise (e.g. eval mode).
     similarity : callable
         ``similarity(y_hat, gt) -> (m,)`` in torch; higher is better.
-    U : array_like, shape (K, r)
-        Directions of the half-spaces.
-    b : array_like, shape (n, K)
-        Offsets: ``R(x_i) = {z : U z >= b[i]}``.
-    gamma : float or array_like, shape (n,)
-        Enlargement radius (γ_cal), non-negative.
+    regions : CalibratedRegions
+        The regions ``S^γ(x_i)``: directions U (K, r), offsets b (n, K), radius γ and the anchor of the starts.
     gt : array_like, shape (n, d)
         Ground truths the generations are compared with.
     x : array_like, shape (n, p), optional
@@ -69,9 +89,6 @@ def reliability_score(
     search : SearchSettings, optional
         The search: starts, steps, step size, seed, batch size and stopping rule
         (:class:`~condeval.core.settings.SearchSettings`; None: its defaults).
-    center : array_like, shape (r,) or (n, r), optional
-        Point whose projection onto ``R(x_i)`` anchors the random starts
-        (default: the origin, the mean of the latent prior).
     extra_starts : array_like, shape (n, r) or (n, m, r), optional
         Points evaluated beside the random starts, e.g. the latent code of the model's own
         output. Those inside ``S^γ(x_i)`` count as starts, so the score is at most the
@@ -105,7 +122,7 @@ def reliability_score(
     >>> import numpy as np, torch
     >>> U, b = np.array([[1.0, 0.0]]), np.array([[1.0]])
     >>> closeness = lambda y, gt: -((y - gt) ** 2).sum(dim=1)
-    >>> scores, z = reliability_score(lambda z, x: z, closeness, U, b, 0.5, np.zeros((1, 2)),
+    >>> scores, z = reliability_score(lambda z, x: z, closeness, CalibratedRegions(U, b, 0.5), np.zeros((1, 2)),
     ...                               search=SearchSettings(num_z0=4, steps=5, progress=False))
     >>> bool(scores[0] < -0.25 and z[0, 0] >= 0.5 - 1e-9)
     True
@@ -113,14 +130,14 @@ def reliability_score(
     search = SearchSettings() if search is None else search
     if not isinstance(search, SearchSettings):
         raise TypeError(f"search must be a SearchSettings; got {type(search).__name__}")
-    device = device_of(gt, U, b)
-    U_t, b_t = _poly._prepare_ub(U, b, device)
+    device = device_of(gt, regions.U, regions.b)
+    U_t, b_t = _poly._prepare_ub(regions.U, regions.b, device)
     n, r = b_t.shape[0], U_t.shape[1]
     rows = (
-        _poly._gamma_vector(gamma, n, device),
+        _poly._gamma_vector(regions.gamma, n, device),
         torch.as_tensor(gt, device=device),
         None if x is None else torch.as_tensor(x, device=device),
-        _centers(center, n, r, device),
+        _centers(regions.center, n, r, device),
         _extra_starts(extra_starts, n, r, device),
     )
     if rows[1].shape[0] != n or (rows[2] is not None and rows[2].shape[0] != n):

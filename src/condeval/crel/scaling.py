@@ -38,6 +38,8 @@ from condeval.crel.regions import (
 
 __all__ = [
     "FELDMAN_REGION_SAMPLE",
+    "CalibrationRegions",
+    "GridSettings",
     "GridTiming",
     "feldman_output_grid",
     "infeasibility_point",
@@ -158,7 +160,7 @@ def output_grid_step(
     grid points the region owns (its area) and those outside it; then the distance of y to the
     nearest grid point outside the region (Feldman's "inside" score, used by his conformalize
     when the uncalibrated region over-covers). Brute force, as in Feldman's code, over at most
-    ``max_region_sample`` decoded points.
+    ``max_region_sample`` decoded points. It is long for its docstring, our reading of his step.
 
     Parameters
     ----------
@@ -288,23 +290,77 @@ class _OutputStep:
             yield cloud
 
 
-def _score_rows(U, b, decode, X, Y, rows: range, m: int, chunk: int, step: _OutputStep) -> np.ndarray:
+def _score_rows(regions: CalibrationRegions, rows: range, m: int, chunk: int, step: _OutputStep) -> np.ndarray:
     """Our Feldman baseline's scores for ``rows`` (decoded m^r grid per region), plus the output step."""
-    sl = slice(rows.start, rows.stop)
-    clouds = iter_region_clouds(U, b[sl], 0.0, decode, None if X is None else X[sl], m ** U.shape[1], chunk=chunk)
-    return feldman_scores(step(clouds, rows.start), Y[sl])
+    U, X, sl = regions.U, regions.X, slice(rows.start, rows.stop)
+    clouds = iter_region_clouds(
+        U, regions.b[sl], 0.0, regions.decode, None if X is None else X[sl], m ** U.shape[1], chunk=chunk
+    )
+    return feldman_scores(step(clouds, rows.start), regions.Y[sl])
+
+
+@dataclass(frozen=True, eq=False)
+class CalibrationRegions:
+    """The calibration fold as the grid scheme reads it: each point's latent region, the decoder, the fold.
+
+    Parameters
+    ----------
+    U : ndarray (K, r)
+        Directions of the half-spaces (containing ±e_j).
+    b : ndarray (n, K)
+        DQR offsets of the calibration points: R_Z(x_i) = {z : U z >= b_i}.
+    decode : callable
+        ``decode(z, x) -> y`` in torch.
+    Y : ndarray (n, d)
+        Calibration responses, in the decoder's output space.
+    X : ndarray (n, p) or None, default None
+        Calibration conditions handed to ``decode`` (None for an unconditional decoder).
+    """
+
+    U: np.ndarray
+    b: np.ndarray
+    decode: Decoder
+    Y: np.ndarray
+    X: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class GridSettings:
+    """How Feldman et al.'s grid calibration is run and timed (Appendix E), shared by every latent dimension.
+
+    Parameters
+    ----------
+    points_per_axis : int, default 5
+        m of the latent grid (Appendix E: 5).
+    max_output_points : int, default 300_000
+        Output-space grid points (Appendix E: 300,000); 0 skips the output step.
+    budget_s : float, default 300.0
+        Seconds the whole calibration may take before it is declared infeasible.
+    probe_points : int, default 20
+        Calibration points timed before deciding.
+    max_region_points : int, default 2**16
+        Latent grid points held in memory at once (≈ ``max_region_points × K × 8`` bytes).
+    probe_budget_s : float, default 30.0
+        Seconds spent timing chunks when a region does not fit in memory.
+    seed : int, default 0
+        Seed of the output-grid subset and of the region subsamples.
+    """
+
+    points_per_axis: int = 5
+    max_output_points: int = 300_000
+    budget_s: float = 300.0
+    probe_points: int = 20
+    max_region_points: int = 2**16
+    probe_budget_s: float = 30.0
+    seed: int = 0
 
 
 def time_latent_grid_chunks(
-    U: np.ndarray,
-    b: np.ndarray,
-    decode: Decoder,
-    Y: np.ndarray,
+    regions: CalibrationRegions,
     lower: np.ndarray,
     upper: np.ndarray,
     points_per_axis: int = 5,
     *,
-    X: np.ndarray | None = None,
     chunk: int = 2**18,
     budget_s: float = 20.0,
     collect: list | None = None,
@@ -317,24 +373,18 @@ def time_latent_grid_chunks(
     points inside R_Z(x_i) (``max_violation <= 0``) are decoded and the distance of y_i to the
     nearest decoded member is taken. Chunks are visited in a seeded random order (a partial walk
     then sees a fair sample of the box: its corners hold fewer members, so less decoding) and
-    timed until ``budget_s`` is spent; the time is extrapolated to all chunks of all points.
-    Used where one region's grid does not fit in memory, and by Benchmark A
-    (``benchmarks/bench_calibration.py``) on synthetic regions.
+    timed until ``budget_s`` is spent; the time is extrapolated to all chunks of all points. Used where one
+    region's grid does not fit in memory, and by Benchmark A (``benchmarks/bench_calibration.py``).
+    It is long for its docstring; the walk itself is :class:`_ChunkWalk`.
 
     Parameters
     ----------
-    U : ndarray (K, r)
-    b : ndarray (n, K)
-    decode : callable
-        ``decode(z, x) -> y`` in torch.
-    Y : ndarray (n, d)
-        Targets in the decoder's output space.
+    regions : CalibrationRegions
+        Directions, offsets, decoder, targets Y (in the decoder's output space) and conditions X.
     lower, upper : ndarray (r,) or (n, r)
         Latent box per point (one box for all points when 1-D).
     points_per_axis : int
         m.
-    X : ndarray (n, p) or None
-        Conditions handed to ``decode``.
     chunk : int
         Latent grid points per chunk (memory: ``chunk × K`` floats).
     budget_s : float
@@ -349,173 +399,172 @@ def time_latent_grid_chunks(
         ``timed_chunks``, ``timed_calibration_points``, ``member_fraction``, ``seconds_timed``,
         ``seconds_extrapolated`` (all points), ``extrapolated``.
     """
-    n, r = b.shape[0], U.shape[1]
-    m = points_per_axis
-    total = m**r
-    n_chunks = -(-total // chunk)
-    lower, upper = np.broadcast_to(lower, (n, r)), np.broadcast_to(upper, (n, r))
-    done_chunks = done_points = members_seen = grid_seen = kept = 0
+    n = regions.b.shape[0]
+    walk = _ChunkWalk(regions, (lower, upper), points_per_axis, chunk, (collect, collect_rows))
+    done_points = 0
     start = time.perf_counter()
     with torch.no_grad():
         for i in range(n):
-            target = torch.as_tensor(Y[i : i + 1], dtype=torch.float32)
-            for first in np.random.default_rng(i).permutation(n_chunks) * chunk:
-                flat = np.arange(first, min(first + chunk, total))
-                grid = lower[i] + np.stack(np.unravel_index(flat, (m,) * r), axis=-1) / (m - 1) * (upper[i] - lower[i])
-                members = grid[max_violation(U, b[i], grid) <= 0.0]
-                members_seen, grid_seen = members_seen + members.shape[0], grid_seen + flat.size
-                if members.shape[0]:
-                    x = (
-                        None
-                        if X is None
-                        else torch.as_tensor(X[i : i + 1], dtype=torch.float32).expand(members.shape[0], -1)
-                    )
-                    decoded = decode(torch.as_tensor(members, dtype=torch.float32), x).float()
-                    torch.cdist(target, decoded).min()
-                    if collect is not None and kept < collect_rows:
-                        collect.append(decoded[: collect_rows - kept].numpy())
-                        kept += min(decoded.shape[0], collect_rows - kept)
-                done_chunks += 1
-                if time.perf_counter() - start > budget_s:
-                    break
-            else:
-                done_points += 1
-                continue
-            break
+            if not walk.point(i, start, budget_s):
+                break
+            done_points += 1
     elapsed = time.perf_counter() - start
     return {
-        "latent_grid_points": int(total),
-        "points_per_axis": m,
+        "latent_grid_points": int(walk.total),
+        "points_per_axis": points_per_axis,
         "chunk": int(chunk),
-        "chunks_per_point": int(n_chunks),
-        "timed_chunks": done_chunks,
+        "chunks_per_point": int(walk.n_chunks),
+        "timed_chunks": walk.done_chunks,
         "timed_calibration_points": done_points,
-        "member_fraction": members_seen / max(grid_seen, 1),
+        "member_fraction": walk.members_seen / max(walk.grid_seen, 1),
         "seconds_timed": elapsed,
-        "seconds_extrapolated": elapsed / max(done_chunks, 1) * n_chunks * n,
+        "seconds_extrapolated": elapsed / max(walk.done_chunks, 1) * walk.n_chunks * n,
         "extrapolated": done_points < n,
     }
 
 
+class _ChunkWalk:
+    """The walk of :func:`time_latent_grid_chunks` over one point's latent grid at a time, with its counts."""
+
+    def __init__(self, regions: CalibrationRegions, box, m: int, chunk: int, collect: tuple[list | None, int]):
+        self.regions, self.m, self.chunk = regions, m, chunk
+        n, self.r = regions.b.shape[0], regions.U.shape[1]
+        self.lower, self.upper = (np.broadcast_to(bound, (n, self.r)) for bound in box)
+        self.total = m**self.r
+        self.n_chunks = -(-self.total // chunk)
+        self.collect, self.collect_rows = collect
+        self.done_chunks = self.members_seen = self.grid_seen = self.kept = 0
+
+    def point(self, i: int, start: float, budget_s: float) -> bool:
+        """Walk point ``i``'s chunks in its seeded order; False when the budget ran out before its last."""
+        target = torch.as_tensor(self.regions.Y[i : i + 1], dtype=torch.float32)
+        for first in np.random.default_rng(i).permutation(self.n_chunks) * self.chunk:
+            self._chunk(i, first, target)
+            self.done_chunks += 1
+            if time.perf_counter() - start > budget_s:
+                return False
+        return True
+
+    def _chunk(self, i: int, first: int, target: torch.Tensor) -> None:
+        U, b, X, m, r = self.regions.U, self.regions.b, self.regions.X, self.m, self.r
+        flat = np.arange(first, min(first + self.chunk, self.total))
+        lower, upper = self.lower[i], self.upper[i]
+        grid = lower + np.stack(np.unravel_index(flat, (m,) * r), axis=-1) / (m - 1) * (upper - lower)
+        members = grid[max_violation(U, b[i], grid) <= 0.0]
+        self.members_seen, self.grid_seen = self.members_seen + members.shape[0], self.grid_seen + flat.size
+        if not members.shape[0]:
+            return
+        x = None if X is None else torch.as_tensor(X[i : i + 1], dtype=torch.float32).expand(members.shape[0], -1)
+        decoded = self.regions.decode(torch.as_tensor(members, dtype=torch.float32), x).float()
+        torch.cdist(target, decoded).min()
+        if self.collect is not None and self.kept < self.collect_rows:
+            self.collect.append(decoded[: self.collect_rows - self.kept].numpy())
+            self.kept += min(decoded.shape[0], self.collect_rows - self.kept)
+
+
 def time_grid_scheme(
-    U: np.ndarray,
-    b: np.ndarray,
-    decode: Decoder,
-    X: np.ndarray | None,
-    Y: np.ndarray,
+    regions: CalibrationRegions,
     alpha: float,
     output_grid: np.ndarray | None,
+    settings: GridSettings = GridSettings(),
     *,
-    points_per_axis: int = 5,
-    budget_s: float = 300.0,
-    probe_points: int = 20,
-    max_region_points: int = 2**16,
-    probe_budget_s: float = 30.0,
     setup_s: float = 0.0,
-    seed: int = 0,
 ) -> GridTiming:
     """Time Feldman's grid calibration given the regions (see :func:`time_grid_calibration`).
 
     Parameters
     ----------
-    U, b : ndarray (K, r), (n, K)
-        Directions (containing ±e_j) and DQR offsets of the calibration points.
-    decode : callable
-        ``decode(z, x) -> y`` in torch.
-    X, Y : ndarray
-        Calibration conditions (or None) and responses.
+    regions : CalibrationRegions
+        Directions (containing ±e_j), DQR offsets, decoder, and the calibration responses and
+        conditions (or None).
     alpha : float
     output_grid : ndarray (M, d) or None
-        Output-space grid (None skips the output step).
+        Output-space grid (None skips the output step; ``settings.max_output_points`` is not read).
+    settings : GridSettings
+        Points per axis, budgets, probe size, memory bound and seed.
     setup_s : float
         Seconds already spent on setup (offsets, output grid), added to the totals.
-    Other parameters
-        As in :func:`time_grid_calibration`.
     """
-    n, r = b.shape[0], U.shape[1]
-    cells = points_per_axis**r
-    common = {
-        "budget_s": float(budget_s),
-        "n_cal": int(n),
-        "latent_dim": int(r),
-        "points_per_axis": int(points_per_axis),
-        "latent_points_per_region": int(cells),
-        "setup_s": float(setup_s),
-        "output_grid_points": 0 if output_grid is None else int(output_grid.shape[0]),
-    }
-    if cells > max_region_points:
-        return _time_by_chunks(U, b, decode, X, Y, output_grid, common, max_region_points, probe_budget_s, seed)
-    chunk = max(1, min(32, max_region_points // cells))
-    step = _OutputStep(output_grid, Y, seed)
-    probe = min(max(1, probe_points), n)
+    n, cells = regions.b.shape[0], settings.points_per_axis ** regions.U.shape[1]
+    common = _common_fields(regions, output_grid, settings, setup_s)
+    if cells > settings.max_region_points:
+        return _time_by_chunks(regions, output_grid, common, settings)
+    chunk = max(1, min(32, settings.max_region_points // cells))
+    step = _OutputStep(output_grid, regions.Y, settings.seed)
+    probe = min(max(1, settings.probe_points), n)
     start = time.perf_counter()
-    scores = [_score_rows(U, b, decode, X, Y, range(probe), points_per_axis, chunk, step)]
+    scores = [_score_rows(regions, range(probe), settings.points_per_axis, chunk, step)]
     probe_s = time.perf_counter() - start
     estimate = setup_s + probe_s * n / probe
-    if estimate > budget_s:
-        return GridTiming(
-            total_s=estimate,
-            feasible=False,
-            reason="budget",
-            measured_s=setup_s + probe_s,
-            probe_points=probe,
-            latent_s=probe_s - step.seconds,
-            output_grid_s=step.seconds,
-            per_point_s=probe_s / probe,
-            mean_owned_output_points=_mean(step.owned),
-            **common,
-        )
+    timing = {"probe_points": probe, "mean_owned_output_points": None, **common}
+    if estimate > settings.budget_s:
+        return _probe_timing(estimate, probe_s, step, timing)
     if probe < n:
-        scores.append(_score_rows(U, b, decode, X, Y, range(probe, n), points_per_axis, chunk, step))
+        scores.append(_score_rows(regions, range(probe, n), settings.points_per_axis, chunk, step))
     gamma = feldman_threshold(np.concatenate(scores), alpha)
     run_s = time.perf_counter() - start
+    timing["mean_owned_output_points"] = _mean(step.owned)
     return GridTiming(
         total_s=setup_s + run_s,
         feasible=True,
         reason="",
         measured_s=setup_s + run_s,
-        probe_points=probe,
         latent_s=run_s - step.seconds,
         output_grid_s=step.seconds,
         per_point_s=run_s / n,
         gamma=gamma,
-        mean_owned_output_points=_mean(step.owned),
-        **common,
+        **timing,
     )
 
 
-def _time_by_chunks(U, b, decode, X, Y, output_grid, common, chunk, probe_budget_s, seed) -> GridTiming:
+def _common_fields(regions: CalibrationRegions, output_grid, settings: GridSettings, setup_s: float) -> dict:
+    """The :class:`GridTiming` fields every outcome at this latent dimension shares."""
+    n, r = regions.b.shape[0], regions.U.shape[1]
+    return {
+        "budget_s": float(settings.budget_s),
+        "n_cal": int(n),
+        "latent_dim": int(r),
+        "points_per_axis": int(settings.points_per_axis),
+        "latent_points_per_region": int(settings.points_per_axis**r),
+        "setup_s": float(setup_s),
+        "output_grid_points": 0 if output_grid is None else int(output_grid.shape[0]),
+    }
+
+
+def _probe_timing(estimate: float, probe_s: float, step: _OutputStep, timing: dict) -> GridTiming:
+    """The extrapolated timing of a probe whose estimate exceeds the budget (the rest is not run)."""
+    timing["mean_owned_output_points"] = _mean(step.owned)
+    return GridTiming(
+        total_s=estimate,
+        feasible=False,
+        reason="budget",
+        measured_s=timing["setup_s"] + probe_s,
+        latent_s=probe_s - step.seconds,
+        output_grid_s=step.seconds,
+        per_point_s=probe_s / timing["probe_points"],
+        **timing,
+    )
+
+
+def _time_by_chunks(regions: CalibrationRegions, output_grid, common: dict, settings: GridSettings) -> GridTiming:
     """A region's grid does not fit in memory: time chunks of it, and the output step of one region."""
-    lower, upper = latent_bounding_box(U, b)
+    lower, upper = latent_bounding_box(regions.U, regions.b)
     decoded: list[np.ndarray] = []
     record = time_latent_grid_chunks(
-        U,
-        b,
-        decode,
-        Y,
+        regions,
         lower,
         upper,
         common["points_per_axis"],
-        X=X,
-        chunk=chunk,
-        budget_s=probe_budget_s,
+        chunk=settings.max_region_points,
+        budget_s=settings.probe_budget_s,
         collect=decoded,
     )
     latent_per_point = record["seconds_extrapolated"] / common["n_cal"]
     output_s, output_per_point, owned = 0.0, 0.0, None
     if output_grid is not None and decoded:
-        rng = np.random.default_rng(seed)
-        pool = np.vstack(decoded)
-        size = round(
-            min(FELDMAN_REGION_SAMPLE, max(1.0, record["member_fraction"] * common["latent_points_per_region"]))
+        output_s, output_per_point, owned = _time_one_output_step(
+            output_grid, decoded, record, common, regions.Y, settings.seed
         )
-        cloud = pool[rng.choice(pool.shape[0], size=size, replace=size > pool.shape[0])]
-        seconds = []
-        for i in range(3):  # one region's step, a few times: the median is its per-point cost
-            start = time.perf_counter()
-            _, owned = output_grid_step(output_grid, cloud, np.zeros(size), Y[i % len(Y)], rng)
-            seconds.append(time.perf_counter() - start)
-        output_s, output_per_point = sum(seconds), float(np.median(seconds))
     per_point = latent_per_point + output_per_point
     total = common["setup_s"] + per_point * common["n_cal"]
     return GridTiming(
@@ -533,6 +582,21 @@ def _time_by_chunks(U, b, decode, X, Y, output_grid, common, chunk, probe_budget
     )
 
 
+def _time_one_output_step(output_grid, decoded, record: dict, common: dict, Y, seed: int):
+    """One region's output step, a few times on a cloud of the expected member count: (seconds, median, owned)."""
+    rng = np.random.default_rng(seed)
+    pool = np.vstack(decoded)
+    size = round(min(FELDMAN_REGION_SAMPLE, max(1.0, record["member_fraction"] * common["latent_points_per_region"])))
+    cloud = pool[rng.choice(pool.shape[0], size=size, replace=size > pool.shape[0])]
+    seconds = []
+    owned = None
+    for i in range(3):  # one region's step, a few times: the median is its per-point cost
+        start = time.perf_counter()
+        _, owned = output_grid_step(output_grid, cloud, np.zeros(size), Y[i % len(Y)], rng)
+        seconds.append(time.perf_counter() - start)
+    return sum(seconds), float(np.median(seconds)), owned
+
+
 def _mean(values: list[int]) -> float | None:
     return float(np.mean(values)) if values else None
 
@@ -542,25 +606,19 @@ def time_grid_calibration(
     X_cal: np.ndarray,
     Y_cal: np.ndarray,
     alpha: float,
-    points_per_axis: int = 5,
-    max_output_points: int = 300_000,
-    budget_s: float = 300.0,
-    probe_points: int = 20,
+    settings: GridSettings = GridSettings(),
     *,
     Y_ref: np.ndarray | None = None,
-    max_region_points: int = 2**16,
-    probe_budget_s: float = 30.0,
-    seed: int = 0,
 ) -> GridTiming:
     """Time Feldman et al.'s grid calibration on (X_cal, Y_cal) under a time budget.
 
     What is run per calibration point i (Appendix D–E, as our baseline implements it):
 
-    1. the latent grid of ``points_per_axis`` points per axis (m^r) over the bounding box of
+    1. the latent grid of ``settings.points_per_axis`` points per axis (m^r) over the bounding box of
        R_Z(x_i) is decoded, the points inside R_Z(x_i) are kept with their decoded cell radii,
        and the score is the distance of y_i to that decoded region
        (:func:`~condeval.crel.regions.iter_region_clouds`, :func:`~condeval.crel.baselines.feldman.feldman_scores`);
-    2. the output-space step on a grid of at most ``max_output_points`` points
+    2. the output-space step on a grid of at most ``settings.max_output_points`` points
        (:func:`feldman_output_grid`, :func:`output_grid_step`): the grid points owned by the
        decoded region and the distance of y_i to the nearest one outside it.
 
@@ -579,7 +637,8 @@ def time_grid_calibration(
     chunk of every point, the output step is timed (median of 3) on a cloud of the expected member
     count (min(20,000, member fraction × m^r)) drawn from the decoded members (not at all when the
     timed chunks held no member: at such r the latent part dwarfs it); such a result is never feasible
-    (``reason`` is ``"budget"`` if the extrapolation exceeds the budget, else ``"memory"``).
+    (``reason`` is ``"budget"`` if the extrapolation exceeds the budget, else ``"memory"``). The docstring is
+    long because Fig. 8 reports these budget semantics; the body is a few lines.
 
     Parameters
     ----------
@@ -588,53 +647,25 @@ def time_grid_calibration(
     X_cal, Y_cal : ndarray (n, p), (n, d)
         Calibration fold.
     alpha : float
-    points_per_axis : int
-        m of the latent grid (Appendix E: 5).
-    max_output_points : int
-        Output-space grid points (Appendix E: 300,000); 0 skips the output step.
-    budget_s : float
-        Seconds the whole calibration may take before it is declared infeasible.
-    probe_points : int
-        Calibration points timed before deciding.
+    settings : GridSettings
+        Points per axis, output-grid size, budgets, probe size, memory bound and seed.
     Y_ref : ndarray (m, d), optional
         Outputs whose padded 1%–99% box spans the output grid (default ``Y_cal``; the workflow
         passes the LGM fold, as for :class:`~condeval.crel.grid.OutputGrid`).
-    max_region_points : int
-        Latent grid points held in memory at once (≈ ``max_region_points × K × 8`` bytes).
-    probe_budget_s : float
-        Seconds spent timing chunks when a region does not fit in memory.
-    seed : int
-        Seed of the output-grid subset and of the region subsamples.
 
     Returns
     -------
     GridTiming
     """
     start = time.perf_counter()
-    U = crel.directions
-    b = crel.offsets(X_cal)
+    regions = CalibrationRegions(crel.directions, crel.offsets(X_cal), crel.decode_torch, Y_cal, X_cal)
     grid = (
-        feldman_output_grid(Y_cal if Y_ref is None else Y_ref, max_output_points, seed=seed)
-        if max_output_points
+        feldman_output_grid(Y_cal if Y_ref is None else Y_ref, settings.max_output_points, seed=settings.seed)
+        if settings.max_output_points
         else None
     )
     setup_s = time.perf_counter() - start
-    return time_grid_scheme(
-        U,
-        b,
-        crel.decode_torch,
-        X_cal,
-        Y_cal,
-        alpha,
-        grid,
-        points_per_axis=points_per_axis,
-        budget_s=budget_s,
-        probe_points=probe_points,
-        max_region_points=max_region_points,
-        probe_budget_s=probe_budget_s,
-        setup_s=setup_s,
-        seed=seed,
-    )
+    return time_grid_scheme(regions, alpha, grid, settings, setup_s=setup_s)
 
 
 # --------------------------------------------------------------------------- summary

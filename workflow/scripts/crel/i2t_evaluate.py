@@ -10,7 +10,7 @@ from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
 from condeval.core.settings import SearchSettings
 from condeval.crel import CReL
-from condeval.crel.image_to_text import decoded_points, evaluate_crel, item_arrays, manifold_check
+from condeval.crel.image_to_text import CalibrationFold, decoded_points, evaluate_crel, item_arrays, manifold_check
 from condeval.encoders.shards import read_feature_shards
 
 log = log_to_file(snakemake.log[0])
@@ -24,7 +24,14 @@ cal, test = folds == "cal", folds == "test"
 crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine")
 search = SearchSettings(**p.reliability, seed=p.seed)
 scores = evaluate_crel(
-    crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=float(w.alpha), search=search, device=device
+    crel,
+    CalibrationFold(X[cal], Y[cal]),
+    X[test],
+    Y[test],
+    GT[test],
+    alpha=float(w.alpha),
+    search=search,
+    device=device,
 )
 gallery_ids, gallery, _ = read_feature_shards(list(i.gallery))
 if not np.array_equal(gallery_ids, ids):

@@ -8,7 +8,7 @@ from condeval.core.io import write_parquet
 from condeval.core.logs import log_to_file
 from condeval.core.settings import SearchSettings
 from condeval.crel import CReL
-from condeval.crel.image_to_text import evaluate_crel
+from condeval.crel.image_to_text import CalibrationFold, evaluate_crel
 from condeval.crel.text_to_image import FEATURE_SOURCES, item_arrays
 
 log = log_to_file(snakemake.log[0])
@@ -25,7 +25,14 @@ crel = CReL.from_checkpoints(i.lgm, i.dqr, metric="cosine")
 search = SearchSettings(**p.reliability, seed=p.seed)
 device = device_for_gpus(snakemake.resources.get("gpu", 0))
 scores = evaluate_crel(
-    crel, X[cal], Y[cal], X[test], Y[test], GT[test], alpha=float(w.alpha), search=search, device=device
+    crel,
+    CalibrationFold(X[cal], Y[cal]),
+    X[test],
+    Y[test],
+    GT[test],
+    alpha=float(w.alpha),
+    search=search,
+    device=device,
 )
 z_worst = scores.pop("z_worst")
 frame = pl.DataFrame({"image_id": ids[test], "model": w.model, "metric": w.metric, **scores}).with_columns(
