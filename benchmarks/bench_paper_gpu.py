@@ -646,16 +646,15 @@ def trust_train_generator(variant: str) -> Callable[[Context], dict]:
 
 def trust_generate(ctx: Context) -> dict:
     """``trust_generate``: ``generate_samples`` at the config's batch, timed at 1 and 2 steps, scaled to its 250."""
-    from condeval.trust.samples import generate_samples
+    from condeval.trust.samples import SamplingSettings, generate_samples
 
     sampling, batch = ctx.config["trust"]["sampling"], ctx.sizes.sample_batch
     pipe = _attribute_pipeline(ctx)
 
     def draw(steps):
         with ctx.autocast():
-            return generate_samples(
-                pipe, [[0] * len(ATTRIBUTE_VALUES)], batch, seed=0, num_inference_steps=steps, batch_size=batch
-            )
+            sampling = SamplingSettings(per_condition=batch, num_inference_steps=steps, seed=0, batch_size=batch)
+            return generate_samples(pipe, [[0] * len(ATTRIBUTE_VALUES)], sampling)
 
     return scaled_steps(ctx, draw, sampling["num_inference_steps"], batch) | {
         "parameters": parameters(pipe),
@@ -676,7 +675,7 @@ def _extractor_width(ctx: Context, extractor: str) -> int:
 def trust_train_translator(ctx: Context) -> dict:
     """``trust_train_translator``: the pairs (``translator_pairs``: VAE encoding and block-``layer`` features at
     each t) and the translator's AdamW steps over ``epochs``, per pair."""
-    from condeval.trust.translator import translator_pairs
+    from condeval.trust.translator import FeatureReadout, translator_pairs
     from condeval.trust.translator_training import TranslatorModule
 
     settings, sizes = ctx.config["trust"]["translator"], ctx.sizes
@@ -687,7 +686,8 @@ def trust_train_translator(ctx: Context) -> dict:
 
     def pairs(n):
         with ctx.autocast():
-            return translator_pairs(pipe, images[:n], attributes[:n], t_values, layer, path=settings["noise_path"])
+            readout = FeatureReadout(layer, path=settings["noise_path"])
+            return translator_pairs(pipe, images[:n], attributes[:n], t_values, readout)
 
     pair_seconds = warmed(ctx, lambda: pairs(1), lambda: pairs(len(images)))
     width, target = _sit_shape(ctx)[1], _extractor_width(ctx, "siglip")

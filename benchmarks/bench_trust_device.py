@@ -36,7 +36,7 @@ from condeval.encoders.patch_encoder import PatchEncoder
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.generators.attribute_training import train_attribute_generator
 from condeval.generators.autoencoders import tiny_autoencoder_kl
-from condeval.trust.samples import generate_samples
+from condeval.trust.samples import SamplingSettings, generate_samples
 
 SHAPES = {
     "offline": dict(
@@ -175,14 +175,13 @@ def main() -> None:
             pipe.set_progress_bar_config(disable=True)
             conditions = rng.integers(0, 2, size=(shape["conditions"], 4))
             start = _synchronised(args.device)
-            drawn, *_ = generate_samples(
-                pipe,
-                conditions,
-                shape["samples"],
+            sampling = SamplingSettings(
+                per_condition=shape["samples"],
+                num_inference_steps=shape["steps"],
                 seed=0,
                 batch_size=shape["sample_batch"],
-                num_inference_steps=shape["steps"],
             )
+            drawn, *_ = generate_samples(pipe, conditions, sampling)
             sampled = _synchronised(args.device) - start
             if not np.isfinite(drawn.astype(np.float64)).all() or drawn.shape[0] != shape["samples"] * len(conditions):
                 raise RuntimeError(f"{variant}: generation returned {drawn.shape} or non-finite pixels")

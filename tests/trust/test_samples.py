@@ -82,12 +82,14 @@ def test_seeds_depend_on_the_condition_and_index_alone_and_shards_partition():
 
 
 def test_a_conditions_samples_do_not_depend_on_the_shard_or_batch_that_draws_them(attribute_pipeline):
-    from condeval.trust.samples import generate_samples
+    from condeval.trust.samples import SamplingSettings, generate_samples
 
     pipe = attribute_pipeline()
     pipe.set_progress_bar_config(disable=True)
-    alone, attributes, seeds, ids = generate_samples(pipe, [[1, 2]], 3, seed=0, num_inference_steps=2, first_id=6)
-    together, *_ = generate_samples(pipe, [[0, 0], [1, 2]], 3, seed=0, num_inference_steps=2, batch_size=2)
+    sampling = SamplingSettings(per_condition=3, num_inference_steps=2, seed=0)
+    alone, attributes, seeds, ids = generate_samples(pipe, [[1, 2]], sampling, first_id=6)
+    in_pairs = SamplingSettings(per_condition=3, num_inference_steps=2, seed=0, batch_size=2)
+    together, *_ = generate_samples(pipe, [[0, 0], [1, 2]], in_pairs)
     np.testing.assert_array_equal(alone, together[3:])
     assert alone.dtype == np.uint8 and alone.shape == (3, 3, 16, 16)
     assert ids.tolist() == [6, 7, 8] and attributes.tolist() == [[1, 2]] * 3
@@ -181,25 +183,26 @@ def test_a_shard_drawn_chunk_by_chunk_and_killed_midway_resumes_to_the_same_byte
     tmp_path, attribute_pipeline
 ):
     from condeval.core.chunks import scratch_folder
-    from condeval.trust.samples import generate_sample_shard, generate_samples
+    from condeval.trust.samples import SampleShard, SamplingSettings, generate_sample_shard, generate_samples
 
     pipe = attribute_pipeline()
     pipe.set_progress_bar_config(disable=True)
     conditions, first_ids = np.array([[0, 0], [1, 2], [0, 1]]), [0, 6, 12]
-    parts = [
-        generate_samples(pipe, [c], 2, seed=0, num_inference_steps=2, first_id=f) for c, f in zip(conditions, first_ids)
-    ]
+    one_pass = SamplingSettings(per_condition=2, num_inference_steps=2, seed=0)
+    parts = [generate_samples(pipe, [c], one_pass, first_id=f) for c, f in zip(conditions, first_ids)]
     images, attributes, seeds, ids = (np.concatenate([part[i] for part in parts]) for i in range(4))
     write_samples(images, attributes, NAMES, seeds, ids, tmp_path / "one" / "shard", tmp_path / "one" / "shard.parquet")
 
     draw = _Dying(pipe, at=[0, 1])
     chunked, manifest = tmp_path / "chunked" / "shard", tmp_path / "chunked" / "shard.parquet"
-    arguments = dict(per_condition=2, seed=0, num_inference_steps=2, batch_size=2, chunk_size=2, fingerprint={"m": 1})
+    shard = SampleShard(conditions, first_ids, NAMES)
+    sampling = SamplingSettings(per_condition=2, num_inference_steps=2, seed=0, batch_size=2)
+    arguments = dict(chunk_size=2, fingerprint={"m": 1})
     with pytest.raises(_Killed):
-        generate_sample_shard(draw, conditions, first_ids, NAMES, chunked, manifest, **arguments)
+        generate_sample_shard(draw, shard, chunked, manifest, sampling, **arguments)
     assert not manifest.exists() and len(list(scratch_folder(manifest).glob("chunk-*"))) == 2
     draw.at, draw.calls = None, []
-    frame = generate_sample_shard(draw, conditions, first_ids, NAMES, chunked, manifest, **arguments)
+    frame = generate_sample_shard(draw, shard, chunked, manifest, sampling, **arguments)
     assert draw.calls == [[[0, 1], [0, 1]]]  # only the unfinished condition is drawn again
     assert _files(chunked) == _files(tmp_path / "one" / "shard")
     assert manifest.read_bytes() == (tmp_path / "one" / "shard.parquet").read_bytes()

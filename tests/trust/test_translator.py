@@ -8,6 +8,7 @@ from scipy.stats import spearmanr
 
 from condeval.trust import TrustScorer
 from condeval.trust.translator import (
+    FeatureReadout,
     TrajectoryTap,
     Translator,
     TrustAbstention,
@@ -52,7 +53,7 @@ def test_the_translator_reduces_its_loss_and_keeps_the_trust_ranking(tmp_path):
 def test_the_translation_check_ranks_true_features_first_and_shuffled_ones_at_chance():
     """``translation_agreement``: the true features themselves agree perfectly, slightly noised ones almost,
     another image's features (rows shuffled) not at all; one block per noise level, in order."""
-    from condeval.trust.evaluate import translation_agreement
+    from condeval.trust.evaluate import Translations, translation_agreement
 
     attributes, target, _ = _pairs(3000, seed=2)
     support = np.arange(3000) < 2000
@@ -60,19 +61,23 @@ def test_the_translation_check_ranks_true_features_first_and_shuffled_ones_at_ch
     noisy = held + np.random.default_rng(0).normal(0, 0.1, held.shape)
     shuffled = held[np.random.default_rng(1).permutation(len(held))]
     rows = translation_agreement(
-        target, attributes, support, np.stack([held, noisy, shuffled]), [0.0, 0.5, 1.0], ["a", "b"]
+        target, attributes, support, Translations(np.stack([held, noisy, shuffled]), [0.0, 0.5, 1.0]), ["a", "b"]
     )
     assert [row["t"] for row in rows] == [0.0, 0.5, 1.0]
     assert rows[0]["spearman"] == pytest.approx(1.0) and rows[1]["spearman"] > 0.9
     assert abs(rows[2]["spearman"]) < 0.1
     with pytest.raises(ValueError, match="one block per t"):
-        translation_agreement(target, attributes, support, np.stack([held, noisy]), [0.0], ["a", "b"])
+        translation_agreement(target, attributes, support, Translations(np.stack([held, noisy]), [0.0]), ["a", "b"])
     # a seeded sample of the rows outside the support (the workflow's held-out check) is scored as those rows
     sample = np.sort(np.random.default_rng(2).choice(np.flatnonzero(~support), 300, replace=False))
-    checked = translation_agreement(target, attributes, support, target[sample][None], [0.0], ["a", "b"], rows=sample)
+    checked = translation_agreement(
+        target, attributes, support, Translations(target[sample][None], [0.0], rows=sample), ["a", "b"]
+    )
     assert checked[0]["spearman"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="row 0 lies in the support"):
-        translation_agreement(target, attributes, support, target[:3][None], [0.0], ["a", "b"], rows=np.arange(3))
+        translation_agreement(
+            target, attributes, support, Translations(target[:3][None], [0.0], rows=np.arange(3)), ["a", "b"]
+        )
 
 
 def test_a_refit_with_other_settings_in_the_same_run_folder_trains_afresh(tmp_path):
@@ -188,7 +193,7 @@ def test_the_tap_reads_the_block_without_changing_the_samples(attribute_pipeline
     with pytest.raises(KeyError, match="step 1"):
         tap.features(1)
     clean = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(0))
-    direct = internal_features(pipe, clean, attributes, 0.5, layer=1, generator=torch.Generator().manual_seed(1))
+    direct = internal_features(pipe, clean, attributes, 0.5, 1, generator=torch.Generator().manual_seed(1))
     assert direct.shape == (2, pipe.transformer.inner_dim) and np.isfinite(direct).all()
     with pytest.raises(ValueError, match="layer"):
         TrajectoryTap(pipe.transformer, layer=2, steps=[0])
@@ -204,7 +209,7 @@ def test_internal_features_stop_at_the_tapped_block_and_equal_a_full_pass(attrib
         block.register_forward_hook(lambda module, *_: blocks_run.append(module))
         for block in pipe.transformer.transformer_blocks
     ]
-    early = internal_features(pipe, clean, attributes, 0.5, layer=2, noise=noise)
+    early = internal_features(pipe, clean, attributes, 0.5, 2, noise=noise)
     assert blocks_run == list(pipe.transformer.transformer_blocks[:2])
     for hook in hooks:
         hook.remove()
@@ -425,7 +430,8 @@ def test_real_images_are_read_where_the_sampler_stands_at_each_step(attribute_pi
     noise = torch.randn(2, 4, 8, 8, generator=torch.Generator().manual_seed(1))
     tokens = []
     hook = pipe.transformer.transformer_blocks[0].register_forward_hook(lambda m, i, out: tokens.append(out[1]))
-    aligned = internal_features(repa, clean, np.array([[0, 1], [1, 2]]), levels[1], 1, noise=noise, project=projector)
+    readout = FeatureReadout(1, project=projector)
+    aligned = internal_features(repa, clean, np.array([[0, 1], [1, 2]]), levels[1], readout, noise=noise)
     hook.remove()
     with torch.no_grad():
         np.testing.assert_allclose(aligned, projector(tokens[0]).mean(dim=1).numpy(), rtol=1e-5, atol=1e-6)
@@ -584,7 +590,7 @@ def test_a_guided_sd3_pipeline_drops_abstaining_samples_from_both_halves(attribu
 def test_a_text_conditioned_pipeline_reads_real_images_through_the_labs_conditioning(attribute_pipeline):
     """translator_pairs on a pipeline without an attribute encoder (SD3's) reads the real images through
     the lab's ``conditioning``: given the attribute pipeline's encoder, the same features as that pipeline."""
-    from condeval.trust.translator import translator_pairs
+    from condeval.trust.translator import FeatureReadout, translator_pairs
 
     pipe = attribute_pipeline(num_layers=2)
     sd3 = _sd3_of(pipe)
@@ -597,10 +603,9 @@ def test_a_text_conditioned_pipeline_reads_real_images_through_the_labs_conditio
         return pipe.attribute_encoder(torch.as_tensor(rows))
 
     own = translator_pairs(pipe, images, attributes, [0.25, 0.5], 2)
-    np.testing.assert_array_equal(
-        translator_pairs(sd3, images, attributes, [0.25, 0.5], 2, conditioning=conditioning), own
-    )
-    other = translator_pairs(sd3, images, attributes[::-1].copy(), [0.25, 0.5], 2, conditioning=conditioning)
+    readout = FeatureReadout(2, conditioning=conditioning)
+    np.testing.assert_array_equal(translator_pairs(sd3, images, attributes, [0.25, 0.5], readout), own)
+    other = translator_pairs(sd3, images, attributes[::-1].copy(), [0.25, 0.5], readout)
     assert not np.allclose(other, own)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,8 @@ from condeval.core.io import (
 from condeval.trust.checks import attribute_names, attribute_rows
 
 __all__ = [
+    "SampleShard",
+    "SamplingSettings",
     "write_samples",
     "read_samples",
     "sample_feature_files",
@@ -62,28 +65,92 @@ def shard_conditions(conditions: np.ndarray, shard: int, shards: int) -> np.ndar
     return np.asarray(conditions)[shard::shards]
 
 
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How each condition's samples are drawn: how many, in how many denoising steps, from which seed and
+    in batches of how many. Together they decide the samples' bytes (:func:`sample_seed`), except
+    ``batch_size``, which only decides memory.
+
+    Parameters
+    ----------
+    per_condition : int >= 1
+        Samples of each condition.
+    num_inference_steps : int >= 1
+        The sampler's denoising steps.
+    seed : int
+        With the condition and the sample's index, each sample's noise seed (:func:`sample_seed`).
+    batch_size : int >= 1, default 128
+        Samples per pipeline call.
+
+    Examples
+    --------
+    >>> SamplingSettings(per_condition=4, num_inference_steps=250, seed=0).batch_size
+    128
+    >>> SamplingSettings(per_condition=0, num_inference_steps=250, seed=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: per_condition must be an integer >= 1; got 0
+    """
+
+    per_condition: int
+    num_inference_steps: int
+    seed: int
+    batch_size: int = 128
+
+    def __post_init__(self):
+        for name in ("per_condition", "num_inference_steps", "batch_size"):
+            check_integer(getattr(self, name), name, least=1)
+        check_integer(self.seed, "seed")
+
+
+@dataclass(frozen=True, eq=False)
+class SampleShard:
+    """The conditions one job draws, each with the ``sample_id`` its first sample takes, and the names of
+    the attribute columns; checked on construction (one first id per condition).
+
+    Parameters
+    ----------
+    conditions : array-like of int, shape (M, K)
+        The shard's conditions (kept as int64).
+    first_ids : sequence of int
+        The first ``sample_id`` of each condition (its samples take the next ``per_condition`` ids).
+    names : sequence of str
+        The K attribute names.
+
+    Examples
+    --------
+    >>> SampleShard([[0, 1], [1, 1]], [0, 8], ["a", "b"]).first_ids
+    [0, 8]
+    >>> SampleShard([[0, 1], [1, 1]], [0], ["a", "b"])
+    Traceback (most recent call last):
+    ...
+    ValueError: one first id per condition: 2 conditions, 1 first ids
+    """
+
+    conditions: np.ndarray
+    first_ids: list
+    names: list
+
+    def __post_init__(self):
+        conditions, first_ids = np.asarray(self.conditions, dtype=np.int64), [int(first) for first in self.first_ids]
+        if len(first_ids) != len(conditions):
+            raise ValueError(f"one first id per condition: {len(conditions)} conditions, {len(first_ids)} first ids")
+        object.__setattr__(self, "conditions", conditions)
+        object.__setattr__(self, "first_ids", first_ids)
+        object.__setattr__(self, "names", list(self.names))
+
+
 def generate_samples(
-    pipe,
-    conditions,
-    per_condition: int,
-    *,
-    seed: int,
-    num_inference_steps: int,
-    batch_size: int = 128,
-    first_id: int = 0,
-    callback=None,
-    output_type: str = "np",
+    pipe, conditions, sampling: SamplingSettings, *, first_id: int = 0, callback=None, output_type: str = "np"
 ):
-    """Draw ``per_condition`` samples of each condition through the pipeline's ``__call__``.
+    """Draw ``sampling.per_condition`` samples of each condition through the pipeline's ``__call__``.
 
     Parameters
     ----------
     pipe : AttributeDiffusionPipeline
     conditions : array-like of int, shape (M, K)
-    per_condition : int
-    seed : int
-        With the condition and the sample's index, the sample's noise seed (:func:`sample_seed`).
-    num_inference_steps, batch_size : int
+    sampling : SamplingSettings
+        How many samples of each condition, in how many steps, from which seed, in batches of how many.
     first_id : int
         The first ``sample_id``.
     callback : callable, optional
@@ -101,16 +168,19 @@ def generate_samples(
 
     from condeval.core.logs import progress
 
+    per_condition, batch_size = sampling.per_condition, sampling.batch_size
     conditions = np.asarray(conditions, dtype=np.int64)
     attributes = np.repeat(conditions, per_condition, axis=0)
-    seeds = np.array([sample_seed(seed, c, i) for c in conditions for i in range(per_condition)], dtype=np.uint64)
+    seeds = np.array(
+        [sample_seed(sampling.seed, c, i) for c in conditions for i in range(per_condition)], dtype=np.uint64
+    )
     images = []
     for start in progress(range(0, len(attributes), batch_size), desc="samples", unit="batch"):
         rows = slice(start, start + batch_size)
         generators = [torch.Generator().manual_seed(int(s)) for s in seeds[rows]]
         drawn = pipe(
             attributes[rows],
-            num_inference_steps=num_inference_steps,
+            num_inference_steps=sampling.num_inference_steps,
             generator=generators,
             output_type=output_type,
             callback_on_step_end=callback,
@@ -125,16 +195,11 @@ def generate_samples(
 
 def generate_sample_shard(
     pipe,
-    conditions,
-    first_ids,
-    names,
+    shard: SampleShard,
     folder: str | os.PathLike,
     manifest: str | os.PathLike,
+    sampling: SamplingSettings,
     *,
-    per_condition: int,
-    seed: int,
-    num_inference_steps: int,
-    batch_size: int,
     chunk_size: int,
     fingerprint: dict,
 ) -> pl.DataFrame:
@@ -147,15 +212,11 @@ def generate_sample_shard(
     Parameters
     ----------
     pipe : AttributeDiffusionPipeline
-    conditions : array-like of int, shape (M, K)
-        The shard's conditions.
-    first_ids : sequence of int
-        The first ``sample_id`` of each condition (its samples take the next ``per_condition`` ids).
-    names : sequence of str
-        The K attribute names.
+    shard : SampleShard
+        The shard's conditions, the first ``sample_id`` of each and the attribute names.
     folder, manifest : path-like
         Where the samples and their manifest land.
-    per_condition, seed, num_inference_steps, batch_size : int
+    sampling : SamplingSettings
         As :func:`generate_samples` takes them.
     chunk_size : int
         Samples per chunk, rounded down to whole conditions (at least one).
@@ -164,34 +225,34 @@ def generate_sample_shard(
     """
     from condeval.core.chunks import ChunkedWork, digest
 
-    conditions, first_ids = np.asarray(conditions, dtype=np.int64), [int(first) for first in first_ids]
-    if len(first_ids) != len(conditions):
-        raise ValueError(f"one first id per condition: {len(conditions)} conditions, {len(first_ids)} first ids")
-    settings = {"per_condition": per_condition, "seed": seed, "steps": num_inference_steps, "batch_size": batch_size}
+    conditions, first_ids, names = shard.conditions, shard.first_ids, shard.names
+    settings = {
+        "per_condition": sampling.per_condition,
+        "seed": sampling.seed,
+        "steps": sampling.num_inference_steps,
+        "batch_size": sampling.batch_size,
+    }
     drawn = {"conditions": digest(conditions), "first_ids": digest(np.asarray(first_ids)), "names": list(names)}
-    per_chunk = max(1, chunk_size // per_condition)
+    per_chunk = max(1, chunk_size // sampling.per_condition)
     work = ChunkedWork(
         manifest, {**fingerprint, **settings, **drawn, "per_chunk": per_chunk}, len(conditions), per_chunk
     )
 
     def write_chunk(items: slice, tmp: Path) -> None:
         parts = [
-            generate_samples(
-                pipe,
-                [condition],
-                per_condition,
-                seed=seed,
-                num_inference_steps=num_inference_steps,
-                batch_size=batch_size,
-                first_id=first,
-            )
+            generate_samples(pipe, [condition], sampling, first_id=first)
             for condition, first in zip(conditions[items], first_ids[items], strict=True)
         ]
         images, attributes, seeds, ids = (np.concatenate([part[i] for part in parts]) for i in range(4))
         write_samples(images, attributes, names, seeds, ids, tmp / "samples", tmp / _CHUNK_ROWS)
 
-    chunks = work.run(write_chunk)
-    folder, manifest = Path(folder), Path(manifest)
+    frame = _gather_chunks(work.run(write_chunk), names, Path(folder), Path(manifest))
+    work.clear()
+    return frame
+
+
+def _gather_chunks(chunks, names, folder: Path, manifest: Path) -> pl.DataFrame:
+    """The chunks' PNGs linked into ``folder`` (atomically) and their rows as one manifest, written."""
     relative = os.path.relpath(folder, manifest.parent)
     frames = [read_parquet(chunk / _CHUNK_ROWS) for chunk in chunks]
     with atomic_directory(folder) as tmp:
@@ -205,7 +266,6 @@ def generate_sample_shard(
     attributes = rows.select(list(names)).to_numpy()
     frame = _manifest_frame(rows["sample_id"], attributes, names, files, rows["channels"], rows["seed"])
     write_parquet(frame, manifest)
-    work.clear()
     return frame
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,8 @@ from condeval.trust.translator_net import (  # noqa: F401 (re-exported)
 )
 
 __all__ = [
+    "ChunkPlan",
+    "FeatureReadout",
     "LOSS_WEIGHTS",
     "StandardisedTranslator",
     "Translator",
@@ -86,7 +90,7 @@ class Translator:
     Examples
     --------
     >>> translator = Translator(hidden=256, epochs=20).fit(internal, siglip)   # doctest: +SKIP
-    >>> cache, rows, images = translator_pair_rows(pipe, images, attributes, siglip, t, 8, "run", chunk_size=1024)  # doctest: +SKIP
+    >>> cache, rows, images = translator_pair_rows(pipe, images, attributes, siglip, t, 8, "run", ChunkPlan(1024))  # doctest: +SKIP
     >>> translator.fit_rows(rows, images, run_dir="run")   # doctest: +SKIP
     >>> trust = scorer.score(translator.transform(internal_at_step), attributes)   # doctest: +SKIP
     """
@@ -293,6 +297,89 @@ def _checked(array, name: str) -> np.ndarray:
     return array
 
 
+@dataclass(frozen=True)
+class FeatureReadout:
+    """Which internal features of noised real images are read, and how: the path they are noised along,
+    the denoiser's block whose image tokens are kept, the projector each token goes through, and the
+    conditioning the denoiser is given.
+
+    Parameters
+    ----------
+    layer : int >= 1
+        The denoiser's block (1-based) whose mean image tokens are read.
+    path : {"generator", "official"}, default "generator"
+        The noise path (:func:`noised_latents`).
+    project : callable, optional
+        A module on (B, T, width) tokens applied before the mean (a REPA generator's projector: its
+        aligned features).
+    conditioning : callable, optional
+        The attribute rows (B, K) to the denoiser's ``(encoder_hidden_states, pooled_projections)``; by
+        default the pipeline's ``attribute_encoder`` (``AttributeDiffusionPipeline``). A pipeline
+        conditioned on text (SD3's) needs it: e.g. ``pipe.encode_prompt`` of each row's prompt.
+
+    Examples
+    --------
+    >>> FeatureReadout(8).path
+    'generator'
+    >>> FeatureReadout(8, path="ddpm")
+    Traceback (most recent call last):
+    ...
+    ValueError: path must be one of ('generator', 'official'); got 'ddpm'
+    """
+
+    layer: int
+    path: str = "generator"
+    project: Callable | None = None
+    conditioning: Callable | None = None
+
+    def __post_init__(self):
+        from condeval.core.io import check_integer
+
+        check_integer(self.layer, "layer", least=1)
+        if self.path not in NOISE_PATHS:
+            raise ValueError(f"path must be one of {NOISE_PATHS}; got {self.path!r}")
+
+    @classmethod
+    def of(cls, readout: FeatureReadout | int) -> FeatureReadout:
+        """``readout``, or the readout of block ``readout`` when it is an int (every other setting default)."""
+        return readout if isinstance(readout, FeatureReadout) else cls(readout)
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """How real images are taken a chunk at a time into a resumable cache
+    (:class:`condeval.core.chunks.ChunkedWork`): how many per chunk, the seed each chunk's noise derives
+    from, and what the images are.
+
+    Parameters
+    ----------
+    chunk_size : int >= 1
+        Images per chunk.
+    seed : int, default 0
+        With a chunk's first image, the seed of its noise (:meth:`chunk_seed`).
+    fingerprint : str, optional
+        What the images are (their files); with the pipeline's weights it decides whether a cache is reused.
+
+    Examples
+    --------
+    >>> ChunkPlan(1024, seed=3).chunk_seed(0) == ChunkPlan(512, seed=3).chunk_seed(0)
+    True
+    """
+
+    chunk_size: int
+    seed: int = 0
+    fingerprint: str | None = None
+
+    def __post_init__(self):
+        from condeval.core.io import check_integer
+
+        check_integer(self.chunk_size, "chunk_size", least=1)
+
+    def chunk_seed(self, start: int) -> int:
+        """The noise seed of the chunk whose first image is ``start``."""
+        return int(np.random.SeedSequence([self.seed, start]).generate_state(1)[0] >> 1)
+
+
 def noised_latents(latents: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, path: str = "generator"):
     """Latents at noise level ``t`` (B,) in [0, 1] (1: pure noise): the generator's rectified-flow path
     ``(1 − t) x + t ε``, or the official code's ``√(1 − t) x + √t ε`` (``path="official"``)."""
@@ -340,8 +427,8 @@ def _conditioning_of(pipe, conditioning):
         return conditioning
     if not hasattr(pipe, "attribute_encoder"):
         raise ValueError(
-            f"{type(pipe).__name__} has no attribute_encoder: pass conditioning=, a function of the attribute "
-            "rows (B, K) returning the denoiser's (encoder_hidden_states, pooled_projections) for them "
+            f"{type(pipe).__name__} has no attribute_encoder: pass conditioning= (FeatureReadout's), a function of "
+            "the attribute rows (B, K) returning the denoiser's (encoder_hidden_states, pooled_projections) for them "
             "(for SD3's pipelines, pipe.encode_prompt of each row's prompt)"
         )
     device = next(pipe.transformer.parameters()).device
@@ -354,22 +441,20 @@ def internal_features(
     latents: torch.Tensor,
     attributes,
     t: float,
-    layer: int,
+    readout: FeatureReadout | int,
     *,
     generator=None,
-    path: str = "generator",
     noise: torch.Tensor | None = None,
-    project=None,
-    conditioning=None,
 ) -> np.ndarray:
-    """The denoiser's block-``layer`` image tokens, mean-pooled, for clean ``latents`` (B, C, H, W) (as
-    the transformer sees them: shifted and scaled) noised to ``t`` with their ``attributes`` (B, K);
-    each token through ``project`` first when given (a REPA generator's projector: its aligned features).
-
-    ``conditioning`` maps the attribute rows (B, K) to the denoiser's ``(encoder_hidden_states,
-    pooled_projections)``; by default the pipeline's ``attribute_encoder`` (``AttributeDiffusionPipeline``).
-    A pipeline conditioned on text (SD3's) needs it: e.g. ``pipe.encode_prompt`` of each row's prompt.
+    """The denoiser's block-``readout.layer`` image tokens, mean-pooled, for clean ``latents`` (B, C, H, W)
+    (as the transformer sees them: shifted and scaled) noised to ``t`` along ``readout.path`` with their
+    ``attributes`` (B, K); each token through ``readout.project`` first when given (a REPA generator's
+    projector: its aligned features), the denoiser conditioned by ``readout.conditioning``
+    (:class:`FeatureReadout`; an int is the readout of that block). The noise is ``noise``, or drawn
+    from ``generator``.
     """
+    readout = FeatureReadout.of(readout)
+    layer, path, project, conditioning = readout.layer, readout.path, readout.project, readout.conditioning
     t = _noise_level(t)
     weight = next(pipe.transformer.parameters())
     device, dtype = weight.device, weight.dtype  # a pipeline loaded in bfloat16 reads bfloat16 inputs
@@ -586,24 +671,22 @@ def translator_pairs(
     images: np.ndarray,
     attributes,
     t_values,
-    layer: int,
+    readout: FeatureReadout | int,
     *,
     seed: int = 0,
-    path: str = "generator",
     batch_size: int = 256,
-    project=None,
-    conditioning=None,
 ) -> np.ndarray:
     """Internal features of real ``images`` (N, C, H, W) uint8 with their ``attributes``: encoded by the
-    pipeline's VAE, noised to each of ``t_values`` (fresh seeded noise per t) and read at block
-    ``layer`` (through ``project`` and ``conditioning``, see :func:`internal_features`);
+    pipeline's VAE, noised to each of ``t_values`` (fresh seeded noise per t) and read as ``readout`` says
+    (:class:`FeatureReadout`, see :func:`internal_features`; an int is the readout of that block);
     (len(t_values) × N, width), t-major (all images at the first t, then the next)."""
     from condeval.core.io import image_batch
     from condeval.encoders.patch_features import pixel_values
     from condeval.generators.text_to_image_training import latents_of
 
+    readout = FeatureReadout.of(readout)
     images = image_batch(images, "images")  # uint8: floats would be scaled as pixels 0..255
-    attributes = attributes if conditioning is not None else attribute_rows(attributes, len(images))
+    attributes = attributes if readout.conditioning is not None else attribute_rows(attributes, len(images))
     t_values = [_noise_level(t) for t in t_values]
     latents = torch.as_tensor(latents_of(pipe.vae, pixel_values(images).numpy()))
     attributes = np.asarray(attributes)
@@ -613,17 +696,7 @@ def translator_pairs(
         for start in range(0, len(latents), batch_size):
             rows = slice(start, start + batch_size)
             features.append(
-                internal_features(
-                    pipe,
-                    latents[rows],
-                    attributes[rows],
-                    float(t),
-                    layer,
-                    generator=generator,
-                    path=path,
-                    project=project,
-                    conditioning=conditioning,
-                )
+                internal_features(pipe, latents[rows], attributes[rows], float(t), readout, generator=generator)
             )
     return np.concatenate(features)
 
@@ -634,31 +707,29 @@ def translator_pair_rows(
     attributes,
     targets: np.ndarray,
     t_values,
-    layer: int,
+    readout: FeatureReadout | int,
     cache_dir,
-    *,
-    chunk_size: int,
-    seed: int = 0,
-    path: str = "generator",
-    fingerprint: str | None = None,
+    chunks: ChunkPlan,
 ):
     """:func:`translator_pairs` of ``images`` with their ``targets``, computed chunk by chunk into a cache beside
     ``cache_dir`` and read back a batch at a time: the job holds a chunk of images, not the dataset.
 
     Parameters
     ----------
-    pipe, attributes, t_values, layer, path
+    pipe, attributes, t_values
         As :func:`translator_pairs`.
     images : ndarray or sequence-like
         uint8 images (N, C, H, W), or anything whose ``images[a:b]`` gives those rows (a release read from disk).
     targets : ndarray (N, D)
         Each image's extractor feature: the target of its pair at every t.
+    readout : FeatureReadout or int
+        The block and noise path (an int: that block on the generator's path); the cache records only
+        those, so a ``project`` or ``conditioning`` is refused.
     cache_dir : path-like
         The cache is ``<cache_dir>/.pairs.chunks`` (a training run's folder); a killed job reuses its chunks.
-    chunk_size : int
-        Images per chunk; each chunk's noise is seeded by ``(seed, its first image)``.
-    fingerprint : str, optional
-        What ``images`` are (their files); with the pipeline's weights it decides whether a cache is reused.
+    chunks : ChunkPlan
+        Images per chunk, the seed of each chunk's noise (with its first image), and what ``images`` are
+        (with the pipeline's weights it decides whether a cache is reused).
 
     Returns
     -------
@@ -667,32 +738,16 @@ def translator_pair_rows(
         within each chunk; ``t`` the position in ``t_values``) and each row's image (its position in
         ``images``: the validation groups).
     """
-    from condeval.core.chunks import ChunkedWork, digest
+    from condeval.core.chunks import ChunkedWork
     from condeval.core.rows import RowShards, save_rows
-    from condeval.core.training import state_digest
 
-    targets = _checked(targets, "targets")
-    attributes = np.asarray(attributes)
-    if not len(images) == len(targets) == len(attributes):
-        raise ValueError(
-            f"one target and attribute row per image: {len(images)} images, {len(targets)} targets, "
-            f"{len(attributes)} attribute rows"
-        )
-    identity = {
-        "images": fingerprint,
-        "targets": digest(targets),
-        "attributes": digest(attributes),
-        "t": list(t_values),
-        "layer": layer,
-        "seed": seed,
-        "path": path,
-        "pipe": state_digest(pipe.transformer, pipe.vae),
-    }
-    work = ChunkedWork(Path(cache_dir) / "pairs", identity, len(images), chunk_size)
+    readout, targets, attributes = _pair_inputs(images, attributes, targets, readout)
+    identity = _pairs_identity(pipe, targets, attributes, t_values, readout, chunks)
+    work = ChunkedWork(Path(cache_dir) / "pairs", identity, len(images), chunks.chunk_size)
 
     def write_chunk(items: slice, folder: Path) -> None:
-        chunk_seed = int(np.random.SeedSequence([seed, items.start]).generate_state(1)[0] >> 1)
-        internal = translator_pairs(pipe, images[items], attributes[items], t_values, layer, seed=chunk_seed, path=path)
+        seed = chunks.chunk_seed(items.start)
+        internal = translator_pairs(pipe, images[items], attributes[items], t_values, readout, seed=seed)
         save_rows(folder / "internal.npy", internal.astype(np.float32))
         save_rows(folder / "target.npy", np.tile(targets[items], (len(t_values), 1)))
         save_rows(folder / "image.npy", np.tile(np.arange(items.start, items.stop), len(t_values)))
@@ -703,17 +758,40 @@ def translator_pair_rows(
     return work, RowShards(folders, ("internal", "target", "image", "t")), groups
 
 
+def _pair_inputs(images, attributes, targets, readout) -> tuple[FeatureReadout, np.ndarray, np.ndarray]:
+    """:func:`translator_pair_rows`' readout, targets and attributes, checked."""
+    readout, targets, attributes = FeatureReadout.of(readout), _checked(targets, "targets"), np.asarray(attributes)
+    if readout.project is not None or readout.conditioning is not None:
+        raise ValueError(
+            "translator_pair_rows reads a block's own tokens: a readout's project and conditioning are not cached"
+        )
+    if not len(images) == len(targets) == len(attributes):
+        raise ValueError(
+            f"one target and attribute row per image: {len(images)} images, {len(targets)} targets, "
+            f"{len(attributes)} attribute rows"
+        )
+    return readout, targets, attributes
+
+
+def _pairs_identity(pipe, targets, attributes, t_values, readout: FeatureReadout, chunks: ChunkPlan) -> dict:
+    """What a pairs cache is computed from (its chunks are reused only for the same)."""
+    from condeval.core.chunks import digest
+    from condeval.core.training import state_digest
+
+    return {
+        "images": chunks.fingerprint,
+        "targets": digest(targets),
+        "attributes": digest(attributes),
+        "t": list(t_values),
+        "layer": readout.layer,
+        "seed": chunks.seed,
+        "path": readout.path,
+        "pipe": state_digest(pipe.transformer, pipe.vae),
+    }
+
+
 def trajectory_features(
-    pipe,
-    images,
-    attributes,
-    levels,
-    taps: dict,
-    output,
-    *,
-    chunk_size: int,
-    seed: int = 0,
-    fingerprint: str | None = None,
+    pipe, images, attributes, levels, taps: dict, output, chunks: ChunkPlan
 ) -> dict[str, np.ndarray]:
     """Real images on the samples' path: :func:`translator_pairs` of ``images`` at each of ``levels`` through each
     tap, computed a chunk of images at a time (resumable, :class:`condeval.core.chunks.ChunkedWork` beside
@@ -726,15 +804,14 @@ def trajectory_features(
     images : ndarray or sequence-like
         uint8 images (N, C, H, W), or anything whose ``images[a:b]`` gives those rows (a release read from disk).
     levels : sequence of float
-        Noise levels (one per scoring step).
+        Noise levels (one per scoring step), on the generator's path.
     taps : dict
         Name -> ``(layer, project)``: the block whose tokens are kept and the projector they go through (None).
     output : path-like
         What the features become (its chunks wait beside it).
-    chunk_size : int
-        Images per chunk; each chunk's noise is seeded by ``(seed, its first image)``.
-    fingerprint : str, optional
-        What ``images`` are; with the pipeline's weights it decides whether chunks are reused.
+    chunks : ChunkPlan
+        Images per chunk, the seed of each chunk's noise (with its first image), and what ``images`` are
+        (with the pipeline's weights it decides whether chunks are reused).
 
     Returns
     -------
@@ -747,20 +824,20 @@ def trajectory_features(
 
     attributes = np.asarray(attributes)
     identity = {
-        "images": fingerprint,
+        "images": chunks.fingerprint,
         "attributes": digest(attributes),
         "levels": [float(t) for t in levels],
         "taps": {name: layer for name, (layer, _) in taps.items()},
-        "seed": seed,
+        "seed": chunks.seed,
         "pipe": state_digest(*(m for m in (pipe.transformer, pipe.vae, pipe.repa_projector) if m is not None)),
     }
-    work = ChunkedWork(output, identity, len(images), chunk_size)
+    work = ChunkedWork(output, identity, len(images), chunks.chunk_size)
 
     def write_chunk(items: slice, folder: Path) -> None:
-        chunk_seed = int(np.random.SeedSequence([seed, items.start]).generate_state(1)[0] >> 1)
-        chunk = images[items]
+        seed, chunk = chunks.chunk_seed(items.start), images[items]
         for name, (layer, project) in taps.items():
-            kept = translator_pairs(pipe, chunk, attributes[items], levels, layer, seed=chunk_seed, project=project)
+            readout = FeatureReadout(layer, project=project)
+            kept = translator_pairs(pipe, chunk, attributes[items], levels, readout, seed=seed)
             for k, features in enumerate(np.split(kept, len(levels))):
                 save_rows(folder / f"{name}-{k}.npy", features)
 

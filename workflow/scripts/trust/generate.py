@@ -9,7 +9,7 @@ from condeval.core.io import read_parquet, saved_folder
 from condeval.core.logs import log_to_file
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.trust.data import ATTRIBUTE_NAMES
-from condeval.trust.samples import generate_sample_shard, shard_conditions
+from condeval.trust.samples import SampleShard, SamplingSettings, generate_sample_shard, shard_conditions
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -27,15 +27,15 @@ per_condition = sampling["per_condition"]
 first_ids = [int(k) * per_condition for k in range(shard, len(conditions), sampling["shards"])]
 frame = generate_sample_shard(
     pipe,
-    mine,
-    first_ids,
-    names,
+    SampleShard(mine, first_ids, names),
     snakemake.output.images,
     snakemake.output.manifest,
-    per_condition=per_condition,
-    seed=p.seed,
-    num_inference_steps=sampling["num_inference_steps"],
-    batch_size=sampling["batch_size"],
+    SamplingSettings(
+        per_condition=per_condition,
+        num_inference_steps=sampling["num_inference_steps"],
+        seed=p.seed,
+        batch_size=sampling["batch_size"],
+    ),
     chunk_size=p.chunk_size,
     fingerprint={"model": source_signature(snakemake.input.model)},
 )

@@ -19,7 +19,7 @@ from condeval.core.logs import log_to_file
 from condeval.encoders.shards import write_feature_shard
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.trust.data import ReleaseImages, attributes_of, training_support
-from condeval.trust.translator import step_noise_levels, trajectory_features
+from condeval.trust.translator import ChunkPlan, step_noise_levels, trajectory_features
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -47,9 +47,11 @@ kept = trajectory_features(
     levels,
     paths,
     snakemake.output.features,
-    chunk_size=p.chunk_size,
-    seed=p.seed,
-    fingerprint=fingerprint([i.table], {"root": p.root, "size": p.image_size}),
+    ChunkPlan(
+        chunk_size=p.chunk_size,
+        seed=p.seed,
+        fingerprint=fingerprint([i.table], {"root": p.root, "size": p.image_size}),
+    ),
 )
 with atomic_directory(snakemake.output.features) as out:
     for prefix, (layer, _) in paths.items():

@@ -11,7 +11,7 @@ from condeval.core.logs import log_to_file
 from condeval.encoders.shards import model_identity, read_feature_shards, write_feature_shard
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.trust.data import ReleaseImages, attributes_of, training_support
-from condeval.trust.translator import Translator, translator_pair_rows
+from condeval.trust.translator import ChunkPlan, FeatureReadout, Translator, translator_pair_rows
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -37,12 +37,13 @@ def pairs(rows, cache):
         attributes[rows],
         siglip[rows],
         t_values,
-        layer,
+        FeatureReadout(layer, path=settings["noise_path"]),
         f"{run_dir}/{cache}",
-        chunk_size=p.chunk_size,
-        seed=p.seed,
-        path=settings["noise_path"],
-        fingerprint=fingerprint([i.table, i.siglip], {"root": p.root, "size": p.image_size}),
+        ChunkPlan(
+            chunk_size=p.chunk_size,
+            seed=p.seed,
+            fingerprint=fingerprint([i.table, i.siglip], {"root": p.root, "size": p.image_size}),
+        ),
     )
 
 

@@ -11,7 +11,7 @@ from condeval.core.logs import log_to_file
 from condeval.encoders.shards import write_feature_shard
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.trust.data import ATTRIBUTE_NAMES
-from condeval.trust.samples import generate_samples, shard_conditions
+from condeval.trust.samples import SamplingSettings, generate_samples, shard_conditions
 from condeval.trust.translator import TrajectoryTap
 
 log = log_to_file(snakemake.log[0])
@@ -43,6 +43,12 @@ def tap(*args) -> dict:
     return {}
 
 
+drawing = SamplingSettings(
+    per_condition=per_condition,
+    num_inference_steps=sampling["num_inference_steps"],
+    seed=p.seed,
+    batch_size=sampling["batch_size"],
+)
 ids = []
 for k, condition in zip(
     range(shard, len(conditions), sampling["shards"]),
@@ -52,11 +58,8 @@ for k, condition in zip(
     *_, part_ids = generate_samples(
         pipe,
         [condition],
-        per_condition,
-        seed=p.seed,
+        drawing,
         first_id=k * per_condition,
-        num_inference_steps=sampling["num_inference_steps"],
-        batch_size=sampling["batch_size"],
         callback=tap,
         output_type="latent",
     )
