@@ -24,7 +24,7 @@ from condeval.datasets import celeba, coco, rich_hf, rxrx1
 from condeval.rehearsal import data
 from condeval.rehearsal.run import CONFIGS, REPOSITORY, merged_config
 from condeval.trust import data as trust_data
-from condeval.trust.evaluate import fit_and_score
+from condeval.trust.evaluate import ScorerOptions, fit_and_score
 
 CONFIG = merged_config(REPOSITORY / path for path in CONFIGS)
 ELSEWHERE = {"stanza_en"}  # stanza's models are condeval.rehearsal.stanza_models' to write
@@ -297,7 +297,9 @@ def test_trust_subsets_resolve_at_the_rehearsal_settings(work, dataset):
         assert support.sum() > trust["generator_training"]["val_images"]
         groups = trust_data.calibration_units(dataset, table, support)
         real, samples = rng.normal(size=(support.sum(), 8)), rng.normal(size=(len(wanted), 8))
-        fit_and_score(real, attributes[support], samples, wanted, names, groups=groups, **trust["scorer"])
+        fit_and_score(
+            real, attributes[support], samples, wanted, names, options=ScorerOptions(**trust["scorer"]), groups=groups
+        )
         outside = attributes[~support]
         for condition in wanted:
             assert (outside == condition).all(axis=1).sum() >= trust["selection"]["min_real"], (regime, condition)

@@ -4,7 +4,8 @@ classifier accuracy in the bins that hold the broken samples."""
 import numpy as np
 import pytest
 
-from condeval.trust.deciles import condition_codes, decile_bins, decile_classifier, decile_kid, kid_null
+from condeval.trust.deciles import DecileSettings, condition_codes, decile_bins, decile_classifier, decile_kid, kid_null
+from condeval.trust.filtering import KidSettings
 
 
 def test_bins_are_equal_within_each_condition_and_the_last_takes_the_remainder():
@@ -45,7 +46,9 @@ def test_the_null_is_centred_and_broken_deciles_score_worse():
     for mu, sd in null.values():
         assert abs(mu) < 3 * sd
     bins = decile_bins(codes, damage, n_bins=5)
-    table = decile_kid(generated, codes, bins, real, real_codes, null, subset_size=100, n_subsets=3)
+    table = decile_kid(
+        generated, codes, bins, real, real_codes, null, kid_settings=KidSettings(subset_size=100, n_subsets=3)
+    )
     assert table["conditions"].to_list() == [2] * 5
     assert table["z_kid"][0] < table["z_kid"][4] and table["kid"][0] < table["kid"][4]
     accuracy = decile_classifier(generated, codes, bins, real, real_codes, seeds=(0, 1))
@@ -95,11 +98,8 @@ def test_the_decile_classifier_is_tested_on_the_queried_conditions_real_rows_alo
         reference,
         reference_attributes,
         ["a", "b"],
-        n_bins=5,
-        subset_size=100,
-        n_subsets=2,
-        null_resamples=5,
-        classifier_seeds=(0,),
+        kid_settings=KidSettings(subset_size=100, n_subsets=2),
+        deciles=DecileSettings(n_bins=5, null_resamples=5, classifier_seeds=(0,)),
     )
     trust = table.filter(pl.col("score") == "trust")
     assert trust["accuracy"][0] > 0.9, trust

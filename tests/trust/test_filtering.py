@@ -5,9 +5,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from condeval.trust.filtering import acceptance, nearest_seen, selection_gain
+from condeval.trust.filtering import KidSettings, SelectionProtocol, acceptance, nearest_seen, selection_gain
 
 NAMES = ["a", "b", "c"]
+SUBSETS_OF_200 = SelectionProtocol(kid=KidSettings(subset_size=200))
 THRESHOLDS = pl.DataFrame(
     {"a": [0, 1, 0, 0], "b": [0, 0, 1, 0], "c": [0, 0, 0, 1], "threshold": [1.0, 2.0, 3.0, 4.0], "n_real": [50] * 4}
 )
@@ -42,16 +43,16 @@ def test_a_score_that_ranks_broken_samples_last_gains_kid():
     generated, bad, real = _samples(0)
     trust = bad.astype(float) + 0.1 * np.random.default_rng(1).standard_normal(len(bad))
     thresholds = THRESHOLDS.with_columns(pl.lit(0.5).alias("threshold"))
-    gain = selection_gain(generated, trust, real, (1, 0, 0), thresholds, NAMES, subset_size=200)
+    gain = selection_gain(generated, trust, real, (1, 0, 0), thresholds, NAMES, SUBSETS_OF_200)
     assert gain["skipped"] is None and gain["fallback"] == 0
     assert abs(gain["accept"] - (~bad).mean()) < 0.02
     assert gain["kid_accepted"] < gain["kid_random"] < gain["kid_all"] * 1.5
     assert gain["improvement"] > 0.5 and gain["improvement"] > gain["band"]
     blind = selection_gain(
-        generated, np.random.default_rng(2).random(len(bad)), real, (1, 0, 0), thresholds, NAMES, subset_size=200
+        generated, np.random.default_rng(2).random(len(bad)), real, (1, 0, 0), thresholds, NAMES, SUBSETS_OF_200
     )
     assert abs(blind["improvement"]) < max(0.2, blind["band"])
-    tied = selection_gain(generated, trust, real, (1, 1, 0), thresholds, NAMES, subset_size=200)
+    tied = selection_gain(generated, trust, real, (1, 1, 0), thresholds, NAMES, SUBSETS_OF_200)
     assert tied["fallback"] == 2 and tied["improvement"] == pytest.approx(gain["improvement"])
 
 
@@ -105,7 +106,8 @@ def test_no_improvement_is_reported_where_random_subsets_kid_is_not_positive():
     undefined = []
     for seed in range(6):
         real, generated = rng.standard_normal((300, 6)), rng.standard_normal((200, 6))
-        gain = selection_gain(generated, rng.random(200), real, (1, 0, 0), thresholds, NAMES, subset_size=60, seed=seed)
+        protocol = SelectionProtocol(kid=KidSettings(subset_size=60, seed=seed))
+        gain = selection_gain(generated, rng.random(200), real, (1, 0, 0), thresholds, NAMES, protocol)
         assert (gain["improvement"] is None) == (gain["kid_random"] <= 0)
         undefined += [gain] if gain["improvement"] is None else []
     assert undefined, "no seed gave random subsets a KID <= 0"

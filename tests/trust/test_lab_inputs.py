@@ -10,7 +10,7 @@ from polars.testing import assert_frame_equal
 from condeval.trust import TrustScorer, condition_thresholds, nearest_seen, selection_gain, support_distance
 from condeval.trust.deciles import decile_bins, decile_classifier, decile_kid
 from condeval.trust.evaluate import step_thresholds
-from condeval.trust.morphology import morphology_readouts, selection_contrast
+from condeval.trust.morphology import CentroidSettings, MorphologyDeciles, morphology_readouts, selection_contrast
 from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute
 from condeval.trust.translator import Translator, TrustAbstention, compute_saved, translator_pairs
 
@@ -96,7 +96,7 @@ def test_morphology_readouts_read_seen_and_accepted_as_flags():
     rng = np.random.default_rng(0)
     real, generated = _cp_table(rng, 12), _cp_table(rng, 12, shift=1.0, generated=True, start=1000)
     names, seen = ["cell_type_id", "sirna_id"], np.array([True, True, True, False, False, False])
-    settings = dict(n_boot=100, n_bins=3, classifier_seeds=(0,))
+    settings = dict(centroid=CentroidSettings(n_boot=100), deciles=MorphologyDeciles(n_bins=3, classifier_seeds=(0,)))
     contrast = morphology_readouts(real, generated, names, CONDITIONS, seen, **settings)["contrast"]
     assert contrast["n_generated"].to_list() == [36, 36]
     as_integers = morphology_readouts(real, generated, names, CONDITIONS, seen.astype(int), **settings)["contrast"]

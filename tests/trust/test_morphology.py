@@ -3,12 +3,15 @@ real column format, the centroid statistic, and the bootstrap CI's coverage in a
 
 import logging
 import re
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
 import pytest
 
 from condeval.trust.morphology import (
+    CentroidSettings,
+    MorphologyDeciles,
     MorphologyFeatures,
     centroid_features,
     centroid_z,
@@ -258,11 +261,27 @@ def test_the_readouts_use_every_kept_feature_and_the_same_real_rows_throughout(c
     names = ["cell_type_id", "sirna_id"]
     seen = np.array([True, True, False, False])
     with caplog.at_level(logging.WARNING):
-        out = morphology_readouts(real, generated, names, conditions, seen, n_boot=200, classifier_seeds=(0,))
+        out = morphology_readouts(
+            real,
+            generated,
+            names,
+            conditions,
+            seen,
+            centroid=CentroidSettings(n_boot=200),
+            deciles=MorphologyDeciles(classifier_seeds=(0,)),
+        )
     assert out["counts"]["real_rows"] == 119 and "real: 1 of 120 rows dropped" in caplog.text
     assert out["counts"]["centroid_features"] == [f"Mean_Cells_Feature_{k}" for k in range(12)]
     assert (out["contrast"]["delta"] < 0).all() and (out["contrast"]["ci_high"] < 0).all()
-    narrow = morphology_readouts(real, generated, names, conditions, seen, top_k=3, n_boot=50, classifier_seeds=(0,))
+    narrow = morphology_readouts(
+        real,
+        generated,
+        names,
+        conditions,
+        seen,
+        centroid=CentroidSettings(top_k=3, n_boot=50),
+        deciles=MorphologyDeciles(classifier_seeds=(0,)),
+    )
     assert len(narrow["counts"]["centroid_features"]) == 3
 
 
@@ -273,13 +292,15 @@ def test_cp_deciles_are_class_balanced_within_condition_by_default():
 
     real, generated, conditions = _readout_world(1, trust_offset=10.0)
     args = (real, generated, ["cell_type_id", "sirna_id"], conditions, np.array([True, True, False, False]))
-    options = dict(n_boot=20, n_bins=4, classifier_seeds=(0,))
-    balanced = morphology_readouts(*args, **options)["deciles"].filter(pl.col("target") == "condition").sort("bin")
-    pooled = morphology_readouts(*args, deciles="global", **options)["deciles"].filter(pl.col("target") == "condition")
+    centroid, deciles = CentroidSettings(n_boot=20), MorphologyDeciles(n_bins=4, classifier_seeds=(0,))
+    balanced = morphology_readouts(*args, centroid=centroid, deciles=deciles)["deciles"]
+    balanced = balanced.filter(pl.col("target") == "condition").sort("bin")
+    pooled = morphology_readouts(*args, centroid=centroid, deciles=replace(deciles, binning="global"))["deciles"]
+    pooled = pooled.filter(pl.col("target") == "condition")
     assert pooled["accuracy"].to_list() == pytest.approx([0.25] * 4)
     assert balanced["accuracy"][0] > 0.9 and balanced["accuracy"][0] >= balanced["accuracy"][-1]
     with pytest.raises(ValueError, match="deciles="):
-        morphology_readouts(*args, deciles="per_bin", **options)
+        morphology_readouts(*args, centroid=centroid, deciles=replace(deciles, binning="per_bin"))
 
 
 def test_a_generator_whose_sites_cellprofiler_cannot_measure_is_reported_not_a_crash(caplog, tmp_path):
@@ -297,8 +318,8 @@ def test_a_generator_whose_sites_cellprofiler_cannot_measure_is_reported_not_a_c
             ["cell_type_id", "sirna_id"],
             conditions,
             np.array([True, True, False, False]),
-            n_boot=20,
-            classifier_seeds=(0,),
+            centroid=CentroidSettings(n_boot=20),
+            deciles=MorphologyDeciles(classifier_seeds=(0,)),
         )
     assert out["counts"]["generated_rows"] == 0 and out["contrast"].is_empty() and out["correlations"].is_empty()
     assert "did CellProfiler find no cells" in caplog.text

@@ -14,6 +14,7 @@ from condeval.trust.evaluate import (
     selection_markdown,
     selection_summary,
 )
+from condeval.trust.filtering import KidSettings, SelectionProtocol
 
 NAMES = ["a", "b"]
 D = 16
@@ -40,7 +41,11 @@ def selection():
     scorer, scores = fit_and_score(_features(real_attributes, rng), real_attributes, samples, sample_attributes, NAMES)
     reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
     rows = selection_by_condition(
-        scores, samples, scorer.thresholds(0.95), reference, subset_size=40, n_subsets=5, n_random=5, min_real=20
+        scores,
+        samples,
+        scorer.thresholds(0.95),
+        reference,
+        SelectionProtocol(n_random=5, min_real=20, kid=KidSettings(subset_size=40, n_subsets=5)),
     )
     return rows, shift
 
@@ -97,7 +102,11 @@ def test_accept_percent_counts_every_generated_sample_even_in_a_skipped_conditio
     reference_attributes = np.repeat(conditions, 60, axis=0)
     reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
     rows = selection_by_condition(
-        scores, features, thresholds, reference, subset_size=20, n_subsets=3, n_random=3, min_real=20
+        scores,
+        features,
+        thresholds,
+        reference,
+        SelectionProtocol(n_random=3, min_real=20, kid=KidSettings(subset_size=20, n_subsets=3)),
     )
     assert rows["skipped"].null_count() == 1 and rows["accept"].to_list() == pytest.approx([0.5, 0.05, 0.05])
     summary = selection_summary(rows)
@@ -130,17 +139,12 @@ def _ablation(seed, precomputed=None, broken=None):
     reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
     table = scorer_ablation(
         scorer,
-        real,
-        real_attributes,
-        samples,
-        scores,
+        (real, real_attributes),
+        (samples, scores),
         samples,
         reference,
+        SelectionProtocol(n_random=3, min_real=20, kid=KidSettings(subset_size=40, n_subsets=3)),
         precomputed=extra,
-        subset_size=40,
-        n_subsets=3,
-        n_random=3,
-        min_real=20,
     )
     return table
 
@@ -225,10 +229,7 @@ def test_selection_by_condition_refuses_inputs_it_would_misalign():
             kid_features[:10],
             scorer.thresholds(),
             KidReference(reference, attributes, conditions, NAMES),
-            subset_size=10,
-            n_subsets=2,
-            n_random=2,
-            min_real=5,
+            SelectionProtocol(n_random=2, min_real=5, kid=KidSettings(subset_size=10, n_subsets=2)),
         )
     for given, message in [
         ((reference, attributes[:, :1], conditions), "reference_attributes have 1 attributes; names give 2"),
@@ -237,16 +238,16 @@ def test_selection_by_condition_refuses_inputs_it_would_misalign():
         with pytest.raises(ValueError, match=message):
             KidReference(*given, NAMES)
     # polars reference attributes and one condition as a 1-D row read as their arrays do
-    protocol = {"subset_size": 10, "n_subsets": 2, "n_random": 2, "min_real": 5}
+    protocol = SelectionProtocol(n_random=2, min_real=5, kid=KidSettings(subset_size=10, n_subsets=2))
     one = selection_by_condition(
         scores,
         kid_features,
         scorer.thresholds(),
         KidReference(reference, pl.DataFrame(attributes, schema=NAMES), [1, 0], NAMES),
-        **protocol,
+        protocol,
     )
     both = selection_by_condition(
-        scores, kid_features, scorer.thresholds(), KidReference(reference, attributes, conditions, NAMES), **protocol
+        scores, kid_features, scorer.thresholds(), KidReference(reference, attributes, conditions, NAMES), protocol
     )
     assert one.row(0) == both.row(1)
     # the ablation and the graded shift on a lab's own rows: an IndexError and a broadcast error before
@@ -256,13 +257,11 @@ def test_selection_by_condition_refuses_inputs_it_would_misalign():
     with pytest.raises(ValueError, match="real_features has 60 rows; the scorer was fitted on at least"):
         scorer_ablation(
             scorer,
-            real[:60],
-            attributes[:60],
-            kid_features,
-            scores,
+            (real[:60], attributes[:60]),
+            (kid_features, scores),
             kid_features,
             KidReference(reference, attributes, conditions, NAMES),
-            **protocol,
+            protocol,
         )
     with pytest.raises(ValueError, match="support has 3 attributes; names give 2"):
         graded_shift(both, np.zeros((2, 3), np.int64), NAMES)
@@ -282,9 +281,9 @@ def test_select_runs_the_protocol_once_for_the_table_and_the_samples():
     scorer, scores = fit_and_score(_features(real_attributes, rng), real_attributes, samples, sample_attributes, NAMES)
     reference_attributes = np.repeat(conditions, 40, axis=0)
     reference = KidReference(_features(reference_attributes, rng), reference_attributes, conditions, NAMES)
-    protocol = {"subset_size": 20, "n_subsets": 2, "n_random": 2, "min_real": 20, "seed": 0}
-    selected = select(scores, samples, scorer.thresholds(), reference, **protocol)
-    rows = selection_by_condition(scores, samples, scorer.thresholds(), reference, **protocol)
+    protocol = SelectionProtocol(n_random=2, min_real=20, kid=KidSettings(subset_size=20, n_subsets=2, seed=0))
+    selected = select(scores, samples, scorer.thresholds(), reference, protocol)
+    rows = selection_by_condition(scores, samples, scorer.thresholds(), reference, protocol)
     assert selected.per_condition.equals(rows) and selected.summary == selection_summary(rows)
     np.testing.assert_array_equal(selected.accepted, scorer.accept(samples, sample_attributes))
     for k, condition in enumerate(conditions[:3]):

@@ -14,13 +14,52 @@ each judged by KID against a real–real null and by a condition classifier trai
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
 from condeval.metrics import kid
 from condeval.trust.checks import same_rows, score_values
+from condeval.trust.filtering import KidSettings
 
-__all__ = ["decile_bins", "kid_null", "decile_kid", "decile_classifier", "condition_codes"]
+__all__ = ["decile_bins", "kid_null", "decile_kid", "decile_classifier", "condition_codes", "DecileSettings"]
+
+
+@dataclass(frozen=True)
+class DecileSettings:
+    """Section 5.1.2's deciles (a config's ``rankings`` section): how many bins, the real–real null's
+    resamples and the seeds each bin's condition classifier is fitted with.
+
+    Parameters
+    ----------
+    n_bins : int >= 1, default 10
+        Bins per condition (:func:`decile_bins`).
+    null_resamples : int >= 1, default 100
+        Real–real half-splits per condition (:func:`kid_null`'s ``n_resamples``).
+    classifier_seeds : tuple of int, default (0, 1, 2, 3, 4)
+        :func:`decile_classifier`'s ``seeds``.
+
+    Examples
+    --------
+    >>> DecileSettings.from_config({"n_bins": 5, "null_resamples": 20, "classifier_seeds": 2})
+    DecileSettings(n_bins=5, null_resamples=20, classifier_seeds=(0, 1))
+    """
+
+    n_bins: int = 10
+    null_resamples: int = 100
+    classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> DecileSettings:
+        """The settings of a config's ``rankings`` section: ``n_bins``, ``null_resamples`` and
+        ``classifier_seeds``, a count (seeds 0 to count − 1)."""
+        return cls(
+            n_bins=section["n_bins"],
+            null_resamples=section["null_resamples"],
+            classifier_seeds=tuple(range(section["classifier_seeds"])),
+        )
 
 
 def condition_codes(attributes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,13 +133,13 @@ def decile_kid(
     real_codes: np.ndarray,
     null: dict[int, tuple[float, float]],
     *,
-    subset_size: int = 500,
-    n_subsets: int = 10,
-    seed: int = 0,
-    kernel: str = "cosine",
+    kid_settings: KidSettings | None = None,
     min_rows: int = 5,
 ) -> pl.DataFrame:
     """Per bin: the mean over conditions of KID(bin's samples of c, real of c), raw and z-scored by ``null``.
+
+    ``kid_settings`` (:class:`~condeval.trust.filtering.KidSettings`, default ``KidSettings()``) reads
+    every KID; a condition needs ``min_rows`` samples in the bin and real rows.
 
     Returns
     -------
@@ -108,6 +147,7 @@ def decile_kid(
         ``bin``, ``kid``, ``z_kid``, ``conditions`` (how many entered the mean; a condition needs
         ``min_rows`` samples in the bin and a null).
     """
+    kid_settings = KidSettings() if kid_settings is None else kid_settings
     same_rows(len(generated), generated_codes=generated_codes, bins=bins)
     same_rows(len(real), real_codes=real_codes)
     rows = []
@@ -118,7 +158,7 @@ def decile_kid(
             target = real[real_codes == code]
             if len(mine) < min_rows or len(target) < min_rows:
                 continue
-            value = kid(mine, target, subset_size=subset_size, n_subsets=n_subsets, seed=seed, kernel=kernel)[0]
+            value = kid_settings.measure(mine, target)[0]
             raw.append(value)
             z.append((value - mu) / sd)
         rows.append(

@@ -12,6 +12,7 @@ samples, run the P95-real selection per queried condition and summarise it as th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,12 +20,21 @@ import polars as pl
 
 from condeval.metrics import as_numpy
 from condeval.trust.checks import attribute_names, attribute_rows
-from condeval.trust.filtering import UNDEFINED_GAIN, relative_improvement, selection_gain
+from condeval.trust.deciles import DecileSettings
+from condeval.trust.filtering import (
+    UNDEFINED_GAIN,
+    KidSettings,
+    SelectionProtocol,
+    relative_improvement,
+    selection_gain,
+)
 from condeval.trust.score import REGULARIZATION, TrustScorer
 
 __all__ = [
     "RANKED_SCORES",
     "KidReference",
+    "ScorerOptions",
+    "Translations",
     "Selection",
     "fit_and_score",
     "step_thresholds",
@@ -41,6 +51,43 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class ScorerOptions:
+    """How a :class:`TrustScorer` is built, but for its attribute names (a config's ``scorer`` section
+    and the job's seed); :class:`TrustScorer` checks them when it is built.
+
+    Parameters
+    ----------
+    calibration : float in [0, 1), default 0.2
+        Share of the real rows held out to calibrate (0: the official code's in-sample calibration).
+    regularization : float >= 0, default REGULARIZATION
+        The covariance's ridge.
+    realism : {"one-sided", "two-sided"}, default "one-sided"
+    seed : int, default 0
+        Seeds the calibration split.
+
+    Examples
+    --------
+    >>> ScorerOptions(calibration=0.3, seed=1).scorer(["a", "b"]).calibration
+    0.3
+    """
+
+    calibration: float = 0.2
+    regularization: float = REGULARIZATION
+    realism: str = "one-sided"
+    seed: int = 0
+
+    def scorer(self, names) -> TrustScorer:
+        """An unfitted :class:`TrustScorer` with these options and attribute ``names``."""
+        return TrustScorer(
+            calibration=self.calibration,
+            regularization=self.regularization,
+            names=names,
+            seed=self.seed,
+            realism=self.realism,
+        )
+
+
 def fit_and_score(
     real_features,
     real_attributes,
@@ -48,14 +95,12 @@ def fit_and_score(
     sample_attributes,
     names,
     *,
-    calibration: float = 0.2,
-    regularization: float = REGULARIZATION,
-    seed: int = 0,
-    realism: str = "one-sided",
+    options: ScorerOptions | None = None,
     groups=None,
 ) -> tuple[TrustScorer, pl.DataFrame]:
-    """A :class:`TrustScorer` fitted on real training-support rows (calibrated on whole ``groups``, when
-    given: :meth:`TrustScorer.fit`) and its scores of the samples.
+    """A :class:`TrustScorer` built with ``options`` (default ``ScorerOptions()``), fitted on real
+    training-support rows (calibrated on whole ``groups``, when given: :meth:`TrustScorer.fit`), and its
+    scores of the samples.
 
     Returns
     -------
@@ -63,9 +108,7 @@ def fit_and_score(
         The fitted scorer, and the samples' scores with their attribute columns.
     """
     names = attribute_names(names)
-    scorer = TrustScorer(
-        calibration=calibration, regularization=regularization, names=names, seed=seed, realism=realism
-    )
+    scorer = (ScorerOptions() if options is None else options).scorer(names)
     scorer.fit(real_features, real_attributes, groups=groups)
     scores = scorer.score(sample_features, sample_attributes)
     attributes = attribute_rows(sample_attributes, scores.height, "sample_attributes")
@@ -168,7 +211,11 @@ class Selection:
 
 
 def select(
-    scores: pl.DataFrame, kid_features, thresholds: pl.DataFrame, reference: KidReference, **protocol
+    scores: pl.DataFrame,
+    kid_features,
+    thresholds: pl.DataFrame,
+    reference: KidReference,
+    protocol: SelectionProtocol | None = None,
 ) -> Selection:
     """The P95-real selection protocol once: per-condition KID gains, the table's row, and each sample's
     accept decision, all from the same ``thresholds``.
@@ -182,12 +229,13 @@ def select(
     thresholds : polars.DataFrame
         :meth:`TrustScorer.thresholds`, or per-step ones (:func:`step_thresholds`).
     reference : KidReference
-    **protocol
-        :func:`~condeval.trust.filtering.selection_gain`'s sizes, kernel and seed.
+    protocol : SelectionProtocol, optional
+        :func:`~condeval.trust.filtering.selection_gain`'s sizes, kernel and seed (default
+        ``SelectionProtocol()``; its ``quantile`` is the caller's, who computed ``thresholds``).
     """
     from condeval.trust.filtering import accepted_mask
 
-    per_condition = selection_by_condition(scores, kid_features, thresholds, reference, **protocol)
+    per_condition = selection_by_condition(scores, kid_features, thresholds, reference, protocol)
     attributes = scores.select(reference.names).to_numpy()
     accepted = accepted_mask(scores["trust"].to_numpy(), attributes, thresholds, reference.names)
     return Selection(per_condition, selection_summary(per_condition), accepted)
@@ -198,8 +246,8 @@ def selection_by_condition(
     kid_features,
     thresholds: pl.DataFrame,
     reference: KidReference,
+    protocol: SelectionProtocol | None = None,
     score: str = "trust",
-    **protocol,
 ) -> pl.DataFrame:
     """:func:`~condeval.trust.filtering.selection_gain` for every queried condition, one row each.
 
@@ -214,29 +262,27 @@ def selection_by_condition(
         :meth:`TrustScorer.thresholds`.
     reference : KidReference
         Each condition's KID target and the queried conditions.
+    protocol : SelectionProtocol, optional
+        ``selection_gain``'s sizes, seed and kernel (default ``SelectionProtocol()``).
     score : str
         The column selected on (lower is better): ``trust``, or an ablation scorer's.
-    **protocol
-        ``selection_gain``'s sizes and kernel.
     """
-    from condeval.metrics import kid
-
+    protocol = SelectionProtocol() if protocol is None else protocol
     names = reference.names
     attributes = scores.select(names).to_numpy()
     trust = scores[score].to_numpy()
     kid_features = as_numpy(kid_features)
     if len(kid_features) != scores.height:
         raise ValueError(f"kid_features has {len(kid_features)} rows for {scores.height} scored samples")
-    sizes = {key: protocol[key] for key in ("subset_size", "n_subsets", "seed", "kernel") if key in protocol}
     rows = []
     for condition in reference.conditions:
         mine = (attributes == condition).all(axis=1)
         real = reference.features[(reference.attributes == condition).all(axis=1)]
         gain = dict.fromkeys(_GAIN_COLUMNS) | selection_gain(
-            kid_features[mine], trust[mine], real, condition, thresholds, names, **protocol
+            kid_features[mine], trust[mine], real, condition, thresholds, names, protocol
         )
         # every condition's KID of all its samples, accepted or not (Spearman, graded shift)
-        gain["kid_all"] = kid(kid_features[mine], real, **sizes)[0] if min(mine.sum(), len(real)) >= 2 else None
+        gain["kid_all"] = protocol.kid.measure(kid_features[mine], real)[0] if min(mine.sum(), len(real)) >= 2 else None
         rows.append(
             {name: int(v) for name, v in zip(names, condition, strict=True)}
             | {"mean_trust": float(trust[mine].mean()) if mine.any() else None}
@@ -279,18 +325,53 @@ def score_agreement(during: pl.DataFrame, post: pl.DataFrame) -> dict:
     return {f"rho_{c}": float(spearmanr(during[c], post[c]).statistic) for c in ("realism", "faithfulness", "trust")}
 
 
+@dataclass(frozen=True)
+class Translations:
+    """A translator's features of real rows outside the training support, one block per noise level (what
+    one held-out check's shard holds), for :func:`translation_agreement`.
+
+    Parameters
+    ----------
+    features : array-like, shape (T, M, D)
+        The translated features of ``rows``, in that order, one block per noise level.
+    t_values : sequence of float, length T
+        The noise levels, in block order.
+    rows : array-like of int, shape (M,), optional
+        The real rows translated, all outside the support (the workflow checks a seeded sample of them);
+        default every row outside the support, in row order.
+    """
+
+    features: np.ndarray
+    t_values: Sequence[float]
+    rows: np.ndarray | None = None
+
+    def checked_rows(self, support: np.ndarray) -> np.ndarray:
+        """The rows translated (``rows``, or every row outside the boolean ``support``), refused when one
+        lies in the support or when ``features`` is not one block of them per noise level."""
+        held = np.flatnonzero(~support) if self.rows is None else np.asarray(self.rows, dtype=np.int64)
+        inside = held[support[held]]
+        if len(inside):
+            raise ValueError(
+                f"rows: row {int(inside[0])} lies in the support (the translated rows must lie outside it)"
+            )
+        shape = np.shape(self.features)
+        if shape[:2] != (len(self.t_values), len(held)):
+            raise ValueError(
+                f"translated features of shape {shape}: need ({len(self.t_values)}, {len(held)}, D), "
+                "one block per t of the rows translated"
+            )
+        return held
+
+
 def translation_agreement(
     real_features,
     real_attributes,
     support,
-    translated,
-    t_values,
+    translations: Translations,
     names,
     *,
-    rows=None,
-    seed: int = 0,
+    options: ScorerOptions | None = None,
     groups=None,
-    **scorer_options,
 ) -> list[dict]:
     """How well a translator's features rank real images by trust: per noise level, the Spearman between the
     trust of translated features of real images outside the support and the trust of their true features,
@@ -303,18 +384,13 @@ def translation_agreement(
     real_attributes : ndarray of int, shape (N, K)
     support : ndarray of bool, shape (N,)
         The training support's rows; the others are the ones translated.
-    translated : ndarray, shape (T, M, D)
-        The translated features of ``rows``, in that order, one block per noise level.
-    t_values : sequence of float, length T
+    translations : Translations
+        The translated features of rows outside the support, their noise levels and rows.
     names : sequence of str
-    rows : ndarray of int, shape (M,), optional
-        The rows translated, all outside the support (the workflow checks a seeded sample of them); default
-        every row outside the support, in row order.
-    seed : int
+    options : ScorerOptions, optional
+        The scorer's settings and seed (:func:`fit_and_score`).
     groups : ndarray, shape (N,), optional
         Every real row's calibration unit (:meth:`TrustScorer.fit`).
-    **scorer_options
-        ``calibration``, ``regularization``, ``realism`` (:func:`fit_and_score`).
 
     Returns
     -------
@@ -323,31 +399,22 @@ def translation_agreement(
     """
     from scipy.stats import spearmanr
 
-    support, translated = np.asarray(support, dtype=bool), np.asarray(translated)
-    held = np.flatnonzero(~support) if rows is None else np.asarray(rows, dtype=np.int64)
-    inside = held[support[held]]
-    if len(inside):
-        raise ValueError(f"rows: row {int(inside[0])} lies in the support (the translated rows must lie outside it)")
-    if translated.shape[:2] != (len(t_values), len(held)):
-        raise ValueError(
-            f"translated features of shape {translated.shape}: need ({len(t_values)}, {len(held)}, D), "
-            "one block per t of the rows translated"
-        )
+    support, translated = np.asarray(support, dtype=bool), np.asarray(translations.features)
+    held = translations.checked_rows(support)
     scorer, true_scores = fit_and_score(
         real_features[support],
         real_attributes[support],
         real_features[held],
         real_attributes[held],
         names,
-        seed=seed,
+        options=options,
         groups=None if groups is None else np.asarray(groups)[support],
-        **scorer_options,
     )
     rho = [
         spearmanr(scorer.score(block, real_attributes[held])["trust"], true_scores["trust"]).statistic
         for block in translated
     ]
-    return [{"t": float(t), "spearman": float(r)} for t, r in zip(t_values, rho, strict=True)]
+    return [{"t": float(t), "spearman": float(r)} for t, r in zip(translations.t_values, rho, strict=True)]
 
 
 def selection_summary(per_condition: pl.DataFrame) -> dict:
@@ -453,18 +520,17 @@ def rankings(
     reference_attributes: np.ndarray,
     names,
     *,
-    n_bins: int = 10,
-    subset_size: int = 500,
-    n_subsets: int = 10,
-    null_resamples: int = 100,
-    kernel: str = "cosine",
-    seed: int = 0,
-    classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
+    kid_settings: KidSettings | None = None,
+    deciles: DecileSettings | None = None,
 ) -> pl.DataFrame:
     """Section 5.1.2 for each of :data:`RANKED_SCORES`: within-condition deciles merged across
     conditions, each bin's KID and z-KID against its conditions' real rows and the accuracy of a
     condition classifier trained on the bin, on the real rows of the queried conditions (a real row of
     a condition no sample was generated for is one it cannot name).
+
+    ``kid_settings`` (default ``KidSettings()``) reads each bin's KID, and its ``subset_size`` and kernel
+    the real–real null's halves; ``deciles`` (default ``DecileSettings()``) gives the bins, the null's
+    resamples and the classifiers' seeds.
 
     Returns
     -------
@@ -474,30 +540,34 @@ def rankings(
     """
     from condeval.trust.deciles import condition_codes, decile_bins, decile_classifier, decile_kid, kid_null
 
+    kid_settings = KidSettings() if kid_settings is None else kid_settings
+    deciles = DecileSettings() if deciles is None else deciles
     names = list(names)
     attributes = scores.select(names).to_numpy()
     conditions, codes = condition_codes(np.concatenate([attributes, np.asarray(reference_attributes)]))
     sample_codes, real_codes = codes[: len(attributes)], codes[len(attributes) :]
-    null = kid_null(reference_features, real_codes, n_resamples=null_resamples, max_per_half=subset_size, kernel=kernel)
+    null = kid_null(
+        reference_features,
+        real_codes,
+        n_resamples=deciles.null_resamples,
+        max_per_half=kid_settings.subset_size,
+        kernel=kid_settings.kernel,
+    )
     # the classifier knows only the queried conditions: a real row of any other caps its accuracy
     queried = np.isin(real_codes, sample_codes)
     frames = []
     for score in RANKED_SCORES:
-        bins = decile_bins(sample_codes, scores[score].to_numpy(), n_bins)
+        bins = decile_bins(sample_codes, scores[score].to_numpy(), deciles.n_bins)
         by_kid = decile_kid(
+            kid_features, sample_codes, bins, reference_features, real_codes, null, kid_settings=kid_settings
+        )
+        by_accuracy = decile_classifier(
             kid_features,
             sample_codes,
             bins,
-            reference_features,
-            real_codes,
-            null,
-            subset_size=subset_size,
-            n_subsets=n_subsets,
-            seed=seed,
-            kernel=kernel,
-        )
-        by_accuracy = decile_classifier(
-            kid_features, sample_codes, bins, reference_features[queried], real_codes[queried], seeds=classifier_seeds
+            reference_features[queried],
+            real_codes[queried],
+            seeds=deciles.classifier_seeds,
         )
         frames.append(by_kid.join(by_accuracy, on="bin").with_columns(pl.lit(score).alias("score")))
     return pl.concat(frames).select("score", pl.exclude("score"))
@@ -521,17 +591,14 @@ def graded_shift(per_condition: pl.DataFrame, support: np.ndarray, names) -> pl.
 
 def scorer_ablation(
     scorer: TrustScorer,
-    real_features,
-    real_attributes,
-    sample_features,
-    scores: pl.DataFrame,
+    real: tuple,
+    samples: tuple,
     kid_features,
     reference: KidReference,
+    protocol: SelectionProtocol | None = None,
     *,
-    quantile: float = 0.95,
     trusted: pl.DataFrame | None = None,
     precomputed: dict | None = None,
-    **protocol,
 ) -> pl.DataFrame:
     """Appendix J: each alternative scorer of :mod:`condeval.trust.scorers` under the same P95-real
     protocol as trust, fitted on the same real rows as the fitted ``scorer`` and thresholded on the
@@ -540,39 +607,79 @@ def scorer_ablation(
     Parameters
     ----------
     scorer : TrustScorer
-        Fitted on ``real_features`` / ``real_attributes``; its ``calibration_rows_`` calibrate every scorer.
-    real_features, real_attributes : ndarray
-        The real support rows ``scorer`` was fitted on.
-    sample_features : ndarray
-        The samples in the scoring space; ``scores`` their trust and attribute columns (row-aligned).
-    kid_features, reference, quantile, **protocol
-        As :func:`selection_by_condition` and :meth:`TrustScorer.thresholds`.
+        Fitted on ``real``; its ``calibration_rows_`` calibrate every scorer.
+    real : tuple of ndarray
+        ``(features, attributes)``: the real support rows ``scorer`` was fitted on, in its order.
+    samples : tuple
+        ``(features, scores)``: the samples in the scoring space and their trust and attribute columns
+        (:func:`fit_and_score`), row-aligned.
+    kid_features, reference
+        As :func:`selection_by_condition`.
+    protocol : SelectionProtocol, optional
+        :func:`selection_by_condition`'s, and the thresholds' ``quantile`` (default ``SelectionProtocol()``).
     trusted : polars.DataFrame, optional
         Trust's own :func:`selection_by_condition` rows, when already computed with the same settings.
     precomputed : dict, optional
-        Scorers that need no fit here, by name: (scores of ``real_features``' rows, scores of the samples),
+        Scorers that need no fit here, by name: (scores of the real rows, scores of the samples),
         lower is better (the CLIP alignment, :func:`condeval.trust.scorers.clip_alignment`); thresholded
         on the same calibration rows.
     """
     from condeval.trust.filtering import condition_thresholds
-    from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy
 
+    protocol = SelectionProtocol() if protocol is None else protocol
     names = reference.names
-    real_features = as_numpy(real_features)
-    real_attributes = attribute_rows(real_attributes, len(real_features), "real_attributes")
+    real_features, sample_features, scores = as_numpy(real[0]), samples[0], samples[1]
+    real_attributes = attribute_rows(real[1], len(real_features), "real_attributes")
+    calibration = _calibration_mask(scorer, len(real_features))
+    fit_rows = ~calibration if scorer.calibration > 0 else calibration
+    if trusted is None:
+        thresholds = scorer.thresholds(protocol.quantile)
+        trusted = selection_by_condition(scores, kid_features, thresholds, reference, protocol)
+    rows = [{"scorer": "trust"} | selection_summary(trusted)]
+    scored = _alternative_scores(
+        (real_features, real_attributes), fit_rows, calibration, sample_features, scores, names
+    )
+    scored |= _precomputed_scores(precomputed or {}, calibration, scores.height)
+    for name, (real_scores, sample_scores) in scored.items():
+        thresholds = condition_thresholds(real_scores, real_attributes[calibration], names, protocol.quantile)
+        frame = scores.select(names).with_columns(pl.Series(name, sample_scores))
+        per_condition = selection_by_condition(frame, kid_features, thresholds, reference, protocol, score=name)
+        rows.append({"scorer": name} | selection_summary(per_condition))
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def _calibration_mask(scorer: TrustScorer, n_real: int) -> np.ndarray:
+    """Which of the ``n_real`` rows ``scorer`` was fitted on calibrate it, refused when it was fitted on more."""
     calibration_rows = scorer.fitted_calibration_rows()
-    if len(real_features) <= calibration_rows.max(initial=-1):
+    if n_real <= calibration_rows.max(initial=-1):
         raise ValueError(
-            f"real_features has {len(real_features)} rows; the scorer was fitted on at least "
+            f"real_features has {n_real} rows; the scorer was fitted on at least "
             f"{calibration_rows.max() + 1}: pass the very rows it was fitted on, in its order"
         )
-    calibration = np.zeros(len(real_features), dtype=bool)
+    calibration = np.zeros(n_real, dtype=bool)
     calibration[calibration_rows] = True
-    fit_rows = ~calibration if scorer.calibration > 0 else calibration
+    return calibration
+
+
+def _precomputed_scores(precomputed: dict, calibration: np.ndarray, n_samples: int) -> dict:
+    """Each precomputed scorer's (scores of the calibration rows, of the samples), its lengths checked."""
+    scored = {}
+    for name, (real_scores, sample_scores) in precomputed.items():
+        if len(real_scores) != len(calibration) or len(sample_scores) != n_samples:
+            raise ValueError(
+                f"scorer {name!r}: {len(real_scores)} real and {len(sample_scores)} sample scores for "
+                f"{len(calibration)} real rows and {n_samples} samples"
+            )
+        scored[name] = np.asarray(real_scores)[calibration], np.asarray(sample_scores)
+    return scored
+
+
+def _alternative_scores(real, fit_rows, calibration, sample_features, scores, names) -> dict:
+    """Each alternative scorer fitted on ``real``'s ``fit_rows``: (scores of its calibration rows, of the samples)."""
+    from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute, LinearProbeEnergy
+
+    real_features, real_attributes = real
     attributes = scores.select(names).to_numpy()
-    if trusted is None:
-        trusted = selection_by_condition(scores, kid_features, scorer.thresholds(quantile), reference, **protocol)
-    rows = [{"scorer": "trust"} | selection_summary(trusted)]
     alternatives = {
         "linear_probe_energy": LinearProbeEnergy(),
         "knn_per_attribute": KnnPerAttribute(),
@@ -583,16 +690,4 @@ def scorer_ablation(
         alternative.fit(real_features[fit_rows], real_attributes[fit_rows])
         real_scores = alternative.score(real_features[calibration], real_attributes[calibration])
         scored[name] = real_scores, alternative.score(sample_features, attributes)
-    for name, (real_scores, sample_scores) in (precomputed or {}).items():
-        if len(real_scores) != len(real_features) or len(sample_scores) != scores.height:
-            raise ValueError(
-                f"scorer {name!r}: {len(real_scores)} real and {len(sample_scores)} sample scores for "
-                f"{len(real_features)} real rows and {scores.height} samples"
-            )
-        scored[name] = np.asarray(real_scores)[calibration], np.asarray(sample_scores)
-    for name, (real_scores, sample_scores) in scored.items():
-        thresholds = condition_thresholds(real_scores, real_attributes[calibration], names, quantile)
-        frame = scores.select(names).with_columns(pl.Series(name, sample_scores))
-        per_condition = selection_by_condition(frame, kid_features, thresholds, reference, score=name, **protocol)
-        rows.append({"scorer": name} | selection_summary(per_condition))
-    return pl.DataFrame(rows, infer_schema_length=None)
+    return scored

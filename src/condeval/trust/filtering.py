@@ -20,6 +20,8 @@ For a condition ``c`` with generated samples ``G_c`` and held-out real samples `
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -39,6 +41,8 @@ __all__ = [
     "acceptance",
     "accepted_mask",
     "selection_gain",
+    "KidSettings",
+    "SelectionProtocol",
     "relative_improvement",
     "support_distance",
     "UNDEFINED_GAIN",
@@ -151,6 +155,92 @@ def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.Data
     return mask
 
 
+@dataclass(frozen=True)
+class KidSettings:
+    """How :func:`condeval.metrics.kid` is read throughout the trust track: the subsets' size and number,
+    their seed and the kernel (the official code's 500 rows, 10 subsets, seed 0, cosine kernel).
+
+    Parameters
+    ----------
+    subset_size : int >= 1, default 500
+        Rows per KID subset (fewer when a side has fewer rows).
+    n_subsets : int >= 1, default 10
+        Subsets averaged.
+    seed : int, default 0
+        Seeds the subsets (and the protocol's random subsets: :func:`selection_gain`).
+    kernel : str, default "cosine"
+        KID's kernel (:data:`condeval.metrics.KID_KERNELS`).
+
+    Examples
+    --------
+    >>> KidSettings.from_config({"subset_size": 200, "n_random": 5}, seed=3)
+    KidSettings(subset_size=200, n_subsets=10, seed=3, kernel='cosine')
+    """
+
+    subset_size: int = 500
+    n_subsets: int = 10
+    seed: int = 0
+    kernel: str = "cosine"
+
+    @classmethod
+    def from_config(cls, section: Mapping, *, seed: int = 0) -> KidSettings:
+        """The settings of a config's ``selection`` section (``subset_size``, ``n_subsets``, ``kernel``;
+        an absent key keeps its default; other keys are not KID's and are left alone), with the job's ``seed``."""
+        return cls(**{key: section[key] for key in ("subset_size", "n_subsets", "kernel") if key in section}, seed=seed)
+
+    def measure(self, x, y) -> tuple[float, float]:
+        """:func:`condeval.metrics.kid` of ``x`` against ``y`` under these settings: (mean, sd)."""
+        return kid(x, y, subset_size=self.subset_size, n_subsets=self.n_subsets, seed=self.seed, kernel=self.kernel)
+
+
+@dataclass(frozen=True)
+class SelectionProtocol:
+    """The P95-real protocol's settings (a config's ``selection`` section; the official code's defaults).
+
+    Parameters
+    ----------
+    quantile : float in (0, 1], default 0.95
+        The thresholds' quantile of the real calibration rows' scores (0.95 for the P95), read where the
+        thresholds are computed (:meth:`TrustScorer.thresholds`, :func:`condeval.trust.evaluate.scorer_ablation`).
+    n_random : int >= 1, default 10
+        Random subsets of the generated samples, each the accepted set's size, that the accepted set is
+        judged against.
+    min_generated, min_real : int, default 20
+        Generated and real samples a condition needs, else it is skipped.
+    min_accepted : int, default 10
+        Accepted samples a (tied fallback) threshold needs, else it is left out.
+    kid : KidSettings, default KidSettings()
+        How every KID is read; its seed also seeds the random subsets.
+
+    Examples
+    --------
+    >>> protocol = SelectionProtocol.from_config({"quantile": 0.9, "n_random": 5, "subset_size": 200}, seed=1)
+    >>> protocol.n_random, protocol.kid.subset_size, protocol.kid.seed, protocol.min_real
+    (5, 200, 1, 20)
+    """
+
+    quantile: float = 0.95
+    n_random: int = 10
+    min_generated: int = 20
+    min_real: int = 20
+    min_accepted: int = 10
+    kid: KidSettings = field(default_factory=KidSettings)
+
+    @classmethod
+    def from_config(cls, section: Mapping, *, seed: int = 0) -> SelectionProtocol:
+        """The protocol of a config's ``selection`` section (an absent key keeps its default; a key that is
+        neither the protocol's nor KID's is refused), with the job's ``seed``."""
+        own = ("quantile", "n_random", "min_generated", "min_real", "min_accepted")
+        unknown = sorted(set(section) - {*own, "subset_size", "n_subsets", "kernel"})
+        if unknown:
+            raise ValueError(
+                f"selection settings {unknown} are not the protocol's (keys: {[*own, 'subset_size', 'n_subsets', 'kernel']})"
+            )
+        return cls(
+            **{key: section[key] for key in own if key in section}, kid=KidSettings.from_config(section, seed=seed)
+        )
+
+
 def selection_gain(
     generated: np.ndarray,
     trust: np.ndarray,
@@ -158,17 +248,9 @@ def selection_gain(
     condition,
     thresholds: pl.DataFrame,
     names: list[str],
-    *,
-    n_random: int = 10,
-    subset_size: int = 500,
-    n_subsets: int = 10,
-    min_generated: int = 20,
-    min_real: int = 20,
-    min_accepted: int = 10,
-    seed: int = 0,
-    kernel: str = "cosine",
+    protocol: SelectionProtocol | None = None,
 ) -> dict:
-    """The P95 selection protocol for one condition's generated features against its real features.
+    """The P95-real selection protocol for one condition's generated features against its real features.
 
     Parameters
     ----------
@@ -184,10 +266,8 @@ def selection_gain(
         :meth:`TrustScorer.thresholds` (columns ``names`` and ``threshold``).
     names : list of str
         The attribute columns.
-    n_random, subset_size, n_subsets, min_generated, min_real, min_accepted, seed
-        The protocol's sizes (the official code's defaults).
-    kernel : str
-        KID's kernel (:data:`condeval.metrics.KID_KERNELS`).
+    protocol : SelectionProtocol, optional
+        The protocol's sizes, seed and kernel (default: the official code's, ``SelectionProtocol()``).
 
     Returns
     -------
@@ -195,11 +275,11 @@ def selection_gain(
         ``accept`` (share accepted, averaged over every tied fallback condition, also when the condition
         is skipped), ``kid_accepted`` and ``kid_random`` (means) with their standard deviations,
         ``kid_all``, ``improvement`` and ``band`` (None where :func:`relative_improvement` is undefined),
-        averaged over the tied fallback conditions with
-        ``min_accepted`` accepted samples;
+        averaged over the tied fallback conditions with ``min_accepted`` accepted samples;
         ``fallback`` (how many thresholds were used, 0 for a calibrated condition) and ``skipped``
         (the reason, or None).
     """
+    protocol = SelectionProtocol() if protocol is None else protocol
     generated, real = np.asarray(generated), np.asarray(real)
     trust = score_values(trust, len(generated), "trust")
     entries = acceptance(trust, condition, thresholds, names)
@@ -211,39 +291,45 @@ def selection_gain(
         # every sample counts in Accept%, skipped condition or not (the paper's "samples that pass")
         "accept": float(np.mean([accepted.mean() for _, accepted in entries])) if len(generated) else None,
     }
-    if len(generated) < min_generated or len(real) < min_real:
-        return row | {"skipped": f"fewer than {min_generated} generated or {min_real} real samples"}
-    sizes = dict(subset_size=subset_size, n_subsets=n_subsets, kernel=kernel)
-    per_entry = []
-    for _, accepted in entries:
-        if accepted.sum() < min_accepted:
-            continue
-        rng = np.random.default_rng(seed)
-        acc_mean, acc_std = kid(generated[accepted], real, seed=seed, **sizes)
-        randoms = [
-            kid(generated[rng.choice(len(generated), int(accepted.sum()), replace=False)], real, seed=seed, **sizes)[0]
-            for _ in range(n_random)
-        ]
-        rand_mean, rand_std = float(np.mean(randoms)), float(np.std(randoms))
-        improvement, band = relative_improvement(acc_mean, rand_mean, acc_std, rand_std)
-        per_entry.append(
-            {
-                "kid_accepted": acc_mean,
-                "kid_accepted_std": acc_std,
-                "kid_random": rand_mean,
-                "kid_random_std": rand_std,
-                "improvement": improvement,
-                "band": band,
-            }
-        )
+    if len(generated) < protocol.min_generated or len(real) < protocol.min_real:
+        return row | {"skipped": f"fewer than {protocol.min_generated} generated or {protocol.min_real} real samples"}
+    per_entry = [
+        _entry_gain(generated, real, accepted, protocol)
+        for _, accepted in entries
+        if accepted.sum() >= protocol.min_accepted
+    ]
     if not per_entry:
-        return row | {"skipped": f"fewer than {min_accepted} accepted samples"}
-    # a tied fallback entry without a defined improvement leaves the condition's undefined
-    averaged = {
+        return row | {"skipped": f"fewer than {protocol.min_accepted} accepted samples"}
+    return row | _averaged(per_entry) | {"kid_all": protocol.kid.measure(generated, real)[0], "skipped": None}
+
+
+def _averaged(per_entry: list[dict]) -> dict:
+    """Each key's mean over the tied fallback entries; a tied entry without a defined improvement leaves
+    the condition's undefined (None)."""
+    return {
         key: None if any(e[key] is None for e in per_entry) else float(np.mean([e[key] for e in per_entry]))
         for key in per_entry[0]
     }
-    return row | averaged | {"kid_all": kid(generated, real, seed=seed, **sizes)[0], "skipped": None}
+
+
+def _entry_gain(generated: np.ndarray, real: np.ndarray, accepted: np.ndarray, protocol: SelectionProtocol) -> dict:
+    """One threshold's accepted samples against ``n_random`` random subsets of their size: KIDs and gain."""
+    rng = np.random.default_rng(protocol.kid.seed)
+    acc_mean, acc_std = protocol.kid.measure(generated[accepted], real)
+    randoms = [
+        protocol.kid.measure(generated[rng.choice(len(generated), int(accepted.sum()), replace=False)], real)[0]
+        for _ in range(protocol.n_random)
+    ]
+    rand_mean, rand_std = float(np.mean(randoms)), float(np.std(randoms))
+    improvement, band = relative_improvement(acc_mean, rand_mean, acc_std, rand_std)
+    return {
+        "kid_accepted": acc_mean,
+        "kid_accepted_std": acc_std,
+        "kid_random": rand_mean,
+        "kid_random_std": rand_std,
+        "improvement": improvement,
+        "band": band,
+    }
 
 
 #: A table's cell for an improvement that :func:`relative_improvement` leaves undefined.

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -45,6 +47,8 @@ __all__ = [
     "real_rows",
     "generated_rows",
     "morphology_readouts",
+    "CentroidSettings",
+    "MorphologyDeciles",
     "centroid_features",
     "real_spread",
     "centroid_z",
@@ -422,6 +426,108 @@ def _attribute_columns(frame: pl.DataFrame, names: list[str], what: str) -> pl.D
     return frame.with_columns(pl.col(names).cast(pl.Int64))
 
 
+@dataclass(frozen=True)
+class CentroidSettings:
+    """Section 5.1.3's centroid analysis (:func:`morphology_readouts`): the features its distance reads,
+    the real–real spread, the random arm and the bootstrap.
+
+    Parameters
+    ----------
+    top_k : int, optional
+        None (or 0): the centroid distance over every kept column (the paper); k: over the top k of
+        :func:`centroid_features` (the official code's raw-distance stage: 15).
+    half_splits : int, default 10
+        Real–real half-splits per condition (:func:`real_spread`'s ``n_splits``; the paper's T).
+    n_boot : int, default 2000
+        Bootstrap replicates (:func:`selection_contrast`).
+    stratified : bool, default True
+        The paper's bootstrap within each condition; False: the official code's, each pool whole.
+    n_random : int, default 5
+        Condition-matched random subsets averaged (the contrast's and the per-feature correlations').
+    seed : int, default 42
+        Of the spread, the random subsets and the bootstrap.
+
+    Examples
+    --------
+    >>> CentroidSettings.from_config({"top_k": 0, "half_splits": 10, "bootstrap": 200, "stratified": True,
+    ...                               "random_draws": 5, "seed": 42}).n_boot
+    200
+    """
+
+    top_k: int | None = None
+    half_splits: int = 10
+    n_boot: int = 2000
+    stratified: bool = True
+    n_random: int = 5
+    seed: int = 42
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> CentroidSettings:
+        """The settings of a config's ``morphology`` section (``top_k``, ``half_splits``, ``bootstrap``,
+        ``stratified``, ``random_draws``, ``seed``)."""
+        return cls(
+            top_k=section["top_k"],
+            half_splits=section["half_splits"],
+            n_boot=section["bootstrap"],
+            stratified=section["stratified"],
+            n_random=section["random_draws"],
+            seed=section["seed"],
+        )
+
+
+@dataclass(frozen=True)
+class MorphologyDeciles:
+    """Fig. 3's trust bins in CellProfiler's space (:func:`morphology_readouts`), each training logistic
+    classifiers (cell type; condition) tested on real rows.
+
+    Parameters
+    ----------
+    n_bins : int, default 10
+        Trust bins.
+    binning : str, default "within_condition"
+        One of :data:`DECILE_BINNINGS`: ``"within_condition"`` (class-balanced: each condition's samples
+        ranked into equal bins, bin i merged across conditions, as Fig. 9(a) which the paper repeats) or
+        ``"global"`` (equal bins of all samples, the official code's legacy binning).
+    classifier_seeds : tuple of int, default (0, 1, 2, 3, 4)
+        Each bin's classifiers' seeds (:func:`~condeval.trust.deciles.decile_classifier`).
+
+    Examples
+    --------
+    >>> MorphologyDeciles.from_config({"n_bins": 3, "deciles": "global", "classifier_seeds": 2})
+    MorphologyDeciles(n_bins=3, binning='global', classifier_seeds=(0, 1))
+    """
+
+    n_bins: int = 10
+    binning: str = "within_condition"
+    classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+
+    def __post_init__(self):
+        if self.binning not in DECILE_BINNINGS:
+            raise ValueError(f"deciles={self.binning!r}: one of {DECILE_BINNINGS}")
+
+    @classmethod
+    def from_config(cls, section: Mapping) -> MorphologyDeciles:
+        """The settings of a config's ``morphology`` section: ``n_bins``, ``deciles`` (the binning) and
+        ``classifier_seeds``, a count (seeds 0 to count − 1)."""
+        return cls(
+            n_bins=section["n_bins"],
+            binning=section["deciles"],
+            classifier_seeds=tuple(range(section["classifier_seeds"])),
+        )
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """One feature set's rows of both tables: standardised features, condition codes, accept flags."""
+
+    x_real: np.ndarray
+    real_codes: np.ndarray
+    x_gen: np.ndarray
+    gen_codes: np.ndarray
+    accepted: np.ndarray
+    columns: list
+
+
 def morphology_readouts(
     real: pl.DataFrame,
     generated: pl.DataFrame,
@@ -429,15 +535,8 @@ def morphology_readouts(
     conditions: np.ndarray,
     seen: np.ndarray,
     *,
-    top_k: int | None = None,
-    half_splits: int = 10,
-    n_boot: int = 2000,
-    stratified: bool = True,
-    n_random: int = 5,
-    seed: int = 42,
-    n_bins: int = 10,
-    deciles: str = "within_condition",
-    classifier_seeds: tuple[int, ...] = (0, 1, 2, 3, 4),
+    centroid: CentroidSettings | None = None,
+    deciles: MorphologyDeciles | None = None,
 ) -> dict:
     """Section 5.1.3's readouts of one generator from CellProfiler tables of real and generated sites.
 
@@ -453,16 +552,11 @@ def morphology_readouts(
         The queried conditions.
     seen : ndarray of bool, shape (M,)
         Which conditions are in the training support (the two arms); 0/1 integers are read as flags.
-    top_k : int, optional
-        None (or 0): the centroid distance over every kept column (the paper); k: over the top k of
-        :func:`centroid_features` (the official code's raw-distance stage: 15).
-    half_splits, n_boot, stratified, n_random, seed
-        The centroid analysis (paper: 10, 2,000, stratified, seed 42; ``n_random`` random subsets).
-    n_bins, deciles, classifier_seeds
-        Fig. 3: ``n_bins`` trust bins, ``"within_condition"`` (class-balanced: each condition's samples
-        ranked into equal bins, bin i merged across conditions, as Fig. 9(a) which the paper repeats) or
-        ``"global"`` (equal bins of all samples, the official code's legacy binning); each bin trains
-        logistic classifiers (cell type; condition) tested on real rows.
+    centroid : CentroidSettings, optional
+        The centroid analysis (default ``CentroidSettings()``: the paper's 10 half-splits, 2,000
+        stratified bootstrap replicates, seed 42, every kept column).
+    deciles : MorphologyDeciles, optional
+        Fig. 3's bins and classifiers (default ``MorphologyDeciles()``).
 
     Returns
     -------
@@ -470,10 +564,59 @@ def morphology_readouts(
         ``counts`` (the feature pipeline's column counts, filtered and unfiltered), ``contrast`` (one row
         per arm: :func:`selection_contrast`), ``correlations`` (per arm, set and feature) and ``deciles``.
     """
-    from condeval.trust.deciles import decile_bins, decile_classifier
+    centroid = CentroidSettings() if centroid is None else centroid
+    deciles = MorphologyDeciles() if deciles is None else deciles
+    names, conditions, seen, real, generated = _readout_inputs(real, generated, names, conditions, seen)
+    joined = (*names, "sample_id", "trust", "accepted")  # what the workflow joined to CellProfiler's columns
+    # the paper's step (ii), once: every readout and both feature sets use the same real rows
+    real = drop_nan_rows(real_rows(real, conditions, names), joined, "real")
+    generated = real_rows(generated, conditions, names)
+    filtered = MorphologyFeatures(exclude=joined).fit(real)
+    unfiltered = MorphologyFeatures(unfiltered=True, exclude=joined).fit(real)
+    kept, real_kept, gen_kept = _measure(filtered, real, generated, names, conditions, "")
+    top, z = _centroid_distances(kept, centroid)
+    sets = {"kept": kept, "unfiltered": _measure(unfiltered, real, generated, names, conditions, " (unfiltered)")[0]}
+    contrast, correlations = _arm_readouts(z, seen, sets, centroid)
+    counts = filtered.counts | {"unfiltered": unfiltered.counts["outlier"]} | _row_counts(kept, filtered, top, centroid)
+    cell_types = _cell_types(real, generated, names, real_kept, gen_kept)
+    return {
+        "counts": counts,
+        "contrast": pl.DataFrame(contrast),
+        "correlations": pl.concat(correlations) if correlations else pl.DataFrame(schema=CORRELATION_SCHEMA),
+        "deciles": _cp_deciles(kept, generated["trust"].to_numpy()[gen_kept], cell_types, deciles),
+    }
 
-    if deciles not in DECILE_BINNINGS:
-        raise ValueError(f"deciles={deciles!r}: one of {DECILE_BINNINGS}")
+
+def _centroid_distances(kept: _Measured, centroid: CentroidSettings) -> tuple[np.ndarray, np.ndarray]:
+    """(the columns the centroid distance reads, each generated row's :func:`centroid_z` in them)."""
+    top = centroid_features(kept.x_real, kept.real_codes, k=centroid.top_k) if centroid.top_k else None
+    top = np.arange(kept.x_real.shape[1]) if top is None else top
+    spread = real_spread(kept.x_real[:, top], kept.real_codes, n_splits=centroid.half_splits, seed=centroid.seed)
+    return top, centroid_z(kept.x_real[:, top], kept.real_codes, kept.x_gen[:, top], kept.gen_codes, spread)
+
+
+def _row_counts(kept: _Measured, filtered: MorphologyFeatures, top: np.ndarray, centroid: CentroidSettings) -> dict:
+    """The readouts' counts beside the pipeline's: rows measured, the centroid's features."""
+    return {
+        "real_rows": len(kept.x_real),
+        "generated_rows": len(kept.x_gen),
+        "centroid_features": [filtered.columns[k] for k in top],
+        "centroid_top_k": centroid.top_k or None,
+    }
+
+
+def _cell_types(real, generated, names, real_kept, gen_kept) -> tuple[np.ndarray, np.ndarray]:
+    """(generated, real) cell type of each measured row: Fig. 3's first classifier's target."""
+    cell_type = names.index(CELL_TYPE)
+    return (
+        generated.select(names).to_numpy()[gen_kept][:, cell_type],
+        real.select(names).to_numpy()[real_kept][:, cell_type],
+    )
+
+
+def _readout_inputs(real, generated, names, conditions, seen) -> tuple:
+    """:func:`morphology_readouts`'s inputs checked: (names, conditions, seen flags, real, generated), the
+    tables' attribute columns as Int64."""
     names = attribute_names(names)
     if CELL_TYPE not in names:
         raise ValueError(f"names {names} lack {CELL_TYPE!r}: Fig. 3's first classifier predicts the cell type")
@@ -485,95 +628,97 @@ def morphology_readouts(
     missing = [column for column in ("trust", "accepted") if column not in generated.columns]
     if missing:
         raise ValueError(f"the generated table lacks column(s) {missing} (its samples' trust and P95-real acceptance)")
-    joined = (*names, "sample_id", "trust", "accepted")  # what the workflow joined to CellProfiler's columns
-    # the paper's step (ii), once: every readout and both feature sets use the same real rows
-    real = drop_nan_rows(real_rows(real, conditions, names), joined, "real")
-    generated = real_rows(generated, conditions, names)
-    filtered = MorphologyFeatures(exclude=joined).fit(real)
-    unfiltered = MorphologyFeatures(unfiltered=True, exclude=joined).fit(real)
-    x_real, real_kept = filtered.transform(real, "real")
-    x_gen, gen_kept = filtered.transform(generated, "generated")
+    return names, conditions, seen, real, generated
+
+
+def _measure(features: MorphologyFeatures, real, generated, names, conditions, label: str) -> tuple:
+    """(:class:`_Measured` of both tables in ``features``' columns, real rows kept, generated rows kept)."""
+    x_real, real_kept = features.transform(real, f"real{label}")
+    x_gen, gen_kept = features.transform(generated, f"generated{label}")
     real_codes = _codes(real.select(names).to_numpy()[real_kept], conditions)
     gen_codes = _codes(generated.select(names).to_numpy()[gen_kept], conditions)
     accepted = flags(generated["accepted"].to_numpy(), name="generated['accepted']")[gen_kept]
-    top = centroid_features(x_real, real_codes, k=top_k) if top_k else np.arange(x_real.shape[1])
-    spread = real_spread(x_real[:, top], real_codes, n_splits=half_splits, seed=seed)
-    z = centroid_z(x_real[:, top], real_codes, x_gen[:, top], gen_codes, spread)
+    return _Measured(x_real, real_codes, x_gen, gen_codes, accepted, features.columns), real_kept, gen_kept
+
+
+def _arm_readouts(z: np.ndarray, seen: np.ndarray, sets: dict, centroid: CentroidSettings) -> tuple[list, list]:
+    """Per arm (seen, unseen): the contrast row in centroid ``z`` (of the ``kept`` set) and each set's
+    per-feature correlations."""
+    kept = sets["kept"]
     contrast, correlations = [], []
-    u_real, u_real_kept = unfiltered.transform(real, "real (unfiltered)")
-    u_gen, u_gen_kept = unfiltered.transform(generated, "generated (unfiltered)")
-    u_real_codes = _codes(real.select(names).to_numpy()[u_real_kept], conditions)
-    u_gen_codes = _codes(generated.select(names).to_numpy()[u_gen_kept], conditions)
-    u_accepted = flags(generated["accepted"].to_numpy(), name="generated['accepted']")[u_gen_kept]
     for arm, in_arm in (("seen", np.flatnonzero(seen)), ("unseen", np.flatnonzero(~seen))):
-        rows = np.isin(gen_codes, in_arm) & np.isfinite(z)  # z is NaN where a condition has too few real sites
-        if not accepted[rows].any():
+        rows = np.isin(kept.gen_codes, in_arm) & np.isfinite(z)  # z is NaN where a condition has too few real sites
+        if not kept.accepted[rows].any():
             log.warning("%s arm: no accepted sample with a real-real spread to compare; no row", arm)
             continue
         contrast.append(
             {"arm": arm, "n_generated": int(rows.sum())}
             | selection_contrast(
                 z[rows],
-                gen_codes[rows],
-                accepted[rows],
-                n_random=n_random,
-                n_boot=n_boot,
-                stratified=stratified,
-                seed=seed,
+                kept.gen_codes[rows],
+                kept.accepted[rows],
+                n_random=centroid.n_random,
+                n_boot=centroid.n_boot,
+                stratified=centroid.stratified,
+                seed=centroid.seed,
             )
         )
-        for name, (xr, rc, xg, gc, acc, columns) in {
-            "kept": (x_real, real_codes, x_gen, gen_codes, accepted, filtered.columns),
-            "unfiltered": (u_real, u_real_codes, u_gen, u_gen_codes, u_accepted, unfiltered.columns),
-        }.items():
-            mine = np.isin(gc, in_arm)
-            conditions_accepted = len(_correlated_conditions(rc, gc[mine], acc[mine]))
-            if conditions_accepted < MIN_CORRELATION_CONDITIONS:
-                log.warning(
-                    "%s arm, %s set: accepted samples in %d condition(s); no per-feature correlations (they need %d)",
-                    arm,
-                    name,
-                    conditions_accepted,
-                    MIN_CORRELATION_CONDITIONS,
-                )
-                continue
-            frame = feature_correlations(xr, rc, xg[mine], gc[mine], acc[mine], columns, n_random=n_random, seed=seed)
-            correlations.append(frame.with_columns(arm=pl.lit(arm), set=pl.lit(name)))
-    strata = gen_codes if deciles == "within_condition" else np.zeros(len(x_gen), dtype=np.int64)
+        for name, measured in sets.items():
+            frame = _arm_correlations(measured, in_arm, arm, name, centroid)
+            if frame is not None:
+                correlations.append(frame.with_columns(arm=pl.lit(arm), set=pl.lit(name)))
+    return contrast, correlations
+
+
+def _arm_correlations(measured: _Measured, in_arm, arm: str, name: str, centroid: CentroidSettings):
+    """:func:`feature_correlations` of one arm in one feature set, or None (logged) with too few conditions."""
+    gc, acc = measured.gen_codes, measured.accepted
+    mine = np.isin(gc, in_arm)
+    conditions_accepted = len(_correlated_conditions(measured.real_codes, gc[mine], acc[mine]))
+    if conditions_accepted < MIN_CORRELATION_CONDITIONS:
+        log.warning(
+            "%s arm, %s set: accepted samples in %d condition(s); no per-feature correlations (they need %d)",
+            arm,
+            name,
+            conditions_accepted,
+            MIN_CORRELATION_CONDITIONS,
+        )
+        return None
+    return feature_correlations(
+        measured.x_real,
+        measured.real_codes,
+        measured.x_gen[mine],
+        gc[mine],
+        acc[mine],
+        measured.columns,
+        n_random=centroid.n_random,
+        seed=centroid.seed,
+    )
+
+
+def _cp_deciles(kept: _Measured, trust: np.ndarray, cell_types: tuple, deciles: MorphologyDeciles) -> pl.DataFrame:
+    """Fig. 3: the generated rows binned by ``trust``, each bin's classifiers of the cell type
+    (``cell_types``: generated, real) and of the condition, tested on the real rows."""
+    from condeval.trust.deciles import decile_bins, decile_classifier
+
+    within = deciles.binning == "within_condition"
+    strata = kept.gen_codes if within else np.zeros(len(kept.x_gen), dtype=np.int64)
     smallest = int(np.bincount(np.unique(strata, return_inverse=True)[1]).min()) if len(strata) else 0
-    if smallest < n_bins:
+    if smallest < deciles.n_bins:
         log.warning(
             "Fig. 3: %d trust bins, but a %s holds %d measured samples: each bin takes "
             "none of them and the last bin all (set n_bins at most the samples per condition)",
-            n_bins,
-            "condition" if deciles == "within_condition" else "pool",
+            deciles.n_bins,
+            "condition" if within else "pool",
             smallest,
         )
-    bins = decile_bins(strata, generated["trust"].to_numpy()[gen_kept], n_bins)
-    cell_type = names.index(CELL_TYPE)
-    deciles = [
-        decile_classifier(x_gen, target_gen, bins, x_real, target_real, seeds=classifier_seeds).with_columns(
-            target=pl.lit(target)
-        )
-        for target, target_gen, target_real in (
-            (
-                "cell type",
-                generated.select(names).to_numpy()[gen_kept][:, cell_type],
-                real.select(names).to_numpy()[real_kept][:, cell_type],
-            ),
-            ("condition", gen_codes, real_codes),
-        )
-    ]
-    return {
-        "counts": filtered.counts
-        | {
-            "unfiltered": unfiltered.counts["outlier"],
-            "real_rows": len(x_real),
-            "generated_rows": len(x_gen),
-            "centroid_features": [filtered.columns[k] for k in top],
-            "centroid_top_k": top_k or None,
-        },
-        "contrast": pl.DataFrame(contrast),
-        "correlations": pl.concat(correlations) if correlations else pl.DataFrame(schema=CORRELATION_SCHEMA),
-        "deciles": pl.concat(deciles),
-    }
+    bins = decile_bins(strata, trust, deciles.n_bins)
+    targets = (("cell type", *cell_types), ("condition", kept.gen_codes, kept.real_codes))
+    return pl.concat(
+        [
+            decile_classifier(
+                kept.x_gen, target_gen, bins, kept.x_real, target_real, seeds=deciles.classifier_seeds
+            ).with_columns(target=pl.lit(target))
+            for target, target_gen, target_real in targets
+        ]
+    )

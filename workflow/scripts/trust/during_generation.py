@@ -8,7 +8,15 @@ from condeval.core.io import read_parquet, saved_folder, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, calibration_units, training_support
-from condeval.trust.evaluate import KidReference, fit_and_score, score_agreement, select, step_thresholds
+from condeval.trust.evaluate import (
+    KidReference,
+    ScorerOptions,
+    fit_and_score,
+    score_agreement,
+    select,
+    step_thresholds,
+)
+from condeval.trust.filtering import SelectionProtocol
 from condeval.trust.samples import sample_feature_files
 from condeval.trust.translator import Translator, compute_saved
 
@@ -34,8 +42,7 @@ _, real_kid = features([i.real_kid])
 _, real_scoring = features([i.real_scoring])
 sample_ids, kid_features = features(sample_feature_files(i.sample_features, p.spaces["kid"]))
 sample_attributes = conditions[sample_ids // p.per_condition]
-selection = dict(p.selection)
-quantile = selection.pop("quantile")
+selection = SelectionProtocol.from_config(dict(p.selection), seed=p.seed)
 reference = KidReference(real_kid[~support], real_attributes[~support], conditions, names)
 
 
@@ -52,15 +59,14 @@ def protocol(real, scored, real_at_step=None) -> dict:
         scored,
         sample_attributes,
         names,
-        seed=p.seed,
+        options=ScorerOptions(**dict(p.scorer), seed=p.seed),
         groups=units,
-        **dict(p.scorer),
     )
     if real_at_step is None:
-        thresholds = scorer.thresholds(quantile)
+        thresholds = scorer.thresholds(selection.quantile)
     else:
-        thresholds = step_thresholds(scorer, real_at_step, real_attributes[support], quantile)
-    selected = select(scores, kid_features, thresholds, reference, seed=p.seed, **selection)
+        thresholds = step_thresholds(scorer, real_at_step, real_attributes[support], selection.quantile)
+    selected = select(scores, kid_features, thresholds, reference, selection)
     return SUMMARY | selected.summary | {"accepted": selected.accepted, "scores": scores}
 
 

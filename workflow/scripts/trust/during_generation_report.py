@@ -8,7 +8,7 @@ from condeval.core.io import atomic_path, read_json, read_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, calibration_units, training_support
-from condeval.trust.evaluate import translation_agreement
+from condeval.trust.evaluate import ScorerOptions, Translations, translation_agreement
 from condeval.trust.report import during_generation_markdown, plot_during_generation
 
 log = log_to_file(snakemake.log[0])
@@ -35,13 +35,10 @@ for variant, signal_path, held_out_path in zip(p.translated, i.signals, i.held_o
         real_siglip,
         attributes,
         support,
-        translated.reshape(*per_t.shape, -1),
-        t_values,
+        Translations(translated.reshape(*per_t.shape, -1), t_values, rows=per_t[0]),
         names,
-        rows=per_t[0],
-        seed=p.seed,
+        options=ScorerOptions(**dict(p.scorer), seed=p.seed),
         groups=calibration_units(w.dataset, table),
-        **dict(p.scorer),
     )
     signals[variant] = read_json(signal_path)
     for row, scored in zip(signals[variant]["by_t"], agreement, strict=True):

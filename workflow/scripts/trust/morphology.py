@@ -3,7 +3,7 @@
 from condeval.core.io import read_parquet, write_json, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.trust.data import ATTRIBUTE_NAMES
-from condeval.trust.morphology import morphology_readouts
+from condeval.trust.morphology import CentroidSettings, MorphologyDeciles, morphology_readouts
 
 log = log_to_file(snakemake.log[0])
 p, i, o = snakemake.params, snakemake.input, snakemake.output
@@ -20,15 +20,8 @@ readouts = morphology_readouts(
     names,
     queried.select(names).to_numpy(),
     queried["seen"].to_numpy(),
-    top_k=settings["top_k"],
-    half_splits=settings["half_splits"],
-    n_boot=settings["bootstrap"],
-    stratified=settings["stratified"],
-    n_random=settings["random_draws"],
-    seed=settings["seed"],
-    n_bins=settings["n_bins"],
-    deciles=settings["deciles"],
-    classifier_seeds=tuple(range(settings["classifier_seeds"])),
+    centroid=CentroidSettings.from_config(settings),
+    deciles=MorphologyDeciles.from_config(settings),
 )
 write_json(readouts["counts"], o.summary)
 write_parquet(readouts["contrast"], o.contrast)

@@ -6,7 +6,9 @@ from condeval.core.io import read_parquet, write_parquet
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, training_support
+from condeval.trust.deciles import DecileSettings
 from condeval.trust.evaluate import rankings
+from condeval.trust.filtering import KidSettings
 from condeval.trust.samples import sample_feature_files
 
 log = log_to_file(snakemake.log[0])
@@ -19,20 +21,14 @@ ids, features, _ = read_feature_shards(sample_feature_files(i.sample_features, p
 scores = read_parquet(i.scores)
 by_id = dict(zip(ids.tolist(), range(len(ids)), strict=True))
 kid_features = features[[by_id[s] for s in scores["sample_id"].to_list()]]
-options, selection = dict(p.rankings), dict(p.selection)
 result = rankings(
     scores,
     kid_features,
     real[outside],
     attributes_of(w.dataset, table)[outside],
     names,
-    n_bins=options["n_bins"],
-    subset_size=selection["subset_size"],
-    n_subsets=selection["n_subsets"],
-    null_resamples=options["null_resamples"],
-    kernel=selection["kernel"],
-    seed=p.seed,
-    classifier_seeds=tuple(range(options["classifier_seeds"])),
+    kid_settings=KidSettings.from_config(dict(p.selection), seed=p.seed),
+    deciles=DecileSettings.from_config(dict(p.rankings)),
 )
 write_parquet(result.with_columns(variant=np.array([w.variant] * result.height)), snakemake.output.rankings)
 log.info("deciles of %d samples:\n%s", scores.height, result)

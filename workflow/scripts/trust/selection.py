@@ -6,7 +6,8 @@ from condeval.core.io import read_parquet, saved_folder, write_json, write_parqu
 from condeval.core.logs import log_to_file
 from condeval.encoders.shards import read_feature_shards
 from condeval.trust.data import ATTRIBUTE_NAMES, attributes_of, calibration_units, training_support
-from condeval.trust.evaluate import KidReference, fit_and_score, scorer_ablation, select
+from condeval.trust.evaluate import KidReference, ScorerOptions, fit_and_score, scorer_ablation, select
+from condeval.trust.filtering import SelectionProtocol
 from condeval.trust.samples import sample_feature_files
 from condeval.trust.scorers import clip_alignment_scores
 
@@ -46,15 +47,13 @@ scorer, scores = fit_and_score(
     scoring,
     sample_attributes,
     names,
-    seed=p.seed,
+    options=ScorerOptions(**dict(p.scorer), seed=p.seed),
     groups=calibration_units(w.dataset, table, support),
-    **dict(p.scorer),
 )
 scores = scores.with_columns(sample_id=sample_ids)
-selection = dict(p.selection)
-quantile = selection.pop("quantile")
+protocol = SelectionProtocol.from_config(dict(p.selection), seed=p.seed)
 reference = KidReference(real(i.real_kid)[~support], real_attributes[~support], conditions, names)
-selected = select(scores, kid_features, scorer.thresholds(quantile), reference, seed=p.seed, **selection)
+selected = select(scores, kid_features, scorer.thresholds(protocol.quantile), reference, protocol)
 scores = scores.with_columns(accepted=selected.accepted)
 # trust's two terms on their own (a diagnostic beside Appendix J): which of them does the selecting
 real_terms = scorer.score(real_scoring, real_attributes[support])
@@ -74,17 +73,13 @@ if "clip" in i.keys():  # Appendix J's CLIP alignment: each image against its co
     )
 ablation = scorer_ablation(
     scorer,
-    real_scoring,
-    real_attributes[support],
-    scoring,
-    scores,
+    (real_scoring, real_attributes[support]),
+    (scoring, scores),
     kid_features,
     reference,
-    quantile=quantile,
+    protocol,
     trusted=selected.per_condition,
     precomputed=precomputed,
-    seed=p.seed,
-    **selection,
 )
 write_parquet(ablation, snakemake.output.ablation)
 write_parquet(scores, snakemake.output.scores)
