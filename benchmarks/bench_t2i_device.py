@@ -72,18 +72,13 @@ def _lone_ids(run: Path, config: dict) -> list[int]:
 def _train(run: Path, config: dict, name: str, out_dir: Path, device: str, image_ids=None, **overrides) -> dict:
     """Train the config's generator ``name`` (its train section updated by ``overrides``) into ``out_dir``,
     on the train images ``image_ids`` if given."""
-    from condeval.generators.text_to_image_training import train_text_to_image
+    from condeval.generators.text_to_image_training import SavedComponents, train_text_to_image
 
     t2i, encoders = config["crel"]["text_to_image"], config["encoders"]
     section, family = t2i["models"][name]["train"], t2i["models"][name]["family"]
     # an epoch count the family has no stage for (FLUX's distillation, Kandinsky's prior) is not passed
     train = {**section, **{k: v for k, v in overrides.items() if k in section or k in ("images", "val_images")}}
-    started = time.perf_counter()
-    summary = train_text_to_image(
-        run / config["coco"]["root"],
-        out_dir,
-        family=family,
-        train=train,
+    components = SavedComponents(
         tokenizer_dir=run / "results/encoders/tokenizer",
         clip_dir=run / "results/encoders/clip",
         autoencoder_dir=run / f"results/crel_t2i/autoencoders/{'vq' if family == 'kandinsky' else 'kl'}",
@@ -91,6 +86,14 @@ def _train(run: Path, config: dict, name: str, out_dir: Path, device: str, image
         image_size=t2i["image_size"],
         clip_image_size=encoders["image_size"],
         max_length=t2i["max_length"],
+    )
+    started = time.perf_counter()
+    summary = train_text_to_image(
+        run / config["coco"]["root"],
+        out_dir,
+        family=family,
+        train=train,
+        components=components,
         seed=t2i["seed"],
         accelerator="gpu" if device == "cuda" else "cpu",
         image_ids=image_ids,

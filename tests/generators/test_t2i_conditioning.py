@@ -37,11 +37,17 @@ def _read_colour(images) -> np.ndarray:
 def trained(tmp_path_factory):
     from transformers import CLIPModel
 
+    from condeval.core.training import TrainRecipe
     from condeval.datasets.miniworld import vocabulary
     from condeval.encoders.clip import tiny_clip_config
     from condeval.encoders.tokenizer import build_word_tokenizer
     from condeval.generators.autoencoders import train_autoencoder
-    from condeval.generators.text_to_image_training import train_flow_generator, world_images
+    from condeval.generators.text_to_image_training import (
+        FlowOptions,
+        FrozenEncoders,
+        train_flow_generator,
+        world_images,
+    )
 
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("conditioning")
@@ -83,18 +89,11 @@ def trained(tmp_path_factory):
         pixels,
         [[c] for c in captions],
         folder / "sd3",
+        TrainRecipe(epochs=10, batch_size=32, lr=4e-3, held_out=100, seed=0),
         family="sd3",
-        clip=clip,
-        tokenizer=tokenizer,
+        encoders=FrozenEncoders(clip, tokenizer, t5, max_length=8),
         vae=AutoencoderKL.from_pretrained(folder / "vae"),
-        t5=t5,
-        transformer={"layers": 1, "heads": 2},
-        epochs=10,
-        batch_size=32,
-        lr=4e-3,
-        val_images=100,
-        seed=0,
-        max_length=8,
+        options=FlowOptions(transformer={"layers": 1, "heads": 2}),
     )
     return t2i.load_text_to_image(folder / "sd3")
 

@@ -24,20 +24,30 @@ autoencoder, and on text embeddings computed each step by the pipeline's own ``e
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from condeval.core.training import ScheduledModule, state_digest
+from condeval.core.training import ScheduledModule, TrainRecipe, hold_out, state_digest
+
+if TYPE_CHECKING:
+    from transformers import CLIPImageProcessor, CLIPModel, PreTrainedTokenizerBase, T5EncoderModel
 
 __all__ = [
     "train_text_to_image",
     "train_flow_generator",
     "train_kandinsky",
     "train_t5_from_clip",
+    "FrozenEncoders",
+    "FlowOptions",
+    "KandinskyOptions",
+    "SavedComponents",
     "world_images",
     "latents_of",
     "flow_velocity",
@@ -450,61 +460,144 @@ def _flow_transformer_config(family: str, latents: np.ndarray, clip, t5, transfo
     return dict(model.config)
 
 
+@dataclass(frozen=True)
+class FrozenEncoders:
+    """The frozen encoders a generator conditions through, shared by its training and its saved pipeline.
+
+    Parameters
+    ----------
+    clip : CLIPModel
+        The shared CLIP (its text tower encodes the prompts; Kandinsky's CLIP space is built from it).
+    tokenizer : PreTrainedTokenizerBase
+        The pipeline tokenizer (:func:`~condeval.generators.text_to_image.pipeline_tokenizer`).
+    t5 : T5EncoderModel, optional
+        SD3's and FLUX's sequence encoder (Kandinsky has none).
+    max_length : int, default 32
+        Tokens of the T5 sequence (the pipelines' ``max_sequence_length``).
+    image_processor : CLIPImageProcessor, optional
+        Kandinsky: the CLIP's image processor, saved with its prior pipeline.
+    """
+
+    clip: CLIPModel
+    tokenizer: PreTrainedTokenizerBase
+    t5: T5EncoderModel | None = None
+    max_length: int = 32
+    image_processor: CLIPImageProcessor | None = None
+
+
+@dataclass(frozen=True)
+class FlowOptions:
+    """An SD3 or FLUX denoiser's own training options (:func:`train_flow_generator`), beyond its
+    :class:`~condeval.core.settings.TrainRecipe`.
+
+    Parameters
+    ----------
+    transformer : dict
+        Depth and heads: ``layers``, ``heads`` (and ``qk_norm`` for SD3, ``single_layers`` and
+        ``guidance_embeds`` for FLUX).
+    caption_dropout : float, default 0.1
+        See :class:`FlowMatchingModule`.
+    distill_epochs : int, default 1
+        FLUX: epochs of :class:`GuidanceDistillationModule`.
+    distill_lr : float, optional
+        FLUX: the distillation's learning rate (default: the recipe's).
+    guidance_range : (float, float), default (1.0, 5.0)
+        FLUX: the guidance values distilled.
+    shift : float, default 1.0
+        SD3's scheduler shift.
+    """
+
+    transformer: dict
+    caption_dropout: float = 0.1
+    distill_epochs: int = 1
+    distill_lr: float | None = None
+    guidance_range: tuple[float, float] = (1.0, 5.0)
+    shift: float = 1.0
+
+
+@dataclass(frozen=True)
+class KandinskyOptions:
+    """A mini Kandinsky 2.2's own training options (:func:`train_kandinsky`), beyond its
+    :class:`~condeval.core.settings.TrainRecipe` (whose ``epochs`` are the decoder's).
+
+    Parameters
+    ----------
+    prior : dict
+        ``layers``/``heads`` of the ``PriorTransformer``.
+    unet : dict
+        ``channels`` of the decoder UNet.
+    prior_epochs : int
+        Epochs of the prior.
+    caption_dropout : float, default 0.1
+        See :class:`KandinskyPriorModule` and :class:`KandinskyDecoderModule`.
+    """
+
+    prior: dict
+    unet: dict
+    prior_epochs: int
+    caption_dropout: float = 0.1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SavedComponents:
+    """The saved components :func:`train_text_to_image` assembles a generator from, and the sizes they serve.
+
+    Parameters
+    ----------
+    tokenizer_dir, clip_dir : path-like
+        The saved word tokenizer and CLIP.
+    autoencoder_dir : path-like
+        The saved autoencoder (``AutoencoderKL``; Kandinsky: ``VQModel``).
+    image_size : int
+        Generated side (the autoencoder's input side).
+    clip_image_size : int
+        The CLIP's input side (Kandinsky's image encoder reads the images at it).
+    max_length : int
+        Prompt tokens.
+    t5_dir : path-like, optional
+        The saved T5 (SD3 and FLUX).
+    """
+
+    tokenizer_dir: str | os.PathLike
+    clip_dir: str | os.PathLike
+    autoencoder_dir: str | os.PathLike
+    image_size: int
+    clip_image_size: int
+    max_length: int
+    t5_dir: str | os.PathLike | None = None
+
+
 def train_flow_generator(
     images: np.ndarray,
     captions: list[list[str]],
     out_dir,
+    recipe: TrainRecipe,
     *,
     family: str,
-    clip,
-    tokenizer,
+    encoders: FrozenEncoders,
     vae,
-    t5,
-    transformer: dict,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    val_images: int,
-    seed: int,
-    max_length: int = 32,
-    caption_dropout: float = 0.1,
-    distill_epochs: int = 1,
-    distill_lr: float | None = None,
-    guidance_range: tuple[float, float] = (1.0, 5.0),
-    shift: float = 1.0,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
+    options: FlowOptions,
 ) -> dict:
     """Train an SD3 (``family="sd3"``) or FLUX (``"flux"``) transformer and save the whole pipeline.
 
     Parameters
     ----------
     images : ndarray
-        Training images in [-1, 1], (N, 3, H, W); the first ``val_images`` validate.
+        Training images in [-1, 1], (N, 3, H, W); the first ``recipe.held_out`` validate.
     captions : list of list of str
         Each image's captions (one is drawn per step).
     out_dir : path-like
         Receives the pipeline (``DiffusionPipeline.from_pretrained(out_dir)``); its run folder is
         ``<out_dir>_run`` (FLUX's guidance distillation: its ``distill/`` subfolder).
+    recipe : TrainRecipe
+        The base training's; FLUX's distillation runs it with ``options.distill_epochs`` and ``distill_lr``.
     family : {"sd3", "flux"}
-    clip, tokenizer, vae, t5
-        The shared ``CLIPModel``, the pipeline tokenizer, the trained ``AutoencoderKL`` and ``T5EncoderModel``.
-    transformer : dict
-        Depth and heads: ``layers``, ``heads`` (and ``qk_norm`` for SD3, ``single_layers`` and
-        ``guidance_embeds`` for FLUX).
-    epochs, batch_size, val_images, seed : int
-    lr : float
-    max_length : int
-        Tokens of the T5 sequence (the pipelines' ``max_sequence_length``).
-    caption_dropout : float
-        See :class:`FlowMatchingModule`.
-    distill_epochs, distill_lr, guidance_range
-        FLUX: epochs and learning rate (default ``lr``) of :class:`GuidanceDistillationModule`, and the
-        guidance values it distils.
-    shift : float
-        SD3's scheduler shift.
-    accelerator : str
-    fingerprint : str, optional
+    encoders : FrozenEncoders
+        The shared CLIP, the pipeline tokenizer, the T5 and its ``max_length``.
+    vae : AutoencoderKL
+        The trained autoencoder.
+    options : FlowOptions
+        The transformer's depth and heads, caption dropout, FLUX's distillation and SD3's shift.
 
     Returns
     -------
@@ -516,37 +609,32 @@ def train_flow_generator(
 
     from condeval.core.resources import optimizer_steps
 
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
+    clip, tokenizer, t5 = encoders.clip, encoders.tokenizer, encoders.t5
     latents = latents_of(vae, images)
-    config = _flow_transformer_config(family, latents, clip, t5, transformer)
-    steps = optimizer_steps(len(images) - val_images, batch_size, epochs)
+    config = _flow_transformer_config(family, latents, clip, t5, options.transformer)
+    steps = optimizer_steps(len(images) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = FlowMatchingModule(
-        family, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps, caption_dropout=caption_dropout
+        family,
+        config,
+        lr=recipe.lr,
+        warmup_steps=max(1, steps // 20),
+        total_steps=steps,
+        caption_dropout=options.caption_dropout,
     )
-    pipe = _flow_pipeline(family, module.transformer, vae, clip, tokenizer, t5, shift)
-    encode = _flow_encoder(pipe, family, max_length)
+    pipe = _flow_pipeline(family, module.transformer, vae, clip, tokenizer, t5, options.shift)
+    encode = _flow_encoder(pipe, family, encoders.max_length)
+
+    def attach(denoiser: _TextConditioned) -> _TextConditioned:
+        return denoiser.attach(encode, captions, (clip, tokenizer, t5))
+
     rows = (latents, np.arange(len(latents)))
-    fit = dict(val_rows=val_images, batch_size=batch_size, seed=seed, accelerator=accelerator, fingerprint=fingerprint)
     out_dir = Path(out_dir)
-    trained, summary = _fit_best(
-        module.attach(encode, captions, (clip, tokenizer, t5)), rows, _run_dir(out_dir), epochs=epochs, **fit
-    )
-    if family == "flux" and transformer.get("guidance_embeds", True):
-        distill_steps = optimizer_steps(len(images) - val_images, batch_size, distill_epochs)
-        student = GuidanceDistillationModule(
-            config,
-            trained.transformer.state_dict(),
-            lr=distill_lr or lr,
-            warmup_steps=max(1, distill_steps // 20),
-            total_steps=distill_steps,
-            guidance_range=tuple(guidance_range),
-        )
+    trained, summary = _fit_best(attach(module), rows, _run_dir(out_dir), recipe)
+    if family == "flux" and options.transformer.get("guidance_embeds", True):
+        student = _guidance_student(trained, config, len(images), recipe, options)
         trained, distilled = _fit_best(
-            student.attach(encode, captions, (clip, tokenizer, t5)),
-            rows,
-            _run_dir(out_dir) / "distill",
-            epochs=distill_epochs,
-            **fit,
+            attach(student), rows, _run_dir(out_dir) / "distill", _distill_recipe(recipe, options)
         )
         summary = {**summary, "guidance_distillation": distilled}
     pipe.register_modules(transformer=trained.transformer)
@@ -554,25 +642,46 @@ def train_flow_generator(
     return summary
 
 
+def _distill_recipe(recipe: TrainRecipe, options: FlowOptions) -> TrainRecipe:
+    """FLUX's guidance distillation's recipe: the base one at ``distill_epochs`` and ``distill_lr``."""
+    return recipe.replace(epochs=options.distill_epochs, lr=options.distill_lr or recipe.lr)
+
+
+def _guidance_student(trained, config: dict, n_images: int, recipe: TrainRecipe, options: FlowOptions):
+    """The :class:`GuidanceDistillationModule` that starts from the base model ``trained``."""
+    from condeval.core.resources import optimizer_steps
+
+    stage = _distill_recipe(recipe, options)
+    steps = optimizer_steps(n_images - stage.held_out, stage.batch_size, stage.epochs)
+    return GuidanceDistillationModule(
+        config,
+        trained.transformer.state_dict(),
+        lr=stage.lr,
+        warmup_steps=max(1, steps // 20),
+        total_steps=steps,
+        guidance_range=tuple(options.guidance_range),
+    )
+
+
 def _run_dir(out_dir: Path) -> Path:
     """``<out_dir>_run``: the Lightning run folder of a saved model."""
     return out_dir.with_name(f"{out_dir.name}_run")
 
 
-def _fit_best(
-    module, rows, run_dir, *, val_rows=None, epochs, batch_size, seed, accelerator, fingerprint, workers=0, stop_at=None
-):
-    """:func:`~condeval.core.training.fit` (resumable) in ``run_dir``; (best module, training summary).
+def _fit_best(module, rows, run_dir, recipe: TrainRecipe, *, epochs: int | None = None, rows_per_item: int = 1):
+    """:func:`~condeval.core.training.fit` (resumable) in ``run_dir`` under ``recipe``; (best module, training summary).
 
-    ``rows`` are arrays whose first ``val_rows`` validate, or ``(train, val)`` datasets read from disk."""
-    from condeval.core.training import TrainSettings, fit, training_summary
-    from condeval.encoders.train import _split_rows
+    ``rows`` are arrays whose first ``recipe.held_out * rows_per_item`` rows validate (``rows_per_item``: rows
+    of one held-out item), or ``(train, val)`` datasets read from disk. ``epochs``: the ones the trainer
+    derived (e.g. from a step count), in place of the recipe's."""
+    from torch.utils.data import Dataset
 
-    train, val = rows if val_rows is None else _split_rows(rows, val_rows)
-    settings = TrainSettings(
-        epochs, batch_size, max(2, epochs), accelerator=accelerator, workers=workers, stop_at=stop_at
-    )
-    best = fit(module, train, val, run_dir, settings, seed=seed, fingerprint=fingerprint)
+    from condeval.core.training import fit, training_summary
+
+    split = isinstance(rows[0], Dataset)
+    train, val = rows if split else hold_out(rows, recipe.held_out * rows_per_item)
+    settings = recipe.settings(epochs)
+    best = fit(module, train, val, run_dir, settings, seed=recipe.seed, fingerprint=recipe.fingerprint)
     trained = type(module).load_from_checkpoint(best, map_location="cpu", weights_only=True).eval()
     return trained, training_summary(run_dir)
 
@@ -587,22 +696,10 @@ def _save_folder(out_dir, save, summary: dict) -> None:
         write_json(model_record(summary), folder / "training.json")
 
 
-def _fit_and_save(
-    module, rows, out_dir, save, *, val_images, epochs, batch_size, seed, accelerator, fingerprint
-) -> dict:
-    """Fit in ``<out_dir>_run``, then ``save(best module, folder)`` into ``out_dir`` atomically."""
+def _fit_and_save(module, rows, out_dir, save, recipe: TrainRecipe, *, rows_per_item: int = 1) -> dict:
+    """Fit in ``<out_dir>_run`` under ``recipe``, then ``save(best module, folder)`` into ``out_dir`` atomically."""
     out_dir = Path(out_dir)
-    trained, summary = _fit_best(
-        module,
-        rows,
-        _run_dir(out_dir),
-        val_rows=val_images,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    trained, summary = _fit_best(module, rows, _run_dir(out_dir), recipe, rows_per_item=rows_per_item)
     _save_folder(out_dir, lambda folder: save(trained, folder), summary)
     return summary
 
@@ -610,37 +707,34 @@ def _fit_and_save(
 def train_t5_from_clip(
     captions: list[list[str]],
     out_dir,
+    recipe: TrainRecipe,
     *,
     clip,
     tokenizer,
     width: int,
     layers: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    val_images: int,
-    seed: int,
     max_length: int = 32,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
 ) -> dict:
     """Distil a tiny ``T5EncoderModel`` from the CLIP's text tower (:class:`T5FromClipModule`) on every
-    caption of the training images, and ``save_pretrained`` it with the tokenizer into ``out_dir``."""
+    caption of the training images, and ``save_pretrained`` it with the tokenizer into ``out_dir``.
+
+    ``recipe.held_out`` images (all their captions) validate; ``width`` and ``layers`` size the T5, whose
+    sequences are ``max_length`` tokens."""
     import pytorch_lightning as pl
 
     from condeval.core.resources import optimizer_steps
     from condeval.encoders.data import token_arrays
     from condeval.generators.text_to_image import tiny_t5_encoder
 
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     ids, mask = token_arrays(tokenizer, [c for per_image in captions for c in per_image], max_length)
     per_image = len(captions[0])
-    steps = optimizer_steps(len(ids) - val_images * per_image, batch_size, epochs)
+    steps = optimizer_steps(len(ids) - recipe.held_out * per_image, recipe.batch_size, recipe.epochs)
     module = T5FromClipModule(
         tiny_t5_encoder(tokenizer, width, layers).config.to_dict(),
         clip.config.text_config.to_dict(),
         clip.text_model.state_dict(),
-        lr=lr,
+        lr=recipe.lr,
         warmup_steps=max(1, steps // 20),
         total_steps=steps,
     )
@@ -649,18 +743,7 @@ def train_t5_from_clip(
         trained.t5.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
 
-    return _fit_and_save(
-        module,
-        (ids, mask),
-        out_dir,
-        save,
-        val_images=val_images * per_image,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    return _fit_and_save(module, (ids, mask), out_dir, save, recipe, rows_per_item=per_image)
 
 
 def _encode_prior_prompts(prior_pipe, prompts: list[str], device):
@@ -681,27 +764,32 @@ def kandinsky_basis(clip, images: torch.Tensor, ids: np.ndarray, k: int) -> torc
     return torch.as_tensor(pca.components_, dtype=torch.float32)
 
 
+def _kandinsky_space(clip, tokenizer, captions: list[list[str]], clip_pixels: np.ndarray):
+    """(text tower, image tower, image embeddings) of Kandinsky's CLIP space (:func:`kandinsky_basis`)."""
+    from condeval.encoders.data import token_arrays
+    from condeval.generators.text_to_image import kandinsky_clip
+
+    width = clip.config.text_config.hidden_size
+    ids, _ = token_arrays(tokenizer, [c for per_image in captions for c in per_image], tokenizer.model_max_length)
+    with torch.no_grad():  # the CLIP reads each image once: Kandinsky's image embedding is basis @ its projection
+        projected = torch.cat(
+            [clip.get_image_features(pixel_values=c).pooler_output for c in torch.as_tensor(clip_pixels).split(256)]
+        )
+    basis = kandinsky_basis(clip, projected, ids, width)
+    text, image = kandinsky_clip(clip, basis)
+    return text, image, projected @ basis.T
+
+
 def train_kandinsky(
     images: np.ndarray,
     clip_pixels: np.ndarray,
     captions: list[list[str]],
     out_dir,
+    recipe: TrainRecipe,
     *,
-    clip,
-    tokenizer,
+    encoders: FrozenEncoders,
     movq,
-    image_processor,
-    prior: dict,
-    unet: dict,
-    prior_epochs: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    val_images: int,
-    seed: int,
-    caption_dropout: float = 0.1,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
+    options: KandinskyOptions,
 ) -> dict:
     """Train a mini Kandinsky 2.2: its CLIP space, the prior, then the decoder; save ``prior/`` and ``decoder/``.
 
@@ -715,14 +803,15 @@ def train_kandinsky(
     out_dir : path-like
         Receives ``prior/`` (``KandinskyV22PriorPipeline``) and ``decoder/`` (``KandinskyV22Pipeline``);
         runs in ``<out_dir>_run/{prior,decoder}``.
-    clip, tokenizer, movq, image_processor
-        The shared ``CLIPModel``, the pipeline tokenizer, the trained ``VQModel`` and the CLIP's image processor.
-    prior, unet : dict
-        ``layers``/``heads`` of the ``PriorTransformer``; ``channels`` of the decoder UNet.
-    prior_epochs, epochs, batch_size, val_images, seed : int
-    lr, caption_dropout : float
-    accelerator : str
-    fingerprint : str, optional
+    recipe : TrainRecipe
+        The decoder's; the prior runs it with ``options.prior_epochs``. Each stage's fingerprint is
+        ``recipe.fingerprint`` with ``-prior`` or ``-decoder``.
+    encoders : FrozenEncoders
+        The shared CLIP, the pipeline tokenizer and the CLIP's image processor.
+    movq : VQModel
+        The trained autoencoder.
+    options : KandinskyOptions
+        The prior's and the UNet's sizes, the prior's epochs and the caption dropout.
 
     Returns
     -------
@@ -732,70 +821,51 @@ def train_kandinsky(
     import pytorch_lightning as pl
 
     from condeval.core.resources import optimizer_steps
-    from condeval.encoders.data import token_arrays
     from condeval.generators.text_to_image import (
         DECODER_FOLDER,
         PRIOR_FOLDER,
         build_kandinsky_pipelines,
-        kandinsky_clip,
         tiny_kandinsky_prior,
         tiny_kandinsky_unet,
     )
 
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     out_dir = Path(out_dir)
     run_dir = _run_dir(out_dir)
+    clip, tokenizer = encoders.clip, encoders.tokenizer
     width = clip.config.text_config.hidden_size
-    ids, _ = token_arrays(tokenizer, [c for per_image in captions for c in per_image], tokenizer.model_max_length)
-    with torch.no_grad():  # the CLIP reads each image once: Kandinsky's image embedding is basis @ its projection
-        projected = torch.cat(
-            [clip.get_image_features(pixel_values=c).pooler_output for c in torch.as_tensor(clip_pixels).split(256)]
-        )
-    basis = kandinsky_basis(clip, projected, ids, width)
-    text, image = kandinsky_clip(clip, basis)
-    embeddings = projected @ basis.T
+    text, image, embeddings = _kandinsky_space(clip, tokenizer, captions, clip_pixels)
     latents = latents_of(movq, images)
-    prior_model = tiny_kandinsky_prior(width, tokenizer.model_max_length, **prior)
-    unet_model = tiny_kandinsky_unet(latents.shape[-1], latents.shape[1], width, **unet)
+    prior_model = tiny_kandinsky_prior(width, tokenizer.model_max_length, **options.prior)
+    unet_model = tiny_kandinsky_unet(latents.shape[-1], latents.shape[1], width, **options.unet)
     prior_pipe, decoder_pipe = build_kandinsky_pipelines(
-        prior_model, unet_model, movq, text, image, tokenizer, image_processor
+        prior_model, unet_model, movq, text, image, tokenizer, encoders.image_processor
     )
-    n_train = len(images) - val_images
-    steps = optimizer_steps(n_train, batch_size, prior_epochs)
+    prior_recipe = _stage(recipe, PRIOR_FOLDER, epochs=options.prior_epochs)
+    steps = optimizer_steps(len(images) - recipe.held_out, recipe.batch_size, prior_recipe.epochs)
     prior_module = KandinskyPriorModule(
         dict(prior_model.config),
         embeddings.mean(0).tolist(),
         embeddings.std(0).tolist(),
-        lr=lr,
+        lr=recipe.lr,
         warmup_steps=max(1, steps // 20),
         total_steps=steps,
-        caption_dropout=caption_dropout,
+        caption_dropout=options.caption_dropout,
     ).attach(partial(_encode_prior_prompts, prior_pipe), captions, (text, tokenizer))
-    fit = {"val_rows": val_images, "batch_size": batch_size, "seed": seed, "accelerator": accelerator}
     trained_prior, prior_summary = _fit_best(
-        prior_module,
-        (embeddings.numpy(), np.arange(len(images))),
-        run_dir / PRIOR_FOLDER,
-        epochs=prior_epochs,
-        fingerprint=fingerprint and f"{fingerprint}-prior",
-        **fit,
+        prior_module, (embeddings.numpy(), np.arange(len(images))), run_dir / PRIOR_FOLDER, prior_recipe
     )
-    steps = optimizer_steps(n_train, batch_size, epochs)
+    steps = optimizer_steps(len(images) - recipe.held_out, recipe.batch_size, recipe.epochs)
     decoder_module = KandinskyDecoderModule(
         dict(unet_model.config),
         prior_pipe.get_zero_embed(device=prior_pipe.image_encoder.device).squeeze(0).tolist(),
-        lr=lr,
+        lr=recipe.lr,
         warmup_steps=max(1, steps // 20),
         total_steps=steps,
-        caption_dropout=caption_dropout,
+        caption_dropout=options.caption_dropout,
     )
     trained_decoder, decoder_summary = _fit_best(
-        decoder_module,
-        (latents, embeddings.numpy()),
-        run_dir / DECODER_FOLDER,
-        epochs=epochs,
-        fingerprint=fingerprint and f"{fingerprint}-decoder",
-        **fit,
+        decoder_module, (latents, embeddings.numpy()), run_dir / DECODER_FOLDER, _stage(recipe, DECODER_FOLDER)
     )
     prior_pipe.register_modules(prior=trained_prior.prior)
     decoder_pipe.register_modules(unet=trained_decoder.unet)
@@ -809,23 +879,33 @@ def train_kandinsky(
     return summary
 
 
+def _stage(recipe: TrainRecipe, name: str, **changes) -> TrainRecipe:
+    """A Kandinsky stage's recipe: ``recipe`` with ``changes``, its fingerprint (if any) suffixed ``-<name>``."""
+    return recipe.replace(fingerprint=recipe.fingerprint and f"{recipe.fingerprint}-{name}", **changes)
+
+
+def _popped_recipe(train: dict, seed: int, where: dict) -> TrainRecipe:
+    """The recipe of a generator's ``train`` section, its keys popped (``val_images``: 200 unless given)."""
+    return TrainRecipe(
+        epochs=train.pop("epochs"),
+        batch_size=train.pop("batch_size"),
+        lr=train.pop("lr"),
+        held_out=train.pop("val_images", 200),
+        seed=seed,
+        **where,
+    )
+
+
 def train_text_to_image(
     world,
     out_dir,
     *,
     family: str,
     train: dict,
-    tokenizer_dir,
-    clip_dir,
-    autoencoder_dir,
-    t5_dir=None,
-    image_size: int,
-    clip_image_size: int,
-    max_length: int,
+    components: SavedComponents,
     seed: int,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
     image_ids: Sequence[int] | None = None,
+    **where,
 ) -> dict:
     """Train one mini generator of ``family`` on the world's train split from saved components.
 
@@ -837,21 +917,19 @@ def train_text_to_image(
         The pipeline folder to save.
     family : {"sd3", "flux", "kandinsky"}
     train : dict
-        ``images``, ``epochs``, ``batch_size``, ``lr`` and the family's keys (``transformer``;
-        Kandinsky: ``prior``, ``unet``, ``prior_epochs``; optional ``val_images``,
-        ``caption_dropout``, ``shift``; FLUX: ``distill_epochs``, ``distill_lr``, ``guidance_range``).
-    tokenizer_dir, clip_dir, autoencoder_dir, t5_dir : path-like
-        Saved word tokenizer, CLIP, autoencoder (``AutoencoderKL``; Kandinsky: ``VQModel``) and T5.
-    image_size, clip_image_size : int
-        Generated side; the CLIP's input side (Kandinsky's image encoder reads the images at it).
-    max_length : int
-        Prompt tokens.
+        ``images``, ``epochs``, ``batch_size``, ``lr``, optional ``val_images`` (default 200) and the
+        family's keys: :class:`FlowOptions`' (``transformer``; optional ``caption_dropout``, ``shift``;
+        FLUX: ``distill_epochs``, ``distill_lr``, ``guidance_range``) or :class:`KandinskyOptions`'
+        (``prior``, ``unet``, ``prior_epochs``; optional ``caption_dropout``).
+    components : SavedComponents
+        The saved tokenizer, CLIP, autoencoder and T5, and the sizes they serve.
     seed : int
-    accelerator : str
-    fingerprint : str, optional
     image_ids : sequence of int, optional
         Train on these train images only (the first ``images`` of them), e.g. the single-object
         scenes (``benchmarks/bench_t2i_device.py --scenes lone``).
+    **where
+        Where every stage runs: :class:`~condeval.core.settings.TrainRecipe`'s ``accelerator``, ``workers``,
+        ``stop_at`` and ``fingerprint``.
 
     Returns
     -------
@@ -866,47 +944,39 @@ def train_text_to_image(
 
     train = dict(train)
     frame, captions = coco_split(world, "train", train.pop("images"), image_ids=image_ids)
-    paths = frame["path"].to_list()
-    clip = CLIPModel.from_pretrained(str(clip_dir)).eval()
-    tokenizer = pipeline_tokenizer(AutoTokenizer.from_pretrained(str(tokenizer_dir)), max_length)
-    images = world_images(paths, image_size)
-    common = {
-        "val_images": train.pop("val_images", 200),
-        "seed": seed,
-        "accelerator": accelerator,
-        "fingerprint": fingerprint,
-    }
-    autoencoder = (
-        _autoencoder_class("vq" if family == "kandinsky" else "kl").from_pretrained(str(autoencoder_dir)).eval()
-    )
+    recipe = _popped_recipe(train, seed, where)
+    paths, parts = frame["path"].to_list(), components
+    clip = CLIPModel.from_pretrained(str(parts.clip_dir)).eval()
+    tokenizer = pipeline_tokenizer(AutoTokenizer.from_pretrained(str(parts.tokenizer_dir)), parts.max_length)
+    images = world_images(paths, parts.image_size)
+    kind = "vq" if family == "kandinsky" else "kl"
+    autoencoder = _autoencoder_class(kind).from_pretrained(str(parts.autoencoder_dir)).eval()
     if family == "kandinsky":
         from condeval.encoders.clip import clip_image_processor
         from condeval.encoders.data import pixel_values
 
-        processor = clip_image_processor(clip_image_size)
+        processor = clip_image_processor(parts.clip_image_size)
+        encoders = FrozenEncoders(clip, tokenizer, max_length=parts.max_length, image_processor=processor)
+        clip_pixels = pixel_values(paths, processor)
         return train_kandinsky(
             images,
-            pixel_values(paths, processor),
+            clip_pixels,
             captions,
             out_dir,
-            clip=clip,
-            tokenizer=tokenizer,
+            recipe,
+            encoders=encoders,
             movq=autoencoder,
-            image_processor=processor,
-            **train,
-            **common,
+            options=KandinskyOptions(**train),
         )
-    t5 = T5EncoderModel.from_pretrained(str(t5_dir)).eval()
+    t5 = T5EncoderModel.from_pretrained(str(parts.t5_dir)).eval()
+    encoders = FrozenEncoders(clip, tokenizer, t5, parts.max_length)
     return train_flow_generator(
         images,
         captions,
         out_dir,
+        recipe,
         family=family,
-        clip=clip,
-        tokenizer=tokenizer,
+        encoders=encoders,
         vae=autoencoder,
-        t5=t5,
-        max_length=max_length,
-        **train,
-        **common,
+        options=FlowOptions(**train),
     )

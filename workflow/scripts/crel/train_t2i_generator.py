@@ -6,18 +6,14 @@ from condeval.core.io import fingerprint, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
 from condeval.core.training import accelerator_for_gpus
 from condeval.datasets.coco import coco_root
-from condeval.generators.text_to_image_training import train_text_to_image
+from condeval.generators.text_to_image_training import SavedComponents, train_text_to_image
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p, i = snakemake.params, snakemake.input
 train = dict(p.train)
 family = train.pop("family")
-summary = train_text_to_image(
-    coco_root(i.captions[0]),
-    snakemake.output.model,
-    family=family,
-    train=train,
+components = SavedComponents(
     tokenizer_dir=saved_folder(i.tokenizer),
     clip_dir=saved_folder(i.clip),
     autoencoder_dir=saved_folder(i.autoencoder),
@@ -25,6 +21,13 @@ summary = train_text_to_image(
     image_size=p.image_size,
     clip_image_size=p.clip_image_size,
     max_length=p.max_length,
+)
+summary = train_text_to_image(
+    coco_root(i.captions[0]),
+    snakemake.output.model,
+    family=family,
+    train=train,
+    components=components,
     seed=p.seed,
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint(
