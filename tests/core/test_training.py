@@ -116,6 +116,24 @@ def test_a_changed_frozen_input_trains_afresh_and_the_same_one_resumes(tmp_path,
     assert OTHER_RUN in caplog.text
 
 
+class Configured(Regression):
+    """Regression with a diffusers-style config among its hyperparameters."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def test_a_config_whose_default_keys_come_in_another_order_resumes_its_run(tmp_path, caplog):
+    """diffusers lists a config's defaulted keys in set order, which changes with the process's hash seed."""
+    _fit(Configured({"layers": 2, "_use_default_values": ["width", "heads"]}), tmp_path)
+    with caplog.at_level(logging.WARNING, logger="condeval.core.training"):
+        _fit(Configured({"layers": 2, "_use_default_values": ["heads", "width"]}), tmp_path)
+        assert OTHER_RUN not in caplog.text
+        _fit(Configured({"layers": 3, "_use_default_values": ["heads", "width"]}), tmp_path)
+    assert OTHER_RUN in caplog.text
+
+
 def test_a_module_without_saved_hyperparameters_is_warned_about(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="condeval.core.training"):
         _fit(Unnamed(), tmp_path)

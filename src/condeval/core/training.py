@@ -25,7 +25,7 @@ import resource
 import shutil
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -390,7 +390,7 @@ def _run_identity(module, rows: Sequence, settings: dict, fingerprint: str | Non
     :meth:`frozen_identity` where it defines one (inputs its batches are completed with: captions, a
     frozen encoder), the rows, the fit's settings and the caller's fingerprint. ``max_epochs`` is left
     out: a higher cap extends a run (a lower one is handled in :func:`fit`)."""
-    hparams = dict(getattr(module, "hparams", None) or {})
+    hparams = _canonical(dict(getattr(module, "hparams", None) or {}))
     frozen = module.frozen_identity() if hasattr(module, "frozen_identity") else None
     if not hparams and fingerprint is None:
         log.warning(
@@ -414,6 +414,18 @@ def _run_identity(module, rows: Sequence, settings: dict, fingerprint: str | Non
         digest.update(f"{array.dtype}{array.shape}".encode())
         digest.update(array)  # the contiguous buffer itself, no copy
     return digest.hexdigest()
+
+
+def _canonical(value):
+    """``value`` with every diffusers ``_use_default_values`` list (a config's keys left at their defaults,
+    listed in set order, which changes with the process's hash seed) sorted, so that a restarted job
+    recognises its own run folder."""
+    if not isinstance(value, Mapping):
+        return value
+    return {
+        key: sorted(item) if key == "_use_default_values" and isinstance(item, (list, tuple)) else _canonical(item)
+        for key, item in value.items()
+    }
 
 
 def _stable_repr(value) -> str:
