@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 from condeval.core.io import write_json
+from condeval.core.training import TrainRecipe
 from condeval.encoders.patch_encoder import PatchEncoder
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
-from condeval.generators.attribute_training import train_attribute_generator
+from condeval.generators.attribute_training import RepaAlignment, train_attribute_generator
 from condeval.generators.autoencoders import tiny_autoencoder_kl
 from condeval.trust.samples import SamplingSettings, generate_samples
 
@@ -158,17 +159,19 @@ def main() -> None:
                 images,
                 attributes,
                 tmp / variant,
-                values=[2, 2, 2, 2],
+                TrainRecipe(
+                    epochs=shape["epochs"],
+                    batch_size=shape["batch"],
+                    lr=1e-4,
+                    held_out=shape["val"],
+                    seed=0,
+                    accelerator=accelerator,
+                ),
                 vae=vae,
-                transformer=dict(layers=shape["layers"], heads=shape["heads"], head_dim=shape["head_dim"]),
-                epochs=shape["epochs"],
-                batch_size=shape["batch"],
-                lr=1e-4,
-                val_images=shape["val"],
-                seed=0,
-                repa_extractor=extractor if variant == "repa" else None,
-                repa_depth=shape["repa_depth"],
-                accelerator=accelerator,
+                model=dict(
+                    values=[2, 2, 2, 2], layers=shape["layers"], heads=shape["heads"], head_dim=shape["head_dim"]
+                ),
+                repa=RepaAlignment(extractor, depth=shape["repa_depth"]) if variant == "repa" else None,
             )
             trained = _synchronised(args.device) - start
             pipe = AttributeDiffusionPipeline.from_pretrained(str(tmp / variant)).to(args.device)

@@ -46,24 +46,22 @@ def tiny_vae(blocks: int = 2):
     ).eval()
 
 
-def _train(images, out_dir, **overrides):
-    from condeval.generators.attribute_training import train_attribute_generator
+def _train(images, out_dir, vae=None):
+    from condeval.core.training import TrainRecipe
+    from condeval.generators.attribute_training import FlowSchedule, train_attribute_generator
 
     attributes = np.asfortranarray(
         np.stack([np.arange(len(images)) % 2, np.arange(len(images)) % 3], axis=1)
     )  # as polars gives
-    settings = dict(
-        values=[2, 3],
-        vae=tiny_vae(),
-        transformer={"layers": 1, "heads": 2},
-        epochs=1,
-        batch_size=8,
-        lr=1e-3,
-        val_images=8,
-        seed=0,
-        chunk_size=16,
+    return train_attribute_generator(
+        images,
+        attributes,
+        out_dir,
+        TrainRecipe(epochs=1, batch_size=8, lr=1e-3, held_out=8, seed=0),
+        vae=tiny_vae() if vae is None else vae,
+        model={"values": [2, 3], "layers": 1, "heads": 2},
+        schedule=FlowSchedule(chunk_size=16),
     )
-    return train_attribute_generator(images, attributes, out_dir, **{**settings, **overrides})
 
 
 def _weights(folder) -> dict:
@@ -110,7 +108,7 @@ RSS_SCRIPT = textwrap.dedent(
     from test_attribute_streaming import LazyImages, _train, tiny_vae
 
     n, out = int(sys.argv[1]), sys.argv[2]
-    _train(LazyImages(n, 256), out, chunk_size=16, val_images=8, vae=tiny_vae(4))
+    _train(LazyImages(n, 256), out, vae=tiny_vae(4))
     print(json.dumps({"images": n, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
     """
 )

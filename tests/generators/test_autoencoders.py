@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from condeval.core.training import TrainRecipe
 from condeval.generators.autoencoders import fold_movq_scale, latent_statistics, tiny_movq, train_autoencoder
 
 
@@ -41,13 +42,9 @@ def test_a_trained_movq_is_saved_with_unit_variance_latents(tmp_path):
     summary = train_autoencoder(
         images,
         tmp_path / "vq",
+        TrainRecipe(epochs=1, batch_size=32, lr=1e-3, held_out=16, seed=0),
         kind="vq",
         model={"channels": (32, 32)},
-        epochs=1,
-        batch_size=32,
-        lr=1e-3,
-        val_images=16,
-        seed=0,
     )
     saved = VQModel.from_pretrained(tmp_path / "vq").eval()
     mean, std = latent_statistics(saved, torch.as_tensor(images[16:]))
@@ -79,12 +76,8 @@ def test_images_outside_the_models_range_are_refused_before_training(tmp_path, i
         train_autoencoder(
             images,
             tmp_path / "vae",
+            TrainRecipe(epochs=1, batch_size=4, lr=1e-3, held_out=2, seed=0),
             kind="kl",
             model={"channels": (8, 8)},
-            epochs=1,
-            batch_size=4,
-            lr=1e-3,
-            val_images=2,
-            seed=0,
         )
     assert not (tmp_path / "vae").exists()

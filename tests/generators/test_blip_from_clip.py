@@ -11,7 +11,8 @@ import pytest
 import torch
 import yaml
 
-from condeval.generators.captioner_training import _vision_shape, blip_vision_from_clip, train_captioner
+from condeval.core.training import TrainRecipe
+from condeval.generators.captioner_training import VisionInit, _vision_shape, blip_vision_from_clip, train_captioner
 
 WIDTH, LAYERS = 32, 2
 
@@ -126,20 +127,17 @@ def world(tmp_path_factory, tokenizer, clip):
     return root
 
 
-def _train(world, out, **overrides):
-    settings = dict(
+def _train(world, out, image_size=32, freeze_vision=False):
+    return train_captioner(
+        world,
+        world / "tokenizer",
+        out,
+        TrainRecipe(epochs=1, batch_size=16, lr=1e-3, held_out=8, seed=0),
         architecture="blip",
         images=40,
-        epochs=1,
-        batch_size=16,
-        lr=1e-3,
-        image_size=32,
-        val_images=8,
-        seed=0,
-        model={"vision_width": 16, "vision_layers": 1, "text_width": 16, "text_layers": 1},
-        vision_from=world / "clip",
+        model={"vision_width": 16, "vision_layers": 1, "text_width": 16, "text_layers": 1, "image_size": image_size},
+        vision=VisionInit(from_clip=world / "clip", freeze=freeze_vision),
     )
-    return train_captioner(world, world / "tokenizer", out, **{**settings, **overrides})
 
 
 def test_train_captioner_starts_blip_from_the_clip(world, clip, tmp_path, caplog):

@@ -61,6 +61,7 @@ def test_it_saves_and_loads_as_a_diffusers_model(tmp_path):
 
 
 def test_a_generator_trains_on_its_latents_and_samples_six_channel_sites(tmp_path):
+    from condeval.core.training import TrainRecipe
     from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
     from condeval.generators.attribute_training import train_attribute_generator
 
@@ -72,14 +73,9 @@ def test_a_generator_trains_on_its_latents_and_samples_six_channel_sites(tmp_pat
         images,
         attributes,
         tmp_path / "generator",
-        values=[2, 2],
+        TrainRecipe(epochs=1, batch_size=16, lr=1e-3, held_out=8, seed=0),
         vae=wrapper,
-        transformer={"layers": 1, "heads": 2},
-        epochs=1,
-        batch_size=16,
-        lr=1e-3,
-        val_images=8,
-        seed=0,
+        model={"values": [2, 2], "layers": 1, "heads": 2},
     )
     assert summary["epochs_run"] == 1
     pipe = AttributeDiffusionPipeline.from_pretrained(str(tmp_path / "generator"))
@@ -99,19 +95,27 @@ def test_a_generator_trains_on_its_latents_and_samples_six_channel_sites(tmp_pat
 
 def test_a_length_in_steps_rounds_up_to_whole_epochs_and_one_length_only_is_taken(tmp_path):
     """The paper gives its generators' training as 400k steps; the support's size sets the epochs."""
-    from condeval.generators.attribute_training import train_attribute_generator
+    from condeval.core.training import TrainRecipe
+    from condeval.generators.attribute_training import FlowSchedule, train_attribute_generator
 
     wrapper = ChannelwiseAutoencoderKL.wrapping(_rgb(), image_channels=6).eval()
     images = np.random.default_rng(0).integers(0, 256, (40, 6, 16, 16), dtype=np.uint8)
     attributes = np.random.default_rng(1).integers(0, 2, (40, 2))
-    settings = dict(
-        values=[2, 2], vae=wrapper, transformer={"layers": 1, "heads": 2}, batch_size=16, lr=1e-3, val_images=8, seed=0
-    )
-    for lengths in ({}, {"epochs": 1, "steps": 2}):
+    recipe = TrainRecipe(epochs=None, batch_size=16, lr=1e-3, held_out=8, seed=0)
+    settings = dict(vae=wrapper, model={"values": [2, 2], "layers": 1, "heads": 2})
+    for epochs, steps in ((None, None), (1, 2)):
         with pytest.raises(ValueError, match="as epochs or as steps, one of the two"):
-            train_attribute_generator(images, attributes, tmp_path / "refused", **settings, **lengths)
+            train_attribute_generator(
+                images,
+                attributes,
+                tmp_path / "refused",
+                recipe.replace(epochs=epochs),
+                schedule=FlowSchedule(steps=steps),
+                **settings,
+            )
     # 32 training images at batch 16: 2 steps an epoch, so 3 steps take 2 epochs
-    summary = train_attribute_generator(images, attributes, tmp_path / "g", **settings, steps=3, warmup_steps=1000)
+    schedule = FlowSchedule(steps=3, warmup_steps=1000)
+    summary = train_attribute_generator(images, attributes, tmp_path / "g", recipe, schedule=schedule, **settings)
     assert summary["epochs_run"] == 2
 
 
@@ -134,6 +138,7 @@ def test_a_length_in_steps_rounds_up_to_whole_epochs_and_one_length_only_is_take
 def test_training_data_is_refused_by_name_before_any_training(tmp_path, change, error, message):
     """Float images in [-1, 1] were rescaled as uint8 into a constant field; a value of values[k] (the
     dropped row) trained the unconditional row; 0.5 was truncated onto value 0."""
+    from condeval.core.training import TrainRecipe
     from condeval.generators.attribute_training import train_attribute_generator
 
     arguments = {
@@ -147,13 +152,8 @@ def test_training_data_is_refused_by_name_before_any_training(tmp_path, change, 
             arguments["images"],
             arguments["attributes"],
             tmp_path / "g",
-            values=arguments["values"],
+            TrainRecipe(epochs=1, batch_size=2, lr=1e-3, held_out=1, seed=0),
             vae=wrapper,
-            transformer={"layers": 1, "heads": 2},
-            epochs=1,
-            batch_size=2,
-            lr=1e-3,
-            val_images=1,
-            seed=0,
+            model={"values": arguments["values"], "layers": 1, "heads": 2},
         )
     assert not (tmp_path / "g_run").exists()

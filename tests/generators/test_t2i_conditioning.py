@@ -60,13 +60,9 @@ def trained(tmp_path_factory):
     train_autoencoder(
         pixels,
         folder / "vae",
+        TrainRecipe(epochs=5, batch_size=32, lr=3e-3, held_out=100, seed=0),
         kind="kl",
         model={"channels": (16, 32)},
-        epochs=5,
-        batch_size=32,
-        lr=3e-3,
-        val_images=100,
-        seed=0,
         crop=16,
     )
     from diffusers import AutoencoderKL

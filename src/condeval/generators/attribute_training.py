@@ -20,16 +20,26 @@ not by its dataset, and a restarted job encodes nothing twice.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from condeval.core.training import ScheduledModule
+from condeval.core.settings import check_integer
+from condeval.core.training import ScheduledModule, TrainRecipe
 from condeval.generators.text_to_image_training import _noised
 
-__all__ = ["AttributeFlowModule", "align_to_tokens", "cached_rows", "train_attribute_generator"]
+__all__ = [
+    "AttributeFlowModule",
+    "FlowSchedule",
+    "RepaAlignment",
+    "align_to_tokens",
+    "cached_rows",
+    "train_attribute_generator",
+]
 
 
 def align_to_tokens(patches: torch.Tensor, tokens: int) -> torch.Tensor:
@@ -207,80 +217,139 @@ def cached_rows(
     return work, RowShards(work.run(write_chunk), names)
 
 
+@dataclass(frozen=True)
+class FlowSchedule:
+    """How :func:`train_attribute_generator` trains, beyond its recipe.
+
+    Parameters
+    ----------
+    condition_dropout : float, default 0.1
+        Share of rows whose whole attribute tuple drops to the "dropped" rows (the paper's 0.1).
+    steps : int >= 1, optional
+        The training's length in optimiser steps, rounded up to whole epochs of the support (the paper
+        trains 400,000 at batch 256); give it or the recipe's ``epochs``, one of the two.
+    warmup_steps : int >= 1, optional
+        The learning rate's linear warm-up (the paper's 1,000); default 5% of the steps.
+    chunk_size : int, optional
+        Images read and encoded at a time into the row cache (default 4 batches).
+    """
+
+    condition_dropout: float = 0.1
+    steps: int | None = None
+    warmup_steps: int | None = None
+    chunk_size: int | None = None
+
+    def __post_init__(self):
+        for name in ("steps", "warmup_steps"):
+            if getattr(self, name) is not None:
+                check_integer(getattr(self, name), name, least=1)
+
+
+@dataclass(frozen=True)
+class RepaAlignment:
+    """REPA (representation alignment) of :func:`train_attribute_generator`: the denoiser's image tokens
+    after block ``depth`` pulled towards an extractor's patch features of the clean images.
+
+    Parameters
+    ----------
+    extractor : condeval.encoders.patch_encoder.PatchEncoder
+        Its patch tokens of the clean images (``tokens``) are the alignment's target.
+    coefficient : float, default 0.5
+        The alignment's weight in the loss (the paper's 0.5).
+    depth : int, default 1
+        The block (1-based) whose image tokens are aligned.
+    name : str, default ""
+        The extractor's name, kept in the saved :class:`~condeval.generators.attribute_to_image.REPAProjector`.
+    """
+
+    extractor: Any
+    coefficient: float = 0.5
+    depth: int = 1
+    name: str = ""
+
+
+def _training_length(recipe: TrainRecipe, schedule: FlowSchedule, train_rows: int) -> tuple[int, int, int]:
+    """(epochs, optimiser steps, warm-up steps) of the recipe's epochs or the schedule's steps."""
+    from condeval.core.resources import optimizer_steps
+
+    epochs = recipe.epochs
+    if (epochs is None) == (schedule.steps is None):
+        raise ValueError(
+            "give the training's length as epochs or as steps, one of the two; "
+            f"got epochs={epochs}, steps={schedule.steps}"
+        )
+    batches = optimizer_steps(train_rows, recipe.batch_size, 1)
+    if schedule.steps is not None:
+        epochs = -(-schedule.steps // batches)
+    steps = epochs * batches
+    warmup_steps = max(1, steps // 20) if schedule.warmup_steps is None else schedule.warmup_steps
+    return epochs, steps, min(warmup_steps, steps)
+
+
+def _checked_attributes(attributes, values: tuple[int, ...], images: int, held_out: int) -> np.ndarray:
+    """``attributes`` checked against ``values`` (no "dropped" row), one per image, with rows to train on."""
+    from condeval.generators.attribute_to_image import attribute_values
+
+    attributes = attribute_values(attributes, values, allow_dropped=False)
+    if len(attributes) != images:
+        raise ValueError(f"one attribute row per image: {images} images, {len(attributes)} attribute rows")
+    if not held_out < images:
+        raise ValueError(f"cannot hold out {held_out} of {images} training images for validation")
+    return attributes
+
+
+def _alignment(repa: RepaAlignment | None, tokens: list) -> dict:
+    """:class:`AttributeFlowModule`'s REPA keywords (none for the vanilla generator); ``tokens``: a row's
+    patch tokens, whose width the projector maps to."""
+    if repa is None:
+        return {}
+    return dict(
+        repa_coefficient=repa.coefficient, repa_depth=repa.depth, target_dim=tokens[0].shape[-1], extractor=repa.name
+    )
+
+
 def train_attribute_generator(
     images: np.ndarray,
     attributes: np.ndarray,
     out_dir,
+    recipe: TrainRecipe,
     *,
-    values,
     vae,
-    transformer: dict,
-    epochs: int | None = None,
-    batch_size: int,
-    lr: float,
-    val_images: int,
-    seed: int,
-    condition_dropout: float = 0.1,
-    steps: int | None = None,
-    warmup_steps: int | None = None,
-    repa_extractor=None,
-    repa_coefficient: float = 0.5,
-    repa_depth: int = 1,
-    repa_name: str = "",
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
-    chunk_size: int | None = None,
-    workers: int = 0,
-    stop_at: float | None = None,
+    model: dict,
+    schedule: FlowSchedule = FlowSchedule(),
+    repa: RepaAlignment | None = None,
 ) -> dict:
-    """Train the attribute-conditioned generator (vanilla, or REPA with ``repa_extractor``) and save
-    the whole :class:`~condeval.generators.attribute_to_image.AttributeDiffusionPipeline` (with its
-    REPA projector when REPA-trained).
+    """Train the attribute-conditioned generator (vanilla, or REPA with ``repa``) and save the whole
+    :class:`~condeval.generators.attribute_to_image.AttributeDiffusionPipeline` (with its REPA projector
+    when REPA-trained).
 
     Parameters
     ----------
     images : ndarray or sequence-like
         uint8 images (N, C, H, W) of the regime's training support, or anything whose ``images[a:b]`` gives
-        those rows (a release read from disk a chunk at a time); the first ``val_images`` validate. They
-        are encoded once into the run's row cache (:func:`cached_rows`), which training reads a batch
+        those rows (a release read from disk a chunk at a time); the first ``recipe.held_out`` validate.
+        They are encoded once into the run's row cache (:func:`cached_rows`), which training reads a batch
         at a time.
     attributes : ndarray of int, shape (N, K)
     out_dir : path-like
         Receives the pipeline (``AttributeDiffusionPipeline.from_pretrained(out_dir)``); its Lightning
         run folder is ``<out_dir>_run``.
-    values : sequence of int
-        How many values each attribute takes (the encoder's tables).
+    recipe : condeval.core.training.TrainRecipe
+        Epochs (``None`` with the schedule's ``steps``), batch size, learning rate, held-out images, seed,
+        where it runs (``workers``: processes reading cached rows while the model trains), the job's
+        deadline (``stop_at``, :func:`condeval.core.training.job_deadline`: training pauses at the last
+        epoch's end before it, raising :class:`~condeval.core.training.TrainingPaused`, and the next call
+        resumes, the row cache kept) and the fingerprint (what the images are: a run folder or row cache
+        of other inputs is not reused).
     vae : diffusers.AutoencoderKL
         The trained autoencoder (its shift and scale set).
-    transformer : dict
-        ``layers``, ``heads`` and optionally ``head_dim`` (16) and ``qk_norm`` of the ``SD3Transformer2DModel``.
-    epochs, steps : int
-        The training's length, one of the two: passes over the support, or optimiser steps (rounded up to
-        whole epochs; the paper trains 400,000 at batch 256).
-    warmup_steps : int, optional
-        The learning rate's linear warm-up (the paper's 1,000); default 5% of the steps.
-    batch_size, val_images, seed : int
-    lr : float
-    condition_dropout : float
-        The paper's 0.1.
-    repa_extractor : condeval.encoders.patch_encoder.PatchEncoder, optional
-        Its patch tokens of the clean images (``tokens``) are REPA's target; ``None`` trains the
-        vanilla generator.
-    repa_coefficient, repa_depth
-        The alignment's weight and block (1-based).
-    repa_name : str
-        The extractor's name, kept in the saved :class:`REPAProjector`.
-    accelerator : str
-    fingerprint : str, optional
-        What the images are (their files, settings): a run folder or row cache of other inputs is not reused.
-    chunk_size : int, optional
-        Images read and encoded at a time into the cache (default 4 batches).
-    workers : int
-        Processes reading cached rows while the model trains.
-    stop_at : float, optional
-        The job's deadline (:func:`condeval.core.training.job_deadline`): training pauses at the last
-        epoch's end before it, raising :class:`~condeval.core.training.TrainingPaused`, and the next call
-        resumes (the row cache is kept).
+    model : dict
+        ``values`` (how many values each attribute takes: the encoder's tables) and the
+        ``SD3Transformer2DModel``'s ``layers``, ``heads`` and optionally ``head_dim`` (16) and ``qk_norm``.
+    schedule : FlowSchedule, default FlowSchedule()
+        Condition dropout, the length in steps, the warm-up and the cache's chunk size.
+    repa : RepaAlignment, optional
+        REPA's extractor, weight, block and name; ``None`` trains the vanilla generator.
 
     Returns
     -------
@@ -289,70 +358,40 @@ def train_attribute_generator(
     """
     import pytorch_lightning as pl
 
-    from condeval.core.io import check_integer
-    from condeval.core.resources import optimizer_steps
-    from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder, attribute_values
+    from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
     from condeval.generators.text_to_image import flow_scheduler
     from condeval.generators.text_to_image_training import _fit_best, _run_dir, _save_folder
 
-    values = tuple(check_integer(v, f"values[{k}]", least=1) for k, v in enumerate(values))
-    attributes = attribute_values(attributes, values, allow_dropped=False)
-    if len(attributes) != len(images):
-        raise ValueError(f"one attribute row per image: {len(images)} images, {len(attributes)} attribute rows")
-    if not 0 < val_images < len(images):
-        raise ValueError(f"cannot hold out {val_images} of {len(images)} training images for validation")
-    pl.seed_everything(seed, workers=True, verbose=False)
+    transformer = dict(model)
+    values = tuple(check_integer(v, f"values[{k}]", least=1) for k, v in enumerate(transformer.pop("values")))
+    held_out = recipe.held_out
+    attributes = _checked_attributes(attributes, values, len(images), held_out)
+    epochs, steps, warmup_steps = _training_length(recipe, schedule, len(images) - held_out)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     out_dir = Path(out_dir)
     cache, rows = cached_rows(
         images,
         attributes,
         vae,
         _run_dir(out_dir),
-        repa_extractor=repa_extractor,
-        chunk_size=chunk_size or 4 * batch_size,
-        fingerprint=fingerprint,
+        repa_extractor=None if repa is None else repa.extractor,
+        chunk_size=schedule.chunk_size or 4 * recipe.batch_size,
+        fingerprint=recipe.fingerprint,
     )
     latents, _, *tokens = rows[0]
     width = transformer.get("head_dim", 16) * transformer["heads"]
     encoder_config = dict(AttributeEncoder(values=values, width=width, context_width=width).config)
-    repa = {}
-    if repa_extractor is not None:
-        repa = dict(
-            repa_coefficient=repa_coefficient,
-            repa_depth=repa_depth,
-            target_dim=tokens[0].shape[-1],
-            extractor=repa_name,
-        )
-    if (epochs is None) == (steps is None):
-        raise ValueError(
-            f"give the training's length as epochs or as steps, one of the two; got epochs={epochs}, steps={steps}"
-        )
-    batches = optimizer_steps(len(images) - val_images, batch_size, 1)
-    if steps is not None:
-        epochs = -(-check_integer(steps, "steps", least=1) // batches)
-    steps = epochs * batches
-    warmup_steps = max(1, steps // 20) if warmup_steps is None else check_integer(warmup_steps, "warmup_steps", least=1)
     module = AttributeFlowModule(
         _denoiser_config(latents.shape, width, transformer),
         encoder_config,
-        lr=lr,
-        warmup_steps=min(warmup_steps, steps),
+        lr=recipe.lr,
+        warmup_steps=warmup_steps,
         total_steps=steps,
-        condition_dropout=condition_dropout,
-        **repa,
+        condition_dropout=schedule.condition_dropout,
+        **_alignment(repa, tokens),
     )
-    trained, summary = _fit_best(
-        module,
-        (rows.window(val_images), rows.window(0, val_images)),
-        _run_dir(out_dir),
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-        workers=workers,
-        stop_at=stop_at,
-    )
+    split = (rows.window(held_out), rows.window(0, held_out))
+    trained, summary = _fit_best(module, split, _run_dir(out_dir), recipe, epochs=epochs)
     pipe = AttributeDiffusionPipeline(
         trained.transformer, vae, flow_scheduler(), trained.attribute_encoder, getattr(trained, "projector", None)
     )

@@ -18,7 +18,7 @@ import os
 import numpy as np
 import torch
 
-from condeval.core.training import ScheduledModule
+from condeval.core.training import ScheduledModule, TrainRecipe
 from condeval.generators.channelwise import image_channels
 
 __all__ = [
@@ -194,41 +194,32 @@ def fold_movq_scale(movq, factor: float):
 def train_autoencoder(
     images: np.ndarray,
     out_dir: str | os.PathLike,
+    recipe: TrainRecipe,
     *,
     kind: str,
     model: dict,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    val_images: int,
-    seed: int,
     crop: int | None = None,
     kl_weight: float = 1e-6,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
 ) -> dict:
     """Train a tiny ``AutoencoderKL`` (``kind="kl"``) or MoVQ ``VQModel`` (``"vq"``) and ``save_pretrained`` it.
 
     Parameters
     ----------
     images : ndarray
-        Training images in [-1, 1], float32 (N, C, H, W) (C: the model's ``image_channels``); the first ``val_images`` validate.
+        Training images in [-1, 1], float32 (N, C, H, W) (C: the model's ``image_channels``); the first
+        ``recipe.held_out`` validate.
     out_dir : path-like
         Folder receiving the model (``AutoencoderKL.from_pretrained(out_dir)`` loads it).
+    recipe : condeval.core.training.TrainRecipe
+        Epochs, batch size, peak learning rate (warm-up then cosine decay), held-out images, seed, where it
+        runs and the run's fingerprint (a changed setting trains afresh instead of resuming).
     kind : {"kl", "vq"}
     model : dict
         Keyword arguments of :func:`tiny_autoencoder_kl` or :func:`tiny_movq`.
-    epochs, batch_size : int
-    lr : float
-        Peak learning rate (warm-up then cosine decay).
-    val_images, seed : int
     crop : int, optional
         Side of the random training crop (whole images when ``None``).
     kl_weight : float
         Weight of the KL term (``"kl"`` only), per pixel value.
-    accelerator : str
-    fingerprint : str, optional
-        Identity of the run (a changed setting trains afresh instead of resuming).
 
     Returns
     -------
@@ -242,28 +233,18 @@ def train_autoencoder(
     from condeval.core.resources import optimizer_steps
     from condeval.encoders.train import train_and_export
 
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     images = image_batch(images, kind="signed")
     side = images.shape[-1]
     build = tiny_autoencoder_kl if kind == "kl" else tiny_movq
     config = dict(build(side, **model).config)
     image_batch(images, kind="signed", channels=config["in_channels"])
-    steps = optimizer_steps(len(images) - val_images, batch_size, epochs)
+    steps = optimizer_steps(len(images) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = AutoencoderModule(
-        kind, config, lr=lr, warmup_steps=max(1, steps // 20), total_steps=steps, kl_weight=kl_weight, crop=crop
+        kind, config, lr=recipe.lr, warmup_steps=max(1, steps // 20), total_steps=steps, kl_weight=kl_weight, crop=crop
     )
-    summary = train_and_export(
-        module,
-        (images,),
-        out_dir,
-        val_rows=val_images,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
-    summary.update(_normalise_latents(out_dir, kind, images[val_images : val_images + 2048]))
+    summary = train_and_export(module, (images,), out_dir, recipe)
+    summary.update(_normalise_latents(out_dir, kind, images[recipe.held_out : recipe.held_out + 2048]))
     return summary
 
 

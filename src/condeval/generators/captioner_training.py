@@ -10,15 +10,16 @@ import logging
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import pytorch_lightning as pl
 import torch
 
-from condeval.core.training import ScheduledModule
+from condeval.core.training import ScheduledModule, TrainRecipe
 from condeval.encoders.data import trim_padding
 from condeval.generators.captioners import _config_class, _model_class, captioner_image_processor, tiny_captioner_config
 
-__all__ = ["CaptionerModule", "blip_vision_from_clip", "clip_token_scale", "train_captioner"]
+__all__ = ["CaptionerModule", "VisionInit", "blip_vision_from_clip", "clip_token_scale", "train_captioner"]
 
 log = logging.getLogger(__name__)
 
@@ -247,25 +248,62 @@ def _load_clip_vision(module: CaptionerModule, clip, pixels) -> None:
     log.info("BLIP's ViT from the CLIP's, pre_layrnorm folded at token scale %.4f", scale)
 
 
+@dataclass(frozen=True)
+class VisionInit:
+    """Where a captioner's image encoder starts and how it learns (:func:`train_captioner`).
+
+    Parameters
+    ----------
+    from_clip : path-like, optional
+        A saved CLIP folder whose vision transformer initialises the image encoder: GIT's as the real
+        GIT starts from a CLIP ViT (same parameter names); BLIP's through :func:`blip_vision_from_clip`,
+        as the real BLIP starts from a pre-trained ViT (the CLIP's is the mini-world's only one), its
+        ``pre_layrnorm`` folded in at the scale of the training images' tokens. The tower's shape and
+        activation then come from the CLIP config, and the model's ``vision_width``, ``vision_layers``,
+        ``heads`` and ``patch_size`` are ignored for it. ``None``: the encoder starts at random.
+    freeze : bool, default False
+        Keep the image encoder fixed. Its tokens of the training images are then computed once
+        (:meth:`CaptionerModule.image_tokens`) and every epoch trains the text side on them.
+    lr_scale : float, default 1.0
+        The image encoder's learning rate as a fraction of the recipe's (when it is not frozen).
+    """
+
+    from_clip: str | os.PathLike | None = None
+    freeze: bool = False
+    lr_scale: float = 1.0
+
+
+def _vision_from_clip(config, folder: str | os.PathLike, image_size: int):
+    """The CLIP saved in ``folder``, its vision tower's shape and activation set in ``config``."""
+    from transformers import CLIPModel
+
+    clip = CLIPModel.from_pretrained(str(folder))
+    if clip.config.vision_config.image_size != image_size:
+        raise ValueError(
+            f"{folder}: the CLIP reads {clip.config.vision_config.image_size}-pixel images, "
+            f"the captioner is trained on {image_size}"
+        )
+    # CaptionerModule rebuilds the config from this dict, so BLIP's text decoder takes the new
+    # vision width for its cross-attention (BlipConfig sets encoder_hidden_size from it).
+    config.vision_config = type(config.vision_config)(**_vision_shape(clip.config.vision_config))
+    log.info(
+        "image encoder from %s: %s (model's vision_width and vision_layers ignored)",
+        folder,
+        _vision_shape(clip.config.vision_config),
+    )
+    return clip
+
+
 def train_captioner(
     world: str | os.PathLike,
     tokenizer_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
+    recipe: TrainRecipe,
     *,
     architecture: str,
     images: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
     model: dict,
-    image_size: int,
-    val_images: int,
-    seed: int,
-    vision_from: str | os.PathLike | None = None,
-    freeze_vision: bool = False,
-    vision_lr_scale: float = 1.0,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
+    vision: VisionInit = VisionInit(),
 ) -> dict:
     """Train a tiny BLIP or GIT on the train split's captions and ``save_pretrained`` it into ``out_dir``.
 
@@ -277,99 +315,57 @@ def train_captioner(
         Saved word-level tokenizer folder.
     out_dir : path-like
         Folder that receives the model, tokenizer and image processor.
+    recipe : condeval.core.training.TrainRecipe
+        Passes over the images, images per step, peak learning rate, the training images held out to
+        validate, the seed (of the weights, the order and the caption picked per image), where it runs
+        and the run's fingerprint (a changed setting starts afresh).
     architecture : {"blip", "git"}
         The captioner family.
-    images, val_images : int
-        Training images (the first ``val_images`` of them validate).
-    epochs, batch_size : int
-        Passes over the images and images per step.
-    lr : float
-        Peak learning rate.
+    images : int
+        Training images (the first ``recipe.held_out`` of them validate).
     model : dict
-        Keyword arguments of :func:`~condeval.generators.captioners.tiny_captioner_config`.
-    image_size : int
-        Side of the square input images.
-    seed : int
-        Seed of the weights, the order and the caption picked per image.
-    vision_from : path-like, optional
-        A saved CLIP folder whose vision transformer initialises the image encoder: GIT's as the real
-        GIT starts from a CLIP ViT (same parameter names); BLIP's through
-        :func:`blip_vision_from_clip`, as the real BLIP starts from a pre-trained ViT (the CLIP's is
-        the mini-world's only one), its ``pre_layrnorm`` folded in at the scale of the training
-        images' tokens. The tower's shape and activation then come from the CLIP config,
-        and ``model``'s ``vision_width``, ``vision_layers``, ``heads`` and ``patch_size`` are ignored
-        for it.
-    freeze_vision : bool, default False
-        Keep the image encoder fixed. Its tokens of the training images are then computed once
-        (:meth:`CaptionerModule.image_tokens`) and every epoch trains the text side on them.
-    vision_lr_scale : float, default 1.0
-        The image encoder's learning rate as a fraction of ``lr`` (when it is not frozen).
-    accelerator : str, default "cpu"
-        Lightning accelerator.
-    fingerprint : str, optional
-        Identifies the run's settings in its checkpoint folder (a changed setting starts afresh).
+        Keyword arguments of :func:`~condeval.generators.captioners.tiny_captioner_config`, with
+        ``image_size`` (the side of the square input images).
+    vision : VisionInit, default VisionInit()
+        Where the image encoder starts (a CLIP's vision tower, or at random), whether it is frozen, and
+        its learning rate's scale.
 
     Returns
     -------
     dict
         The training summary of :func:`condeval.encoders.train.train_and_export`.
     """
-    from transformers import AutoTokenizer, CLIPModel
+    from transformers import AutoTokenizer
 
     from condeval.core.resources import optimizer_steps
     from condeval.encoders.data import pixel_values
     from condeval.encoders.train import _token_cube, coco_split, train_and_export
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    model = dict(model)
+    image_size = model.pop("image_size")
     processor = captioner_image_processor(architecture, image_size)
     frame, captions = coco_split(world, "train", images)
     arrays = (
         pixel_values(frame["path"].to_list(), processor),
         *_token_cube(tokenizer, captions, model.get("max_length", 32)),
     )
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     config = tiny_captioner_config(architecture, tokenizer, image_size, **model)
-    clip = None
-    if vision_from is not None:
-        clip = CLIPModel.from_pretrained(str(vision_from))
-        if clip.config.vision_config.image_size != image_size:
-            raise ValueError(
-                f"{vision_from}: the CLIP reads {clip.config.vision_config.image_size}-pixel images, "
-                f"the captioner is trained on {image_size}"
-            )
-        # CaptionerModule rebuilds the config from this dict, so BLIP's text decoder takes the new
-        # vision width for its cross-attention (BlipConfig sets encoder_hidden_size from it).
-        config.vision_config = type(config.vision_config)(**_vision_shape(clip.config.vision_config))
-        log.info(
-            "image encoder from %s: %s (model's vision_width and vision_layers ignored)",
-            vision_from,
-            _vision_shape(clip.config.vision_config),
-        )
-    steps = optimizer_steps(len(captions) - val_images, batch_size, epochs)
+    clip = None if vision.from_clip is None else _vision_from_clip(config, vision.from_clip, image_size)
+    steps = optimizer_steps(len(captions) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = CaptionerModule(
         architecture,
         config.to_dict(),
-        lr=lr,
+        lr=recipe.lr,
         warmup_steps=max(1, steps // 10),
         total_steps=steps,
-        freeze_vision=freeze_vision,
-        vision_lr_scale=vision_lr_scale,
+        freeze_vision=vision.freeze,
+        vision_lr_scale=vision.lr_scale,
     )
     if clip is not None:
-        _load_clip_vision(module, clip, arrays[0][val_images:])
-    if freeze_vision:
+        _load_clip_vision(module, clip, arrays[0][recipe.held_out :])
+    if vision.freeze:
         arrays = (module.image_tokens(torch.as_tensor(arrays[0])).numpy(), *arrays[1:])
         log.info("image encoder frozen: its tokens %s computed once for every epoch", tuple(arrays[0].shape))
-
-    return train_and_export(
-        module,
-        arrays,
-        out_dir,
-        (tokenizer, processor),
-        val_rows=val_images,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    return train_and_export(module, arrays, out_dir, recipe, (tokenizer, processor))

@@ -4,7 +4,7 @@ import torch
 
 from condeval.core.io import fingerprint, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.core.training import accelerator_for_gpus
+from condeval.core.training import TrainRecipe, accelerator_for_gpus
 from condeval.datasets.coco import coco_root
 from condeval.encoders.train import coco_split
 from condeval.generators.autoencoders import train_autoencoder
@@ -15,21 +15,21 @@ torch.set_num_threads(snakemake.threads)
 p, kind = snakemake.params, snakemake.wildcards.kind
 train = dict(p.train)
 frame, _ = coco_split(coco_root(snakemake.input.captions[0]), "train", train["images"])
-summary = train_autoencoder(
-    world_images(frame["path"].to_list(), p.image_size),
-    snakemake.output.model,
-    kind=kind,
-    model=dict(train["model"]),
-    epochs=train["epochs"],
-    batch_size=train["batch_size"],
-    lr=train["lr"],
-    val_images=train.get("val_images", 256),
+recipe = TrainRecipe.from_config(
+    {"val_images": 256, **train},
     seed=p.seed,
-    crop=train.get("crop"),
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint(
         list(snakemake.input.captions), {"train": train, "kind": kind, "image_size": p.image_size, "seed": p.seed}
     ),
+)
+summary = train_autoencoder(
+    world_images(frame["path"].to_list(), p.image_size),
+    snakemake.output.model,
+    recipe,
+    kind=kind,
+    model=dict(train["model"]),
+    crop=train.get("crop"),
 )
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("%s autoencoder trained: %s", kind, summary)

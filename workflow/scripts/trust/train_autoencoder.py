@@ -4,7 +4,7 @@ import torch
 
 from condeval.core.io import fingerprint, read_parquet, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.core.training import accelerator_for_gpus
+from condeval.core.training import TrainRecipe, accelerator_for_gpus
 from condeval.encoders.patch_features import pixel_values
 from condeval.generators.autoencoders import train_autoencoder
 from condeval.trust.data import read_images
@@ -17,19 +17,14 @@ table = read_parquet(snakemake.input.table)
 rows = table.filter(table["split"] == "train").sample(fraction=1.0, shuffle=True, seed=p.seed)
 images = read_images(dataset, p.root, rows.iter_rows(named=True), p.image_size)
 model = {**dict(train["model"]), "image_channels": images.shape[1]}
-summary = train_autoencoder(
-    pixel_values(images).numpy(),
-    snakemake.output.model,
-    kind="kl",
-    model=model,
-    epochs=train["epochs"],
-    batch_size=train["batch_size"],
-    lr=train["lr"],
-    val_images=train["val_images"],
+recipe = TrainRecipe.from_config(
+    train,
     seed=p.seed,
-    crop=train["crop"],
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint([snakemake.input.table], {"train": train, "image_size": p.image_size, "seed": p.seed}),
+)
+summary = train_autoencoder(
+    pixel_values(images).numpy(), snakemake.output.model, recipe, kind="kl", model=model, crop=train["crop"]
 )
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("%s autoencoder on %d train images: %s", dataset, len(images), summary)

@@ -7,9 +7,9 @@ import torch
 from condeval.core.devices import device_for_gpus
 from condeval.core.io import fingerprint, read_parquet, saved_folder, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.core.training import accelerator_for_gpus, job_deadline
+from condeval.core.training import TrainRecipe, accelerator_for_gpus, job_deadline
 from condeval.encoders.patch_encoder import PatchEncoder
-from condeval.generators.attribute_training import train_attribute_generator
+from condeval.generators.attribute_training import FlowSchedule, RepaAlignment, train_attribute_generator
 from condeval.generators.channelwise import load_autoencoder
 from condeval.trust.data import ReleaseImages, attributes_of, release_validation, training_support
 
@@ -46,33 +46,38 @@ attributes = attributes_of(w.dataset, support)
 values = attributes_of(w.dataset, table).max(axis=0) + 1
 gpus = snakemake.resources.get("gpu", 0)
 device = device_for_gpus(gpus) or "cpu"  # the latents and REPA targets are encoded there too
-extractor = (
-    PatchEncoder(saved_folder(snakemake.input.extractor), device=device, **dict(p.extractor_loading)) if repa else None
+alignment = None
+if repa:
+    alignment = RepaAlignment(
+        PatchEncoder(saved_folder(snakemake.input.extractor), device=device, **dict(p.extractor_loading)),
+        coefficient=repa.get("coefficient", 0.5),
+        depth=repa.get("depth", 1),
+        name=repa.get("extractor", ""),
+    )
+vae = load_autoencoder(saved_folder(snakemake.input.autoencoder)).to(device)
+recipe = TrainRecipe.from_config(
+    train,
+    seed=p.seed,
+    accelerator=accelerator_for_gpus(gpus),
+    workers=min(4, snakemake.threads - 1),
+    stop_at=job_deadline(snakemake.resources.runtime, snakemake.resources.parts),
+    fingerprint=fingerprint(list(snakemake.input), {"train": train, "repa": repa, "regime": w.regime, "seed": p.seed}),
+)
+schedule = FlowSchedule(
+    condition_dropout=train["condition_dropout"],
+    steps=train.get("steps"),
+    warmup_steps=train.get("warmup_steps"),
+    chunk_size=p.chunk_size,
 )
 summary = train_attribute_generator(
     images,
     attributes,
     snakemake.output.model,
-    values=values.tolist(),
-    vae=load_autoencoder(saved_folder(snakemake.input.autoencoder)).to(device),
-    transformer=dict(train["transformer"]),
-    epochs=train.get("epochs"),
-    steps=train.get("steps"),
-    warmup_steps=train.get("warmup_steps"),
-    batch_size=train["batch_size"],
-    lr=train["lr"],
-    val_images=train["val_images"],
-    seed=p.seed,
-    condition_dropout=train["condition_dropout"],
-    repa_extractor=extractor,
-    repa_coefficient=repa.get("coefficient", 0.5),
-    repa_depth=repa.get("depth", 1),
-    repa_name=repa.get("extractor", ""),
-    accelerator=accelerator_for_gpus(gpus),
-    chunk_size=p.chunk_size,
-    workers=min(4, snakemake.threads - 1),
-    stop_at=job_deadline(snakemake.resources.runtime, snakemake.resources.parts),
-    fingerprint=fingerprint(list(snakemake.input), {"train": train, "repa": repa, "regime": w.regime, "seed": p.seed}),
+    recipe,
+    vae=vae,
+    model={**train["transformer"], "values": values.tolist()},
+    schedule=schedule,
+    repa=alignment,
 )
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("trained: %s", summary)
