@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pytest
 
+from condeval.core.training import TrainRecipe
 from condeval.datasets.celeba_prompts import condition_prompts
 from condeval.encoders.face_clip import render_prompted_faces, train_face_clip
 from condeval.encoders.features import ClipEncoder, image_feature_encoder
@@ -17,9 +18,8 @@ MODEL = dict(vision_width=32, vision_layers=2, patch_size=8, text_width=32, text
 @pytest.fixture(scope="module")
 def face_clip(tmp_path_factory):
     out = tmp_path_factory.mktemp("face_clip") / "clip"
-    train_face_clip(
-        out, instances=300, epochs=30, batch_size=16, lr=2e-3, model=MODEL, image_size=32, val_instances=20, seed=0
-    )
+    recipe = TrainRecipe(epochs=30, batch_size=16, lr=2e-3, held_out=20, seed=0)
+    train_face_clip(out, recipe, instances=300, model={**MODEL, "image_size": 32})
     return out
 
 

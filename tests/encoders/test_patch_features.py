@@ -55,6 +55,7 @@ def test_the_contrastive_objective_prefers_matching_views_and_the_trained_tower_
     import numpy as np
     from transformers import AutoModel
 
+    from condeval.core.training import TrainRecipe
     from condeval.encoders.patch_features import ContrastivePatchEncoder, augmented_views, train_patch_encoder
 
     images = np.random.default_rng(0).integers(0, 256, (48, 6, 16, 16), dtype=np.uint8)  # six channels, as RxRx1
@@ -73,13 +74,9 @@ def test_the_contrastive_objective_prefers_matching_views_and_the_trained_tower_
     summary = train_patch_encoder(
         images,
         tmp_path / kind,
+        TrainRecipe(epochs=1, batch_size=16, lr=1e-3, held_out=16, seed=0),
         kind=kind,
         model=dict(width=32, layers=1, heads=2, patch_size=4),
-        epochs=1,
-        batch_size=16,
-        lr=1e-3,
-        val_images=16,
-        seed=0,
     )
     loaded = AutoModel.from_pretrained(tmp_path / kind)
     assert loaded.config.num_channels == 6 and summary["epochs_run"] == 1
@@ -140,21 +137,15 @@ def test_two_rows_of_one_condition_are_not_each_others_negatives(kind):
 def test_a_world_trained_tower_standardises_its_channels_where_its_tokens_are_read(tmp_path):
     from transformers import AutoModel
 
-    from condeval.encoders.patch_features import pixel_values, train_patch_encoder_on_world
+    from condeval.core.training import TrainRecipe
+    from condeval.encoders.patch_features import WorldSample, pixel_values, train_patch_encoder_on_world
 
     summary = train_patch_encoder_on_world(
-        "cells",
+        WorldSample("cells", instances=8, side=16, sirna_ids=[1, 2]),
         tmp_path / "cells",
+        TrainRecipe(epochs=1, batch_size=4, lr=1e-3, held_out=4, seed=0),
         kind="dinov3",
-        instances=8,
-        side=16,
         model=dict(width=32, layers=1, heads=2, patch_size=4),
-        epochs=1,
-        batch_size=4,
-        lr=1e-3,
-        val_instances=4,
-        seed=0,
-        sirna_ids=[1, 2],
     )
     model = AutoModel.from_pretrained(tmp_path / "cells").eval()
     mean, std = (torch.tensor(v)[:, None, None] for v in (model.config.channel_mean, model.config.channel_std))
@@ -168,24 +159,17 @@ def test_a_world_trained_tower_standardises_its_channels_where_its_tokens_are_re
 def test_the_same_config_and_seed_save_the_same_folder_bytes_in_any_place(tmp_path):
     """Two runs into two folders: the same weights, config and ``training.json`` byte for byte (the run's
     seconds, memory and absolute paths stay in its ``_run`` folder's ``fit_summary.json``)."""
-    from condeval.core.training import RUN_KEYS
-    from condeval.encoders.patch_features import train_patch_encoder_on_world
+    from condeval.core.training import RUN_KEYS, TrainRecipe
+    from condeval.encoders.patch_features import WorldSample, train_patch_encoder_on_world
 
     folders = [tmp_path / name / "siglip" for name in ("a", "b")]
     for folder in folders:
         summary = train_patch_encoder_on_world(
-            "cells",
+            WorldSample("cells", instances=8, side=16, sirna_ids=[1, 2]),
             folder,
+            TrainRecipe(epochs=2, batch_size=4, lr=1e-3, held_out=4, seed=0),
             kind="siglip",
-            instances=8,
-            side=16,
             model=dict(width=32, layers=1, heads=2, patch_size=4),
-            epochs=2,
-            batch_size=4,
-            lr=1e-3,
-            val_instances=4,
-            seed=0,
-            sirna_ids=[1, 2],
         )
     assert RUN_KEYS <= summary.keys()
     files = sorted(p.name for p in folders[0].iterdir())
@@ -195,23 +179,17 @@ def test_the_same_config_and_seed_save_the_same_folder_bytes_in_any_place(tmp_pa
 
 
 def test_a_world_trained_tower_stops_after_patience_epochs_without_a_better_val_loss(tmp_path):
-    from condeval.encoders.patch_features import train_patch_encoder_on_world
+    from condeval.core.training import TrainRecipe
+    from condeval.encoders.patch_features import WorldSample, train_patch_encoder_on_world
 
-    # with lr = 0 the validation loss never improves, so patience 2 stops after the third epoch of ten
+    # a recipe takes no lr of 0; at 1e-30 the weights hardly move (a float32 weight not at all), the
+    # validation loss never improves, and patience 2 stops after the third epoch of ten
     summary = train_patch_encoder_on_world(
-        "cells",
+        WorldSample("cells", instances=8, side=16, sirna_ids=[1, 2]),
         tmp_path / "cells",
+        TrainRecipe(epochs=10, batch_size=4, lr=1e-30, held_out=4, seed=0, patience=2),
         kind="siglip",
-        instances=8,
-        side=16,
         model=dict(width=32, layers=1, heads=2, patch_size=4),
-        epochs=10,
-        batch_size=4,
-        lr=0.0,
-        val_instances=4,
-        seed=0,
-        sirna_ids=[1, 2],
-        patience=2,
     )
     assert summary["stopped_early"] and summary["epochs_run"] == 3 and summary["best_epoch"] == 1
 
@@ -227,24 +205,19 @@ def test_training_with_counterfactual_twins_teaches_the_mouth_and_the_rims(tmp_p
     from sklearn.linear_model import LogisticRegression
     from transformers import AutoModel
 
+    from condeval.core.training import TrainRecipe
     from condeval.datasets.celeba import load_celeba
     from condeval.datasets.faceworld import write_face_world
-    from condeval.encoders.patch_features import pixel_values, train_patch_encoder_on_world
+    from condeval.encoders.patch_features import WorldSample, pixel_values, train_patch_encoder_on_world
 
     frame = load_celeba(write_face_world(tmp_path / "faces", 600, seed=1, side=32))
     images = np.stack([np.asarray(Image.open(p).convert("RGB")).transpose(2, 0, 1) for p in frame["path"]])
     train_patch_encoder_on_world(
-        "faces",
+        WorldSample("faces", instances=300, side=32),
         tmp_path / "siglip",
+        TrainRecipe(epochs=30, batch_size=16, lr=3e-3, held_out=16, seed=0),
         kind="siglip",
-        instances=300,
-        side=32,
         model=dict(width=64, layers=2, heads=4, patch_size=8),
-        epochs=30,
-        batch_size=16,
-        lr=3e-3,
-        val_instances=16,
-        seed=0,
     )
     model = AutoModel.from_pretrained(tmp_path / "siglip").eval()
     with torch.no_grad():

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from condeval.core.training import ScheduledModule
+from condeval.core.training import ScheduledModule, TrainRecipe
 from condeval.encoders.inputs import ArrayImages, batches, image_list, rgb_images, unit_feature_rows
 
 __all__ = [
@@ -109,18 +109,11 @@ def _pixels(images, processor) -> np.ndarray:
 def train_dino(
     world: str | os.PathLike,
     out_dir: str | os.PathLike,
+    recipe: TrainRecipe,
     *,
     images: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
     model: dict,
-    image_size: int,
-    val_images: int,
-    seed: int,
     temperature: float = 0.1,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
 ) -> dict:
     """Train the tiny DINOv2 on the train split's images and their second views; ``save_pretrained`` it.
 
@@ -130,13 +123,15 @@ def train_dino(
         The mini-world's COCO root (``annotations/`` with the scenes sidecar, ``train2014/``).
     out_dir : path-like
         Receives the model and its image processor.
-    images, epochs, batch_size, val_images, seed : int
-    lr, temperature : float
+    recipe : TrainRecipe
+        Epochs, batch size, learning rate, held-out images (the first of ``images``), seed, accelerator
+        and fingerprint.
+    images : int
+        The first training images of ``world``'s train split.
     model : dict
-        Keyword arguments of :func:`tiny_dinov2_config`.
-    image_size : int
-    accelerator : str
-    fingerprint : str, optional
+        Keyword arguments of :func:`tiny_dinov2_config`, ``image_size`` included.
+    temperature : float
+        InfoNCE's temperature.
 
     Returns
     -------
@@ -150,30 +145,21 @@ def train_dino(
     from condeval.core.resources import optimizer_steps
     from condeval.encoders.train import coco_split, train_and_export
 
+    model = dict(model)
+    image_size = model.pop("image_size")
     frame, _ = coco_split(world, "train", images)
     ids = frame["image_id"].to_list()
     scenes = read_json(Path(world) / "annotations" / "scenes_train2014.json")
     processor = dino_image_processor(image_size)
     first = _pixels([Image.open(p).convert("RGB") for p in frame["path"].to_list()], processor)
-    second = _pixels(second_views([scenes[str(i)] for i in ids], ids, seed, image_size), processor)
-    pl.seed_everything(seed, workers=True, verbose=False)
+    second = _pixels(second_views([scenes[str(i)] for i in ids], ids, recipe.seed, image_size), processor)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     config = tiny_dinov2_config(image_size, **model)
-    steps = optimizer_steps(len(ids) - val_images, batch_size, epochs)
+    steps = optimizer_steps(len(ids) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = ContrastiveDino(
-        config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, temperature=temperature
+        config.to_dict(), lr=recipe.lr, warmup_steps=max(1, steps // 10), total_steps=steps, temperature=temperature
     )
-    return train_and_export(
-        module,
-        (first, second),
-        out_dir,
-        (processor,),
-        val_rows=val_images,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    return train_and_export(module, (first, second), out_dir, recipe, (processor,))
 
 
 class DinoEncoder(ArrayImages):

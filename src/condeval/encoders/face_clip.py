@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from condeval.core.training import TrainRecipe
 from condeval.encoders.clip import ContrastiveCLIP
 
 __all__ = ["render_prompted_faces", "train_face_clip", "TwinContrastiveCLIP"]
@@ -57,18 +58,11 @@ def render_prompted_faces(n: int, side: int, seed: int, twins: bool = False):
 
 def train_face_clip(
     out_dir: str | os.PathLike,
+    recipe: TrainRecipe,
     *,
     instances: int,
-    epochs: int,
-    batch_size: int,
-    lr: float,
     model: dict,
-    image_size: int,
-    val_instances: int,
-    seed: int,
     hard_weight: float = 1.0,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
 ) -> dict:
     """Train the face CLIP and ``save_pretrained`` it with its tokenizer and image processor into ``out_dir``.
 
@@ -76,15 +70,15 @@ def train_face_clip(
     ----------
     out_dir : path-like
         ``ClipEncoder(out_dir)`` / ``CLIPModel.from_pretrained(out_dir)`` loads the result.
-    instances, val_instances : int
-        Faces rendered, each with its four twins; the first ``val_instances`` of them validate.
-    epochs, batch_size, seed : int
-    lr, hard_weight : float
+    recipe : TrainRecipe
+        Epochs, batch size, learning rate, seed, accelerator and fingerprint; its ``held_out`` first
+        instances validate.
+    instances : int
+        Faces rendered, each with its four twins.
     model : dict
-        :func:`condeval.encoders.clip.tiny_clip_config` keyword arguments.
-    image_size : int
-    accelerator : str
-    fingerprint : str, optional
+        :func:`condeval.encoders.clip.tiny_clip_config` keyword arguments, ``image_size`` included.
+    hard_weight : float
+        Weight of each prompt against its one-attribute foils.
 
     Returns
     -------
@@ -100,10 +94,12 @@ def train_face_clip(
     from condeval.encoders.tokenizer import build_word_tokenizer
     from condeval.encoders.train import train_and_export
 
+    model = dict(model)
+    image_size = model.pop("image_size")
     max_length = model.get("max_length", 16)
     tokenizer = build_word_tokenizer(prompt_vocabulary(), model_max_length=max_length)
     processor = clip_image_processor(image_size)
-    groups, attributes = render_prompted_faces(instances, image_size, seed, twins=True)
+    groups, attributes = render_prompted_faces(instances, image_size, recipe.seed, twins=True)
     flat = attributes.reshape(-1, attributes.shape[-1])
     ids, mask = token_arrays(tokenizer, condition_prompts(flat), max_length)
     hard_ids, hard_mask = token_arrays(tokenizer, [foil for row in flat for foil in foil_prompts(row)], max_length)
@@ -116,21 +112,10 @@ def train_face_clip(
         hard_ids.reshape(*rows, 1, flat.shape[1], max_length),
         hard_mask.reshape(*rows, 1, flat.shape[1], max_length),
     )
-    pl.seed_everything(seed, workers=True, verbose=False)
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
     config = tiny_clip_config(tokenizer, image_size, **{"max_length": max_length, **model})
-    steps = optimizer_steps(instances - val_instances, batch_size, epochs)
+    steps = optimizer_steps(instances - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = TwinContrastiveCLIP(
-        config.to_dict(), lr=lr, warmup_steps=max(1, steps // 10), total_steps=steps, hard_weight=hard_weight
+        config.to_dict(), lr=recipe.lr, warmup_steps=max(1, steps // 10), total_steps=steps, hard_weight=hard_weight
     )
-    return train_and_export(
-        module,
-        arrays,
-        out_dir,
-        (tokenizer, processor),
-        val_rows=val_instances,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    return train_and_export(module, arrays, out_dir, recipe, (tokenizer, processor))

@@ -14,13 +14,14 @@ the world's nuisance is the augmentation and every instance meets its counterfac
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from condeval.core.training import ScheduledModule
+from condeval.core.training import ScheduledModule, TrainRecipe
 
 __all__ = [
     "tiny_dinov3",
@@ -35,6 +36,8 @@ __all__ = [
     "cell_view_pairs",
     "channel_statistics",
     "ContrastivePatchEncoder",
+    "PatchObjective",
+    "WorldSample",
     "train_patch_encoder",
     "train_patch_encoder_on_world",
 ]
@@ -309,147 +312,129 @@ def _instances(view: torch.Tensor) -> torch.Tensor:
     return view.flatten(0, 1) if view.ndim == 5 else view
 
 
-def train_patch_encoder(
-    images: np.ndarray,
-    out_dir,
-    *,
-    kind: str,
-    model: dict,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    val_images: int,
-    seed: int,
-    temperature: float = 0.1,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
-) -> dict:
-    """Train a tiny DINOv3 (``kind="dinov3"``) or SigLIP vision tower on two augmented views of each
-    uint8 image (N, C, H, W) and ``save_pretrained`` it into ``out_dir`` (see :class:`ContrastivePatchEncoder`).
+@dataclass(frozen=True)
+class PatchObjective:
+    """The contrastive loss terms of :class:`ContrastivePatchEncoder` (its defaults: those of training on a
+    world's renders).
 
-    Returns
-    -------
-    dict
-        The training summary.
+    Parameters
+    ----------
+    temperature : float > 0, default 0.2
+        DINOv3's InfoNCE temperature (SigLIP learns its scale and bias instead).
+    twin_weight : float >= 0, default 3.0
+        Weight of the same loss within each row of an instance and its counterfactual twins.
+    max_grad_norm : float, optional, default 1.0
+        The gradient's global norm is clipped at it; ``None`` clips nothing.
     """
-    views = augmented_views(images, seed), augmented_views(images, seed + 1)
-    return _train_on_views(
-        views,
-        out_dir,
-        kind=kind,
-        model=model,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        val_rows=val_images,
-        seed=seed,
-        temperature=temperature,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+
+    temperature: float = 0.2
+    twin_weight: float = 3.0
+    max_grad_norm: float | None = 1.0
 
 
-def train_patch_encoder_on_world(
-    world: str,
-    out_dir,
-    *,
-    kind: str,
-    instances: int,
-    side: int,
-    model: dict,
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    val_instances: int,
-    seed: int,
-    world_seed: int = 0,
-    sirna_ids=None,
-    temperature: float = 0.2,
-    twin_weight: float = 3.0,
-    max_grad_norm: float = 1.0,
-    patience: int | None = None,
-    accelerator: str = "cpu",
-    fingerprint: str | None = None,
-) -> dict:
-    """Train a tiny DINOv3 or SigLIP vision tower on renders of a miniature world; ``save_pretrained`` it.
-
-    Needs no files: ``instances`` rows are drawn with ``seed`` by :func:`face_view_pairs`
-    (``world="faces"``) or :func:`cell_view_pairs` (``world="cells"``; ``world_seed`` and
-    ``sirna_ids`` as there), each an instance and its counterfactual twins, two views of each. A batch
-    of ``batch_size`` rows thus holds 5 (faces) or 3 (cells) times as many instances, and the loss
-    must tell every instance from its twins, which differ by one attribute (faces) or one factor
-    (cells); ``twin_weight`` weighs the loss within each row and ``max_grad_norm`` clips the
-    gradient (see :class:`ContrastivePatchEncoder`). The extractor's config stores each channel's mean
-    and standard deviation over the training renders, and :func:`patch_tokens` standardises with them:
-    in [−1, 1] units the dark six-channel sites hardly vary, and their features collapse.
+@dataclass(frozen=True)
+class WorldSample:
+    """The training rows drawn from a miniature world: ``instances`` rows of an instance and its
+    counterfactual twins, two views of each, ``side`` pixels square.
 
     Parameters
     ----------
     world : {"faces", "cells"}
-    out_dir : path-like
-    kind : {"dinov3", "siglip"}
-    instances, side : int
-        Rows drawn (the first ``val_instances`` held out for early stopping) and their image side.
-    model : dict
-        Keyword arguments of :func:`tiny_dinov3` or :func:`tiny_siglip_vision`.
-    epochs, batch_size, val_instances, seed, world_seed : int
-    lr, temperature, twin_weight, max_grad_norm : float
+        :func:`face_view_pairs` or :func:`cell_view_pairs` draws the rows.
+    instances : int
+        Rows drawn (the training recipe's ``held_out`` first rows validate).
+    side : int
+        The renders' side in pixels.
+    world_seed : int, default 0
+        The cell world whose siRNA effects the sites show (``world="cells"`` only).
     sirna_ids : sequence of int, optional
-    patience : int, optional
-        Stop after this many epochs without a lower validation loss (default: all ``epochs``); the
-        best epoch is saved either way.
-    accelerator : str
-    fingerprint : str, optional
+        The siRNAs drawn from (``world="cells"`` only; default the whole library).
+    """
+
+    world: str
+    instances: int
+    side: int
+    world_seed: int = 0
+    sirna_ids: Sequence[int] | None = None
+
+    def view_pairs(self, seed: int) -> tuple[np.ndarray, ...]:
+        """The two views of every row (and, for cells, each instance's condition key), drawn with ``seed``."""
+        if self.world == "faces":
+            return face_view_pairs(self.instances, seed, self.side)
+        if self.world == "cells":
+            return cell_view_pairs(self.instances, seed, self.side, self.world_seed, self.sirna_ids)
+        raise ValueError(f"world must be 'faces' or 'cells'; got {self.world!r}")
+
+
+def train_patch_encoder(
+    images: np.ndarray,
+    out_dir,
+    recipe: TrainRecipe,
+    *,
+    kind: str,
+    model: dict,
+    temperature: float = 0.1,
+) -> dict:
+    """Train a tiny DINOv3 (``kind="dinov3"``) or SigLIP vision tower on two augmented views of each
+    uint8 image (N, C, H, W) and ``save_pretrained`` it into ``out_dir`` (see :class:`ContrastivePatchEncoder`);
+    ``recipe.held_out`` first images validate.
 
     Returns
     -------
     dict
         The training summary.
     """
-    if world == "faces":
-        views = face_view_pairs(instances, seed, side)
-    elif world == "cells":
-        views = cell_view_pairs(instances, seed, side, world_seed, sirna_ids)
-    else:
-        raise ValueError(f"world must be 'faces' or 'cells'; got {world!r}")
-    return _train_on_views(
-        views,
-        out_dir,
-        kind=kind,
-        model=model,
-        epochs=epochs,
-        batch_size=batch_size,
-        lr=lr,
-        val_rows=val_instances,
-        seed=seed,
-        temperature=temperature,
-        twin_weight=twin_weight,
-        max_grad_norm=max_grad_norm,
-        standardise=True,
-        patience=patience,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-    )
+    views = augmented_views(images, recipe.seed), augmented_views(images, recipe.seed + 1)
+    objective = PatchObjective(temperature=temperature, twin_weight=0.0, max_grad_norm=None)
+    return _train_on_views(views, out_dir, recipe, kind=kind, model=model, objective=objective)
+
+
+def train_patch_encoder_on_world(
+    sample: WorldSample,
+    out_dir,
+    recipe: TrainRecipe,
+    *,
+    kind: str,
+    model: dict,
+    objective: PatchObjective = PatchObjective(),
+) -> dict:
+    """Train a tiny DINOv3 or SigLIP vision tower on renders of a miniature world; ``save_pretrained`` it.
+
+    Needs no files: ``sample.instances`` rows are drawn with ``recipe.seed`` by :func:`face_view_pairs`
+    (``world="faces"``) or :func:`cell_view_pairs` (``world="cells"``), each an instance and its
+    counterfactual twins, two views of each. A batch of ``recipe.batch_size`` rows thus holds 5 (faces)
+    or 3 (cells) times as many instances, and the loss must tell every instance from its twins, which
+    differ by one attribute (faces) or one factor (cells); ``objective.twin_weight`` weighs the loss
+    within each row and ``objective.max_grad_norm`` clips the gradient (see
+    :class:`ContrastivePatchEncoder`). The extractor's config stores each channel's mean and standard
+    deviation over the training renders, and :func:`patch_tokens` standardises with them: in [−1, 1]
+    units the dark six-channel sites hardly vary, and their features collapse.
+
+    Parameters
+    ----------
+    sample : WorldSample
+        The world, its rows and their side.
+    out_dir : path-like
+    recipe : TrainRecipe
+        Epochs, batch size, learning rate, held-out rows (the first drawn, for early stopping), seed,
+        patience (default: all epochs; the best epoch is saved either way), accelerator and fingerprint.
+    kind : {"dinov3", "siglip"}
+    model : dict
+        Keyword arguments of :func:`tiny_dinov3` or :func:`tiny_siglip_vision`.
+    objective : PatchObjective
+        The loss terms.
+
+    Returns
+    -------
+    dict
+        The training summary.
+    """
+    views = sample.view_pairs(recipe.seed)
+    return _train_on_views(views, out_dir, recipe, kind=kind, model=model, objective=objective, standardise=True)
 
 
 def _train_on_views(
-    views,
-    out_dir,
-    *,
-    kind,
-    model,
-    epochs,
-    batch_size,
-    lr,
-    val_rows,
-    seed,
-    temperature,
-    accelerator,
-    fingerprint,
-    twin_weight: float = 0.0,
-    max_grad_norm: float | None = None,
-    standardise: bool = False,
-    patience: int | None = None,
+    views, out_dir, recipe: TrainRecipe, *, kind, model, objective: PatchObjective, standardise: bool = False
 ) -> dict:
     import pytorch_lightning as pl
 
@@ -462,28 +447,17 @@ def _train_on_views(
     config = build(side, **model).config
     config.num_channels = channels
     if standardise:
-        config.channel_mean, config.channel_std = channel_statistics(first[val_rows:])
-    pl.seed_everything(seed, workers=True, verbose=False)
-    steps = optimizer_steps(len(first) - val_rows, batch_size, epochs)
+        config.channel_mean, config.channel_std = channel_statistics(first[recipe.held_out :])
+    pl.seed_everything(recipe.seed, workers=True, verbose=False)
+    steps = optimizer_steps(len(first) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = ContrastivePatchEncoder(
         kind,
         config.to_dict(),
-        lr=lr,
+        lr=recipe.lr,
         warmup_steps=max(1, steps // 10),
         total_steps=steps,
-        temperature=temperature,
-        twin_weight=twin_weight,
-        max_grad_norm=max_grad_norm,
+        temperature=objective.temperature,
+        twin_weight=objective.twin_weight,
+        max_grad_norm=objective.max_grad_norm,
     )
-    return train_and_export(
-        module,
-        tuple(views),
-        out_dir,
-        val_rows=val_rows,
-        epochs=epochs,
-        batch_size=batch_size,
-        seed=seed,
-        accelerator=accelerator,
-        fingerprint=fingerprint,
-        patience=patience,
-    )
+    return train_and_export(module, tuple(views), out_dir, recipe)

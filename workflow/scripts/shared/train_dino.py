@@ -4,7 +4,7 @@ import torch
 
 from condeval.core.io import fingerprint, write_folder_manifest
 from condeval.core.logs import log_to_file
-from condeval.core.training import accelerator_for_gpus
+from condeval.core.training import TrainRecipe, accelerator_for_gpus
 from condeval.datasets.coco import coco_root
 from condeval.encoders.dino import train_dino
 
@@ -12,22 +12,21 @@ log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 p = snakemake.params
 train = dict(p.train)
-summary = train_dino(
-    coco_root(snakemake.input.captions[0]),
-    snakemake.output.model,
-    images=train["images"],
-    epochs=train["epochs"],
-    batch_size=train["batch_size"],
-    lr=train["lr"],
-    model=dict(train["model"]),
-    image_size=p.image_size,
-    val_images=train["val_images"],
+recipe = TrainRecipe.from_config(
+    train,
     seed=p.seed,
-    temperature=train.get("temperature", 0.1),
     accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
     fingerprint=fingerprint(
         list(snakemake.input.captions), {"train": train, "image_size": p.image_size, "seed": p.seed}
     ),
+)
+summary = train_dino(
+    coco_root(snakemake.input.captions[0]),
+    snakemake.output.model,
+    recipe,
+    images=train["images"],
+    model={**train["model"], "image_size": p.image_size},
+    temperature=train.get("temperature", 0.1),
 )
 write_folder_manifest(snakemake.output.model, snakemake.output.manifest)
 log.info("DINOv2 trained: %s", summary)
