@@ -42,10 +42,10 @@ def test_the_temperature_cap_bounds_the_scale_the_loss_uses():
 
 
 def test_train_clip_runs_with_several_foils_and_exports_a_loadable_clip(tmp_path):
+    from condeval.core.training import TrainRecipe
     from condeval.datasets.miniworld import vocabulary, write_split
     from condeval.encoders.features import ClipEncoder
     from condeval.encoders.tokenizer import save_word_tokenizer
-    from condeval.core.training import TrainRecipe
     from condeval.encoders.train import ClipObjective, train_clip
 
     write_split(tmp_path / "world", "train", 48, seed=0)

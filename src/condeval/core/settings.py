@@ -130,13 +130,16 @@ class TrainRecipe:
         check_integer(self.workers, "workers", least=0)
         if self.patience is not None:
             check_integer(self.patience, "patience", least=1)
-        if isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not math.isfinite(self.lr) or self.lr <= 0:
+        if (
+            isinstance(self.lr, bool)
+            or not isinstance(self.lr, (int, float))
+            or not math.isfinite(self.lr)
+            or self.lr <= 0
+        ):
             raise ValueError(f"lr must be a finite number > 0; got {self.lr!r}")
 
     @classmethod
-    def from_config(
-        cls, section: Mapping, *, seed: int, held_out_key: str = "val_images", **where
-    ) -> TrainRecipe:
+    def from_config(cls, section: Mapping, *, seed: int, held_out_key: str = "val_images", **where) -> TrainRecipe:
         """The recipe a config's training section gives (its ``epochs``, ``batch_size``, ``lr``, optional
         ``patience`` and the held-out count under ``held_out_key``), with ``seed`` and ``where``
         (``accelerator``, ``workers``, ``stop_at``, ``fingerprint``) from the job."""
