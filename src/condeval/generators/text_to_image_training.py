@@ -793,6 +793,9 @@ def train_kandinsky(
 ) -> dict:
     """Train a mini Kandinsky 2.2: its CLIP space, the prior, then the decoder; save ``prior/`` and ``decoder/``.
 
+    Long because its two stages share what it builds first (the CLIP space, the latents and the two
+    pipelines the trained prior and UNet are registered into); each stage is one module and one fit.
+
     Parameters
     ----------
     images : ndarray
