@@ -112,3 +112,13 @@ def test_fig1_never_shows_a_pair_clipscore_clipped_to_zero():
         figure = plot_violins(pairs, seed, "t")
         ticks = " ".join(label.get_text() for label in figure.axes[0].get_xticklabels())
         assert "clipped" not in ticks and "pair0" in ticks and "pair5" in ticks, ticks
+
+
+def test_every_table4_row_reads_precision_recall_and_their_harmonic_mean():
+    """The paper prints the cited rows' F1 and precision swapped; stored by meaning, every row's F1 is the
+    harmonic mean of its precision and recall (to the paper's one decimal)."""
+    from condeval.crc.paper import TABLE4
+
+    for method, row in TABLE4.items():
+        f1 = 2 * row["precision"] * row["recall"] / (row["precision"] + row["recall"])
+        assert abs(f1 - row["word_f1"]) < 0.15, f"{method}: F1 {row['word_f1']}, harmonic mean {f1:.2f}"
