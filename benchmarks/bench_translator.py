@@ -180,7 +180,7 @@ def _abstention_measured(images: int, steps: int, at: int) -> dict:
 
     _, plain_s = _timed(call)
     _, step_s = _timed(_denoiser_step(images))
-    callback = TrustAbstention(pipe.transformer, 8, at, None, scorer, thresholds, ["a"], attributes, drop=True)
+    callback = TrustAbstention(pipe.transformer, 8, at, scorer, attributes, thresholds=thresholds, drop=True)
     _, dropped_s = _timed(call, callback)
     callback.close()
     saved = compute_saved(callback.abstained, at, steps)

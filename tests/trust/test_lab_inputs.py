@@ -154,16 +154,18 @@ def test_steps_and_decisions_are_checked():
             Translator(**settings)
 
 
-def test_the_abstention_callback_takes_the_scorers_names_in_its_order(attribute_pipeline):
+def test_the_abstention_callback_reads_the_scorers_conditions(attribute_pipeline):
     pipe = attribute_pipeline(num_layers=1)
     features, attributes, scorer = _scored()
-    thresholds = scorer.thresholds()
-    with pytest.raises(ValueError, match=r"names \['b', 'a'\] are not the scorer's \['a', 'b'\]"):
-        TrustAbstention(pipe.transformer, 1, 1, None, scorer, thresholds, ["b", "a"], attributes)
+    callback = TrustAbstention(pipe.transformer, 1, 1, scorer, attributes)
+    assert_frame_equal(callback.thresholds, scorer.thresholds(0.95))  # the P95-real rule by default
+    callback.close()
+    with pytest.raises(ValueError, match=r"attributes have 1 columns; the scorer was fitted on 2 \(\['a', 'b'\]\)"):
+        TrustAbstention(pipe.transformer, 1, 1, scorer, attributes[:, :1])
     with pytest.raises(TypeError, match="refused rather than truncated"):
-        TrustAbstention(pipe.transformer, 1, 1, None, scorer, thresholds, ["a", "b"], attributes + 0.6)
+        TrustAbstention(pipe.transformer, 1, 1, scorer, attributes + 0.6)
     with pytest.raises(ValueError, match="step must be an integer >= 0"):
-        TrustAbstention(pipe.transformer, 1, -1, None, scorer, thresholds, ["a", "b"], attributes)
+        TrustAbstention(pipe.transformer, 1, -1, scorer, attributes)
 
 
 def test_translator_pairs_refuse_float_images_attributes_and_levels(attribute_pipeline):

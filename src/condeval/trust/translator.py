@@ -25,11 +25,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from condeval.trust.checks import attribute_names, attribute_rows, flags
+from condeval.trust.checks import attribute_rows, flags
+
+if TYPE_CHECKING:
+    import polars as pl
 from condeval.trust.translator_net import (  # noqa: F401 (re-exported)
     LOSS_WEIGHTS,
     LOSSES,
@@ -534,11 +538,13 @@ class TrajectoryTap:
 class TrustAbstention(TrajectoryTap):
     """The generation callback that scores mid-trajectory and abstains (Section 3.1, "online abstention").
 
-    At denoising ``step`` (0-based) the block-``layer`` features are translated (:class:`Translator`;
-    ``None`` scores them as they are, e.g. REPA-aligned features read through ``project``), scored by a real-fitted :class:`~condeval.trust.TrustScorer` against the requested ``attributes``,
-    and a sample abstains when its trust exceeds its condition's threshold (``thresholds``: a
-    :meth:`TrustScorer.thresholds` table, the P95-real rule; a condition without one falls back to the
-    seen conditions at the minimum Hamming distance, as after generation). ``abstained`` (B,) and
+    At denoising ``step`` (0-based) the block-``layer`` features are translated (``translator``, a fitted
+    :class:`Translator`; without one they are scored as they are, e.g. REPA-aligned features read through
+    ``project``), scored by ``scorer``, a real-fitted :class:`~condeval.trust.TrustScorer`, against the
+    requested ``attributes`` (N, K) in the scorer's attribute order, and a sample abstains when its trust
+    exceeds its condition's threshold: ``thresholds``, a :meth:`TrustScorer.thresholds` table, by default
+    the scorer's own P95-real thresholds (a condition without one falls back to the seen conditions at the
+    minimum Hamming distance, as after generation). ``abstained`` (B,) and
     ``trust`` (B,) hold the decisions. When every sample abstains the pipeline is interrupted
     (``pipe._interrupt``); per sample, the steps left, the decoder pass and the extractor pass are what
     abstention saves (:func:`compute_saved`). Works with any pipeline that calls ``callback_on_step_end``
@@ -560,11 +566,11 @@ class TrustAbstention(TrajectoryTap):
         transformer,
         layer: int,
         step: int,
-        translator: Translator | None,
         scorer,
-        thresholds,
-        names,
         attributes,
+        *,
+        translator: Translator | None = None,
+        thresholds: pl.DataFrame | None = None,
         conditional_half: bool = False,
         project=None,
         drop: bool = False,
@@ -572,17 +578,16 @@ class TrustAbstention(TrajectoryTap):
         from condeval.core.io import check_integer
 
         step = check_integer(step, "step", least=0)
-        names = attribute_names(names)
-        fitted_names = getattr(scorer, "names_", None)
-        if fitted_names is not None and names != list(fitted_names):
-            raise ValueError(
-                f"names {names} are not the scorer's {list(fitted_names)}, in its order: the thresholds "
-                "would be read for other conditions than the trust"
-            )
         attributes = attribute_rows(attributes, name="attributes")
+        if attributes.shape[1] != len(scorer.names_):
+            raise ValueError(
+                f"attributes have {attributes.shape[1]} columns; the scorer was fitted on {len(scorer.names_)} "
+                f"({list(scorer.names_)})"
+            )
         super().__init__(transformer, layer, [step], conditional_half, project)
         self.step, self.translator, self.scorer = step, translator, scorer
-        self.thresholds, self.names, self.attributes = thresholds, names, attributes
+        self.thresholds = scorer.thresholds() if thresholds is None else thresholds
+        self.attributes = attributes
         self.drop = drop
         self.abstained: np.ndarray | None = None
         self.trust: np.ndarray | None = None
@@ -607,7 +612,7 @@ class TrustAbstention(TrajectoryTap):
         features = self._step_features()
         translated = features if self.translator is None else self.translator.transform(features)
         self.trust = self.scorer.score(translated, self.attributes)["trust"].to_numpy()
-        self.abstained = ~accepted_mask(self.trust, self.attributes, self.thresholds, self.names)
+        self.abstained = ~accepted_mask(self.trust, self.attributes, self.thresholds, list(self.scorer.names_))
         if self.abstained.all():  # a pipeline's decoder may not take an empty batch: stop it instead
             pipe._interrupt = True
         elif self.drop and self.abstained.any():
