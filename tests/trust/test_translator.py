@@ -11,6 +11,7 @@ from condeval.trust.translator import (
     FeatureReadout,
     TrajectoryTap,
     Translator,
+    TranslatorLoss,
     TrustAbstention,
     compute_saved,
     internal_features,
@@ -159,7 +160,7 @@ def test_the_translator_trained_on_the_official_loss_keeps_the_trust_ranking(tmp
     translated = scorer.score(predicted, attributes[2000:])["trust"].to_numpy()
     assert spearmanr(true, translated).statistic > 0.9
     loaded = Translator.load(translator.save(tmp_path / "translator"))
-    assert loaded.loss == "whitened" and loaded.whitened == translator.whitened
+    assert loaded.loss == translator.loss == TranslatorLoss("whitened")
     np.testing.assert_allclose(loaded.transform(internal[2000:]), predicted, rtol=1e-6)
     with pytest.raises(ValueError, match="loss must be one of"):
         Translator(loss="tempered")

@@ -32,6 +32,7 @@ __all__ = [
     "LinearProbeEnergy",
     "Selection",
     "Translator",
+    "TranslatorLoss",
     "TrustAbstention",
     "TrustScorer",
     "acceptance",
@@ -49,7 +50,7 @@ __all__ = [
 
 # Scoring during generation needs torch and Lightning, which the analysis environment's rules lack:
 # imported on first use.
-_TRANSLATOR_NAMES = ("Translator", "TrustAbstention")
+_TRANSLATOR_NAMES = ("Translator", "TranslatorLoss", "TrustAbstention")
 
 
 def __getattr__(name: str):

@@ -31,15 +31,13 @@ import numpy as np
 import torch
 
 from condeval.trust.checks import attribute_rows, flags
-
-if TYPE_CHECKING:
-    import polars as pl
 from condeval.trust.translator_net import (  # noqa: F401 (re-exported)
     LOSS_WEIGHTS,
     LOSSES,
     NOISE_PATHS,
     WHITENED,
     StandardisedTranslator,
+    TranslatorLoss,
     TranslatorNet,
     geometry_of,
     pair_moments,
@@ -48,12 +46,16 @@ from condeval.trust.translator_net import (  # noqa: F401 (re-exported)
     whitened_translator_loss,
 )
 
+if TYPE_CHECKING:
+    import polars as pl
+
 __all__ = [
     "ChunkPlan",
     "FeatureReadout",
     "LOSS_WEIGHTS",
     "StandardisedTranslator",
     "Translator",
+    "TranslatorLoss",
     "TranslatorNet",
     "TrajectoryTap",
     "TrustAbstention",
@@ -81,15 +83,11 @@ class Translator:
     ----------
     hidden : int
         The MLP's width (paper: 2048).
-    weights : dict, optional
-        ``mse``, ``var``, ``cov`` of the paper's loss (0.1, 1.0, 0.04).
+    loss : TranslatorLoss or {"paper", "whitened"}, default "paper"
+        The paper's loss or the official code's, with its weights (:class:`TranslatorLoss`; a name takes
+        that loss's defaults, the paper's weights 0.1, 1.0, 0.04 for ``"paper"``).
     lr, weight_decay, epochs, batch_size, val_share, seed
         Training (paper: 1e-3, 1e-4, 50, 2048, 5%).
-    loss : {"paper", "whitened"}
-        The paper's loss (:func:`translator_loss`, with ``weights``) or the official code's
-        (:func:`whitened_translator_loss`, with ``whitened``).
-    whitened : dict, optional
-        ``whit``, ``geom``, ``gamma``, ``kappa`` of the official code's loss (:data:`WHITENED`).
 
     Examples
     --------
@@ -102,18 +100,15 @@ class Translator:
     def __init__(
         self,
         hidden: int = 2048,
-        weights: dict | None = None,
+        loss: TranslatorLoss | str = "paper",
         lr: float = 1e-3,
         weight_decay: float = 1e-4,
         epochs: int = 50,
         batch_size: int = 2048,
         val_share: float = 0.05,
         seed: int = 0,
-        loss: str = "paper",
-        whitened: dict | None = None,
     ):
-        if loss not in LOSSES:
-            raise ValueError(f"loss must be one of {LOSSES}; got {loss!r}")
+        loss = TranslatorLoss.of(loss)
         from condeval.core.io import check_integer
 
         if check_integer(batch_size, "batch_size") < 2:
@@ -122,8 +117,7 @@ class Translator:
         check_integer(epochs, "epochs", least=1)
         if isinstance(val_share, bool) or not isinstance(val_share, (int, float)) or not 0 <= val_share < 1:
             raise ValueError(f"val_share must be a fraction in [0, 1); got {val_share!r}")
-        self.hidden, self.weights = hidden, dict(LOSS_WEIGHTS if weights is None else weights)
-        self.loss, self.whitened = loss, WHITENED | dict(whitened or {})
+        self.hidden, self.loss = hidden, loss
         self.lr, self.weight_decay, self.epochs, self.batch_size = lr, weight_decay, epochs, batch_size
         self.val_share, self.seed = val_share, seed
         self.model: StandardisedTranslator | None = None
@@ -181,21 +175,20 @@ class Translator:
             in_dim,
             out_dim,
             self.hidden,
-            self.weights,
+            self.loss.weights,
             self.lr,
             self.weight_decay,
             warmup_steps=max(1, steps // 20),
             total_steps=steps,
             mean=moments["mean"].float().tolist(),
             scale=moments["std"].float().clamp_min(1e-6).tolist(),
-            loss=self.loss,
-            whitened=self.whitened,
+            loss=self.loss.kind,
+            whitened=self.loss.whitened,
         )
-        if self.loss == "whitened":
+        if self.loss.kind == "whitened":
+            whitened = self.loss.whitened
             module.set_geometry(
-                geometry_of(
-                    moments["target_mean"], moments["target_cov"], self.whitened["gamma"], self.whitened["kappa"]
-                )
+                geometry_of(moments["target_mean"], moments["target_cov"], whitened["gamma"], whitened["kappa"])
             )
         with tempfile.TemporaryDirectory() as scratch, warnings.catch_warnings():
             # TranslatorModule skips a one-row batch on purpose (its batch statistics are NaN)
@@ -239,12 +232,10 @@ class Translator:
         config = json.loads((folder / "config.json").read_text())
         translator = cls(
             hidden=config["hidden"],
-            weights=config["weights"],
+            loss=TranslatorLoss(config.get("loss", "paper"), config["weights"], config.get("whitened")),
             lr=config["lr"],
             weight_decay=config["weight_decay"],
             seed=config.get("seed", 0),
-            loss=config.get("loss", "paper"),
-            whitened=config.get("whitened"),
         )
         model = StandardisedTranslator(**{k: config[k] for k in ("in_dim", "out_dim", "hidden", "mean", "scale")})
         model.load_state_dict(load_file(str(folder / "translator.safetensors")))

@@ -5,6 +5,8 @@ below both of them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 __all__ = [
@@ -13,6 +15,7 @@ __all__ = [
     "NOISE_PATHS",
     "WHITENED",
     "StandardisedTranslator",
+    "TranslatorLoss",
     "TranslatorNet",
     "geometry_of",
     "pair_moments",
@@ -29,6 +32,47 @@ LOSS_WEIGHTS = {"mse": 0.1, "var": 1.0, "cov": 0.04}
 WHITENED = {"whit": 1.0, "geom": 0.1, "gamma": 0.75, "kappa": 1000.0}
 LOSSES = ("paper", "whitened")
 NOISE_PATHS = ("generator", "official")
+
+
+@dataclass(frozen=True)
+class TranslatorLoss:
+    """The loss a :class:`~condeval.trust.Translator` trains with, and its settings.
+
+    Parameters
+    ----------
+    kind : {"paper", "whitened"}, default "paper"
+        The paper's loss (:func:`translator_loss`, weighted by ``weights``) or the official code's
+        (:func:`whitened_translator_loss`, with ``whitened``, against the training targets' geometry).
+    weights : dict, optional
+        ``mse``, ``var``, ``cov`` of the paper's loss; default :data:`LOSS_WEIGHTS` (0.1, 1.0, 0.04).
+    whitened : dict, optional
+        ``whit``, ``geom``, ``gamma``, ``kappa`` of the official code's loss; a key left out takes
+        :data:`WHITENED`'s value.
+
+    Examples
+    --------
+    >>> TranslatorLoss("whitened", whitened={"gamma": 0.5}).whitened["kappa"]
+    1000.0
+    >>> TranslatorLoss("tempered")
+    Traceback (most recent call last):
+    ...
+    ValueError: loss must be one of ('paper', 'whitened'); got 'tempered'
+    """
+
+    kind: str = "paper"
+    weights: dict | None = None
+    whitened: dict | None = None
+
+    def __post_init__(self):
+        if self.kind not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}; got {self.kind!r}")
+        object.__setattr__(self, "weights", dict(LOSS_WEIGHTS if self.weights is None else self.weights))
+        object.__setattr__(self, "whitened", WHITENED | dict(self.whitened or {}))
+
+    @classmethod
+    def of(cls, loss: TranslatorLoss | str) -> TranslatorLoss:
+        """``loss`` itself, or the loss of that kind with its default settings."""
+        return loss if isinstance(loss, cls) else cls(loss)
 
 
 class TranslatorNet(torch.nn.Module):

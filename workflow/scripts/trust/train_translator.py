@@ -11,7 +11,7 @@ from condeval.core.logs import log_to_file
 from condeval.encoders.shards import model_identity, read_feature_shards, write_feature_shard
 from condeval.generators.attribute_to_image import AttributeDiffusionPipeline
 from condeval.trust.data import ReleaseImages, attributes_of, training_support
-from condeval.trust.translator import ChunkPlan, FeatureReadout, Translator, translator_pair_rows
+from condeval.trust.translator import ChunkPlan, FeatureReadout, Translator, TranslatorLoss, translator_pair_rows
 
 log = log_to_file(snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
@@ -53,14 +53,12 @@ log.info(
 )
 translator = Translator(
     hidden=settings["hidden"],
-    weights=dict(settings["weights"]),
+    loss=TranslatorLoss(settings["loss"], weights=dict(settings["weights"]), whitened=dict(settings["whitened"])),
     lr=settings["lr"],
     weight_decay=settings["weight_decay"],
     epochs=settings["epochs"],
     batch_size=settings["batch_size"],
     seed=p.seed,
-    loss=settings["loss"],
-    whitened=dict(settings["whitened"]),
 )
 translator.fit_rows(rows, images, run_dir=run_dir, accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)))
 translator.save(snakemake.output.model)  # validation held out whole images (groups: each pair's image)
