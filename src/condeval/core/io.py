@@ -59,7 +59,21 @@ def is_torch(*arrays) -> bool:
 
 def as_numpy(values) -> np.ndarray:
     """``values`` as a NumPy array; a torch tensor is detached and moved to the CPU first (with
-    tensor methods only: the analysis environment has no torch to import)."""
+    tensor methods only: the analysis environment has no torch to import).
+
+    Examples
+    --------
+    A list becomes an array; an array comes back as it is, not copied (a torch tensor, with gradients or on
+    a GPU, comes back as its CPU values):
+
+    >>> import numpy as np
+    >>> from condeval.core.io import as_numpy
+    >>> as_numpy([[1, 2], [3, 4]]).sum(axis=1).tolist()
+    [3, 7]
+    >>> features = np.zeros((2, 3))
+    >>> as_numpy(features) is features
+    True
+    """
     if is_torch(values):
         values = values.detach().cpu().numpy()
     return np.asarray(values)
@@ -384,6 +398,24 @@ def read_image(path: str | os.PathLike, error: type[Exception] = DataFileError):
     """The PIL image of ``path`` with its pixels read, so a truncated file fails here, not later.
 
     Raises ``error`` naming the file when PIL cannot read it (not an image, truncated, unreadable).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from PIL import Image
+    >>> from condeval.core.io import read_image
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> Image.new("RGB", (4, 3), (255, 0, 0)).save(Path(folder.name) / "red.png")
+    >>> image = read_image(Path(folder.name) / "red.png")
+    >>> image.size, image.getpixel((0, 0))                    # pixels read: usable after the file is closed
+    ((4, 3), (255, 0, 0))
+    >>> _ = (Path(folder.name) / "notes.png").write_text("not an image")
+    >>> read_image(Path(folder.name) / "notes.png", error=ValueError)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: .../notes.png: not a readable image (cannot identify image file ...)
+    >>> folder.cleanup()
     """
     from PIL import Image
 

@@ -35,7 +35,20 @@ def condition_prompt(values) -> str:
 
 
 def condition_prompts(conditions) -> list[str]:
-    """One prompt per row of ``conditions`` (M, 4)."""
+    """One prompt per row of ``conditions`` (M, 4).
+
+    Examples
+    --------
+    >>> from condeval.datasets.celeba_prompts import condition_prompts
+    >>> for prompt in condition_prompts([[0, 1, 0, 0], [1, 0, 1, 1]]):   # (Male, Smiling, Blond_Hair, Eyeglasses)
+    ...     print(prompt)
+    a photo of a smiling woman with dark hair and no eyeglasses
+    a photo of a serious man with blond hair and eyeglasses
+    >>> condition_prompts([[0, 1, 2, 0]])
+    Traceback (most recent call last):
+    ...
+    ValueError: a CelebA condition is 4 values in {0, 1}; got [0, 1, 2, 0]
+    """
     return [condition_prompt(row) for row in np.asarray(conditions)]
 
 

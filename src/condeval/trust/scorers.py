@@ -50,7 +50,20 @@ def _rows(features, attributes=None):
 
 
 class LinearProbeEnergy:
-    """Summed per-attribute free energy of logistic-regression probes (lower is better)."""
+    """Summed per-attribute free energy of logistic-regression probes (lower is better).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import LinearProbeEnergy
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = rng.integers(0, 2, (200, 2))                  # two binary attributes per real row
+    >>> features = np.hstack([2.0 * attributes - 1, np.ones((200, 1))]) + rng.normal(0, 0.3, (200, 3))
+    >>> scorer = LinearProbeEnergy().fit(features, attributes)
+    >>> energy = scorer.score([[1.0, -1.0, 1.0], [0.0, 0.0, 1.0]])  # clear values, then on both boundaries
+    >>> [round(float(e), 2) for e in energy], bool(energy[0] < energy[1])
+    ([-3.39, -1.48], True)
+    """
 
     def __init__(self, max_iter: int = 1000):
         self.max_iter = max_iter
@@ -78,7 +91,24 @@ class LinearProbeEnergy:
 
 
 class KnnPerAttribute:
-    """Cosine distance to the ``k``-th nearest real row showing each requested value, summed over attributes."""
+    """Cosine distance to the ``k``-th nearest real row showing each requested value, summed over attributes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import KnnPerAttribute
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = rng.integers(0, 2, (200, 2))
+    >>> features = np.hstack([2.0 * attributes - 1, np.ones((200, 1))]) + rng.normal(0, 0.3, (200, 3))
+    >>> scorer = KnnPerAttribute(k=5).fit(features, attributes)
+    >>> sample = [[1.0, -1.0, 1.0], [1.0, -1.0, 1.0]]               # one sample, requested as (1, 0) and (0, 1)
+    >>> scorer.score(sample, [[1, 0], [0, 1]]).round(3).tolist()
+    [0.006, 0.944]
+    >>> scorer.score(sample[:1], [[2, 0]])
+    Traceback (most recent call last):
+    ...
+    ValueError: attribute 0 value 2 was never seen in the fit
+    """
 
     def __init__(self, k: int = 5):
         self.k = k
@@ -112,7 +142,20 @@ class KnnPerAttribute:
 
 
 class AlphaPrecisionDistance:
-    """Distance to the real features' centre (α-Precision's geometry), label-agnostic."""
+    """Distance to the real features' centre (α-Precision's geometry), label-agnostic.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import AlphaPrecisionDistance
+    >>> rng = np.random.default_rng(0)
+    >>> scorer = AlphaPrecisionDistance().fit(rng.normal(0, 1, (200, 4)) + 2)
+    >>> distances = scorer.score([[2.0, 2.0, 2.0, 2.0], [-2.0, 2.0, 2.0, 2.0]])   # typical, then off-support
+    >>> distances.round(3).tolist()
+    [0.098, 0.964]
+    >>> (distances <= np.quantile(scorer.real_distances_, 0.95)).tolist()         # inside the real P95 ball
+    [True, False]
+    """
 
     def fit(self, features, attributes=None) -> AlphaPrecisionDistance:
         z = _rows(features)
@@ -125,7 +168,20 @@ class AlphaPrecisionDistance:
 
 
 def alpha_precision(scorer: AlphaPrecisionDistance, features, alphas=ALPHAS) -> np.ndarray:
-    """α-Precision: for each α, the share of samples within the ``α``-quantile of the real distances."""
+    """α-Precision: for each α, the share of samples within the ``α``-quantile of the real distances.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import AlphaPrecisionDistance, alpha_precision
+    >>> rng = np.random.default_rng(0)
+    >>> real = rng.normal(0, 1, (300, 4)) + 2
+    >>> scorer = AlphaPrecisionDistance().fit(real[:200])
+    >>> alpha_precision(scorer, real[200:], alphas=[0.5, 0.95]).round(2).tolist()   # held-out real: about α
+    [0.56, 0.96]
+    >>> alpha_precision(scorer, rng.normal(0, 1, (100, 4)), alphas=[0.5, 0.95]).round(2).tolist()  # shifted
+    [0.0, 0.09]
+    """
     radii = empirical_quantile(scorer.real_distances_, np.asarray(alphas))
     return (scorer.score(features)[:, None] <= radii[None, :]).mean(axis=0)
 
@@ -141,6 +197,15 @@ def clip_alignment(image_embeddings: np.ndarray, prompt_embeddings: np.ndarray, 
         One CLIP text embedding per condition (e.g. "a photo of a smiling man with blond hair ...").
     condition_index : ndarray of int, shape (N,)
         Each sample's row in ``prompt_embeddings``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import clip_alignment
+    >>> prompts = np.eye(2)                                       # two conditions' text embeddings
+    >>> images = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, -1.0]])
+    >>> clip_alignment(images, prompts, np.array([0, 1, 1])).round(3).tolist()   # aligned, halfway, opposite
+    [-1.0, -0.707, 1.0]
     """
     from condeval.metrics import cosine_similarity
 
@@ -161,6 +226,21 @@ def clip_alignment_scores(clip, *groups) -> tuple[np.ndarray, ...]:
     -------
     tuple of ndarray
         One score array per group, lower is better.
+
+    Examples
+    --------
+    Any object with ``text_features(texts) -> (M, E)`` stands in for the CLIP; this one embeds a prompt
+    as (smiling, serious):
+
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> from condeval.trust import clip_alignment_scores
+    >>> words = lambda texts: np.array([[" smiling " in t, " serious " in t] for t in texts], dtype=float)
+    >>> clip = SimpleNamespace(text_features=words)
+    >>> real = (np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([[0, 1, 0, 0], [1, 0, 1, 1]]))   # their own conditions
+    >>> generated = (np.array([[1.0, 0.2]]), np.array([[1, 0, 0, 0]]))    # smiles, though a serious man was asked
+    >>> [scores.round(3).tolist() for scores in clip_alignment_scores(clip, real, generated)]
+    [[-1.0, -1.0], [-0.196]]
     """
     from condeval.datasets.celeba_prompts import condition_prompts
 
