@@ -102,6 +102,17 @@ class CReLSettings:
     work_dir : path, optional
         Where training writes its checkpoints and logs and resumes from (one folder per model; a folder
         left by another fit is cleared, with a warning). None: a temporary folder, gone after the fit.
+
+    Examples
+    --------
+    >>> from condeval.crel import CReLSettings
+    >>> settings = CReLSettings(metric="cosine", latent_dim=4, dqr_kwargs={"n_directions": 64})
+    >>> settings.latent_dim, settings.lgm.epochs, settings.dqr.patience
+    (4, 300, 8)
+    >>> CReLSettings(lgm_kwargs={"latent_dim": 3})
+    Traceback (most recent call last):
+    ...
+    TypeError: lgm_kwargs may not set ['latent_dim']: CReLSettings sets them (its own fields, or the data)
     """
 
     latent_dim: int = 2

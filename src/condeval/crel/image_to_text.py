@@ -112,7 +112,24 @@ def assign_unit_folds(unit_ids, seed: int, fractions: tuple[float, ...] = FOLD_F
     so that no unit lies in two folds and calibration is exchangeable with a new condition. The
     fractions are of units, not rows. A missing id (None, NaN) or ids that do not sort together are
     refused (:func:`condeval.core.conformal.unit_index`): a missing id must not merge rows of different
-    units into one."""
+    units into one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.crel.image_to_text import assign_unit_folds
+    >>> images = np.repeat(np.arange(40), 5)                  # five captions of each of 40 images
+    >>> folds = assign_unit_folds(images, seed=0)
+    >>> all(len(set(folds[images == i])) == 1 for i in range(40))   # an image's captions share one fold
+    True
+    >>> names, rows = np.unique(folds, return_counts=True)
+    >>> dict(zip(names.tolist(), (rows // 5).tolist()))      # images per fold: 75/15/5/5 % of 40
+    {'cal': 2, 'dqr': 6, 'test': 2, 'vae': 30}
+    >>> assign_unit_folds([1.0, np.nan, 2.0], seed=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: unit_ids has a missing id at row 1: every row needs one
+    """
     from condeval.core.conformal import unit_index
 
     if np.ndim(unit_ids) != 1:

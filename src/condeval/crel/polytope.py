@@ -69,6 +69,20 @@ class EmptyRegionError(ValueError):
     Attributes
     ----------
     index, count : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.crel import EmptyRegionError, polytope_distance
+    >>> U = np.array([[1.0, 0.0], [-1.0, 0.0]])              # a >= b[i, 0] and -a >= b[i, 1]
+    >>> b = np.array([[0.0, -1.0], [1.0, 0.0]])              # row 0: 0 <= a <= 1; row 1: 1 <= a <= 0
+    >>> try:
+    ...     polytope_distance(U, b, np.zeros((2, 2)))
+    ... except EmptyRegionError as error:
+    ...     print(error.index, error.count)
+    ...     print(error)
+    1 1
+    region for row 1 (x index 1) is empty: no point satisfies all half-space constraints u_k^T a >= b[i, k]
     """
 
     def __init__(self, message: str, index: int, count: int = 1):
@@ -514,6 +528,18 @@ def polytope_distance(U, b, Z, *, return_projection: bool = False, tol: float = 
     -----
     Batched Goldfarb–Idnani dual active-set method (see the module docstring).
     The result is not differentiable (inputs are detached).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.crel import polytope_distance
+    >>> U, b = np.eye(2), np.zeros(2)                        # the quadrant a_1 >= 0, a_2 >= 0, for every row
+    >>> Z = np.array([[-3.0, -4.0], [1.0, 2.0], [-1.0, 5.0]])
+    >>> dist, proj = polytope_distance(U, b, Z, return_projection=True)
+    >>> dist.round(3).tolist()                               # a point inside is at distance exactly 0
+    [5.0, 0.0, 1.0]
+    >>> proj.round(3).tolist()
+    [[0.0, 0.0], [1.0, 2.0], [0.0, 5.0]]
     """
     sol, Z_t = _project_core(U, b, Z, tol)
     dist = (sol.X - Z_t).norm(dim=1)
@@ -563,6 +589,15 @@ def project_onto_region(U, b, gamma, Y, *, tol: float = 1e-9):
     Returns
     -------
     ndarray or Tensor, shape (n, r)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.crel import project_onto_region
+    >>> U, b = np.eye(2), np.zeros((2, 2))                   # R: the quadrant a_1 >= 0, a_2 >= 0
+    >>> Y = np.array([[-3.0, -4.0], [-0.5, 0.0]])            # 5 and 0.5 away from R
+    >>> project_onto_region(U, b, 1.0, Y).round(3).tolist()  # the first moves to distance 1; the second stays
+    [[-0.6, -0.8], [-0.5, 0.0]]
     """
     out, _, _ = _project_region(U, b, gamma, Y, tol=tol)
     return _to_output(out, is_torch(U, b, Y, gamma))

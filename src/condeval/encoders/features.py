@@ -84,6 +84,29 @@ class ClipEncoder(ArrayImages):
     vision_tower : CLIPVisionTransformer
         Embeddings, encoder and layer norms of the image tower (attention-mask sampling masks inside it).
     visual_projection : torch.nn.Linear
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np, torch
+    >>> from PIL import Image
+    >>> from transformers import CLIPModel
+    >>> from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    >>> from condeval.encoders.features import ClipEncoder
+    >>> from condeval.encoders.tokenizer import build_word_tokenizer
+    >>> tokenizer = build_word_tokenizer(["a", "red", "blue", "star", "ring"])
+    >>> _ = torch.manual_seed(0)
+    >>> config = tiny_clip_config(tokenizer, 16, vision_width=16, vision_layers=1, text_width=16, text_layers=1,
+    ...                           heads=2, projection_dim=8)
+    >>> with tempfile.TemporaryDirectory() as folder:       # a random tiny CLIP saved as a checkpoint is
+    ...     for part in (CLIPModel(config), tokenizer, clip_image_processor(16)):
+    ...         _ = part.save_pretrained(folder)
+    ...     encoder = ClipEncoder(folder)                    # loaded like openai/clip-vit-large-patch14
+    >>> texts = encoder.text_features(["a red star", "a blue ring"])
+    >>> images = encoder.image_features([Image.new("RGB", (16, 16), "red")])
+    >>> texts.shape, images.shape
+    ((2, 8), (1, 8))
+    >>> np.linalg.norm(texts, axis=1).round(3).tolist()       # every feature is L2-normalised
+    [1.0, 1.0]
     """
 
     def __init__(
@@ -205,6 +228,27 @@ class BertEncoder:
 
     Captions are truncated at ``max_length`` tokens (the paper: 50), or at the model's
     ``max_position_embeddings`` where it has fewer positions.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np, torch
+    >>> from transformers import BertModel
+    >>> from condeval.encoders.bert import tiny_bert_config
+    >>> from condeval.encoders.features import BertEncoder
+    >>> from condeval.encoders.tokenizer import build_word_tokenizer
+    >>> tokenizer = build_word_tokenizer(["a", "red", "blue", "star", "ring"])
+    >>> _ = torch.manual_seed(0)
+    >>> bert = BertModel(tiny_bert_config(tokenizer, width=16, layers=1, heads=2, max_length=12),
+    ...                  add_pooling_layer=False)
+    >>> with tempfile.TemporaryDirectory() as folder:       # a random tiny BERT saved as a checkpoint is
+    ...     bert.save_pretrained(folder)
+    ...     _ = tokenizer.save_pretrained(folder)
+    ...     encoder = BertEncoder(folder)                    # loaded like bert-base-uncased
+    >>> encoder.max_length                                   # the paper's 50, capped at the model's 12 positions
+    12
+    >>> features = encoder.text_features(["a red star", "a blue ring", "a red star"])
+    >>> np.linalg.norm(features, axis=1).round(3).tolist(), bool(np.allclose(features[0], features[2]))
+    ([1.0, 1.0, 1.0], True)
     """
 
     def __init__(

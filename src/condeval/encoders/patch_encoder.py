@@ -37,6 +37,24 @@ class PatchEncoder:
         A ``save_pretrained`` folder of a ``DINOv3ViTModel``, ``SiglipVisionModel`` or ``SiglipModel``.
     device : str, optional
         ``"cuda"`` on a GPU; default CPU.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np, torch
+    >>> from condeval.encoders.patch_encoder import PatchEncoder
+    >>> from condeval.encoders.patch_features import tiny_dinov3
+    >>> _ = torch.manual_seed(0)
+    >>> with tempfile.TemporaryDirectory() as folder:       # a random tiny DINOv3 saved as a checkpoint is
+    ...     tiny_dinov3(16, width=16, layers=1, heads=2, patch_size=8).save_pretrained(folder)
+    ...     encoder = PatchEncoder(folder)                   # loaded like facebook/dinov3-vitl16-pretrain-lvd1689m
+    >>> images = np.random.default_rng(0).integers(0, 256, (2, 3, 16, 16), dtype=np.uint8)
+    >>> features = encoder.encode(images)                    # the mean of each image's 4 patch tokens
+    >>> features.shape, features.dtype, encoder.tokens(images).shape
+    ((2, 16), dtype('float32'), (2, 4, 16))
+    >>> PatchEncoder("no-such-folder")
+    Traceback (most recent call last):
+    ...
+    FileNotFoundError: no-such-folder: no saved model folder here (no config.json)
     """
 
     #: What :meth:`encode` returns, as feature shards record it.
