@@ -41,3 +41,8 @@ def test_a_truncated_sample_is_named_by_its_file(tmp_path):
     victim.write_bytes(victim.read_bytes()[:40])
     with pytest.raises(DataFileError, match=rf"{victim.name}: not a readable image"):
         read_samples(tmp_path / "shard.parquet", ["a"])
+
+
+def test_a_missing_image_is_named_as_missing(tmp_path):
+    with pytest.raises(DataFileError, match=r"gone\.png: file not found"):
+        rgb_images([tmp_path / "gone.png"])

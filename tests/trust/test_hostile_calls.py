@@ -1,12 +1,13 @@
 """Calls a lab could get wrong are refused naming the argument, never a raw numpy error or a quiet
-conversion: strings as features or scores, a string setting, a non-finite trust, strings in KID."""
+conversion: strings as features or scores, a string setting, a non-finite trust, strings in KID, conditions
+the baseline scorers cannot read."""
 
 import numpy as np
 import pytest
 
 from condeval.crel import CReL
 from condeval.metrics import kid
-from condeval.trust import TrustScorer
+from condeval.trust import KnnPerAttribute, LinearProbeEnergy, TrustScorer, clip_alignment, clip_alignment_scores
 from condeval.trust.filtering import accepted_mask
 
 RNG = np.random.default_rng(0)
@@ -38,3 +39,26 @@ def test_kid_refuses_numeric_strings():
 def test_crel_calibration_refuses_scores_that_are_no_distances(scores):
     with pytest.raises(TypeError, match="scores_cal must be real numbers"):
         CReL.__new__(CReL).calibrate_from_scores(scores, 0.1)
+
+
+def test_the_baseline_scorers_refuse_conditions_they_cannot_read():
+    with pytest.raises(ValueError, match=r"attribute 0 takes one value \(1\) in every real row"):
+        LinearProbeEnergy().fit(FEATURES, np.ones_like(ATTRIBUTES))
+    knn = KnnPerAttribute().fit(FEATURES, ATTRIBUTES)
+    for columns in (np.hstack([ATTRIBUTES, ATTRIBUTES])[:5], np.empty((5, 0), dtype=int)):
+        with pytest.raises(ValueError, match=f"attributes have {columns.shape[1]} columns; the fit had 1"):
+            knn.score(FEATURES[:5], columns)
+
+
+@pytest.mark.parametrize(
+    ("index", "message"),
+    [([0, -1], r"must lie in 0\.\.1 .*got -1\.\.0"), ([0, 2], r"got 0\.\.2"), ([0.0, 1.0], "1-D array of ints")],
+)
+def test_clip_alignment_refuses_a_condition_index_outside_the_prompts(index, message):
+    with pytest.raises(ValueError, match=message):
+        clip_alignment(FEATURES[:2], FEATURES[:2], np.array(index))
+
+
+def test_clip_alignment_scores_want_a_group():
+    with pytest.raises(ValueError, match="no groups to score"):
+        clip_alignment_scores(object())

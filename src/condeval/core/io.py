@@ -419,6 +419,8 @@ def read_image(path: str | os.PathLike, error: type[Exception] = DataFileError):
     """
     from PIL import Image
 
+    if not Path(path).is_file():
+        raise error(f"{path}: file not found")
     try:
         with Image.open(path) as image:
             image.load()

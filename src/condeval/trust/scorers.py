@@ -72,6 +72,11 @@ class LinearProbeEnergy:
         from sklearn.linear_model import LogisticRegression
 
         z, attributes = _rows(features, attributes)
+        for k in range(attributes.shape[1]):
+            if len(np.unique(attributes[:, k])) < 2:
+                raise ValueError(
+                    f"attribute {k} takes one value ({attributes[0, k]}) in every real row: a probe needs two"
+                )
         self.probes_ = [
             LogisticRegression(max_iter=self.max_iter).fit(z, attributes[:, k]) for k in range(attributes.shape[1])
         ]
@@ -130,6 +135,8 @@ class KnnPerAttribute:
 
     def score(self, features, attributes) -> np.ndarray:
         z, attributes = _rows(features, attributes)
+        if attributes.shape[1] != len(self.indexes_):
+            raise ValueError(f"attributes have {attributes.shape[1]} columns; the fit had {len(self.indexes_)}")
         total = np.zeros(len(z))
         for k, per_value in enumerate(self.indexes_):
             for value in np.unique(attributes[:, k]):
@@ -209,7 +216,16 @@ def clip_alignment(image_embeddings: np.ndarray, prompt_embeddings: np.ndarray, 
     """
     from condeval.metrics import cosine_similarity
 
-    return -cosine_similarity(np.asarray(image_embeddings), np.asarray(prompt_embeddings)[condition_index])
+    prompt_embeddings = np.asarray(prompt_embeddings)
+    index = np.asarray(condition_index)
+    if index.ndim != 1 or not np.issubdtype(index.dtype, np.integer):
+        raise ValueError(f"condition_index must be a 1-D array of ints; got {index.dtype} of shape {index.shape}")
+    if len(index) and (index.min() < 0 or index.max() >= len(prompt_embeddings)):
+        raise ValueError(
+            f"condition_index must lie in 0..{len(prompt_embeddings) - 1} (one per prompt); "
+            f"got {index.min()}..{index.max()}"
+        )
+    return -cosine_similarity(np.asarray(image_embeddings), prompt_embeddings[index])
 
 
 def clip_alignment_scores(clip, *groups) -> tuple[np.ndarray, ...]:
@@ -244,6 +260,8 @@ def clip_alignment_scores(clip, *groups) -> tuple[np.ndarray, ...]:
     """
     from condeval.datasets.celeba_prompts import condition_prompts
 
+    if not groups:
+        raise ValueError("no groups to score: pass (image embeddings, attributes) pairs after clip")
     conditions, index = np.unique(np.vstack([attributes for _, attributes in groups]), axis=0, return_inverse=True)
     prompts = clip.text_features(condition_prompts(conditions))
     bounds = np.cumsum([0] + [len(attributes) for _, attributes in groups])
