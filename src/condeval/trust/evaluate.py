@@ -106,6 +106,20 @@ def fit_and_score(
     -------
     tuple
         The fitted scorer, and the samples' scores with their attribute columns.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust.evaluate import fit_and_score
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = rng.integers(0, 2, size=(400, 2))
+    >>> features = rng.normal(size=(400, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
+    >>> samples = features[:50] + rng.normal(scale=3, size=(50, 8))  # noisy copies of 50 real rows
+    >>> scorer, scores = fit_and_score(features[50:], attributes[50:], samples, attributes[:50], ["smile", "glasses"])
+    >>> scores.columns
+    ['realism', 'faithfulness', 'trust', 'margin_smile', 'margin_glasses', 'smile', 'glasses']
+    >>> bool(scores["trust"].mean() > scorer.score(features[:50], attributes[:50])["trust"].mean())  # noise: worse
+    True
     """
     names = attribute_names(names)
     scorer = (ScorerOptions() if options is None else options).scorer(names)
@@ -133,6 +147,25 @@ def step_thresholds(scorer: TrustScorer, features, attributes, quantile: float =
     -------
     polars.DataFrame
         :func:`~condeval.trust.filtering.condition_thresholds` of the calibration rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import TrustScorer
+    >>> from condeval.trust.evaluate import step_thresholds
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = rng.integers(0, 2, size=(400, 2))
+    >>> features = rng.normal(size=(400, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
+    >>> scorer = TrustScorer().fit(features, attributes)
+    >>> noised = features + 2 * rng.normal(size=features.shape)  # the same rows, as a step reads them
+    >>> step_thresholds(scorer, noised, attributes)["threshold"].round(1).to_list()
+    [2.5, 2.7, 2.9, 1.1]
+    >>> scorer.thresholds()["threshold"].round(1).to_list()  # read from the clean features instead
+    [2.2, 0.5, 0.7, -0.2]
+    >>> step_thresholds(scorer, noised[:100], attributes[:100])
+    Traceback (most recent call last):
+    ...
+    ValueError: 100 step features and 100 attribute rows: need the 400 rows the scorer was fitted on, in its order
     """
     from condeval.trust.filtering import condition_thresholds
 
@@ -167,6 +200,19 @@ class KidReference:
         The queried conditions.
     names : sequence of str
         The K attribute names.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import KidReference
+    >>> rng = np.random.default_rng(0)
+    >>> features, attributes = rng.normal(size=(100, 8)), rng.integers(0, 2, size=(100, 2))
+    >>> KidReference(features, attributes, [1, 0], ["smile", "glasses"]).conditions.tolist()  # one (K,) query
+    [[1, 0]]
+    >>> KidReference(features, attributes, [1, 0, 1], ["smile", "glasses"])
+    Traceback (most recent call last):
+    ...
+    ValueError: conditions have 3 attributes; names give 2
     """
 
     features: np.ndarray
@@ -203,6 +249,25 @@ class Selection:
         :func:`selection_summary` of them: the table's row.
     accepted : ndarray of bool
         Each sample's single accept decision (:func:`~condeval.trust.filtering.accepted_mask`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import KidReference, select
+    >>> from condeval.trust.evaluate import fit_and_score
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = rng.integers(0, 2, size=(1000, 2))
+    >>> features = rng.normal(size=(1000, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
+    >>> samples = features[800:].copy()  # "generated" features (one space for trust and KID here)
+    >>> samples[::2] += rng.normal(scale=3, size=(100, 8))  # every other sample degraded
+    >>> scorer, scores = fit_and_score(features[:500], attributes[:500], samples, attributes[800:], ["a", "b"])
+    >>> conditions = [[0, 0], [0, 1], [1, 0], [1, 1]]
+    >>> reference = KidReference(features[500:800], attributes[500:800], conditions, ["a", "b"])
+    >>> selection = select(scores, samples, scorer.thresholds(), reference)
+    >>> selection.per_condition.height, selection.summary["accept"], round(float(100 * selection.accepted.mean()), 1)
+    (4, 55.5, 55.5)
+    >>> int(selection.accepted[::2].sum()), int(selection.accepted[1::2].sum())  # degraded samples, intact ones
+    (21, 90)
     """
 
     per_condition: pl.DataFrame
@@ -232,6 +297,25 @@ def select(
     protocol : SelectionProtocol, optional
         :func:`~condeval.trust.filtering.selection_gain`'s sizes, kernel and seed (default
         ``SelectionProtocol()``; its ``quantile`` is the caller's, who computed ``thresholds``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import KidReference, select
+    >>> from condeval.trust.evaluate import fit_and_score
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = rng.integers(0, 2, size=(1000, 2))
+    >>> features = rng.normal(size=(1000, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
+    >>> samples = features[800:].copy()  # "generated" features (one space for trust and KID here)
+    >>> samples[::2] += rng.normal(scale=3, size=(100, 8))  # every other sample degraded
+    >>> scorer, scores = fit_and_score(features[:500], attributes[:500], samples, attributes[800:], ["a", "b"])
+    >>> conditions = [[0, 0], [0, 1], [1, 0], [1, 1]]
+    >>> reference = KidReference(features[500:800], attributes[500:800], conditions, ["a", "b"])
+    >>> summary = select(scores, samples, scorer.thresholds(), reference).summary
+    >>> summary["conditions"], summary["accept"]  # conditions evaluated, Accept% of all samples
+    (4, 55.5)
+    >>> bool(summary["kid_trust"] < summary["kid_random"])  # the accepted samples are closer to the real ones
+    True
     """
     from condeval.trust.filtering import accepted_mask
 
@@ -266,6 +350,29 @@ def selection_by_condition(
         ``selection_gain``'s sizes, seed and kernel (default ``SelectionProtocol()``).
     score : str
         The column selected on (lower is better): ``trust``, or an ablation scorer's.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import KidReference
+    >>> from condeval.trust.evaluate import fit_and_score, selection_by_condition
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = rng.integers(0, 2, size=(1000, 2))
+    >>> features = rng.normal(size=(1000, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
+    >>> samples = features[800:].copy()  # "generated" features (one space for trust and KID here)
+    >>> samples[::2] += rng.normal(scale=3, size=(100, 8))  # every other sample degraded
+    >>> scorer, scores = fit_and_score(features[:500], attributes[:500], samples, attributes[800:], ["a", "b"])
+    >>> conditions = [[0, 0], [0, 1], [1, 0], [1, 1]]
+    >>> reference = KidReference(features[500:800], attributes[500:800], conditions, ["a", "b"])
+    >>> from condeval.trust.filtering import SelectionProtocol
+    >>> protocol = SelectionProtocol(min_real=80)  # a condition needs 80 real rows here
+    >>> per_condition = selection_by_condition(scores, samples, scorer.thresholds(), reference, protocol)
+    >>> for row in per_condition.iter_rows(named=True):
+    ...     print(row["a"], row["b"], row["n_real"], round(row["accept"], 2), row["skipped"])
+    0 0 67 0.74 fewer than 20 generated or 80 real samples
+    0 1 79 0.59 fewer than 20 generated or 80 real samples
+    1 0 93 0.52 None
+    1 1 61 0.41 fewer than 20 generated or 80 real samples
     """
     protocol = SelectionProtocol() if protocol is None else protocol
     names = reference.names
@@ -433,6 +540,18 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
         official code's aggregation, the conditions' own improvements averaged with their accepted
         samples as weights (None when no condition has one), ``spearman`` (mean trust against KID of
         all samples).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.trust.evaluate import selection_summary
+    >>> per_condition = pl.DataFrame({  # two conditions, the second skipped (too few accepted samples)
+    ...     "mean_trust": [0.1, 0.5], "kid_all": [0.02, 0.05], "accept": [0.9, 0.05], "n_generated": [100, 100],
+    ...     "kid_accepted": [0.01, None], "kid_accepted_std": [0.002, None], "kid_random": [0.02, None],
+    ...     "kid_random_std": [0.002, None], "improvement": [0.5, None], "skipped": [None, "too few accepted"]})
+    >>> summary = selection_summary(per_condition)
+    >>> summary["conditions"], round(summary["accept"], 1), round(summary["improvement"], 1)  # Accept% counts both
+    (1, 47.5, 50.0)
     """
     from scipy.stats import spearmanr
 

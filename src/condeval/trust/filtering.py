@@ -73,6 +73,17 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
     groups : array-like, shape (N,), optional
         Each row's exchangeable unit (a well): adds ``n_units`` and states ``coverage`` with ``n`` the
         condition's units, not its rows, since rows of one unit are not independent draws.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import condition_thresholds
+    >>> scores = np.arange(60.0)  # 20 calibration rows without a smile, then 40 with one
+    >>> attributes = np.repeat([[0], [1]], [20, 40], axis=0)
+    >>> for smile, threshold, n_real, coverage in condition_thresholds(scores, attributes, ["smile"]).rows():
+    ...     print(smile, round(threshold, 2), n_real, round(coverage, 3))
+    0 18.05 20 0.907
+    1 57.05 40 0.928
     """
     if isinstance(quantile, bool) or not isinstance(quantile, (int, float, np.number)) or not 0 < quantile <= 1:
         raise ValueError(f"quantile must be a fraction in (0, 1] (0.95 for the P95); got {quantile!r}")
@@ -111,7 +122,19 @@ def condition_thresholds(scores, attributes, names: list[str], quantile: float =
 
 
 def nearest_seen(condition, seen: np.ndarray) -> np.ndarray:
-    """Rows of ``seen`` (M, K) at the minimum Hamming distance from ``condition`` (K,), all ties."""
+    """Rows of ``seen`` (M, K) at the minimum Hamming distance from ``condition`` (K,), all ties.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import nearest_seen
+    >>> nearest_seen([0, 1], np.array([[0, 0], [1, 1], [1, 0]])).tolist()  # both one attribute away
+    [[0, 0], [1, 1]]
+    >>> nearest_seen([0, 1, 1], np.array([[0, 0], [1, 1], [1, 0]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: seen must be (M, K) conditions with M >= 1 and K = 3; got shape (3, 2)
+    """
     seen, condition = np.atleast_2d(seen), np.asarray(condition)
     if not seen.size or seen.shape[1] != condition.size:
         raise ValueError(f"seen must be (M, K) conditions with M >= 1 and K = {condition.size}; got shape {seen.shape}")
@@ -123,7 +146,19 @@ def acceptance(
     trust: np.ndarray, condition, thresholds: pl.DataFrame, names: list[str]
 ) -> list[tuple[tuple, np.ndarray]]:
     """``[(threshold condition, accepted mask)]`` for samples of one requested ``condition``: its own
-    threshold when it was calibrated, else one entry per seen condition tied at the minimum Hamming distance."""
+    threshold when it was calibrated, else one entry per seen condition tied at the minimum Hamming distance.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import polars as pl
+    >>> from condeval.trust import acceptance
+    >>> thresholds = pl.DataFrame({"a": [0, 1], "b": [0, 1], "threshold": [1.0, 3.0]})
+    >>> for seen, accepted in acceptance(np.array([0.5, 2.0]), [0, 1], thresholds, ["a", "b"]):  # (0, 1) unseen
+    ...     print(seen, accepted.tolist())
+    (0, 0) [True, False]
+    (1, 1) [True, True]
+    """
     seen = thresholds.select(names).to_numpy()
     by_condition = {tuple(row[:-1]): row[-1] for row in thresholds.select(*names, "threshold").iter_rows()}
     own = tuple(int(v) for v in condition)
@@ -138,6 +173,17 @@ def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.Data
 
     ``trust`` (N,) finite reals, ``attributes`` integer (N, K) and ``names`` (K) are checked first, naming
     the argument.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import polars as pl
+    >>> from condeval.trust.filtering import accepted_mask
+    >>> thresholds = pl.DataFrame({"a": [0, 1], "b": [0, 1], "threshold": [1.0, 3.0]})
+    >>> trust = np.array([0.5, 2.0, 2.0, 4.0])
+    >>> attributes = np.array([[0, 0], [0, 0], [0, 1], [0, 1]])  # (0, 1) is unseen: one of its two ties suffices
+    >>> accepted_mask(trust, attributes, thresholds, ["a", "b"]).tolist()
+    [True, False, True, False]
     """
     trust = score_values(trust, name="trust")  # NaN would be rejected silently, -inf accepted
     attributes = attribute_rows(attributes)
@@ -278,6 +324,23 @@ def selection_gain(
         averaged over the tied fallback conditions with ``min_accepted`` accepted samples;
         ``fallback`` (how many thresholds were used, 0 for a calibrated condition) and ``skipped``
         (the reason, or None).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import TrustScorer, selection_gain
+    >>> rng = np.random.default_rng(0)
+    >>> w = rng.normal(size=(2, 8))  # how the two attributes move the features
+    >>> attributes = rng.integers(0, 2, size=(400, 2))
+    >>> scorer = TrustScorer().fit(rng.normal(size=(400, 8)) + 2 * attributes @ w, attributes)
+    >>> condition = np.array([1, 0])
+    >>> real = rng.normal(size=(40, 8)) + 2 * condition @ w  # held-out real rows of the condition
+    >>> generated = rng.normal(size=(60, 8)) + 2 * condition @ w
+    >>> generated[::2] += rng.normal(scale=3, size=(30, 8))  # every other sample degraded
+    >>> trust = scorer.score(generated, np.tile(condition, (60, 1)))["trust"]
+    >>> gain = selection_gain(generated, trust, real, condition, scorer.thresholds(), scorer.names_)
+    >>> round(gain["accept"], 2), bool(gain["kid_accepted"] < gain["kid_random"]), gain["skipped"]
+    (0.62, True, None)
     """
     protocol = SelectionProtocol() if protocol is None else protocol
     generated, real = np.asarray(generated), np.asarray(real)
@@ -350,7 +413,15 @@ def relative_improvement(kid_trust: float, kid_random: float, std_trust: float, 
 
 def support_distance(conditions: np.ndarray, support: np.ndarray) -> np.ndarray:
     """Each condition's minimum Hamming distance to the training support (Appendix J's graded shift):
-    0 for a seen condition, 1 for one attribute away, and so on."""
+    0 for a seen condition, 1 for one attribute away, and so on.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import support_distance
+    >>> support_distance(np.array([[0, 0], [0, 1], [1, 1]]), np.array([[0, 0], [1, 0]])).tolist()
+    [0, 1, 1]
+    """
     conditions, support = np.atleast_2d(conditions), np.atleast_2d(support)
     if not support.size or support.shape[1] != conditions.shape[1]:
         raise ValueError(

@@ -550,6 +550,26 @@ class TrustAbstention(TrajectoryTap):
     The pipeline must hand over its conditioning with the latents:
     ``callback_on_step_end_tensor_inputs=["latents", "attributes"]`` (``AttributeDiffusionPipeline``)
     or ``["latents", "prompt_embeds", "pooled_prompt_embeds"]`` (SD3's, which replaces all three).
+
+    Examples
+    --------
+    A one-block stand-in denoiser, its step run by hand (a pipeline runs it and calls the callback):
+
+    >>> import numpy as np, torch
+    >>> from types import SimpleNamespace
+    >>> from condeval.trust import TrustAbstention, TrustScorer
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = rng.integers(0, 2, size=(400, 2))
+    >>> features = rng.normal(size=(400, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
+    >>> scorer = TrustScorer().fit(features, attributes)  # real features in the block's space: no translator
+    >>> denoiser = SimpleNamespace(transformer_blocks=torch.nn.ModuleList([torch.nn.Identity()]))
+    >>> requested = np.array([[1, 1], [1, 0], [0, 0], [1, 1]])  # features[:4] are of (1, 1), (1, 0), (0, 0), (0, 0)
+    >>> callback = TrustAbstention(denoiser, layer=1, step=0, scorer=scorer, attributes=requested)
+    >>> _ = denoiser.transformer_blocks[0](torch.tensor(features[:4, None], dtype=torch.float32))  # step 0's pass
+    >>> callback(SimpleNamespace(), 0, 1000.0, {})  # callback_on_step_end after step 0
+    {}
+    >>> callback.abstained.tolist()  # the last sample does not show the attributes it was asked for
+    [False, False, False, True]
     """
 
     def __init__(
