@@ -60,7 +60,16 @@ PAPER_PAIRS = {
 
 
 def image_subsets(images: pl.Series, fraction: float, seed: int) -> pl.Series:
-    """ "calibration" for a random ``fraction`` of the distinct images (at least one), else "test"."""
+    """ "calibration" for a random ``fraction`` of the distinct images (at least one), else "test".
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.crc.benchmarks import image_subsets
+    >>> images = pl.Series("image", ["a.jpg", "a.jpg", "b.jpg", "c.jpg", "c.jpg", "d.jpg"])   # one row per caption
+    >>> image_subsets(images, fraction=0.5, seed=0).to_list()   # 2 of 4 images; an image's captions stay together
+    ['calibration', 'calibration', 'test', 'calibration', 'calibration', 'test']
+    """
     distinct = np.unique(images.to_numpy())
     chosen = np.random.default_rng(seed).permutation(len(distinct))[: max(1, int(round(fraction * len(distinct))))]
     calibration = set(distinct[chosen].tolist())

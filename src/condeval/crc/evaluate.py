@@ -62,7 +62,22 @@ RISKS = {"foil_it": "fdr", "foil_nocaps": "fdr", "rich_hf": "fpr"}
 
 
 def join_samples(captions: pl.DataFrame, samples: pl.DataFrame, where: str = "samples") -> pl.DataFrame:
-    """Captions with their samples (joined on ``key``); every caption must have exactly one sample row."""
+    """Captions with their samples (joined on ``key``); every caption must have exactly one sample row.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.crc.evaluate import join_samples
+    >>> captions = pl.DataFrame({"key": [0, 1, 2], "words": [["a", "red", "star"], ["a", "ring"], ["two", "rings"]]})
+    >>> samples = pl.DataFrame({"key": [2, 0, 1], "clipscore": [0.61, 0.74, 0.52], "mean": [0.6, 0.7, 0.5],
+    ...                         "std": [0.05, 0.04, 0.08]})
+    >>> join_samples(captions, samples).sort("key")["clipscore"].to_list()
+    [0.74, 0.52, 0.61]
+    >>> join_samples(captions, samples.head(2), where="shard-0.parquet")    # key 1 was never sampled
+    Traceback (most recent call last):
+    ...
+    ValueError: shard-0.parquet: 1 captions have no samples (first key 1)
+    """
     if samples["key"].is_duplicated().any():
         raise ValueError(
             f"{where}: caption key {samples.filter(pl.col('key').is_duplicated())['key'][0]} is sampled twice"
@@ -129,6 +144,15 @@ def refuse_truncated(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
 
     A valid word past the tokenizer's ``max_length`` is never masked (f_v = 0) and could never be
     flagged, so such a caption is left out of calibration and evaluation, and counted.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.crc.evaluate import refuse_truncated
+    >>> frame = pl.DataFrame({"key": [0, 1, 2], "truncated_words": [0, 2, 0]})   # caption 1 lost two valid words
+    >>> kept, refused = refuse_truncated(frame)
+    >>> kept["key"].to_list(), refused
+    ([0, 2], 1)
     """
     if "truncated_words" not in frame.columns:
         return frame, 0
@@ -143,7 +167,19 @@ def calibration_units(table: pl.DataFrame, unit: str) -> int:
 
 
 def word_images(frame: pl.DataFrame, valid_only: bool = False) -> np.ndarray:
-    """Flat per word: its caption's image file (``path``), the unit of exchangeability."""
+    """Flat per word: its caption's image file (``path``), the unit of exchangeability.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.crc.evaluate import word_images
+    >>> frame = pl.DataFrame({"path": ["a.jpg", "b.jpg"], "labels": [[0, 0, 0], [0, 1]],
+    ...                       "pos": [["DET", "ADJ", "NOUN"], ["ADJ", "NOUN"]]})
+    >>> word_images(frame).tolist()
+    ['a.jpg', 'a.jpg', 'a.jpg', 'b.jpg', 'b.jpg']
+    >>> word_images(frame, valid_only=True).tolist()        # the determiner is never scored
+    ['a.jpg', 'a.jpg', 'b.jpg', 'b.jpg']
+    """
     if "path" not in frame.columns:
         raise ValueError(
             "the caption table has no 'path' column: the image of each caption is needed for calibration_unit 'image'"
@@ -156,6 +192,21 @@ def word_arrays(frame: pl.DataFrame, valid_only: bool = False) -> tuple[np.ndarr
     """Flat per-word ``(scores, labels, groups)`` of a caption table with ``word_scores`` and ``labels``.
 
     With ``valid_only``, only the valid words (:func:`valid_words`); a caption without one drops out.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.crc.evaluate import word_arrays
+    >>> frame = pl.DataFrame({"key": [0, 1], "labels": [[0, 0, 0], [0, 0, 1]],
+    ...                       "word_scores": [[0.0, 0.2, 0.3], [0.0, 0.4, 0.9]],
+    ...                       "pos": [["DET", "ADJ", "NOUN"], ["DET", "ADJ", "NOUN"]]})
+    >>> scores, labels, groups = word_arrays(frame, valid_only=True)     # the determiners drop out
+    >>> scores.tolist(), labels.tolist(), groups.tolist()
+    ([0.2, 0.3, 0.4, 0.9], [0, 0, 0, 1], [0, 0, 1, 1])
+    >>> word_arrays(frame.with_columns(pl.col("word_scores").list.head(2)))
+    Traceback (most recent call last):
+    ...
+    ValueError: caption key 0: 3 labels but 2 word scores
     """
     lengths = frame["labels"].list.len().to_numpy()
     if not np.array_equal(lengths, frame["word_scores"].list.len().to_numpy()):

@@ -188,6 +188,22 @@ def calibrate_intervals(
         ``images`` (each named); :class:`NoValidLambdaError` (a
         ``ValueError``) when no λ on the grid rejects, or when the uncalibrated UPS ≤ 0 (α would be
         1: nothing to improve on).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.crc.intervals import IntervalSettings, calibrate_intervals
+    >>> rng = np.random.default_rng(0)
+    >>> human = rng.uniform(0.3, 1.0, 300)                     # 300 pairs, two per image
+    >>> error = rng.uniform(0.02, 0.3, 300)                    # how far each pair's mean strays
+    >>> mean = np.clip(human + rng.normal(0, error), 0.05, None)
+    >>> std = error**2                                         # the samples' spread tracks it, not linearly
+    >>> settings = IntervalSettings(lambdas=[1, 4, 16, 64, 256])
+    >>> result = calibrate_intervals(mean, std, human, settings, images=np.arange(300) // 2)
+    >>> round(result.alpha, 3), result.lambdas[result.valid].tolist(), result.lambda_hat
+    (0.562, [16.0, 64.0], 64.0)
+    >>> round(float(result.risks[result.valid].min()), 3)       # R(λ̂) = 1 - UPS, below α = R(1)
+    0.263
     """
     delta, method, unit = settings.delta, settings.method, settings.unit
     mean, std, human = _check_pairs(mean, std, human)

@@ -43,6 +43,15 @@ class LexiconTagger:
     ----------
     lexicon : mapping of str to str
         Lower-cased word → UPOS tag.
+
+    Examples
+    --------
+    >>> from condeval.crc.pos import LexiconTagger, maskable_words
+    >>> tagger = LexiconTagger({"a": "DET", "red": "ADJ", "star": "NOUN", "above": "ADP"})
+    >>> tagger.tag(["A", "red", "star", "above", "it"])          # case-blind; an unknown word is X
+    ['DET', 'ADJ', 'NOUN', 'ADP', 'X']
+    >>> maskable_words(tagger, ["A", "red", "star", "above", "it"])  # the words sampling may mask
+    [1, 2]
     """
 
     def __init__(self, lexicon: dict[str, str]):
@@ -77,6 +86,20 @@ class StanzaTagger:
     """stanza's English POS tagger on pre-split words, its models read from ``model_dir``.
 
     ``download_method=None`` keeps stanza from reaching the network; a missing model is an error.
+
+    Examples
+    --------
+    With stanza's English models in ``model_dir``, ``StanzaTagger(model_dir).tag(["a", "red", "star"])`` gives
+    one UPOS tag per word; a folder without them is refused, and nothing is downloaded:
+
+    >>> import tempfile
+    >>> from condeval.crc.pos import StanzaTagger
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     try:
+    ...         StanzaTagger(folder)
+    ...     except FileNotFoundError as error:
+    ...         print("resources.json" in str(error))
+    True
     """
 
     def __init__(self, model_dir: str | os.PathLike, lang: str = "en", use_gpu: bool = False):

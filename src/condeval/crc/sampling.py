@@ -125,6 +125,19 @@ class AttentionMaskSampler:
     image_masking : {"patches", "attention_entries"}
         "patches" (the paper) removes whole patches from attention; "attention_entries" (the
         official code) masks ⌈ξ_i (P+1)²⌉ random entries of the attention matrix.
+
+    Examples
+    --------
+    Sampling needs a CLIP folder (``ClipEncoder("models/my-clip")``, then ``sampler.sample(image, words, seed=0)``);
+    the settings are checked before the encoder is read, so a bad ratio is refused without one:
+
+    >>> from condeval.crc.pos import LexiconTagger
+    >>> from condeval.crc.sampling import AttentionMaskSampler
+    >>> tagger = LexiconTagger({"red": "ADJ", "star": "NOUN"})
+    >>> AttentionMaskSampler(None, tagger, n_image=100, n_text=100, image_ratio=1.0, text_ratio=0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: image_ratio must lie in [0, 1); got 1.0
     """
 
     def __init__(
@@ -281,6 +294,18 @@ def sample_captions(
     ------
     FloatingPointError
         When a pair's scores are not finite (naming the pair's key and image).
+
+    Examples
+    --------
+    Each caption is a list of words; one str is refused before any image is read or the sampler is used
+    (a real call passes an :class:`AttentionMaskSampler` and image files):
+
+    >>> from condeval.crc.sampling import sample_captions
+    >>> sample_captions(None, ["cat.jpg"], ["a red star"], [7], seed=0)
+    Traceback (most recent call last):
+    ...
+    TypeError: pair 0 (key 7): a caption's words must be a sequence of str; got one str 'a red star'
+    (split it: ['a', 'red', 'star'])
     """
     import polars as pl
     from tqdm.auto import tqdm

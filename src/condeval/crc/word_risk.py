@@ -89,6 +89,17 @@ def set_risk_curve(
         R̂ at each threshold.
     n_units : int
         The number of units (images, or captions without ``images``) the risks average.
+
+    Examples
+    --------
+    Two captions of two words; only the first word of caption "c0" is an error:
+
+    >>> from condeval.crc import set_risk_curve
+    >>> thresholds, risks, n = set_risk_curve([0.9, 0.2, 0.7, 0.1], [1, 0, 0, 0], ["c0", "c0", "c1", "c1"])
+    >>> thresholds.round(2).tolist()          # the largest score (nothing flagged) down to just below the smallest
+    [0.9, 0.7, 0.2, 0.1, 0.1]
+    >>> risks.tolist(), n                     # flagging the 0.7 word gives "c1" an FDR of 1, so the mean is 0.5
+    ([0.0, 0.0, 0.5, 0.75, 0.75], 2)
     """
     if risk not in RISKS:
         raise ValueError(f"risk must be one of {RISKS}; got {risk!r}")
@@ -219,6 +230,26 @@ def calibrate_threshold(
         On mismatched lengths, NaN, labels other than 0/1, α or δ outside (0, 1), an unknown unit
         or a missing ``images``, or when no λ controls the risk (too few units for α and δ: even
         the empty set's bound exceeds α).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.crc.metrics import fdr
+    >>> from condeval.crc.word_risk import WordRiskSettings, calibrate_threshold
+    >>> rng = np.random.default_rng(0)
+    >>> captions = np.repeat(np.arange(1000), 4)                  # four words per caption
+    >>> images = captions // 2                                    # two captions per image
+    >>> labels = (rng.random(4000) < 0.25).astype(int)            # 1: the word is an error
+    >>> scores = np.clip(0.4 * labels + rng.normal(0.3, 0.1, 4000), 0, 1)
+    >>> settings = WordRiskSettings(risk="fdr", alpha=0.1, delta=0.05)
+    >>> lam = calibrate_threshold(scores, labels, captions, settings, images=images)
+    >>> round(lam, 3), round(fdr(scores > lam, labels, captions, images), 3)   # flag scores > λ̂: FDR ≤ 0.1
+    (0.481, 0.07)
+    >>> calibrate_threshold(scores[:40], labels[:40], captions[:40], WordRiskSettings(alpha=0.1, unit="caption"))
+    Traceback (most recent call last):
+    ...
+    ValueError: no threshold controls the FDR at alpha=0.1 with delta=0.05: 10 calibration captions are too few
+    (the bound of an empty set already exceeds alpha; 29 are needed)
     """
     risk, alpha, delta, unit, grid = settings.risk, settings.alpha, settings.delta, settings.unit, settings.grid
     alpha, delta = open_unit(alpha, "alpha"), open_unit(delta, "delta")
