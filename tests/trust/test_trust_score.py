@@ -202,7 +202,7 @@ def test_a_labs_mistakes_are_refused_before_they_corrupt_a_score():
     import polars as pl
     import torch
 
-    from condeval.trust.filtering import accepted_mask
+    from condeval.trust.filtering import acceptance, accepted_mask
 
     x, a = _world(300, seed=0)
     names = ["m", "s", "g"]
@@ -226,6 +226,11 @@ def test_a_labs_mistakes_are_refused_before_they_corrupt_a_score():
             lambda: accepted_mask(np.zeros(4), a[:4], scorer.thresholds().drop("g"), names),
             ValueError,
             r"thresholds have no column\(s\) \['g'\]",
+        ),
+        (
+            lambda: acceptance(np.zeros(4), a[0], scorer.thresholds().drop("threshold"), names),
+            ValueError,
+            r"thresholds have no column\(s\) \['threshold'\]",
         ),
         (lambda: TrustScorer().fit(x, a, groups=[None] * len(x)), ValueError, "groups has a missing id at row 0"),
         (lambda: accepted_mask(np.zeros(4), a[:4, 0], scorer.thresholds(), names), ValueError, r"must be \(N, K\)"),

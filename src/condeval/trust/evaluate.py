@@ -388,8 +388,10 @@ def selection_by_condition(
         gain = dict.fromkeys(_GAIN_COLUMNS) | selection_gain(
             kid_features[mine], trust[mine], real, condition, thresholds, names, protocol
         )
-        # every condition's KID of all its samples, accepted or not (Spearman, graded shift)
-        gain["kid_all"] = protocol.kid.measure(kid_features[mine], real)[0] if min(mine.sum(), len(real)) >= 2 else None
+        # every condition's KID of all its samples, accepted or not (Spearman, graded shift): selection_gain
+        # measured it unless it skipped the condition
+        if gain["kid_all"] is None and min(mine.sum(), len(real)) >= 2:
+            gain["kid_all"] = protocol.kid.measure(kid_features[mine], real)[0]
         rows.append(
             {name: int(v) for name, v in zip(names, condition, strict=True)}
             | {"mean_trust": float(trust[mine].mean()) if mine.any() else None}
@@ -688,7 +690,9 @@ def rankings(
             real_codes[queried],
             seeds=deciles.classifier_seeds,
         )
-        frames.append(by_kid.join(by_accuracy, on="bin").with_columns(pl.lit(score).alias("score")))
+        frames.append(
+            by_kid.join(by_accuracy, on="bin", maintain_order="left").with_columns(pl.lit(score).alias("score"))
+        )
     return pl.concat(frames).select("score", pl.exclude("score"))
 
 

@@ -159,11 +159,18 @@ def acceptance(
     (0, 0) [True, False]
     (1, 1) [True, True]
     """
+    _check_threshold_columns(thresholds, names)
     seen = thresholds.select(names).to_numpy()
     by_condition = {tuple(row[:-1]): row[-1] for row in thresholds.select(*names, "threshold").iter_rows()}
     own = tuple(int(v) for v in condition)
     references = [own] if own in by_condition else [tuple(int(v) for v in row) for row in nearest_seen(own, seen)]
     return [(ref, np.asarray(trust) <= by_condition[ref]) for ref in references]
+
+
+def _check_threshold_columns(thresholds: pl.DataFrame, names) -> None:
+    missing = [column for column in (*names, "threshold") if column not in thresholds.columns]
+    if missing:
+        raise ValueError(f"thresholds have no column(s) {missing} (TrustScorer.thresholds() gives one per name)")
 
 
 def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.DataFrame, names: list[str]) -> np.ndarray:
@@ -190,9 +197,7 @@ def accepted_mask(trust: np.ndarray, attributes: np.ndarray, thresholds: pl.Data
     if len(attributes) != len(trust):
         raise ValueError(f"trust has {len(trust)} scores and attributes {len(attributes)} rows: one of each per sample")
     names = attribute_names(names, attributes.shape[1])
-    missing = [column for column in (*names, "threshold") if column not in thresholds.columns]
-    if missing:
-        raise ValueError(f"thresholds have no column(s) {missing} (TrustScorer.thresholds() gives one per name)")
+    _check_threshold_columns(thresholds, names)
     mask = np.zeros(len(trust), dtype=bool)
     for condition in np.unique(attributes, axis=0):
         rows = (attributes == condition).all(axis=1)
