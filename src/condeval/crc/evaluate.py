@@ -82,7 +82,7 @@ def join_samples(captions: pl.DataFrame, samples: pl.DataFrame, where: str = "sa
         raise ValueError(
             f"{where}: caption key {samples.filter(pl.col('key').is_duplicated())['key'][0]} is sampled twice"
         )
-    joined = captions.join(samples, on="key", how="left")
+    joined = captions.join(samples, on="key", how="left", maintain_order="left")  # the captions' order
     missing = joined.filter(pl.col("clipscore").is_null())
     if len(missing):
         raise ValueError(f"{where}: {len(missing)} captions have no samples (first key {missing['key'][0]})")

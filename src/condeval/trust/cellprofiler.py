@@ -158,7 +158,11 @@ def segmentation_check(measured: pl.DataFrame, drawn: pl.DataFrame) -> dict:
     """CellProfiler's nuclei per site (``name``, ``Count_Nuclei``) against the cells a miniature drew
     (``site_id``, ``cells``): sites, mean counted and drawn, share exact, mean absolute error, Pearson r."""
     joined = measured.select("name", "Count_Nuclei").join(
-        drawn.select(pl.col("site_id").alias("name"), "cells"), on="name", how="inner", validate="1:1"
+        drawn.select(pl.col("site_id").alias("name"), "cells"),
+        on="name",
+        how="inner",
+        validate="1:1",
+        maintain_order="left",
     )
     counted, truth = joined["Count_Nuclei"].to_numpy(), joined["cells"].to_numpy()
     return {

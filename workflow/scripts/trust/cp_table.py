@@ -16,7 +16,7 @@ if w.source == "real":
 else:
     manifests = pl.concat([read_parquet(path).select("sample_id", *names) for path in i.samples])
     sites = manifests.with_columns(name=pl.col("sample_id").cast(pl.String).str.zfill(7))
-table = measured.join(sites, on="name", how="inner", validate="1:1")
+table = measured.join(sites, on="name", how="inner", validate="1:1", maintain_order="left")
 if table.height != measured.height:
     raise ValueError(f"{measured.height - table.height} measured sites of {w.source} are not in its table or manifests")
 write_parquet(table, snakemake.output.table)

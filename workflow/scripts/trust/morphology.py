@@ -11,7 +11,7 @@ names = list(ATTRIBUTE_NAMES["rxrx1"])
 settings = dict(p.morphology)
 queried = read_parquet(i.conditions)
 scores = read_parquet(i.scores).select("sample_id", "trust", "accepted")
-generated = read_parquet(i.generated).join(scores, on="sample_id", how="inner", validate="1:1")
+generated = read_parquet(i.generated).join(scores, on="sample_id", how="inner", validate="1:1", maintain_order="left")
 if generated.height != read_parquet(i.generated, columns=["sample_id"]).height:
     raise ValueError(f"{i.generated}: some measured samples have no trust score in {i.scores}")
 readouts = morphology_readouts(
