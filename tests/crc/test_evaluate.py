@@ -4,6 +4,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from condeval.crc.benchmarks import image_subsets
 from condeval.crc.evaluate import (
     detection_signal,
     interval_metrics,
@@ -126,7 +127,7 @@ def test_detection_signal_against_chance():
     assert detection_signal(flipped)["la"] < 1.0
 
 
-def test_join_samples_refuses_gaps_duplicates_and_nan():
+def test_join_samples_refuses_gaps_duplicates_and_non_finite_scores():
     captions = pl.DataFrame({"key": [0, 1], "labels": [[0], [1]]})
     samples = pl.DataFrame({"key": [0, 1], "clipscore": [0.5, 0.6], "mean": [0.4, 0.5], "std": [0.1, 0.1]})
     assert len(join_samples(captions, samples)) == 2
@@ -134,8 +135,17 @@ def test_join_samples_refuses_gaps_duplicates_and_nan():
         join_samples(captions, samples.head(1), where="shard.parquet")
     with pytest.raises(ValueError, match="sampled twice"):
         join_samples(captions, pl.concat([samples, samples.head(1)]))
-    with pytest.raises(FloatingPointError, match="NaN std at caption key 1"):
-        join_samples(captions, samples.with_columns(pl.Series("std", [0.1, float("nan")])))
+    with pytest.raises(ValueError, match="the caption table holds key 1 twice"):
+        join_samples(pl.concat([captions, captions.tail(1)]), samples)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(FloatingPointError, match="non-finite std at caption key 1"):
+            join_samples(captions, samples.with_columns(pl.Series("std", [0.1, bad])))
+
+
+@pytest.mark.parametrize("fraction", [0, -0.2, 2.0, float("nan"), True, "0.5"])
+def test_image_subsets_refuse_a_fraction_outside_0_1(fraction):
+    with pytest.raises(ValueError, match="fraction must lie in"):
+        image_subsets(pl.Series(["a", "b"]), fraction, seed=0)
 
 
 def test_intervals_without_a_valid_lambda_say_so():

@@ -70,6 +70,8 @@ def image_subsets(images: pl.Series, fraction: float, seed: int) -> pl.Series:
     >>> image_subsets(images, fraction=0.5, seed=0).to_list()   # 2 of 4 images; an image's captions stay together
     ['calibration', 'calibration', 'test', 'calibration', 'calibration', 'test']
     """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1]; got {fraction!r}")
     distinct = np.unique(images.to_numpy())
     chosen = np.random.default_rng(seed).permutation(len(distinct))[: max(1, int(round(fraction * len(distinct))))]
     calibration = set(distinct[chosen].tolist())

@@ -78,6 +78,10 @@ def join_samples(captions: pl.DataFrame, samples: pl.DataFrame, where: str = "sa
     ...
     ValueError: shard-0.parquet: 1 captions have no samples (first key 1)
     """
+    if captions["key"].is_duplicated().any():
+        raise ValueError(
+            f"the caption table holds key {captions.filter(pl.col('key').is_duplicated())['key'][0]} twice"
+        )
     if samples["key"].is_duplicated().any():
         raise ValueError(
             f"{where}: caption key {samples.filter(pl.col('key').is_duplicated())['key'][0]} is sampled twice"
@@ -87,10 +91,9 @@ def join_samples(captions: pl.DataFrame, samples: pl.DataFrame, where: str = "sa
     if len(missing):
         raise ValueError(f"{where}: {len(missing)} captions have no samples (first key {missing['key'][0]})")
     for column in ("clipscore", "mean", "std"):
-        if joined[column].is_nan().any():
-            raise FloatingPointError(
-                f"{where}: NaN {column} at caption key {joined.filter(pl.col(column).is_nan())['key'][0]}"
-            )
+        bad = joined.filter(~pl.col(column).is_finite().fill_null(True))
+        if len(bad):
+            raise FloatingPointError(f"{where}: non-finite {column} at caption key {bad['key'][0]}")
     return joined
 
 

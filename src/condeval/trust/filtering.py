@@ -327,8 +327,8 @@ def selection_gain(
         is skipped), ``kid_accepted`` and ``kid_random`` (means) with their standard deviations,
         ``kid_all``, ``improvement`` and ``band`` (None where :func:`relative_improvement` is undefined),
         averaged over the tied fallback conditions with ``min_accepted`` accepted samples;
-        ``fallback`` (how many thresholds were used, 0 for a calibrated condition) and ``skipped``
-        (the reason, or None).
+        ``fallback`` (how many thresholds were used, 0 for a calibrated condition), ``n_generated`` and
+        ``n_real`` (the rows compared) and ``skipped`` (the reason, or None).
 
     Examples
     --------
