@@ -37,6 +37,11 @@ class PatchEncoder:
         A ``save_pretrained`` folder of a ``DINOv3ViTModel``, ``SiglipVisionModel`` or ``SiglipModel``.
     device : str, optional
         ``"cuda"`` on a GPU; default CPU.
+    dtype : {"auto", "bfloat16", "float16", "float32"}, optional
+        The model's precision (:func:`condeval.core.devices.torch_dtype`; default auto).
+    image_size : int, optional
+        Read images at ``image_size`` × ``image_size`` instead of the processor's size (DINOv3 at
+        256 px, as the official code; its rotary positions take any multiple of the patch).
 
     Examples
     --------
@@ -67,19 +72,6 @@ class PatchEncoder:
         dtype: str | None = None,
         image_size: int | None = None,
     ):
-        """
-        Parameters
-        ----------
-        path : path-like
-            A ``save_pretrained`` folder of a ``DINOv3ViTModel``, ``SiglipVisionModel`` or ``SiglipModel``.
-        device : str, optional
-            ``"cuda"`` on a GPU; default CPU.
-        dtype : {"auto", "bfloat16", "float16", "float32"}, optional
-            The model's precision (:func:`condeval.core.devices.torch_dtype`; default auto).
-        image_size : int, optional
-            Read images at ``image_size`` × ``image_size`` instead of the processor's size (DINOv3 at
-            256 px, as the official code; its rotary positions take any multiple of the patch).
-        """
         from transformers import AutoConfig, AutoModel
 
         from condeval.core.devices import check_device, log_precision, torch_dtype
