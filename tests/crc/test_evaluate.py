@@ -6,6 +6,7 @@ import pytest
 
 from condeval.crc.benchmarks import image_subsets
 from condeval.crc.evaluate import (
+    bootstrap_intervals,
     detection_signal,
     interval_metrics,
     join_samples,
@@ -242,3 +243,25 @@ def test_a_non_finite_sample_names_its_shard_and_caption(tmp_path, column):
     broken.write_parquet(bad)
     with pytest.raises(FloatingPointError, match=rf"shard-1\.parquet: non-finite {column} at caption key 2"):
         read_sampled(captions, [good, bad])
+
+
+def test_the_test_intervals_hold_the_estimates_and_resample_images_not_captions():
+    rng = np.random.default_rng(3)
+    test = _captions(400, rng, images="test")
+    bounds, point = bootstrap_intervals(test, 0.5, "fdr"), set_metrics(test, 0.5, "fdr")
+    for metric in ("risk", "f1"):
+        assert bounds[f"{metric}_low"] < point[metric] < bounds[f"{metric}_high"]
+    # every caption of an image four times over: no new evidence, so intervals as wide (the same draws of
+    # images); a bootstrap over captions would narrow them by about half
+    copies = pl.concat([test.with_columns(pl.col("key") + k * len(test)) for k in range(4)])
+    assert bootstrap_intervals(copies, 0.5, "fdr") == pytest.approx(bounds)
+    # an image's captions are its unit: one image in two resamples' worth of captions is not two units
+    assert np.isnan(bootstrap_intervals(test.filter(pl.col("path") == "test-0.jpg"), 0.5, "fdr")["risk_low"])
+
+
+def test_a_sweep_reports_the_test_risks_interval_over_images():
+    rng = np.random.default_rng(0)
+    sweep = risk_sweep(_captions(400, rng), _captions(400, rng, images="test"), [0.3], delta=0.1, risk="fdr")
+    row = sweep.row(0, named=True)
+    assert row["test_risk_low"] <= row["test_risk"] <= row["test_risk_high"]
+    assert row["test_f1_low"] <= row["test_f1"] <= row["test_f1_high"]

@@ -36,6 +36,13 @@ def test_sweep_table_counts_units_refusals_and_never_scored_words():
     assert "43.00% of test words, 10.00% of test errors" in text
 
 
+def test_the_sweep_table_gives_the_test_risk_and_f1_their_intervals():
+    with_intervals = _sweep().with_columns(test_risk_low=0.1, test_risk_high=0.145, test_f1_low=0.45, test_f1_high=0.55)
+    text = sweep_markdown(with_intervals, "fpr")
+    assert "12.00 (10.00–14.50)" in text and "50.00 (45.00–55.00)" in text
+    assert "| 12.00 " in sweep_markdown(_sweep(), "fpr")  # a sweep written before the intervals: the estimate alone
+
+
 def test_selected_tables_count_refusals_per_benchmark():
     selected = pl.DataFrame(
         {

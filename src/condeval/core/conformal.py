@@ -16,6 +16,8 @@ import numpy as np
 from condeval.core.io import check_integer, open_unit, real_array
 
 __all__ = [
+    "BOOTSTRAP",
+    "unit_bootstrap_interval",
     "conformal_rank",
     "conformal_quantile",
     "empirical_quantile",
@@ -101,6 +103,41 @@ def conformal_quantile(scores, alpha: float) -> float:
         raise ValueError(f"scores contain NaN (first at index {bad})")
     rank = conformal_rank(values.size, alpha)
     return float(np.partition(values, rank - 1)[rank - 1])
+
+
+#: The bootstrap behind the results' intervals: 95% percentile intervals over the units, 2,000 resamples.
+BOOTSTRAP = {"confidence_level": 0.95, "n_resamples": 2000, "method": "percentile"}
+
+
+def unit_bootstrap_interval(statistic, n_units: int, seed: int = 0) -> tuple[float, float]:
+    """The 95% bootstrap interval (:data:`BOOTSTRAP`, ``scipy.stats.bootstrap``) of a statistic of
+    ``n_units`` exchangeable units drawn with replacement (an item, or an image with all its captions).
+
+    ``statistic(counts)`` reads how often each unit was drawn, (n_units,) ints summing to ``n_units``
+    (``np.ones(n_units)`` is the data as it is), so a mean over rows of several units is a weighted
+    mean. (NaN, NaN) below two units.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> losses = np.array([0.0, 0.1, 0.2, 0.3, 0.9])            # one per image
+    >>> low, high = unit_bootstrap_interval(lambda counts: np.average(losses, weights=counts), len(losses))
+    >>> bool(low < losses.mean() < high), round(low, 2) >= 0.0
+    (True, True)
+    """
+    from scipy.stats import bootstrap
+
+    n_units = check_integer(n_units, "n_units", least=0)
+    if n_units < 2:
+        return float("nan"), float("nan")
+
+    def resampled(units: np.ndarray) -> float:
+        return statistic(np.bincount(units, minlength=n_units))
+
+    interval = bootstrap(
+        (np.arange(n_units),), resampled, vectorized=False, rng=np.random.default_rng(seed), **BOOTSTRAP
+    ).confidence_interval
+    return float(interval.low), float(interval.high)
 
 
 def empirical_quantile(values, level):

@@ -21,6 +21,9 @@ from condeval.crc import word_risk
 from condeval.crc.intervals import IntervalRiskControl, NoValidLambdaError, truncated_gaussian, truncation_bounds
 from condeval.crc.metrics import (
     binary_words,
+    caption_counts,
+    caption_index,
+    caption_losses,
     fdr,
     fpr,
     instance_ap,
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "RISKS",
+    "bootstrap_intervals",
     "join_samples",
     "read_sampled",
     "read_sampled_sets",
@@ -259,6 +263,68 @@ def set_metrics(frame: pl.DataFrame, threshold: float, risk: str) -> dict[str, f
     return metrics
 
 
+def bootstrap_intervals(frame: pl.DataFrame, threshold: float, risk: str, seed: int = 0) -> dict[str, float]:
+    """95% bootstrap intervals over the images of ``frame`` of the risk and the instance F1 that
+    :func:`set_metrics` reports for the flagged sets {f_v > threshold}.
+
+    An image is drawn with all its captions (the unit of exchangeability;
+    :func:`condeval.core.conformal.unit_bootstrap_interval`), so captions of one image are not counted
+    as independent evidence. Returns ``risk_low``, ``risk_high``, ``f1_low`` and ``f1_high`` (NaN below
+    two images).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.crc.evaluate import bootstrap_intervals
+    >>> frame = pl.DataFrame({
+    ...     "key": range(40), "path": [f"{i // 2}.jpg" for i in range(40)],   # 20 images, 2 captions each
+    ...     "labels": [[0, 1], [0, 0]] * 20, "pos": [["ADJ", "NOUN"]] * 40,
+    ...     "word_scores": [[0.2, 0.9], [0.3, 0.1]] * 19 + [[0.9, 0.2], [0.8, 0.1]]})  # the last image's flags wrong
+    >>> bounds = bootstrap_intervals(frame, 0.5, "fdr")
+    >>> round(bounds["risk_low"], 3), round(bounds["risk_high"], 3)                         # the FDR is 0.05
+    (0.0, 0.15)
+    """
+    from sklearn.metrics import f1_score
+
+    from condeval.core.conformal import unit_bootstrap_interval
+
+    scores, labels, groups = word_arrays(frame)
+    valid = valid_words(frame)
+    flags = (scores > threshold) & valid
+    image = caption_index(word_images(frame), "images")
+    n_images = int(image.max()) + 1 if len(image) else 0
+    # the risk as set_metrics reads it (over the valid words, per caption that has one), summed per image
+    flagged_errors, flagged_correct, _, correct = caption_counts(flags[valid], labels[valid], groups[valid])
+    losses = caption_losses(flagged_errors, flagged_correct, correct, risk)
+    scored_image = _image_of_caption(caption_index(groups[valid]), image[valid])
+    loss_by_image = np.bincount(scored_image, weights=losses, minlength=n_images)
+    scored_by_image = np.bincount(scored_image, minlength=n_images).astype(float)
+    # instance F1's confusion matrix per image: its captions in each cell of "has an error" x "flagged"
+    flagged_errors, flagged_correct, errors, _ = caption_counts(flags, labels, groups)
+    cell = 2 * (errors > 0) + (flagged_errors + flagged_correct > 0)
+    cells_by_image = np.zeros((n_images, 4))
+    np.add.at(cells_by_image, (_image_of_caption(caption_index(groups), image), cell), 1)
+    truth, decision = np.array([False, False, True, True]), np.array([False, True, False, True])
+
+    def resampled_risk(counts: np.ndarray) -> float:
+        return float(counts @ loss_by_image / (counts @ scored_by_image))
+
+    def resampled_f1(counts: np.ndarray) -> float:
+        return float(f1_score(truth, decision, average="macro", sample_weight=counts @ cells_by_image))
+
+    (risk_low, risk_high), (f1_low, f1_high) = (
+        unit_bootstrap_interval(statistic, n_images, seed) for statistic in (resampled_risk, resampled_f1)
+    )
+    return {"risk_low": risk_low, "risk_high": risk_high, "f1_low": f1_low, "f1_high": f1_high}
+
+
+def _image_of_caption(caption: np.ndarray, image: np.ndarray) -> np.ndarray:
+    """Per caption (``caption``: each word's), the image of its words (``image``: each word's)."""
+    image_of_caption = np.empty(int(caption.max()) + 1, dtype=np.int64)
+    image_of_caption[caption] = image
+    return image_of_caption
+
+
 def risk_sweep(
     calibration: pl.DataFrame, test: pl.DataFrame, alphas, delta: float, risk: str, unit: str = "image"
 ) -> pl.DataFrame:
@@ -272,7 +338,8 @@ def risk_sweep(
 
     Returns one row per α: ``alpha``, ``delta``, ``lambda_hat``, ``unit``, ``n_calibration``
     (captions), ``n_units`` (images or captions), then ``calibration_<metric>`` and
-    ``test_<metric>`` for every metric of :func:`set_metrics`.
+    ``test_<metric>`` for every metric of :func:`set_metrics`, and the test risk's and F1's 95% intervals
+    over images (``test_risk_low`` … ``test_f1_high``, :func:`bootstrap_intervals`).
     """
     (calibration, truncated_calibration), (test, truncated_test) = refuse_truncated(calibration), refuse_truncated(test)
     if truncated_calibration or truncated_test:
@@ -304,6 +371,7 @@ def risk_sweep(
         }
         for name, frame in (("calibration", calibration), ("test", test)):
             row |= {f"{name}_{key}": value for key, value in set_metrics(frame, threshold, risk).items()}
+        row |= {f"test_{key}": value for key, value in bootstrap_intervals(test, threshold, risk).items()}
         rows.append(row)
     return pl.DataFrame(rows)
 
@@ -314,12 +382,20 @@ def select_alpha(sweep: pl.DataFrame) -> float:
 
 
 def domain_metrics(frame: pl.DataFrame, threshold: float, risk: str = "fdr") -> pl.DataFrame:
-    """The metrics at one λ̂ overall and per ``domain`` (Table 2's FOIL-nocaps columns)."""
-    rows = [{"domain": "overall", **set_metrics(frame, threshold, risk)}]
+    """The metrics at one λ̂ overall and per ``domain`` (Table 2's FOIL-nocaps columns), with the risk's and
+    F1's 95% intervals over images (:func:`bootstrap_intervals`)."""
+    parts = [("overall", frame)]
     if frame["domain"].null_count() < len(frame):
-        for domain in sorted(frame["domain"].drop_nulls().unique()):
-            rows.append({"domain": domain, **set_metrics(frame.filter(pl.col("domain") == domain), threshold, risk)})
-    return pl.DataFrame(rows)
+        parts += [
+            (domain, frame.filter(pl.col("domain") == domain))
+            for domain in sorted(frame["domain"].drop_nulls().unique())
+        ]
+    return pl.DataFrame(
+        [
+            {"domain": domain, **set_metrics(part, threshold, risk), **bootstrap_intervals(part, threshold, risk)}
+            for domain, part in parts
+        ]
+    )
 
 
 def detection_signal(frame: pl.DataFrame) -> dict[str, float]:

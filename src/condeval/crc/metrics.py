@@ -14,6 +14,7 @@ from condeval.core.io import check_finite
 
 __all__ = [
     "binary_words",
+    "caption_counts",
     "caption_index",
     "caption_losses",
     "caption_weights",
@@ -85,7 +86,7 @@ def _word_inputs(groups, **arrays) -> np.ndarray:
     return caption_index(groups)
 
 
-def _per_caption(flags, labels, groups):
+def caption_counts(flags, labels, groups):
     """Per caption: flagged errors, flagged correct words, errors, correct words."""
     flags, labels = binary_words(flags, "flags"), binary_words(labels, "labels")
     caption = _word_inputs(groups, flags=flags, labels=labels)
@@ -116,7 +117,7 @@ def fpr(flags, labels, groups, images=None) -> float:
 
 
 def _mean_risk(flags, labels, groups, images, risk: str) -> float:
-    flagged_errors, flagged_correct, _, correct = _per_caption(flags, labels, groups)
+    flagged_errors, flagged_correct, _, correct = caption_counts(flags, labels, groups)
     losses = caption_losses(flagged_errors, flagged_correct, correct, risk)
     if images is None:
         return float(losses.mean())
@@ -151,7 +152,7 @@ def instance_f1(flags, labels, groups) -> float:
     """Macro F1 of "some word is flagged" against "the caption has an error" (the official code's)."""
     from sklearn.metrics import f1_score
 
-    flagged_errors, flagged_correct, errors, _ = _per_caption(flags, labels, groups)
+    flagged_errors, flagged_correct, errors, _ = caption_counts(flags, labels, groups)
     return float(f1_score(errors > 0, flagged_errors + flagged_correct > 0, average="macro"))
 
 
@@ -170,7 +171,7 @@ def location_accuracy(scores, labels, groups, threshold: float) -> float:
 
 def location_accuracy_set(flags, labels, groups) -> float:
     """LA_set: among captions with an error, the share where some flagged word is an error."""
-    flagged_errors, _, errors, _ = _per_caption(flags, labels, groups)
+    flagged_errors, _, errors, _ = caption_counts(flags, labels, groups)
     return float((flagged_errors[errors > 0] > 0).mean())
 
 
@@ -179,7 +180,7 @@ def word_precision_recall_f1(flags, labels, groups) -> tuple[float, float, float
 
     A caption with nothing flagged has precision 0; one with no error has recall 1.
     """
-    flagged_errors, flagged_correct, errors, _ = _per_caption(flags, labels, groups)
+    flagged_errors, flagged_correct, errors, _ = caption_counts(flags, labels, groups)
     flagged = flagged_errors + flagged_correct
     precision = np.divide(flagged_errors, flagged, out=np.zeros(len(flagged)), where=flagged > 0).mean()
     recall = np.divide(flagged_errors, errors, out=np.ones(len(errors)), where=errors > 0).mean()

@@ -42,6 +42,15 @@ def _pct(value) -> str:
     return "–" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{100 * value:.2f}"
 
 
+def _estimate(row: dict, key: str) -> str:
+    """``row[key]`` in percent with its 95% interval over images when the row has one (``<key>_low`` /
+    ``_high``, :func:`condeval.crc.evaluate.bootstrap_intervals`)."""
+    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
+    if low is None or high is None or np.isnan(low) or np.isnan(high):
+        return _pct(row[key])
+    return f"{_pct(row[key])} ({_pct(low)}–{_pct(high)})"
+
+
 def _paper(value) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -64,9 +73,9 @@ def sweep_markdown(sweep: pl.DataFrame, risk: str, paper_model: str | None = Non
             "λ̂": f"{r['lambda_hat']:.4f}",
             f"cal. {name}": _pct(r["calibration_risk"]),
             "cal. F1": _pct(r["calibration_f1"]),
-            f"test {name}": _pct(r["test_risk"]),
+            f"test {name}": _estimate(r, "test_risk"),
             "test AP": _pct(r["test_ap"]),
-            "test F1": _pct(r["test_f1"]),
+            "test F1": _estimate(r, "test_f1"),
             **{f"test {labels[k]}": _pct(r[f"test_{k}"]) for k in tests},
             "words flagged / caption": f"{r['test_set_size']:.2f}",
         }
@@ -111,7 +120,7 @@ def table2_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], p
         for benchmark, domain, title in groups:
             hit = frame.filter((pl.col("benchmark") == benchmark) & (pl.col("domain") == domain))
             for metric, name in (("risk", "FDR"), ("ap", "AP"), ("la", "LA")):
-                row[f"{title} {name}"] = _pct(hit[metric][0]) if len(hit) else "–"
+                row[f"{title} {name}"] = _estimate(hit.row(0, named=True), metric) if len(hit) else "–"
         rows.append(row)
     keys = {"foil_it": "FOIL-it", "overall": "nocaps overall", "in": "in", "near": "near", "out": "out"}
     for method, entry in paper.TABLE2.items():
@@ -138,7 +147,7 @@ def table4_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], p
                 "PREC": _pct(hit["precision"][0]),
                 "REC": _pct(hit["recall"][0]),
                 "F1": _pct(hit["word_f1"][0]),
-                "FPR": _pct(hit["risk"][0]),
+                "FPR": _estimate(hit.row(0, named=True), "risk"),
             }
         )
     for method, entry in paper.TABLE4.items():

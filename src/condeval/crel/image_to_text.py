@@ -558,14 +558,12 @@ _TABLE2_EXTRAS = {
 }
 
 
-#: The bootstrap over test items behind Tables 2 and 3's intervals: 95% percentile intervals, 2,000 resamples.
-BOOTSTRAP = {"confidence_level": 0.95, "n_resamples": 2000, "method": "percentile"}
-
-
 def mean_interval(values, seed: int = 0) -> tuple[float, float]:
-    """The 95% bootstrap interval (:data:`BOOTSTRAP`, ``scipy.stats.bootstrap``) of the mean of
-    ``values`` over items; (NaN, NaN) below two items or when every item agrees."""
+    """The 95% bootstrap interval (:data:`condeval.core.conformal.BOOTSTRAP`, ``scipy.stats.bootstrap``) of
+    the mean of ``values`` over items; (NaN, NaN) below two items or when every item agrees."""
     from scipy.stats import bootstrap
+
+    from condeval.core.conformal import BOOTSTRAP
 
     values = np.asarray(values, dtype=np.float64)
     if len(values) < 2 or np.ptp(values) == 0:
