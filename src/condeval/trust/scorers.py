@@ -154,13 +154,14 @@ class AlphaPrecisionDistance:
     Examples
     --------
     >>> import numpy as np
+    >>> from condeval.core.conformal import empirical_quantile
     >>> from condeval.trust import AlphaPrecisionDistance
     >>> rng = np.random.default_rng(0)
     >>> scorer = AlphaPrecisionDistance().fit(rng.normal(0, 1, (200, 4)) + 2)
     >>> distances = scorer.score([[2.0, 2.0, 2.0, 2.0], [-2.0, 2.0, 2.0, 2.0]])   # typical, then off-support
     >>> distances.round(3).tolist()
     [0.098, 0.964]
-    >>> (distances <= np.quantile(scorer.real_distances_, 0.95)).tolist()         # inside the real P95 ball
+    >>> (distances <= empirical_quantile(scorer.real_distances_, 0.95)).tolist()   # inside the real P95 ball
     [True, False]
     """
 
