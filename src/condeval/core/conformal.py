@@ -134,8 +134,9 @@ def unit_bootstrap_interval(statistic, n_units: int, seed: int = 0) -> tuple[flo
     def resampled(units: np.ndarray) -> float:
         return statistic(np.bincount(units, minlength=n_units))
 
+    # batch: 100 resamples of the units in memory at a time, not all 2,000 (the same draws either way)
     interval = bootstrap(
-        (np.arange(n_units),), resampled, vectorized=False, rng=np.random.default_rng(seed), **BOOTSTRAP
+        (np.arange(n_units),), resampled, vectorized=False, batch=100, rng=np.random.default_rng(seed), **BOOTSTRAP
     ).confidence_interval
     return float(interval.low), float(interval.high)
 
