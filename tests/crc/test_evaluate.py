@@ -6,6 +6,7 @@ import pytest
 
 from condeval.crc.benchmarks import image_subsets
 from condeval.crc.evaluate import (
+    ap_interval,
     bootstrap_intervals,
     detection_signal,
     interval_metrics,
@@ -16,6 +17,7 @@ from condeval.crc.evaluate import (
     set_metrics,
     word_arrays,
 )
+from condeval.crc.intervals import PAPER_LAMBDAS
 from condeval.crc.metrics import fdr, fpr
 
 
@@ -245,18 +247,43 @@ def test_a_non_finite_sample_names_its_shard_and_caption(tmp_path, column):
         read_sampled(captions, [good, bad])
 
 
-def test_the_test_intervals_hold_the_estimates_and_resample_images_not_captions():
+SET_METRICS = {
+    "fdr": ("risk", "ap", "f1", "la", "la_set"),
+    "fpr": ("risk", "ap", "f1", "precision", "recall", "word_f1"),
+}
+
+
+def _intervals(frame: pl.DataFrame, risk: str) -> dict[str, float]:
+    return bootstrap_intervals(frame, 0.5, risk) | ap_interval(frame)
+
+
+@pytest.mark.parametrize("risk", ["fdr", "fpr"])
+def test_the_test_intervals_hold_the_estimates_and_resample_images_not_captions(risk):
     rng = np.random.default_rng(3)
     test = _captions(400, rng, images="test")
-    bounds, point = bootstrap_intervals(test, 0.5, "fdr"), set_metrics(test, 0.5, "fdr")
-    for metric in ("risk", "f1"):
-        assert bounds[f"{metric}_low"] < point[metric] < bounds[f"{metric}_high"]
+    bounds, point = _intervals(test, risk), set_metrics(test, 0.5, risk)
+    assert {key.rsplit("_", 1)[0] for key in bounds} == set(SET_METRICS[risk])
+    for metric in SET_METRICS[risk]:
+        assert bounds[f"{metric}_low"] < point[metric] < bounds[f"{metric}_high"], metric
     # every caption of an image four times over: no new evidence, so intervals as wide (the same draws of
     # images); a bootstrap over captions would narrow them by about half
     copies = pl.concat([test.with_columns(pl.col("key") + k * len(test)) for k in range(4)])
-    assert bootstrap_intervals(copies, 0.5, "fdr") == pytest.approx(bounds)
+    assert _intervals(copies, risk) == pytest.approx(bounds)
     # an image's captions are its unit: one image in two resamples' worth of captions is not two units
-    assert np.isnan(bootstrap_intervals(test.filter(pl.col("path") == "test-0.jpg"), 0.5, "fdr")["risk_low"])
+    assert np.isnan(bootstrap_intervals(test.filter(pl.col("path") == "test-0.jpg"), 0.5, risk)["risk_low"])
+
+
+@pytest.mark.parametrize("risk", ["fdr", "fpr"])
+def test_images_alike_give_intervals_of_no_width_at_the_reported_value(risk):
+    # 20 images with the same 10 captions: every resample is the data again, so each interval is the
+    # one value set_metrics reports, whatever the metric's formula
+    captions = _captions(10, np.random.default_rng(5))
+    alike = pl.concat(
+        [captions.with_columns(pl.col("key") + 10 * k, pl.lit(f"image-{k}.jpg").alias("path")) for k in range(20)]
+    )
+    bounds, point = _intervals(alike, risk), set_metrics(alike, 0.5, risk)
+    for metric in SET_METRICS[risk]:
+        assert bounds[f"{metric}_low"] == pytest.approx(point[metric]) == bounds[f"{metric}_high"], metric
 
 
 def test_a_sweep_reports_the_test_risks_interval_over_images():
@@ -265,3 +292,35 @@ def test_a_sweep_reports_the_test_risks_interval_over_images():
     row = sweep.row(0, named=True)
     assert row["test_risk_low"] <= row["test_risk"] <= row["test_risk_high"]
     assert row["test_f1_low"] <= row["test_f1"] <= row["test_f1_high"]
+
+
+def _judgments(n: int, rng: np.random.Generator, pairs_per_image: int = 4) -> pl.DataFrame:
+    """Human scores 1–4; CLIPScore means that track them, noisier where the sampled σ is larger (the
+    judged pairs of test_intervals.py), ``pairs_per_image`` pairs an image."""
+    human = rng.integers(1, 5, n).astype(float)
+    std = rng.uniform(0.02, 0.3, n)
+    mean = np.clip(0.35 * human + rng.normal(0, 3 * std), 0.05, 2.4)
+    paths = [f"image-{k // pairs_per_image}.jpg" for k in range(n)]
+    return pl.DataFrame({"mean": mean, "std": std, "human_score": human, "path": paths})
+
+
+def test_table5_rows_carry_intervals_over_images_and_the_change_on_the_same_draws():
+    calibration = _judgments(400, np.random.default_rng(0), pairs_per_image=1)
+    evaluation = _judgments(400, np.random.default_rng(1))
+    settings = {"delta": 0.05, "lambdas": PAPER_LAMBDAS, "method": "bonferroni", "truncation_factor": 1.8}
+    table, result = interval_metrics(calibration, {"judged": evaluation}, **settings)
+    assert result is not None and result.lambda_hat > 1
+    pre, pos = table.sort("stage", descending=True).iter_rows(named=True)
+    for row in (pre, pos):
+        for key in ("ups", "tau_c"):
+            assert row[f"{key}_low"] < row[key] < row[f"{key}_high"], (row["stage"], key)
+    assert pos["ups_change"] == pytest.approx(pos["ups"] - pre["ups"])
+    # paired on the same images, the change's interval is narrower than the two stages' intervals apart
+    assert pos["ups_change_high"] - pos["ups_change_low"] < (pos["ups_high"] - pos["ups_low"]) + (
+        pre["ups_high"] - pre["ups_low"]
+    )
+    # an image's pairs are its unit: each pair four times over in its image gives the same intervals
+    copies = pl.concat([evaluation] * 4)
+    again, _ = interval_metrics(calibration, {"judged": copies}, **settings)
+    for got, want in zip(again.drop("n").iter_rows(named=True), table.drop("n").iter_rows(named=True), strict=True):
+        assert got == pytest.approx(want, nan_ok=True)

@@ -18,6 +18,7 @@ from condeval.core.io import check_integer, open_unit, real_array
 __all__ = [
     "BOOTSTRAP",
     "unit_bootstrap_interval",
+    "resampled_rows",
     "conformal_rank",
     "conformal_quantile",
     "empirical_quantile",
@@ -139,6 +140,20 @@ def unit_bootstrap_interval(statistic, n_units: int, seed: int = 0) -> tuple[flo
         (np.arange(n_units),), resampled, vectorized=False, batch=100, rng=np.random.default_rng(seed), **BOOTSTRAP
     ).confidence_interval
     return float(interval.low), float(interval.high)
+
+
+def resampled_rows(counts: np.ndarray, unit_of_row: np.ndarray) -> np.ndarray:
+    """The rows of one resample of :func:`unit_bootstrap_interval`'s units: each row of a unit drawn k
+    times, k times, in the rows' order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> image_of_caption = np.array([0, 0, 1, 2])                  # image 0 has two captions
+    >>> resampled_rows(np.array([2, 0, 1]), image_of_caption)      # image 0 drawn twice, image 1 never
+    array([0, 0, 1, 1, 3])
+    """
+    return np.repeat(np.arange(len(unit_of_row)), counts[unit_of_row])
 
 
 def empirical_quantile(values, level):

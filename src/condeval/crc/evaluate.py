@@ -17,6 +17,7 @@ import logging
 import numpy as np
 import polars as pl
 
+from condeval.core.conformal import resampled_rows, unit_bootstrap_interval
 from condeval.crc import word_risk
 from condeval.crc.intervals import IntervalRiskControl, NoValidLambdaError, truncated_gaussian, truncation_bounds
 from condeval.crc.metrics import (
@@ -24,13 +25,17 @@ from condeval.crc.metrics import (
     caption_counts,
     caption_index,
     caption_losses,
+    caption_precision_recall,
+    caption_truth_and_score,
     fdr,
     fpr,
+    harmonic_f1,
     instance_ap,
     instance_f1,
     kendall_tau_c,
     location_accuracy,
     location_accuracy_set,
+    location_hits,
     ups,
     word_precision_recall_f1,
 )
@@ -42,6 +47,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "RISKS",
     "bootstrap_intervals",
+    "ap_interval",
     "join_samples",
     "read_sampled",
     "read_sampled_sets",
@@ -264,13 +270,14 @@ def set_metrics(frame: pl.DataFrame, threshold: float, risk: str) -> dict[str, f
 
 
 def bootstrap_intervals(frame: pl.DataFrame, threshold: float, risk: str, seed: int = 0) -> dict[str, float]:
-    """95% bootstrap intervals over the images of ``frame`` of the risk and the instance F1 that
-    :func:`set_metrics` reports for the flagged sets {f_v > threshold}.
+    """95% bootstrap intervals over the images of ``frame`` of the metrics :func:`set_metrics` reports for
+    the flagged sets {f_v > threshold}: the risk, instance F1, and LA and LA_set (FDR) or word
+    precision, recall and F1 (FPR). AP has no threshold: :func:`ap_interval`.
 
     An image is drawn with all its captions (the unit of exchangeability;
-    :func:`condeval.core.conformal.unit_bootstrap_interval`), so captions of one image are not counted
-    as independent evidence. Returns ``risk_low``, ``risk_high``, ``f1_low`` and ``f1_high`` (NaN below
-    two images).
+    :func:`condeval.core.conformal.unit_bootstrap_interval`, the same draws for every metric), so
+    captions of one image are not counted as independent evidence. Returns ``<metric>_low`` and
+    ``<metric>_high`` per metric, with :func:`set_metrics`' names (NaN below two images).
 
     Examples
     --------
@@ -283,39 +290,109 @@ def bootstrap_intervals(frame: pl.DataFrame, threshold: float, risk: str, seed: 
     >>> bounds = bootstrap_intervals(frame, 0.5, "fdr")
     >>> round(bounds["risk_low"], 3), round(bounds["risk_high"], 3)                         # the FDR is 0.05
     (0.0, 0.15)
+    >>> round(bounds["la_low"], 2), round(bounds["la_high"], 2)                             # LA is 0.95
+    (0.85, 1.0)
     """
-    from sklearn.metrics import f1_score
-
-    from condeval.core.conformal import unit_bootstrap_interval
-
     scores, labels, groups = word_arrays(frame)
     valid = valid_words(frame)
     flags = (scores > threshold) & valid
     image = caption_index(word_images(frame), "images")
     n_images = int(image.max()) + 1 if len(image) else 0
-    # the risk as set_metrics reads it (over the valid words, per caption that has one), summed per image
+    image_of_caption = _image_of_caption(caption_index(groups), image)
+    # the risk as set_metrics reads it: over the valid words, per caption that has one
     flagged_errors, flagged_correct, _, correct = caption_counts(flags[valid], labels[valid], groups[valid])
     losses = caption_losses(flagged_errors, flagged_correct, correct, risk)
     scored_image = _image_of_caption(caption_index(groups[valid]), image[valid])
-    loss_by_image = np.bincount(scored_image, weights=losses, minlength=n_images)
-    scored_by_image = np.bincount(scored_image, minlength=n_images).astype(float)
-    # instance F1's confusion matrix per image: its captions in each cell of "has an error" x "flagged"
+    statistics = {
+        "risk": _mean_over_images(losses, scored_image, n_images),
+        "f1": _instance_f1_over_images(flags, labels, groups, image_of_caption, n_images),
+    }
+    if risk == "fdr":
+        has_error, hit = location_hits(scores, labels, groups, threshold)
+        flagged_errors, _, _, _ = caption_counts(flags, labels, groups)
+        statistics["la"] = _mean_over_images(hit[has_error], image_of_caption[has_error], n_images)
+        statistics["la_set"] = _mean_over_images(flagged_errors[has_error] > 0, image_of_caption[has_error], n_images)
+    else:
+        precision, recall = caption_precision_recall(flags, labels, groups)
+        statistics["precision"] = _mean_over_images(precision, image_of_caption, n_images)
+        statistics["recall"] = _mean_over_images(recall, image_of_caption, n_images)
+        statistics["word_f1"] = _harmonic_over_images(statistics["precision"], statistics["recall"])
+    return _intervals(statistics, n_images, seed)
+
+
+def ap_interval(frame: pl.DataFrame, seed: int = 0) -> dict[str, float]:
+    """The 95% bootstrap interval over the images of ``frame`` of its instance AP (``ap_low``, ``ap_high``):
+    the draws of :func:`bootstrap_intervals`, each drawn image's captions ranked again.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.crc.evaluate import ap_interval
+    >>> frame = pl.DataFrame({
+    ...     "key": range(40), "path": [f"{i // 2}.jpg" for i in range(40)],
+    ...     "labels": [[0, 1], [0, 0]] * 20, "pos": [["ADJ", "NOUN"]] * 40,
+    ...     "word_scores": [[0.2, 0.9], [0.3, 0.1]] * 20})       # every wrong caption ranked first: AP = 1
+    >>> ap_interval(frame)
+    {'ap_low': 1.0, 'ap_high': 1.0}
+    """
+    from sklearn.metrics import average_precision_score
+
+    scores, labels, groups = word_arrays(frame)
+    has_error, top, caption = caption_truth_and_score(scores, labels, groups)
+    image = caption_index(word_images(frame), "images")
+    image_of_caption = _image_of_caption(caption, image)
+
+    def resampled_ap(counts: np.ndarray) -> float:
+        rows = resampled_rows(counts, image_of_caption)
+        return float(average_precision_score(has_error[rows], top[rows]))
+
+    return _intervals({"ap": resampled_ap}, int(image.max()) + 1, seed)
+
+
+def _intervals(statistics: dict, n_units: int, seed: int) -> dict[str, float]:
+    """``<name>_low`` and ``<name>_high`` of each statistic's interval, all from the same draws."""
+    bounds = {}
+    for name, statistic in statistics.items():
+        bounds[f"{name}_low"], bounds[f"{name}_high"] = unit_bootstrap_interval(statistic, n_units, seed)
+    return bounds
+
+
+def _mean_over_images(values: np.ndarray, image_of_row: np.ndarray, n_images: int):
+    """statistic(counts): the mean of the per-row ``values`` over the rows of the drawn images."""
+    totals = np.bincount(image_of_row, weights=np.asarray(values, dtype=float), minlength=n_images)
+    rows = np.bincount(image_of_row, minlength=n_images).astype(float)
+
+    def mean(counts: np.ndarray) -> float:
+        with np.errstate(invalid="ignore"):  # no row drawn (a resample without a wrong caption): NaN
+            return float(counts @ totals / (counts @ rows))
+
+    return mean
+
+
+def _harmonic_over_images(precision, recall):
+    """statistic(counts): the F1 of the drawn images' precision and recall statistics."""
+
+    def f1(counts: np.ndarray) -> float:
+        return float(harmonic_f1(precision(counts), recall(counts)))
+
+    return f1
+
+
+def _instance_f1_over_images(flags, labels, groups, image_of_caption: np.ndarray, n_images: int):
+    """statistic(counts): instance F1 of the drawn images' captions, from each image's confusion counts
+    ("has an error" x "flagged"), so a resample costs the images, not the captions."""
+    from sklearn.metrics import f1_score
+
     flagged_errors, flagged_correct, errors, _ = caption_counts(flags, labels, groups)
     cell = 2 * (errors > 0) + (flagged_errors + flagged_correct > 0)
     cells_by_image = np.zeros((n_images, 4))
-    np.add.at(cells_by_image, (_image_of_caption(caption_index(groups), image), cell), 1)
+    np.add.at(cells_by_image, (image_of_caption, cell), 1)
     truth, decision = np.array([False, False, True, True]), np.array([False, True, False, True])
 
-    def resampled_risk(counts: np.ndarray) -> float:
-        return float(counts @ loss_by_image / (counts @ scored_by_image))
-
-    def resampled_f1(counts: np.ndarray) -> float:
+    def f1(counts: np.ndarray) -> float:
         return float(f1_score(truth, decision, average="macro", sample_weight=counts @ cells_by_image))
 
-    (risk_low, risk_high), (f1_low, f1_high) = (
-        unit_bootstrap_interval(statistic, n_images, seed) for statistic in (resampled_risk, resampled_f1)
-    )
-    return {"risk_low": risk_low, "risk_high": risk_high, "f1_low": f1_low, "f1_high": f1_high}
+    return f1
 
 
 def _image_of_caption(caption: np.ndarray, image: np.ndarray) -> np.ndarray:
@@ -338,8 +415,8 @@ def risk_sweep(
 
     Returns one row per α: ``alpha``, ``delta``, ``lambda_hat``, ``unit``, ``n_calibration``
     (captions), ``n_units`` (images or captions), then ``calibration_<metric>`` and
-    ``test_<metric>`` for every metric of :func:`set_metrics`, and the test risk's and F1's 95% intervals
-    over images (``test_risk_low`` … ``test_f1_high``, :func:`bootstrap_intervals`).
+    ``test_<metric>`` for every metric of :func:`set_metrics`, and the test metrics' 95% intervals
+    over images (``test_<metric>_low``, ``test_<metric>_high``: :func:`bootstrap_intervals`, :func:`ap_interval`).
     """
     (calibration, truncated_calibration), (test, truncated_test) = refuse_truncated(calibration), refuse_truncated(test)
     if truncated_calibration or truncated_test:
@@ -358,6 +435,7 @@ def risk_sweep(
     words = word_arrays(calibration, valid_only=True)
     images = word_images(calibration, valid_only=True) if unit == "image" else None
     n_units = len(np.unique(images if images is not None else words[2]))
+    test_ap = {f"test_{key}": value for key, value in ap_interval(test).items()}  # one per test set: no threshold
     rows = []
     for alpha in alphas:
         threshold = WordRiskControl(risk, float(alpha), delta, unit).calibrate(*words, images=images).threshold_
@@ -371,7 +449,7 @@ def risk_sweep(
         }
         for name, frame in (("calibration", calibration), ("test", test)):
             row |= {f"{name}_{key}": value for key, value in set_metrics(frame, threshold, risk).items()}
-        row |= {f"test_{key}": value for key, value in bootstrap_intervals(test, threshold, risk).items()}
+        row |= {f"test_{key}": value for key, value in bootstrap_intervals(test, threshold, risk).items()} | test_ap
         rows.append(row)
     return pl.DataFrame(rows)
 
@@ -382,8 +460,8 @@ def select_alpha(sweep: pl.DataFrame) -> float:
 
 
 def domain_metrics(frame: pl.DataFrame, threshold: float, risk: str = "fdr") -> pl.DataFrame:
-    """The metrics at one λ̂ overall and per ``domain`` (Table 2's FOIL-nocaps columns), with the risk's and
-    F1's 95% intervals over images (:func:`bootstrap_intervals`)."""
+    """The metrics at one λ̂ overall and per ``domain`` (Table 2's FOIL-nocaps columns), with their 95%
+    intervals over images (:func:`bootstrap_intervals`, :func:`ap_interval`)."""
     parts = [("overall", frame)]
     if frame["domain"].null_count() < len(frame):
         parts += [
@@ -392,7 +470,12 @@ def domain_metrics(frame: pl.DataFrame, threshold: float, risk: str = "fdr") -> 
         ]
     return pl.DataFrame(
         [
-            {"domain": domain, **set_metrics(part, threshold, risk), **bootstrap_intervals(part, threshold, risk)}
+            {
+                "domain": domain,
+                **set_metrics(part, threshold, risk),
+                **bootstrap_intervals(part, threshold, risk),
+                **ap_interval(part),
+            }
             for domain, part in parts
         ]
     )
@@ -547,9 +630,11 @@ def interval_metrics(
     Returns
     -------
     (polars.DataFrame, IntervalCalibration or None)
-        One row per dataset and stage (``pre``, ``pos``) with ``lambda``, ``ups``, ``tau_c`` and
-        ``n``; and the calibration itself. When Learn-then-Test rejects no λ the calibration is
-        None and the ``pos`` rows are NaN.
+        One row per dataset and stage (``pre``, ``pos``) with ``lambda``, ``ups``, ``tau_c``, ``n``
+        (pairs), ``n_images`` and their 95% intervals over the dataset's images (``ups_low`` …
+        ``tau_c_high``); the ``pos`` rows add the change from ``pre`` on the same draws
+        (``ups_change``, ``tau_c_change``, each with ``_low`` and ``_high``). And the calibration
+        itself. When Learn-then-Test rejects no λ the calibration is None and the ``pos`` rows are NaN.
     """
     mean, std, human = (calibration[c].to_numpy() for c in ("mean", "std", "human_score"))
     try:
@@ -562,18 +647,59 @@ def interval_metrics(
         result, stages, bounds = None, (("pre", 1.0), ("pos", float("nan"))), truncation_bounds(mean, truncation_factor)
     rows = []
     for name, frame in evaluations.items():
-        human = frame["human_score"].to_numpy()
-        for stage, scale in stages:
-            row = {
-                "dataset": name,
-                "stage": stage,
-                "lambda": scale,
-                "ups": float("nan"),
-                "tau_c": float("nan"),
-                "n": len(frame),
-            }
-            if not np.isnan(scale):
-                mean, std, _, _ = truncated_gaussian(frame["mean"].to_numpy(), frame["std"].to_numpy(), scale, *bounds)
-                row |= {"ups": ups(mean, std, human), "tau_c": kendall_tau_c(mean, human)}
-            rows.append(row)
+        rows += _judgment_rows(name, frame, stages, bounds)
     return pl.DataFrame(rows), result
+
+
+def _judgment_rows(name: str, frame: pl.DataFrame, stages, bounds) -> list[dict]:
+    """Table 5's rows of one evaluation set: UPS and τ_c per stage with their intervals over images, and
+    the POS − PRE change (a change is one when its interval excludes 0)."""
+    human = frame["human_score"].to_numpy()
+    image_of_pair = caption_index(frame["path"].to_numpy(), "path")
+    n_images = int(image_of_pair.max()) + 1
+    measures = {"ups": ups, "tau_c": _tau_c}
+    columns = [f"{key}{change}{end}" for change in ("", "_change") for key in measures for end in ("", "_low", "_high")]
+    statistics, rows = {}, []
+    for stage, scale in stages:
+        row = {"dataset": name, "stage": stage, "lambda": scale, "n": len(frame), "n_images": n_images}
+        row |= dict.fromkeys(columns, float("nan"))
+        if not np.isnan(scale):
+            mean, std, _, _ = truncated_gaussian(frame["mean"].to_numpy(), frame["std"].to_numpy(), scale, *bounds)
+            statistics[stage] = {
+                key: _on_drawn_pairs(measure, mean, std, human, image_of_pair) for key, measure in measures.items()
+            }
+            row |= {key: measure(mean, std, human) for key, measure in measures.items()}
+            row |= _intervals(statistics[stage], n_images, seed=0)
+        rows.append(row)
+    if len(statistics) == 2:
+        rows[1] |= {f"{key}_change": rows[1][key] - rows[0][key] for key in measures}
+        rows[1] |= _intervals(
+            {f"{key}_change": _difference(statistics["pos"][key], statistics["pre"][key]) for key in measures},
+            n_images,
+            seed=0,
+        )
+    return rows
+
+
+def _on_drawn_pairs(measure, mean: np.ndarray, std: np.ndarray, human: np.ndarray, image_of_pair: np.ndarray):
+    """statistic(counts): ``measure(mean, std, human)`` on the pairs of the drawn images."""
+
+    def resampled(counts: np.ndarray) -> float:
+        rows = resampled_rows(counts, image_of_pair)
+        return measure(mean[rows], std[rows], human[rows])
+
+    return resampled
+
+
+def _tau_c(mean: np.ndarray, std: np.ndarray, human: np.ndarray) -> float:
+    """τ_c of the interval's centre (its width plays no part)."""
+    return kendall_tau_c(mean, human)
+
+
+def _difference(first, second):
+    """statistic(counts): ``first(counts) − second(counts)``, both on the same draws."""
+
+    def difference(counts: np.ndarray) -> float:
+        return first(counts) - second(counts)
+
+    return difference

@@ -17,6 +17,10 @@ __all__ = [
     "caption_counts",
     "caption_index",
     "caption_losses",
+    "caption_truth_and_score",
+    "location_hits",
+    "caption_precision_recall",
+    "harmonic_f1",
     "caption_weights",
     "fdr",
     "fpr",
@@ -125,7 +129,8 @@ def _mean_risk(flags, labels, groups, images, risk: str) -> float:
     return float((losses * weight).sum() / n_units)
 
 
-def _caption_truth_and_score(scores, labels, groups):
+def caption_truth_and_score(scores, labels, groups) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per caption: whether it has an error and its highest word score; and each word's caption."""
     scores, labels = np.asarray(scores, dtype=float), binary_words(labels, "labels")
     caption = _word_inputs(groups, scores=scores, labels=labels)
     check_finite(scores, "scores")
@@ -144,7 +149,7 @@ def instance_ap(scores, labels, groups) -> float:
     """
     from sklearn.metrics import average_precision_score
 
-    has_error, top, _ = _caption_truth_and_score(scores, labels, groups)
+    has_error, top, _ = caption_truth_and_score(scores, labels, groups)
     return float(average_precision_score(has_error, top))
 
 
@@ -156,16 +161,21 @@ def instance_f1(flags, labels, groups) -> float:
     return float(f1_score(errors > 0, flagged_errors + flagged_correct > 0, average="macro"))
 
 
-def location_accuracy(scores, labels, groups, threshold: float) -> float:
-    """LA: among captions with an error, the share whose top-scoring word is flagged and is an error."""
-    has_error, top, caption = _caption_truth_and_score(scores, labels, groups)
+def location_hits(scores, labels, groups, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per caption: whether it has an error, and whether its top-scoring word (the first, on ties) is
+    flagged (above ``threshold``) and is an error."""
+    has_error, top, caption = caption_truth_and_score(scores, labels, groups)
     scores, labels = np.asarray(scores, dtype=float), binary_words(labels, "labels")
     # First top-scoring word of each caption (np.unique on caption order keeps the first index).
-    is_top = scores == top[caption]
-    order = np.flatnonzero(is_top)
+    order = np.flatnonzero(scores == top[caption])
     _, first = np.unique(caption[order], return_index=True)
     top_word = order[first]
-    hit = labels[top_word] & (scores[top_word] > threshold)
+    return has_error, labels[top_word] & (scores[top_word] > threshold)
+
+
+def location_accuracy(scores, labels, groups, threshold: float) -> float:
+    """LA: among captions with an error, the share whose top-scoring word is flagged and is an error."""
+    has_error, hit = location_hits(scores, labels, groups, threshold)
     return float(hit[has_error].mean())
 
 
@@ -175,17 +185,26 @@ def location_accuracy_set(flags, labels, groups) -> float:
     return float((flagged_errors[errors > 0] > 0).mean())
 
 
-def word_precision_recall_f1(flags, labels, groups) -> tuple[float, float, float]:
-    """Word precision and recall averaged over captions, and the F1 of the two (the official code's).
-
-    A caption with nothing flagged has precision 0; one with no error has recall 1.
-    """
+def caption_precision_recall(flags, labels, groups) -> tuple[np.ndarray, np.ndarray]:
+    """Per caption, the word precision and recall of its flagged set: precision 0 when nothing is
+    flagged, recall 1 when it has no error (the official code's)."""
     flagged_errors, flagged_correct, errors, _ = caption_counts(flags, labels, groups)
     flagged = flagged_errors + flagged_correct
-    precision = np.divide(flagged_errors, flagged, out=np.zeros(len(flagged)), where=flagged > 0).mean()
-    recall = np.divide(flagged_errors, errors, out=np.ones(len(errors)), where=errors > 0).mean()
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    return float(precision), float(recall), float(f1)
+    precision = np.divide(flagged_errors, flagged, out=np.zeros(len(flagged)), where=flagged > 0)
+    recall = np.divide(flagged_errors, errors, out=np.ones(len(errors)), where=errors > 0)
+    return precision, recall
+
+
+def harmonic_f1(precision: float, recall: float) -> float:
+    """2PR / (P + R), 0 when both are 0."""
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
+def word_precision_recall_f1(flags, labels, groups) -> tuple[float, float, float]:
+    """Word precision and recall averaged over captions (:func:`caption_precision_recall`), and the F1 of
+    the two (the official code's)."""
+    precision, recall = (values.mean() for values in caption_precision_recall(flags, labels, groups))
+    return float(precision), float(recall), float(harmonic_f1(precision, recall))
 
 
 def ups(mean, std, human) -> float:

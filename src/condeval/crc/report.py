@@ -74,9 +74,9 @@ def sweep_markdown(sweep: pl.DataFrame, risk: str, paper_model: str | None = Non
             f"cal. {name}": _pct(r["calibration_risk"]),
             "cal. F1": _pct(r["calibration_f1"]),
             f"test {name}": _estimate(r, "test_risk"),
-            "test AP": _pct(r["test_ap"]),
+            "test AP": _estimate(r, "test_ap"),
             "test F1": _estimate(r, "test_f1"),
-            **{f"test {labels[k]}": _pct(r[f"test_{k}"]) for k in tests},
+            **{f"test {labels[k]}": _estimate(r, f"test_{k}") for k in tests},
             "words flagged / caption": f"{r['test_set_size']:.2f}",
         }
         cited = reference.get(round(r["alpha"], 2))
@@ -139,15 +139,15 @@ def table4_markdown(selected: dict[str, pl.DataFrame], labels: dict[str, str], p
     """Table 4: word precision, recall and F1 on RichHF-18K's test split at the selected α."""
     rows = []
     for model, frame in selected.items():
-        hit = frame.filter(pl.col("domain") == "overall")
+        hit = frame.filter(pl.col("domain") == "overall").row(0, named=True)
         rows.append(
             {
                 "model": f"ours, {_label(model, labels)} (α = {100 * frame['alpha'][0]:g}%)",
                 "ft.": "",
-                "PREC": _pct(hit["precision"][0]),
-                "REC": _pct(hit["recall"][0]),
-                "F1": _pct(hit["word_f1"][0]),
-                "FPR": _estimate(hit.row(0, named=True), "risk"),
+                "PREC": _estimate(hit, "precision"),
+                "REC": _estimate(hit, "recall"),
+                "F1": _estimate(hit, "word_f1"),
+                "FPR": _estimate(hit, "risk"),
             }
         )
     for method, entry in paper.TABLE4.items():
@@ -181,7 +181,8 @@ def _refused_footer(selected: dict[str, pl.DataFrame], labels: dict[str, str]) -
 
 
 def table5_markdown(tables: dict[str, pl.DataFrame], labels: dict[str, str], paper_models: dict[str, str]) -> str:
-    """Table 5: UPS and τ_c before (PRE) and after (POS) calibration, one row per model and stage."""
+    """Table 5: UPS and τ_c before (PRE) and after (POS) calibration, one row per model and stage, each
+    with its 95% interval over images, and the POS − PRE change on the same draws."""
     datasets = list(dict.fromkeys(name for frame in tables.values() for name in frame["dataset"]))
     rows = []
     for model, frame in tables.items():
@@ -189,11 +190,9 @@ def table5_markdown(tables: dict[str, pl.DataFrame], labels: dict[str, str], pap
             part = frame.filter(pl.col("stage") == stage)
             scale = part["lambda"][0]
             setting = "no λ controls the risk" if np.isnan(scale) else f"λ = {scale:g}"
-            row = {"method": f"{_label(model, labels)}-{stage.upper()} ({setting})"}
-            for name in datasets:
-                hit = part.filter(pl.col("dataset") == name)
-                row |= {f"{name} UPS": _pct(hit["ups"][0]), f"{name} τ_c": _pct(hit["tau_c"][0])}
-            rows.append(row)
+            rows.append(_table5_row(f"{_label(model, labels)}-{stage.upper()} ({setting})", part, datasets, ""))
+        pos = frame.filter(pl.col("stage") == "pos")
+        rows.append(_table5_row(f"{_label(model, labels)}: POS − PRE", pos, datasets, "_change"))
         code = paper_models.get(model)
         for stage in ("pre", "pos") if code else ():
             cited = paper.TABLE5[(code, stage)]
@@ -203,6 +202,15 @@ def table5_markdown(tables: dict[str, pl.DataFrame], labels: dict[str, str], pap
                 row |= {f"{name} UPS": _paper(entry["ups"]), f"{name} τ_c": _paper(entry["tau_c"])}
             rows.append(row)
     return markdown_table(pl.DataFrame(rows))
+
+
+def _table5_row(method: str, part: pl.DataFrame, datasets: list[str], suffix: str) -> dict[str, str]:
+    """One Table 5 row: per dataset, ``ups<suffix>`` and ``tau_c<suffix>`` with their intervals."""
+    row = {"method": method}
+    for name in datasets:
+        hit = part.filter(pl.col("dataset") == name).row(0, named=True)
+        row |= {f"{name} UPS": _estimate(hit, f"ups{suffix}"), f"{name} τ_c": _estimate(hit, f"tau_c{suffix}")}
+    return row
 
 
 def signal_markdown(signals: dict[tuple[str, str], dict]) -> str:
