@@ -33,7 +33,7 @@ import polars as pl
 
 from condeval.core.fetch import catalogue_table, read_catalog
 from condeval.core.io import atomic_path
-from condeval.crel.reports.synthetic import METHOD_LABELS
+from condeval.crel.reports.synthetic import METHOD_LABELS, ours_paper_cell
 
 TABLE1_METHODS = {"crel": "CReL", "feldman": "Feldman et al.", "dqr": "DQR", "pcp": "PCP"}
 MARKED_BLOCK = re.compile(
@@ -42,22 +42,20 @@ MARKED_BLOCK = re.compile(
 BEGIN_MARKER = re.compile(r"<!-- generated: ([\w./-]+) -->")
 
 
-def _cell(ours, reported, digits: int) -> str:
-    fmt = lambda v: "—" if v is None else f"{v:.{digits}f}"  # noqa: E731
-    return f"{fmt(ours)} ({fmt(reported)})"
-
-
 def table1_rows(table: pl.DataFrame) -> list[str]:
     """Table 1 as docs/crel/results.md shows it: the alphas the paper reports, every method."""
-    lines = ["| α | method | coverage Z (paper) | coverage Y (paper) | area (paper) |", "|---|---|---|---|---|"]
+    lines = [
+        "| α | method | coverage Z [95%] (paper) | coverage Y [95%] (paper) | area [95%] (paper) |",
+        "|---|---|---|---|---|",
+    ]
     reported = table.filter(pl.col("paper_coverage_y").is_not_null())["alpha"].unique().to_list()
     for row in table.filter(pl.col("alpha").is_in(reported)).iter_rows(named=True):
         label = TABLE1_METHODS[row["method"]]
         if row["method"] == "dqr":
             label = row["detail"].split(" ")[0]
         lines.append(
-            f"| {row['alpha']:g} | {label} | {_cell(row['coverage_z'], row['paper_coverage_z'], 4)} "
-            f"| {_cell(row['coverage_y'], row['paper_coverage_y'], 4)} | {_cell(row['area'], row['paper_area'], 1)} |"
+            f"| {row['alpha']:g} | {label} | {ours_paper_cell(row, 'coverage_z')} "
+            f"| {ours_paper_cell(row, 'coverage_y')} | {ours_paper_cell(row, 'area', 1)} |"
         )
     return lines
 

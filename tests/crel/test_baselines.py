@@ -154,3 +154,28 @@ def test_fig2_panels_outline_feldman_and_the_dqr_on_the_output_grid():
     assert panel["dqr"][1].sum() >= 1  # a one-point region still shows (half a grid diagonal)
     with pytest.raises(ValueError):
         region_panels([point], [], [point], Z=np.zeros((1, 2)), Y=np.zeros((1, 2)), grid=grid, feldman_radius=0.3)
+
+
+def test_table1_gives_each_estimate_its_interval_over_test_points():
+    import polars as pl
+
+    from condeval.crel.evaluation import summarize
+
+    rng = np.random.default_rng(0)
+    per_point = pl.DataFrame(
+        {"covered_y": rng.random(500) < 0.9, "covered_y_grid": np.ones(500, bool), "area": rng.integers(300, 500, 500)}
+    )
+    covered_z = rng.random(2000) < 0.9
+    summary = summarize("crel", 0.1, per_point, covered_z=covered_z, gamma_cal=0.01, gamma_init=0.5)
+    for key in ("coverage_z", "coverage_y", "area"):
+        assert summary[f"{key}_low"] < summary[key] < summary[f"{key}_high"], key
+    # test points are the unit: four times the points, half the width
+    four = summarize("crel", 0.1, per_point, covered_z=np.tile(covered_z, 4))
+    width = summary["coverage_z_high"] - summary["coverage_z_low"]
+    assert four["coverage_z_high"] - four["coverage_z_low"] == pytest.approx(width / 2, rel=0.15)
+    markdown = table1_markdown(table1([summary]))
+    low, high = summary["coverage_z_low"], summary["coverage_z_high"]
+    assert f"{summary['coverage_z']:.4f} [{low:.4f}–{high:.4f}] (0.8953)" in markdown
+    # a method not calibrated in Z has no Z coverage and no interval for it
+    pcp = summarize("pcp", 0.1, per_point)
+    assert pcp["coverage_z"] is None and "coverage_z_low" not in pcp

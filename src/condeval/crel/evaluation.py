@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
+from condeval.core.conformal import unit_bootstrap_interval
 from condeval.crel.grid import OutputGrid
 
 __all__ = ["grid_set_metrics", "cloud_set_metrics", "summarize"]
@@ -47,20 +48,63 @@ def grid_set_metrics(grid: OutputGrid, members: Iterable[tuple[int, np.ndarray, 
     )
 
 
-def summarize(method: str, alpha: float, per_point: pl.DataFrame, coverage_z: float | None = None, **extra) -> dict:
-    """One row of Table 1: mean coverage in Z and Y and mean area (grid points)."""
+def summarize(method: str, alpha: float, per_point: pl.DataFrame, covered_z=None, **extra) -> dict:
+    """One row of Table 1: mean coverage in Z and Y and mean area (grid points), each with its 95%
+    bootstrap interval over the test points (``<key>_low``, ``<key>_high``).
+
+    Parameters
+    ----------
+    method : str
+        The method's name (``crel``, ``feldman``, ``dqr``, ``pcp``).
+    alpha : float
+        The miscoverage level the set was calibrated for.
+    per_point : polars.DataFrame
+        :func:`grid_set_metrics`' table of the points whose set was decoded (``covered_y``, ``area``).
+    covered_z : array of bool, optional
+        Per test point, whether its latent code lies in the latent region (methods calibrated in Z);
+        ``coverage_z`` is None without it.
+    **extra
+        Kept in the summary as given (the method's threshold, the calibration size, ...).
+
+    Examples
+    --------
+    >>> import numpy as np, polars as pl
+    >>> per_point = pl.DataFrame({"covered_y": [True] * 90 + [False] * 10, "covered_y_grid": [True] * 100,
+    ...                           "area": [400] * 100})
+    >>> summary = summarize("crel", 0.1, per_point, covered_z=np.arange(1000) < 900)
+    >>> summary["coverage_y"], summary["area_low"] == summary["area_high"] == 400.0   # every area alike
+    (0.9, True)
+    >>> bool(summary["coverage_z_high"] - summary["coverage_z_low"] < summary["coverage_y_high"] - summary["coverage_y_low"])
+    True
+    """
     summary = {
         "method": method,
         "alpha": float(alpha),
-        "coverage_z": None if coverage_z is None else float(coverage_z),
+        "coverage_z": None,
         "coverage_y": float(per_point["covered_y"].mean()),
         "coverage_y_grid": float(per_point["covered_y_grid"].mean()),
         "area": float(per_point["area"].mean()),
         "area_std": float(per_point["area"].std()) if per_point.height > 1 else 0.0,
         "n_test_y": int(per_point.height),
     }
+    means = {"coverage_y": per_point["covered_y"].to_numpy(), "area": per_point["area"].to_numpy()}
+    if covered_z is not None:
+        means["coverage_z"] = np.asarray(covered_z, dtype=bool)
+        summary["coverage_z"] = float(means["coverage_z"].mean())
+    for key, values in means.items():
+        summary[f"{key}_low"], summary[f"{key}_high"] = unit_bootstrap_interval(_mean_of(values), len(values))
     summary.update(extra)
     return summary
+
+
+def _mean_of(values: np.ndarray):
+    """statistic(counts): the mean of ``values`` over the drawn test points."""
+    values = np.asarray(values, dtype=float)
+
+    def mean(counts: np.ndarray) -> float:
+        return float(counts @ values / len(values))
+
+    return mean
 
 
 def cloud_set_metrics(grid: OutputGrid, clouds, Y: np.ndarray, enlarge: float | None = None) -> pl.DataFrame:

@@ -27,7 +27,7 @@ summary = summarize(
     "crel",
     alpha,
     per_point,
-    coverage_z=float(np.mean(test_scores <= crel.gamma_cal_)),
+    covered_z=test_scores <= crel.gamma_cal_,
     coverage_r_z=float(np.mean(test_scores <= 0.0)),
     gamma_cal=crel.gamma_cal_,
     gamma_init=crel.gamma_init_,

@@ -1,6 +1,5 @@
 """Snakemake adapter: DQR alone at one alpha — the largest level meeting 1-alpha on the calibration fold."""
 
-import numpy as np
 import torch
 
 from condeval.core.io import read_json, write_json, write_parquet
@@ -22,10 +21,10 @@ crel = CReL.from_checkpoints(snakemake.input.lgm, model_path, **snakemake.params
 grid = OutputGrid.from_dict(read_json(snakemake.input.grid, required=["lower", "upper", "points_per_axis"]))
 test_all = load_fold(snakemake.input.processed, "test")
 z_test = load_latents(snakemake.input.latents, test_all.rows)
-coverage_z = float(np.mean(in_region(crel.directions, crel.offsets(test_all.X), z_test)))
+covered_z = in_region(crel.directions, crel.offsets(test_all.X), z_test)
 test = test_all.head(snakemake.params.region_test_points)
 per_point = cloud_set_metrics(grid, crel.region_clouds(test.X, snakemake.params.latent_points, gamma=0.0), test.Y)
-summary = summarize("dqr", alpha, per_point, coverage_z=coverage_z, quantile_level=level, target_met=target_met)
+summary = summarize("dqr", alpha, per_point, covered_z=covered_z, quantile_level=level, target_met=target_met)
 write_parquet(per_point, snakemake.output.per_point)
 write_json(summary, snakemake.output.summary)
 log.info("%s", summary)

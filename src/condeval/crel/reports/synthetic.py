@@ -20,6 +20,8 @@ __all__ = [
     "PAPER_TABLE1",
     "table1",
     "table1_markdown",
+    "ours_paper_cell",
+    "TABLE1_ESTIMATES",
     "render_table_png",
     "plot_coverage_vs_alpha",
     "figure_cases",
@@ -36,6 +38,8 @@ METHOD_LABELS = {"crel": "CReL (ours)", "feldman": "Feldman et al.", "dqr": "DQR
 
 # Table 1 and Appendix C.4 (PCP) of the paper (paper.yaml): (method, alpha) -> (coverage Z, coverage Y, area).
 PAPER_TABLE1 = paper.table1()
+#: Table 1's estimates, each with its 95% interval over test points (:func:`condeval.crel.evaluation.summarize`).
+TABLE1_ESTIMATES = ("coverage_z", "coverage_y", "area")
 
 
 def table1(summaries: list[dict]) -> pl.DataFrame:
@@ -47,10 +51,8 @@ def table1(summaries: list[dict]) -> pl.DataFrame:
             {
                 "alpha": s["alpha"],
                 "method": s["method"],
-                "coverage_z": s.get("coverage_z"),
-                "coverage_y": s["coverage_y"],
+                **{f"{key}{end}": s.get(f"{key}{end}") for key in TABLE1_ESTIMATES for end in ("", "_low", "_high")},
                 "coverage_y_grid": s.get("coverage_y_grid"),
-                "area": s["area"],
                 "paper_coverage_z": paper[0],
                 "paper_coverage_y": paper[1],
                 "paper_area": paper[2],
@@ -58,7 +60,9 @@ def table1(summaries: list[dict]) -> pl.DataFrame:
                 "detail": _detail(s),
             }
         )
-    return pl.DataFrame(rows, schema_overrides={"coverage_z": pl.Float64, "paper_coverage_z": pl.Float64, "paper_coverage_y": pl.Float64, "paper_area": pl.Float64})
+    floats = [f"{key}{end}" for key in TABLE1_ESTIMATES for end in ("", "_low", "_high")]
+    floats += [f"paper_{key}" for key in TABLE1_ESTIMATES]
+    return pl.DataFrame(rows, schema_overrides=dict.fromkeys(floats, pl.Float64))
 
 
 def _detail(summary: dict) -> str:
@@ -76,9 +80,12 @@ def _fmt(value, digits=4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _ours_paper(row: dict, key: str, digits: int = 4) -> str:
-    """A Table 1 cell: our number, then the paper's in parentheses."""
-    return f"{_fmt(row[key], digits)} ({_fmt(row['paper_' + key], digits)})"
+def ours_paper_cell(row: dict, key: str, digits: int = 4) -> str:
+    """A Table 1 cell: our number, its 95% interval over test points in brackets (when the row has one),
+    then the paper's number in parentheses."""
+    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
+    interval = "" if low is None or high is None else f" [{_fmt(low, digits)}–{_fmt(high, digits)}]"
+    return f"{_fmt(row[key], digits)}{interval} ({_fmt(row['paper_' + key], digits)})"
 
 
 def table1_markdown(table: pl.DataFrame) -> str:
@@ -87,9 +94,9 @@ def table1_markdown(table: pl.DataFrame) -> str:
         {
             "α": f"{row['alpha']:g}",
             "method": METHOD_LABELS[row["method"]],
-            "coverage Z (paper)": _ours_paper(row, "coverage_z"),
-            "coverage Y (paper)": _ours_paper(row, "coverage_y"),
-            "area in Y, grid points (paper)": _ours_paper(row, "area", 1),
+            "coverage Z [95%] (paper)": ours_paper_cell(row, "coverage_z"),
+            "coverage Y [95%] (paper)": ours_paper_cell(row, "coverage_y"),
+            "area in Y, grid points [95%] (paper)": ours_paper_cell(row, "area", 1),
             "detail": row["detail"],
         }
         for row in table.iter_rows(named=True)
@@ -103,23 +110,25 @@ def render_table_png(table: pl.DataFrame, path) -> None:
         [
             f"{r['alpha']:g}",
             METHOD_LABELS[r["method"]],
-            _ours_paper(r, "coverage_z"),
-            _ours_paper(r, "coverage_y"),
-            _ours_paper(r, "area", 1),
+            ours_paper_cell(r, "coverage_z"),
+            ours_paper_cell(r, "coverage_y"),
+            ours_paper_cell(r, "area", 1),
         ]
         for r in table.iter_rows(named=True)
     ]
-    fig, ax = plt.subplots(figsize=(10, 0.3 * (len(cells) + 1)))
+    fig, ax = plt.subplots(figsize=(14, 0.3 * (len(cells) + 1)))
     ax.axis("off")
     widget = ax.table(
         cellText=cells,
-        colLabels=["α", "method", "coverage Z (paper)", "coverage Y (paper)", "area in Y (paper)"],
+        colLabels=["α", "method", "coverage Z [95%] (paper)", "coverage Y [95%] (paper)", "area in Y [95%] (paper)"],
         bbox=[0, 0, 1, 1],
         cellLoc="center",
     )
     widget.auto_set_font_size(False)
     widget.set_fontsize(9)
-    ax.set_title("Table 1: coverage and area on the nonlinear synthetic data (ours, paper in parentheses)")
+    ax.set_title(
+        "Table 1: coverage and area on the nonlinear synthetic data (ours [95% interval over test points], paper in parentheses)"
+    )
     fig.savefig(path, bbox_inches="tight", dpi=150)
     plt.close(fig)
 
@@ -132,9 +141,15 @@ def plot_coverage_vs_alpha(summaries: list[dict], n_cal: int, path) -> None:
     low, high = zip(*(coverage_bounds(n_cal, a) for a in grid))
     ax.fill_between(grid, low, high, color="0.75", label=f"[1−α, 1−α+1/(n_cal+1)], n_cal={n_cal}")
     ax.plot(grid, 1 - grid, color="0.4", lw=0.8, ls="--")
-    series = [("crel", "coverage_z", "CReL (Z)")] + [(m, "coverage_y", f"{METHOD_LABELS[m]} (Y)") for m in METHOD_LABELS]
+    series = [("crel", "coverage_z", "CReL (Z)")] + [
+        (m, "coverage_y", f"{METHOD_LABELS[m]} (Y)") for m in METHOD_LABELS
+    ]
     for method, key, label in series:
-        points = sorted((s["alpha"], s[key], s["n_test_y" if key == "coverage_y" else "n_test_z"]) for s in summaries if s["method"] == method and s.get(key) is not None)
+        points = sorted(
+            (s["alpha"], s[key], s["n_test_y" if key == "coverage_y" else "n_test_z"])
+            for s in summaries
+            if s["method"] == method and s.get(key) is not None
+        )
         if not points:
             continue
         a, cov, n = map(np.array, zip(*points))
@@ -207,8 +222,12 @@ def region_panels(before, after, dqr_alone, Z: np.ndarray, Y: np.ndarray, grid, 
     """
     return [
         {
-            "z_before": b.latent, "z_after": a.latent, "y_before": b.decoded, "y_after": a.decoded,
-            "z_test": Z[i], "y_test": Y[i],
+            "z_before": b.latent,
+            "z_after": a.latent,
+            "y_before": b.decoded,
+            "y_after": a.decoded,
+            "z_test": Z[i],
+            "y_test": Y[i],
             "feldman": grid_outline(grid, grid.within(b.decoded, b.radii + feldman_radius)),
             "dqr": grid_outline(grid, grid.within(q.decoded, np.maximum(q.radii, grid.half_diagonal))),
         }
