@@ -82,8 +82,29 @@ def test_the_official_aggregation_weights_each_conditions_improvement_by_its_acc
     assert summary["improvement_official"] == pytest.approx(expected)
     assert summary["improvement_official"] != pytest.approx(summary["improvement"])
     markdown = selection_markdown([{"dataset": "toy", "regime": "held_out", "variant": "v"} | summary])
-    assert "the official code's (per condition, accepted-weighted)" in markdown and "ratio of mean KIDs" in markdown
-    assert f"| {expected:.1f} | {summary['improvement']:.1f} ± " in markdown
+    assert (
+        "the official code's (per condition, accepted-weighted; 95% CI)" in markdown
+        and "ratio of mean KIDs" in markdown
+    )
+    low, high = summary["improvement_official_low"], summary["improvement_official_high"]
+    assert f"| {expected:.1f} ({low:.1f}, {high:.1f}) | {summary['improvement']:.1f} ± " in markdown
+
+
+def test_the_summarys_intervals_draw_whole_conditions(selection):
+    """Accept%, the official gain and Spearman each get a 95% interval over conditions: it holds the
+    estimate, and a condition's samples counted twice over (the same conditions) leave it as it is."""
+    rows, _ = selection
+    summary = selection_summary(rows)
+    for key in ("accept", "improvement_official"):
+        assert summary[f"{key}_low"] < summary[key] < summary[f"{key}_high"], key
+    doubled = rows.with_columns(pl.col("n_generated") * 2)
+    again = selection_summary(doubled)
+    for key in ("accept", "improvement_official"):
+        assert again[f"{key}_low"] == pytest.approx(summary[f"{key}_low"]), key
+        assert again[f"{key}_high"] == pytest.approx(summary[f"{key}_high"]), key
+    # one condition is not two units: no interval
+    single = selection_summary(rows.filter(pl.col("skipped").is_null()).head(1))
+    assert single["improvement_official"] is not None and single["improvement_official_low"] is None
 
 
 def test_accept_percent_counts_every_generated_sample_even_in_a_skipped_condition():

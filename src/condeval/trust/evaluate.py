@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from condeval.core.conformal import resampled_rows, unit_bootstrap_interval
 from condeval.metrics import as_numpy
 from condeval.trust.checks import attribute_names, attribute_rows
 from condeval.trust.deciles import DecileSettings
@@ -541,7 +542,9 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
         :func:`~condeval.trust.filtering.relative_improvement`), ``improvement_official`` (%): the
         official code's aggregation, the conditions' own improvements averaged with their accepted
         samples as weights (None when no condition has one), ``spearman`` (mean trust against KID of
-        all samples).
+        all samples). ``accept``, ``improvement_official`` and ``spearman`` have 95% bootstrap intervals
+        over the conditions, each drawn whole (``<key>_low``, ``<key>_high``; None below two conditions,
+        or where a resample leaves the statistic undefined, as Spearman's on three conditions).
 
     Examples
     --------
@@ -555,44 +558,80 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
     >>> summary["conditions"], round(summary["accept"], 1), round(summary["improvement"], 1)  # Accept% counts both
     (1, 47.5, 50.0)
     """
-    from scipy.stats import spearmanr
-
     kept = per_condition.filter(pl.col("skipped").is_null())
     ranked = per_condition.filter(pl.col("kid_all").is_not_null() & pl.col("mean_trust").is_not_null())
-    spearman = spearmanr(ranked["mean_trust"], ranked["kid_all"]).statistic if ranked.height > 2 else None
-    spearman = None if spearman is None or np.isnan(spearman) else float(spearman)
     counted = per_condition.filter(pl.col("accept").is_not_null())
-    accept = (
-        100 * (counted["accept"] * counted["n_generated"]).sum() / counted["n_generated"].sum()
-        if counted.height and counted["n_generated"].sum()
-        else None
-    )
+    defined = kept.filter(pl.col("improvement").is_not_null())
+    statistics = {
+        "accept": _accepted_share(counted),
+        "spearman": _trust_kid_spearman(ranked),
+        "improvement_official": _weighted_improvement(defined),
+    }
+    units = {"accept": counted.height, "spearman": ranked.height, "improvement_official": defined.height}
+    summary = {key: _value(statistic(np.ones(units[key], dtype=int))) for key, statistic in statistics.items()}
+    for key, statistic in statistics.items():
+        low, high = unit_bootstrap_interval(statistic, units[key]) if summary[key] is not None else (None, None)
+        summary[f"{key}_low"], summary[f"{key}_high"] = _value(low), _value(high)
     if kept.height == 0:
-        return {"conditions": 0, "accept": accept, "spearman": spearman}
+        return {"conditions": 0} | summary
     kid_trust, kid_random = kept["kid_accepted"].mean(), kept["kid_random"].mean()
     kid_trust_std, kid_random_std = kept["kid_accepted_std"].mean(), kept["kid_random_std"].mean()
     improvement, band = relative_improvement(kid_trust, kid_random, kid_trust_std, kid_random_std)
     return {
         "conditions": kept.height,
-        "improvement_official": _weighted_improvement(kept),
-        "accept": accept,
+        **summary,
         "kid_trust": kid_trust,
         "kid_trust_std": kid_trust_std,
         "kid_random": kid_random,
         "kid_random_std": kid_random_std,
         "improvement": None if improvement is None else 100 * improvement,
         "band": None if band is None else 100 * band,
-        "spearman": spearman,
     }
 
 
-def _weighted_improvement(kept: pl.DataFrame) -> float | None:
-    """The official aggregation, in %: each condition's improvement weighted by its accepted samples."""
-    defined = kept.filter(pl.col("improvement").is_not_null())
+def _value(number) -> float | None:
+    """A summary's number, None where it is not defined (NaN)."""
+    return None if number is None or np.isnan(number) else float(number)
+
+
+def _accepted_share(counted: pl.DataFrame):
+    """statistic(counts): Accept% of every generated sample of the drawn conditions."""
+    accepted, generated = (counted["accept"] * counted["n_generated"]).to_numpy(), counted["n_generated"].to_numpy()
+
+    def share(counts: np.ndarray) -> float:
+        total = counts @ generated
+        return float(100 * (counts @ accepted) / total) if total else float("nan")
+
+    return share
+
+
+def _trust_kid_spearman(ranked: pl.DataFrame):
+    """statistic(counts): Spearman's ρ over the drawn conditions of mean trust against the KID of all
+    samples (NaN below three conditions or where either is constant)."""
+    from scipy.stats import spearmanr
+
+    trust, kid = ranked["mean_trust"].to_numpy(), ranked["kid_all"].to_numpy()
+
+    def rho(counts: np.ndarray) -> float:
+        rows = resampled_rows(counts, np.arange(len(trust)))
+        if len(np.unique(rows)) < 3 or np.ptp(trust[rows]) == 0 or np.ptp(kid[rows]) == 0:
+            return float("nan")
+        return float(spearmanr(trust[rows], kid[rows]).statistic)
+
+    return rho
+
+
+def _weighted_improvement(defined: pl.DataFrame):
+    """statistic(counts): the official aggregation over the drawn conditions, in %: each condition's
+    improvement weighted by its accepted samples."""
+    improvement = defined["improvement"].to_numpy()
     weights = (defined["accept"] * defined["n_generated"]).to_numpy()
-    if defined.height == 0 or weights.sum() <= 0:
-        return None
-    return float(100 * np.average(defined["improvement"].to_numpy(), weights=weights))
+
+    def weighted(counts: np.ndarray) -> float:
+        drawn = counts * weights
+        return float(100 * (drawn @ improvement) / drawn.sum()) if drawn.sum() > 0 else float("nan")
+
+    return weighted
 
 
 #: What a table cell holds where nothing was measured (no evaluated condition, no rank correlation).
@@ -604,25 +643,33 @@ def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) 
     (:data:`NO_VALUE` where a row has nothing measured)."""
     header = " | ".join("model" if key == "variant" else key for key in keys)
     lines = [
-        f"| {header} | conditions | Accept% | KID (trust) | KID (random) | gain %, the official code's "
-        "(per condition, accepted-weighted) | gain %, ratio of mean KIDs (95% CI) | Spearman |",
+        f"| {header} | conditions | Accept% (95% CI) | KID (trust) | KID (random) | gain %, the official code's "
+        "(per condition, accepted-weighted; 95% CI) | gain %, ratio of mean KIDs (95% band) | Spearman (95% CI) |",
         "|---" * (len(keys) + 7) + "|",
     ]
     for row in rows:
         lead = " | ".join(str(row[key]) for key in keys)
-        spearman = NO_VALUE if row.get("spearman") is None else f"{row['spearman']:.2f}"
-        accept = NO_VALUE if row.get("accept") is None else f"{row['accept']:.1f}"
+        spearman, accept = _with_interval(row, "spearman", 2, NO_VALUE), _with_interval(row, "accept", 1, NO_VALUE)
         if not row.get("conditions"):
             lines.append(f"| {lead} | 0 | {accept} | {NO_VALUE} | {NO_VALUE} | {NO_VALUE} | {NO_VALUE} | {spearman} |")
             continue
         gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:.1f} ± {row['band']:.1f}"
-        official = row.get("improvement_official")
-        official = UNDEFINED_GAIN if official is None else f"{official:.1f}"
+        official = _with_interval(row, "improvement_official", 1, UNDEFINED_GAIN)
         lines.append(
             f"| {lead} | {row['conditions']} | {accept} | {row['kid_trust']:.3f} ± {row['kid_trust_std']:.3f} | "
             f"{row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | {official} | {gain} | {spearman} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _with_interval(row: dict, key: str, digits: int, missing: str) -> str:
+    """``row[key]`` with its 95% interval over conditions in parentheses, where the row has one."""
+    value, low, high = row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high")
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return missing
+    if low is None or high is None or np.isnan(low) or np.isnan(high):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} ({low:.{digits}f}, {high:.{digits}f})"
 
 
 def scorer_markdown(ablation: pl.DataFrame) -> str:
