@@ -92,5 +92,19 @@ def item_arrays(shards: dict[str, list], metric: str, seed: int, encoders: dict 
 
 def table3(scores):
     """Table 3 from per-item scores (``model``, ``metric``, ``rho``, ``crel_rho``): Table 2's summary
-    (:func:`condeval.crel.image_to_text.table2`) over the text-to-image metrics (:data:`METRICS`)."""
+    (:func:`condeval.crel.image_to_text.table2`) over the text-to-image metrics (:data:`METRICS`).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from condeval.crel.text_to_image import table3
+    >>> scores = pl.DataFrame({"model": ["a", "a", "b", "b"], "metric": "dino", "image_id": [0, 1, 0, 1],
+    ...                        "rho": [0.8, 0.7, 0.6, 0.5], "crel_rho": [0.2, 0.3, 0.4, 0.5]})
+    >>> table3(scores).select("metric", "model", "rank_mean", "rank_crel").rows()   # DINO-SIM ranks swap
+    [('dino', 'a', 1, 2), ('dino', 'b', 2, 1)]
+    >>> table3(scores.with_columns(metric=pl.lit("bert")))      # an image-to-text metric is refused
+    Traceback (most recent call last):
+    ...
+    ValueError: scores hold metric(s) ['bert']; this table's are ['clip', 'dino']
+    """
     return table2(scores, METRICS)
