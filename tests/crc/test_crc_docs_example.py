@@ -66,7 +66,7 @@ def test_the_end_to_end_example_runs_as_written(tmp_path, monkeypatch):
     paths, words, keys, labels, human = _pairs(tmp_path, 40, rng, "cal")
     new_paths, new_words, new_keys, _, _ = _pairs(tmp_path, 3, rng, "new")
     block = example_block().replace("n_image=100, n_text=100", "n_image=8, n_text=8")
-    namespace = dict(paths=paths, words=words, keys=keys, labels=labels, human=human)
+    namespace = dict(paths=paths, words=words, keys=keys, pair_labels=labels, human=human)
     namespace |= dict(new_paths=new_paths, new_words=new_words, new_keys=new_keys)
     steps_1_to_3, rest = block.split("# 4.", 1)
     step_4, step_5 = rest.split("# 5.", 1)
