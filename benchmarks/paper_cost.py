@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,9 @@ def _signal(config: dict, wildcard) -> Items:
 
 
 def _crc_pairs(config: dict, wildcard) -> Items:
-    return Items(sum(CRC_PAIRS.values()), "pairs of " + ", ".join(CRC_PAIRS), True)
+    fraction = config["crc"]["words"]["calibration_fraction"]
+    pairs = {**CRC_PAIRS, "foil_it_train": math.ceil(fraction * CRC_PAIRS["foil_it_train"])}
+    return Items(sum(pairs.values()), "pairs of " + ", ".join(pairs) + f" ({fraction:g} of foil_it_train)", True)
 
 
 def _releases(config: dict, wildcard) -> Items:

@@ -1,6 +1,7 @@
 """The CLIPScore track's design: the config checks its DAG relies on and what each job reads."""
 
 import copy
+import math
 from pathlib import Path
 
 import pytest
@@ -160,7 +161,8 @@ def test_sampling_shards_split_the_release(paper):
     from condeval.crc.benchmarks import PAPER_PAIRS
 
     per_shard = design.sampling_pairs(crc, "foil_it")
-    assert per_shard == -(-(PAPER_PAIRS["foil_it"] + PAPER_PAIRS["foil_it_train"]) // crc["shards"])
+    sampled_train = math.ceil(crc["words"]["calibration_fraction"] * PAPER_PAIRS["foil_it_train"])  # 10%: 39,530
+    assert per_shard == -(-(PAPER_PAIRS["foil_it"] + sampled_train) // crc["shards"])
     assert design.sampling_pairs(crc, "someone_elses_set") == -(-max(PAPER_PAIRS.values()) // crc["shards"])
     assert design.sampling_params(crc, "vicr")["image_ratio"] == 0.3
     assert design.sampling_params(crc, "rich_hf")["image_ratio"] == 0.05

@@ -16,6 +16,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from condeval.core.config import alpha_labels, canonical
@@ -240,10 +241,11 @@ def sampling_params(crc: dict, benchmark: str) -> dict:
 
 def sampling_pairs(crc: dict, benchmark: str) -> int:
     """The pairs of one ``crc_sample`` shard, counted by the release's size
-    (:data:`condeval.crc.benchmarks.PAPER_PAIRS`; the largest for a benchmark it does not list)."""
+    (:data:`condeval.crc.benchmarks.PAPER_PAIRS`; the largest for a benchmark it does not list) and, for
+    FOIL-it calibrating on its train file, the ``crc.words.calibration_fraction`` of it that is sampled."""
     pairs = PAPER_PAIRS.get(benchmark, max(PAPER_PAIRS.values()))
     if benchmark == "foil_it" and "train" in crc["data"]["foil_it"]:
-        pairs += PAPER_PAIRS["foil_it_train"]
+        pairs += math.ceil(crc["words"]["calibration_fraction"] * PAPER_PAIRS["foil_it_train"])
     return -(-pairs // crc["shards"])
 
 
