@@ -73,3 +73,21 @@ def test_seed_spread_and_curve_tables():
     assert math.isclose(seeds["crel_rho_std"].item(), 0.01)
     curve = num_z0_table({50: -0.2, 1: -0.1}, "mse", 0.1)
     assert curve["num_z0"].to_list() == [1, 50]
+
+
+def test_each_row_carries_its_summarys_intervals_and_a_mean_of_runs_none():
+    def with_interval(coverage_y, area):
+        return _summary(coverage_y, area) | {
+            "coverage_y_low": coverage_y - 0.02,
+            "coverage_y_high": coverage_y + 0.02,
+            "area_low": area - 10,
+            "area_high": area + 10,
+        }
+
+    rows = [{"setting": "CReL (VAE)", "alpha": "0.1"}] + [{"setting": "PCP", "alpha": "0.1"}] * 2
+    table = ablation_table(
+        "table9_pcp", rows, [with_interval(0.89, 230.0), with_interval(0.9, 300), with_interval(0.92, 320)]
+    )
+    markdown = table_markdown(table)
+    assert "0.8900 [0.8700–0.9100] (" in markdown and "230.0 [220.0–240.0] (" in markdown
+    assert "0.9100 (" in markdown and "310.0 (854.2)" in markdown  # two PCP runs averaged: no interval

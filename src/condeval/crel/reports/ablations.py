@@ -16,6 +16,7 @@ import polars as pl  # noqa: E402
 
 from condeval.core.tables import markdown_table  # noqa: E402
 from condeval.crel import paper  # noqa: E402
+from condeval.crel.reports.synthetic import TABLE1_ESTIMATES, ours_paper_cell  # noqa: E402
 
 __all__ = [
     "PAPER_TABLES",
@@ -58,6 +59,7 @@ def _our_row(table: str, index: int, row: dict, summary: dict, uncalibrated: lis
         "coverage_y": summary["coverage_y"],
         "area": summary["area"],
         "loss": _loss(table, row["setting"], index, training),
+        **{f"{key}{end}": summary.get(f"{key}{end}") for key in TABLE1_ESTIMATES for end in ("_low", "_high")},
     }
 
 
@@ -72,6 +74,8 @@ def _average_runs(rows: list[dict]) -> list[dict]:
         for key in METRICS:
             values = [r[key] for r in runs if r[key] is not None]
             row[key] = float(np.mean(values)) if values else None
+        if len(runs) > 1:  # the runs' own intervals do not make one for their mean
+            row |= {f"{key}{end}": None for key in TABLE1_ESTIMATES for end in ("_low", "_high")}
         row["runs"] = len(runs)
         row["area_std_over_runs"] = float(np.std([r["area"] for r in runs], ddof=1)) if len(runs) > 1 else None
         out.append(row)
@@ -102,30 +106,29 @@ def ablation_table(
     """
     if len(rows) != len(summaries):
         raise ValueError(f"{table}: {len(rows)} rows but {len(summaries)} summaries")
-    ours = [_our_row(table, i, row, s, uncalibrated or [], training or []) for i, (row, s) in enumerate(zip(rows, summaries))]
+    ours = [
+        _our_row(table, i, row, s, uncalibrated or [], training or [])
+        for i, (row, s) in enumerate(zip(rows, summaries))
+    ]
     ours = _average_runs(ours)
     paper = PAPER_TABLES[table]
     for row in ours:
         reported = paper.get((row["setting"], round(row["alpha"], 6)), {})
         row.update({f"paper_{key}": reported.get(key) for key in METRICS})
     schema = {key: pl.Float64 for key in METRICS} | {f"paper_{key}": pl.Float64 for key in METRICS}
+    schema |= {f"{key}{end}": pl.Float64 for key in TABLE1_ESTIMATES for end in ("_low", "_high")}
     frame = pl.DataFrame(ours, schema_overrides=schema | {"area_std_over_runs": pl.Float64})
     return frame.select([c for c in frame.columns if frame[c].null_count() < frame.height])
 
 
-def _cell(value, digits: int) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
-
-
 def table_markdown(table: pl.DataFrame) -> str:
-    """Markdown: each metric as ``ours (paper)``."""
+    """Markdown: each metric as ``ours [95% interval over test points] (paper)``, as Table 1's cells."""
     metrics = [m for m in METRICS if m in table.columns]
     rows = []
     for row in table.iter_rows(named=True):
         cells = {"setting": row["setting"], "α": f"{row['alpha']:g}"}
         for m in metrics:
-            digits = 1 if m == "area" else 4
-            cells[m] = f"{_cell(row[m], digits)} ({_cell(row.get('paper_' + m), digits)})"
+            cells[m] = ours_paper_cell(row, m, 1 if m == "area" else 4)
         rows.append(cells)
     return markdown_table(pl.DataFrame(rows))
 

@@ -85,7 +85,7 @@ def ours_paper_cell(row: dict, key: str, digits: int = 4) -> str:
     then the paper's number in parentheses."""
     low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
     interval = "" if low is None or high is None else f" [{_fmt(low, digits)}–{_fmt(high, digits)}]"
-    return f"{_fmt(row[key], digits)}{interval} ({_fmt(row['paper_' + key], digits)})"
+    return f"{_fmt(row[key], digits)}{interval} ({_fmt(row.get('paper_' + key), digits)})"
 
 
 def table1_markdown(table: pl.DataFrame) -> str:
