@@ -39,8 +39,14 @@ def rank_models(scores: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def fig4_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object], generated: pl.DataFrame, references: pl.DataFrame,
-                  galleries: Mapping[str, tuple[np.ndarray, np.ndarray]], n_examples: int) -> list[dict]:
+def fig4_examples(
+    scores: pl.DataFrame,
+    crels: Mapping[tuple[str, str], object],
+    generated: pl.DataFrame,
+    references: pl.DataFrame,
+    galleries: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    n_examples: int,
+) -> list[dict]:
     """The examples that :func:`condeval.crel.reports.image_to_text.plot_examples` draws.
 
     Parameters
@@ -74,12 +80,20 @@ def fig4_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object],
     caption_of = dict(zip(references["image_id"].to_list(), references["caption"].to_list()))
     path_of = dict(zip(references["image_id"].to_list(), references["path"].to_list()))
     sampled = {(m, i): c for m, i, c in generated.select("model", "image_id", "caption").iter_rows()}
-    labelled = {metric: (ids, features, [caption_of[k] for k in ids.tolist()]) for metric, (ids, features) in galleries.items()}
+    labelled = {
+        metric: (ids, features, [caption_of[k] for k in ids.tolist()]) for metric, (ids, features) in galleries.items()
+    }
     return _examples(scores, crels, sampled, labelled, caption_of, path_of, n_examples, "caption", "worst_caption")
 
 
-def fig12_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object], generated: Mapping[tuple[str, int], str],
-                   references: pl.DataFrame, galleries: Mapping[str, tuple[np.ndarray, np.ndarray]], n_examples: int) -> list[dict]:
+def fig12_examples(
+    scores: pl.DataFrame,
+    crels: Mapping[tuple[str, str], object],
+    generated: Mapping[tuple[str, int], str],
+    references: pl.DataFrame,
+    galleries: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    n_examples: int,
+) -> list[dict]:
     """Fig. 12's examples (text-to-image): per test caption, each model's image and the real image nearest
     its worst case.
 
@@ -90,7 +104,9 @@ def fig12_examples(scores: pl.DataFrame, crels: Mapping[tuple[str, str], object]
     """
     caption_of = dict(zip(references["image_id"].to_list(), references["caption"].to_list()))
     path_of = dict(zip(references["image_id"].to_list(), references["path"].to_list()))
-    labelled = {metric: (ids, features, [path_of[k] for k in ids.tolist()]) for metric, (ids, features) in galleries.items()}
+    labelled = {
+        metric: (ids, features, [path_of[k] for k in ids.tolist()]) for metric, (ids, features) in galleries.items()
+    }
     return _examples(scores, crels, dict(generated), labelled, caption_of, path_of, n_examples, "image", "worst_image")
 
 
@@ -102,11 +118,15 @@ def _examples(scores, crels, sampled, galleries, caption_of, path_of, n_examples
     for metric, (_, gallery, labels) in galleries.items():
         for image_id in example_images(scores, metric, n_examples):
             models = [
-                _model_example(ranked, crels[model, metric], model, metric, image_id, sampled, gallery, labels, shown, worst)
+                _model_example(
+                    ranked, crels[model, metric], model, metric, image_id, sampled, gallery, labels, shown, worst
+                )
                 for model, crel_metric in crels
                 if crel_metric == metric
             ]
-            examples.append({"metric": metric, "image_path": path_of[image_id], "reference": caption_of[image_id], "models": models})
+            examples.append(
+                {"metric": metric, "image_path": path_of[image_id], "reference": caption_of[image_id], "models": models}
+            )
     return examples
 
 

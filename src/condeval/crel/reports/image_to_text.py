@@ -198,18 +198,24 @@ def plot_examples(examples: list[dict], alpha: float, path) -> None:
     ``models``: a list of dicts with ``model``, ``caption``, ``rho``, ``rank_rho``, ``worst_caption``,
     ``crel_rho``, ``rank_crel``.
     """
-    fig, axes = plt.subplots(len(examples), 2, figsize=(13, 2.7 * len(examples)), gridspec_kw={"width_ratios": [1, 5]}, squeeze=False)
+    fig, axes = plt.subplots(
+        len(examples), 2, figsize=(13, 2.7 * len(examples)), gridspec_kw={"width_ratios": [1, 5]}, squeeze=False
+    )
     for (image_ax, text_ax), example in zip(axes, examples):
         image_ax.imshow(Image.open(example["image_path"]).convert("RGB"))
         image_ax.axis("off")
         image_ax.set_title(f"CReL-{METRIC_LABELS[example['metric']]}", fontsize=9)
         lines = [f"ground truth: {example['reference']}", ""]
         for m in example["models"]:
-            lines.append(f"{m['model']}: \"{m['caption']}\"  ρ={m['rho']:.3f}^{m['rank_rho']}")
-            lines.append(f"    worst case ≈ \"{m['worst_caption']}\"  CReL-ρ={m['crel_rho']:.3f}^{m['rank_crel']}")
-        text_ax.text(0, 1, "\n".join(textwrap.shorten(line, 140) for line in lines), va="top", family="monospace", fontsize=7.5)
+            lines.append(f'{m["model"]}: "{m["caption"]}"  ρ={m["rho"]:.3f}^{m["rank_rho"]}')
+            lines.append(f'    worst case ≈ "{m["worst_caption"]}"  CReL-ρ={m["crel_rho"]:.3f}^{m["rank_crel"]}')
+        text_ax.text(
+            0, 1, "\n".join(textwrap.shorten(line, 140) for line in lines), va="top", family="monospace", fontsize=7.5
+        )
         text_ax.axis("off")
-    fig.suptitle(f"Qualitative results of image-to-text models (α = {alpha:g}); superscripts: rank among the models on this image")
+    fig.suptitle(
+        f"Qualitative results of image-to-text models (α = {alpha:g}); superscripts: rank among the models on this image"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
@@ -224,7 +230,12 @@ def plot_card(model: str, table: pl.DataFrame, scores: pl.DataFrame, alpha: floa
         values = scores.filter((pl.col("metric") == metric) & (pl.col("model") == model))["rho"].to_numpy()
         ax.violinplot([values], vert=False, showmedians=True)
         ax.axvline(row["mean_rho"], color="black", label=f"mean ρ {row['mean_rho']:.4f} (rank {row['rank_mean']})")
-        ax.axvline(row["crel_rho"], color=_WORSE, linestyle="--", label=f"CReL-ρ {row['crel_rho']:.4f} (rank {row['rank_crel']})")
+        ax.axvline(
+            row["crel_rho"],
+            color=_WORSE,
+            linestyle="--",
+            label=f"CReL-ρ {row['crel_rho']:.4f} (rank {row['rank_crel']})",
+        )
         moved = row["rank_crel"] != row["rank_mean"]
         colour = (_BETTER if row["rank_crel"] < row["rank_mean"] else _WORSE) if moved else "black"
         change = _rank_change(row["rank_mean"], row["rank_crel"]) if moved else f"{row['rank_crel']} (unchanged)"

@@ -109,14 +109,37 @@ def plot_calibration_runtime(table: pl.DataFrame, path) -> None:
     ax.plot(r, rows["crel_total_s"].to_list(), "o-", color="C0", label="CReL (ours, this machine)")
     _plot_grid(ax, rows)
     paper = sorted(PAPER_FIG8.items())
-    ax.plot([k for k, _ in paper], [v["crel"] for _, v in paper], "*", color="C0", ms=11, mfc="none", label="CReL (paper, RTX A6000)")
-    ax.plot([k for k, _ in paper], [v["grid"] for _, v in paper], "*", color="C3", ms=11, mfc="none", label="Feldman grid (paper, RTX A6000)")
+    ax.plot(
+        [k for k, _ in paper],
+        [v["crel"] for _, v in paper],
+        "*",
+        color="C0",
+        ms=11,
+        mfc="none",
+        label="CReL (paper, RTX A6000)",
+    )
+    ax.plot(
+        [k for k, _ in paper],
+        [v["grid"] for _, v in paper],
+        "*",
+        color="C3",
+        ms=11,
+        mfc="none",
+        label="Feldman grid (paper, RTX A6000)",
+    )
     budget = rows["grid_budget_s"][0]
     ax.axhline(budget, color="0.5", lw=0.8, ls=":", label=f"grid budget per r ({budget:g} s)")
     first = rows.filter(pl.col("grid_infeasibility_point"))["latent_dim"].to_list()
     if first:
         ax.axvline(first[0], color="C3", lw=0.8, ls=":")
-        ax.annotate(f"grid infeasible from r = {first[0]}", (first[0], budget), xytext=(4, 6), textcoords="offset points", fontsize=8, color="C3")
+        ax.annotate(
+            f"grid infeasible from r = {first[0]}",
+            (first[0], budget),
+            xytext=(4, 6),
+            textcoords="offset points",
+            fontsize=8,
+            color="C3",
+        )
     ax.set_yscale("log")
     ax.set_xticks(sorted(set(r) | {k for k, _ in paper}))
     ax.set_xlabel("latent dimension r")

@@ -26,16 +26,18 @@ def plot_t2i_examples(examples: list[dict], alpha: float, path) -> None:
     ``examples``: :func:`condeval.crel.reports.examples.fig12_examples`.
     """
     n_models = max(len(e["models"]) for e in examples)
-    fig, axes = plt.subplots(len(examples), 1 + 2 * n_models, figsize=(1.6 * (1 + 2 * n_models), 2.2 * len(examples)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(examples), 1 + 2 * n_models, figsize=(1.6 * (1 + 2 * n_models), 2.2 * len(examples)), squeeze=False
+    )
     for row, example in zip(axes, examples):
         _image(row[0], example["image_path"], "\n".join(textwrap.wrap(example["reference"], 24)), fontsize=6)
         row[0].set_ylabel(f"CReL-{METRIC_LABELS[example['metric']]}", fontsize=7)
         for k, m in enumerate(example["models"]):
             _image(row[1 + 2 * k], m["image"], f"{m['model']}\nρ={m['rho']:.3f}$^{{{m['rank_rho']}}}$")
             _image(row[2 + 2 * k], m["worst_image"], f"worst case ≈\nCReL-ρ={m['crel_rho']:.3f}$^{{{m['rank_crel']}}}$")
-    fig.suptitle(f"Qualitative results of text-to-image models (α = {alpha:g}); superscripts: rank on this caption",
-                 fontsize=9)
+    fig.suptitle(
+        f"Qualitative results of text-to-image models (α = {alpha:g}); superscripts: rank on this caption", fontsize=9
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
