@@ -109,24 +109,9 @@ def plot_calibration_runtime(table: pl.DataFrame, path) -> None:
     ax.plot(r, rows["crel_total_s"].to_list(), "o-", color="C0", label="CReL (ours, this machine)")
     _plot_grid(ax, rows)
     paper = sorted(PAPER_FIG8.items())
-    ax.plot(
-        [k for k, _ in paper],
-        [v["crel"] for _, v in paper],
-        "*",
-        color="C0",
-        ms=11,
-        mfc="none",
-        label="CReL (paper, RTX A6000)",
-    )
-    ax.plot(
-        [k for k, _ in paper],
-        [v["grid"] for _, v in paper],
-        "*",
-        color="C3",
-        ms=11,
-        mfc="none",
-        label="Feldman grid (paper, RTX A6000)",
-    )
+    for key, colour, method in (("crel", "C0", "CReL"), ("grid", "C3", "Feldman grid")):
+        dims, seconds = [k for k, _ in paper], [v[key] for _, v in paper]
+        ax.plot(dims, seconds, "*", color=colour, ms=11, mfc="none", label=f"{method} (paper, RTX A6000)")
     budget = rows["grid_budget_s"][0]
     ax.axhline(budget, color="0.5", lw=0.8, ls=":", label=f"grid budget per r ({budget:g} s)")
     first = rows.filter(pl.col("grid_infeasibility_point"))["latent_dim"].to_list()
