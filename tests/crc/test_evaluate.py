@@ -3,7 +3,9 @@
 import numpy as np
 import polars as pl
 import pytest
+from sklearn.metrics import average_precision_score, f1_score
 
+from condeval.core.conformal import resampled_rows, unit_bootstrap_interval
 from condeval.crc.benchmarks import image_subsets
 from condeval.crc.evaluate import (
     ap_interval,
@@ -18,7 +20,7 @@ from condeval.crc.evaluate import (
     word_arrays,
 )
 from condeval.crc.intervals import PAPER_LAMBDAS
-from condeval.crc.metrics import fdr, fpr
+from condeval.crc.metrics import caption_counts, caption_truth_and_score, fdr, fpr
 
 
 def _captions(
@@ -284,6 +286,34 @@ def test_images_alike_give_intervals_of_no_width_at_the_reported_value(risk):
     bounds, point = _intervals(alike, risk), set_metrics(alike, 0.5, risk)
     for metric in SET_METRICS[risk]:
         assert bounds[f"{metric}_low"] == pytest.approx(point[metric]) == bounds[f"{metric}_high"], metric
+
+
+@pytest.mark.parametrize("risk", ["fdr", "fpr"])
+def test_the_ap_and_f1_intervals_are_scikit_learns_metrics_on_the_same_draws(risk):
+    # scores rounded to one decimal: ties between captions, which AP ranks as one threshold
+    test = _captions(120, np.random.default_rng(8), images="test").with_columns(
+        pl.col("word_scores").list.eval(pl.element().round(1))
+    )
+    scores, labels, groups = word_arrays(test)
+    has_error, top, caption = caption_truth_and_score(scores, labels, groups)
+    flagged = caption_counts(scores > 0.5, labels, groups)
+    decision = flagged[0] + flagged[1] > 0
+    image_of_caption = test["path"].rank("dense").cast(int).to_numpy() - 1  # one row per caption here
+    assert len(image_of_caption) == len(top) and (caption == np.sort(caption)).all()
+    n_images = int(image_of_caption.max()) + 1
+
+    def sklearn_ap(counts):
+        rows = resampled_rows(counts, image_of_caption)
+        return average_precision_score(has_error[rows], top[rows])
+
+    def sklearn_f1(counts):
+        rows = resampled_rows(counts, image_of_caption)
+        return f1_score(has_error[rows], decision[rows], average="macro", labels=[False, True])
+
+    bounds = _intervals(test, risk)
+    for metric, statistic in (("ap", sklearn_ap), ("f1", sklearn_f1)):
+        expected = unit_bootstrap_interval(statistic, n_images)
+        assert (bounds[f"{metric}_low"], bounds[f"{metric}_high"]) == pytest.approx(expected, abs=1e-12), metric
 
 
 def test_a_sweep_reports_the_test_risks_interval_over_images():

@@ -335,18 +335,11 @@ def ap_interval(frame: pl.DataFrame, seed: int = 0) -> dict[str, float]:
     >>> ap_interval(frame)
     {'ap_low': 1.0, 'ap_high': 1.0}
     """
-    from sklearn.metrics import average_precision_score
-
     scores, labels, groups = word_arrays(frame)
     has_error, top, caption = caption_truth_and_score(scores, labels, groups)
     image = caption_index(word_images(frame), "images")
-    image_of_caption = _image_of_caption(caption, image)
-
-    def resampled_ap(counts: np.ndarray) -> float:
-        rows = resampled_rows(counts, image_of_caption)
-        return float(average_precision_score(has_error[rows], top[rows]))
-
-    return _intervals({"ap": resampled_ap}, int(image.max()) + 1, seed)
+    statistic = _instance_ap_over_images(has_error, top, _image_of_caption(caption, image))
+    return _intervals({"ap": statistic}, int(image.max()) + 1, seed)
 
 
 def _intervals(statistics: dict, n_units: int, seed: int) -> dict[str, float]:
@@ -380,19 +373,49 @@ def _harmonic_over_images(precision, recall):
 
 def _instance_f1_over_images(flags, labels, groups, image_of_caption: np.ndarray, n_images: int):
     """statistic(counts): instance F1 of the drawn images' captions, from each image's confusion counts
-    ("has an error" x "flagged"), so a resample costs the images, not the captions."""
-    from sklearn.metrics import f1_score
-
+    ("has an error" x "flagged"), so a resample costs the images, not the captions: scikit-learn's macro
+    F1 over both classes, written on the counts because its input checks cost milliseconds a call and an
+    interval makes :data:`~condeval.core.conformal.BOOTSTRAP`'s 2,000 (tests/crc hold it to scikit-learn's)."""
     flagged_errors, flagged_correct, errors, _ = caption_counts(flags, labels, groups)
     cell = 2 * (errors > 0) + (flagged_errors + flagged_correct > 0)
     cells_by_image = np.zeros((n_images, 4))
     np.add.at(cells_by_image, (image_of_caption, cell), 1)
-    truth, decision = np.array([False, False, True, True]), np.array([False, True, False, True])
 
     def f1(counts: np.ndarray) -> float:
-        return float(f1_score(truth, decision, average="macro", sample_weight=counts @ cells_by_image))
+        true_negatives, false_positives, false_negatives, true_positives = counts @ cells_by_image
+        positive = _f1_of_counts(true_positives, false_positives, false_negatives)
+        negative = _f1_of_counts(true_negatives, false_negatives, false_positives)
+        return float(positive + negative) / 2
 
     return f1
+
+
+def _f1_of_counts(true_positives: float, false_positives: float, false_negatives: float) -> float:
+    """One class's F1, 2TP / (2TP + FP + FN); 0 with neither a true nor a predicted member (scikit-learn's
+    ``zero_division`` default)."""
+    denominator = 2 * true_positives + false_positives + false_negatives
+    return 2 * true_positives / denominator if denominator > 0 else 0.0
+
+
+def _instance_ap_over_images(has_error: np.ndarray, top: np.ndarray, image_of_caption: np.ndarray):
+    """statistic(counts): instance AP of the drawn images' captions, each weighted by its image's draws:
+    scikit-learn's ``average_precision_score``, Σ (R_k − R_{k−1}) P_k over the distinct scores from the
+    highest, written on cumulative sums because its input checks cost milliseconds a call and an interval
+    makes 2,000 (tests/crc hold it to scikit-learn's). 0 when no drawn caption has an error, as scikit-learn's."""
+    order = np.argsort(-top, kind="stable")
+    truth, image = has_error[order].astype(float), image_of_caption[order]
+    last_of_each_score = np.r_[np.flatnonzero(np.diff(top[order])), len(order) - 1]
+
+    def ap(counts: np.ndarray) -> float:
+        weights = counts[image].astype(float)
+        true_positives = np.cumsum(weights * truth)[last_of_each_score]
+        if true_positives[-1] == 0:
+            return 0.0
+        drawn = np.cumsum(weights)[last_of_each_score]
+        precision = np.divide(true_positives, drawn, out=np.zeros_like(drawn), where=drawn > 0)
+        return float(np.diff(true_positives, prepend=0.0) @ precision / true_positives[-1])
+
+    return ap
 
 
 def _image_of_caption(caption: np.ndarray, image: np.ndarray) -> np.ndarray:
@@ -682,11 +705,16 @@ def _judgment_rows(name: str, frame: pl.DataFrame, stages, bounds) -> list[dict]
 
 
 def _on_drawn_pairs(measure, mean: np.ndarray, std: np.ndarray, human: np.ndarray, image_of_pair: np.ndarray):
-    """statistic(counts): ``measure(mean, std, human)`` on the pairs of the drawn images."""
+    """statistic(counts): ``measure(mean, std, human)`` on the pairs of the drawn images, each draw measured
+    once (the POS − PRE interval draws the stages' resamples again)."""
+    measured = {}
 
     def resampled(counts: np.ndarray) -> float:
-        rows = resampled_rows(counts, image_of_pair)
-        return measure(mean[rows], std[rows], human[rows])
+        draw = counts.tobytes()
+        if draw not in measured:
+            rows = resampled_rows(counts, image_of_pair)
+            measured[draw] = measure(mean[rows], std[rows], human[rows])
+        return measured[draw]
 
     return resampled
 
