@@ -103,3 +103,40 @@ def test_the_decile_classifier_is_tested_on_the_queried_conditions_real_rows_alo
     )
     trust = table.filter(pl.col("score") == "trust")
     assert trust["accuracy"][0] > 0.9, trust
+
+
+def _conditions_world(seed: int, n_conditions: int = 8, n_per: int = 60, dim: int = 6):
+    """``n_conditions`` conditions on a circle of centres; a sample's score says how broken it is."""
+    rng = np.random.default_rng(seed)
+    centres = 1.5 * rng.standard_normal((n_conditions, dim))
+    real_codes = codes = np.repeat(np.arange(n_conditions), n_per)
+    real = centres[real_codes] + rng.standard_normal((len(real_codes), dim))
+    damage = rng.random(len(codes))
+    generated = centres[codes] + (1 + 4.0 * damage[:, None]) * rng.standard_normal((len(codes), dim))
+    return generated, codes, damage, real, real_codes
+
+
+def test_decile_intervals_hold_the_estimates_and_the_change_from_the_first_bin_is_clear_of_zero():
+    generated, codes, damage, real, real_codes = _conditions_world(0)
+    null = kid_null(real, real_codes, n_resamples=10, seed=1)
+    bins = decile_bins(codes, damage, n_bins=3)
+    kids = decile_kid(generated, codes, bins, real, real_codes, null, kid_settings=KidSettings(subset_size=20))
+    accuracy = decile_classifier(generated, codes, bins, real, real_codes, seeds=(0,))
+    for table, metrics in ((kids, ("kid", "z_kid")), (accuracy, ("accuracy",))):
+        for metric in metrics:
+            assert (table[f"{metric}_low"] < table[metric]).all() and (table[metric] < table[f"{metric}_high"]).all()
+            assert table[f"{metric}_change"][0] == 0.0
+    # the most broken bin against the least: worse by KID and by the classifier, each beyond its interval
+    assert kids["kid_change_low"][-1] > 0 and kids["z_kid_change_low"][-1] > 0
+    assert accuracy["accuracy_change_high"][-1] < 0
+
+
+def test_the_accuracy_interval_draws_conditions_not_real_rows():
+    # every real row four times over: no new condition, so the interval is as wide (the same draws of
+    # conditions); a bootstrap over rows would narrow it by about half
+    generated, codes, damage, real, real_codes = _conditions_world(1)
+    bins = decile_bins(codes, damage, n_bins=2)
+    once = decile_classifier(generated, codes, bins, real, real_codes, seeds=(0,))
+    repeated = decile_classifier(generated, codes, bins, np.tile(real, (4, 1)), np.tile(real_codes, 4), seeds=(0,))
+    for column in ("accuracy", "accuracy_low", "accuracy_high", "accuracy_change_low", "accuracy_change_high"):
+        assert repeated[column].to_list() == pytest.approx(once[column].to_list()), column

@@ -18,6 +18,7 @@ from condeval.core.io import check_integer, open_unit, real_array
 __all__ = [
     "BOOTSTRAP",
     "unit_bootstrap_interval",
+    "mean_interval",
     "resampled_rows",
     "conformal_rank",
     "conformal_quantile",
@@ -140,6 +141,27 @@ def unit_bootstrap_interval(statistic, n_units: int, seed: int = 0) -> tuple[flo
         (np.arange(n_units),), resampled, vectorized=False, batch=100, rng=np.random.default_rng(seed), **BOOTSTRAP
     ).confidence_interval
     return float(interval.low), float(interval.high)
+
+
+def mean_interval(values, weights=None, seed: int = 0) -> tuple[float, float]:
+    """The 95% interval of :func:`unit_bootstrap_interval` for the mean of per-unit ``values``, each unit
+    weighted by its ``weights`` (default 1) and counted as often as it is drawn. (NaN, NaN) below two units.
+
+    Examples
+    --------
+    >>> low, high = mean_interval([0.2, 0.4, 0.9, 0.1, 0.6])
+    >>> bool(low < 0.44 < high)
+    True
+    """
+    values = np.asarray(values, dtype=float)
+    weights = np.ones_like(values) if weights is None else np.asarray(weights, dtype=float)
+
+    def mean(counts: np.ndarray) -> float:
+        drawn = counts * weights
+        total = drawn.sum()
+        return float(drawn @ values / total) if total > 0 else float("nan")
+
+    return unit_bootstrap_interval(mean, len(values), seed)
 
 
 def resampled_rows(counts: np.ndarray, unit_of_row: np.ndarray) -> np.ndarray:

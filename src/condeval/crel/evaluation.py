@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import numpy as np
 import polars as pl
 
-from condeval.core.conformal import unit_bootstrap_interval
+from condeval.core.conformal import mean_interval
 from condeval.crel.grid import OutputGrid
 
 __all__ = ["grid_set_metrics", "cloud_set_metrics", "summarize"]
@@ -92,19 +92,9 @@ def summarize(method: str, alpha: float, per_point: pl.DataFrame, covered_z=None
         means["coverage_z"] = np.asarray(covered_z, dtype=bool)
         summary["coverage_z"] = float(means["coverage_z"].mean())
     for key, values in means.items():
-        summary[f"{key}_low"], summary[f"{key}_high"] = unit_bootstrap_interval(_mean_of(values), len(values))
+        summary[f"{key}_low"], summary[f"{key}_high"] = mean_interval(values)
     summary.update(extra)
     return summary
-
-
-def _mean_of(values: np.ndarray):
-    """statistic(counts): the mean of ``values`` over the drawn test points."""
-    values = np.asarray(values, dtype=float)
-
-    def mean(counts: np.ndarray) -> float:
-        return float(counts @ values / len(values))
-
-    return mean
 
 
 def cloud_set_metrics(grid: OutputGrid, clouds, Y: np.ndarray, enlarge: float | None = None) -> pl.DataFrame:

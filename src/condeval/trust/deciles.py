@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from condeval.core.conformal import mean_interval
 from condeval.metrics import kid
 from condeval.trust.checks import same_rows, score_values
 from condeval.trust.filtering import KidSettings
@@ -136,44 +137,85 @@ def decile_kid(
     kid_settings: KidSettings | None = None,
     min_rows: int = 5,
 ) -> pl.DataFrame:
-    """Per bin: the mean over conditions of KID(bin's samples of c, real of c), raw and z-scored by ``null``.
+    """Per bin: the mean over conditions of KID(bin's samples of c, real of c), raw and z-scored by ``null``,
+    with 95% intervals over the conditions and the change from the first bin.
 
     ``kid_settings`` (:class:`~condeval.trust.filtering.KidSettings`, default ``KidSettings()``) reads
-    every KID; a condition needs ``min_rows`` samples in the bin and real rows.
+    every KID; a condition needs ``min_rows`` samples in the bin and real rows. The intervals draw
+    conditions whole (:func:`~condeval.core.conformal.mean_interval`); each condition's KID is taken as
+    measured.
 
     Returns
     -------
     polars.DataFrame
         ``bin``, ``kid``, ``z_kid``, ``conditions`` (how many entered the mean; a condition needs
-        ``min_rows`` samples in the bin and a null).
+        ``min_rows`` samples in the bin and a null), ``kid_low`` … ``z_kid_high``, and
+        ``kid_change`` and ``z_kid_change`` (each with ``_low`` and ``_high``): the mean over the
+        conditions measured in both of this bin's value minus the first bin's (0 in the first bin).
     """
     kid_settings = KidSettings() if kid_settings is None else kid_settings
     same_rows(len(generated), generated_codes=generated_codes, bins=bins)
     same_rows(len(real), real_codes=real_codes)
-    rows = []
+    measured = {}  # bin → {condition: (kid, z-kid)}
     for b in np.unique(bins):
-        raw, z = [], []
+        measured[int(b)] = {}
         for code, (mu, sd) in null.items():
             mine = generated[(bins == b) & (generated_codes == code)]
             target = real[real_codes == code]
             if len(mine) < min_rows or len(target) < min_rows:
                 continue
             value = kid_settings.measure(mine, target)[0]
-            raw.append(value)
-            z.append((value - mu) / sd)
-        rows.append(
-            {
-                "bin": int(b),
-                "kid": float(np.mean(raw)) if raw else float("nan"),
-                "z_kid": float(np.mean(z)) if z else float("nan"),
-                "conditions": len(raw),
-            }
-        )
-    return pl.DataFrame(rows)
+            measured[int(b)][code] = (value, (value - mu) / sd)
+    first = measured[min(measured)] if measured else {}
+    return pl.DataFrame(
+        [_decile_kid_row(b, by_condition, first) for b, by_condition in measured.items()], schema=DECILE_KID_SCHEMA
+    )
+
+
+#: The columns of :func:`decile_kid`'s table (also when it has no row).
+DECILE_KID_SCHEMA = {
+    "bin": pl.Int64,
+    "kid": pl.Float64,
+    "z_kid": pl.Float64,
+    "conditions": pl.Int64,
+    **{
+        f"{metric}{change}{end}": pl.Float64
+        for change in ("", "_change")
+        for metric in ("kid", "z_kid")
+        for end in (("_low", "_high") if not change else ("", "_low", "_high"))
+    },
+}
+
+
+def _decile_kid_row(b: int, by_condition: dict, first: dict) -> dict:
+    """One bin's row of :func:`decile_kid` from its conditions' (KID, z-KID) and the first bin's."""
+    values = np.array(list(by_condition.values()), dtype=float).reshape(-1, 2)
+    shared = [code for code in by_condition if code in first]
+    changes = np.array([np.subtract(by_condition[code], first[code]) for code in shared], dtype=float).reshape(-1, 2)
+    row = {"bin": b, "conditions": len(by_condition)}
+    for column, metric in enumerate(("kid", "z_kid")):
+        row |= _mean_with_interval(metric, values[:, column])
+        row |= _mean_with_interval(f"{metric}_change", changes[:, column])
+    return row
+
+
+def _mean_with_interval(name: str, values: np.ndarray, weights=None) -> dict:
+    """``name``: the (weighted) mean of per-condition ``values``, with ``name_low`` and ``name_high``, its
+    95% interval over conditions; NaN where no condition was measured."""
+    if not len(values) or (weights is not None and not np.sum(weights)):
+        return dict.fromkeys((name, f"{name}_low", f"{name}_high"), float("nan"))
+    low, high = mean_interval(values, weights)
+    return {name: float(np.average(values, weights=weights)), f"{name}_low": low, f"{name}_high": high}
 
 
 #: The columns of :func:`decile_classifier`'s table (also when it has no row).
-DECILE_CLASSIFIER_SCHEMA = {"bin": pl.Int64, "accuracy": pl.Float64, "accuracy_sd": pl.Float64, "train_rows": pl.Int64}
+DECILE_CLASSIFIER_SCHEMA = {
+    "bin": pl.Int64,
+    "accuracy": pl.Float64,
+    "accuracy_sd": pl.Float64,
+    "train_rows": pl.Int64,
+    **{f"accuracy{part}": pl.Float64 for part in ("_low", "_high", "_change", "_change_low", "_change_high")},
+}
 
 
 def decile_classifier(
@@ -187,43 +229,64 @@ def decile_classifier(
     max_iter: int = 2000,
 ) -> pl.DataFrame:
     """Per bin: accuracy on the held-out ``real`` rows of a logistic condition classifier (scikit-learn,
-    standardised features) trained on the bin's generated rows, mean and sd over ``seeds``.
+    standardised features) trained on the bin's generated rows, mean and sd over ``seeds``, with its
+    95% interval over the real rows' conditions (each drawn with all its rows, the classifiers as
+    trained) and the change from the first bin on the same rows.
 
     Returns
     -------
     polars.DataFrame
-        ``bin``, ``accuracy``, ``accuracy_sd``, ``train_rows``.
+        ``bin``, ``accuracy``, ``accuracy_sd``, ``train_rows``, ``accuracy_low``, ``accuracy_high``,
+        ``accuracy_change`` (this bin's accuracy minus the first bin's; 0 in the first bin) with
+        ``accuracy_change_low`` and ``accuracy_change_high``.
     """
+    same_rows(len(generated), generated_codes=generated_codes, bins=bins)
+    same_rows(len(real), real_codes=real_codes)
+    _, condition_of_row = np.unique(real_codes, return_inverse=True)
+    rows, first = [], None
+    for b in np.unique(bins):
+        x, y = generated[bins == b], generated_codes[bins == b]
+        correct = _correct_on_real(x, y, real, real_codes, seeds, max_iter)  # (seeds, real rows)
+        first = correct if first is None else first
+        by_seed = correct.mean(axis=1)
+        rows.append(
+            {
+                "bin": int(b),
+                "accuracy": float(by_seed.mean()),
+                "accuracy_sd": float(by_seed.std()),
+                "train_rows": len(x),
+            }
+            | _accuracy_intervals(correct, first, condition_of_row)
+        )
+    return pl.DataFrame(rows, schema=DECILE_CLASSIFIER_SCHEMA)  # no bin (no generated row measured): no row
+
+
+def _correct_on_real(x, y, real, real_codes, seeds, max_iter: int) -> np.ndarray:
+    """(seeds, real rows): whether each seed's classifier, trained on (x, y), names each real row's
+    condition; one row, the constant classifier's, where the bin holds one condition."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    same_rows(len(generated), generated_codes=generated_codes, bins=bins)
-    same_rows(len(real), real_codes=real_codes)
-    rows = []
-    for b in np.unique(bins):
-        x, y = generated[bins == b], generated_codes[bins == b]
-        if len(np.unique(y)) < 2:  # a bin of one class trains the constant classifier
-            rows.append(
-                {
-                    "bin": int(b),
-                    "accuracy": float(np.mean(real_codes == y[0])) if len(y) else float("nan"),
-                    "accuracy_sd": 0.0,
-                    "train_rows": len(x),
-                }
-            )
-            continue
-        scores = []
-        for seed in seeds:
-            model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=max_iter, random_state=seed))
-            order = np.random.default_rng(seed).permutation(len(x))
-            scores.append(model.fit(x[order], y[order]).score(real, real_codes))
-        rows.append(
-            {
-                "bin": int(b),
-                "accuracy": float(np.mean(scores)),
-                "accuracy_sd": float(np.std(scores)),
-                "train_rows": len(x),
-            }
-        )
-    return pl.DataFrame(rows, schema=DECILE_CLASSIFIER_SCHEMA)  # no bin (no generated row measured): no row
+    if len(np.unique(y)) < 2:  # a bin of one class trains the constant classifier
+        return (real_codes == y[0])[None].astype(float)
+    correct = []
+    for seed in seeds:
+        model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=max_iter, random_state=seed))
+        order = np.random.default_rng(seed).permutation(len(x))
+        correct.append(model.fit(x[order], y[order]).predict(real) == real_codes)
+    return np.array(correct, dtype=float)
+
+
+def _accuracy_intervals(correct: np.ndarray, first: np.ndarray, condition_of_row: np.ndarray) -> dict:
+    """The accuracy's interval and its change from the first bin's, over the real rows' conditions: each
+    condition's accuracy weighted by its rows."""
+    rows = np.bincount(condition_of_row).astype(float)
+
+    def by_condition(row_values: np.ndarray) -> np.ndarray:
+        return np.bincount(condition_of_row, weights=row_values, minlength=len(rows)) / rows
+
+    accuracy, first_accuracy = by_condition(correct.mean(axis=0)), by_condition(first.mean(axis=0))
+    interval = _mean_with_interval("accuracy", accuracy, rows)
+    change = _mean_with_interval("accuracy_change", accuracy - first_accuracy, rows)
+    return {key: value for key, value in (interval | change).items() if key != "accuracy"}

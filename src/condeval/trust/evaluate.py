@@ -42,6 +42,7 @@ __all__ = [
     "select",
     "selection_by_condition",
     "selection_summary",
+    "with_interval",
     "score_agreement",
     "translation_agreement",
     "selection_markdown",
@@ -649,12 +650,12 @@ def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) 
     ]
     for row in rows:
         lead = " | ".join(str(row[key]) for key in keys)
-        spearman, accept = _with_interval(row, "spearman", 2, NO_VALUE), _with_interval(row, "accept", 1, NO_VALUE)
+        spearman, accept = with_interval(row, "spearman", 2, NO_VALUE), with_interval(row, "accept", 1, NO_VALUE)
         if not row.get("conditions"):
             lines.append(f"| {lead} | 0 | {accept} | {NO_VALUE} | {NO_VALUE} | {NO_VALUE} | {NO_VALUE} | {spearman} |")
             continue
         gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:.1f} ± {row['band']:.1f}"
-        official = _with_interval(row, "improvement_official", 1, UNDEFINED_GAIN)
+        official = with_interval(row, "improvement_official", 1, UNDEFINED_GAIN)
         lines.append(
             f"| {lead} | {row['conditions']} | {accept} | {row['kid_trust']:.3f} ± {row['kid_trust_std']:.3f} | "
             f"{row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | {official} | {gain} | {spearman} |"
@@ -662,8 +663,17 @@ def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) 
     return "\n".join(lines) + "\n"
 
 
-def _with_interval(row: dict, key: str, digits: int, missing: str) -> str:
-    """``row[key]`` with its 95% interval over conditions in parentheses, where the row has one."""
+def with_interval(row: dict, key: str, digits: int, missing: str = "") -> str:
+    """A table cell: ``row[key]`` to ``digits`` decimals with its 95% interval (``row[key + "_low"]``,
+    ``row[key + "_high"]``) in parentheses where the row has one; ``missing`` where it has no value.
+
+    Examples
+    --------
+    >>> with_interval({"accept": 22.64, "accept_low": 13.0, "accept_high": 33.9}, "accept", 1)
+    '22.6 (13.0, 33.9)'
+    >>> with_interval({"accept": 22.64}, "accept", 1), with_interval({}, "accept", 1, "—")
+    ('22.6', '—')
+    """
     value, low, high = row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high")
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return missing

@@ -12,6 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from condeval.core.conformal import mean_interval  # noqa: E402
+from condeval.trust.evaluate import with_interval  # noqa: E402
 from condeval.trust.filtering import UNDEFINED_GAIN  # noqa: E402
 
 __all__ = [
@@ -44,7 +46,8 @@ def variant_colours(variants) -> dict:
 
 def plot_deciles(rankings: pl.DataFrame, path, title: str) -> None:
     """KID, z-KID and held-out real classifier accuracy per decile of each ranked score, one line per
-    generator (``variant`` column): Fig. 2 (trust), Fig. 8 (realism, faithfulness), Fig. 9 (RxRx1)."""
+    generator (``variant`` column) in its 95% band over conditions where the table has one: Fig. 2
+    (trust), Fig. 8 (realism, faithfulness), Fig. 9 (RxRx1)."""
     scores = [s for s in _SCORE_LABELS if s in rankings["score"].unique().to_list()]
     metrics = (("kid", "KID"), ("z_kid", "z-KID (real–real null)"), ("accuracy", "classifier accuracy on real"))
     fig, axes = plt.subplots(
@@ -57,6 +60,9 @@ def plot_deciles(rankings: pl.DataFrame, path, title: str) -> None:
             decile = part["bin"].to_numpy() + 1
             for row, (metric, label) in enumerate(metrics):
                 axes[row][col].plot(decile, part[metric].to_numpy(), marker="o", label=variant, color=colour)
+                if f"{metric}_low" in part.columns:  # the 95% interval over conditions
+                    low, high = (part[f"{metric}{end}"].to_numpy() for end in ("_low", "_high"))
+                    axes[row][col].fill_between(decile, low, high, color=colour, alpha=0.15, linewidth=0)
                 axes[row][col].set_ylabel(label)
         axes[0][col].set_title(f"ranked by {_SCORE_LABELS[score][0]}")
         axes[-1][col].set_xlabel("{} decile (1 = {})".format(*_SCORE_LABELS[score]))
@@ -93,37 +99,45 @@ def plot_graded_shift(shift: pl.DataFrame, path, title: str) -> None:
 
 def deciles_markdown(rankings: pl.DataFrame) -> str:
     """The numbers behind Figs. 2, 8 and 9: per generator and ranked score, KID, z-KID and the real-test
-    classifier's accuracy in each decile (1 = the most trusted, realistic or faithful), one row per
-    (generator, score, metric) with the ten deciles as columns.
+    classifier's accuracy in each decile (1 = the most trusted, realistic or faithful) with its 95%
+    interval over conditions where the table has one, one row per (generator, score, metric) with the ten
+    deciles as columns, and last the change from the first decile to the last with its interval
+    (:func:`~condeval.trust.deciles.decile_kid`, :func:`~condeval.trust.deciles.decile_classifier`).
 
     Examples
     --------
     >>> import polars as pl
     >>> rankings = pl.DataFrame({"variant": ["v", "v"], "score": ["trust", "trust"], "bin": [0, 1],
-    ...                          "kid": [1.0, 2.0], "z_kid": [3.0, 4.0], "accuracy": [0.5, 0.25]})
+    ...                          "kid": [1.0, 2.0], "z_kid": [3.0, 4.0], "accuracy": [0.5, 0.25],
+    ...                          "kid_low": [0.5, 1.5], "kid_high": [1.5, 2.5],
+    ...                          "kid_change": [0.0, 1.0], "kid_change_low": [0.0, 0.2], "kid_change_high": [0.0, 1.8]})
     >>> print(deciles_markdown(rankings).splitlines()[2])
-    | v | trust | KID | 1.00 | 2.00 |
+    | v | trust | KID | 1.00 (0.50, 1.50) | 2.00 (1.50, 2.50) | 1.00 (0.20, 1.80) |
     """
     bins = sorted(rankings["bin"].unique().to_list())
     lines = [
-        "| model | ranked by | metric | " + " | ".join(f"decile {b + 1}" for b in bins) + " |",
-        "|---|---|---|" + "---|" * len(bins),
+        "| model | ranked by | metric | "
+        + " | ".join(f"decile {b + 1}" for b in bins)
+        + f" | decile {bins[-1] + 1} − decile 1 (95% CI) |",
+        "|---|---|---|" + "---|" * (len(bins) + 1),
     ]
-    metrics = (("kid", "KID", "{:.2f}"), ("z_kid", "z-KID", "{:.1f}"), ("accuracy", "accuracy", "{:.2f}"))
+    metrics = (("kid", "KID", 2), ("z_kid", "z-KID", 1), ("accuracy", "accuracy", 2))
     scores = [s for s in _SCORE_LABELS if s in rankings["score"].unique().to_list()]
     for variant in sorted(rankings["variant"].unique().to_list()):
         for score in scores:
             part = rankings.filter((pl.col("variant") == variant) & (pl.col("score") == score)).sort("bin")
             values = dict(zip(part["bin"].to_list(), part.iter_rows(named=True), strict=True))
-            for column, label, form in metrics:
-                cells = [_cell(values.get(b, {}).get(column), form) for b in bins]
+            for column, label, digits in metrics:
+                cells = [with_interval(values.get(b, {}), column, digits) for b in bins]
+                cells.append(with_interval(values.get(bins[-1], {}), f"{column}_change", digits))
                 lines.append(f"| {variant} | {score} | {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def graded_shift_markdown(shift: pl.DataFrame) -> str:
     """The numbers behind Fig. 7: per generator and minimum Hamming distance to the training support, the
-    conditions at that distance and their means of mean trust and of KID (all samples).
+    conditions at that distance and their means of mean trust and of KID (all samples), each with its 95%
+    interval over those conditions (none below two).
 
     Examples
     --------
@@ -131,24 +145,21 @@ def graded_shift_markdown(shift: pl.DataFrame) -> str:
     >>> shift = pl.DataFrame({"variant": ["v", "v", "v"], "hamming": [0, 1, 1],
     ...                       "mean_trust": [1.0, 2.0, 4.0], "kid_all": [0.5, 1.0, 2.0]})
     >>> print(graded_shift_markdown(shift).splitlines()[3])
-    | v | 1 | 2 | 3.00 | 1.50 |
+    | v | 1 | 2 | 3.00 (2.00, 4.00) | 1.50 (1.00, 2.00) |
     """
-    means = (
-        shift.group_by("variant", "hamming")
-        .agg(pl.len().alias("conditions"), pl.col("mean_trust", "kid_all").mean())
-        .sort("variant", "hamming")
-    )
-    lines = ["| model | Hamming distance | conditions | mean trust | KID |", "|---|---|---|---|---|"]
-    for row in means.iter_rows(named=True):
-        lines.append(
-            f"| {row['variant']} | {row['hamming']} | {row['conditions']} | "
-            f"{row['mean_trust']:.2f} | {row['kid_all']:.2f} |"
-        )
+    lines = [
+        "| model | Hamming distance | conditions | mean trust (95% CI) | KID (95% CI) |",
+        "|---|---|---|---|---|",
+    ]
+    for (variant, hamming), part in sorted(shift.group_by("variant", "hamming"), key=lambda group: group[0]):
+        row = {}
+        for column in ("mean_trust", "kid_all"):
+            values = part[column].to_numpy()
+            row[column] = float(values.mean())
+            row[f"{column}_low"], row[f"{column}_high"] = mean_interval(values)
+        cells = " | ".join(with_interval(row, column, 2) for column in ("mean_trust", "kid_all"))
+        lines.append(f"| {variant} | {hamming} | {part.height} | {cells} |")
     return "\n".join(lines) + "\n"
-
-
-def _cell(value, form: str) -> str:
-    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else form.format(value)
 
 
 def plot_morphology_deciles(deciles: pl.DataFrame, path, title: str) -> None:
@@ -248,19 +259,20 @@ def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
     agreement of realism, faithfulness and trust with post generation); and the translators' check
     (translated held-out real features scored against their true SigLIP features)."""
     lines = [
-        "| model | path | scoring at step | KID (trust) | KID (random) | KID gain (Accept%) | steps saved |",
-        "|---|---|---|---|---|---|---|",
+        "| model | path | scoring at step | KID (trust) | KID (random) | gain %, the official code's (95% CI) | "
+        "gain %, ratio of mean KIDs | Accept% (95% CI) | steps saved |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in steps.iter_rows(named=True):
         where = "post generation" if row["scoring"] == "post" else f"{row['step']} ({row['steps_run_pct']:.0f}%)"
         head = f"| {row['variant']} | {PATH_NAMES[row['path']]} | {where} |"
+        accept = with_interval(row, "accept", 1, "–")
         if row.get("kid_trust") is None:
-            lines.append(f"{head} – | – | – (no condition kept) | – |")
+            lines.append(f"{head} – | – | – (no condition kept) | – | {accept} | – |")
             continue
-        gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:+.1f}%"
         lines.append(
-            f"{head} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | "
-            f"{gain} ({row['accept']:.0f}%) | {row['steps_saved_pct']:.1f}% |"
+            f"{head} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | {_gains(row)} | {accept} | "
+            f"{row['steps_saved_pct']:.1f}% |"
         )
     lines += ["", support_shift_markdown(steps)]
     for variant, signal in signals.items():
@@ -285,22 +297,25 @@ def support_shift_markdown(steps: pl.DataFrame) -> str:
     lines = [
         f"Support-shift table (Appendix L.1), scored at step {last}:",
         "",
-        "| path | model | Accept% | KID (trust) | KID (random) | KID gain | ρ R | ρ F | ρ trust |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| path | model | Accept% (95% CI) | KID (trust) | KID (random) | gain %, the official code's (95% CI) | "
+        "gain %, ratio of mean KIDs | ρ R | ρ F | ρ trust |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in during.filter(pl.col("step") == last).sort("path", "variant").iter_rows(named=True):
         rho = " | ".join(f"{row.get(f'rho_{c}') or float('nan'):.2f}" for c in ("realism", "faithfulness", "trust"))
+        lead = f"| {PATH_NAMES[row['path']]} | {row['variant']} | {with_interval(row, 'accept', 1, '–')} |"
         if row.get("kid_trust") is None:
-            lines.append(
-                f"| {PATH_NAMES[row['path']]} | {row['variant']} | – | – | – | – (no condition kept) | {rho} |"
-            )
+            lines.append(f"{lead} – | – | – (no condition kept) | – | {rho} |")
             continue
-        gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:+.1f}%"
-        lines.append(
-            f"| {PATH_NAMES[row['path']]} | {row['variant']} | {row['accept']:.1f} | {row['kid_trust']:.3f} | "
-            f"{row['kid_random']:.3f} | {gain} | {rho} |"
-        )
+        lines.append(f"{lead} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | {_gains(row)} | {rho} |")
     return "\n".join(lines)
+
+
+def _gains(row: dict) -> str:
+    """Two cells: the official code's gain with its 95% interval over conditions, and the ratio of the
+    mean KIDs (:func:`~condeval.trust.evaluate.selection_summary`)."""
+    ratio = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:+.1f}"
+    return f"{with_interval(row, 'improvement_official', 1, UNDEFINED_GAIN)} | {ratio}"
 
 
 def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:
