@@ -118,7 +118,7 @@ def deciles_markdown(rankings: pl.DataFrame) -> str:
     lines = [
         "| model | ranked by | metric | "
         + " | ".join(f"decile {b + 1}" for b in bins)
-        + f" | decile {bins[-1] + 1} − decile 1 (95% CI) |",
+        + f" | decile {len(bins)} − decile 1 (95% CI) |",
         "|---|---|---|" + "---|" * (len(bins) + 1),
     ]
     metrics = (("kid", "KID", 2), ("z_kid", "z-KID", 1), ("accuracy", "accuracy", 2))
@@ -129,7 +129,7 @@ def deciles_markdown(rankings: pl.DataFrame) -> str:
             values = dict(zip(part["bin"].to_list(), part.iter_rows(named=True), strict=True))
             for column, label, digits in metrics:
                 cells = [with_interval(values.get(b, {}), column, digits) for b in bins]
-                cells.append(with_interval(values.get(bins[-1], {}), f"{column}_change", digits))
+                cells.append(with_interval(values.get(bins[-1], {}) if bins else {}, f"{column}_change", digits))
                 lines.append(f"| {variant} | {score} | {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
