@@ -133,12 +133,18 @@ def unit_bootstrap_interval(statistic, n_units: int, seed: int = 0) -> tuple[flo
     if n_units < 2:
         return float("nan"), float("nan")
 
-    def resampled(units: np.ndarray) -> float:
-        return statistic(np.bincount(units, minlength=n_units))
+    def resampled(units: np.ndarray, axis: int = -1) -> np.ndarray:
+        # a batch of resamples (…, n_units) → each one's counts, in one bincount over offset unit ids
+        draws = np.moveaxis(units, axis, -1)
+        flat = draws.reshape(-1, n_units)
+        offsets = n_units * np.arange(len(flat))[:, None]
+        counts = np.bincount((flat + offsets).ravel(), minlength=flat.size).reshape(flat.shape)
+        return np.array([statistic(row) for row in counts], dtype=float).reshape(draws.shape[:-1])
 
-    # batch: 100 resamples of the units in memory at a time, not all 2,000 (the same draws either way)
+    # batch: 100 resamples of the units in memory at a time, not all 2,000 (the same draws either way);
+    # vectorized: scipy hands over a batch at once rather than calling a wrapper per resample
     interval = bootstrap(
-        (np.arange(n_units),), resampled, vectorized=False, batch=100, rng=np.random.default_rng(seed), **BOOTSTRAP
+        (np.arange(n_units),), resampled, vectorized=True, batch=100, rng=np.random.default_rng(seed), **BOOTSTRAP
     ).confidence_interval
     return float(interval.low), float(interval.high)
 
