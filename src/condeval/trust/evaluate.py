@@ -714,7 +714,9 @@ def rankings(
     -------
     polars.DataFrame
         ``score``, ``bin`` (0 = the most trusted), ``kid``, ``z_kid``, ``conditions``, ``accuracy``,
-        ``accuracy_sd``, ``train_rows``.
+        ``accuracy_sd``, ``train_rows``, and each metric's 95% interval over conditions and change
+        from bin 0 (:func:`~condeval.trust.deciles.decile_kid`,
+        :func:`~condeval.trust.deciles.decile_classifier`).
     """
     from condeval.trust.deciles import condition_codes, decile_bins, decile_classifier, decile_kid, kid_null
 
