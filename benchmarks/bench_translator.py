@@ -158,7 +158,7 @@ def _paper_sized_pipeline():
 def _abstention_measured(images: int, steps: int, at: int) -> dict:
     """Seconds of a plain call and of one where half the samples abstain at step ``at`` and are dropped;
     the dropping call's seconds as compute_saved's count predicts them from the plain call's costs."""
-    from condeval.trust.translator import TrustAbstention, compute_saved
+    from condeval.trust.translator import TrajectoryTap, TrustAbstention, compute_saved
 
     pipe = _paper_sized_pipeline()
     pipe.set_progress_bar_config(disable=True)
@@ -180,7 +180,9 @@ def _abstention_measured(images: int, steps: int, at: int) -> dict:
 
     _, plain_s = _timed(call)
     _, step_s = _timed(_denoiser_step(images))
-    callback = TrustAbstention(pipe.transformer, 8, at, scorer, attributes, thresholds=thresholds, drop=True)
+    callback = TrustAbstention(
+        TrajectoryTap(pipe.transformer, 8, [at]), scorer, attributes, thresholds=thresholds, drop=True
+    )
     _, dropped_s = _timed(call, callback)
     callback.close()
     saved = compute_saved(callback.abstained, at, steps)

@@ -12,7 +12,7 @@ from condeval.trust.deciles import decile_bins, decile_classifier, decile_kid
 from condeval.trust.evaluate import step_thresholds
 from condeval.trust.morphology import CentroidSettings, MorphologyDeciles, morphology_readouts, selection_contrast
 from condeval.trust.scorers import AlphaPrecisionDistance, KnnPerAttribute
-from condeval.trust.translator import Translator, TrustAbstention, compute_saved, translator_pairs
+from condeval.trust.translator import TrajectoryTap, Translator, TrustAbstention, compute_saved, translator_pairs
 
 CONDITIONS = np.array([(c, s) for c in (0, 1) for s in (0, 1, 2)])  # (cell_type_id, sirna_id)
 FEATURES = ["Count_Nuclei", "Count_Cells", "Mean_Nuclei_AreaShape_Area", "Granularity_2_OrigGray"]
@@ -157,15 +157,17 @@ def test_steps_and_decisions_are_checked():
 def test_the_abstention_callback_reads_the_scorers_conditions(attribute_pipeline):
     pipe = attribute_pipeline(num_layers=1)
     features, attributes, scorer = _scored()
-    callback = TrustAbstention(pipe.transformer, 1, 1, scorer, attributes)
+    callback = TrustAbstention(TrajectoryTap(pipe.transformer, 1, [1]), scorer, attributes)
     assert_frame_equal(callback.thresholds, scorer.thresholds(0.95))  # the P95-real rule by default
     callback.close()
     with pytest.raises(ValueError, match=r"attributes have 1 columns; the scorer was fitted on 2 \(\['a', 'b'\]\)"):
-        TrustAbstention(pipe.transformer, 1, 1, scorer, attributes[:, :1])
+        TrustAbstention(TrajectoryTap(pipe.transformer, 1, [1]), scorer, attributes[:, :1])
     with pytest.raises(TypeError, match="refused rather than truncated"):
-        TrustAbstention(pipe.transformer, 1, 1, scorer, attributes + 0.6)
-    with pytest.raises(ValueError, match="step must be an integer >= 0"):
-        TrustAbstention(pipe.transformer, 1, -1, scorer, attributes)
+        TrustAbstention(TrajectoryTap(pipe.transformer, 1, [1]), scorer, attributes + 0.6)
+    with pytest.raises(ValueError, match="steps must be an integer >= 0"):
+        TrustAbstention(TrajectoryTap(pipe.transformer, 1, [-1]), scorer, attributes)
+    with pytest.raises(ValueError, match=r"tap must be a TrajectoryTap of one step.* with steps \[0, 1\]"):
+        TrustAbstention(TrajectoryTap(pipe.transformer, 1, [0, 1]), scorer, attributes)
 
 
 def test_translator_pairs_refuse_float_images_attributes_and_levels(attribute_pipeline):

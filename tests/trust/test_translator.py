@@ -275,7 +275,7 @@ def test_the_abstention_callback_scores_mid_trajectory_and_interrupts_when_all_a
     translator = Translator(hidden=16, epochs=2, batch_size=8).fit(internal, internal[:, :4])
     scorer = TrustScorer(names=["a", "b"], calibration=0.0).fit(internal[:, :4], attributes)
     thresholds = scorer.thresholds(0.95)
-    callback = TrustAbstention(pipe.transformer, 1, 1, scorer, attributes, translator=translator)
+    callback = TrustAbstention(TrajectoryTap(pipe.transformer, 1, [1]), scorer, attributes, translator=translator)
     pipe(
         attributes,
         num_inference_steps=3,
@@ -286,7 +286,9 @@ def test_the_abstention_callback_scores_mid_trajectory_and_interrupts_when_all_a
     callback.close()
     assert callback.abstained.shape == (16,) and callback.trust.shape == (16,)
     strict = thresholds.with_columns(threshold=thresholds["threshold"] * 0 - 1e9)
-    callback = TrustAbstention(pipe.transformer, 1, 0, scorer, attributes, translator=translator, thresholds=strict)
+    callback = TrustAbstention(
+        TrajectoryTap(pipe.transformer, 1, [0]), scorer, attributes, translator=translator, thresholds=strict
+    )
     pipe(
         attributes,
         num_inference_steps=3,
@@ -489,21 +491,27 @@ def test_abstaining_samples_leave_the_batch_and_the_kept_ones_are_unchanged(attr
         ).images
 
     full = draw()
-    callback = TrustAbstention(pipe.transformer, 1, 1, scorer, attributes, thresholds=thresholds, drop=True)
+    callback = TrustAbstention(
+        TrajectoryTap(pipe.transformer, 1, [1]), scorer, attributes, thresholds=thresholds, drop=True
+    )
     kept_images = draw(callback)
     callback.close()
     np.testing.assert_array_equal(callback.kept_rows, [1, 2, 4, 5])  # b = 0 abstains
     assert kept_images.shape == (4, *full.shape[1:])
     np.testing.assert_allclose(kept_images, full[callback.kept_rows], atol=1e-5)
-    recorded = TrustAbstention(pipe.transformer, 1, 1, scorer, attributes, thresholds=thresholds)
+    recorded = TrustAbstention(TrajectoryTap(pipe.transformer, 1, [1]), scorer, attributes, thresholds=thresholds)
     assert draw(recorded).shape == full.shape and recorded.abstained.sum() == 2
     recorded.close()
     everyone = thresholds.with_columns(threshold=thresholds["threshold"] * 0 - 1e9)
-    callback = TrustAbstention(pipe.transformer, 1, 0, scorer, attributes, thresholds=everyone, drop=True)
+    callback = TrustAbstention(
+        TrajectoryTap(pipe.transformer, 1, [0]), scorer, attributes, thresholds=everyone, drop=True
+    )
     assert draw(callback).shape == full.shape and callback.kept_rows.size == 0 and pipe.interrupt  # interrupted
     callback.close()
     assert draw(lambda pipe, step, t, tensors: {name: x[:0] for name, x in tensors.items()}).shape == (0, 16, 16, 3)
-    callback = TrustAbstention(pipe.transformer, 1, 1, scorer, attributes, thresholds=thresholds, drop=True)
+    callback = TrustAbstention(
+        TrajectoryTap(pipe.transformer, 1, [1]), scorer, attributes, thresholds=thresholds, drop=True
+    )
     with pytest.raises(ValueError, match="conditioning beside its latents"):
         draw(callback, inputs=("latents",))
     callback.close()
@@ -557,16 +565,8 @@ def test_a_guided_sd3_pipeline_drops_abstaining_samples_from_both_halves(attribu
         ).images
 
     def abstention(step=0, conditional_half=True):
-        return TrustAbstention(
-            pipe.transformer,
-            1,
-            step,
-            scorer,
-            attributes,
-            thresholds=thresholds,
-            conditional_half=conditional_half,
-            drop=True,
-        )
+        tap = TrajectoryTap(pipe.transformer, 1, [step], conditional_half=conditional_half)
+        return TrustAbstention(tap, scorer, attributes, thresholds=thresholds, drop=True)
 
     full = draw()
     callback = abstention()

@@ -695,6 +695,21 @@ def _identity_settings(settings: TrainSettings, seed: int) -> dict:
     return {"patience": settings.patience, "batch_size": settings.batch_size, "seed": seed}
 
 
+def _trainer(out_dir: Path, settings: TrainSettings, callbacks: list) -> pl.Trainer:
+    """A deterministic Trainer logging each step to ``out_dir/csv``."""
+    return pl.Trainer(
+        max_epochs=settings.epochs,
+        accelerator=settings.accelerator,
+        devices=settings.devices,
+        deterministic=True,
+        callbacks=callbacks,
+        logger=CSVLogger(out_dir, name="csv"),
+        enable_progress_bar=settings.progress,
+        enable_model_summary=False,
+        log_every_n_steps=1,
+    )
+
+
 def _train(module, train, val, out_dir: Path, settings: TrainSettings, seed: int, save_epochs, resume) -> Path:
     """One Trainer.fit call of :func:`fit`, from ``resume`` = (checkpoint path, its contents) or afresh."""
     ckpt_path, checkpoint = resume
@@ -720,17 +735,7 @@ def _train(module, train, val, out_dir: Path, settings: TrainSettings, seed: int
         best_callback,
         _last_checkpoint(ckpt_dir),
     ]
-    trainer = pl.Trainer(
-        max_epochs=settings.epochs,
-        accelerator=settings.accelerator,
-        devices=settings.devices,
-        deterministic=True,
-        callbacks=callbacks,
-        logger=CSVLogger(out_dir, name="csv"),
-        enable_progress_bar=settings.progress,
-        enable_model_summary=False,
-        log_every_n_steps=1,
-    )
+    trainer = _trainer(out_dir, settings, callbacks)
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*does not have many workers.*")

@@ -490,7 +490,10 @@ class TrajectoryTap:
     """
 
     def __init__(self, transformer, layer: int, steps, conditional_half: bool = False, project=None):
-        self.steps, self.conditional_half = sorted(int(s) for s in steps), conditional_half
+        from condeval.core.io import check_integer
+
+        steps = sorted({check_integer(step, "steps", least=0) for step in steps})
+        self.steps, self.conditional_half = steps, conditional_half
         self.tap = _TokenTap(block_of(transformer, layer), project)
         self.kept: dict[int, list[np.ndarray]] = {step: [] for step in self.steps}
 
@@ -526,12 +529,13 @@ class TrajectoryTap:
         self.tap.handle.remove()
 
 
-class TrustAbstention(TrajectoryTap):
+class TrustAbstention:
     """The generation callback that scores mid-trajectory and abstains (Section 3.1, "online abstention").
 
-    At denoising ``step`` (0-based) the block-``layer`` features are translated (``translator``, a fitted
-    :class:`Translator`; without one they are scored as they are, e.g. REPA-aligned features read through
-    ``project``), scored by ``scorer``, a real-fitted :class:`~condeval.trust.TrustScorer`, against the
+    At the one denoising step of ``tap`` (a :class:`TrajectoryTap` of one step, which says the block, the
+    guided half and the projector) the denoiser's features are translated (``translator``, a fitted
+    :class:`Translator`; without one they are scored as they are, e.g. the REPA-aligned features of
+    :meth:`TrajectoryTap.aligned`), scored by ``scorer``, a real-fitted :class:`~condeval.trust.TrustScorer`, against the
     requested ``attributes`` (N, K) in the scorer's attribute order, and a sample abstains when its trust
     exceeds its condition's threshold: ``thresholds``, a :meth:`TrustScorer.thresholds` table, by default
     the scorer's own P95-real thresholds (a condition without one falls back to the seen conditions at the
@@ -543,7 +547,7 @@ class TrustAbstention(TrajectoryTap):
 
     With ``drop=True`` the abstained samples leave the batch at the step, so the saving is made, not
     only counted: the callback returns the rows of every tensor it was handed that belong to the kept
-    samples (under ``conditional_half``, both halves of a guided batch's conditioning), and the pipeline
+    samples (under the tap's ``conditional_half``, both halves of a guided batch's conditioning), and the pipeline
     denoises and decodes only those; ``kept_rows`` (the requested rows, in output order) maps its images back.
     When every sample abstains the pipeline is interrupted, as without ``drop``, and its unfinished
     images are to be discarded (``kept_rows`` is empty).
@@ -558,13 +562,14 @@ class TrustAbstention(TrajectoryTap):
     >>> import numpy as np, torch
     >>> from types import SimpleNamespace
     >>> from condeval.trust import TrustAbstention, TrustScorer
+    >>> from condeval.trust.translator import TrajectoryTap
     >>> rng = np.random.default_rng(0)
     >>> attributes = rng.integers(0, 2, size=(400, 2))
     >>> features = rng.normal(size=(400, 8)) + 2 * attributes @ rng.normal(size=(2, 8))
     >>> scorer = TrustScorer().fit(features, attributes)  # real features in the block's space: no translator
     >>> denoiser = SimpleNamespace(transformer_blocks=torch.nn.ModuleList([torch.nn.Identity()]))
     >>> requested = np.array([[1, 1], [1, 0], [0, 0], [1, 1]])  # features[:4] are of (1, 1), (1, 0), (0, 0), (0, 0)
-    >>> callback = TrustAbstention(denoiser, layer=1, step=0, scorer=scorer, attributes=requested)
+    >>> callback = TrustAbstention(TrajectoryTap(denoiser, layer=1, steps=[0]), scorer, requested)
     >>> _ = denoiser.transformer_blocks[0](torch.tensor(features[:4, None], dtype=torch.float32))  # step 0's pass
     >>> callback(SimpleNamespace(), 0, 1000.0, {})  # callback_on_step_end after step 0
     {}
@@ -574,34 +579,41 @@ class TrustAbstention(TrajectoryTap):
 
     def __init__(
         self,
-        transformer,
-        layer: int,
-        step: int,
+        tap: TrajectoryTap,
         scorer,
         attributes,
         *,
         translator: Translator | None = None,
         thresholds: pl.DataFrame | None = None,
-        conditional_half: bool = False,
-        project=None,
         drop: bool = False,
     ):
-        from condeval.core.io import check_integer
-
-        step = check_integer(step, "step", least=0)
+        if not isinstance(tap, TrajectoryTap) or len(tap.steps) != 1:
+            raise ValueError(
+                "tap must be a TrajectoryTap of one step, e.g. TrajectoryTap(pipe.transformer, layer, [step]); "
+                f"got {tap!r}" + (f" with steps {tap.steps}" if isinstance(tap, TrajectoryTap) else "")
+            )
         attributes = attribute_rows(attributes, name="attributes")
         if attributes.shape[1] != len(scorer.names_):
             raise ValueError(
                 f"attributes have {attributes.shape[1]} columns; the scorer was fitted on {len(scorer.names_)} "
                 f"({list(scorer.names_)})"
             )
-        super().__init__(transformer, layer, [step], conditional_half, project)
-        self.step, self.translator, self.scorer = step, translator, scorer
+        self.trajectory, self.step = tap, tap.steps[0]
+        self.translator, self.scorer = translator, scorer
         self.thresholds = scorer.thresholds() if thresholds is None else thresholds
         self.attributes = attributes
         self.drop = drop
         self.abstained: np.ndarray | None = None
         self.trust: np.ndarray | None = None
+
+    @property
+    def conditional_half(self) -> bool:
+        """Whether the tap keeps the conditional half of a guided batch."""
+        return self.trajectory.conditional_half
+
+    def close(self) -> None:
+        """Remove the tap's hook."""
+        self.trajectory.close()
 
     @property
     def kept_rows(self) -> np.ndarray:
@@ -632,9 +644,9 @@ class TrustAbstention(TrajectoryTap):
 
     def _step_features(self) -> np.ndarray:
         """The step's features, one row per requested sample; a batch of another size is refused with the cause."""
-        rows, n = len(self.tap.features), len(self.attributes)
+        rows, n = len(self.trajectory.tap.features), len(self.attributes)
         if rows == (2 * n if self.conditional_half else n):
-            return self._current()
+            return self.trajectory._current()
         if rows == 2 * n:
             cause = "a guided batch (classifier-free guidance) needs conditional_half=True"
         elif self.conditional_half and rows == n:
