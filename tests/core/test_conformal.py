@@ -1,11 +1,18 @@
 """The conformal order statistic: definition, edge cases and refusals."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 
-from condeval.core.conformal import conformal_quantile, conformal_rank, coverage_bounds, empirical_coverage
+from condeval.core.conformal import (
+    conformal_quantile,
+    conformal_rank,
+    coverage_bounds,
+    empirical_coverage,
+    unit_bootstrap_interval,
+)
 
 
 @pytest.mark.parametrize("n, alpha", [(10, 0.2), (19, 0.1), (99, 0.05), (4000, 0.1), (4000, 0.02), (1, 0.5)])
@@ -141,3 +148,18 @@ def test_every_quantile_of_scores_is_taken_by_the_conformal_core():
         if pattern.search(line)
     ]
     assert not offenders, f"quantiles outside condeval.core.conformal: {offenders}"
+
+
+def test_an_interval_with_an_undefined_resample_is_nan_without_a_warning():
+    values = np.array([0.0, 0.0, 1.0, 1.0])
+
+    def undefined_when_constant(counts):
+        drawn = np.repeat(values, counts)
+        return float(np.mean(drawn)) if np.ptp(drawn) else float("nan")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        low, high = unit_bootstrap_interval(undefined_when_constant, len(values))
+        assert np.isnan(low) and np.isnan(high)  # a resample of one value (prob. 1/8 each) has no statistic
+        low, high = unit_bootstrap_interval(lambda counts: np.average(values, weights=counts), len(values))
+    assert 0.0 <= low < 0.5 < high <= 1.0

@@ -10,6 +10,7 @@ statistics, as the papers compute them. No other module computes a quantile of s
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -117,7 +118,8 @@ def unit_bootstrap_interval(statistic, n_units: int, seed: int = 0) -> tuple[flo
 
     ``statistic(counts)`` reads how often each unit was drawn, (n_units,) ints summing to ``n_units``
     (``np.ones(n_units)`` is the data as it is), so a mean over rows of several units is a weighted
-    mean. (NaN, NaN) below two units.
+    mean. (NaN, NaN) below two units, or where the statistic of a resample is NaN (undefined there, as a
+    correlation of a constant): an interval that leaves those resamples out would be too narrow.
 
     Examples
     --------
@@ -127,7 +129,7 @@ def unit_bootstrap_interval(statistic, n_units: int, seed: int = 0) -> tuple[flo
     >>> bool(low < losses.mean() < high), round(low, 2) >= 0.0
     (True, True)
     """
-    from scipy.stats import bootstrap
+    from scipy.stats import DegenerateDataWarning, bootstrap
 
     n_units = check_integer(n_units, "n_units", least=0)
     if n_units < 2:
@@ -143,9 +145,12 @@ def unit_bootstrap_interval(statistic, n_units: int, seed: int = 0) -> tuple[flo
 
     # batch: 100 resamples of the units in memory at a time, not all 2,000 (the same draws either way);
     # vectorized: scipy hands over a batch at once rather than calling a wrapper per resample
-    interval = bootstrap(
-        (np.arange(n_units),), resampled, vectorized=True, batch=100, rng=np.random.default_rng(seed), **BOOTSTRAP
-    ).confidence_interval
+    with warnings.catch_warnings():
+        # scipy warns and answers NaN when a resample's statistic is NaN; that answer is the documented one
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        interval = bootstrap(
+            (np.arange(n_units),), resampled, vectorized=True, batch=100, rng=np.random.default_rng(seed), **BOOTSTRAP
+        ).confidence_interval
     return float(interval.low), float(interval.high)
 
 
