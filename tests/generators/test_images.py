@@ -31,7 +31,10 @@ def test_images_round_trip_through_the_manifest(tmp_path):
         ({"image_id": [1], "file": ["../outside.png"]}, "leaves"),
         ({"image_id": [1, 1], "file": ["a.png", "a.png"]}, "more than once"),
         ({"image_id": [1], "file": ["missing.png"]}, "does not exist"),
-        ({"image_id": [1]}, "lacks column"),
+        ({"image_id": [1]}, "required field 'file' is missing"),
+        ({"image_id": [1, 2], "file": ["a.png", None]}, "record 1: 'file' is null"),
+        ({"image_id": [None, 2], "file": ["a.png", "a.png"]}, "record 0: 'image_id' is null"),
+        ({"image_id": [1.0, 2.5], "file": ["a.png", "a.png"]}, "'image_id' must be of integer type"),
     ],
 )
 def test_a_bad_manifest_is_refused_naming_the_file_and_record(tmp_path, frame, message):

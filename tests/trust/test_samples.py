@@ -63,10 +63,30 @@ def test_bad_manifests_name_the_manifest_and_the_record(tmp_path, columns, messa
     assert "shard-0.parquet" in str(error.value) and "sample" in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ({"file": pl.when(pl.col("sample_id") == 11).then(None).otherwise(pl.col("file"))}, "record 1: 'file' is null"),
+        ({"channels": pl.lit(None, pl.Int64)}, "record 0: 'channels' is null"),
+        ({"sample_id": pl.lit(None, pl.Int64)}, "record 0: 'sample_id' is null"),
+        ({"a": pl.lit(None, pl.Int64)}, "record 0: 'a' is null"),
+        (
+            {"sample_id": pl.col("sample_id").cast(pl.Float64) + 0.5},
+            "'sample_id' must be of integer type; it is Float64",
+        ),
+        ({"file": pl.lit(1)}, "'file' must be of string type"),
+    ],
+)
+def test_a_null_or_a_value_of_another_type_is_refused_naming_the_manifest_and_column(tmp_path, columns, message):
+    _corrupt(tmp_path, **columns)
+    with pytest.raises(DataFileError, match=f"shard-0.parquet: {message}"):
+        read_samples(tmp_path / "shard-0.parquet", NAMES)
+
+
 def test_a_missing_column_is_named(tmp_path):
     _write(tmp_path, 3)
     write_parquet(pl.read_parquet(tmp_path / "shard-0.parquet").drop("b"), tmp_path / "shard-0.parquet")
-    with pytest.raises(DataFileError, match="no column 'b'"):
+    with pytest.raises(DataFileError, match="required field 'b' is missing"):
         read_samples(tmp_path / "shard-0.parquet", NAMES)
 
 

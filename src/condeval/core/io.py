@@ -301,12 +301,28 @@ def write_parquet(frame: pl.DataFrame, path: str | os.PathLike) -> None:
 
 
 def read_parquet(
-    path: str | os.PathLike, columns: Sequence[str] | None = None, finite: Sequence[str] = ()
+    path: str | os.PathLike,
+    columns: Sequence[str] | None = None,
+    finite: Sequence[str] = (),
+    *,
+    integer: Sequence[str] = (),
+    text: Sequence[str] = (),
 ) -> pl.DataFrame:
     """Read a Parquet file, naming the file and the missing column on failure.
 
     ``finite`` names columns that must hold no NaN or infinite value: the first one found is refused
-    naming the file, the column and the row.
+    naming the file, the column and the row. ``integer`` and ``text`` name columns that must be there,
+    of an integer or a string type, without a null (a float id of 1.5 or a null file is refused, not cast).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> pl.DataFrame({"image_id": [1, 2], "file": ["a.png", None]}).write_parquet(f"{folder}/m.parquet")
+    >>> read_parquet(f"{folder}/m.parquet", integer=["image_id"], text=["file"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    condeval.core.io.DataFileError: .../m.parquet: record 1: 'file' is null
     """
     path = Path(path)
     if not path.exists():
@@ -315,9 +331,12 @@ def read_parquet(
         frame = pl.read_parquet(path)
     except Exception as exc:  # polars raises several types for truncated or corrupt files
         raise DataFileError(f"{path}: not a readable Parquet file ({exc.__class__.__name__}: {exc})") from exc
-    for column in columns or ():
+    for column in [*(columns or ()), *integer, *text]:
         if column not in frame.columns:
             raise DataFileError(f"{path}: required field '{column}' is missing (has {frame.columns})")
+    for columns_of_kind, kind in ((integer, "integer"), (text, "string")):
+        for column in columns_of_kind:
+            _check_complete(frame[column], kind, path)
     for column in finite:
         values = frame[column].to_numpy()
         if not np.isfinite(values).all():
@@ -326,6 +345,16 @@ def read_parquet(
                 f"{path}: row {row} holds a non-finite '{column}' ({values[row]!r}); refusing to continue"
             )
     return frame
+
+
+def _check_complete(values: pl.Series, kind: str, path: Path) -> None:
+    """Refuse a column of another type than ``kind`` ("integer" or "string") or with a null, naming the record."""
+    typed = values.dtype.is_integer() if kind == "integer" else values.dtype in (pl.String, pl.Categorical)
+    if not typed and values.dtype != pl.Null:
+        raise DataFileError(f"{path}: '{values.name}' must be of {kind} type; it is {values.dtype}")
+    if values.null_count():
+        record = int(values.is_null().arg_max())
+        raise DataFileError(f"{path}: record {record}: '{values.name}' is null")
 
 
 def matrix_column_names(frame: pl.DataFrame, prefix: str, path, width: int | None = None) -> list[str]:

@@ -160,14 +160,12 @@ def read_image_manifest(path: str | os.PathLike) -> tuple[np.ndarray, list[str]]
     Raises
     ------
     DataFileError
-        Naming the manifest and the record: a missing column, a duplicate image id, a file that
-        does not exist or that leaves the manifest's folder.
+        Naming the manifest and the record: a missing column, a null or a value of another type
+        (``image_id`` an integer, ``file`` a string), a duplicate image id, a file that does not exist or
+        that leaves the manifest's folder.
     """
     path = Path(path)
-    frame = read_parquet(path)
-    missing = [c for c in ("image_id", "file") if c not in frame.columns]
-    if missing:
-        raise DataFileError(f"{path}: image manifest lacks column(s) {missing} (has {frame.columns})")
+    frame = read_parquet(path, integer=["image_id"], text=["file"])
     ids = frame["image_id"].to_numpy()
     unique, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():

@@ -428,17 +428,13 @@ def read_samples(manifest: str | os.PathLike, names, keep=None) -> tuple[pl.Data
     Raises
     ------
     DataFileError
-        Naming the manifest and the record: a missing column, a duplicate ``sample_id``, a file that
+        Naming the manifest and the record: a missing column, a null or a value of another type (ids,
+        attributes and channels are integers, ``file`` a string), a duplicate ``sample_id``, a file that
         is missing, leaves the manifest's folder or has another size or channel count than the first.
     """
 
     manifest, names = Path(manifest), attribute_names(names)
-    frame = read_parquet(manifest)
-    missing = [c for c in ("sample_id", *names, "file", "channels") if c not in frame.columns]
-    if missing:
-        raise DataFileError(
-            f"{manifest}: no column {missing[0]!r} (needs sample_id, {', '.join(names)}, file, channels)"
-        )
+    frame = read_parquet(manifest, integer=["sample_id", *names, "channels"], text=["file"])
     duplicated = frame.filter(pl.col("sample_id").is_duplicated())
     if duplicated.height:
         raise DataFileError(f"{manifest}: sample_id {duplicated['sample_id'][0]} appears more than once")
