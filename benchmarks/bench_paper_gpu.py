@@ -522,13 +522,13 @@ def _attribute_pipeline(ctx: Context):
     from diffusers import SD3Transformer2DModel
 
     from condeval.generators.attribute_to_image import AttributeDiffusionPipeline, AttributeEncoder
-    from condeval.generators.attribute_training import _denoiser_config
+    from condeval.generators.attribute_training import denoiser_config
     from condeval.generators.text_to_image import flow_scheduler
 
     vae = _vae(ctx)
     latent, width, sit = _sit_shape(ctx)
     with torch.device(ctx.device):
-        transformer = SD3Transformer2DModel.from_config(_denoiser_config(latent, width, sit))
+        transformer = SD3Transformer2DModel.from_config(denoiser_config(latent, width, sit))
         encoder = AttributeEncoder(values=ATTRIBUTE_VALUES, width=width, context_width=width)
     pipe = AttributeDiffusionPipeline(transformer, vae, flow_scheduler(), encoder).to(ctx.device)
     pipe.set_progress_bar_config(disable=True)
@@ -592,7 +592,7 @@ def trust_train_generator(variant: str) -> Callable[[Context], dict]:
         from condeval.encoders.patch_encoder import PatchEncoder
         from condeval.encoders.patch_features import pixel_values
         from condeval.generators.attribute_to_image import AttributeEncoder
-        from condeval.generators.attribute_training import AttributeFlowModule, _denoiser_config
+        from condeval.generators.attribute_training import AttributeFlowModule, denoiser_config
         from condeval.generators.text_to_image_training import latents_of
 
         trust, sizes = ctx.config["trust"], ctx.sizes
@@ -619,7 +619,7 @@ def trust_train_generator(variant: str) -> Callable[[Context], dict]:
         with torch.device(ctx.device):
             encoder = AttributeEncoder(values=ATTRIBUTE_VALUES, width=width, context_width=width)
             module = AttributeFlowModule(
-                _denoiser_config(latent, width, sit),
+                denoiser_config(latent, width, sit),
                 dict(encoder.config),
                 lr=train["lr"],
                 warmup_steps=1,

@@ -61,3 +61,27 @@ def test_no_import_cycles_not_even_through_imports_inside_functions():
         sorted(component) for component in nx.strongly_connected_components(_import_graph()) if len(component) > 1
     ]
     assert not cycles, f"modules importing each other (move what both need into a lower module): {cycles}"
+
+
+def test_no_private_name_is_imported_from_another_package():
+    """A helper another package needs is public where it lives (``condeval.<package>``'s ``_name`` is not
+    imported from outside ``<package>``, nor by the workflow, tools or benchmarks)."""
+    import ast
+
+    root = SRC.parents[1]
+    crossing = []
+    for path in [
+        *SRC.rglob("*.py"),
+        *(p for d in ("workflow", "tools", "benchmarks") for p in (root / d).rglob("*.py")),
+    ]:
+        inside = path.relative_to(SRC).parts[0].removesuffix(".py") if path.is_relative_to(SRC) else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("condeval.")):
+                continue
+            package = node.module.split(".")[1]
+            crossing += [
+                f"{path.relative_to(root)}:{node.lineno} {node.module}.{alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and package != inside
+            ]
+    assert not crossing, f"private names imported across packages: {crossing}"

@@ -124,15 +124,6 @@ def test_a_captioner_image_size_resizes_every_image_before_the_models_processor(
         Captioner(tmp_path, image_size=0)
 
 
-def test_captioners_moved_to_generators_stay_importable_from_crel():
-    from condeval.crel import captioner_training as old_training
-    from condeval.crel import captioners as old
-    from condeval.generators import captioner_training, captioners
-
-    assert old.Captioner is captioners.Captioner and old.tiny_captioner_config is captioners.tiny_captioner_config
-    assert old_training.train_captioner is captioner_training.train_captioner
-
-
 def test_captioner_refuses_a_folder_of_another_model(tmp_path, tokenizer):
     from transformers import BertConfig, BertModel
 

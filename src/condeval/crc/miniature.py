@@ -42,6 +42,8 @@ __all__ = [
     "FOIL_IT_SPLITS",
     "RICH_HF_SPLITS",
     "MINI_JUDGMENT_FILES",
+    "noun_only_swap",
+    "rated_candidates",
 ]
 
 RICH_HF_SPLITS = ("train", "dev", "test")
@@ -52,7 +54,7 @@ FOIL_IT_SPLITS = ("train", "test")
 MINI_JUDGMENT_FILES = {"flickr8k": "flickr8k.json", "polaris": "polaris.parquet"}
 
 
-def _noun_only_swap(words: list[str], rng: np.random.Generator, tries: int = 20) -> tuple[list[str], int] | None:
+def noun_only_swap(words: list[str], rng: np.random.Generator, tries: int = 20) -> tuple[list[str], int] | None:
     """A shape-noun swap that leaves every other word as it is.
 
     ``swap_shape_noun`` keeps ``a``/``an`` agreeing with the new noun; FOIL-it labels the first
@@ -118,7 +120,7 @@ def write_mini_foil_it(
     rows: dict[str, list[dict]] = {split: [] for split in FOIL_IT_SPLITS}
     for image_id, pair_id, caption in captions.select("image_id", "caption_id", "caption").iter_rows():
         split = split_of.get(image_id)
-        swapped = None if split is None else _noun_only_swap(caption.split(), np.random.default_rng([seed, pair_id]))
+        swapped = None if split is None else noun_only_swap(caption.split(), np.random.default_rng([seed, pair_id]))
         if swapped is None:
             continue
         tokens, k = swapped
@@ -170,7 +172,7 @@ def write_mini_foil_nocaps(
             with atomic_path(out_dir / image_path, suffix=".jpg") as tmp:
                 render_scene(objects, rng, side).save(tmp, format="JPEG", quality=90)
             baseline, *references = [caption.text for caption in captions_for(objects, rng)]
-            swapped = _noun_only_swap(baseline.split(), rng)
+            swapped = noun_only_swap(baseline.split(), rng)
             if swapped is None:
                 continue
             tokens, k = swapped
@@ -230,7 +232,7 @@ def write_mini_rich_hf(
     return paths
 
 
-def _rated_candidates(
+def rated_candidates(
     tokens: list[str], rng: np.random.Generator, raters: int, max_errors: int
 ) -> list[tuple[str, list[float]]]:
     """Candidates with 0..max_errors wrong words, each rated 4 − errors by ``raters`` noisy raters (1–4)."""
@@ -270,7 +272,7 @@ def write_mini_judgments(
         rng = np.random.default_rng([seed, 13, caption_id])
         image_path = f"val2014/{file_name}"
         others = [c for c in refs[image_id] if c != caption]
-        rated = _rated_candidates(caption.split(), rng, raters, max_errors)
+        rated = rated_candidates(caption.split(), rng, raters, max_errors)
         if position < n_images:
             judgements = [
                 {"image_id": str(image_id), "image_path": image_path, "caption": text, "rating": r}

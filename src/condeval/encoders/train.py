@@ -26,7 +26,7 @@ from condeval.encoders.data import captions_per_image, pixel_values, token_array
 
 log = logging.getLogger(__name__)
 
-__all__ = ["coco_split", "ClipObjective", "train_clip", "train_bert", "train_and_export"]
+__all__ = ["coco_split", "ClipObjective", "token_cube", "train_clip", "train_bert", "train_and_export"]
 
 CAPTIONS_PER_IMAGE = 5
 
@@ -72,7 +72,7 @@ def _keep_rows(images, captions: list, keep):
     return images.filter(keep), [c for c, k in zip(captions, keep) if k]
 
 
-def _token_cube(
+def token_cube(
     tokenizer, captions: list[list[str]], max_length: int, per_caption: int = 1
 ) -> tuple[np.ndarray, np.ndarray]:
     """Token ids and masks, (images, captions, max_length), or (images, captions, per_caption, max_length)
@@ -190,8 +190,8 @@ def train_clip(
     rng = np.random.default_rng(recipe.seed)
     seen = [shape for shape in SHAPES if shape not in set(exclude_shapes)]
     length = model.get("max_length", 32)
-    hard = _token_cube(tokenizer, _foils(captions, rng, seen, objective.foils), length, objective.foils)
-    tokens = _token_cube(tokenizer, captions, length)
+    hard = token_cube(tokenizer, _foils(captions, rng, seen, objective.foils), length, objective.foils)
+    tokens = token_cube(tokenizer, captions, length)
     _warn_unknown_words(tokenizer, captions, tokens)
     arrays = (pixel_values(frame["path"].to_list(), processor), *tokens, *hard)
     pl.seed_everything(recipe.seed, workers=True, verbose=False)

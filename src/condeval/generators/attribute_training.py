@@ -38,6 +38,7 @@ __all__ = [
     "RepaAlignment",
     "align_to_tokens",
     "cached_rows",
+    "denoiser_config",
     "train_attribute_generator",
 ]
 
@@ -139,7 +140,7 @@ class AttributeFlowModule(ScheduledModule):
         return loss
 
 
-def _denoiser_config(latent_shape: tuple, encoder_width: int, transformer: dict) -> dict:
+def denoiser_config(latent_shape: tuple, encoder_width: int, transformer: dict) -> dict:
     """An ``SD3Transformer2DModel`` config on the latents' grid (one latent's (C, h, w)): ``transformer``'s
     ``layers`` and ``heads``."""
     from condeval.generators.text_to_image import tiny_sd3_transformer
@@ -382,7 +383,7 @@ def train_attribute_generator(
     width = transformer.get("head_dim", 16) * transformer["heads"]
     encoder_config = dict(AttributeEncoder(values=values, width=width, context_width=width).config)
     module = AttributeFlowModule(
-        _denoiser_config(latents.shape, width, transformer),
+        denoiser_config(latents.shape, width, transformer),
         encoder_config,
         lr=recipe.lr,
         warmup_steps=warmup_steps,

@@ -339,7 +339,7 @@ def train_captioner(
 
     from condeval.core.resources import optimizer_steps
     from condeval.encoders.data import pixel_values
-    from condeval.encoders.train import _token_cube, coco_split, train_and_export
+    from condeval.encoders.train import coco_split, token_cube, train_and_export
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     model = dict(model)
@@ -348,7 +348,7 @@ def train_captioner(
     frame, captions = coco_split(world, "train", images)
     arrays = (
         pixel_values(frame["path"].to_list(), processor),
-        *_token_cube(tokenizer, captions, model.get("max_length", 32)),
+        *token_cube(tokenizer, captions, model.get("max_length", 32)),
     )
     pl.seed_everything(recipe.seed, workers=True, verbose=False)
     config = tiny_captioner_config(architecture, tokenizer, image_size, **model)

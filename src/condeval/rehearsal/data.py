@@ -48,7 +48,7 @@ from PIL import Image
 from condeval.core.conformal import conformal_rank
 from condeval.core.fetch import config_value, read_catalog, resolve_sources
 from condeval.core.io import atomic_path, write_parquet
-from condeval.crc.miniature import _noun_only_swap, _rated_candidates
+from condeval.crc.miniature import noun_only_swap, rated_candidates
 from condeval.crc.word_risk import min_calibration_units
 from condeval.crel.image_to_text import FOLD_FRACTIONS, FOLDS
 from condeval.datasets.celeba import IMAGE_FOLDER, PARTITIONS, all_conditions, write_celeba_lists
@@ -380,7 +380,7 @@ def _foil_pair(captions: list[dict], seed: int) -> list[dict]:
     """
     for caption in sorted(captions, key=lambda c: c["id"]):
         words = normalize_caption(caption["caption"])
-        foiled = _noun_only_swap(words, _rng(seed, "foil-it", caption["id"]))
+        foiled = noun_only_swap(words, _rng(seed, "foil-it", caption["id"]))
         if foiled is not None:
             tokens, k = foiled
             common = {"id": caption["id"], "image_id": caption["image_id"]}
@@ -423,7 +423,7 @@ def _nocaps_record(domain: str, index: int, seed: int, images: Path) -> dict:
     image_path = f"{_name('openimages', index)}.jpg"
     _write_bytes(images / image_path, _jpeg(image))
     captions = [caption.tokens for caption in captions_for(objects, rng, n=11)]  # a baseline, ten references
-    baseline, (tokens, k) = next((c, swap) for c in captions if (swap := _noun_only_swap(c, rng)) is not None)
+    baseline, (tokens, k) = next((c, swap) for c in captions if (swap := noun_only_swap(c, rng)) is not None)
     return {
         "image_path": image_path,
         "references": [_sentence(c, index + n) for n, c in enumerate(captions) if c is not baseline],
@@ -546,7 +546,7 @@ def _judged_images(name: str, n: int, seed: int, sizes: tuple[tuple[int, int], .
         rng = _rng(seed, name, index)
         objects, image = _scene(rng, _size(rng, sizes))
         first, *others = [caption.tokens for caption in captions_for(objects, rng, n=6)]
-        rated = _rated_candidates(first, rng, RATERS, CANDIDATE_ERRORS)
+        rated = rated_candidates(first, rng, RATERS, CANDIDATE_ERRORS)
         candidates = [(_sentence(text.split(), k), ratings) for k, (text, ratings) in enumerate(rated)]
         references = [_sentence(tokens, k) for k, tokens in enumerate(others, start=1)]
         judged.append(_Judged(_name(name, index, 10), _jpeg(image), references, candidates))
