@@ -478,8 +478,11 @@ def _two_captioners(n_items: int, rho_gap: float, crel_gap: float, seed: int = 0
     for model, rho_shift, crel_shift in (("a", rho_gap, -crel_gap), ("b", 0.0, 0.0)):
         rho = base + rho_shift + 0.05 * rng.normal(size=n_items)
         crel = base - 0.2 + crel_shift + 0.05 * rng.normal(size=n_items)
-        rows.append(pl.DataFrame({"model": model, "metric": "clip", "image_id": np.arange(n_items),
-                                  "rho": rho, "crel_rho": crel}))  # fmt: skip
+        rows.append(
+            pl.DataFrame(
+                {"model": model, "metric": "clip", "image_id": np.arange(n_items), "rho": rho, "crel_rho": crel}
+            )
+        )
     return pl.concat(rows)
 
 
