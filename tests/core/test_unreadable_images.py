@@ -1,12 +1,15 @@
 """A file PIL cannot read (not an image, truncated) is refused naming it wherever images are read: the trust
-track's release and samples, and the encoders' feature batches (it escaped as PIL's own OSError)."""
+track's release and samples, the encoders' feature and training batches, CLIPScore's attention-mask
+sampling (it escaped as PIL's own OSError)."""
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from condeval.core.io import DataFileError
+from condeval.crc.sampling import sample_captions
 from condeval.datasets import DatasetFormatError
+from condeval.encoders.data import pixel_values
 from condeval.encoders.inputs import ResizedImage, rgb_images
 from condeval.trust.data import read_images
 from condeval.trust.samples import read_samples, write_samples
@@ -32,6 +35,10 @@ def test_an_unreadable_image_is_named_by_every_reader(tmp_path, kind):
         rgb_images([ResizedImage(path, 8)])
     with pytest.raises(DatasetFormatError, match=named):
         read_images("celeba", tmp_path, [{"path": str(path)}], 16)
+    with pytest.raises(DataFileError, match=named):
+        pixel_values([str(path)], image_processor=None)  # the file is read before the processor is used
+    with pytest.raises(DataFileError, match=named):
+        sample_captions(None, [path], [["a", "red", "star"]], [7], seed=0)  # likewise before the sampler
 
 
 def test_a_truncated_sample_is_named_by_its_file(tmp_path):

@@ -65,6 +65,12 @@ def test_a_missing_column_and_a_missing_file_are_named(tmp_path):
         read_metadata(tmp_path / "elsewhere")
 
 
+def test_a_header_only_metadata_file_is_refused_not_an_empty_dataset(tmp_path):
+    _write(tmp_path, rows=[])
+    with pytest.raises(DatasetFormatError, match=r"metadata.csv: no sites in it"):
+        read_metadata(tmp_path)
+
+
 def test_a_site_names_its_missing_or_wrong_channel(tmp_path):
     from PIL import Image
 

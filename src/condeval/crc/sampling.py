@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from condeval.core.io import read_image
 from condeval.core.resources import INFERENCE_BYTES_PER_TOKEN, GpuWork, forward_flops, tower_parameters
 from condeval.crc.pos import PosTagger, maskable_words
 from condeval.encoders.features import ClipEncoder
@@ -238,8 +239,7 @@ class AttentionMaskSampler:
         """All samples of one pair (``image`` a PIL image or its file); the same ``seed`` gives the same masks."""
         rng = np.random.default_rng(seed)
         if isinstance(image, (str, os.PathLike)):
-            with Image.open(image) as opened:
-                return self.score(self.image_embeddings(opened, rng), words, rng)
+            return self.score(self.image_embeddings(read_image(image), rng), words, rng)
         if not isinstance(image, Image.Image):
             raise TypeError(f"image must be a PIL image or an image file's path; got {type(image).__name__}")
         return self.score(self.image_embeddings(image, rng), words, rng)
@@ -331,8 +331,8 @@ def sample_captions(
     rows: list[dict | None] = [None] * len(paths)
     bar = tqdm(total=len(paths), desc="attention-mask sampling", unit="pair", disable=not progress, mininterval=10)
     for path, indices in by_image.items():
-        with Image.open(path) as image:
-            images = sampler.image_embeddings(image, np.random.default_rng(_seed(seed, _name_key(path))))
+        image = read_image(path)
+        images = sampler.image_embeddings(image, np.random.default_rng(_seed(seed, _name_key(path))))
         for index in indices:
             caption, key = list(words[index]), int(keys[index])
             pair = sampler.score(images, caption, np.random.default_rng(_seed(seed, key)))

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
-from PIL import Image
+
+from condeval.core.io import read_image
 
 __all__ = ["pixel_values", "token_arrays", "captions_per_image", "trim_padding"]
 
@@ -15,7 +16,7 @@ def pixel_values(paths: Sequence[str], image_processor, batch_size: int = 256) -
     """``image_processor`` output for each image file, float32 (n, 3, H, W)."""
     chunks = []
     for start in range(0, len(paths), batch_size):
-        images = [Image.open(path).convert("RGB") for path in paths[start : start + batch_size]]
+        images = [read_image(path).convert("RGB") for path in paths[start : start + batch_size]]
         chunks.append(np.asarray(image_processor(images, return_tensors="np")["pixel_values"], dtype=np.float32))
     return np.concatenate(chunks)
 

@@ -139,9 +139,8 @@ def train_dino(
         The training summary.
     """
     import pytorch_lightning as pl
-    from PIL import Image
 
-    from condeval.core.io import read_json
+    from condeval.core.io import read_image, read_json
     from condeval.core.resources import optimizer_steps
     from condeval.encoders.train import coco_split, train_and_export
 
@@ -151,7 +150,7 @@ def train_dino(
     ids = frame["image_id"].to_list()
     scenes = read_json(Path(world) / "annotations" / "scenes_train2014.json")
     processor = dino_image_processor(image_size)
-    first = _pixels([Image.open(p).convert("RGB") for p in frame["path"].to_list()], processor)
+    first = _pixels([read_image(p).convert("RGB") for p in frame["path"].to_list()], processor)
     second = _pixels(second_views([scenes[str(i)] for i in ids], ids, recipe.seed, image_size), processor)
     pl.seed_everything(recipe.seed, workers=True, verbose=False)
     config = tiny_dinov2_config(image_size, **model)
