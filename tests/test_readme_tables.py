@@ -71,7 +71,7 @@ def test_an_unclosed_marker_names_the_file_and_block(tmp_path):
 def test_docs_mark_table1_and_every_appendix_c_table():
     text = (ROOT / "docs" / "crel" / "results.md").read_text()
     marked = {match["name"] for match in readme_tables.MARKED_BLOCK.finditer(text)}
-    assert {"table1", *ABLATION_TABLES} <= marked
+    assert {"table1", *ABLATION_TABLES, "num_z0", "encoder_signal", "generator_signal"} <= marked
 
 
 def test_any_report_table_of_a_run_fills_its_block_and_the_provenance_names_the_run(tmp_path):
@@ -88,3 +88,34 @@ def test_any_report_table_of_a_run_fills_its_block_and_the_provenance_names_the_
     assert "| celeba |" in page.read_text() and "old" not in page.read_text()
     line = readme_tables.provenance(ROOT, [Path("config/config.yaml")])
     assert line.startswith("Generated from one run of commit ") and "`config/config.yaml`" in line
+
+
+def test_the_signal_and_num_z0_blocks_are_read_from_the_runs_files(tmp_path):
+    clip = {"gallery": 1000, "R@1": 0.222, "R@5": 0.504, "chance@1": 0.001, "chance@5": 0.005}
+    clip |= {"naming_images": 820, "naming_shapes": 10, "naming_accuracy": 0.672, "naming_chance": 0.1}
+    clip |= {"foil_true_wins": 0.805, "matching_cos_mean": 0.624, "matching_cos_le_0": 0.001}
+    bert = {"same_image_mean": 0.714, "other_image_mean": 0.638, "auc": 0.584}
+    encoders = "\n".join(readme_tables.encoder_signal_rows({"clip": clip, "bert": bert}))
+    assert "| 0.222 / 0.504 (0.001 / 0.005) |" in encoders and "| 0.714 / 0.638, AUC 0.584 |" in encoders
+    assert "820 lone objects of the 10 trained shapes | 0.672 (0.10) |" in encoders and "; 0.1% |" in encoders
+
+    read = {"colour": 0.9, "shape": 0.7}
+    model = {
+        "real": {"R@5": 0.48},
+        "generated": {"R@5": 0.061},
+        "attributes": {"real": read, "generated": {"colour": 0.62, "shape": 0.13}},
+        "attributes_probe": {"real": read, "generated": {"colour": 0.55, "shape": 0.12}, "shuffled": read},
+    }
+    dino = {"same_scene_mean": 0.949, "shared_element_mean": 0.186, "auc": 0.98}
+    generators = "\n".join(readme_tables.generator_signal_rows({"dino": dino, "models": {"mini-flux": model}}))
+    assert "| mean cosine | 0.949 | 0.186 | 0.980 |" in generators
+    assert "| real images | 0.480 | 0.900 | 0.700 | 0.900 / 0.700 | |" in generators
+    assert "| mini-flux | 0.061 | 0.550 | 0.120 | 0.620 / 0.130 | 0.900 / 0.700 |" in generators
+
+    curve = pl.DataFrame({"num_z0": [1, 5], "crel_rho_mean": [-0.45, -0.47], "metric": "mse", "alpha": 0.1})
+    seeds = pl.DataFrame(
+        {"runs": [10], "num_z0": [50], "crel_rho_mean": [-0.4915], "crel_rho_std": [0.00058], "paper_std": [0.00027]}
+    )
+    rows = readme_tables.num_z0_rows(curve, seeds)
+    assert rows[:3] == ["| num_z0 | 1 | 5 |", "|---|---|---|", "| CReL-MSE | -0.4500 | -0.4700 |"]
+    assert rows[-1] == "| 10 | 50 | -0.4915 | 0.00058 | 0.00027 |"

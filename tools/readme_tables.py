@@ -8,8 +8,9 @@ Each table lives in a docs file between two markers, which this script replaces 
 
     <!-- /generated: table1 -->
 
-Blocks: ``table1`` (CReL Table 1), one per Appendix C ablation table (``table4_beta``, ...), one per
-image-to-text Table 2 (``table2_alpha0.1``, ...), ``encoder_signal``, ``sources`` (the catalogue
+Blocks: ``table1`` (CReL Table 1), one per Appendix C ablation table (``table4_beta``, ...) and
+``num_z0`` (Appendix C.8), one per image-to-text Table 2 (``table2_alpha0.1``, ...), ``encoder_signal``
+and ``generator_signal`` (what the image-to-text encoders and the text-to-image generators read), ``sources`` (the catalogue
 ``config/sources.yaml``, which needs no run), ``reports/<path>`` (any Markdown table the run wrote,
 e.g. ``reports/trust/selection_table`` for ``reports/trust/selection_table.md``) and ``provenance``
 (the one line naming the run: commit, date, machine, config). A block that no docs file marks is
@@ -17,7 +18,8 @@ printed instead. The paper's numbers come from condeval/crel/paper.yaml (through
 report tables, which carry them in ``paper_*`` columns), never from this script:
 
     python tools/readme_tables.py --write [--docs docs] [--reports reports/crel/nonlinear] [--i2t reports/crel_i2t]
-        [--run .] [--config config/config.yaml]
+        [--signal results/encoders/signal.json] [--t2i-signal results/crel_t2i/signal.json] [--run .]
+        [--config config/config.yaml]
 
 Without ``--write`` every block is printed and nothing is written.
 """
@@ -60,15 +62,67 @@ def table1_rows(table: pl.DataFrame) -> list[str]:
     return lines
 
 
-def signal_sentence(signal: dict) -> str:
-    """The encoders' measured signal (``results/encoders/signal.json``) in one paragraph."""
+def encoder_signal_rows(signal: dict) -> list[str]:
+    """What the image-to-text encoders read (``results/encoders/signal.json``), chance in parentheses."""
     clip, bert = signal["clip"], signal["bert"]
-    return (
-        f"CLIP: R@1 {clip['R@1']:.3f}, R@5 {clip['R@5']:.3f} in a {clip['gallery']}-image gallery "
-        f"(chance {clip['chance@1']:.3f} / {clip['chance@5']:.3f}); one-noun foil: gap {clip['foil_gap_mean']:.4f} "
-        f"± {clip['foil_gap_std']:.4f}, true caption wins {clip['foil_true_wins']:.1%}. BERT: same image "
-        f"{bert['same_image_mean']:.3f}, other image {bert['other_image_mean']:.3f}, AUC {bert['auc']:.3f}."
+    return [
+        "| encoder | measure | value |",
+        "|---|---|---|",
+        f"| CLIP | image → caption retrieval in a {clip['gallery']:,}-image gallery, R@1 / R@5 "
+        f"| {clip['R@1']:.3f} / {clip['R@5']:.3f} ({clip['chance@1']:.3f} / {clip['chance@5']:.3f}) |",
+        f"| CLIP | shape named, {clip['naming_images']:,} lone objects of the {clip['naming_shapes']} trained shapes "
+        f"| {clip['naming_accuracy']:.3f} ({clip['naming_chance']:.2f}) |",
+        f"| CLIP | the true caption beats its one-noun foil | {clip['foil_true_wins']:.3f} (0.5) |",
+        f"| CLIP | true-pair cosine: mean; share at or below 0 "
+        f"| {clip['matching_cos_mean']:.3f}; {clip['matching_cos_le_0']:.1%} |",
+        f"| BERT | cosine of two captions of the same image / of different images "
+        f"| {bert['same_image_mean']:.3f} / {bert['other_image_mean']:.3f}, AUC {bert['auc']:.3f} |",
+    ]
+
+
+def generator_signal_rows(signal: dict) -> list[str]:
+    """DINO-SIM's signal and each text-to-image generator's (``results/crel_t2i/signal.json``): retrieval
+    R@5, colour and shape read by the probe and the CLIP zero-shot, and the probe on shuffled requests."""
+    dino, models = signal["dino"], signal["models"]
+    lines = [
+        "| DINO-SIM | a scene and a fresh render of it | two scenes sharing a coloured shape | AUC |",
+        "|---|---|---|---|",
+        f"| mean cosine | {dino['same_scene_mean']:.3f} | {dino['shared_element_mean']:.3f} | {dino['auc']:.3f} |",
+        "",
+        "| model | R@5 | colour (probe) | shape (probe) | colour / shape (zero-shot) | shuffled colour / shape (probe) |",
+        "|---|---|---|---|---|---|",
+    ]
+    first = models[min(models)]
+    probe, zero_shot = first["attributes_probe"]["real"], first["attributes"]["real"]
+    lines.append(
+        f"| real images | {first['real']['R@5']:.3f} | {probe['colour']:.3f} | {probe['shape']:.3f} "
+        f"| {zero_shot['colour']:.3f} / {zero_shot['shape']:.3f} | |"
     )
+    for name, model in sorted(models.items()):
+        probe, zero_shot = model["attributes_probe"], model["attributes"]["generated"]
+        lines.append(
+            f"| {name} | {model['generated']['R@5']:.3f} | {probe['generated']['colour']:.3f} "
+            f"| {probe['generated']['shape']:.3f} | {zero_shot['colour']:.3f} / {zero_shot['shape']:.3f} "
+            f"| {probe['shuffled']['colour']:.3f} / {probe['shuffled']['shape']:.3f} |"
+        )
+    return lines
+
+
+def num_z0_rows(curve: pl.DataFrame, seeds: pl.DataFrame) -> list[str]:
+    """Appendix C.8 on the synthetic data: CReL-ρ against the number of starts, and its spread over
+    optimizer seeds beside the paper's Table 13."""
+    metric = f"CReL-{curve['metric'][0].upper()}"
+    row = seeds.row(0, named=True)
+    return [
+        "| num_z0 | " + " | ".join(str(k) for k in curve["num_z0"]) + " |",
+        "|---|" + "---|" * curve.height,
+        f"| {metric} | " + " | ".join(f"{v:.4f}" for v in curve["crel_rho_mean"]) + " |",
+        "",
+        "| runs | num_z0 | mean | standard deviation | paper (Table 13: image-to-text, BLIP-base, CLIP-SIM) |",
+        "|---|---|---|---|---|",
+        f"| {row['runs']} | {row['num_z0']} | {row['crel_rho_mean']:.4f} | {row['crel_rho_std']:.5f} "
+        f"| {row['paper_std']:.5f} |",
+    ]
 
 
 def report_blocks(run: Path) -> dict[str, str]:
@@ -99,17 +153,24 @@ def provenance(run: Path, configs: list[Path]) -> str:
     )
 
 
-def generated_blocks(reports: Path, i2t: Path, signal: Path, sources: Path | None = None) -> dict[str, str]:
+def generated_blocks(
+    reports: Path, i2t: Path, signal: Path, sources: Path | None = None, t2i_signal: Path | None = None
+) -> dict[str, str]:
     """Every CReL table a run has written, and the catalogue ``sources``, by block name, as Markdown."""
     blocks = {} if sources is None else {"sources": "\n".join(catalogue_table(read_catalog(sources)))}
     if (reports / "table1.csv").exists():
         blocks["table1"] = "\n".join(table1_rows(pl.read_csv(reports / "table1.csv")))
     for markdown in sorted((reports / "ablations").glob("table*.md")):
         blocks[markdown.stem] = markdown.read_text().rstrip()
+    if (reports / "ablations" / "num_z0.csv").exists():
+        curve, seeds = (pl.read_csv(reports / "ablations" / f"{name}.csv") for name in ("num_z0", "table13_seeds"))
+        blocks["num_z0"] = "\n".join(num_z0_rows(curve, seeds))
     for markdown in sorted(i2t.glob("table2_*.md")):
         blocks[markdown.stem] = markdown.read_text().rstrip()
     if signal.exists():
-        blocks["encoder_signal"] = signal_sentence(json.loads(signal.read_text()))
+        blocks["encoder_signal"] = "\n".join(encoder_signal_rows(json.loads(signal.read_text())))
+    if t2i_signal is not None and t2i_signal.exists():
+        blocks["generator_signal"] = "\n".join(generator_signal_rows(json.loads(t2i_signal.read_text())))
     return blocks
 
 
@@ -155,13 +216,15 @@ def main() -> None:
     parser.add_argument("--reports", type=Path, default=Path("reports/crel/nonlinear"))
     parser.add_argument("--i2t", type=Path, default=Path("reports/crel_i2t"))
     parser.add_argument("--signal", type=Path, default=Path("results/encoders/signal.json"))
+    parser.add_argument("--t2i-signal", type=Path, default=Path("results/crel_t2i/signal.json"))
     parser.add_argument("--sources", type=Path, default=Path("config/sources.yaml"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
     parser.add_argument("--run", type=Path, default=Path("."), help="the finished run's folder (its reports/)")
     parser.add_argument("--config", type=Path, action="append", help="the run's config file(s), for provenance")
     parser.add_argument("--write", action="store_true", help="fill the marked blocks of the pages under DOCS")
     args = parser.parse_args()
-    blocks = generated_blocks(args.reports, args.i2t, args.signal, args.sources) | report_blocks(args.run)
+    blocks = generated_blocks(args.reports, args.i2t, args.signal, args.sources, args.t2i_signal)
+    blocks |= report_blocks(args.run)
     blocks["provenance"] = provenance(args.run, args.config or [Path("config/config.yaml")])
     placed = write_docs(args.docs, blocks) if args.write else set()
     for name in sorted(placed):
