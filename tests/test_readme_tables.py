@@ -119,3 +119,22 @@ def test_the_signal_and_num_z0_blocks_are_read_from_the_runs_files(tmp_path):
     rows = readme_tables.num_z0_rows(curve, seeds)
     assert rows[:3] == ["| num_z0 | 1 | 5 |", "|---|---|---|", "| CReL-MSE | -0.4500 | -0.4700 |"]
     assert rows[-1] == "| 10 | 50 | -0.4915 | 0.00058 | 0.00027 |"
+
+
+def test_the_morphology_deciles_block_reads_each_models_bins_and_change(tmp_path):
+    folder = tmp_path / "results" / "trust" / "rxrx1" / "held_out" / "morphology"
+    folder.mkdir(parents=True)
+    pl.DataFrame(
+        {
+            "bin": [0, 1, 0, 1],
+            "accuracy": [0.625, 0.25, 0.125, 0.125],
+            "accuracy_change": [0.0, -0.375, 0.0, -3.7e-17],
+            "accuracy_change_low": [0.0, -1.0, 0.0, -0.3],
+            "accuracy_change_high": [0.0, 0.5, 0.0, 0.75],
+            "target": ["cell type", "cell type", "condition", "condition"],
+        }
+    ).write_parquet(folder / "vanilla-deciles.parquet")
+    blocks = readme_tables.morphology_blocks(tmp_path)
+    assert list(blocks) == ["morphology_deciles_held_out"]
+    row = blocks["morphology_deciles_held_out"].splitlines()[-1]
+    assert row == "| vanilla | 0.62, 0.25 | -0.38 (-1.00, +0.50) | 0.12, 0.12 | +0.00 (-0.30, +0.75) |"

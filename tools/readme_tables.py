@@ -10,7 +10,8 @@ Each table lives in a docs file between two markers, which this script replaces 
 
 Blocks: ``table1`` (CReL Table 1), one per Appendix C ablation table (``table4_beta``, ...) and
 ``num_z0`` (Appendix C.8), one per image-to-text Table 2 (``table2_alpha0.1``, ...), ``encoder_signal``
-and ``generator_signal`` (what the image-to-text encoders and the text-to-image generators read), ``sources`` (the catalogue
+and ``generator_signal`` (what the image-to-text encoders and the text-to-image generators read),
+``morphology_deciles_<regime>`` (the trust track's Fig. 3 in CellProfiler space), ``sources`` (the catalogue
 ``config/sources.yaml``, which needs no run), ``reports/<path>`` (any Markdown table the run wrote,
 e.g. ``reports/trust/selection_table`` for ``reports/trust/selection_table.md``) and ``provenance``
 (the one line naming the run: commit, date, machine, config). A block that no docs file marks is
@@ -125,6 +126,40 @@ def num_z0_rows(curve: pl.DataFrame, seeds: pl.DataFrame) -> list[str]:
     ]
 
 
+def morphology_decile_rows(deciles: dict[str, pl.DataFrame]) -> list[str]:
+    """Fig. 3 (``results/trust/rxrx1/<regime>/morphology/<model>-deciles.parquet``): per model and target,
+    the real-trained classifier's accuracy in each trust bin, most → least trusted, and the last bin's
+    change from the first with its 95% interval over conditions."""
+    lines = [
+        "| model | cell type: accuracy by bin | cell type: last − first (95% CI) "
+        "| condition: accuracy by bin | condition: last − first (95% CI) |",
+        "|---|---|---|---|---|",
+    ]
+    for model, frame in deciles.items():
+        cells = []
+        for target in ("cell type", "condition"):
+            bins = frame.filter(pl.col("target") == target).sort("bin")
+            last = bins.row(bins.height - 1, named=True)
+            cells.append(", ".join(f"{a:.2f}" for a in bins["accuracy"]))
+            change, low, high = (round(last[f"accuracy_change{end}"], 2) + 0.0 for end in ("", "_low", "_high"))
+            cells.append(f"{change:+.2f} ({low:+.2f}, {high:+.2f})")  # + 0.0: no "-0.00"
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def morphology_blocks(run: Path) -> dict[str, str]:
+    """``morphology_deciles_<regime>`` for each RxRx1 regime the run measured in CellProfiler space."""
+    blocks = {}
+    for folder in sorted((run / "results" / "trust" / "rxrx1").glob("*/morphology")):
+        deciles = {
+            path.name.removesuffix("-deciles.parquet"): pl.read_parquet(path)
+            for path in sorted(folder.glob("*-deciles.parquet"))
+        }
+        if deciles:
+            blocks[f"morphology_deciles_{folder.parent.name}"] = "\n".join(morphology_decile_rows(deciles))
+    return blocks
+
+
 def report_blocks(run: Path) -> dict[str, str]:
     """Every Markdown table under the run's ``reports/`` folder, by ``reports/<path without .md>``."""
     return {
@@ -224,7 +259,7 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="fill the marked blocks of the pages under DOCS")
     args = parser.parse_args()
     blocks = generated_blocks(args.reports, args.i2t, args.signal, args.sources, args.t2i_signal)
-    blocks |= report_blocks(args.run)
+    blocks |= report_blocks(args.run) | morphology_blocks(args.run)
     blocks["provenance"] = provenance(args.run, args.config or [Path("config/config.yaml")])
     placed = write_docs(args.docs, blocks) if args.write else set()
     for name in sorted(placed):
