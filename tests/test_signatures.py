@@ -12,9 +12,13 @@ MAX_BODY_LINES = 60
 LONG_BECAUSE = "Long because"
 
 _HYPERPARAMETERS = (
-    "its arguments are its checkpoints' hyperparameters, one key each: grouping them changes every saved checkpoint"
+    "its arguments are its checkpoints' hyperparameters, one plain key each: Lightning rebuilds the module from "
+    "them, and checkpoints load with weights_only=True, which refuses a settings object's class"
 )
-_HUB_SIZES = "the sizes it passes to a Hugging Face config class, one keyword each"
+_HUB_SIZES = (
+    "the sizes it passes to a Hugging Face config class, one keyword each: they are a config's `model` keys, "
+    "checked against this signature before any job"
+)
 
 #: ``<module>:<qualified name>`` → why it takes more than MAX_PARAMETERS.
 EXCEPTIONS = {
