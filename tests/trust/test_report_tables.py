@@ -86,8 +86,12 @@ def _steps() -> pl.DataFrame:
     """Scoring-during-generation rows of one generator: a step with conditions kept, one without, post."""
     kept = {
         "kid_trust": 0.5,
+        "kid_trust_low": 0.4,
+        "kid_trust_high": 0.65,
         "kid_random": 0.6,
         "improvement": 16.7,
+        "improvement_low": 2.5,
+        "improvement_high": 30.0,
         "improvement_official": 12.0,
         "improvement_official_low": -3.0,
         "improvement_official_high": 25.0,
@@ -107,13 +111,15 @@ def _steps() -> pl.DataFrame:
 
 def test_the_during_generation_tables_give_both_gains_and_the_intervals_they_have():
     table = during_generation_markdown(_steps(), {}).splitlines()
-    assert "gain %, the official code's (95% CI) | gain %, ratio of mean KIDs | Accept% (95% CI)" in table[0]
+    assert "gain %, the official code's (95% CI) | gain %, ratio of mean KIDs (95% CI) | Accept% (95% CI)" in table[0]
     during, empty, post = table[2:5]
-    assert "| 0.500 | 0.600 | 12.0 (-3.0, 25.0) | +16.7 | 30.0 (20.0, 41.0) | 40.0% |" in during
+    assert (
+        "| 0.500 (0.400, 0.650) | 0.600 | 12.0 (-3.0, 25.0) | 16.7 (2.5, 30.0) | 30.0 (20.0, 41.0) | 40.0% |" in during
+    )
     assert "– (no condition kept) | – | 1.0 | – |" in empty
     assert post.startswith("| vanilla | translator | post generation |") and "| 35.0 |" in post
     shift = support_shift_markdown(_steps()).splitlines()
     assert (
-        shift[4]
-        == "| translator | vanilla | 30.0 (20.0, 41.0) | 0.500 | 0.600 | 12.0 (-3.0, 25.0) | +16.7 | 0.90 | 0.80 | 0.85 |"
+        shift[4] == "| translator | vanilla | 30.0 (20.0, 41.0) | 0.500 (0.400, 0.650) | 0.600 | 12.0 (-3.0, 25.0) | "
+        "16.7 (2.5, 30.0) | 0.90 | 0.80 | 0.85 |"
     )

@@ -6,6 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from condeval.core.conformal import mean_interval
 from condeval.trust.evaluate import (
     KidReference,
     fit_and_score,
@@ -91,12 +92,19 @@ def test_the_official_aggregation_weights_each_conditions_improvement_by_its_acc
 
 
 def test_the_summarys_intervals_draw_whole_conditions(selection):
-    """Accept%, the official gain and Spearman each get a 95% interval over conditions: it holds the
+    """Accept%, both KIDs, both gains and Spearman each get a 95% interval over conditions: it holds the
     estimate, and a condition's samples counted twice over (the same conditions) leave it as it is."""
     rows, _ = selection
     summary = selection_summary(rows)
-    for key in ("accept", "improvement_official"):
+    for key in ("accept", "improvement_official", "kid_trust", "kid_random", "improvement"):
         assert summary[f"{key}_low"] < summary[key] < summary[f"{key}_high"], key
+    kept = rows.filter(pl.col("skipped").is_null())
+    assert (summary["kid_trust_low"], summary["kid_trust_high"]) == pytest.approx(
+        mean_interval(kept["kid_accepted"].to_numpy())
+    )
+    markdown = selection_markdown([{"dataset": "toy", "regime": "held_out", "variant": "v"} | summary])
+    kid = f"{summary['kid_trust']:.3f} ± {summary['kid_trust_std']:.3f} ({summary['kid_trust_low']:.3f}, "
+    assert kid in markdown and "| KID (trust) ± sd (95% CI) |" in markdown
     doubled = rows.with_columns(pl.col("n_generated") * 2)
     again = selection_summary(doubled)
     for key in ("accept", "improvement_official"):

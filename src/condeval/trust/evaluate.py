@@ -543,9 +543,9 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
         :func:`~condeval.trust.filtering.relative_improvement`), ``improvement_official`` (%): the
         official code's aggregation, the conditions' own improvements averaged with their accepted
         samples as weights (None when no condition has one), ``spearman`` (mean trust against KID of
-        all samples). ``accept``, ``improvement_official`` and ``spearman`` have 95% bootstrap intervals
-        over the conditions, each drawn whole (``<key>_low``, ``<key>_high``; None below two conditions,
-        or where a resample leaves the statistic undefined, as Spearman's on three conditions).
+        all samples). Every estimate but the standard deviations has a 95% bootstrap interval over the
+        conditions, each drawn whole (``<key>_low``, ``<key>_high``; None below two conditions, or where
+        a resample leaves the statistic undefined, as Spearman's on three conditions).
 
     Examples
     --------
@@ -564,28 +564,26 @@ def selection_summary(per_condition: pl.DataFrame) -> dict:
     counted = per_condition.filter(pl.col("accept").is_not_null())
     defined = kept.filter(pl.col("improvement").is_not_null())
     statistics = {
-        "accept": _accepted_share(counted),
-        "spearman": _trust_kid_spearman(ranked),
-        "improvement_official": _weighted_improvement(defined),
+        "accept": (_accepted_share(counted), counted.height),
+        "spearman": (_trust_kid_spearman(ranked), ranked.height),
+        "improvement_official": (_weighted_improvement(defined), defined.height),
+        "kid_trust": (_mean_over_conditions(kept["kid_accepted"]), kept.height),
+        "kid_random": (_mean_over_conditions(kept["kid_random"]), kept.height),
+        "improvement": (_ratio_improvement(kept), kept.height),
     }
-    units = {"accept": counted.height, "spearman": ranked.height, "improvement_official": defined.height}
-    summary = {key: _value(statistic(np.ones(units[key], dtype=int))) for key, statistic in statistics.items()}
-    for key, statistic in statistics.items():
-        low, high = unit_bootstrap_interval(statistic, units[key]) if summary[key] is not None else (None, None)
+    summary = {key: _value(statistic(np.ones(units, dtype=int))) for key, (statistic, units) in statistics.items()}
+    for key, (statistic, units) in statistics.items():
+        low, high = unit_bootstrap_interval(statistic, units) if summary[key] is not None else (None, None)
         summary[f"{key}_low"], summary[f"{key}_high"] = _value(low), _value(high)
-    if kept.height == 0:
-        return {"conditions": 0} | summary
-    kid_trust, kid_random = kept["kid_accepted"].mean(), kept["kid_random"].mean()
+    if kept.height == 0:  # every key, so that rows with and without kept conditions share one schema
+        return {"conditions": 0} | summary | dict.fromkeys(("kid_trust_std", "kid_random_std", "band"))
     kid_trust_std, kid_random_std = kept["kid_accepted_std"].mean(), kept["kid_random_std"].mean()
-    improvement, band = relative_improvement(kid_trust, kid_random, kid_trust_std, kid_random_std)
+    _, band = relative_improvement(summary["kid_trust"], summary["kid_random"], kid_trust_std, kid_random_std)
     return {
         "conditions": kept.height,
         **summary,
-        "kid_trust": kid_trust,
         "kid_trust_std": kid_trust_std,
-        "kid_random": kid_random,
         "kid_random_std": kid_random_std,
-        "improvement": None if improvement is None else 100 * improvement,
         "band": None if band is None else 100 * band,
     }
 
@@ -622,6 +620,28 @@ def _trust_kid_spearman(ranked: pl.DataFrame):
     return rho
 
 
+def _mean_over_conditions(values: pl.Series):
+    """statistic(counts): the mean over the drawn conditions of one value per condition."""
+    values = values.to_numpy().astype(np.float64)
+
+    def mean(counts: np.ndarray) -> float:
+        return float(counts @ values / counts.sum()) if counts.sum() > 0 else float("nan")
+
+    return mean
+
+
+def _ratio_improvement(kept: pl.DataFrame):
+    """statistic(counts): 100 · (1 − mean KID (trust) / mean KID (random)) over the drawn conditions, NaN
+    where the random subsets' mean KID is ≤ 0 (:func:`~condeval.trust.filtering.relative_improvement`)."""
+    kid_trust, kid_random = _mean_over_conditions(kept["kid_accepted"]), _mean_over_conditions(kept["kid_random"])
+
+    def ratio(counts: np.ndarray) -> float:
+        improvement, _ = relative_improvement(kid_trust(counts), kid_random(counts), 0.0, 0.0)
+        return float("nan") if improvement is None else 100 * improvement
+
+    return ratio
+
+
 def _weighted_improvement(defined: pl.DataFrame):
     """statistic(counts): the official aggregation over the drawn conditions, in %: each condition's
     improvement weighted by its accepted samples."""
@@ -644,8 +664,9 @@ def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) 
     (:data:`NO_VALUE` where a row has nothing measured)."""
     header = " | ".join("model" if key == "variant" else key for key in keys)
     lines = [
-        f"| {header} | conditions | Accept% (95% CI) | KID (trust) | KID (random) | gain %, the official code's "
-        "(per condition, accepted-weighted; 95% CI) | gain %, ratio of mean KIDs (95% band) | Spearman (95% CI) |",
+        f"| {header} | conditions | Accept% (95% CI) | KID (trust) ± sd (95% CI) | KID (random) ± sd (95% CI) | "
+        "gain %, the official code's (per condition, accepted-weighted; 95% CI) | gain %, ratio of mean KIDs "
+        "± band (95% CI) | Spearman (95% CI) |",
         "|---" * (len(keys) + 7) + "|",
     ]
     for row in rows:
@@ -654,18 +675,17 @@ def selection_markdown(rows: list[dict], keys=("dataset", "regime", "variant")) 
         if not row.get("conditions"):
             lines.append(f"| {lead} | 0 | {accept} | {NO_VALUE} | {NO_VALUE} | {NO_VALUE} | {NO_VALUE} | {spearman} |")
             continue
-        gain = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:.1f} ± {row['band']:.1f}"
+        kids = " | ".join(with_interval(row, key, 3, spread=f"{key}_std") for key in ("kid_trust", "kid_random"))
+        gain = UNDEFINED_GAIN if row["improvement"] is None else with_interval(row, "improvement", 1, spread="band")
         official = with_interval(row, "improvement_official", 1, UNDEFINED_GAIN)
-        lines.append(
-            f"| {lead} | {row['conditions']} | {accept} | {row['kid_trust']:.3f} ± {row['kid_trust_std']:.3f} | "
-            f"{row['kid_random']:.3f} ± {row['kid_random_std']:.3f} | {official} | {gain} | {spearman} |"
-        )
+        lines.append(f"| {lead} | {row['conditions']} | {accept} | {kids} | {official} | {gain} | {spearman} |")
     return "\n".join(lines) + "\n"
 
 
-def with_interval(row: dict, key: str, digits: int, missing: str = "") -> str:
-    """A table cell: ``row[key]`` to ``digits`` decimals with its 95% interval (``row[key + "_low"]``,
-    ``row[key + "_high"]``) in parentheses where the row has one; ``missing`` where it has no value.
+def with_interval(row: dict, key: str, digits: int, missing: str = "", spread: str | None = None) -> str:
+    """A table cell: ``row[key]`` to ``digits`` decimals, ``± row[spread]`` in the paper's style where
+    ``spread`` is given, then its 95% interval (``row[key + "_low"]``, ``row[key + "_high"]``) in
+    parentheses where the row has one; ``missing`` where it has no value.
 
     Examples
     --------
@@ -673,13 +693,16 @@ def with_interval(row: dict, key: str, digits: int, missing: str = "") -> str:
     '22.6 (13.0, 33.9)'
     >>> with_interval({"accept": 22.64}, "accept", 1), with_interval({}, "accept", 1, "—")
     ('22.6', '—')
+    >>> with_interval({"kid": 0.0123, "kid_std": 0.004, "kid_low": 0.01, "kid_high": 0.015}, "kid", 3, spread="kid_std")
+    '0.012 ± 0.004 (0.010, 0.015)'
     """
     value, low, high = row.get(key), row.get(f"{key}_low"), row.get(f"{key}_high")
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return missing
+    cell = f"{value:.{digits}f}" + ("" if spread is None else f" ± {row[spread]:.{digits}f}")
     if low is None or high is None or np.isnan(low) or np.isnan(high):
-        return f"{value:.{digits}f}"
-    return f"{value:.{digits}f} ({low:.{digits}f}, {high:.{digits}f})"
+        return cell
+    return f"{cell} ({low:.{digits}f}, {high:.{digits}f})"
 
 
 def scorer_markdown(ablation: pl.DataFrame) -> str:

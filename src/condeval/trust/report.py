@@ -259,8 +259,8 @@ def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
     agreement of realism, faithfulness and trust with post generation); and the translators' check
     (translated held-out real features scored against their true SigLIP features)."""
     lines = [
-        "| model | path | scoring at step | KID (trust) | KID (random) | gain %, the official code's (95% CI) | "
-        "gain %, ratio of mean KIDs | Accept% (95% CI) | steps saved |",
+        "| model | path | scoring at step | KID (trust) (95% CI) | KID (random) (95% CI) | gain %, the official "
+        "code's (95% CI) | gain %, ratio of mean KIDs (95% CI) | Accept% (95% CI) | steps saved |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in steps.iter_rows(named=True):
@@ -270,10 +270,7 @@ def during_generation_markdown(steps: pl.DataFrame, signals: dict) -> str:
         if row.get("kid_trust") is None:
             lines.append(f"{head} – | – | – (no condition kept) | – | {accept} | – |")
             continue
-        lines.append(
-            f"{head} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | {_gains(row)} | {accept} | "
-            f"{row['steps_saved_pct']:.1f}% |"
-        )
+        lines.append(f"{head} {_kids(row)} | {_gains(row)} | {accept} | {row['steps_saved_pct']:.1f}% |")
     lines += ["", support_shift_markdown(steps)]
     for variant, signal in signals.items():
         by_t = ", ".join(f"t = {s['t']:g}: ρ {s['spearman']:.2f}" for s in signal["by_t"])
@@ -297,8 +294,8 @@ def support_shift_markdown(steps: pl.DataFrame) -> str:
     lines = [
         f"Support-shift table (Appendix L.1), scored at step {last}:",
         "",
-        "| path | model | Accept% (95% CI) | KID (trust) | KID (random) | gain %, the official code's (95% CI) | "
-        "gain %, ratio of mean KIDs | ρ R | ρ F | ρ trust |",
+        "| path | model | Accept% (95% CI) | KID (trust) (95% CI) | KID (random) (95% CI) | gain %, the official "
+        "code's (95% CI) | gain %, ratio of mean KIDs (95% CI) | ρ R | ρ F | ρ trust |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in during.filter(pl.col("step") == last).sort("path", "variant").iter_rows(named=True):
@@ -307,15 +304,20 @@ def support_shift_markdown(steps: pl.DataFrame) -> str:
         if row.get("kid_trust") is None:
             lines.append(f"{lead} – | – | – (no condition kept) | – | {rho} |")
             continue
-        lines.append(f"{lead} {row['kid_trust']:.3f} | {row['kid_random']:.3f} | {_gains(row)} | {rho} |")
+        lines.append(f"{lead} {_kids(row)} | {_gains(row)} | {rho} |")
     return "\n".join(lines)
 
 
+def _kids(row: dict) -> str:
+    """Two cells: the mean KID of the trust-selected and of the random subsets, each with its 95% interval
+    over conditions (:func:`~condeval.trust.evaluate.selection_summary`)."""
+    return " | ".join(with_interval(row, key, 3) for key in ("kid_trust", "kid_random"))
+
+
 def _gains(row: dict) -> str:
-    """Two cells: the official code's gain with its 95% interval over conditions, and the ratio of the
-    mean KIDs (:func:`~condeval.trust.evaluate.selection_summary`)."""
-    ratio = UNDEFINED_GAIN if row["improvement"] is None else f"{row['improvement']:+.1f}"
-    return f"{with_interval(row, 'improvement_official', 1, UNDEFINED_GAIN)} | {ratio}"
+    """Two cells: the official code's gain and the ratio of the mean KIDs, each with its 95% interval over
+    conditions (:func:`~condeval.trust.evaluate.selection_summary`)."""
+    return " | ".join(with_interval(row, key, 1, UNDEFINED_GAIN) for key in ("improvement_official", "improvement"))
 
 
 def plot_during_generation(steps: pl.DataFrame, path, title: str) -> None:

@@ -46,10 +46,6 @@ selection = SelectionProtocol.from_config(dict(p.selection), seed=p.seed)
 reference = KidReference(real_kid[~support], real_attributes[~support], conditions, names)
 
 
-# selection_summary has no KID columns when every condition was skipped (too few accepted samples)
-SUMMARY = dict.fromkeys(("accept", "kid_trust", "kid_trust_std", "kid_random", "kid_random_std", "improvement", "band"))
-
-
 def protocol(real, scored, real_at_step=None) -> dict:
     """Fit on real support features, score, select by P95-real, KID in DINOv3's space (Section 5.1.1);
     with ``real_at_step`` (the support rows' features on the samples' path at the step), per-step thresholds."""
@@ -67,7 +63,7 @@ def protocol(real, scored, real_at_step=None) -> dict:
     else:
         thresholds = step_thresholds(scorer, real_at_step, real_attributes[support], selection.quantile)
     selected = select(scores, kid_features, thresholds, reference, selection)
-    return SUMMARY | selected.summary | {"accepted": selected.accepted, "scores": scores}
+    return selected.summary | {"accepted": selected.accepted, "scores": scores}
 
 
 # the post-generation oracle: the decoded samples in the variant's scoring space, the same protocol
