@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
+from condeval.core.conformal import mean_interval
 from condeval.core.io import check_finite
 from condeval.metrics import cosine_similarity, unit_rows
 
@@ -609,20 +610,6 @@ _TABLE2_EXTRAS = {
 }
 
 
-def mean_interval(values, seed: int = 0) -> tuple[float, float]:
-    """The 95% bootstrap interval (:data:`condeval.core.conformal.BOOTSTRAP`, ``scipy.stats.bootstrap``) of
-    the mean of ``values`` over items; (NaN, NaN) below two items or when every item agrees."""
-    from scipy.stats import bootstrap
-
-    from condeval.core.conformal import BOOTSTRAP
-
-    values = np.asarray(values, dtype=np.float64)
-    if len(values) < 2 or np.ptp(values) == 0:
-        return float("nan"), float("nan")
-    interval = bootstrap((values,), np.mean, rng=np.random.default_rng(seed), **BOOTSTRAP).confidence_interval
-    return float(interval.low), float(interval.high)
-
-
 def _paired_items(rows: pl.DataFrame, column: str) -> dict[str, np.ndarray] | None:
     """Each model's ``column`` on the items every model of ``rows`` scored (by ``image_id``, else by
     position when every model has as many); None when they cannot be paired."""
@@ -636,7 +623,7 @@ def _paired_items(rows: pl.DataFrame, column: str) -> dict[str, np.ndarray] | No
 def resolved_rank_changes(scores: pl.DataFrame, seed: int = 0) -> dict[tuple[str, str], bool]:
     """Whether each model's change of rank from ρ to CReL-ρ is measured, by (metric, model): True when
     some other model it swaps order with differs from it in both ρ and CReL-ρ by a paired 95% bootstrap
-    interval of the per-item difference that excludes zero (:func:`mean_interval`); a rank change at a
+    interval of the per-item difference that excludes zero (:func:`~condeval.core.conformal.mean_interval`); a rank change at a
     few dozen items is otherwise noise."""
     resolved = {}
     for (metric,), rows in scores.group_by("metric", maintain_order=True):
@@ -653,7 +640,9 @@ def resolved_rank_changes(scores: pl.DataFrame, seed: int = 0) -> dict[tuple[str
 
 def _swap_resolved(rho_difference: np.ndarray, crel_difference: np.ndarray, seed: int) -> bool:
     """Both differences' intervals exclude zero, with opposite signs: the two models swap order."""
-    (rho_low, rho_high), (crel_low, crel_high) = (mean_interval(d, seed) for d in (rho_difference, crel_difference))
+    (rho_low, rho_high), (crel_low, crel_high) = (
+        mean_interval(d, seed=seed) for d in (rho_difference, crel_difference)
+    )
     return bool((rho_low > 0 and crel_high < 0) or (rho_high < 0 and crel_low > 0))
 
 
@@ -666,7 +655,7 @@ def table2(scores: pl.DataFrame, metrics: tuple[str, ...] = METRICS) -> pl.DataF
     split into ``reconstruction`` = ρ(own code) − ρ and ``worst_case`` = CReL-ρ − ρ(own code);
     the fraction of converged searches; median nearest-real-caption distances (:func:`manifold_check`).
     Each mean has its 95% bootstrap interval over the items (``mean_rho_low`` / ``_high``,
-    ``crel_rho_low`` / ``_high``: :func:`mean_interval`), and ``rank_change_resolved`` says whether a
+    ``crel_rho_low`` / ``_high``: :func:`~condeval.core.conformal.mean_interval`), and ``rank_change_resolved`` says whether a
     change of rank is measured rather than noise (:func:`resolved_rank_changes`).
     ``metrics``: those a row may name (image-to-text's, :data:`METRICS`; Table 3 passes its own).
 
