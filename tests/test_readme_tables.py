@@ -138,3 +138,32 @@ def test_the_morphology_deciles_block_reads_each_models_bins_and_change(tmp_path
     assert list(blocks) == ["morphology_deciles_held_out"]
     row = blocks["morphology_deciles_held_out"].splitlines()[-1]
     assert row == "| vanilla | 0.62, 0.25 | -0.38 (-1.00, +0.50) | 0.12, 0.12 | +0.00 (-0.30, +0.75) |"
+
+
+def test_the_benchmark_blocks_read_the_recorded_outputs_and_name_the_missing_ones(tmp_path):
+    """A figure the docs cite comes from its benchmark's recorded output; a missing output is named with
+    the command that records it, never filled with a typed number."""
+    import json
+
+    missing = readme_tables.benchmark_blocks(tmp_path)
+    assert "not recorded: run `make bench-trust`" in missing["benchmark_trust"]
+    assert missing["benchmark_allocator"] == "not recorded: run `python benchmarks/bench_allocator.py`."
+
+    rates = {"translator_score": 7411.2, "decode_encode": 0.1412, "denoiser_step": 2.0}
+    abstention = {"images": 4, "steps": 10, "at": 2, "abstained": 2, "saving": 0.371, "predicted_saving": 0.432}
+    translator = {"threads": 2, "samples_per_s": rates, "speed_up": 52487.0, "abstention_measured": abstention}
+    device = {"scale": "paper", "gpu": "NVIDIA H100 80GB HBM3", "cpus": 16, "shape": {"steps": 250}}
+    device |= {"variants": {"repa": {"train_images_per_s": 285.4, "samples_per_s": 3.21}}, "peak_gpu_memory_gib": 55.2}
+    allocator = {"dqr_step_seconds": {"glibc_default": 0.5, "job_environment": 0.25}, "speedup": 2.0}
+    allocator |= {"machine": {"cpu_count": 2}}
+    for name, record in {"translator": translator, "trust_device_paper": device, "allocator": allocator}.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(record))
+    blocks = readme_tables.benchmark_blocks(tmp_path)
+    trust = blocks["benchmark_trust"]
+    assert "| 2 CPU threads | 7,411 against 0.14 samples/s (52,487×) |" in trust
+    assert (
+        "2 abstaining at step 2 (`TrustAbstention(drop=True)`) | 2 CPU threads | 37% of the call's time saved" in trust
+    )
+    assert "| one NVIDIA H100 80GB HBM3 | repa: trains at 285 and samples at 3.2 images/s (250 steps); 55 GiB" in trust
+    assert blocks["benchmark_allocator"].startswith("0.500 s a step with glibc's defaults, 0.250 s")
+    assert "(2.0× on 2 CPU cores)" in blocks["benchmark_allocator"]

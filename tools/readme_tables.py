@@ -13,14 +13,17 @@ Blocks: ``table1`` (CReL Table 1), one per Appendix C ablation table (``table4_b
 and ``generator_signal`` (what the image-to-text encoders and the text-to-image generators read),
 ``morphology_deciles_<regime>`` (the trust track's Fig. 3 in CellProfiler space), ``sources`` (the catalogue
 ``config/sources.yaml``, which needs no run), ``reports/<path>`` (any Markdown table the run wrote,
-e.g. ``reports/trust/selection_table`` for ``reports/trust/selection_table.md``) and ``provenance``
-(the one line naming the run: commit, date, machine, config). A block that no docs file marks is
+e.g. ``reports/trust/selection_table`` for ``reports/trust/selection_table.md``), ``provenance``
+(the one line naming the run: commit, date, machine, config), and from the benchmarks' recorded outputs
+in ``benchmarks/out/`` (a committed file there is the measurement the docs cite; a missing one is named
+with the command that records it) ``benchmark_trust`` (the trust track's benchmark table) and
+``benchmark_allocator`` (the allocator settings' speed-up). A block that no docs file marks is
 printed instead. The paper's numbers come from condeval/crel/paper.yaml (through the
 report tables, which carry them in ``paper_*`` columns), never from this script:
 
     python tools/readme_tables.py --write [--docs docs] [--reports reports/crel/nonlinear] [--i2t reports/crel_i2t]
         [--signal results/encoders/signal.json] [--t2i-signal results/crel_t2i/signal.json] [--run .]
-        [--config config/config.yaml]
+        [--config config/config.yaml] [--benchmarks benchmarks/out]
 
 Without ``--write`` every block is printed and nothing is written.
 """
@@ -246,6 +249,95 @@ def write_docs(docs: Path, blocks: dict[str, str]) -> set[str]:
     return placed
 
 
+#: A row's cells where its benchmark has no recorded output.
+NOT_RECORDED = "not recorded: run `{command}`"
+
+
+def _read(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _cpu(threads: int) -> str:
+    return f"{threads} CPU thread{'s' if threads != 1 else ''}"
+
+
+def trust_rows(folder: Path) -> list[str]:
+    """The trust track's benchmark table: the score against the definition, the translator against
+    decoding and encoding, abstention's saving, and the generators on each recorded device."""
+    lines = ["| benchmark | where | result |", "|---|---|---|"]
+    lines.append(_score_row(_read(folder / "trust.json")))
+    lines += _translator_rows(_read(folder / "translator.json"))
+    devices = sorted(folder.glob("trust_device*.json"))
+    lines += [_device_row(_read(path)) for path in devices] or [
+        "| `benchmarks/bench_trust_device.py`, the generators' training and sampling | — | "
+        + NOT_RECORDED.format(command="python benchmarks/bench_trust_device.py --device cuda")
+        + " |"
+    ]
+    return lines
+
+
+def _score_row(record: dict | None) -> str:
+    what = "`benchmarks/bench_trust.py`: `TrustScorer.score` at D = 768 against the definition's quadratic forms"
+    if record is None:
+        return f"| {what} | — | {NOT_RECORDED.format(command='make bench-trust')} |"
+    base = record["definition_baseline"]["samples_per_s"]
+    return (
+        f"| {what} | {_cpu(record['threads'])} | {record['samples_per_s']:,.0f} against {base:,.0f} samples/s "
+        f"({record['speed_up']:,.0f}×) |"
+    )
+
+
+def _translator_rows(record: dict | None) -> list[str]:
+    what = (
+        "`benchmarks/bench_translator.py`: translator plus `TrustScorer.score` in 1152-D, against decoding "
+        "with SD's `AutoencoderKL` and encoding with SigLIP so400m"
+    )
+    if record is None:
+        return [f"| {what} | — | {NOT_RECORDED.format(command='python benchmarks/bench_translator.py')} |"]
+    rates, where = record["samples_per_s"], _cpu(record["threads"])
+    rows = [
+        f"| {what} | {where} | {rates['translator_score']:,.0f} against {rates['decode_encode']:.2f} samples/s "
+        f"({record['speed_up']:,.0f}×) |"
+    ]
+    if "abstention_measured" in record:
+        run = record["abstention_measured"]
+        rows.append(
+            f"| the same: {run['images']} images in {run['steps']} steps, {run['abstained']} abstaining at step "
+            f"{run['at']} (`TrustAbstention(drop=True)`) | {where} | {100 * run['saving']:.0f}% of the call's time "
+            f"saved; `compute_saved` predicts {100 * run['predicted_saving']:.0f}% |"
+        )
+    return rows
+
+
+def _device_row(record: dict) -> str:
+    shape = "the paper's shapes" if record["scale"] == "paper" else "the offline default's generator"
+    where = f"one {record['gpu']}" if record.get("gpu") else _cpu(record["cpus"])
+    rates = "; ".join(
+        f"{variant}: trains at {row['train_images_per_s']:,.0f} and samples at {row['samples_per_s']:,.1f} "
+        f"images/s ({record['shape']['steps']} steps)"
+        for variant, row in record["variants"].items()
+    )
+    memory = f"; {record['peak_gpu_memory_gib']:.0f} GiB at most" if record.get("peak_gpu_memory_gib") else ""
+    return f"| `benchmarks/bench_trust_device.py`, {shape} | {where} | {rates}{memory} |"
+
+
+def allocator_sentence(folder: Path) -> str:
+    """The allocator's speed-up on the image-to-text DQR step, as ``make bench-i2t`` recorded it."""
+    record = _read(folder / "allocator.json")
+    if record is None:
+        return NOT_RECORDED.format(command="python benchmarks/bench_allocator.py") + "."
+    seconds = record["dqr_step_seconds"]
+    return (
+        f"{seconds['glibc_default']:.3f} s a step with glibc's defaults, {seconds['job_environment']:.3f} s with "
+        f"the job environment ({record['speedup']:.1f}× on {record['machine']['cpu_count']} CPU cores)."
+    )
+
+
+def benchmark_blocks(folder: Path) -> dict[str, str]:
+    """Every benchmark block, by name, from the recorded outputs in ``folder``."""
+    return {"benchmark_trust": "\n".join(trust_rows(folder)), "benchmark_allocator": allocator_sentence(folder)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=Path, default=Path("reports/crel/nonlinear"))
@@ -254,12 +346,15 @@ def main() -> None:
     parser.add_argument("--t2i-signal", type=Path, default=Path("results/crel_t2i/signal.json"))
     parser.add_argument("--sources", type=Path, default=Path("config/sources.yaml"))
     parser.add_argument("--docs", type=Path, default=Path("docs"))
+    parser.add_argument(
+        "--benchmarks", type=Path, default=Path("benchmarks/out"), help="the benchmarks' recorded outputs"
+    )
     parser.add_argument("--run", type=Path, default=Path("."), help="the finished run's folder (its reports/)")
     parser.add_argument("--config", type=Path, action="append", help="the run's config file(s), for provenance")
     parser.add_argument("--write", action="store_true", help="fill the marked blocks of the pages under DOCS")
     args = parser.parse_args()
     blocks = generated_blocks(args.reports, args.i2t, args.signal, args.sources, args.t2i_signal)
-    blocks |= report_blocks(args.run) | morphology_blocks(args.run)
+    blocks |= report_blocks(args.run) | morphology_blocks(args.run) | benchmark_blocks(args.benchmarks)
     blocks["provenance"] = provenance(args.run, args.config or [Path("config/config.yaml")])
     placed = write_docs(args.docs, blocks) if args.write else set()
     for name in sorted(placed):
