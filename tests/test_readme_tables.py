@@ -156,7 +156,15 @@ def test_the_benchmark_blocks_read_the_recorded_outputs_and_name_the_missing_one
     device |= {"variants": {"repa": {"train_images_per_s": 285.4, "samples_per_s": 3.21}}, "peak_gpu_memory_gib": 55.2}
     allocator = {"dqr_step_seconds": {"glibc_default": 0.5, "job_environment": 0.25}, "speedup": 2.0}
     allocator |= {"machine": {"cpu_count": 2}}
-    for name, record in {"translator": translator, "trust_device_paper": device, "allocator": allocator}.items():
+    score = {
+        "threads": 2,
+        "samples_per_s": 117370.0,
+        "speed_up": 15.43,
+        "definition_baseline": {"samples_per_s": 7608.0},
+    }
+    score |= {"kid": {"condeval_standard": {"seconds": 0.2}, "torchmetrics_standard": {"seconds": 0.4}}}
+    records = {"translator": translator, "trust_device_paper": device, "allocator": allocator, "trust": score}
+    for name, record in records.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(record))
     blocks = readme_tables.benchmark_blocks(tmp_path)
     trust = blocks["benchmark_trust"]
@@ -165,5 +173,7 @@ def test_the_benchmark_blocks_read_the_recorded_outputs_and_name_the_missing_one
         "2 abstaining at step 2 (`TrustAbstention(drop=True)`) | 2 CPU threads | 37% of the call's time saved" in trust
     )
     assert "| one NVIDIA H100 80GB HBM3 | repa: trains at 285 and samples at 3.2 images/s (250 steps); 55 GiB" in trust
+    assert "| 2 CPU threads | 117,370 against 7,608 samples/s (15×) |" in trust
+    assert "| 2 CPU threads | 0.20 against 0.40 s (2.0×) |" in trust
     assert blocks["benchmark_allocator"].startswith("0.500 s a step with glibc's defaults, 0.250 s")
     assert "(2.0× on 2 CPU cores)" in blocks["benchmark_allocator"]

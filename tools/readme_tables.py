@@ -265,7 +265,7 @@ def trust_rows(folder: Path) -> list[str]:
     """The trust track's benchmark table: the score against the definition, the translator against
     decoding and encoding, abstention's saving, and the generators on each recorded device."""
     lines = ["| benchmark | where | result |", "|---|---|---|"]
-    lines.append(_score_row(_read(folder / "trust.json")))
+    lines += _score_rows(_read(folder / "trust.json"))
     lines += _translator_rows(_read(folder / "translator.json"))
     devices = sorted(folder.glob("trust_device*.json"))
     lines += [_device_row(_read(path)) for path in devices] or [
@@ -276,15 +276,18 @@ def trust_rows(folder: Path) -> list[str]:
     return lines
 
 
-def _score_row(record: dict | None) -> str:
+def _score_rows(record: dict | None) -> list[str]:
     what = "`benchmarks/bench_trust.py`: `TrustScorer.score` at D = 768 against the definition's quadratic forms"
     if record is None:
-        return f"| {what} | — | {NOT_RECORDED.format(command='make bench-trust')} |"
-    base = record["definition_baseline"]["samples_per_s"]
-    return (
-        f"| {what} | {_cpu(record['threads'])} | {record['samples_per_s']:,.0f} against {base:,.0f} samples/s "
-        f"({record['speed_up']:,.0f}×) |"
-    )
+        return [f"| {what} | — | {NOT_RECORDED.format(command='make bench-trust')} |"]
+    base, where = record["definition_baseline"]["samples_per_s"], _cpu(record["threads"])
+    kid, reference = record["kid"]["condeval_standard"]["seconds"], record["kid"]["torchmetrics_standard"]["seconds"]
+    return [
+        f"| {what} | {where} | {record['samples_per_s']:,.0f} against {base:,.0f} samples/s "
+        f"({record['speed_up']:,.0f}×) |",
+        f"| the same: `kid` (polynomial kernel, 10 subsets of 500) against torchmetrics' `KernelInceptionDistance` "
+        f"| {where} | {kid:.2f} against {reference:.2f} s ({reference / kid:.1f}×) |",
+    ]
 
 
 def _translator_rows(record: dict | None) -> list[str]:
