@@ -21,6 +21,7 @@ from condeval.crc.evaluate import (
 )
 from condeval.crc.intervals import PAPER_LAMBDAS
 from condeval.crc.metrics import caption_counts, caption_truth_and_score, fdr, fpr
+from condeval.crc.report import signal_markdown
 
 
 def _captions(
@@ -118,6 +119,7 @@ def test_detection_signal_against_chance():
     frame = pl.DataFrame(
         {
             "key": [0, 1, 2],
+            "path": ["a.jpg", "a.jpg", "b.jpg"],
             "labels": [[0, 1, 0], [0, 0], [1, 0, 0, 0]],
             "word_scores": [[0.2, 0.9, 0.0], [0.3, 0.4], [0.8, 0.1, 0.7, 0.0]],
             "pos": [["ADJ", "NOUN", "DET"], ["NOUN", "VERB"], ["NOUN", "ADP", "NOUN", "DET"]],
@@ -130,6 +132,33 @@ def test_detection_signal_against_chance():
     assert signal["la_noun_chance"] == pytest.approx((1 / 1 + 1 / 2) / 2)
     flipped = frame.with_columns(pl.col("word_scores").list.eval(1 - pl.element()))
     assert detection_signal(flipped)["la"] < 1.0
+
+
+def test_detection_signals_intervals_draw_whole_images():
+    """AP and LA come with their 95% intervals over images, which hold the estimates; an image's two
+    captions are one unit, so giving every caption its own image widens nothing it should not."""
+    rng = np.random.default_rng(0)
+    n = 60
+    labels = [[int(i % 3 == 0), 0, 0] for i in range(n)]
+    scores = [[float(label[0] + rng.normal(0, 0.8)), float(rng.normal()), float(rng.normal())] for label in labels]
+    frame = pl.DataFrame(
+        {
+            "key": range(n),
+            "path": [f"{i // 2}.jpg" for i in range(n)],
+            "labels": labels,
+            "word_scores": scores,
+            "pos": [["NOUN", "ADJ", "VERB"]] * n,
+        }
+    )
+    signal = detection_signal(frame)
+    for key in ("ap", "la"):
+        assert signal[f"{key}_low"] < signal[key] < signal[f"{key}_high"], key
+    assert (signal["ap_low"], signal["ap_high"]) == pytest.approx(tuple(ap_interval(frame).values()))
+    assert (signal["la_low"], signal["la_high"]) == pytest.approx(
+        tuple(bootstrap_intervals(frame, -np.inf, "fdr")[k] for k in ("la_low", "la_high"))
+    )
+    table = signal_markdown({("tiny-clip", "foil_it"): signal})
+    assert f"{100 * signal['ap']:.2f} ({100 * signal['ap_low']:.2f}–{100 * signal['ap_high']:.2f})" in table
 
 
 def test_join_samples_refuses_gaps_duplicates_and_non_finite_scores():

@@ -505,7 +505,9 @@ def domain_metrics(frame: pl.DataFrame, threshold: float, risk: str = "fdr") -> 
 
 
 def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
-    """Does the CLIP find the wrong words at all? AP and LA (top word, no threshold) beside chance.
+    """Does the CLIP find the wrong words at all? AP and LA (top word, no threshold) beside chance, each
+    with its 95% interval over images (``ap_low`` / ``_high``, ``la_low`` / ``_high``:
+    :func:`ap_interval`, :func:`bootstrap_intervals`).
 
     Chance: a caption's "top word" drawn uniformly from its valid (maskable) words gives LA = the
     mean of 1/#valid words over the captions with an error; drawn from its nouns (FOIL's errors are
@@ -521,9 +523,13 @@ def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
         for labels_, is_noun in zip(with_error["labels"], nouns)
     ]
     n_nouns = nouns.list.sum().to_numpy()
+    located = bootstrap_intervals(frame, -np.inf, "fdr")
     return {
         "ap": instance_ap(scores, labels, groups),
+        **ap_interval(frame),
         "la": location_accuracy(scores, labels, groups, -np.inf),
+        "la_low": located["la_low"],
+        "la_high": located["la_high"],
         "ap_chance": len(with_error) / len(frame),
         "la_chance": float(np.mean(1.0 / np.maximum(valid, 1))),
         "la_noun_chance": float(np.mean(np.divide(noun_errors, np.maximum(n_nouns, 1)))),

@@ -214,16 +214,17 @@ def _table5_row(method: str, part: pl.DataFrame, datasets: list[str], suffix: st
 
 
 def signal_markdown(signals: dict[tuple[str, str], dict]) -> str:
-    """Does the CLIP find the wrong words? AP and LA (top word) beside chance, per model and benchmark."""
+    """Does the CLIP find the wrong words? AP and LA (top word), each with its 95% interval over images,
+    beside chance, per model and benchmark."""
     rows = [
         {
             "model": model,
             "benchmark": benchmark,
             "test captions": s["n_captions"],
             "with an error": s["n_with_error"],
-            "AP": _pct(s["ap"]),
+            "AP": _estimate(s, "ap"),
             "AP by chance": _pct(s["ap_chance"]),
-            "LA (top word)": _pct(s["la"]),
+            "LA (top word)": _estimate(s, "la"),
             "LA, random valid word": _pct(s["la_chance"]),
             "LA, random noun": _pct(s["la_noun_chance"]),
         }
