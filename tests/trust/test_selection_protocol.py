@@ -185,10 +185,35 @@ def test_the_scorer_ablation_runs_every_scorer_under_the_same_protocol():
         "linear_probe_energy",
         "knn_per_attribute",
         "alpha_precision_distance",
+        "realism_only",
+        "faithfulness_only",
+        "trust_realism_two_sided",
     ]
     trust = table.filter(table["scorer"] == "trust").row(0, named=True)
     assert trust["conditions"] == 4 and trust["improvement"] > 0
     assert table["accept"].is_not_null().all()
+
+
+def test_trusts_variants_are_the_fitted_scorers_terms_and_the_other_realism():
+    """The variants reuse the one fit: realism and faithfulness alone are its columns, and the other
+    realism is what a scorer fitted with that option scores."""
+    from condeval.trust import TrustScorer
+    from condeval.trust.evaluate import trust_variants
+
+    rng = np.random.default_rng(4)
+    attributes = np.repeat(np.array([[0, 0], [1, 0], [0, 1], [1, 1]]), 60, axis=0)
+    features = _features(attributes, rng)
+    scorer = TrustScorer(seed=1).fit(features, attributes)
+    variants = trust_variants(scorer, (features, attributes), (features[:40], attributes[:40]))
+    scores = scorer.score(features[:40], attributes[:40])
+    assert np.array_equal(variants["realism_only"][1], scores["realism"].to_numpy())
+    two_sided = TrustScorer(seed=1, realism="two-sided").fit(features, attributes)
+    np.testing.assert_allclose(
+        variants["trust_realism_two_sided"][1], two_sided.score(features[:40], attributes[:40])["trust"].to_numpy()
+    )
+    assert scorer.realism == "one-sided"  # the fitted scorer itself is left as it was
+    back = trust_variants(two_sided, (features, attributes), (features[:40], attributes[:40]))
+    np.testing.assert_allclose(back["trust_realism_one_sided"][1], scores["trust"].to_numpy())
 
 
 def _trust_itself(scorer, real, real_attributes, scores):

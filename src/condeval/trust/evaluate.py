@@ -42,6 +42,7 @@ __all__ = [
     "select",
     "selection_by_condition",
     "selection_summary",
+    "trust_variants",
     "with_interval",
     "score_agreement",
     "translation_agreement",
@@ -809,6 +810,10 @@ def scorer_ablation(
     protocol as trust, fitted on the same real rows as the fitted ``scorer`` and thresholded on the
     same held-out calibration rows; one :func:`selection_summary` row per scorer, trust's first.
 
+    Beside them, trust's own variants from the same fit (:func:`trust_variants`): its two terms alone
+    (``realism_only``, ``faithfulness_only``) and trust with the other realism
+    (``trust_realism_two_sided`` for the default one-sided scorer).
+
     Parameters
     ----------
     scorer : TrustScorer
@@ -844,6 +849,11 @@ def scorer_ablation(
     scored = _alternative_scores(
         (real_features, real_attributes), fit_rows, calibration, sample_features, scores, names
     )
+    scored |= _precomputed_scores(
+        trust_variants(scorer, (real_features, real_attributes), (sample_features, scores.select(names).to_numpy())),
+        calibration,
+        scores.height,
+    )
     scored |= _precomputed_scores(precomputed or {}, calibration, scores.height)
     for name, (real_scores, sample_scores) in scored.items():
         thresholds = condition_thresholds(real_scores, real_attributes[calibration], names, protocol.quantile)
@@ -851,6 +861,40 @@ def scorer_ablation(
         per_condition = selection_by_condition(frame, kid_features, thresholds, reference, protocol, score=name)
         rows.append({"scorer": name} | selection_summary(per_condition))
     return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def trust_variants(scorer: TrustScorer, real: tuple, samples: tuple) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Trust's own variants from one fitted ``scorer``, as :func:`scorer_ablation`'s ``precomputed``:
+    its two terms alone, and trust with the other realism (``realism="two-sided"`` for a one-sided
+    scorer, or back), each as (scores of the ``real`` rows, scores of the ``samples``), lower is better.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from condeval.trust import TrustScorer
+    >>> rng = np.random.default_rng(0)
+    >>> attributes = np.repeat([[0], [1]], 100, axis=0)
+    >>> features = rng.normal(size=(200, 4)) + attributes
+    >>> scorer = TrustScorer().fit(features, attributes)
+    >>> variants = trust_variants(scorer, (features, attributes), (features[:5], attributes[:5]))
+    >>> sorted(variants), [len(rows) for rows in variants["trust_realism_two_sided"]]
+    (['faithfulness_only', 'realism_only', 'trust_realism_two_sided'], [200, 5])
+    """
+    import copy
+
+    other = "two-sided" if scorer.realism == "one-sided" else "one-sided"
+    twin = copy.copy(scorer)  # the same fit, thresholds and calibration; only how realism enters trust differs
+    twin.realism = other
+    real_scores, sample_scores = scorer.score(*real), scorer.score(*samples)
+    variants = {
+        f"{term}_only": (real_scores[term].to_numpy(), sample_scores[term].to_numpy())
+        for term in ("realism", "faithfulness")
+    }
+    variants[f"trust_realism_{other.replace('-', '_')}"] = (
+        twin.score(*real)["trust"].to_numpy(),
+        twin.score(*samples)["trust"].to_numpy(),
+    )
+    return variants
 
 
 def _calibration_mask(scorer: TrustScorer, n_real: int) -> np.ndarray:

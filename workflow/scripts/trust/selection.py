@@ -55,11 +55,7 @@ protocol = SelectionProtocol.from_config(dict(p.selection), seed=p.seed)
 reference = KidReference(real(i.real_kid)[~support], real_attributes[~support], conditions, names)
 selected = select(scores, kid_features, scorer.thresholds(protocol.quantile), reference, protocol)
 scores = scores.with_columns(accepted=selected.accepted)
-# trust's two terms on their own (a diagnostic beside Appendix J): which of them does the selecting
-real_terms = scorer.score(real_scoring, real_attributes[support])
-precomputed = {
-    f"{term}_only": (real_terms[term].to_numpy(), scores[term].to_numpy()) for term in ("realism", "faithfulness")
-}
+precomputed = {}
 if "clip" in i.keys():  # Appendix J's CLIP alignment: each image against its condition's prompt
     from condeval.encoders.features import ClipEncoder  # torch, for this branch alone
 
