@@ -124,6 +124,17 @@ def test_the_stratified_bootstrap_ci_covers_the_true_difference_at_its_nominal_r
     assert np.mean([r["ci_high"] - r["ci_low"] for r in pooled]) > 2 * width  # the official code's: unpaired
 
 
+def test_each_arm_and_the_accepted_share_get_intervals_from_the_same_replicates():
+    """z (trust), z (random) and Accept% each come with a 95% interval that holds them, drawn from the
+    replicates behind Δz's (so Δz's interval is the one it was without them)."""
+    result, _ = _simulated_contrast(2, effect=0.6, n_boot=400)
+    for key in ("z_trust", "z_random", "accept_pct"):
+        assert result[f"{key}_low"] < result[key] < result[f"{key}_high"], key
+    assert result["z_trust_high"] - result["z_trust_low"] > result["ci_high"] - result["ci_low"]  # paired is tighter
+    pooled, _ = _simulated_contrast(2, effect=0.6, n_boot=400, stratified=False)
+    assert "accept_pct_low" not in pooled and pooled["z_random_low"] < pooled["z_random"] < pooled["z_random_high"]
+
+
 def test_a_real_difference_gives_a_ci_below_zero_and_none_a_ci_around_it():
     result, _ = _simulated_contrast(0, effect=1.0, n_boot=400)
     assert result["ci_high"] < 0 < result["removed_pct"]
@@ -202,6 +213,11 @@ def test_the_section_table_names_the_arms_without_a_row_and_prints_no_negative_z
     }
     text = morphology_markdown(pl.DataFrame([row]), counts, None, ["vanilla", "repa"])
     assert "| +0% |" in text and "-0%" not in text
+    assert "| 6 | 50.0 | 15.700 | 14.200 | +1.500 (+0.000, +2.200) |" in text
+    with_intervals = row | {"z_trust_low": 12.0, "z_trust_high": 19.0, "accept_pct_low": 40.0, "accept_pct_high": 60.0}
+    assert "| 6 | 50.0 (40.0, 60.0) | 15.700 (12.000, 19.000) | 14.200 |" in morphology_markdown(
+        pl.DataFrame([with_intervals]), counts, None, []
+    )
     assert "No row (no accepted sample among the measured ones): vanilla seen, vanilla unseen, repa unseen." in text
     assert "No row" not in morphology_markdown(pl.DataFrame([row]), counts, None, [])
 

@@ -263,9 +263,10 @@ def random_matched(codes: np.ndarray, accepted: np.ndarray, rng: np.random.Gener
     return mask
 
 
-def _paired_bootstrap(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, n_boot: int, rng) -> np.ndarray:
-    """Δ* per replicate, resampling samples within each condition with their accept flags: the trust
-    arm's mean against the random arm's expectation (each condition's mean, weighted by its accepted count)."""
+def _paired_bootstrap(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, n_boot: int, rng) -> dict:
+    """Per replicate, resampling samples within each condition with their accept flags: the trust arm's
+    mean, the random arm's expectation (each condition's mean, weighted by its accepted count) and the
+    accepted share, in %."""
     accepted_z = np.zeros(n_boot)
     accepted_n = np.zeros(n_boot)
     matched = np.zeros(n_boot)
@@ -276,17 +277,18 @@ def _paired_bootstrap(z: np.ndarray, codes: np.ndarray, accepted: np.ndarray, n_
         accepted_z += (z[drawn] * flags).sum(axis=1)
         accepted_n += flags.sum(axis=1)
         matched += flags.sum(axis=1) * z[drawn].mean(axis=1)
+    share = 100.0 * accepted_n / len(z)
     accepted_n = np.maximum(accepted_n, 1)
-    return accepted_z / accepted_n - matched / accepted_n
+    return {"z_trust": accepted_z / accepted_n, "z_random": matched / accepted_n, "accept_pct": share}
 
 
-def _pooled_bootstrap(trust_arm: np.ndarray, random_arm: np.ndarray, n_boot: int, rng) -> np.ndarray:
-    """Δ* per replicate, each arm's pool resampled whole and on its own (the official code's)."""
+def _pooled_bootstrap(trust_arm: np.ndarray, random_arm: np.ndarray, n_boot: int, rng) -> dict:
+    """Per replicate, each arm's pool resampled whole and on its own (the official code's): its means."""
 
     def means(pool):
         return pool[rng.integers(0, len(pool), (n_boot, len(pool)))].mean(axis=1)
 
-    return means(trust_arm) - means(random_arm)
+    return {"z_trust": means(trust_arm), "z_random": means(random_arm)}
 
 
 def selection_contrast(
@@ -324,7 +326,9 @@ def selection_contrast(
     -------
     dict
         ``n_accepted``, ``accept_pct``, ``z_trust``, ``z_random``, ``delta`` (trust − random),
-        ``ci_low``, ``ci_high``, ``removed_pct`` (share of the random arm's excess the selection removes).
+        ``ci_low``, ``ci_high`` (``delta``'s interval), ``removed_pct`` (share of the random arm's excess
+        the selection removes), and from the same replicates ``z_trust_low`` / ``_high``,
+        ``z_random_low`` / ``_high`` and, stratified, ``accept_pct_low`` / ``_high``.
     """
     z = np.asarray(z, dtype=np.float64)
     accepted = flags(accepted, len(z), "accepted")  # 0/1 integers as indices would pick rows 0 and 1
@@ -338,20 +342,25 @@ def selection_contrast(
     z_trust = float(z[accepted].mean())
     z_random = float(np.mean([z[mask].mean() for mask in randoms]))
     if stratified:
-        deltas = _paired_bootstrap(z, codes, accepted, n_boot, rng)
+        replicates = _paired_bootstrap(z, codes, accepted, n_boot, rng)
     else:
-        deltas = _pooled_bootstrap(z[accepted], np.concatenate([z[mask] for mask in randoms]), n_boot, rng)
-    low, high = empirical_quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
+        replicates = _pooled_bootstrap(z[accepted], np.concatenate([z[mask] for mask in randoms]), n_boot, rng)
+    replicates["delta"] = replicates["z_trust"] - replicates["z_random"]
+    ends = [(1 - level) / 2, (1 + level) / 2]
+    bounds = {name: [float(end) for end in empirical_quantile(values, ends)] for name, values in replicates.items()}
+    intervals = {
+        f"{name}_{end}": bound for name, (low, high) in bounds.items() for end, bound in (("low", low), ("high", high))
+    }
     return {
         "n_accepted": int(accepted.sum()),
         "accept_pct": 100.0 * float(accepted.mean()),
         "z_trust": z_trust,
         "z_random": z_random,
         "delta": z_trust - z_random,
-        "ci_low": float(low),
-        "ci_high": float(high),
+        "ci_low": intervals.pop("delta_low"),
+        "ci_high": intervals.pop("delta_high"),
         "removed_pct": 100.0 * (1.0 - z_trust / z_random) if z_random > 0 else float("nan"),
-    }
+    } | intervals
 
 
 def feature_correlations(

@@ -206,14 +206,15 @@ def morphology_markdown(
     """The Section 5.1.3 table (one row per generator and arm) with the feature and segmentation counts;
     the arms of ``variants`` without a row (no accepted sample measured) are named under it."""
     lines = [
-        "| model | arm | accepted | Accept% | z (trust) | z (random) | Δz (95% CI) | removed |",
+        "| model | arm | accepted | Accept% (95% CI) | z (trust) (95% CI) | z (random) (95% CI) | Δz (95% CI) | removed |",
         "|---|---|---|---|---|---|---|---|",
     ]
     rows = list(contrast.iter_rows(named=True)) if "arm" in contrast.columns else []
     for row in rows:
         lines.append(
-            f"| {row['variant']} | {row['arm']} | {row['n_accepted']} | {row['accept_pct']:.1f} | {row['z_trust']:.3f} | "
-            f"{row['z_random']:.3f} | {row['delta']:+.3f} ({row['ci_low']:+.3f}, {row['ci_high']:+.3f}) | "
+            f"| {row['variant']} | {row['arm']} | {row['n_accepted']} | {with_interval(row, 'accept_pct', 1)} | "
+            f"{with_interval(row, 'z_trust', 3)} | {with_interval(row, 'z_random', 3)} | "
+            f"{row['delta']:+.3f} ({row['ci_low']:+.3f}, {row['ci_high']:+.3f}) | "
             + f"{row['removed_pct']:+.0f}% |".replace("-0%", "+0%")
         )
     present = {(row["variant"], row["arm"]) for row in rows}
