@@ -20,6 +20,7 @@ __all__ = [
     "BOOTSTRAP",
     "unit_bootstrap_interval",
     "mean_interval",
+    "unit_mean_interval",
     "resampled_rows",
     "conformal_rank",
     "conformal_quantile",
@@ -173,6 +174,28 @@ def mean_interval(values, weights=None, seed: int = 0) -> tuple[float, float]:
         return float(drawn @ values / total) if total > 0 else float("nan")
 
     return unit_bootstrap_interval(mean, len(values), seed)
+
+
+def unit_mean_interval(values, units=None, seed: int = 0) -> tuple[float, float]:
+    """The 95% interval of :func:`mean_interval` for the mean of per-row ``values`` whose rows come in
+    exchangeable ``units`` (one id per row: a condition's samples, a well's sites), each unit drawn whole
+    with all its rows; every row its own unit without ``units``.
+
+    Examples
+    --------
+    >>> correct = [1, 1, 0, 1, 0, 0, 1, 1]
+    >>> low, high = unit_mean_interval(correct, units=["a", "a", "b", "b", "c", "c", "d", "d"])
+    >>> bool(low <= 0.625 <= high)
+    True
+    """
+    values = np.asarray(values, dtype=float).ravel()
+    if units is None:
+        return mean_interval(values, seed=seed)
+    unit_of_row = unit_index(units)
+    if len(unit_of_row) != len(values):
+        raise ValueError(f"units must hold one id per value; got {len(unit_of_row)} for {len(values)}")
+    sizes = np.bincount(unit_of_row).astype(float)
+    return mean_interval(np.bincount(unit_of_row, weights=values) / sizes, weights=sizes, seed=seed)
 
 
 def resampled_rows(counts: np.ndarray, unit_of_row: np.ndarray) -> np.ndarray:

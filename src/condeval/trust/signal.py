@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.conformal import unit_mean_interval
+from condeval.trust.evaluate import with_interval
+
 __all__ = ["attribute_probes", "probe_markdown", "generated_attribute_accuracy", "generated_signal_markdown"]
 
 
 def attribute_probes(
-    features, attributes, names, *, test_share: float = 0.5, seed: int = 0, max_iter: int = 2000
+    features, attributes, names, *, groups=None, test_share: float = 0.5, seed: int = 0, max_iter: int = 2000
 ) -> dict:
-    """Per attribute, the held-out accuracy of a linear probe on L2-normalised features.
+    """Per attribute, the held-out accuracy of a linear probe on L2-normalised features, with its 95%
+    interval over the test rows' units.
 
     Parameters
     ----------
@@ -24,6 +28,9 @@ def attribute_probes(
     attributes : array-like of int, shape (N, K)
     names : sequence of str
         The K attribute names.
+    groups : array-like, shape (N,), optional
+        Each row's exchangeable unit (RxRx1's well), drawn whole by the interval; each row its own
+        without.
     test_share : float
         Share of the rows held out to test, stratified by the joint condition where possible.
     seed : int
@@ -33,7 +40,7 @@ def attribute_probes(
     Returns
     -------
     dict
-        ``{name: {"accuracy", "chance", "values", "n_train", "n_test"}}``.
+        ``{name: {"accuracy", "accuracy_low", "accuracy_high", "chance", "values", "n_train", "n_test"}}``.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import train_test_split
@@ -48,12 +55,17 @@ def attribute_probes(
     stratify = joint if np.bincount(joint).min() >= 2 else None
     train, test = train_test_split(np.arange(len(x)), test_size=test_share, random_state=seed, stratify=stratify)
     report = {}
+    units = None if groups is None else np.asarray(groups)[test]
     for k, name in enumerate(names):
         y = attributes[:, k]
         probe = LogisticRegression(max_iter=max_iter).fit(x[train], y[train])
         _, counts = np.unique(y[test], return_counts=True)
+        correct = probe.predict(x[test]) == y[test]
+        low, high = unit_mean_interval(correct, units)
         report[name] = {
-            "accuracy": float((probe.predict(x[test]) == y[test]).mean()),
+            "accuracy": float(correct.mean()),
+            "accuracy_low": low,
+            "accuracy_high": high,
             "chance": float(counts.max() / len(test)),
             "values": int(len(np.unique(y))),
             "n_train": int(len(train)),
@@ -67,12 +79,12 @@ def probe_markdown(report: dict, dataset: str) -> str:
     extractors = list(report)
     names = list(report[extractors[0]])
     lines = [
-        f"| {dataset} attribute | values | chance | " + " | ".join(extractors) + " |",
+        f"| {dataset} attribute | values | chance | " + " | ".join(f"{e} (95% CI)" for e in extractors) + " |",
         "|---|---|---|" + "---|" * len(extractors),
     ]
     for name in names:
         first = report[extractors[0]][name]
-        cells = " | ".join(f"{report[e][name]['accuracy']:.3f}" for e in extractors)
+        cells = " | ".join(with_interval(report[e][name], "accuracy", 3) for e in extractors)
         lines.append(f"| {name} | {first['values']} | {first['chance']:.3f} | {cells} |")
     return "\n".join(lines) + "\n"
 
@@ -106,7 +118,9 @@ def generated_attribute_accuracy(
     Returns
     -------
     list of dict
-        One row per attribute and condition group (``seen``, ``unseen``): ``accuracy``, ``shuffled``, ``n``.
+        One row per attribute and condition group (``seen``, ``unseen``): ``accuracy`` with its 95%
+        interval over the requested conditions, each drawn with all its samples (``accuracy_low``,
+        ``accuracy_high``), ``shuffled``, ``n``.
     """
     from sklearn.linear_model import LogisticRegression
 
@@ -120,12 +134,17 @@ def generated_attribute_accuracy(
         read = LogisticRegression(max_iter=max_iter).fit(x_real, np.asarray(real_attributes)[:, k]).predict(x_samples)
         for group, mask in (("seen", seen), ("unseen", ~seen)):
             if mask.any():
+                correct = read[mask] == requested[mask, k]
+                _, condition = np.unique(requested[mask], axis=0, return_inverse=True)  # samples of one are one unit
+                low, high = unit_mean_interval(correct, condition.reshape(-1))
                 rows.append(
                     {
                         "attribute": name,
                         "conditions": group,
                         "n": int(mask.sum()),
-                        "accuracy": float((read[mask] == requested[mask, k]).mean()),
+                        "accuracy": float(correct.mean()),
+                        "accuracy_low": low,
+                        "accuracy_high": high,
                         "shuffled": float((read[mask] == shuffled[mask, k]).mean()),
                     }
                 )
@@ -134,11 +153,14 @@ def generated_attribute_accuracy(
 
 def generated_signal_markdown(signal) -> str:
     """:func:`generated_attribute_accuracy`'s rows of every generator as a Markdown table."""
-    lines = ["| model | attribute | seen: accuracy (shuffled) | unseen: accuracy (shuffled) |", "|---|---|---|---|"]
+    lines = [
+        "| model | attribute | seen: accuracy (95% CI); shuffled | unseen: accuracy (95% CI); shuffled |",
+        "|---|---|---|---|",
+    ]
     for (variant, name), part in signal.group_by("variant", "attribute", maintain_order=True):
         cells = []
         for group in ("seen", "unseen"):
-            row = part.filter(part["conditions"] == group)
-            cells.append(f"{row['accuracy'][0]:.3f} ({row['shuffled'][0]:.3f})" if row.height else "")
+            rows = part.filter(part["conditions"] == group).to_dicts()
+            cells.append(f"{with_interval(rows[0], 'accuracy', 3)}; {rows[0]['shuffled']:.3f}" if rows else "")
         lines.append(f"| {variant} | {name} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines) + "\n"
