@@ -112,6 +112,16 @@ def test_the_signal_and_num_z0_blocks_are_read_from_the_runs_files(tmp_path):
     assert "| real images | 0.480 | 0.900 | 0.700 | 0.900 / 0.700 | |" in generators
     assert "| mini-flux | 0.061 | 0.550 | 0.120 | 0.620 / 0.130 | 0.900 / 0.700 |" in generators
 
+    clip |= {"R@5_low": 0.473, "R@5_high": 0.535, "naming_accuracy_low": 0.64, "naming_accuracy_high": 0.70}
+    bounded = "\n".join(
+        readme_tables.encoder_signal_rows({"clip": clip, "bert": bert | {"auc_low": 0.55, "auc_high": 0.61}})
+    )
+    assert "| 0.222 / 0.504 [0.473–0.535] (0.001 / 0.005) |" in bounded and "AUC 0.584 [0.550–0.610] |" in bounded
+    assert "| 0.672 [0.640–0.700] (0.10) |" in bounded
+    model["generated"] |= {"R@5_low": 0.04, "R@5_high": 0.09}
+    generators = "\n".join(readme_tables.generator_signal_rows({"dino": dino, "models": {"mini-flux": model}}))
+    assert "| mini-flux | 0.061 [0.040–0.090] | 0.550 |" in generators
+
     curve = pl.DataFrame({"num_z0": [1, 5], "crel_rho_mean": [-0.45, -0.47], "metric": "mse", "alpha": 0.1})
     seeds = pl.DataFrame(
         {"runs": [10], "num_z0": [50], "crel_rho_mean": [-0.4915], "crel_rho_std": [0.00058], "paper_std": [0.00027]}

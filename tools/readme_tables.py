@@ -66,27 +66,44 @@ def table1_rows(table: pl.DataFrame) -> list[str]:
     return lines
 
 
+def with_bounds(values: dict, key: str, digits: int = 3) -> str:
+    """``values[key]`` with its 95% interval in brackets where ``values`` has one (``<key>_low``, ``_high``).
+
+    Examples
+    --------
+    >>> with_bounds({"R@5": 0.5041, "R@5_low": 0.473, "R@5_high": 0.535}, "R@5"), with_bounds({"auc": 0.5841}, "auc")
+    ('0.504 [0.473–0.535]', '0.584')
+    """
+    low, high = values.get(f"{key}_low"), values.get(f"{key}_high")
+    value = f"{values[key]:.{digits}f}"
+    if low is None or high is None or low != low or high != high:  # NaN: no interval
+        return value
+    return f"{value} [{low:.{digits}f}–{high:.{digits}f}]"
+
+
 def encoder_signal_rows(signal: dict) -> list[str]:
-    """What the image-to-text encoders read (``results/encoders/signal.json``), chance in parentheses."""
+    """What the image-to-text encoders read (``results/encoders/signal.json``): each share with its 95%
+    interval over the images in brackets, chance in parentheses."""
     clip, bert = signal["clip"], signal["bert"]
     return [
         "| encoder | measure | value |",
         "|---|---|---|",
         f"| CLIP | image → caption retrieval in a {clip['gallery']:,}-image gallery, R@1 / R@5 "
-        f"| {clip['R@1']:.3f} / {clip['R@5']:.3f} ({clip['chance@1']:.3f} / {clip['chance@5']:.3f}) |",
+        f"| {with_bounds(clip, 'R@1')} / {with_bounds(clip, 'R@5')} ({clip['chance@1']:.3f} / {clip['chance@5']:.3f}) |",
         f"| CLIP | shape named, {clip['naming_images']:,} lone objects of the {clip['naming_shapes']} trained shapes "
-        f"| {clip['naming_accuracy']:.3f} ({clip['naming_chance']:.2f}) |",
-        f"| CLIP | the true caption beats its one-noun foil | {clip['foil_true_wins']:.3f} (0.5) |",
+        f"| {with_bounds(clip, 'naming_accuracy')} ({clip['naming_chance']:.2f}) |",
+        f"| CLIP | the true caption beats its one-noun foil | {with_bounds(clip, 'foil_true_wins')} (0.5) |",
         f"| CLIP | true-pair cosine: mean; share at or below 0 "
         f"| {clip['matching_cos_mean']:.3f}; {clip['matching_cos_le_0']:.1%} |",
         f"| BERT | cosine of two captions of the same image / of different images "
-        f"| {bert['same_image_mean']:.3f} / {bert['other_image_mean']:.3f}, AUC {bert['auc']:.3f} |",
+        f"| {bert['same_image_mean']:.3f} / {bert['other_image_mean']:.3f}, AUC {with_bounds(bert, 'auc')} |",
     ]
 
 
 def generator_signal_rows(signal: dict) -> list[str]:
     """DINO-SIM's signal and each text-to-image generator's (``results/crel_t2i/signal.json``): retrieval
-    R@5, colour and shape read by the probe and the CLIP zero-shot, and the probe on shuffled requests."""
+    R@5, colour and shape read by the probe and the CLIP zero-shot, each with its 95% interval over the
+    images in brackets, and the probe on shuffled requests."""
     dino, models = signal["dino"], signal["models"]
     lines = [
         "| DINO-SIM | a scene and a fresh render of it | two scenes sharing a coloured shape | AUC |",
@@ -99,14 +116,15 @@ def generator_signal_rows(signal: dict) -> list[str]:
     first = models[min(models)]
     probe, zero_shot = first["attributes_probe"]["real"], first["attributes"]["real"]
     lines.append(
-        f"| real images | {first['real']['R@5']:.3f} | {probe['colour']:.3f} | {probe['shape']:.3f} "
-        f"| {zero_shot['colour']:.3f} / {zero_shot['shape']:.3f} | |"
+        f"| real images | {with_bounds(first['real'], 'R@5')} | {with_bounds(probe, 'colour')} "
+        f"| {with_bounds(probe, 'shape')} | {with_bounds(zero_shot, 'colour')} / {with_bounds(zero_shot, 'shape')} | |"
     )
     for name, model in sorted(models.items()):
         probe, zero_shot = model["attributes_probe"], model["attributes"]["generated"]
         lines.append(
-            f"| {name} | {model['generated']['R@5']:.3f} | {probe['generated']['colour']:.3f} "
-            f"| {probe['generated']['shape']:.3f} | {zero_shot['colour']:.3f} / {zero_shot['shape']:.3f} "
+            f"| {name} | {with_bounds(model['generated'], 'R@5')} | {with_bounds(probe['generated'], 'colour')} "
+            f"| {with_bounds(probe['generated'], 'shape')} "
+            f"| {with_bounds(zero_shot, 'colour')} / {with_bounds(zero_shot, 'shape')} "
             f"| {probe['shuffled']['colour']:.3f} / {probe['shuffled']['shape']:.3f} |"
         )
     return lines

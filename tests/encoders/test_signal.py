@@ -38,7 +38,14 @@ def test_shape_naming_counts_lone_objects_and_a_tie_is_a_miss():
     scenes = [_lone("circle"), _lone("star"), _lone("ring"), _lone("cross"), _lone("star") * 2, _lone("arrow")]
     reader = ShapeReader(dict(zip(paths, ["circle", "star", "ring", "cross", "star", "arrow"])))
     named = shape_naming(reader, paths, scenes, shapes)
-    assert named == {"naming_images": 4, "naming_shapes": 4, "naming_accuracy": 1.0, "naming_chance": 0.25}
+    assert named == {
+        "naming_images": 4,
+        "naming_shapes": 4,
+        "naming_accuracy": 1.0,
+        "naming_accuracy_low": 1.0,
+        "naming_accuracy_high": 1.0,
+        "naming_chance": 0.25,
+    }
     # a blind encoder scores every shape alike: an arg-max would still name the first shape's images
     assert shape_naming(ShapeReader({}, blind=True), paths, scenes, shapes)["naming_accuracy"] == 0.0
     assert shape_naming(reader, paths, scenes)["naming_shapes"] == len(SHAPES)
@@ -56,3 +63,28 @@ def test_clip_signal_reports_the_share_of_true_pairs_clipped_at_zero():
     signal = clip_signal(reader, paths, captions)
     assert signal["matching_cos_le_0"] == 0.25 and signal["matching_cos_mean"] == 0.75
     assert signal["foil_true_wins"] == 0.75 and signal["R@1"] == 0.75
+
+
+def test_each_share_comes_with_its_interval_over_the_items():
+    """R@k, the foil wins and BERT's AUC carry 95% intervals over images that hold them; AUC's draws an
+    image's same-image and other-image pairs together."""
+    from condeval.core.conformal import mean_interval
+    from condeval.encoders.signal import bert_signal, retrieval_at_k
+
+    rng = np.random.default_rng(0)
+    images = rng.normal(size=(60, 8))
+    texts = images + rng.normal(0, 1.2, size=images.shape)
+    unit = lambda rows: rows / np.linalg.norm(rows, axis=1, keepdims=True)  # noqa: E731
+    recall = retrieval_at_k(unit(images), unit(texts))
+    assert recall["R@5_low"] < recall["R@5"] < recall["R@5_high"]
+    scores = unit(images) @ unit(texts).T
+    rank = (scores >= np.diag(scores)[:, None]).sum(axis=1) - 1
+    assert (recall["R@1_low"], recall["R@1_high"]) == pytest.approx(mean_interval(rank < 1))
+
+    class Words:
+        def text_features(self, texts):
+            return unit(np.stack([np.r_[float(t.split()[0]), 1.0, rng.normal(0, 0.3)] for t in texts]))
+
+    captions = [[f"{k % 7} a", f"{k % 7} b"] for k in range(40)]
+    bert = bert_signal(Words(), captions)
+    assert bert["auc_low"] < bert["auc"] < bert["auc_high"]

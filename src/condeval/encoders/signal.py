@@ -8,20 +8,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.conformal import mean_interval, unit_bootstrap_interval
 from condeval.datasets.miniworld import SHAPES, swap_shape_noun
 
 __all__ = ["retrieval_at_k", "clip_signal", "shape_naming", "bert_signal"]
 
 
 def retrieval_at_k(image_features: np.ndarray, text_features: np.ndarray, ks=(1, 5)) -> dict[str, float]:
-    """Image→text recall@k: row i's own caption (row i of ``text_features``) among the top k of all.
+    """Image→text recall@k: row i's own caption (row i of ``text_features``) among the top k of all, with
+    its 95% interval over the query images (``R@k_low``, ``R@k_high``; the gallery fixed).
 
     Features are unit rows; ties count against the true caption.
     """
     scores = image_features @ text_features.T
     rank = (scores >= np.diag(scores)[:, None]).sum(axis=1) - 1  # captions at least as close, minus itself
     n = scores.shape[0]
-    out = {f"R@{k}": float(np.mean(rank < k)) for k in ks}
+    out = {}
+    for k in ks:
+        out[f"R@{k}"] = float(np.mean(rank < k))
+        out[f"R@{k}_low"], out[f"R@{k}_high"] = mean_interval(rank < k)
     out.update({f"chance@{k}": k / n for k in ks})
     return out
 
@@ -53,6 +58,7 @@ def clip_signal(encoder, image_paths: list[str], captions: list[str], seed: int 
         "foil_gap_mean": float(gap.mean()),
         "foil_gap_std": float(gap.std(ddof=1)),
         "foil_true_wins": float(np.mean(gap > 0)),
+        **_interval("foil_true_wins", gap > 0),
     }
 
 
@@ -83,6 +89,7 @@ def shape_naming(encoder, image_paths: list[str], scenes: list[list[dict]], shap
         "naming_images": len(lone),
         "naming_shapes": len(shapes),
         "naming_accuracy": float(named.mean()),
+        **_interval("naming_accuracy", named),
         "naming_chance": 1 / len(shapes),
     }
 
@@ -101,9 +108,22 @@ def bert_signal(encoder, captions: list[list[str]], seed: int = 0) -> dict:
     shuffled = second[rng.permutation(len(captions))]
     same, other = np.sum(first * second, axis=1), np.sum(first * shuffled, axis=1)
     labels = np.r_[np.ones_like(same), np.zeros_like(other)]
+
+    def auc(counts: np.ndarray) -> float:  # image i drawn k times: its same and its other pair, k times each
+        return float(roc_auc_score(labels, np.r_[same, other], sample_weight=np.r_[counts, counts]))
+
+    low, high = unit_bootstrap_interval(auc, len(captions), seed)
     return {
         "pairs": len(captions),
         "same_image_mean": float(same.mean()),
         "other_image_mean": float(other.mean()),
-        "auc": float(roc_auc_score(labels, np.r_[same, other])),
+        "auc": auc(np.ones(len(captions))),
+        "auc_low": low,
+        "auc_high": high,
     }
+
+
+def _interval(key: str, hits: np.ndarray) -> dict[str, float]:
+    """``<key>_low`` and ``<key>_high``: the 95% interval over items of the share of ``hits``."""
+    low, high = mean_interval(hits)
+    return {f"{key}_low": low, f"{key}_high": high}

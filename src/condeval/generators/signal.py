@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from condeval.core.conformal import mean_interval
 from condeval.datasets.miniworld import COLOURS, SHAPES
 from condeval.encoders.signal import retrieval_at_k
 
@@ -94,15 +95,21 @@ def single_objects(scenes: list[list[dict]], captions: list[str] | None = None) 
 
 
 def attribute_accuracy(read: tuple[np.ndarray, np.ndarray], requested: list[dict]) -> dict:
-    """Share of images whose read colour and shape are the requested object's (``{"colour", "shape"}``)."""
+    """Share of images whose read colour and shape are the requested object's (``{"colour", "shape"}``),
+    each with its 95% interval over the images (``<key>_low``, ``<key>_high``)."""
     colour, shape = read
     want_colour = np.array([obj["colour"] for obj in requested])
     want_shape = np.array([obj["shape"] for obj in requested])
-    return {
-        "colour": float(np.mean(colour == want_colour)),
-        "shape": float(np.mean(shape == want_shape)),
-        "both": float(np.mean((colour == want_colour) & (shape == want_shape))),
+    hits = {
+        "colour": colour == want_colour,
+        "shape": shape == want_shape,
+        "both": (colour == want_colour) & (shape == want_shape),
     }
+    out = {}
+    for key, hit in hits.items():
+        out[key] = float(np.mean(hit))
+        out[f"{key}_low"], out[f"{key}_high"] = mean_interval(hit)
+    return out
 
 
 def generation_signal(
