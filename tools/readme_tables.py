@@ -39,6 +39,7 @@ import polars as pl
 
 from condeval.core.fetch import catalogue_table, read_catalog
 from condeval.core.io import atomic_path
+from condeval.core.tables import with_bounds
 from condeval.crel.reports.synthetic import METHOD_LABELS, ours_paper_cell
 
 TABLE1_METHODS = {"crel": "CReL", "feldman": "Feldman et al.", "dqr": "DQR", "pcp": "PCP"}
@@ -64,21 +65,6 @@ def table1_rows(table: pl.DataFrame) -> list[str]:
             f"| {ours_paper_cell(row, 'coverage_y')} | {ours_paper_cell(row, 'area', 1)} |"
         )
     return lines
-
-
-def with_bounds(values: dict, key: str, digits: int = 3) -> str:
-    """``values[key]`` with its 95% interval in brackets where ``values`` has one (``<key>_low``, ``_high``).
-
-    Examples
-    --------
-    >>> with_bounds({"R@5": 0.5041, "R@5_low": 0.473, "R@5_high": 0.535}, "R@5"), with_bounds({"auc": 0.5841}, "auc")
-    ('0.504 [0.473–0.535]', '0.584')
-    """
-    low, high = values.get(f"{key}_low"), values.get(f"{key}_high")
-    value = f"{values[key]:.{digits}f}"
-    if low is None or high is None or low != low or high != high:  # NaN: no interval
-        return value
-    return f"{value} [{low:.{digits}f}–{high:.{digits}f}]"
 
 
 def encoder_signal_rows(signal: dict) -> list[str]:

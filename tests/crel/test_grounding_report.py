@@ -36,8 +36,12 @@ def test_the_table_has_a_row_per_model_and_kind_reference_first(table):
         "kind",
         "mentions",
         "precision",
+        "precision_low",
+        "precision_high",
         "precision_shuffled",
         "recall",
+        "recall_low",
+        "recall_high",
         "recall_shuffled",
     ]
     assert table.select("model", "kind").rows() == [
@@ -70,6 +74,21 @@ def test_caption_order_does_not_change_the_scores():
     assert in_order.equals(reordered)
     rows_of = {model: in_order.filter(pl.col("model") == model).drop("model") for model in ("a", "b")}
     assert rows_of["a"].equals(rows_of["b"])
+
+
+def test_the_intervals_draw_an_images_captions_together():
+    """Two identical captions per image are one piece of evidence, not two: with the image as the unit
+    the interval is wider than with every caption its own, and it holds the estimate."""
+    from condeval.datasets.scene_mentions import grounding
+
+    half_right = [f"a {c} circle" if i % 2 else "a red star" for i, (c, _) in enumerate(SCENE_OBJECTS)]
+    scenes = [SCENES[image] for image in SCENES]
+    doubled = dict(captions=half_right * 2, scenes=scenes * 2, seed=0)
+    by_image = grounding(**doubled, units=list(SCENES) * 2)["colour"]
+    by_caption = grounding(**doubled)["colour"]
+    assert by_image["precision_low"] < by_image["precision"] < by_image["precision_high"]
+    width = by_image["precision_high"] - by_image["precision_low"]
+    assert width > 1.2 * (by_caption["precision_high"] - by_caption["precision_low"])
 
 
 def test_the_markdown_says_what_the_columns_mean_and_shows_every_row(table):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["markdown_table"]
+__all__ = ["markdown_table", "with_bounds"]
 
 
 def markdown_table(frame: pl.DataFrame) -> str:
@@ -23,3 +23,22 @@ def markdown_table(frame: pl.DataFrame) -> str:
         tbl_width_chars=60_000,  # polars keeps the width in 16 bits
     ):
         return f"{frame}\n"
+
+
+def with_bounds(values: dict, key: str, digits: int = 3, missing: str = "–") -> str:
+    """A cell: ``values[key]`` with its 95% interval in brackets where ``values`` has one (``<key>_low``,
+    ``<key>_high``, neither NaN); ``missing`` where the value is NaN or absent.
+
+    Examples
+    --------
+    >>> with_bounds({"R@5": 0.5041, "R@5_low": 0.473, "R@5_high": 0.535}, "R@5"), with_bounds({"auc": 0.5841}, "auc")
+    ('0.504 [0.473–0.535]', '0.584')
+    >>> with_bounds({"precision": float("nan")}, "precision")
+    '–'
+    """
+    value, low, high = values.get(key), values.get(f"{key}_low"), values.get(f"{key}_high")
+    if value is None or value != value:
+        return missing
+    if low is None or high is None or low != low or high != high:
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}–{high:.{digits}f}]"

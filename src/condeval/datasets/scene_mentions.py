@@ -37,30 +37,62 @@ def mention_scores(captions: Sequence[str], scenes: Sequence[Sequence[dict]]) ->
     scene's distinct colours (shapes) a caption names, over all of them, summed over captions.
     A kind no caption mentions has precision NaN.
     """
+    counts = _mention_counts(captions, scenes)
+    return {
+        kind: _ratios(*(column.sum() for column in counts[kind])) | {"mentions": int(counts[kind][1].sum())}
+        for kind in KINDS
+    }
+
+
+def _mention_counts(captions: Sequence[str], scenes: Sequence[Sequence[dict]]) -> dict[str, tuple[np.ndarray, ...]]:
+    """Per kind, four counts per caption: right mentions, mentions, scene values named, scene values."""
     if len(captions) != len(scenes):
         raise ValueError(f"{len(captions)} captions but {len(scenes)} scenes")
-    scores = {}
+    counts = {}
     for kind in KINDS:
-        right = mentioned = recalled = present_total = 0
-        for caption, objects in zip(captions, scenes):
+        table = np.zeros((len(captions), 4))
+        for row, (caption, objects) in enumerate(zip(captions, scenes)):
             named, present = caption_mentions(caption)[kind], {obj[kind] for obj in objects}
-            right += sum(word in present for word in named)
-            mentioned += len(named)
-            recalled += len(present & set(named))
-            present_total += len(present)
-        scores[kind] = {
-            "mentions": mentioned,
-            "precision": right / mentioned if mentioned else float("nan"),
-            "recall": recalled / present_total if present_total else float("nan"),
-        }
-    return scores
+            table[row] = sum(word in present for word in named), len(named), len(present & set(named)), len(present)
+        counts[kind] = tuple(table.T)
+    return counts
 
 
-def grounding(captions: Sequence[str], scenes: Sequence[Sequence[dict]], seed: int = 0) -> dict[str, dict[str, float]]:
+def _ratios(right, mentioned, recalled, present) -> dict[str, float]:
+    """Precision and recall from summed counts, NaN where nothing is counted."""
+    return {
+        "precision": float(right / mentioned) if mentioned else float("nan"),
+        "recall": float(recalled / present) if present else float("nan"),
+    }
+
+
+def _intervals(counts: tuple[np.ndarray, ...], units) -> dict[str, float]:
+    """``precision`` and ``recall``'s 95% intervals over ``units`` (one id per caption), each drawn whole."""
+    from condeval.core.conformal import unit_bootstrap_interval, unit_index
+
+    unit_of_caption = unit_index(units, "units", "caption")
+    n_units = int(unit_of_caption.max()) + 1
+    per_unit = [np.bincount(unit_of_caption, weights=column, minlength=n_units) for column in counts]
+    out = {}
+    for key in ("precision", "recall"):
+
+        def statistic(drawn: np.ndarray, key: str = key) -> float:
+            return _ratios(*(drawn @ column for column in per_unit))[key]
+
+        out[f"{key}_low"], out[f"{key}_high"] = unit_bootstrap_interval(statistic, n_units)
+    return out
+
+
+def grounding(
+    captions: Sequence[str], scenes: Sequence[Sequence[dict]], seed: int = 0, units=None
+) -> dict[str, dict[str, float]]:
     """:func:`mention_scores` beside the same captions scored against shuffled scenes (the prior's score).
 
     The shuffle is a random derangement: no caption keeps its own image's scene. Returns, per kind,
-    ``precision``, ``recall``, ``mentions``, ``precision_shuffled`` and ``recall_shuffled``.
+    ``precision``, ``recall``, ``mentions``, ``precision_shuffled`` and ``recall_shuffled``, and the 95%
+    intervals of precision and recall over ``units`` (each caption's image id, the captions of one image
+    drawn together; each caption its own without): ``precision_low``, ``precision_high``, ``recall_low``,
+    ``recall_high``.
     """
     if len(scenes) < 2:
         raise ValueError("shuffling needs at least two captions")
@@ -69,9 +101,12 @@ def grounding(captions: Sequence[str], scenes: Sequence[Sequence[dict]], seed: i
     while np.any(order == np.arange(len(scenes))):  # a derangement: redraw (about e tries)
         order = rng.permutation(len(scenes))
     own, shuffled = mention_scores(captions, scenes), mention_scores(captions, [scenes[k] for k in order])
+    counts = _mention_counts(captions, scenes)
+    units = np.arange(len(captions)) if units is None else units
     return {
         kind: {
             **own[kind],
+            **_intervals(counts[kind], units),
             "precision_shuffled": shuffled[kind]["precision"],
             "recall_shuffled": shuffled[kind]["recall"],
         }

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from condeval.core.tables import markdown_table
+from condeval.core.tables import markdown_table, with_bounds
 from condeval.datasets.miniworld import COLOURS, SHAPES
 from condeval.datasets.scene_mentions import KINDS, grounding
 
@@ -21,7 +21,17 @@ __all__ = ["REFERENCE", "grounding_table", "grounding_markdown"]
 
 #: The model name of the evaluation captions' rows.
 REFERENCE = "reference"
-VALUES = ("mentions", "precision", "precision_shuffled", "recall", "recall_shuffled")
+VALUES = (
+    "mentions",
+    "precision",
+    "precision_low",
+    "precision_high",
+    "precision_shuffled",
+    "recall",
+    "recall_low",
+    "recall_high",
+    "recall_shuffled",
+)
 CHOICES = {"colour": len(COLOURS), "shape": len(SHAPES)}
 
 
@@ -51,8 +61,9 @@ def grounding_table(
     -------
     polars.DataFrame
         One row per captioner (``reference`` first) and kind (``colour``, ``shape``): ``model``,
-        ``kind``, ``mentions``, ``precision``, ``precision_shuffled``, ``recall``, ``recall_shuffled``.
-        Precision is NaN where no caption names that kind.
+        ``kind``, ``mentions``, ``precision``, ``precision_shuffled``, ``recall``, ``recall_shuffled``,
+        and the 95% intervals over images of precision and recall (``precision_low``, ``_high``,
+        ``recall_low``, ``_high``). Precision is NaN where no caption names that kind.
 
     Raises
     ------
@@ -64,14 +75,15 @@ def grounding_table(
         raise ValueError(f"captioner name {REFERENCE!r} is taken by the evaluation captions' rows")
     rows = []
     for model, captions in {REFERENCE: references, **generated}.items():
-        scores = grounding(*_aligned(model, captions, scenes), seed=seed)
+        texts, image_scenes, image_ids = _aligned(model, captions, scenes)
+        scores = grounding(texts, image_scenes, seed=seed, units=image_ids)
         rows += [{"model": model, "kind": kind, **{name: scores[kind][name] for name in VALUES}} for kind in KINDS]
     schema = {"model": pl.String, "kind": pl.String, "mentions": pl.Int64, **dict.fromkeys(VALUES[1:], pl.Float64)}
     return pl.DataFrame(rows, schema=schema)
 
 
-def _aligned(model: str, captions: pl.DataFrame, scenes: Mapping[int, Sequence[dict]]) -> tuple[list, list]:
-    """``model``'s captions sorted by image id, and their images' scenes, checked."""
+def _aligned(model: str, captions: pl.DataFrame, scenes: Mapping[int, Sequence[dict]]) -> tuple[list, list, list]:
+    """``model``'s captions sorted by image id, their images' scenes and ids, checked."""
     missing_columns = {"image_id", "caption"} - set(captions.columns)
     if missing_columns:
         raise ValueError(f"captions of {model!r} lack the columns {sorted(missing_columns)}")
@@ -82,7 +94,7 @@ def _aligned(model: str, captions: pl.DataFrame, scenes: Mapping[int, Sequence[d
     unknown = sorted({image_id for image_id in image_ids if image_id not in scenes})
     if unknown:
         raise ValueError(f"captions of {model!r}: images {unknown[:5]} ({len(unknown)} in all) have no scene")
-    return captions["caption"].to_list(), [scenes[image_id] for image_id in image_ids]
+    return captions["caption"].to_list(), [scenes[image_id] for image_id in image_ids], image_ids
 
 
 def grounding_markdown(table: pl.DataFrame) -> str:
@@ -92,7 +104,8 @@ def grounding_markdown(table: pl.DataFrame) -> str:
         "Precision: the share of mentions that name a colour (shape) the image holds. Recall: the share of "
         "the image's colours (shapes) that its caption names. *Shuffled*: the same captions checked against "
         "other images' scenes, the score of a captioner that ignores the image; a captioner looks at the image "
-        "only as far as it beats its shuffled score. `reference` is the evaluation captions, written from the "
+        "only as far as it beats its shuffled score. Intervals: 95% over images, each drawn with its captions. "
+        "`reference` is the evaluation captions, written from the "
         f"scenes (precision 1). Chance for a one-object scene: 1/{CHOICES['colour']} for a colour, "
         f"1/{CHOICES['shape']} for a shape."
     )
@@ -101,15 +114,11 @@ def grounding_markdown(table: pl.DataFrame) -> str:
             "model": r["model"],
             "kind": r["kind"],
             "mentions": r["mentions"],
-            "precision": _cell(r["precision"]),
-            "precision shuffled": _cell(r["precision_shuffled"]),
-            "recall": _cell(r["recall"]),
-            "recall shuffled": _cell(r["recall_shuffled"]),
+            "precision [95% CI]": with_bounds(r, "precision"),
+            "precision shuffled": with_bounds(r, "precision_shuffled"),
+            "recall [95% CI]": with_bounds(r, "recall"),
+            "recall shuffled": with_bounds(r, "recall_shuffled"),
         }
         for r in table.iter_rows(named=True)
     ]
     return f"{header}\n\n{markdown_table(pl.DataFrame(rows))}"
-
-
-def _cell(value: float) -> str:
-    return "–" if value != value else f"{value:.3f}"  # NaN: no caption names that kind
