@@ -37,7 +37,11 @@ def mention_scores(captions: Sequence[str], scenes: Sequence[Sequence[dict]]) ->
     scene's distinct colours (shapes) a caption names, over all of them, summed over captions.
     A kind no caption mentions has precision NaN.
     """
-    counts = _mention_counts(captions, scenes)
+    return _summed(_mention_counts(captions, scenes))
+
+
+def _summed(counts: dict[str, tuple[np.ndarray, ...]]) -> dict[str, dict[str, float]]:
+    """:func:`mention_scores` from :func:`_mention_counts`."""
     return {
         kind: _ratios(*(column.sum() for column in counts[kind])) | {"mentions": int(counts[kind][1].sum())}
         for kind in KINDS
@@ -100,8 +104,8 @@ def grounding(
     order = rng.permutation(len(scenes))
     while np.any(order == np.arange(len(scenes))):  # a derangement: redraw (about e tries)
         order = rng.permutation(len(scenes))
-    own, shuffled = mention_scores(captions, scenes), mention_scores(captions, [scenes[k] for k in order])
-    counts = _mention_counts(captions, scenes)
+    counts = _mention_counts(captions, scenes)  # once: the scores and their intervals read the same counts
+    own, shuffled = _summed(counts), mention_scores(captions, [scenes[k] for k in order])
     units = np.arange(len(captions)) if units is None else units
     return {
         kind: {
