@@ -105,13 +105,15 @@ def _tiny_clip(folder: Path):
     from transformers import CLIPModel
 
     from condeval.datasets.miniworld import vocabulary
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.tokenizer import build_word_tokenizer
 
     encoders = yaml.safe_load((REPO / "config/config.yaml").read_text())["encoders"]
     tokenizer = build_word_tokenizer(vocabulary())
     torch.manual_seed(0)
-    model = CLIPModel(tiny_clip_config(tokenizer, encoders["image_size"], **encoders["clip"]["train"]["model"])).eval()
+    model = CLIPModel(
+        tiny_clip_config(tokenizer, encoders["image_size"], ClipSizes(**encoders["clip"]["train"]["model"]))
+    ).eval()
     for part in (model, tokenizer, clip_image_processor(encoders["image_size"])):
         part.save_pretrained(folder)
     return yaml.safe_load((REPO / "config/config.yaml").read_text())["crc"]["sampling"]["words"]

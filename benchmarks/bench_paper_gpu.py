@@ -589,6 +589,7 @@ def trust_train_generator(variant: str) -> Callable[[Context], dict]:
     fits), and the once-per-image encoding into the row cache (``latents_of``, ``PatchEncoder.tokens``)."""
 
     def measure(ctx: Context) -> dict:
+        from condeval.core.training import cosine_schedule
         from condeval.encoders.patch_encoder import PatchEncoder
         from condeval.encoders.patch_features import pixel_values
         from condeval.generators.attribute_to_image import AttributeEncoder
@@ -609,21 +610,19 @@ def trust_train_generator(variant: str) -> Callable[[Context], dict]:
             )
             extractor.tokens(images[:1])
             encode["tokens"], tokens = timed_result(ctx, lambda: torch.from_numpy(extractor.tokens(images)))
-            options = dict(
-                repa_coefficient=repa["coefficient"],
-                repa_depth=sizes.repa_depth or repa["depth"],
-                target_dim=tokens.shape[-1],
-                extractor=repa["extractor"],
-            )
+            options["repa"] = {
+                "coefficient": repa["coefficient"],
+                "depth": sizes.repa_depth or repa["depth"],
+                "target_dim": tokens.shape[-1],
+                "extractor": repa["extractor"],
+            }
         latent, width, sit = _sit_shape(ctx)
         with torch.device(ctx.device):
             encoder = AttributeEncoder(values=ATTRIBUTE_VALUES, width=width, context_width=width)
             module = AttributeFlowModule(
                 denoiser_config(latent, width, sit),
                 dict(encoder.config),
-                lr=train["lr"],
-                warmup_steps=1,
-                total_steps=1000,
+                cosine_schedule(train["lr"], 1000, 1),
                 condition_dropout=train["condition_dropout"],
                 **options,
             )
@@ -675,6 +674,7 @@ def _extractor_width(ctx: Context, extractor: str) -> int:
 def trust_train_translator(ctx: Context) -> dict:
     """``trust_train_translator``: the pairs (``translator_pairs``: VAE encoding and block-``layer`` features at
     each t) and the translator's AdamW steps over ``epochs``, per pair."""
+    from condeval.core.training import cosine_schedule
     from condeval.trust.translator import FeatureReadout, translator_pairs
     from condeval.trust.translator_training import TranslatorModule
 
@@ -693,16 +693,15 @@ def trust_train_translator(ctx: Context) -> dict:
     width, target = _sit_shape(ctx)[1], _extractor_width(ctx, "siglip")
     with torch.device(ctx.device):
         module = TranslatorModule(
-            width,
-            target,
-            settings["hidden"],
+            {
+                "in_dim": width,
+                "out_dim": target,
+                "hidden": settings["hidden"],
+                "mean": [0.0] * width,
+                "scale": [1.0] * width,
+            },
             settings["weights"],
-            settings["lr"],
-            settings["weight_decay"],
-            warmup_steps=1,
-            total_steps=1000,
-            mean=[0.0] * width,
-            scale=[1.0] * width,
+            cosine_schedule(settings["lr"], 1000, 1, weight_decay=settings["weight_decay"]),
             loss=settings["loss"],
             whitened=settings["whitened"],
         )

@@ -117,7 +117,7 @@ def _denoiser_step(images: int):
     from condeval.generators.text_to_image import tiny_sd3_transformer
 
     model = tiny_sd3_transformer(
-        32, 4, layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH, pooled_projection_dim=SIT_WIDTH
+        (4, 32, 32), layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH, pooled_projection_dim=SIT_WIDTH
     ).eval()
     latents, context = torch.randn(images, 4, 32, 32), torch.randn(images, 1, SIT_WIDTH)
     pooled, timestep = torch.randn(images, SIT_WIDTH), torch.full((images,), 500.0)
@@ -139,7 +139,7 @@ def _paper_sized_pipeline():
     from condeval.generators.text_to_image import tiny_sd3_transformer
 
     transformer = tiny_sd3_transformer(
-        32, 4, layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH, pooled_projection_dim=SIT_WIDTH
+        (4, 32, 32), layers=12, heads=12, head_dim=64, joint_attention_dim=SIT_WIDTH, pooled_projection_dim=SIT_WIDTH
     ).eval()
     vae = AutoencoderKL(
         in_channels=3,

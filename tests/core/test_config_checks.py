@@ -142,10 +142,10 @@ def test_a_models_keywords_are_read_from_its_source_and_a_misspelt_one_is_named(
 
     sys.modules.pop("condeval.encoders.clip", None)
     keywords = function_keywords("condeval.encoders.clip:tiny_clip_config")
-    assert {"vision_width", "projection_dim", "tokenizer"} <= set(keywords)
+    assert keywords == ["tokenizer", "image_size", "sizes"]
+    fields = function_keywords("condeval.encoders.clip:ClipSizes")  # a dataclass: its fields
+    assert {"vision_width", "projection_dim", "max_length"} <= set(fields) and "sizes" not in fields
     assert "condeval.encoders.clip" not in sys.modules  # read, not imported: parsing stays fast
-    check_keywords("k", {"vision_width": 8}, "condeval.encoders.clip:tiny_clip_config", fixed=("tokenizer",))
-    with pytest.raises(ValueError, match=r"config key 'k' names \['tokenizer', 'widht'\], which tiny_clip_config"):
-        check_keywords(
-            "k", {"widht": 8, "tokenizer": 1}, "condeval.encoders.clip:tiny_clip_config", fixed=("tokenizer",)
-        )
+    check_keywords("k", {"vision_width": 8}, "condeval.encoders.clip:ClipSizes", fixed=("max_length",))
+    with pytest.raises(ValueError, match=r"config key 'k' names \['max_length', 'widht'\], which ClipSizes"):
+        check_keywords("k", {"widht": 8, "max_length": 1}, "condeval.encoders.clip:ClipSizes", fixed=("max_length",))

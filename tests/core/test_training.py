@@ -11,7 +11,15 @@ import pytorch_lightning as pl
 import torch
 
 from condeval.core.settings import TrainSettings
-from condeval.core.training import TrainingPaused, fit, fit_to_files, job_deadline, state_digest
+from condeval.core.training import (
+    ScheduledModule,
+    TrainingPaused,
+    cosine_schedule,
+    fit,
+    fit_to_files,
+    job_deadline,
+    state_digest,
+)
 
 ROWS = np.random.default_rng(0).normal(size=(40, 4)).astype(np.float32)
 TARGETS = ROWS.sum(axis=1, keepdims=True)
@@ -185,3 +193,46 @@ def test_fit_takes_its_settings_as_one_checked_object(tmp_path):
     for bad, message in [({"workers": -1}, "workers must be an integer >= 0"), ({"devices": 0}, "devices must be")]:
         with pytest.raises(ValueError, match=message):
             TrainSettings(epochs=2, batch_size=8, patience=1, **bad)
+
+
+class Scheduled(ScheduledModule):
+    """A linear layer on the shared AdamW schedule; biases keep no decay, its recipe decays at 0.3."""
+
+    decay_matrices_only = True
+    default_weight_decay = 0.3
+
+    def __init__(self, schedule: dict | None = None):
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = torch.nn.Linear(4, 1)
+
+
+@pytest.mark.parametrize(("weight_decay", "decays"), [(None, 0.3), (0.05, 0.05)])
+def test_a_schedule_sets_the_optimiser_and_its_module_decays_by_default(weight_decay, decays):
+    schedule = cosine_schedule(2e-3, total_steps=10, warmup_steps=4, weight_decay=weight_decay)
+    module = Scheduled(schedule)
+    optimisers = module.configure_optimizers()
+    groups = optimisers["optimizer"].param_groups
+    assert [(g["weight_decay"], len(g["params"])) for g in groups] == [(decays, 1), (0.0, 1)]
+    scheduler = optimisers["lr_scheduler"]["scheduler"]
+    rates = []
+    for _ in range(10):
+        rates.append(groups[0]["lr"])
+        optimisers["optimizer"].step()
+        scheduler.step()
+    assert rates[0] == 0.0 and rates[4] == pytest.approx(2e-3) and rates[-1] < rates[5] < 2e-3
+    assert dict(module.hparams.schedule) == schedule  # plain values: a weights_only checkpoint keeps them
+
+
+def test_a_schedule_missing_a_key_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"Scheduled's schedule lacks \['total_steps'\]"):
+        Scheduled({"lr": 1e-3, "warmup_steps": 1}).configure_optimizers()
+    with pytest.raises(ValueError, match="lr must be a finite number >= 0; got nan"):
+        cosine_schedule(float("nan"), total_steps=10, warmup_steps=1)
+
+
+def test_a_learning_rate_is_refused_for_a_module_that_sets_its_own_before_any_training(tmp_path):
+    settings = TrainSettings(epochs=1, batch_size=8, patience=1, progress=False, lr=0.1)
+    with pytest.raises(ValueError, match="TrainSettings.lr=0.1 is for a CheckpointedModule; a Regression configures"):
+        fit(Regression(), (ROWS, TARGETS), (ROWS, TARGETS), tmp_path, settings, seed=0)
+    assert not list(tmp_path.iterdir())

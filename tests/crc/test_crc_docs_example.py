@@ -25,13 +25,15 @@ def example_block() -> str:
 def _save_tiny_clip(folder: Path) -> None:
     from transformers import CLIPModel
 
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.tokenizer import build_word_tokenizer
 
     tokenizer = build_word_tokenizer(vocabulary())
     torch.manual_seed(0)
     config = tiny_clip_config(
-        tokenizer, 32, vision_width=16, vision_layers=1, patch_size=16, text_width=16, text_layers=1, projection_dim=8
+        tokenizer,
+        32,
+        ClipSizes(vision_width=16, vision_layers=1, patch_size=16, text_width=16, text_layers=1, projection_dim=8),
     )
     for part in (CLIPModel(config).eval(), tokenizer, clip_image_processor(32)):
         part.save_pretrained(folder)

@@ -25,7 +25,7 @@ LEXICON = {
 def encoder(tmp_path_factory):
     from transformers import CLIPModel
 
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.features import ClipEncoder
     from condeval.encoders.tokenizer import build_word_tokenizer
 
@@ -36,12 +36,7 @@ def encoder(tmp_path_factory):
         tiny_clip_config(
             tokenizer,
             64,
-            vision_width=32,
-            vision_layers=2,
-            patch_size=16,
-            text_width=32,
-            text_layers=2,
-            projection_dim=16,
+            ClipSizes(vision_width=32, vision_layers=2, patch_size=16, text_width=32, text_layers=2, projection_dim=16),
         )
     )
     for save in (model.eval(), tokenizer, clip_image_processor(64)):

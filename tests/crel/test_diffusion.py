@@ -98,7 +98,7 @@ def ddpms(data, vae, tmp_path_factory):
     for cond_dim in (0, 2):
         train, val = (_arrays(*data[f], cond_dim > 0) for f in ("train", "val"))
         pl.seed_everything(0, verbose=False)
-        model = LatentDDPM.from_vae(vae, cond_dim=cond_dim, lr=1e-3)
+        model = LatentDDPM.from_vae(vae, cond_dim=cond_dim)
         initial = _val_loss(model, val)
         run_dir = tmp_path_factory.mktemp(f"ddpm{cond_dim}")
         fit(
@@ -106,7 +106,7 @@ def ddpms(data, vae, tmp_path_factory):
             train,
             val,
             run_dir,
-            settings=TrainSettings(epochs=25, batch_size=128, patience=100, progress=False),
+            settings=TrainSettings(epochs=25, batch_size=128, patience=100, progress=False, lr=1e-3),
             seed=0,
             save_epochs=(25,),
         )
@@ -121,14 +121,14 @@ def dqr(data, ddpms, tmp_path_factory):
     with torch.no_grad():
         codes = {f: lgm.encode(data[f][1], data[f][0]).numpy() for f in ("dqr", "dqr_val")}
     pl.seed_everything(0, verbose=False)
-    model = DirectionalQuantileRegressor(cond_dim=2, latent_dim=2, n_directions=64, directions_per_step=32, lr=3e-3)
+    model = DirectionalQuantileRegressor(cond_dim=2, latent_dim=2, n_directions=64, directions_per_step=32)
     run_dir = tmp_path_factory.mktemp("dqr")
     best = fit(
         model,
         (data["dqr"][0], codes["dqr"]),
         (data["dqr_val"][0], codes["dqr_val"]),
         run_dir,
-        settings=TrainSettings(epochs=6, batch_size=100, patience=100, progress=False),
+        settings=TrainSettings(epochs=6, batch_size=100, patience=100, progress=False, lr=3e-3),
         seed=0,
     )
     return DirectionalQuantileRegressor.load_from_checkpoint(best, map_location="cpu", weights_only=True).eval(), Path(
@@ -143,7 +143,7 @@ def test_paper_architecture_and_hparams(vae):
     assert widths == [128, 256, 128, 2]
     assert model.denoiser.net[0].in_features == 2 + 128 + 3  # z_t, time embedding, x
     assert model.denoiser.time_embedding.linear_2.out_features == 128
-    assert model.noise_scheduler.config.num_train_timesteps == 1000 and model.hparams.lr == 1e-4
+    assert model.noise_scheduler.config.num_train_timesteps == 1000 and model.default_lr == 1e-4
     assert model.hparams.metric == vae.hparams.metric and model.hparams.latent_dim == 2
     assert model.hparams.cond_dim == 3 and model.is_conditional
     assert model.hparams.vae_hparams == dict(vae.hparams)
@@ -282,13 +282,13 @@ def _fit_small_ddpm(vae: LatentVAE, out_dir: Path, max_epochs: int, seed: int = 
     """A tiny conditional DDPM fit whose initial weights are seeded too."""
     x, y = _mixture(400, seed=3)
     pl.seed_everything(seed, verbose=False)
-    model = LatentDDPM.from_vae(vae, cond_dim=2, hidden_dims=(16, 16), time_embed_dim=8, lr=1e-3)
+    model = LatentDDPM.from_vae(vae, cond_dim=2, hidden_dims=(16, 16), time_embed_dim=8)
     best = fit(
         model,
         (y[:300], x[:300]),
         (y[300:], x[300:]),
         out_dir,
-        settings=TrainSettings(epochs=max_epochs, batch_size=100, patience=100, progress=False),
+        settings=TrainSettings(epochs=max_epochs, batch_size=100, patience=100, progress=False, lr=1e-3),
         seed=seed,
     )
     return model, best
@@ -322,13 +322,15 @@ def test_truncated_last_checkpoint_starts_fresh(vae, tmp_path, caplog):
 def test_last_checkpoint_holds_the_final_epoch(vae, tmp_path):
     y = _mixture(200)[1]
     pl.seed_everything(0, verbose=False)
-    model = LatentDDPM.from_vae(vae, hidden_dims=(8,), time_embed_dim=4, lr=0.0)  # val_loss never improves
+    model = LatentDDPM.from_vae(vae, hidden_dims=(8,), time_embed_dim=4)
     fit(
         model,
         (y,),
         (y,),
         tmp_path,
-        settings=TrainSettings(epochs=3, batch_size=100, patience=100, progress=False),
+        settings=TrainSettings(
+            epochs=3, batch_size=100, patience=100, progress=False, lr=0.0
+        ),  # val_loss never improves
         seed=0,
     )
     assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 2
@@ -402,3 +404,13 @@ def test_crel_z_coverage_with_the_diffusion_lgm(ddpms, dqr, data):
         X[test[:5]], Y[test[:5]], search=SearchSettings(num_z0=4, steps=5)
     )  # PGD through decode
     assert np.isfinite(worst).all() and z_worst.shape == (5, 2)
+
+
+def test_inversion_settings_are_kept_in_the_checkpoint_and_a_misspelt_one_is_refused(vae, tmp_path):
+    model = LatentDDPM.from_vae(vae, inversion={"iterations": 3})
+    assert (model.inversion_iterations, model.inversion_tol) == (3, 1e-5)
+    model.inversion_tol = 1e-3
+    loaded = LatentDDPM.load_from_checkpoint(model.save_checkpoint(tmp_path / "ddpm.ckpt"), weights_only=True)
+    assert (loaded.inversion_iterations, loaded.inversion_tol) == (3, 1e-3)
+    with pytest.raises(ValueError, match=r"inversion names \['iteration'\]; it takes \['iterations', 'tol'\]"):
+        LatentDDPM.from_vae(vae, inversion={"iteration": 3})

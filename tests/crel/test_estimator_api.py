@@ -157,6 +157,9 @@ _NAN[2, 1] = np.nan
         # a cond_dim other than X's width failed inside the first training step (mat1 and mat2 shapes)
         (_ARRAYS, {"lgm_kwargs": {"cond_dim": 5}}, ValueError, "cond_dim=5: a conditional VAE reads X_lgm, 3 wide"),
         (_ARRAYS, {"dqr_kwargs": {"latent_dim": 4}}, TypeError, r"dqr_kwargs may not set \['latent_dim'\]"),
+        # the learning rate moved to the training's settings: a model keyword would be a raw TypeError in fit
+        (_ARRAYS, {"lgm_kwargs": {"lr": 0.1}}, TypeError, r"lgm_kwargs may not set lr: .*TrainSettings\(\.\.\., lr="),
+        (_ARRAYS, {"dqr": {"lr": -1.0}}, ValueError, "lr must be a finite number >= 0; got -1.0"),
         # no epoch: a missing checkpoint after a run that trained nothing
         (_ARRAYS, {"lgm": {"epochs": 0}}, ValueError, "epochs must be an integer >= 1; got 0"),
         (_ARRAYS, {"dqr": {"batch_size": 2.5}}, TypeError, "batch_size must be an integer >= 1; got float"),

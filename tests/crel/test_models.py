@@ -327,14 +327,14 @@ def test_dqr_learns_conditional_quantiles(tmp_path):
     x, z, a = _gaussian_linear(6000)
     pl.seed_everything(0, verbose=False)
     model = DirectionalQuantileRegressor(
-        cond_dim=2, latent_dim=2, quantile_level=tau, n_directions=256, directions_per_step=64, lr=1e-2
+        cond_dim=2, latent_dim=2, quantile_level=tau, n_directions=256, directions_per_step=64
     )
     fit(
         model,
         (x[:3000], z[:3000]),
         (x[3000:4000], z[3000:4000]),
         tmp_path,
-        settings=TrainSettings(epochs=20, batch_size=128, patience=100, progress=False),
+        settings=TrainSettings(epochs=20, batch_size=128, patience=100, progress=False, lr=1e-2),
         seed=0,
     )
     x_test, z_test = x[4000:], z[4000:]
@@ -446,11 +446,11 @@ def test_early_stopped_run_is_not_extended(tmp_path):
     y = _banana(300)
     pl.seed_everything(0, verbose=False)
     # with lr = 0 val_loss never improves, so patience 1 stops after the second epoch
-    options = dict(settings=TrainSettings(epochs=50, batch_size=300, patience=1, progress=False), seed=0)
-    best = fit(LatentVAE(2, lr=0.0), (y,), (y,), tmp_path, **options)
+    options = dict(settings=TrainSettings(epochs=50, batch_size=300, patience=1, progress=False, lr=0.0), seed=0)
+    best = fit(LatentVAE(2), (y,), (y,), tmp_path, **options)
     summary = training_summary(tmp_path)
     assert summary["stopped_early"] and summary["epochs_run"] == 2
-    again = fit(LatentVAE(2, lr=0.0), (y,), (y,), tmp_path, **options)
+    again = fit(LatentVAE(2), (y,), (y,), tmp_path, **options)
     assert again == best and training_summary(tmp_path)["epochs_run"] == summary["epochs_run"]
 
 

@@ -70,12 +70,12 @@ def test_train_clip_runs_with_several_foils_and_exports_a_loadable_clip(tmp_path
 def test_the_contrastive_loss_on_padding_cut_batches_is_the_loss_on_full_length_ones():
     """Training cuts the columns that are padding in every caption (and every foil); the loss must not move."""
     from condeval.datasets.miniworld import vocabulary
-    from condeval.encoders.clip import ContrastiveCLIP, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, ContrastiveCLIP, tiny_clip_config
     from condeval.encoders.data import token_arrays
     from condeval.encoders.tokenizer import build_word_tokenizer
 
     tokenizer = build_word_tokenizer(vocabulary())
-    config = tiny_clip_config(tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1)
+    config = tiny_clip_config(tokenizer, 32, ClipSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1))
     module = ContrastiveCLIP(config.to_dict(), hard_weight=2.0).eval()
     texts = [
         token_arrays(tokenizer, c, 32)

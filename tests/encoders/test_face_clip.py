@@ -45,11 +45,11 @@ def test_encode_reads_uint8_arrays_as_image_features_reads_pil_and_refuses_the_r
     from transformers import CLIPModel
 
     from condeval.datasets.celeba_prompts import prompt_vocabulary
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.tokenizer import build_word_tokenizer
 
     tokenizer = build_word_tokenizer(prompt_vocabulary(), model_max_length=16)
-    CLIPModel(tiny_clip_config(tokenizer, 32, **MODEL, max_length=16)).save_pretrained(tmp_path)
+    CLIPModel(tiny_clip_config(tokenizer, 32, ClipSizes(**MODEL, max_length=16))).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     clip_image_processor(32).save_pretrained(tmp_path)
     clip = ClipEncoder(tmp_path)

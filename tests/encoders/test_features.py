@@ -71,7 +71,7 @@ def test_clip_encoder_reads_tokenizer_and_processor_from_their_own_folders(tmp_p
     from transformers import CLIPModel
 
     from condeval.datasets.miniworld import vocabulary
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.features import ClipEncoder
     from condeval.encoders.tokenizer import build_word_tokenizer
 
@@ -81,12 +81,7 @@ def test_clip_encoder_reads_tokenizer_and_processor_from_their_own_folders(tmp_p
         tiny_clip_config(
             tokenizer,
             64,
-            vision_width=32,
-            vision_layers=1,
-            patch_size=16,
-            text_width=32,
-            text_layers=1,
-            projection_dim=8,
+            ClipSizes(vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=8),
         )
     ).save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "tokenizer")
@@ -193,7 +188,7 @@ def test_clip_and_dino_read_images_alike_and_refuse_a_lone_str(tmp_path):
     from transformers import CLIPModel, Dinov2Model
 
     from condeval.datasets.miniworld import vocabulary
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.dino import dino_image_processor, tiny_dinov2_config
     from condeval.encoders.features import image_encoder
     from condeval.encoders.tokenizer import build_word_tokenizer
@@ -201,7 +196,9 @@ def test_clip_and_dino_read_images_alike_and_refuse_a_lone_str(tmp_path):
     tokenizer = build_word_tokenizer(vocabulary())
     torch.manual_seed(0)
     config = tiny_clip_config(
-        tokenizer, 32, vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=8
+        tokenizer,
+        32,
+        ClipSizes(vision_width=32, vision_layers=1, patch_size=16, text_width=32, text_layers=1, projection_dim=8),
     )
     CLIPModel(config).save_pretrained(tmp_path / "clip")
     tokenizer.save_pretrained(tmp_path / "clip")

@@ -20,14 +20,16 @@ def clip_folder(tmp_path_factory):
     from transformers import CLIPModel
 
     from condeval.datasets.miniworld import vocabulary
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.tokenizer import build_word_tokenizer
 
     folder = tmp_path_factory.mktemp("clip")
     tokenizer = build_word_tokenizer(vocabulary())
     torch.manual_seed(0)
     config = tiny_clip_config(
-        tokenizer, 64, vision_width=64, vision_layers=4, patch_size=8, text_width=64, text_layers=4, projection_dim=32
+        tokenizer,
+        64,
+        ClipSizes(vision_width=64, vision_layers=4, patch_size=8, text_width=64, text_layers=4, projection_dim=32),
     )
     CLIPModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

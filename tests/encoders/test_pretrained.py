@@ -47,13 +47,13 @@ def test_clip_and_bert_round_trip(tmp_path, tokenizer, images):
     from transformers import BertForPreTraining, CLIPModel
 
     from condeval.encoders.bert import tiny_bert_config
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.features import BertEncoder, ClipEncoder
 
     torch.manual_seed(0)
     clip = CLIPModel(
         tiny_clip_config(
-            tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1, projection_dim=16
+            tokenizer, 64, ClipSizes(vision_width=32, vision_layers=1, text_width=32, text_layers=1, projection_dim=16)
         )
     ).eval()
     for save in (clip, tokenizer, clip_image_processor(64)):
@@ -80,11 +80,17 @@ def test_clip_and_bert_round_trip(tmp_path, tokenizer, images):
 
 @pytest.mark.parametrize("architecture", ["blip", "git"])
 def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, architecture, capsys):
-    from condeval.generators.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
+    from condeval.generators.captioners import (
+        Captioner,
+        CaptionerSizes,
+        _model_class,
+        captioner_image_processor,
+        tiny_captioner_config,
+    )
 
     torch.manual_seed(0)
     config = tiny_captioner_config(
-        architecture, tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1
+        architecture, tokenizer, 64, CaptionerSizes(vision_width=32, vision_layers=1, text_width=32, text_layers=1)
     )
     model = _model_class(architecture)(config).eval()
     for save in (model, tokenizer, captioner_image_processor(architecture, 64)):
@@ -107,10 +113,16 @@ def _recording(processor, seen, batch, **kwargs):
 
 def test_a_captioner_image_size_resizes_every_image_before_the_models_processor(tmp_path, tokenizer, images):
     """CReL runs every captioner "at image size 224 x 224": the images are made that square first."""
-    from condeval.generators.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
+    from condeval.generators.captioners import (
+        Captioner,
+        CaptionerSizes,
+        _model_class,
+        captioner_image_processor,
+        tiny_captioner_config,
+    )
 
     config = tiny_captioner_config(
-        "blip", tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1
+        "blip", tokenizer, 64, CaptionerSizes(vision_width=32, vision_layers=1, text_width=32, text_layers=1)
     )
     for save in (_model_class("blip")(config).eval(), tokenizer, captioner_image_processor("blip", 64)):
         save.save_pretrained(tmp_path)
@@ -149,9 +161,17 @@ def test_captioner_refuses_a_folder_of_another_model(tmp_path, tokenizer):
 def test_captioner_arguments_are_refused_by_name(tmp_path, tokenizer, images, call, error, message):
     """num_return_sequences=3 returned 3·N captions in one list (zipped with the ids: other images'
     captions); batch_size=-1 returned no caption at all; one path was read character by character."""
-    from condeval.generators.captioners import Captioner, _model_class, captioner_image_processor, tiny_captioner_config
+    from condeval.generators.captioners import (
+        Captioner,
+        CaptionerSizes,
+        _model_class,
+        captioner_image_processor,
+        tiny_captioner_config,
+    )
 
-    config = tiny_captioner_config("git", tokenizer, 64, vision_width=32, vision_layers=1, text_width=32, text_layers=1)
+    config = tiny_captioner_config(
+        "git", tokenizer, 64, CaptionerSizes(vision_width=32, vision_layers=1, text_width=32, text_layers=1)
+    )
     for save in (_model_class("git")(config), tokenizer, captioner_image_processor("git", 64)):
         save.save_pretrained(tmp_path)
     arguments = {"images": images, "seed": 0, "max_new_tokens": 2} | call

@@ -45,7 +45,7 @@ def test_patch_grids_resample_onto_token_grids():
 
 
 def test_repa_aligns_the_chosen_block_and_its_loss_falls():
-    module = _module(repa_coefficient=0.5, repa_depth=1, target_dim=12, projector_width=32)
+    module = _module(repa={"coefficient": 0.5, "depth": 1, "target_dim": 12, "hidden": 32})
     batch = _batch()
     optimiser = torch.optim.Adam(module.parameters(), lr=3e-3)
     alignments = []
@@ -62,7 +62,7 @@ def test_repa_aligns_the_chosen_block_and_its_loss_falls():
 
 
 def test_only_blocks_up_to_the_aligned_one_get_the_repa_gradient():
-    module = _module(repa_coefficient=1.0, repa_depth=1, target_dim=12)
+    module = _module(repa={"coefficient": 1.0, "depth": 1, "target_dim": 12})
     batch = _batch()
     module._loss(batch, training=False)
     alignment = (
@@ -83,4 +83,4 @@ def test_the_condition_reaches_the_loss_and_refusals():
     module._loss((latents, attributes), training=False).backward()
     assert module.attribute_encoder.tables[0].weight.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="REPA needs"):
-        _module(repa_coefficient=0.5, repa_depth=3, target_dim=12)
+        _module(repa={"coefficient": 0.5, "depth": 3, "target_dim": 12})

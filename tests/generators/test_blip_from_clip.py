@@ -30,10 +30,12 @@ def clip(tokenizer):
     """A tiny CLIP with every parameter drawn at random (no zero bias hides a wrong q/k/v order)."""
     from transformers import CLIPModel
 
-    from condeval.encoders.clip import tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, tiny_clip_config
 
     torch.manual_seed(0)
-    config = tiny_clip_config(tokenizer, 32, vision_width=WIDTH, vision_layers=LAYERS, text_width=16, text_layers=1)
+    config = tiny_clip_config(
+        tokenizer, 32, ClipSizes(vision_width=WIDTH, vision_layers=LAYERS, text_width=16, text_layers=1)
+    )
     model = CLIPModel(config).eval()
     with torch.no_grad():
         for parameter in model.parameters():

@@ -2,8 +2,9 @@
 
 import pytest
 
+from condeval.core.training import cosine_schedule
 from condeval.generators.captioner_training import CaptionerModule
-from condeval.generators.captioners import tiny_captioner_config
+from condeval.generators.captioners import CaptionerSizes, tiny_captioner_config
 
 LR = 2e-3
 
@@ -31,9 +32,9 @@ def _learning_rates(module) -> dict[int, float]:
 @pytest.mark.parametrize("scale", [1.0, 0.1])
 def test_the_image_encoder_learns_at_its_scale_and_everything_else_at_lr(tokenizer, architecture, scale):
     config = tiny_captioner_config(
-        architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1
+        architecture, tokenizer, 32, CaptionerSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1)
     )
-    module = CaptionerModule(architecture, config.to_dict(), lr=LR, vision_lr_scale=scale)
+    module = CaptionerModule(architecture, config.to_dict(), cosine_schedule(LR, 1000, 50), vision_lr_scale=scale)
     rates = _learning_rates(module)
     vision = {id(p) for p in module.vision_tower().parameters()}
     trainable = {id(p) for p in module.parameters() if p.requires_grad}
@@ -43,8 +44,12 @@ def test_the_image_encoder_learns_at_its_scale_and_everything_else_at_lr(tokeniz
 
 
 def test_a_frozen_image_encoder_has_no_optimizer_group(tokenizer):
-    config = tiny_captioner_config("git", tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1)
-    module = CaptionerModule("git", config.to_dict(), lr=LR, freeze_vision=True, vision_lr_scale=0.1)
+    config = tiny_captioner_config(
+        "git", tokenizer, 32, CaptionerSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1)
+    )
+    module = CaptionerModule(
+        "git", config.to_dict(), cosine_schedule(LR, 1000, 50), freeze_vision=True, vision_lr_scale=0.1
+    )
     rates = _learning_rates(module)
     assert not {id(p) for p in module.vision_tower().parameters()} & set(rates)
     assert list(rates.values()) == pytest.approx([LR] * len(rates))
@@ -66,7 +71,10 @@ def test_the_loss_on_padding_cut_batches_is_the_loss_on_full_length_ones(tokeniz
     import torch
 
     config = tiny_captioner_config(
-        architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1, dropout=0.0
+        architecture,
+        tokenizer,
+        32,
+        CaptionerSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1, dropout=0.0),
     )
     module = CaptionerModule(architecture, config.to_dict()).eval()
     pixels, ids, mask = _padded_batch(tokenizer, ["a red star", "there is a small blue box next to a ring"], 32)
@@ -84,7 +92,10 @@ def test_a_frozen_encoder_trains_on_its_precomputed_tokens_at_the_same_loss(toke
     import torch
 
     config = tiny_captioner_config(
-        architecture, tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1, dropout=0.0
+        architecture,
+        tokenizer,
+        32,
+        CaptionerSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1, dropout=0.0),
     )
     module = CaptionerModule(architecture, config.to_dict(), freeze_vision=True).train()
     pixels, ids, mask = _padded_batch(tokenizer, ["a red star", "there is a small blue box next to a ring"], 32)
@@ -105,7 +116,9 @@ def test_a_frozen_encoder_trains_on_its_precomputed_tokens_at_the_same_loss(toke
 def test_precomputed_tokens_are_refused_for_an_encoder_that_trains(tokenizer):
     import torch
 
-    config = tiny_captioner_config("git", tokenizer, 32, vision_width=16, vision_layers=1, text_width=16, text_layers=1)
+    config = tiny_captioner_config(
+        "git", tokenizer, 32, CaptionerSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1)
+    )
     module = CaptionerModule("git", config.to_dict())
     pixels, ids, mask = _padded_batch(tokenizer, ["a red star"], 32)
     with pytest.raises(ValueError, match="freeze_vision"):

@@ -39,7 +39,7 @@ def trained(tmp_path_factory):
 
     from condeval.core.training import TrainRecipe
     from condeval.datasets.miniworld import vocabulary
-    from condeval.encoders.clip import tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, tiny_clip_config
     from condeval.encoders.tokenizer import build_word_tokenizer
     from condeval.generators.autoencoders import train_autoencoder
     from condeval.generators.text_to_image_training import (
@@ -72,12 +72,7 @@ def trained(tmp_path_factory):
         tiny_clip_config(
             tokenizer,
             SIDE,
-            vision_width=16,
-            vision_layers=1,
-            text_width=16,
-            text_layers=1,
-            projection_dim=16,
-            max_length=8,
+            ClipSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1, projection_dim=16, max_length=8),
         )
     ).eval()
     t5 = t2i.tiny_t5_encoder(tokenizer, 32, layers=1)

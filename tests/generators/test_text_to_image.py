@@ -23,18 +23,13 @@ def tokenizer():
 def clip(tokenizer):
     from transformers import CLIPModel
 
-    from condeval.encoders.clip import tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, tiny_clip_config
 
     torch.manual_seed(0)
     config = tiny_clip_config(
         tokenizer,
         SIDE,
-        vision_width=32,
-        vision_layers=1,
-        text_width=16,
-        text_layers=1,
-        projection_dim=24,
-        max_length=16,
+        ClipSizes(vision_width=32, vision_layers=1, text_width=16, text_layers=1, projection_dim=24, max_length=16),
     )
     return CLIPModel(config).eval()
 
@@ -54,7 +49,7 @@ def _sd3(clip, tokenizer, qk_norm=None):
 
     t5 = t2i.tiny_t5_encoder(tokenizer, 32, layers=1)
     transformer = t2i.tiny_sd3_transformer(
-        SIDE // 2, 4, layers=1, heads=2, joint_attention_dim=32, pooled_projection_dim=48, qk_norm=qk_norm
+        (4, SIDE // 2, SIDE // 2), layers=1, heads=2, joint_attention_dim=32, pooled_projection_dim=48, qk_norm=qk_norm
     )
     _random_weights(transformer, t5)
     return t2i.build_sd3_pipeline(transformer, tiny_autoencoder_kl(SIDE, channels=(8, 16)), clip, tokenizer, t5)

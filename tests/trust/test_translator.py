@@ -1,6 +1,8 @@
 """Scoring during generation: the translator learns a map and keeps the trust score's ranking, its loss
 terms each see what they are for, and the generation callbacks read the denoiser without changing it."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -49,6 +51,11 @@ def test_the_translator_reduces_its_loss_and_keeps_the_trust_ranking(tmp_path):
     np.testing.assert_allclose(loaded.transform(internal[2000:]), predicted, rtol=1e-6)
     with pytest.raises(ValueError, match="10-wide"):
         translator.transform(internal[:, :5])
+    config = tmp_path / "translator" / "config.json"
+    saved = json.loads(config.read_text())
+    config.write_text(json.dumps({k: v for k, v in saved.items() if k not in ("net", "schedule")} | saved["net"]))
+    with pytest.raises(ValueError, match=r"config.json: a translator saved with flat keys .* train it again"):
+        Translator.load(tmp_path / "translator")
 
 
 def test_the_translation_check_ranks_true_features_first_and_shuffled_ones_at_chance():

@@ -74,10 +74,10 @@ def _crel(key, **update):
             lambda c: (c.update(tiny_config("i2t", "t2i")), c["crel"]["text_to_image"].update(alpha=0.04)),
             "config key 'crel.text_to_image.alpha' holds 0.04, but the calibration fold has only 10 points",
         ),
-        # an encoder's misspelt model keyword would reach tiny_clip_config as a raw TypeError in its job
+        # an encoder's misspelt model keyword would reach ClipSizes as a raw TypeError in its job
         (
             lambda c: (c.update(tiny_config("i2t")), c["encoders"]["clip"]["train"]["model"].update(vision_widht=64)),
-            "config key 'encoders.clip.train.model' names ['vision_widht'], which tiny_clip_config does not take",
+            "config key 'encoders.clip.train.model' names ['vision_widht'], which ClipSizes does not take",
         ),
         # a misspelt model keyword reached tiny_autoencoder_kl as a raw TypeError in the job
         (

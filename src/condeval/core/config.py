@@ -165,15 +165,18 @@ def duplicate_keys(path: str | os.PathLike) -> str | None:
 
 
 def function_keywords(function: str) -> list[str]:
-    """The keyword parameters of ``function`` (``"package.module:name"``), read from its source without
-    importing the module (a config check runs when Snakemake parses, before torch or transformers load)."""
+    """The keyword parameters of ``function`` (``"package.module:name"``: a function, or a dataclass whose
+    fields are its keywords), read from its source without importing the module (a config check runs when
+    Snakemake parses, before torch or transformers load)."""
     import ast
     import importlib.util
 
     module, _, name = function.partition(":")
     spec = importlib.util.find_spec(module)
     tree = ast.parse(Path(spec.origin).read_text())
-    found = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name)
+    found = next(node for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name == name)
+    if isinstance(found, ast.ClassDef):
+        return [node.target.id for node in found.body if isinstance(node, ast.AnnAssign)]
     return [arg.arg for arg in (*found.args.args, *found.args.kwonlyargs)]
 
 

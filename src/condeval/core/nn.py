@@ -41,11 +41,15 @@ class CheckpointedModule(nn.Module):
     """An ``nn.Module`` with saved hyperparameters, Lightning's training hooks and a torch-only loader.
 
     A subclass calls :meth:`save_hyperparameters` with plain Python values that rebuild it
-    (``type(self)(**hparams)``) and may define ``training_step``, ``validation_step`` and
-    ``configure_optimizers`` as for a ``LightningModule``; :meth:`log` reaches Lightning's logger
-    while :class:`condeval.core.training.LightningAdapter` trains it, and does nothing otherwise.
+    (``type(self)(**hparams)``) and may define ``training_step`` and ``validation_step`` as for a
+    ``LightningModule``, and ``configure_optimizers(lr)``: the learning rate is its training's
+    (:class:`condeval.core.settings.TrainSettings`' ``lr``, default :attr:`default_lr`), not a
+    hyperparameter of the model. :meth:`log` reaches Lightning's logger while
+    :class:`condeval.core.training.LightningAdapter` trains it, and does nothing otherwise.
     """
 
+    #: The learning rate it trains at when its :class:`~condeval.core.settings.TrainSettings` names none.
+    default_lr = 1e-3
     _log_to = None  # set by LightningAdapter to its own ``log``
 
     def __init__(self) -> None:

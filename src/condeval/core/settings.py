@@ -12,7 +12,7 @@ import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["TrainSettings", "TrainRecipe", "SearchSettings", "check_integer"]
+__all__ = ["TrainSettings", "TrainRecipe", "SearchSettings", "check_integer", "check_number"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,10 @@ class TrainSettings:
     stop_at : float, optional
         A wall-clock deadline (``time.time()``): training pauses after the last epoch that fits before
         it, and the next call resumes (a job shorter than its partition's time limit).
+    lr : float >= 0, optional
+        The learning rate of a model that takes it from its training, a
+        :class:`~condeval.core.nn.CheckpointedModule` (CReL's models); default its ``default_lr``. A
+        LightningModule sets its own optimiser (a ``ScheduledModule`` its schedule) and refuses one.
 
     Examples
     --------
@@ -57,11 +61,14 @@ class TrainSettings:
     devices: int = 1
     workers: int = 0
     stop_at: float | None = None
+    lr: float | None = None
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "patience", "devices"):
             check_integer(getattr(self, name), name, least=1)
         check_integer(self.workers, "workers", least=0)
+        if self.lr is not None:
+            check_number(self.lr, "lr")
 
 
 @dataclass(frozen=True)
@@ -130,13 +137,7 @@ class TrainRecipe:
         check_integer(self.workers, "workers", least=0)
         if self.patience is not None:
             check_integer(self.patience, "patience", least=1)
-        if (
-            isinstance(self.lr, bool)
-            or not isinstance(self.lr, (int, float))
-            or not math.isfinite(self.lr)
-            or self.lr <= 0
-        ):
-            raise ValueError(f"lr must be a finite number > 0; got {self.lr!r}")
+        check_number(self.lr, "lr", positive=True)
 
     @classmethod
     def from_config(cls, section: Mapping, *, seed: int, held_out_key: str = "val_images", **where) -> TrainRecipe:
@@ -256,3 +257,27 @@ def check_integer(value, name: str, least: int = 0) -> int:
     if integer < least:
         raise ValueError(f"{name} must be an integer >= {least}; got {integer}")
     return integer
+
+
+def check_number(value, name: str, *, positive: bool = False) -> float:
+    """``value`` as a float if it is a finite number >= 0 (> 0 with ``positive``), else a ValueError naming
+    ``name``; a bool or a numeric string is refused, not converted.
+
+    Examples
+    --------
+    >>> check_number(0, "lr")
+    0.0
+    >>> check_number(0, "lr", positive=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: lr must be a finite number > 0; got 0
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (positive and value == 0)
+    ):
+        raise ValueError(f"{name} must be a finite number {'>' if positive else '>='} 0; got {value!r}")
+    return float(value)

@@ -40,7 +40,7 @@ from condeval.core.devices import accelerator_for_gpus, device_for_gpus, select_
 from condeval.core.io import atomic_path, read_json, write_json
 from condeval.core.nn import ADAPTER_PREFIX, CheckpointedModule
 from condeval.core.resources import PART_RESERVE
-from condeval.core.settings import TrainRecipe, TrainSettings
+from condeval.core.settings import TrainRecipe, TrainSettings, check_integer, check_number
 
 __all__ = [
     "TrainSettings",
@@ -58,6 +58,8 @@ __all__ = [
     "device_for_gpus",
     "UnsafeCheckpointError",
     "ScheduledModule",
+    "cosine_schedule",
+    "DEFAULT_SCHEDULE",
     "LightningAdapter",
     "as_lightning",
     "SUMMARY_NAME",
@@ -505,17 +507,19 @@ def _write_summary(out_dir: Path, call: dict, best: str) -> None:
 class LightningAdapter(pl.LightningModule):
     """Lightning's view of a :class:`~condeval.core.nn.CheckpointedModule`, for training it.
 
-    The module's ``training_step``, ``validation_step`` and ``configure_optimizers`` run as they
-    are, its :meth:`~condeval.core.nn.CheckpointedModule.log` calls reach this adapter's ``log``,
-    and checkpoints store its current ``hparams``, so ``type(module).load_from_checkpoint`` rebuilds
-    it with torch alone. The module is the attribute ``model``: its keys in a checkpoint's
+    The module's ``training_step`` and ``validation_step`` run as they are, its
+    ``configure_optimizers(lr)`` gets ``lr`` (default its ``default_lr``), its
+    :meth:`~condeval.core.nn.CheckpointedModule.log` calls reach this adapter's ``log``, and
+    checkpoints store its current ``hparams``, so ``type(module).load_from_checkpoint`` rebuilds it
+    with torch alone. The module is the attribute ``model``: its keys in a checkpoint's
     ``state_dict`` start with ``model.``.
     """
 
-    def __init__(self, model: CheckpointedModule) -> None:
+    def __init__(self, model: CheckpointedModule, lr: float | None = None) -> None:
         super().__init__()
         self.model = model
-        self.save_hyperparameters(dict(model.hparams))  # for the CSV logger's hparams.yaml
+        self.lr = model.default_lr if lr is None else lr
+        self.save_hyperparameters(dict(model.hparams) | {"lr": self.lr})  # for the CSV logger's hparams.yaml
 
     def setup(self, stage: str) -> None:
         self.model._log_to = self.log
@@ -533,7 +537,7 @@ class LightningAdapter(pl.LightningModule):
         return self.model.validation_step(batch, batch_idx)
 
     def configure_optimizers(self):
-        return self.model.configure_optimizers()
+        return self.model.configure_optimizers(self.lr)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["hyper_parameters"] = dict(self.model.hparams)  # as set now (e.g. DDIM steps)
@@ -546,20 +550,72 @@ class LightningAdapter(pl.LightningModule):
         }
 
 
-def as_lightning(module: pl.LightningModule | CheckpointedModule) -> pl.LightningModule:
-    """``module`` itself if it is a LightningModule, else its :class:`LightningAdapter`."""
-    return module if isinstance(module, pl.LightningModule) else LightningAdapter(module)
+def as_lightning(module: pl.LightningModule | CheckpointedModule, lr: float | None = None) -> pl.LightningModule:
+    """``module`` itself if it is a LightningModule, else its :class:`LightningAdapter` training at ``lr``.
+
+    Raises
+    ------
+    ValueError
+        If ``lr`` is given for a LightningModule: it configures its own optimiser.
+    """
+    if not isinstance(module, pl.LightningModule):
+        return LightningAdapter(module, lr)
+    if lr is not None:
+        raise ValueError(
+            f"TrainSettings.lr={lr} is for a CheckpointedModule; a {type(module).__name__} configures its own "
+            "optimiser (a ScheduledModule takes its learning rate in its schedule)"
+        )
+    return module
+
+
+def cosine_schedule(
+    lr: float, total_steps: int, warmup_steps: int, weight_decay: float | None = None
+) -> dict[str, float | int]:
+    """The optimiser schedule a :class:`ScheduledModule` takes, as the plain mapping its checkpoints keep.
+
+    Plain values because checkpoints load with ``weights_only=True``, which refuses a settings object's class.
+
+    Parameters
+    ----------
+    lr : float >= 0
+        AdamW's peak learning rate.
+    total_steps : int >= 1
+        Optimiser steps of the whole run: the cosine decays to 0 at the last.
+    warmup_steps : int >= 0
+        Steps of linear warm-up from 0 to ``lr``.
+    weight_decay : float >= 0, optional
+        AdamW's decoupled weight decay; default the module's ``default_weight_decay``.
+
+    Examples
+    --------
+    >>> cosine_schedule(1e-3, total_steps=100, warmup_steps=5)
+    {'lr': 0.001, 'total_steps': 100, 'warmup_steps': 5}
+    >>> cosine_schedule(1e-3, total_steps=0, warmup_steps=5)
+    Traceback (most recent call last):
+    ...
+    ValueError: total_steps must be an integer >= 1; got 0
+    """
+    schedule = {
+        "lr": check_number(lr, "lr"),
+        "total_steps": check_integer(total_steps, "total_steps", least=1),
+        "warmup_steps": check_integer(warmup_steps, "warmup_steps", least=0),
+    }
+    if weight_decay is not None:
+        schedule["weight_decay"] = check_number(weight_decay, "weight_decay")
+    return schedule
 
 
 class ScheduledModule(pl.LightningModule):
     """Base of the transformers-model wrappers: AdamW with linear warm-up and cosine decay per step.
 
-    A subclass implements ``_loss(batch, training: bool)`` and saves ``lr``, ``weight_decay``,
-    ``warmup_steps`` and ``total_steps`` among its hyperparameters. ``decay_matrices_only`` keeps
-    weight decay off biases and norms (CLIP's recipe); otherwise every trainable tensor decays.
+    A subclass implements ``_loss(batch, training: bool)`` and saves its ``schedule`` (a
+    :func:`cosine_schedule`; ``None``: :data:`DEFAULT_SCHEDULE`) among its hyperparameters.
+    ``default_weight_decay`` is its recipe's decay where the schedule names none. ``decay_matrices_only``
+    keeps weight decay off biases and norms (CLIP's recipe); otherwise every trainable tensor decays.
     """
 
     decay_matrices_only = False
+    default_weight_decay = 0.0
 
     def _loss(self, batch, training: bool) -> torch.Tensor:
         raise NotImplementedError
@@ -576,24 +632,38 @@ class ScheduledModule(pl.LightningModule):
         """Factor on ``lr`` for the parameter called ``name`` (1 here; a subclass may slow a pre-trained part)."""
         return 1.0
 
+    @property
+    def schedule(self) -> dict[str, float | int]:
+        """The saved schedule, checked, with the module's default weight decay where it names none."""
+        saved = self.hparams.get("schedule") or DEFAULT_SCHEDULE
+        missing = {"lr", "total_steps", "warmup_steps"} - set(saved)
+        if missing:
+            raise ValueError(f"{type(self).__name__}'s schedule lacks {sorted(missing)}: build it with cosine_schedule")
+        return {"weight_decay": self.default_weight_decay} | dict(saved)
+
     def configure_optimizers(self):
         from transformers import get_cosine_schedule_with_warmup
 
+        schedule = self.schedule
         groups: dict[tuple[float, float], list] = {}
         for name, parameter in self.named_parameters():
             if parameter.requires_grad:
                 decays = parameter.ndim >= 2 or not self.decay_matrices_only
-                key = (self.hparams.weight_decay if decays else 0.0, self.lr_scale(name))
+                key = (schedule["weight_decay"] if decays else 0.0, self.lr_scale(name))
                 groups.setdefault(key, []).append(parameter)
         optimizer = torch.optim.AdamW(
             [
-                {"params": params, "weight_decay": decay, "lr": self.hparams.lr * scale}
+                {"params": params, "weight_decay": decay, "lr": schedule["lr"] * scale}
                 for (decay, scale), params in sorted(groups.items(), key=lambda item: (-item[0][0], -item[0][1]))
             ],
-            lr=self.hparams.lr,
+            lr=schedule["lr"],
         )
-        schedule = get_cosine_schedule_with_warmup(optimizer, self.hparams.warmup_steps, self.hparams.total_steps)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        scheduler = get_cosine_schedule_with_warmup(optimizer, schedule["warmup_steps"], schedule["total_steps"])
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+#: A :class:`ScheduledModule`'s schedule when it is given none (a module built to be loaded, not trained).
+DEFAULT_SCHEDULE = cosine_schedule(1e-3, total_steps=1000, warmup_steps=50)
 
 
 # ---------------------------------------------------------------------- fit
@@ -622,7 +692,8 @@ def fit(
     out_dir : path
         Run folder (see the module docstring for its layout).
     settings : TrainSettings
-        Epoch cap (``epochs``), early-stopping patience on ``val_loss``, batch size, accelerator and
+        Epoch cap (``epochs``), early-stopping patience on ``val_loss``, batch size, a
+        :class:`~condeval.core.nn.CheckpointedModule`'s learning rate (``lr``), accelerator and
         devices (passed to the Trainer, see :func:`select_accelerator`), progress bar, DataLoader
         ``workers`` (processes reading a dataset's rows from disk; arrays need none) and ``stop_at``: a
         :func:`time.time` value (:func:`job_deadline`) the call must finish by; training stops at the end
@@ -636,7 +707,7 @@ def fit(
         came from). Either way a run folder is resumed only by the same module class and
         hyperparameters (arrays and tensors by their bytes), the same :meth:`frozen_identity`
         where the module defines one (the captions and frozen encoders it completes its batches
-        with: :func:`state_digest`), the same rows, ``patience``, ``batch_size`` and ``seed``,
+        with: :func:`state_digest`), the same rows, ``patience``, ``batch_size``, ``lr`` and ``seed``,
         and this fingerprint; one left by any other fit is discarded, so a change of data or
         parameters always trains afresh. A module without saved hyperparameters is warned
         about: settings outside them cannot be seen. A higher ``epochs`` continues a run
@@ -671,6 +742,7 @@ def fit(
     """
     if not isinstance(settings, TrainSettings):
         raise TypeError(f"settings must be a TrainSettings; got {type(settings).__name__}")
+    trained = as_lightning(module, settings.lr)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     identity = _run_identity(module, _as_rows(train) + _as_rows(val), _identity_settings(settings, seed), fingerprint)
@@ -687,12 +759,12 @@ def fit(
             log.info("%s: early stopping already ended this run; not training further", out_dir)
             return Path(best)
     pl.seed_everything(seed, workers=True, verbose=False)
-    return _train(module, train, val, out_dir, settings, seed, save_epochs, (ckpt_path, checkpoint))
+    return _train(trained, train, val, out_dir, settings, seed, save_epochs, (ckpt_path, checkpoint))
 
 
 def _identity_settings(settings: TrainSettings, seed: int) -> dict:
     """The settings a run folder is resumed under (the epoch cap may grow: a longer run continues)."""
-    return {"patience": settings.patience, "batch_size": settings.batch_size, "seed": seed}
+    return {"patience": settings.patience, "batch_size": settings.batch_size, "lr": settings.lr, "seed": seed}
 
 
 def _trainer(out_dir: Path, settings: TrainSettings, callbacks: list) -> pl.Trainer:
@@ -710,8 +782,11 @@ def _trainer(out_dir: Path, settings: TrainSettings, callbacks: list) -> pl.Trai
     )
 
 
-def _train(module, train, val, out_dir: Path, settings: TrainSettings, seed: int, save_epochs, resume) -> Path:
-    """One Trainer.fit call of :func:`fit`, from ``resume`` = (checkpoint path, its contents) or afresh."""
+def _train(
+    module: pl.LightningModule, train, val, out_dir: Path, settings: TrainSettings, seed: int, save_epochs, resume
+) -> Path:
+    """One Trainer.fit call of :func:`fit` (``module``: :func:`as_lightning`'s), from ``resume`` = (checkpoint
+    path, its contents) or afresh."""
     ckpt_path, checkpoint = resume
     ckpt_dir = out_dir / CHECKPOINT_DIR
     best_callback = _BestCheckpoint(
@@ -741,7 +816,7 @@ def _train(module, train, val, out_dir: Path, settings: TrainSettings, seed: int
         warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=r".*exists and is not empty.*")
         trainer.fit(
-            as_lightning(module),
+            module,
             train_dataloaders=_loader(train, settings.batch_size, shuffle_generator, settings.workers),
             val_dataloaders=_loader(val, settings.batch_size, workers=settings.workers),
             ckpt_path=ckpt_path,

@@ -94,7 +94,8 @@ class CReLSettings:
         Share of each training fold held out for early stopping.
     seed : int, default 0
     lgm, dqr : TrainSettings
-        Epochs, batch size, patience and accelerator of each model.
+        Epochs, batch size, patience, learning rate (default each model's ``default_lr``) and accelerator of each
+        model.
     lgm_kwargs, dqr_kwargs : mapping
         Further constructor arguments of :class:`LatentVAE` (``cond_dim`` = X's width for a conditional
         VAE, ``hidden_dims``, …) and :class:`DirectionalQuantileRegressor` (``n_directions``, …); not
@@ -143,6 +144,10 @@ class CReLSettings:
             repeated = sorted(set(getattr(self, name)) & set(_SET_BY_FIT[name]))
             if repeated:
                 raise TypeError(f"{name} may not set {repeated}: CReLSettings sets them (its own fields, or the data)")
+            if "lr" in getattr(self, name):
+                raise TypeError(
+                    f"{name} may not set lr: the learning rate is the training's, TrainSettings(..., lr=...)"
+                )
 
 
 def _check_cond_dim(settings: CReLSettings, x_width: int) -> None:

@@ -57,15 +57,14 @@ class PretrainingBert(ScheduledModule):
     an uninterrupted one.
     """
 
+    default_weight_decay = 0.01
+
     def __init__(
         self,
         config: dict,
         tokenizer_dir: str,
-        lr: float = 2e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
+        schedule: dict | None = None,
         mlm_probability: float = 0.15,
-        weight_decay: float = 0.01,
     ):
         super().__init__()
         self.save_hyperparameters()

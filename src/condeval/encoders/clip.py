@@ -15,6 +15,8 @@ small share of a step next to the vision tower.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
@@ -22,47 +24,79 @@ from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 from condeval.core.training import ScheduledModule
 from condeval.encoders.data import trim_padding
 
-__all__ = ["tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contrastive_loss"]
+__all__ = ["ClipSizes", "tiny_clip_config", "ContrastiveCLIP", "clip_image_processor", "contrastive_loss"]
 
 
-def tiny_clip_config(
-    tokenizer,
-    image_size: int,
-    *,
-    vision_width: int = 128,
-    vision_layers: int = 4,
-    patch_size: int = 8,
-    text_width: int = 64,
-    text_layers: int = 2,
-    heads: int = 4,
-    projection_dim: int = 128,
-    max_length: int = 32,
-) -> CLIPConfig:
+@dataclass(frozen=True)
+class ClipSizes:
+    """The sizes of a tiny CLIP (:func:`tiny_clip_config`); a config's CLIP ``model`` keys are its fields.
+
+    Parameters
+    ----------
+    vision_width, vision_layers : int
+        Hidden size and depth of the vision tower.
+    patch_size : int
+        Side of a vision patch, in pixels.
+    text_width, text_layers : int
+        Hidden size and depth of the text tower.
+    heads : int
+        Attention heads of both towers.
+    projection_dim : int
+        Width of the shared embedding.
+    max_length : int
+        Longest caption, in tokens (the text position embeddings).
+
+    Examples
+    --------
+    >>> ClipSizes(vision_width=16, vision_layers=1).text_layers
+    2
+    """
+
+    vision_width: int = 128
+    vision_layers: int = 4
+    patch_size: int = 8
+    text_width: int = 64
+    text_layers: int = 2
+    heads: int = 4
+    projection_dim: int = 128
+    max_length: int = 32
+
+
+def tiny_clip_config(tokenizer, image_size: int, sizes: ClipSizes = ClipSizes()) -> CLIPConfig:
     """A ``CLIPConfig`` of the real architecture at a CPU-trainable size, wired to ``tokenizer``.
 
     The text tower pools at the first ``[SEP]`` (``eos_token_id``), as CLIP pools at its end token.
     A grammar of 80 words needs a far smaller text tower than the images need a vision tower.
+
+    Parameters
+    ----------
+    tokenizer : PreTrainedTokenizerBase
+        The word-level tokenizer; its vocabulary size and special-token ids go into the config.
+    image_size : int
+        Side of the square input images, in pixels.
+    sizes : ClipSizes
+        The towers' sizes.
     """
     text = dict(
-        hidden_size=text_width,
-        intermediate_size=2 * text_width,
-        num_hidden_layers=text_layers,
-        num_attention_heads=heads,
+        hidden_size=sizes.text_width,
+        intermediate_size=2 * sizes.text_width,
+        num_hidden_layers=sizes.text_layers,
+        num_attention_heads=sizes.heads,
         vocab_size=len(tokenizer),
-        max_position_embeddings=max_length,
+        max_position_embeddings=sizes.max_length,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.cls_token_id,
         eos_token_id=tokenizer.sep_token_id,
     )
     vision = dict(
-        hidden_size=vision_width,
-        intermediate_size=2 * vision_width,
-        num_hidden_layers=vision_layers,
-        num_attention_heads=heads,
+        hidden_size=sizes.vision_width,
+        intermediate_size=2 * sizes.vision_width,
+        num_hidden_layers=sizes.vision_layers,
+        num_attention_heads=sizes.heads,
         image_size=image_size,
-        patch_size=patch_size,
+        patch_size=sizes.patch_size,
     )
-    return CLIPConfig(text_config=text, vision_config=vision, projection_dim=projection_dim)
+    return CLIPConfig(text_config=text, vision_config=vision, projection_dim=sizes.projection_dim)
 
 
 def clip_image_processor(image_size: int) -> CLIPImageProcessor:
@@ -112,10 +146,9 @@ class ContrastiveCLIP(ScheduledModule):
     ----------
     config : dict
         ``CLIPConfig.to_dict()`` (plain data, so checkpoints load with ``weights_only=True``).
-    lr, weight_decay : float
-        AdamW settings.
-    warmup_steps, total_steps : int
-        Linear warm-up then cosine decay to zero, per optimiser step.
+    schedule : dict, optional
+        AdamW's learning rate, warm-up and cosine decay (:func:`~condeval.core.training.cosine_schedule`);
+        weight decay 0.1 unless it names one.
     hard_weight : float
         Weight of each caption against its own hard negatives (:func:`contrastive_loss`).
     max_logit_scale : float
@@ -123,13 +156,12 @@ class ContrastiveCLIP(ScheduledModule):
         above the rest, so fewer fall to CLIPScore's clip at 0.
     """
 
+    default_weight_decay = 0.1
+
     def __init__(
         self,
         config: dict,
-        lr: float = 1e-3,
-        weight_decay: float = 0.1,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
+        schedule: dict | None = None,
         hard_weight: float = 1.0,
         max_logit_scale: float = 100.0,
     ):

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from condeval.core.training import ScheduledModule, TrainRecipe
+from condeval.core.training import ScheduledModule, TrainRecipe, cosine_schedule
 from condeval.encoders.inputs import ArrayImages, batches, image_list, rgb_images, unit_feature_rows
 
 __all__ = [
@@ -66,13 +66,12 @@ class ContrastiveDino(ScheduledModule):
 
     decay_matrices_only = True
 
+    default_weight_decay = 0.05
+
     def __init__(
         self,
         config: dict,
-        lr: float = 1e-3,
-        weight_decay: float = 0.05,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
+        schedule: dict | None = None,
         temperature: float = 0.1,
     ):
         super().__init__()
@@ -156,7 +155,7 @@ def train_dino(
     config = tiny_dinov2_config(image_size, **model)
     steps = optimizer_steps(len(ids) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = ContrastiveDino(
-        config.to_dict(), lr=recipe.lr, warmup_steps=max(1, steps // 10), total_steps=steps, temperature=temperature
+        config.to_dict(), schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 10)), temperature=temperature
     )
     return train_and_export(module, (first, second), out_dir, recipe, (processor,))
 

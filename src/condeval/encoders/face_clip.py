@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from condeval.core.training import TrainRecipe
+from condeval.core.training import TrainRecipe, cosine_schedule
 from condeval.encoders.clip import ContrastiveCLIP
 
 __all__ = ["render_prompted_faces", "train_face_clip", "TwinContrastiveCLIP"]
@@ -89,7 +89,7 @@ def train_face_clip(
 
     from condeval.core.resources import optimizer_steps
     from condeval.datasets.celeba_prompts import condition_prompts, foil_prompts, prompt_vocabulary
-    from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     from condeval.encoders.data import token_arrays
     from condeval.encoders.tokenizer import build_word_tokenizer
     from condeval.encoders.train import train_and_export
@@ -113,9 +113,9 @@ def train_face_clip(
         hard_mask.reshape(*rows, 1, flat.shape[1], max_length),
     )
     pl.seed_everything(recipe.seed, workers=True, verbose=False)
-    config = tiny_clip_config(tokenizer, image_size, **{"max_length": max_length, **model})
+    config = tiny_clip_config(tokenizer, image_size, ClipSizes(**{"max_length": max_length, **model}))
     steps = optimizer_steps(instances - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = TwinContrastiveCLIP(
-        config.to_dict(), lr=recipe.lr, warmup_steps=max(1, steps // 10), total_steps=steps, hard_weight=hard_weight
+        config.to_dict(), schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 10)), hard_weight=hard_weight
     )
     return train_and_export(module, arrays, out_dir, recipe, (tokenizer, processor))

@@ -90,13 +90,13 @@ class ClipEncoder(ArrayImages):
     >>> import tempfile, numpy as np, torch
     >>> from PIL import Image
     >>> from transformers import CLIPModel
-    >>> from condeval.encoders.clip import clip_image_processor, tiny_clip_config
+    >>> from condeval.encoders.clip import ClipSizes, clip_image_processor, tiny_clip_config
     >>> from condeval.encoders.features import ClipEncoder
     >>> from condeval.encoders.tokenizer import build_word_tokenizer
     >>> tokenizer = build_word_tokenizer(["a", "red", "blue", "star", "ring"])
     >>> _ = torch.manual_seed(0)
-    >>> config = tiny_clip_config(tokenizer, 16, vision_width=16, vision_layers=1, text_width=16, text_layers=1,
-    ...                           heads=2, projection_dim=8)
+    >>> sizes = ClipSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1, heads=2, projection_dim=8)
+    >>> config = tiny_clip_config(tokenizer, 16, sizes)
     >>> with tempfile.TemporaryDirectory() as folder:       # a random tiny CLIP saved as a checkpoint is
     ...     for part in (CLIPModel(config), tokenizer, clip_image_processor(16)):
     ...         _ = part.save_pretrained(folder)

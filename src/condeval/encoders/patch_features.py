@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from condeval.core.training import ScheduledModule, TrainRecipe
+from condeval.core.training import ScheduledModule, TrainRecipe, cosine_schedule
 
 __all__ = [
     "tiny_dinov3",
@@ -229,14 +229,13 @@ class ContrastivePatchEncoder(ScheduledModule):
 
     decay_matrices_only = True
 
+    default_weight_decay = 0.05
+
     def __init__(
         self,
         kind: str,
         config: dict,
-        lr: float = 1e-3,
-        weight_decay: float = 0.05,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
+        schedule: dict | None = None,
         temperature: float = 0.1,
         twin_weight: float = 0.0,
         max_grad_norm: float | None = None,
@@ -453,9 +452,7 @@ def _train_on_views(
     module = ContrastivePatchEncoder(
         kind,
         config.to_dict(),
-        lr=recipe.lr,
-        warmup_steps=max(1, steps // 10),
-        total_steps=steps,
+        schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 10)),
         temperature=objective.temperature,
         twin_weight=objective.twin_weight,
         max_grad_norm=objective.max_grad_norm,

@@ -19,7 +19,7 @@ import pytorch_lightning as pl
 
 from condeval.core.io import atomic_directory, write_json
 from condeval.core.resources import optimizer_steps
-from condeval.core.training import TrainRecipe, fit, hold_out, model_record, training_summary
+from condeval.core.training import TrainRecipe, cosine_schedule, fit, hold_out, model_record, training_summary
 from condeval.datasets.coco import load_captions
 from condeval.datasets.miniworld import SHAPES, images_with_shapes, swap_shape_noun
 from condeval.encoders.data import captions_per_image, pixel_values, token_arrays
@@ -180,7 +180,7 @@ def train_clip(
     """
     from transformers import AutoTokenizer
 
-    from condeval.encoders.clip import ContrastiveCLIP, clip_image_processor, tiny_clip_config
+    from condeval.encoders.clip import ClipSizes, ContrastiveCLIP, clip_image_processor, tiny_clip_config
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     model = dict(model)
@@ -195,13 +195,11 @@ def train_clip(
     _warn_unknown_words(tokenizer, captions, tokens)
     arrays = (pixel_values(frame["path"].to_list(), processor), *tokens, *hard)
     pl.seed_everything(recipe.seed, workers=True, verbose=False)
-    config = tiny_clip_config(tokenizer, image_size, **model)
+    config = tiny_clip_config(tokenizer, image_size, ClipSizes(**model))
     steps = optimizer_steps(len(captions) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = ContrastiveCLIP(
         config.to_dict(),
-        lr=recipe.lr,
-        warmup_steps=max(1, steps // 10),
-        total_steps=steps,
+        schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 10)),
         hard_weight=objective.hard_weight,
         max_logit_scale=objective.max_logit_scale,
     )
@@ -250,7 +248,7 @@ def train_bert(
     config = tiny_bert_config(tokenizer, **model)
     steps = optimizer_steps(len(firsts) - recipe.held_out * CAPTIONS_PER_IMAGE, recipe.batch_size, recipe.epochs)
     module = PretrainingBert(
-        config.to_dict(), str(tokenizer_dir), lr=recipe.lr, warmup_steps=max(1, steps // 10), total_steps=steps
+        config.to_dict(), str(tokenizer_dir), schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 10))
     )
 
     # The model saved is BertForPreTraining; BertModel.from_pretrained reads its encoder.

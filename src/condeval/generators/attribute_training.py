@@ -5,9 +5,9 @@ Lightning: rectified flow on autoencoder latents, optionally with REPA.
   the velocity ``ε − x_0`` from the summed attribute embeddings. Whole tuples drop to the "dropped"
   rows at ``condition_dropout`` (0.1, the paper's).
 - **REPA** (representation alignment, Yu et al. 2025; the paper's REPA-DINOv3 and REPA-SigLIP): the
-  image tokens after block ``repa_depth`` (1-based; the paper's 8 of 12) go through a projector MLP and
+  image tokens after block ``depth`` (1-based; the paper's 8 of 12) go through a projector MLP and
   are pulled towards the extractor's patch features of the clean image by cosine,
-  ``loss = flow + repa_coefficient · (1 − cos)`` averaged over tokens (the paper's coefficient 0.5).
+  ``loss = flow + coefficient · (1 − cos)`` averaged over tokens (the paper's coefficient 0.5).
   When the extractor's patch grid differs from the denoiser's token grid, the patch features are
   average-pooled (or interpolated) onto the token grid.
 
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from condeval.core.settings import check_integer
-from condeval.core.training import ScheduledModule, TrainRecipe
+from condeval.core.training import ScheduledModule, TrainRecipe, cosine_schedule
 from condeval.generators.text_to_image_training import _noised
 
 __all__ = [
@@ -63,36 +63,24 @@ class AttributeFlowModule(ScheduledModule):
     ----------
     transformer_config, encoder_config : dict
         Configs of the denoiser and of the attribute encoder.
-    lr, warmup_steps, total_steps, weight_decay
-        The optimiser schedule (:class:`~condeval.core.training.ScheduledModule`).
+    schedule : dict, optional
+        The optimiser schedule (:func:`~condeval.core.training.cosine_schedule`).
     condition_dropout : float
         Share of rows whose whole tuple drops to the "dropped" rows.
-    repa_coefficient : float
-        0 for the vanilla generator.
-    repa_depth : int, optional
-        The block (1-based) whose image tokens are aligned.
-    target_dim : int, optional
-        The extractor's feature width.
-    projector_width : int
-        Hidden width of the projector MLP (two SiLU layers, as REPA's).
-    extractor : str
-        Name of the extractor whose patch features are the target (kept in the saved projector).
+    repa : dict, optional
+        REPA's alignment (none: the vanilla generator), plain values a checkpoint keeps: ``coefficient``
+        (> 0), ``depth`` (the block, 1-based, whose image tokens are aligned), ``target_dim`` (the
+        extractor's feature width), ``extractor`` (its name, kept in the saved projector) and optional
+        ``hidden`` (the projector MLP's width, two SiLU layers as REPA's; default 128).
     """
 
     def __init__(
         self,
         transformer_config: dict,
         encoder_config: dict,
-        lr: float = 1e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
-        weight_decay: float = 0.0,
+        schedule: dict | None = None,
         condition_dropout: float = 0.1,
-        repa_coefficient: float = 0.0,
-        repa_depth: int | None = None,
-        target_dim: int | None = None,
-        projector_width: int = 128,
-        extractor: str = "",
+        repa: dict | None = None,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -103,18 +91,21 @@ class AttributeFlowModule(ScheduledModule):
         self.transformer = SD3Transformer2DModel.from_config(transformer_config)
         self.attribute_encoder = AttributeEncoder.from_config(encoder_config)
         self._aligned = None
-        if repa_coefficient > 0:
-            if (
-                repa_depth is None
-                or target_dim is None
-                or not 1 <= repa_depth <= len(self.transformer.transformer_blocks)
+        if repa is not None:
+            depth = repa.get("depth")
+            if repa.get("target_dim") is None or not (
+                isinstance(depth, int) and 1 <= depth <= len(self.transformer.transformer_blocks)
             ):
-                raise ValueError("REPA needs repa_depth within the denoiser's blocks and the extractor's target_dim")
+                raise ValueError("REPA needs repa['depth'] within the denoiser's blocks and the extractor's target_dim")
             width = self.transformer.config.num_attention_heads * self.transformer.config.attention_head_dim
             self.projector = REPAProjector(
-                width=width, hidden=projector_width, target_dim=target_dim, depth=repa_depth, extractor=extractor
+                width=width,
+                hidden=repa.get("hidden", 128),
+                target_dim=repa["target_dim"],
+                depth=depth,
+                extractor=repa.get("extractor", ""),
             )
-            self.transformer.transformer_blocks[repa_depth - 1].register_forward_hook(self._keep_tokens)
+            self.transformer.transformer_blocks[depth - 1].register_forward_hook(self._keep_tokens)
 
     def _keep_tokens(self, module, inputs, output):
         self._aligned = output[1]  # a joint block returns (context, image tokens)
@@ -131,12 +122,12 @@ class AttributeFlowModule(ScheduledModule):
             hidden_states=x_t, timestep=sigma * 1000, encoder_hidden_states=context, pooled_projections=pooled
         ).sample
         loss = (velocity - (noise - latents)).square().mean()
-        if self.hparams.repa_coefficient > 0:
+        if self.hparams.repa is not None:
             projected = self.projector(self._aligned)
             target = align_to_tokens(batch[2].to(projected), projected.shape[1])
             alignment = (1.0 - F.cosine_similarity(projected, target, dim=-1)).mean()
             self.log("repa_loss" if training else "val_repa_loss", alignment, on_step=False, on_epoch=True)
-            loss = loss + self.hparams.repa_coefficient * alignment
+            loss = loss + self.hparams.repa["coefficient"] * alignment
         return loss
 
 
@@ -146,8 +137,7 @@ def denoiser_config(latent_shape: tuple, encoder_width: int, transformer: dict) 
     from condeval.generators.text_to_image import tiny_sd3_transformer
 
     model = tiny_sd3_transformer(
-        latent_shape[-1],
-        latent_shape[0],
+        tuple(latent_shape),
         joint_attention_dim=encoder_width,
         pooled_projection_dim=encoder_width,
         **transformer,
@@ -299,14 +289,17 @@ def _checked_attributes(attributes, values: tuple[int, ...], images: int, held_o
     return attributes
 
 
-def _alignment(repa: RepaAlignment | None, tokens: list) -> dict:
-    """:class:`AttributeFlowModule`'s REPA keywords (none for the vanilla generator); ``tokens``: a row's
-    patch tokens, whose width the projector maps to."""
+def _alignment(repa: RepaAlignment | None, tokens: list) -> dict | None:
+    """:class:`AttributeFlowModule`'s ``repa`` (None for the vanilla generator); ``tokens``: a row's patch
+    tokens, whose width the projector maps to."""
     if repa is None:
-        return {}
-    return dict(
-        repa_coefficient=repa.coefficient, repa_depth=repa.depth, target_dim=tokens[0].shape[-1], extractor=repa.name
-    )
+        return None
+    return {
+        "coefficient": repa.coefficient,
+        "depth": repa.depth,
+        "target_dim": tokens[0].shape[-1],
+        "extractor": repa.name,
+    }
 
 
 def train_attribute_generator(
@@ -385,11 +378,9 @@ def train_attribute_generator(
     module = AttributeFlowModule(
         denoiser_config(latents.shape, width, transformer),
         encoder_config,
-        lr=recipe.lr,
-        warmup_steps=warmup_steps,
-        total_steps=steps,
+        schedule=cosine_schedule(recipe.lr, steps, warmup_steps),
         condition_dropout=schedule.condition_dropout,
-        **_alignment(repa, tokens),
+        repa=_alignment(repa, tokens),
     )
     split = (rows.window(held_out), rows.window(0, held_out))
     trained, summary = _fit_best(module, split, _run_dir(out_dir), recipe, epochs=epochs)

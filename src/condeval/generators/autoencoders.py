@@ -18,7 +18,7 @@ import os
 import numpy as np
 import torch
 
-from condeval.core.training import ScheduledModule, TrainRecipe
+from condeval.core.training import ScheduledModule, TrainRecipe, cosine_schedule
 from condeval.generators.channelwise import image_channels
 
 __all__ = [
@@ -112,12 +112,9 @@ class AutoencoderModule(ScheduledModule):
         self,
         kind: str,
         config: dict,
-        lr: float = 1e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
+        schedule: dict | None = None,
         kl_weight: float = 1e-6,
         crop: int | None = None,
-        weight_decay: float = 0.0,
     ):
         super().__init__()
         self.save_hyperparameters()
@@ -241,7 +238,7 @@ def train_autoencoder(
     image_batch(images, kind="signed", channels=config["in_channels"])
     steps = optimizer_steps(len(images) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = AutoencoderModule(
-        kind, config, lr=recipe.lr, warmup_steps=max(1, steps // 20), total_steps=steps, kl_weight=kl_weight, crop=crop
+        kind, config, schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 20)), kl_weight=kl_weight, crop=crop
     )
     summary = train_and_export(module, (images,), out_dir, recipe)
     summary.update(_normalise_latents(out_dir, kind, images[recipe.held_out : recipe.held_out + 2048]))

@@ -15,9 +15,15 @@ from dataclasses import dataclass
 import pytorch_lightning as pl
 import torch
 
-from condeval.core.training import ScheduledModule, TrainRecipe
+from condeval.core.training import ScheduledModule, TrainRecipe, cosine_schedule
 from condeval.encoders.data import trim_padding
-from condeval.generators.captioners import _config_class, _model_class, captioner_image_processor, tiny_captioner_config
+from condeval.generators.captioners import (
+    CaptionerSizes,
+    _config_class,
+    _model_class,
+    captioner_image_processor,
+    tiny_captioner_config,
+)
 
 __all__ = ["CaptionerModule", "VisionInit", "blip_vision_from_clip", "clip_token_scale", "train_captioner"]
 
@@ -36,15 +42,14 @@ class CaptionerModule(ScheduledModule):
     epoch, so they are computed once and the encoder is skipped in training (same loss).
     """
 
+    default_weight_decay = 0.05
+
     def __init__(
         self,
         architecture: str,
         config: dict,
-        lr: float = 1e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
+        schedule: dict | None = None,
         freeze_vision: bool = False,
-        weight_decay: float = 0.05,
         vision_lr_scale: float = 1.0,
     ):
         super().__init__()
@@ -351,15 +356,13 @@ def train_captioner(
         *token_cube(tokenizer, captions, model.get("max_length", 32)),
     )
     pl.seed_everything(recipe.seed, workers=True, verbose=False)
-    config = tiny_captioner_config(architecture, tokenizer, image_size, **model)
+    config = tiny_captioner_config(architecture, tokenizer, image_size, CaptionerSizes(**model))
     clip = None if vision.from_clip is None else _vision_from_clip(config, vision.from_clip, image_size)
     steps = optimizer_steps(len(captions) - recipe.held_out, recipe.batch_size, recipe.epochs)
     module = CaptionerModule(
         architecture,
         config.to_dict(),
-        lr=recipe.lr,
-        warmup_steps=max(1, steps // 10),
-        total_steps=steps,
+        schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 10)),
         freeze_vision=vision.freeze,
         vision_lr_scale=vision.lr_scale,
     )

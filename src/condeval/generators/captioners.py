@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,14 @@ from PIL import Image
 
 from condeval.core.logs import progress
 
-__all__ = ["ARCHITECTURES", "RESERVED_SAMPLING", "tiny_captioner_config", "captioner_image_processor", "Captioner"]
+__all__ = [
+    "ARCHITECTURES",
+    "RESERVED_SAMPLING",
+    "CaptionerSizes",
+    "tiny_captioner_config",
+    "captioner_image_processor",
+    "Captioner",
+]
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +46,42 @@ def _tower(width: int, layers: int, heads: int) -> dict:
     return dict(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=layers, num_attention_heads=heads)
 
 
-def tiny_captioner_config(
-    architecture: str,
-    tokenizer,
-    image_size: int,
-    *,
-    vision_width: int,
-    vision_layers: int,
-    text_width: int,
-    text_layers: int,
-    heads: int = 4,
-    patch_size: int = 8,
-    max_length: int = 32,
-    dropout: float | None = None,
-):
+@dataclass(frozen=True)
+class CaptionerSizes:
+    """The sizes of a tiny captioner (:func:`tiny_captioner_config`); a config's captioner ``model`` keys are
+    its fields.
+
+    Parameters
+    ----------
+    vision_width, vision_layers, text_width, text_layers : int
+        Hidden size and depth of the vision and text towers.
+    heads : int, default 4
+        Attention heads of both towers.
+    patch_size : int, default 8
+        Side of a vision patch, in pixels.
+    max_length : int, default 32
+        Longest caption, in tokens (the text position embeddings).
+    dropout : float, optional
+        Dropout of the text tower's hidden states and attention probabilities; by default each
+        family's transformers default (BLIP's text tower 0.0, GIT 0.1). The vision tower has none.
+
+    Examples
+    --------
+    >>> CaptionerSizes(vision_width=16, vision_layers=1, text_width=16, text_layers=1).heads
+    4
+    """
+
+    vision_width: int
+    vision_layers: int
+    text_width: int
+    text_layers: int
+    heads: int = 4
+    patch_size: int = 8
+    max_length: int = 32
+    dropout: float | None = None
+
+
+def tiny_captioner_config(architecture: str, tokenizer, image_size: int, sizes: CaptionerSizes):
     """A ``BlipConfig`` or ``GitConfig`` of the real architecture at a CPU-trainable size.
 
     Both start a caption at ``[CLS]`` and stop at ``[SEP]``, the ids of ``tokenizer``.
@@ -64,15 +94,8 @@ def tiny_captioner_config(
         The word-level tokenizer; its vocabulary size and special-token ids go into the config.
     image_size : int
         Side of the square input images, in pixels.
-    vision_width, vision_layers, text_width, text_layers, heads : int
-        Hidden size and depth of the vision and text towers, attention heads of both.
-    patch_size : int, default 8
-        Side of a vision patch, in pixels.
-    max_length : int, default 32
-        Longest caption, in tokens (the text position embeddings).
-    dropout : float, optional
-        Dropout of the text tower's hidden states and attention probabilities; by default each
-        family's transformers default (BLIP's text tower 0.0, GIT 0.1). The vision tower has none.
+    sizes : CaptionerSizes
+        The towers' sizes.
 
     Returns
     -------
@@ -85,12 +108,15 @@ def tiny_captioner_config(
     """
     from transformers import BlipConfig, GitConfig
 
-    vision = dict(_tower(vision_width, vision_layers, heads), image_size=image_size, patch_size=patch_size)
+    heads, max_length, dropout = sizes.heads, sizes.max_length, sizes.dropout
+    vision = dict(
+        _tower(sizes.vision_width, sizes.vision_layers, heads), image_size=image_size, patch_size=sizes.patch_size
+    )
     ids = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id)
     drop = {} if dropout is None else dict(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     if architecture == "blip":
         text = dict(
-            _tower(text_width, text_layers, heads),
+            _tower(sizes.text_width, sizes.text_layers, heads),
             vocab_size=len(tokenizer),
             max_position_embeddings=max_length,
             sep_token_id=tokenizer.sep_token_id,
@@ -105,7 +131,7 @@ def tiny_captioner_config(
             vocab_size=len(tokenizer),
             max_position_embeddings=max_length,
             eos_token_id=tokenizer.sep_token_id,
-            **_tower(text_width, text_layers, heads),
+            **_tower(sizes.text_width, sizes.text_layers, heads),
             **ids,
             **drop,
         )

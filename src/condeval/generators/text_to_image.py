@@ -111,8 +111,7 @@ def tiny_t5_encoder(tokenizer, width: int, layers: int = 2, heads: int = 4):
 
 # ------------------------------------------------------------------------------- denoisers
 def tiny_sd3_transformer(
-    latent_size: int,
-    latent_channels: int,
+    latent_shape: tuple[int, int, int],
     *,
     layers: int,
     heads: int,
@@ -122,10 +121,13 @@ def tiny_sd3_transformer(
     qk_norm: str | None = None,
     head_dim: int = _HEAD_DIM,
 ):
-    """An ``SD3Transformer2DModel`` (MMDiT) on ``latent_size``² latents; width ``heads`` × ``head_dim`` (16;
-    SiT-B/2's 768 is 12 × 64)."""
+    """An ``SD3Transformer2DModel`` (MMDiT) on one latent's ``(channels, side, side)``; width ``heads`` ×
+    ``head_dim`` (16; SiT-B/2's 768 is 12 × 64)."""
     from diffusers import SD3Transformer2DModel
 
+    latent_channels, latent_size, width = latent_shape
+    if latent_size != width:
+        raise ValueError(f"latent_shape must be (channels, side, side), a square grid; got {tuple(latent_shape)}")
     return SD3Transformer2DModel(
         sample_size=latent_size,
         patch_size=patch_size,

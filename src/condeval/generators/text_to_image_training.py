@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from condeval.core.training import ScheduledModule, TrainRecipe, hold_out, state_digest
+from condeval.core.training import ScheduledModule, TrainRecipe, cosine_schedule, hold_out, state_digest
 
 if TYPE_CHECKING:
     from transformers import CLIPImageProcessor, CLIPModel, PreTrainedTokenizerBase, T5EncoderModel
@@ -165,10 +165,7 @@ class FlowMatchingModule(_TextConditioned):
         self,
         family: str,
         config: dict,
-        lr: float = 1e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
-        weight_decay: float = 0.0,
+        schedule: dict | None = None,
         caption_dropout: float = 0.1,
     ):
         super().__init__()
@@ -197,10 +194,7 @@ class GuidanceDistillationModule(_TextConditioned):
         self,
         config: dict,
         teacher_state: dict | None = None,
-        lr: float = 1e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
-        weight_decay: float = 0.0,
+        schedule: dict | None = None,
         guidance_range: tuple[float, float] = (1.0, 5.0),
         caption_dropout: float = 0.0,
     ):
@@ -248,10 +242,7 @@ class KandinskyPriorModule(_TextConditioned):
         config: dict,
         clip_mean: list[float],
         clip_std: list[float],
-        lr: float = 1e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
-        weight_decay: float = 0.0,
+        schedule: dict | None = None,
         caption_dropout: float = 0.1,
     ):
         super().__init__()
@@ -286,10 +277,7 @@ class KandinskyDecoderModule(ScheduledModule):
         self,
         config: dict,
         negative: list[float],
-        lr: float = 1e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
-        weight_decay: float = 0.0,
+        schedule: dict | None = None,
         caption_dropout: float = 0.1,
     ):
         super().__init__()
@@ -326,10 +314,7 @@ class T5FromClipModule(ScheduledModule):
         config: dict,
         clip_text_config: dict,
         clip_state: dict | None = None,
-        lr: float = 1e-3,
-        warmup_steps: int = 50,
-        total_steps: int = 1000,
-        weight_decay: float = 0.0,
+        schedule: dict | None = None,
     ):
         super().__init__()
         self.save_hyperparameters(ignore=["clip_state"])
@@ -444,8 +429,7 @@ def _flow_transformer_config(family: str, latents: np.ndarray, clip, t5, transfo
     channels, side = latents.shape[1], latents.shape[-1]
     if family == "sd3":  # pooled: both CLIP encoders' projections side by side
         model = tiny_sd3_transformer(
-            side,
-            channels,
+            (channels, side, side),
             joint_attention_dim=t5.config.d_model,
             pooled_projection_dim=2 * clip.config.projection_dim,
             **transformer,
@@ -617,9 +601,7 @@ def train_flow_generator(
     module = FlowMatchingModule(
         family,
         config,
-        lr=recipe.lr,
-        warmup_steps=max(1, steps // 20),
-        total_steps=steps,
+        schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 20)),
         caption_dropout=options.caption_dropout,
     )
     pipe = _flow_pipeline(family, module.transformer, vae, clip, tokenizer, t5, options.shift)
@@ -656,9 +638,7 @@ def _guidance_student(trained, config: dict, n_images: int, recipe: TrainRecipe,
     return GuidanceDistillationModule(
         config,
         trained.transformer.state_dict(),
-        lr=stage.lr,
-        warmup_steps=max(1, steps // 20),
-        total_steps=steps,
+        schedule=cosine_schedule(stage.lr, steps, max(1, steps // 20)),
         guidance_range=tuple(options.guidance_range),
     )
 
@@ -734,9 +714,7 @@ def train_t5_from_clip(
         tiny_t5_encoder(tokenizer, width, layers).config.to_dict(),
         clip.config.text_config.to_dict(),
         clip.text_model.state_dict(),
-        lr=recipe.lr,
-        warmup_steps=max(1, steps // 20),
-        total_steps=steps,
+        schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 20)),
     )
 
     def save(trained, folder):
@@ -850,9 +828,7 @@ def train_kandinsky(
         dict(prior_model.config),
         embeddings.mean(0).tolist(),
         embeddings.std(0).tolist(),
-        lr=recipe.lr,
-        warmup_steps=max(1, steps // 20),
-        total_steps=steps,
+        schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 20)),
         caption_dropout=options.caption_dropout,
     ).attach(partial(_encode_prior_prompts, prior_pipe), captions, (text, tokenizer))
     trained_prior, prior_summary = _fit_best(
@@ -862,9 +838,7 @@ def train_kandinsky(
     decoder_module = KandinskyDecoderModule(
         dict(unet_model.config),
         prior_pipe.get_zero_embed(device=prior_pipe.image_encoder.device).squeeze(0).tolist(),
-        lr=recipe.lr,
-        warmup_steps=max(1, steps // 20),
-        total_steps=steps,
+        schedule=cosine_schedule(recipe.lr, steps, max(1, steps // 20)),
         caption_dropout=options.caption_dropout,
     )
     trained_decoder, decoder_summary = _fit_best(

@@ -188,7 +188,7 @@ RELEASE_FILES = {"celeba": "list_attr_celeba.txt", "rxrx1": "metadata.csv"}
 MODEL_FACTORIES = {
     "dinov3": ("condeval.encoders.patch_features:tiny_dinov3", ("image_size",)),
     "siglip": ("condeval.encoders.patch_features:tiny_siglip_vision", ("image_size",)),
-    "clip": ("condeval.encoders.clip:tiny_clip_config", ("tokenizer", "image_size", "max_length")),
+    "clip": ("condeval.encoders.clip:ClipSizes", ("max_length",)),
     "autoencoder": ("condeval.generators.autoencoders:tiny_autoencoder_kl", ("image_size", "image_channels")),
 }
 

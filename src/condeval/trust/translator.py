@@ -159,7 +159,7 @@ class Translator:
         import pytorch_lightning as pl
 
         from condeval.core.rows import RowSubset
-        from condeval.core.training import TrainSettings, fit
+        from condeval.core.training import TrainSettings, cosine_schedule, fit
         from condeval.trust.translator_training import TranslatorModule
 
         groups = np.asarray(groups)
@@ -168,20 +168,19 @@ class Translator:
         train, val = validation_split(groups, self.val_share, self.seed)
         train_rows, val_rows = RowSubset(rows, train), RowSubset(rows, val)
         moments = pair_moments(train_rows)
-        in_dim, out_dim = len(moments["mean"]), len(moments["target_mean"])
+        net = {
+            "in_dim": len(moments["mean"]),
+            "out_dim": len(moments["target_mean"]),
+            "hidden": self.hidden,
+            "mean": moments["mean"].float().tolist(),
+            "scale": moments["std"].float().clamp_min(1e-6).tolist(),
+        }
         steps = self.epochs * int(np.ceil(len(train) / self.batch_size))
         pl.seed_everything(self.seed, verbose=False)
         module = TranslatorModule(
-            in_dim,
-            out_dim,
-            self.hidden,
+            net,
             self.loss.weights,
-            self.lr,
-            self.weight_decay,
-            warmup_steps=max(1, steps // 20),
-            total_steps=steps,
-            mean=moments["mean"].float().tolist(),
-            scale=moments["std"].float().clamp_min(1e-6).tolist(),
+            cosine_schedule(self.lr, steps, max(1, steps // 20), weight_decay=self.weight_decay),
             loss=self.loss.kind,
             whitened=self.loss.whitened,
         )
@@ -205,8 +204,9 @@ class Translator:
         if self.model is None:
             raise RuntimeError("the translator is not fitted: call fit() or Translator.load()")
         internal = _checked(internal, "internal")
-        if internal.shape[1] != self.config["in_dim"]:
-            raise ValueError(f"internal features are {self.config['in_dim']}-wide; got {internal.shape[1]}")
+        in_dim = self.config["net"]["in_dim"]
+        if internal.shape[1] != in_dim:
+            raise ValueError(f"internal features are {in_dim}-wide; got {internal.shape[1]}")
         return self.model(torch.as_tensor(internal, dtype=torch.float32)).double().numpy()
 
     def save(self, folder: str | os.PathLike) -> Path:
@@ -230,14 +230,19 @@ class Translator:
 
         folder = Path(folder)
         config = json.loads((folder / "config.json").read_text())
+        if "net" not in config or "schedule" not in config:
+            raise ValueError(
+                f"{folder / 'config.json'}: a translator saved with flat keys (in_dim, lr, ...) by an earlier "
+                "condeval, which this one does not read: train it again"
+            )
         translator = cls(
-            hidden=config["hidden"],
-            loss=TranslatorLoss(config.get("loss", "paper"), config["weights"], config.get("whitened")),
-            lr=config["lr"],
-            weight_decay=config["weight_decay"],
+            hidden=config["net"]["hidden"],
+            loss=TranslatorLoss(config["loss"], config["weights"], config.get("whitened")),
+            lr=config["schedule"]["lr"],
+            weight_decay=config["schedule"]["weight_decay"],
             seed=config.get("seed", 0),
         )
-        model = StandardisedTranslator(**{k: config[k] for k in ("in_dim", "out_dim", "hidden", "mean", "scale")})
+        model = StandardisedTranslator(**config["net"])
         model.load_state_dict(load_file(str(folder / "translator.safetensors")))
         translator.model, translator.config = model.eval(), {k: v for k, v in config.items() if k != "seed"}
         return translator

@@ -16,27 +16,35 @@ class TranslatorModule(ScheduledModule):
     ``(internal, target)``, the paper's weighted loss (:func:`~condeval.trust.translator.translator_loss`)
     or, with ``loss="whitened"``, the official code's
     (:func:`~condeval.trust.translator.whitened_translator_loss`, against the training targets'
-    geometry, set by :meth:`set_geometry` and kept in the checkpoint as buffers)."""
+    geometry, set by :meth:`set_geometry` and kept in the checkpoint as buffers).
+
+    Parameters
+    ----------
+    net : dict
+        :class:`~condeval.trust.translator_net.StandardisedTranslator`'s arguments (``in_dim``, ``out_dim``,
+        ``hidden``, ``mean``, ``scale``), plain values a checkpoint keeps.
+    weights : dict
+        The paper's loss weights (:func:`~condeval.trust.translator_net.translator_loss`).
+    schedule : dict, optional
+        The optimiser schedule (:func:`~condeval.core.training.cosine_schedule`).
+    loss : {"paper", "whitened"}
+    whitened : dict, optional
+        The whitened loss's settings, with ``loss="whitened"``.
+    """
 
     def __init__(
         self,
-        in_dim: int,
-        out_dim: int,
-        hidden: int,
+        net: dict,
         weights: dict,
-        lr: float,
-        weight_decay: float,
-        warmup_steps: int,
-        total_steps: int,
-        mean: list,
-        scale: list,
+        schedule: dict | None = None,
         loss: str = "paper",
         whitened: dict | None = None,
     ):
         super().__init__()
         self.save_hyperparameters()
-        self.model = StandardisedTranslator(in_dim, out_dim, hidden, mean, scale)
+        self.model = StandardisedTranslator(**net)
         if loss == "whitened":
+            out_dim = net["out_dim"]
             self.register_buffer("geometry_mean", torch.zeros(out_dim))
             self.register_buffer("geometry_cov", torch.zeros(out_dim, out_dim))
             self.register_buffer("geometry_whitening", torch.zeros(out_dim, out_dim))

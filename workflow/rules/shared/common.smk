@@ -16,7 +16,7 @@ COCO_ROOT = COCO["root"]
 ENCODER_NAMES = ("clip", "bert")
 #: What each trained encoder's `train.model` keywords reach, and what the workflow passes it itself.
 ENCODER_MODEL_FACTORIES = {
-    "clip": ("condeval.encoders.clip:tiny_clip_config", ("tokenizer", "image_size")),
+    "clip": ("condeval.encoders.clip:ClipSizes", ()),
     "bert": ("condeval.encoders.bert:tiny_bert_config", ("tokenizer", "max_length")),
     "dino": ("condeval.encoders.dino:tiny_dinov2_config", ("image_size",)),
 }

@@ -23,7 +23,6 @@ model = LatentDDPM.from_vae(
     hidden_dims=list(p.model["hidden_dims"]),
     time_embed_dim=p.model["time_embed_dim"],
     num_train_timesteps=p.model["num_train_timesteps"],
-    lr=p.model["lr"],
 )  # the DDIM step count T is a loading option (condeval.crel.models.load_lgm), not a training one
 best = fit_to_files(
     model,
@@ -36,6 +35,7 @@ best = fit_to_files(
         p.model["batch_size"],
         p.epochs["patience"],
         accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+        lr=p.model["lr"],
     ),
     seed=p.seed,
     fingerprint=fingerprint(

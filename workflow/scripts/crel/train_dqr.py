@@ -25,7 +25,6 @@ model = DirectionalQuantileRegressor(
     n_directions=p.model["n_directions"],
     directions_per_step=p.model["directions_per_step"],
     direction_seed=p.seed,
-    lr=p.model["lr"],
     structure=p.model["structure"],
 )
 best = fit_to_files(
@@ -39,6 +38,7 @@ best = fit_to_files(
         p.model["batch_size"],
         p.model["patience"],
         accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+        lr=p.model["lr"],
     ),
     seed=p.seed,
     fingerprint=fingerprint(

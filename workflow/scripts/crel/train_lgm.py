@@ -22,7 +22,6 @@ model = LatentVAE(
     hidden_dims=list(p.model["hidden_dims"]),
     beta=p.model["beta"],
     metric=p.model["metric"],
-    lr=p.model["lr"],
 )
 best = fit_to_files(
     model,
@@ -37,6 +36,7 @@ best = fit_to_files(
         p.model["batch_size"],
         p.epochs["patience"],
         accelerator=accelerator_for_gpus(snakemake.resources.get("gpu", 0)),
+        lr=p.model["lr"],
     ),
     seed=p.seed,
     fingerprint=fingerprint(

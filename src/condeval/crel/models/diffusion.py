@@ -76,6 +76,8 @@ from condeval.crel.models.vae import LatentVAE
 __all__ = ["LatentDDPM", "NoiseMLP"]
 
 DEFAULT_HIDDEN = (128, 256, 128)
+#: The inverse DDIM steps' fixed-point refinement, as :class:`LatentDDPM`'s ``inversion`` defaults it.
+DEFAULT_INVERSION = {"iterations": 200, "tol": 1e-5}
 VALIDATION_SEED = 20_240_917
 
 
@@ -137,24 +139,26 @@ class LatentDDPM(CheckpointedModule):
         Time embedding size (paper: 128).
     num_train_timesteps : int
         Diffusion steps of the forward process (paper: 1000).
-    lr : float
-        Adam learning rate (paper: 1e-4).
     inference_steps : int
         DDIM steps ``T`` used by :meth:`encode` and :meth:`decode`; changeable later.
     beta_schedule : {"linear", "scaled_linear", "squaredcos_cap_v2"}
         Noise schedule of the diffusers schedulers.
-    inversion_iterations : int
-        At most this many noise predictions per inverse DDIM step: 1 is plain DDIM
-        inversion, more add fixed-point refinements (see the module docstring).
-    inversion_tol : float
-        A row's refinement stops once it moves by at most this much (max norm).
+    inversion : dict, optional
+        The inverse DDIM steps' fixed-point refinement: ``iterations`` (default 200), at most this many
+        noise predictions per inverse step (1 is plain DDIM inversion, more add refinements, see the
+        module docstring), and ``tol`` (default 1e-5), a row's refinement stopping once it moves by at
+        most this much (max norm). They are :attr:`inversion_iterations` and :attr:`inversion_tol`.
 
     Notes
     -----
-    ``inference_steps``, ``inversion_iterations`` and ``inversion_tol`` only affect
+    It trains at the paper's Adam learning rate, 1e-4 (:attr:`default_lr`), unless its
+    :class:`~condeval.core.settings.TrainSettings` name another. ``inference_steps`` and
+    ``inversion`` only affect
     :meth:`encode` / :meth:`decode`, not training: set them on a loaded model
     (attributes, or :meth:`with_inference_steps`) without retraining.
     """
+
+    default_lr = 1e-4  # the paper's Adam learning rate
 
     def __init__(
         self,
@@ -163,11 +167,9 @@ class LatentDDPM(CheckpointedModule):
         hidden_dims: Sequence[int] = DEFAULT_HIDDEN,
         time_embed_dim: int = 128,
         num_train_timesteps: int = 1000,
-        lr: float = 1e-4,
         inference_steps: int = 10,
         beta_schedule: str = "linear",
-        inversion_iterations: int = 200,
-        inversion_tol: float = 1e-5,
+        inversion: dict | None = None,
     ) -> None:
         super().__init__()
         vae = LatentVAE(**vae_hparams)
@@ -190,11 +192,9 @@ class LatentDDPM(CheckpointedModule):
                 "hidden_dims": [int(h) for h in hidden_dims],
                 "time_embed_dim": int(time_embed_dim),
                 "num_train_timesteps": int(num_train_timesteps),
-                "lr": float(lr),
                 "inference_steps": int(inference_steps),
                 "beta_schedule": str(beta_schedule),
-                "inversion_iterations": int(inversion_iterations),
-                "inversion_tol": float(inversion_tol),
+                "inversion": {},
             }
         )
         self.vae = vae.requires_grad_(False).eval()
@@ -205,8 +205,12 @@ class LatentDDPM(CheckpointedModule):
         self.sampler = DDIMScheduler.from_config(self.noise_scheduler.config)
         self.inverter = DDIMInverseScheduler.from_config(self.noise_scheduler.config)
         self.inference_steps = inference_steps
-        self.inversion_iterations = inversion_iterations
-        self.inversion_tol = inversion_tol
+        unknown = sorted(set(inversion or {}) - set(DEFAULT_INVERSION))
+        if unknown:
+            raise ValueError(f"inversion names {unknown}; it takes {sorted(DEFAULT_INVERSION)}")
+        inversion = {**DEFAULT_INVERSION, **(inversion or {})}
+        self.inversion_iterations = inversion["iterations"]
+        self.inversion_tol = inversion["tol"]
 
     @classmethod
     def from_vae(cls, vae: LatentVAE, **kwargs) -> LatentDDPM:
@@ -247,7 +251,7 @@ class LatentDDPM(CheckpointedModule):
         if iterations < 1:
             raise ValueError(f"inversion_iterations must be at least 1, got {iterations}")
         self._inversion_iterations = iterations
-        self.hparams.inversion_iterations = iterations
+        self.hparams.inversion = dict(self.hparams.inversion, iterations=iterations)
 
     @property
     def inversion_tol(self) -> float:
@@ -260,7 +264,7 @@ class LatentDDPM(CheckpointedModule):
         if not tol >= 0.0:
             raise ValueError(f"inversion_tol must be non-negative, got {tol}")
         self._inversion_tol = tol
-        self.hparams.inversion_tol = tol
+        self.hparams.inversion = dict(self.hparams.inversion, tol=tol)
 
     # ------------------------------------------------------------------ model
     @property
@@ -383,5 +387,7 @@ class LatentDDPM(CheckpointedModule):
         generator = torch.Generator().manual_seed(VALIDATION_SEED + batch_idx)
         self.log("val_loss", self._loss(batch, generator), on_step=False, on_epoch=True, prog_bar=True)
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.denoiser.parameters(), lr=self.hparams.lr)
+    def configure_optimizers(self, lr: float) -> torch.optim.Optimizer:
+        """Adam on the denoiser at ``lr`` (:class:`~condeval.core.settings.TrainSettings`' ``lr``, default
+        :attr:`default_lr`)."""
+        return torch.optim.Adam(self.denoiser.parameters(), lr=lr)

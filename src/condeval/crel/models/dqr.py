@@ -94,8 +94,6 @@ class DirectionalQuantileRegressor(CheckpointedModule):
         Directions drawn (without replacement) for each training step; capped at ``K``.
     direction_seed : int
         Seed of the direction set.
-    lr : float
-        Adam learning rate.
     structure : {"center_offset", "plain"}
         ``"plain"`` is the paper's MLP f(x, u). ``"center_offset"`` (default) writes
         f(x, u) = uᵀc(x) − softplus(g(x, u)) with c an MLP on x and g the MLP on
@@ -120,7 +118,6 @@ class DirectionalQuantileRegressor(CheckpointedModule):
         n_directions: int = 2048,
         directions_per_step: int = 1024,
         direction_seed: int = 0,
-        lr: float = 1e-3,
         structure: str = "center_offset",
     ) -> None:
         super().__init__()
@@ -142,7 +139,6 @@ class DirectionalQuantileRegressor(CheckpointedModule):
                 "n_directions": int(n_directions),
                 "directions_per_step": int(directions_per_step),
                 "direction_seed": int(direction_seed),
-                "lr": float(lr),
                 "structure": structure,
             }
         )
@@ -238,5 +234,6 @@ class DirectionalQuantileRegressor(CheckpointedModule):
         loss = self._loss(x, z, self.directions)
         self.log("val_loss", loss, on_step=False, on_epoch=True, prog_bar=True)
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+    def configure_optimizers(self, lr: float) -> torch.optim.Optimizer:
+        """Adam at ``lr`` (:class:`~condeval.core.settings.TrainSettings`' ``lr``, default :attr:`default_lr`)."""
+        return torch.optim.Adam(self.parameters(), lr=lr)

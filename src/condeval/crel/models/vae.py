@@ -56,8 +56,6 @@ class LatentVAE(CheckpointedModule):
         Weight of the KL term.
     metric : {"mse", "mae", "cosine"}
         Reconstruction term ``L_rho``.
-    lr : float
-        Adam learning rate.
     dropout : float
         Dropout after each hidden activation (the paper: 0.1 on image-to-text).
     batch_norm : bool
@@ -72,7 +70,6 @@ class LatentVAE(CheckpointedModule):
         hidden_dims: Sequence[int] | None = None,
         beta: float = 1e-3,
         metric: str = "mse",
-        lr: float = 1e-3,
         dropout: float = 0.0,
         batch_norm: bool = False,
     ) -> None:
@@ -84,9 +81,7 @@ class LatentVAE(CheckpointedModule):
             raise ValueError(f"bad dimensions: output_dim={output_dim}, latent_dim={latent_dim}, cond_dim={cond_dim}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
-        self.save_hyperparameters(
-            _hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr, dropout, batch_norm)
-        )
+        self.save_hyperparameters(_hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, dropout, batch_norm))
         self._recon = reconstruction_loss(metric)
         half = len(hidden) // 2
         extras = dict(dropout=dropout, batch_norm=batch_norm)
@@ -165,11 +160,12 @@ class LatentVAE(CheckpointedModule):
         self.log("val_recon", losses["recon"], on_step=False, on_epoch=True)
         self.log("val_kl", losses["kl"], on_step=False, on_epoch=True)
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+    def configure_optimizers(self, lr: float) -> torch.optim.Optimizer:
+        """Adam at ``lr`` (:class:`~condeval.core.settings.TrainSettings`' ``lr``, default :attr:`default_lr`)."""
+        return torch.optim.Adam(self.parameters(), lr=lr)
 
 
-def _hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr, dropout=0.0, batch_norm=False) -> dict:
+def _hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, dropout=0.0, batch_norm=False) -> dict:
     """Hyperparameters as saved in checkpoints (plain Python types)."""
     return {
         "output_dim": int(output_dim),
@@ -178,7 +174,6 @@ def _hparams(output_dim, latent_dim, cond_dim, hidden, beta, metric, lr, dropout
         "hidden_dims": [int(h) for h in hidden],
         "beta": float(beta),
         "metric": str(metric),
-        "lr": float(lr),
         "dropout": float(dropout),
         "batch_norm": bool(batch_norm),
     }
