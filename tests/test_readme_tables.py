@@ -119,8 +119,10 @@ def test_the_signal_and_num_z0_blocks_are_read_from_the_runs_files(tmp_path):
     assert "| 0.222 / 0.504 [0.473–0.535] (0.001 / 0.005) |" in bounded and "AUC 0.584 [0.550–0.610] |" in bounded
     assert "| 0.672 [0.640–0.700] (0.10) |" in bounded
     model["generated"] |= {"R@5_low": 0.04, "R@5_high": 0.09}
+    dino |= {"auc_low": 0.97, "auc_high": 0.99}
     generators = "\n".join(readme_tables.generator_signal_rows({"dino": dino, "models": {"mini-flux": model}}))
     assert "| mini-flux | 0.061 [0.040–0.090] | 0.550 |" in generators
+    assert "| mean cosine | 0.949 | 0.186 | 0.980 [0.970–0.990] |" in generators
 
     curve = pl.DataFrame({"num_z0": [1, 5], "crel_rho_mean": [-0.45, -0.47], "metric": "mse", "alpha": 0.1})
     seeds = pl.DataFrame(

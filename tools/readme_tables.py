@@ -87,14 +87,15 @@ def encoder_signal_rows(signal: dict) -> list[str]:
 
 
 def generator_signal_rows(signal: dict) -> list[str]:
-    """DINO-SIM's signal and each text-to-image generator's (``results/crel_t2i/signal.json``): retrieval
-    R@5, colour and shape read by the probe and the CLIP zero-shot, each with its 95% interval over the
-    images in brackets, and the probe on shuffled requests."""
+    """DINO-SIM's signal and each text-to-image generator's (``results/crel_t2i/signal.json``): DINO-SIM's
+    means and AUC, retrieval R@5, colour and shape read by the probe and the CLIP zero-shot, each with its
+    95% interval over the images in brackets, and the probe on shuffled requests."""
     dino, models = signal["dino"], signal["models"]
     lines = [
         "| DINO-SIM | a scene and a fresh render of it | two scenes sharing a coloured shape | AUC |",
         "|---|---|---|---|",
-        f"| mean cosine | {dino['same_scene_mean']:.3f} | {dino['shared_element_mean']:.3f} | {dino['auc']:.3f} |",
+        f"| mean cosine | {with_bounds(dino, 'same_scene_mean')} | {with_bounds(dino, 'shared_element_mean')} "
+        f"| {with_bounds(dino, 'auc')} |",
         "",
         "| model | R@5 | colour (probe) | shape (probe) | colour / shape (zero-shot) | shuffled colour / shape (probe) |",
         "|---|---|---|---|---|---|",

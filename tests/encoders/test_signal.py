@@ -88,3 +88,32 @@ def test_each_share_comes_with_its_interval_over_the_items():
     captions = [[f"{k % 7} a", f"{k % 7} b"] for k in range(40)]
     bert = bert_signal(Words(), captions)
     assert bert["auc_low"] < bert["auc"] < bert["auc_high"]
+
+
+def test_dino_sims_means_and_auc_come_with_intervals_over_the_images(monkeypatch):
+    """An image is drawn with its positive pair (its second view) and its negative pair (a scene sharing an
+    object): each mean's interval is the weighted mean's over images, and the AUC's is no narrower than a point."""
+    from condeval.core.conformal import mean_interval
+    from condeval.encoders import dino
+
+    rng = np.random.default_rng(1)
+    views = {f"{k}.png": rng.normal(size=6) for k in range(40)}
+    views |= {f"view-{k}": views[f"{k}.png"] + rng.normal(0, 1.5, size=6) for k in range(40)}
+
+    class Encoder:
+        model = type("M", (), {"config": type("C", (), {"image_size": 8})})()
+
+        def image_features(self, images):
+            rows = np.stack([views[image] for image in images])
+            return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    monkeypatch.setattr(dino, "second_views", lambda scenes, ids, seed, side: [f"view-{k}" for k in ids])
+    scenes = [[{"colour": "red", "shape": ("star", "ring")[k % 2]}] for k in range(40)]
+    signal = dino.dino_signal(Encoder(), list(views)[:40], scenes, list(range(40)))
+    assert signal["pairs"] == {"same_scene": 40, "shared_element": 40}
+    for name in ("same_scene_mean", "shared_element_mean", "auc"):
+        assert signal[f"{name}_low"] < signal[name] < signal[f"{name}_high"], name
+    first = Encoder().image_features(list(views)[:40])
+    same = np.sum(first * Encoder().image_features([f"view-{k}" for k in range(40)]), axis=1)
+    assert signal["same_scene_mean"] == pytest.approx(same.mean())
+    assert (signal["same_scene_mean_low"], signal["same_scene_mean_high"]) == pytest.approx(mean_interval(same))

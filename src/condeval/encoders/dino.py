@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from condeval.core.conformal import unit_bootstrap_interval
 from condeval.core.training import ScheduledModule, TrainRecipe, cosine_schedule
 from condeval.encoders.inputs import ArrayImages, batches, image_list, rgb_images, unit_feature_rows
 
@@ -214,7 +215,9 @@ def dino_signal(encoder: DinoEncoder, paths: list[str], scenes: list[list[dict]]
 
     Positive pairs: each image and its second view (:func:`second_views`, a seed the training never
     used). Negative pairs: each image and another image holding an object of the same colour and
-    shape. The AUC is the chance that a positive pair scores above a negative one (scikit-learn).
+    shape. The AUC is the chance that a positive pair scores above a negative one (scikit-learn). The
+    two means and the AUC come with their 95% intervals over the images (``*_low``, ``*_high``), an
+    image drawn with its positive and its negative pair.
     """
     from sklearn.metrics import roc_auc_score
 
@@ -224,15 +227,22 @@ def dino_signal(encoder: DinoEncoder, paths: list[str], scenes: list[list[dict]]
     positives = np.sum(first * second, axis=1)
     rng = np.random.default_rng(seed)
     keys = [{(o["colour"], o["shape"]) for o in objects} for objects in scenes]
-    negatives = []
+    negatives, with_negative = [], []
     for i, mine in enumerate(keys):
         sharing = [j for j, theirs in enumerate(keys) if j != i and mine & theirs]
         if sharing:
             negatives.append(float(first[i] @ first[rng.choice(sharing)]))
-    labels = np.r_[np.ones(len(positives)), np.zeros(len(negatives))]
-    return {
-        "pairs": {"same_scene": len(positives), "shared_element": len(negatives)},
-        "same_scene_mean": float(positives.mean()),
-        "shared_element_mean": float(np.mean(negatives)),
-        "auc": float(roc_auc_score(labels, np.r_[positives, negatives])),
+            with_negative.append(i)
+    negatives, labels = np.asarray(negatives), np.r_[np.ones(len(positives)), np.zeros(len(negatives))]
+    statistics = {
+        "same_scene_mean": lambda counts: np.average(positives, weights=counts),
+        "shared_element_mean": lambda counts: np.average(negatives, weights=counts[with_negative]),
+        "auc": lambda counts: roc_auc_score(
+            labels, np.r_[positives, negatives], sample_weight=np.r_[counts, counts[with_negative]]
+        ),
     }
+    out = {"pairs": {"same_scene": len(positives), "shared_element": len(negatives)}}
+    for name, statistic in statistics.items():
+        low, high = unit_bootstrap_interval(statistic, len(positives), seed)
+        out |= {name: float(statistic(np.ones(len(positives)))), f"{name}_low": low, f"{name}_high": high}
+    return out
