@@ -18,8 +18,13 @@ def test_shares_are_means_over_pairs_per_benchmark_and_model():
         "foil_it": _samples([0.3, 0.6], [0.0, 0.0], ["tiny", "tiny"]),
     }
     table = clipped_table(frames)
-    assert table.columns == ["benchmark", "model", "pairs", "masked_clipped", "unmasked_clipped"]
-    assert table.rows() == [
+    assert table.columns == ["benchmark", "model", "pairs", "masked_clipped", "masked_clipped_low"] + [
+        "masked_clipped_high",
+        "unmasked_clipped",
+        "unmasked_clipped_low",
+        "unmasked_clipped_high",
+    ]
+    assert table.select("benchmark", "model", "pairs", "masked_clipped", "unmasked_clipped").rows() == [
         ("polaris", "tiny", 3, pytest.approx(0.5), pytest.approx(2 / 3)),
         ("polaris", "base", 1, 0.25, 0.0),
         ("foil_it", "tiny", 2, 0.0, 0.0),
@@ -39,7 +44,23 @@ def test_the_markdown_labels_models_and_gives_percentages():
     table = clipped_table({"rich_hf": _samples([0.0, 0.5, 0.7, 0.9], [0.125, 0.0, 0.0, 0.0], ["tiny-clip"] * 4)})
     text = clipped_markdown(table, {"tiny-clip": "tiny CLIP"})
     assert "masked samples at 0 (%)" in text and "unmasked pairs at 0 (%)" in text
-    assert "| rich_hf   | tiny CLIP | 4     | 3.12" in text and "| 25.00 " in text
+    assert "| rich_hf   | tiny CLIP | 4     | 3.12 (" in text and "| 25.00 (" in text
+
+
+def test_each_share_has_its_interval_over_the_images_a_pairs_image_drawn_whole():
+    from condeval.core.conformal import unit_mean_interval
+
+    shares = [0.0, 0.5, 0.5, 0.0, 0.25, 0.0, 1.0, 0.0]
+    images = ["a", "a", "b", "b", "c", "c", "d", "d"]
+    frame = _samples([0.1] * 8, shares).with_columns(image=pl.Series(images))
+    row = clipped_table({"polaris": frame}).row(0, named=True)
+    assert (row["masked_clipped_low"], row["masked_clipped_high"]) == pytest.approx(unit_mean_interval(shares, images))
+    assert row["masked_clipped_low"] < row["masked_clipped"] < row["masked_clipped_high"]
+    pairs = clipped_table({"polaris": frame.drop("image")}).row(0, named=True)
+    assert (pairs["masked_clipped_low"], pairs["masked_clipped_high"]) == pytest.approx(unit_mean_interval(shares))
+    assert (pairs["masked_clipped_low"], pairs["masked_clipped_high"]) != pytest.approx(
+        (row["masked_clipped_low"], row["masked_clipped_high"])
+    )
 
 
 @pytest.mark.parametrize(
@@ -78,6 +99,15 @@ def test_shards_are_read_per_benchmark_with_their_model(tmp_path):
     }
     frames = read_clipped_samples(shards)
     assert list(frames) == ["polaris", "rich_hf"] and "samples" not in frames["polaris"].columns
+    captions = {}
+    for benchmark in ("polaris", "rich_hf"):
+        captions[benchmark] = tmp_path / f"{benchmark}-captions.parquet"
+        pl.DataFrame({"key": [1, 0], "path": ["b.jpg", "a.jpg"]}).write_parquet(captions[benchmark])
+    joined = read_clipped_samples(shards, captions)
+    assert joined["polaris"]["image"].to_list() == ["a.jpg", "a.jpg", "b.jpg", "a.jpg"]
+    pl.DataFrame({"key": [1], "path": ["b.jpg"]}).write_parquet(captions["rich_hf"])
+    with pytest.raises(ValueError, match=r"tiny-rich_hf-0.parquet: pair key 0 is not in the captions table .*rich_hf"):
+        read_clipped_samples(shards, captions)
     assert frames["polaris"]["model"].to_list() == ["tiny", "tiny", "tiny", "base"]
     assert clipped_table(frames).select("benchmark", "model", "masked_clipped").rows() == [
         ("polaris", "tiny", 0.5),

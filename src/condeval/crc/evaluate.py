@@ -17,7 +17,7 @@ import logging
 import numpy as np
 import polars as pl
 
-from condeval.core.conformal import resampled_rows, unit_bootstrap_interval
+from condeval.core.conformal import resampled_rows, unit_bootstrap_interval, unit_mean_interval
 from condeval.crc import word_risk
 from condeval.crc.intervals import IntervalRiskControl, NoValidLambdaError, truncated_gaussian, truncation_bounds
 from condeval.crc.metrics import (
@@ -542,7 +542,9 @@ def detection_signal(frame: pl.DataFrame) -> dict[str, float]:
 CLIPPED_COLUMNS = ("key", "clipscore", "clipped_share")
 
 
-def read_clipped_samples(shards: dict[str, dict[str, list]]) -> dict[str, pl.DataFrame]:
+def read_clipped_samples(
+    shards: dict[str, dict[str, list]], captions: dict[str, str] | None = None
+) -> dict[str, pl.DataFrame]:
     """Each benchmark's samples for :func:`clipped_table`, every model's shards with a ``model`` column.
 
     Parameters
@@ -550,30 +552,42 @@ def read_clipped_samples(shards: dict[str, dict[str, list]]) -> dict[str, pl.Dat
     shards : dict of str to dict of str to list of path
         Per model, each benchmark's sample shards (Parquet). Only :data:`CLIPPED_COLUMNS` are read,
         never the I×T ``samples``.
+    captions : dict of str to path, optional
+        Each benchmark's captions table (``key`` and ``path``, what the samples were drawn from): each
+        pair's image joins it as an ``image`` column, the unit of :func:`clipped_table`'s intervals.
 
     Raises
     ------
     ValueError
-        When a shard lacks one of those columns, naming the file.
+        When a shard lacks one of those columns, naming the file, or holds a pair key its benchmark's
+        captions table does not, naming both files and the key.
     """
     benchmarks = dict.fromkeys(benchmark for per_model in shards.values() for benchmark in per_model)
-    return {
-        benchmark: pl.concat(
+    frames = {}
+    for benchmark in benchmarks:
+        images = None if captions is None else pl.read_parquet(captions[benchmark], columns=["key", "path"])
+        frames[benchmark] = pl.concat(
             [
-                _clipped_columns(path).with_columns(model=pl.lit(model))
+                _clipped_columns(path, images, captions and captions[benchmark]).with_columns(model=pl.lit(model))
                 for model, per_model in shards.items()
                 for path in per_model.get(benchmark, [])
             ]
         )
-        for benchmark in benchmarks
-    }
+    return frames
 
 
-def _clipped_columns(path) -> pl.DataFrame:
+def _clipped_columns(path, images: pl.DataFrame | None = None, captions_path=None) -> pl.DataFrame:
     missing = [column for column in CLIPPED_COLUMNS if column not in pl.read_parquet_schema(path)]
     if missing:
         raise ValueError(f"{path}: the samples have no column {missing} (written before it existed: resample them)")
-    return pl.read_parquet(path, columns=list(CLIPPED_COLUMNS))
+    frame = pl.read_parquet(path, columns=list(CLIPPED_COLUMNS))
+    if images is None:
+        return frame
+    joined = frame.join(images.rename({"path": "image"}), on="key", how="left", maintain_order="left")
+    unknown = joined.filter(pl.col("image").is_null())
+    if len(unknown):
+        raise ValueError(f"{path}: pair key {unknown['key'][0]} is not in the captions table {captions_path}")
+    return joined
 
 
 def clipped_table(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
@@ -584,7 +598,8 @@ def clipped_table(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
     frames : dict of str to polars.DataFrame
         Each benchmark's samples (:func:`condeval.crc.sampling.sample_captions` rows, one per pair)
         with ``key``, ``clipscore`` and ``clipped_share``; a ``model`` column, where present, splits
-        them by model.
+        them by model, and an ``image`` column, where present, is each pair's image: the unit the
+        intervals draw whole (without it every pair is its own).
 
     Returns
     -------
@@ -592,7 +607,8 @@ def clipped_table(frames: dict[str, pl.DataFrame]) -> pl.DataFrame:
         One row per benchmark (and model), in the order given: ``benchmark``, ``model`` (null
         without a ``model`` column), ``pairs``, ``masked_clipped`` (the mean over pairs of
         ``clipped_share``: every pair has I×T masked samples, so it is the share of all masked
-        samples at 0) and ``unmasked_clipped`` (the share of pairs whose unmasked CLIPScore is 0).
+        samples at 0) and ``unmasked_clipped`` (the share of pairs whose unmasked CLIPScore is 0),
+        each with its 95% bootstrap interval over the images (``_low``, ``_high``).
 
     Raises
     ------
@@ -618,16 +634,24 @@ def _clipped_rows(benchmark: str, frame: pl.DataFrame) -> pl.DataFrame:
         raise ValueError(
             f"benchmark {benchmark!r}, pair key {bad['key'][0]}: clipped_share {bad['clipped_share'][0]} is not in [0, 1]"
         )
-    model = pl.col("model") if "model" in frame.columns else pl.lit(None, dtype=pl.String)
-    return (
-        frame.group_by(model.alias("model"), maintain_order=True)
-        .agg(
-            pairs=pl.len().cast(pl.Int64),
-            masked_clipped=pl.col("clipped_share").mean(),
-            unmasked_clipped=(pl.col("clipscore") == 0.0).mean(),
-        )
-        .select(pl.lit(benchmark).alias("benchmark"), pl.all())
-    )
+    model = frame["model"] if "model" in frame.columns else pl.Series("model", [None] * len(frame), pl.String)
+    frame = frame.with_columns(model=model, unmasked=(pl.col("clipscore") == 0.0).cast(pl.Float64))
+    rows = []
+    for (name,), pairs in frame.group_by("model", maintain_order=True):
+        units = pairs["image"].to_numpy() if "image" in pairs.columns else None
+        row = {"benchmark": benchmark, "model": name, "pairs": len(pairs)}
+        for key, column in (("masked_clipped", "clipped_share"), ("unmasked_clipped", "unmasked")):
+            values = pairs[column].to_numpy()
+            low, high = unit_mean_interval(values, units)
+            row |= {key: float(values.mean()), f"{key}_low": low, f"{key}_high": high}
+        rows.append(row)
+    return pl.DataFrame(rows, schema=CLIPPED_SCHEMA)
+
+
+#: :func:`clipped_table`'s columns.
+CLIPPED_SCHEMA = {"benchmark": pl.String, "model": pl.String, "pairs": pl.Int64} | {
+    f"{key}{end}": pl.Float64 for key in ("masked_clipped", "unmasked_clipped") for end in ("", "_low", "_high")
+}
 
 
 def interval_metrics(

@@ -252,14 +252,15 @@ def dropped_rows_markdown(dropped: dict[str, dict[str, dict[str, int]]]) -> str:
 
 
 def clipped_markdown(table: pl.DataFrame, labels: dict[str, str]) -> str:
-    """The share of CLIPScores clipped at 0, per benchmark and model (:func:`condeval.crc.evaluate.clipped_table`), in %."""
+    """The share of CLIPScores clipped at 0, per benchmark and model (:func:`condeval.crc.evaluate.clipped_table`), in %,
+    each with its 95% interval over the images in parentheses."""
     rows = [
         {
             "benchmark": row["benchmark"],
             "model": _label(row["model"], labels) if row["model"] else "–",
             "pairs": row["pairs"],
-            "masked samples at 0 (%)": _pct(row["masked_clipped"]),
-            "unmasked pairs at 0 (%)": _pct(row["unmasked_clipped"]),
+            "masked samples at 0 (%)": _estimate(row, "masked_clipped"),
+            "unmasked pairs at 0 (%)": _estimate(row, "unmasked_clipped"),
         }
         for row in table.iter_rows(named=True)
     ]

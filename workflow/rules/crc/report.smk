@@ -86,6 +86,7 @@ rule crc_clipped:
             benchmark=CRC_BENCHMARKS,
             shard=CRC_SHARDS,
         ),
+        captions=expand("results/crc/captions/{benchmark}.parquet", benchmark=CRC_BENCHMARKS),
     output:
         table="results/crc/clipped.parquet",
         markdown=report(
@@ -100,6 +101,7 @@ rule crc_clipped:
             model: {benchmark: crc_samples(model, benchmark) for benchmark in CRC_BENCHMARKS} for model in CRC_MODELS
         },
         labels=crc_model_labels(),
+        benchmarks=CRC_BENCHMARKS,
     log:
         "logs/crc/clipped.log",
     conda:

@@ -6,7 +6,8 @@ from condeval.crc.evaluate import clipped_table, read_clipped_samples
 from condeval.crc.report import clipped_markdown
 
 log = log_to_file(snakemake.log[0])
-table = clipped_table(read_clipped_samples(dict(snakemake.params.shards)))
+captions = dict(zip(snakemake.params.benchmarks, snakemake.input.captions, strict=True))
+table = clipped_table(read_clipped_samples(dict(snakemake.params.shards), captions))
 write_parquet(table, snakemake.output.table)
 markdown = clipped_markdown(table, dict(snakemake.params.labels))
 with atomic_path(snakemake.output.markdown) as tmp:
