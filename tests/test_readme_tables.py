@@ -125,11 +125,14 @@ def test_the_signal_and_num_z0_blocks_are_read_from_the_runs_files(tmp_path):
     assert "| mean cosine | 0.949 | 0.186 | 0.980 [0.970–0.990] |" in generators
 
     curve = pl.DataFrame({"num_z0": [1, 5], "crel_rho_mean": [-0.45, -0.47], "metric": "mse", "alpha": 0.1})
+    curve = curve.with_columns(
+        crel_rho_mean_low=pl.Series([-0.46, float("nan")]), crel_rho_mean_high=pl.Series([-0.44, -0.46])
+    )
     seeds = pl.DataFrame(
         {"runs": [10], "num_z0": [50], "crel_rho_mean": [-0.4915], "crel_rho_std": [0.00058], "paper_std": [0.00027]}
     )
     rows = readme_tables.num_z0_rows(curve, seeds)
-    assert rows[:3] == ["| num_z0 | 1 | 5 |", "|---|---|---|", "| CReL-MSE | -0.4500 | -0.4700 |"]
+    assert rows[:3] == ["| num_z0 | 1 | 5 |", "|---|---|---|", "| CReL-MSE | -0.4500 [-0.4600–-0.4400] | -0.4700 |"]
     assert rows[-1] == "| 10 | 50 | -0.4915 | 0.00058 | 0.00027 |"
 
 

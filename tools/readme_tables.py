@@ -118,14 +118,16 @@ def generator_signal_rows(signal: dict) -> list[str]:
 
 
 def num_z0_rows(curve: pl.DataFrame, seeds: pl.DataFrame) -> list[str]:
-    """Appendix C.8 on the synthetic data: CReL-ρ against the number of starts, and its spread over
-    optimizer seeds beside the paper's Table 13."""
+    """Appendix C.8 on the synthetic data: CReL-ρ against the number of starts, each with its 95% interval over
+    the test points in brackets, and its spread over optimizer seeds beside the paper's Table 13."""
     metric = f"CReL-{curve['metric'][0].upper()}"
     row = seeds.row(0, named=True)
     return [
         "| num_z0 | " + " | ".join(str(k) for k in curve["num_z0"]) + " |",
         "|---|" + "---|" * curve.height,
-        f"| {metric} | " + " | ".join(f"{v:.4f}" for v in curve["crel_rho_mean"]) + " |",
+        f"| {metric} | "
+        + " | ".join(with_bounds(row, "crel_rho_mean", 4) for row in curve.iter_rows(named=True))
+        + " |",
         "",
         "| runs | num_z0 | mean | standard deviation | paper (Table 13: image-to-text, BLIP-base, CLIP-SIM) |",
         "|---|---|---|---|---|",

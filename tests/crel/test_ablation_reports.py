@@ -2,9 +2,11 @@
 
 import math
 
+import numpy as np
 import polars as pl
 import pytest
 
+from condeval.core.conformal import mean_interval
 from condeval.crel.reports.ablations import PAPER_TABLES, ablation_table, num_z0_table, seed_table, table_markdown
 
 
@@ -71,8 +73,10 @@ def test_markdown_puts_the_paper_in_parentheses():
 def test_seed_spread_and_curve_tables():
     seeds = seed_table([-0.10, -0.12, -0.11], 50, "mse", 0.1)
     assert math.isclose(seeds["crel_rho_std"].item(), 0.01)
-    curve = num_z0_table({50: -0.2, 1: -0.1}, "mse", 0.1)
-    assert curve["num_z0"].to_list() == [1, 50]
+    points = {50: np.array([-0.3, -0.2, -0.1, -0.2]), 1: np.array([-0.1, -0.05, -0.15, -0.1])}
+    curve = num_z0_table(points, "mse", 0.1)
+    assert curve["num_z0"].to_list() == [1, 50] and curve["crel_rho_mean"].to_list() == pytest.approx([-0.1, -0.2])
+    assert curve.select("crel_rho_mean_low", "crel_rho_mean_high").row(1) == pytest.approx(mean_interval(points[50]))
 
 
 def test_each_row_carries_its_summarys_intervals_and_a_mean_of_runs_none():

@@ -8,12 +8,14 @@ log = log_to_file(snakemake.log[0])
 p = snakemake.params
 
 
-def mean_rho(path):
-    return float(read_parquet(path, columns=["crel_rho"])["crel_rho"].mean())
+def point_rho(path):
+    return read_parquet(path, columns=["crel_rho"])["crel_rho"].to_numpy()
 
 
-curve = num_z0_table(dict(zip(p.num_z0, map(mean_rho, snakemake.input.curve))), p.metric, float(p.alpha))
-seeds = seed_table([mean_rho(path) for path in snakemake.input.seeds], p.seed_num_z0, p.metric, float(p.alpha))
+curve = num_z0_table(dict(zip(p.num_z0, map(point_rho, snakemake.input.curve))), p.metric, float(p.alpha))
+seeds = seed_table(
+    [float(point_rho(path).mean()) for path in snakemake.input.seeds], p.seed_num_z0, p.metric, float(p.alpha)
+)
 with atomic_path(snakemake.output.csv) as tmp:
     curve.write_csv(tmp)
 with atomic_path(snakemake.output.seeds_csv) as tmp:

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from condeval.core.conformal import mean_interval  # noqa: E402
 from condeval.core.tables import markdown_table  # noqa: E402
 from condeval.crel import paper  # noqa: E402
 from condeval.crel.reports.synthetic import TABLE1_ESTIMATES, ours_paper_cell  # noqa: E402
@@ -133,12 +134,26 @@ def table_markdown(table: pl.DataFrame) -> str:
     return markdown_table(pl.DataFrame(rows))
 
 
-def num_z0_table(mean_by_num_z0: dict[int, float], metric: str, alpha: float) -> pl.DataFrame:
-    """Mean CReL-ρ over the test points for each number of starts."""
+def num_z0_table(rho_by_num_z0: dict[int, np.ndarray], metric: str, alpha: float) -> pl.DataFrame:
+    """Mean CReL-ρ over the test points for each number of starts, with its 95% bootstrap interval over the
+    points (``crel_rho_mean_low``, ``crel_rho_mean_high``); ``rho_by_num_z0`` holds each point's CReL-ρ.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> curve = num_z0_table({1: np.array([-0.1, -0.2, -0.3]), 50: np.array([-0.2, -0.3, -0.4])}, "mse", 0.1)
+    >>> curve.select("num_z0", "crel_rho_mean").rows()
+    [(1, -0.2), (50, -0.3)]
+    """
+    starts = sorted(rho_by_num_z0)
+    values = [np.asarray(rho_by_num_z0[k], dtype=float) for k in starts]
+    intervals = [mean_interval(rho) for rho in values]
     return pl.DataFrame(
         {
-            "num_z0": sorted(mean_by_num_z0),
-            "crel_rho_mean": [mean_by_num_z0[k] for k in sorted(mean_by_num_z0)],
+            "num_z0": starts,
+            "crel_rho_mean": [float(rho.mean()) for rho in values],
+            "crel_rho_mean_low": [low for low, _ in intervals],
+            "crel_rho_mean_high": [high for _, high in intervals],
             "metric": metric,
             "alpha": alpha,
         }
