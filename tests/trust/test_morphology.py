@@ -150,6 +150,11 @@ def test_feature_correlations_are_high_where_generated_means_track_real_ones():
     generated = np.column_stack([profile[codes, 0], rng.normal(size=240)]) + rng.normal(0, 0.1, (240, 2))
     table = feature_correlations(real, codes, generated, codes, rng.random(240) < 0.5, ["tracks", "noise"])
     assert table["r_trust"][0] > 0.9 and abs(table["r_random"][1]) < 0.6
+    # r's 95% interval across the 8 conditions, by Fisher's z: tanh(atanh(r) ± 1.96 / sqrt(n − 3))
+    r, half = table["r_trust"].to_numpy(), 1.959964 / np.sqrt(8 - 3)
+    assert table["conditions"].to_list() == [8, 8]
+    np.testing.assert_allclose(table["r_trust_low"], np.tanh(np.arctanh(r) - half), rtol=1e-5)
+    np.testing.assert_allclose(table["r_trust_high"], np.tanh(np.arctanh(r) + half), rtol=1e-5)
 
 
 def test_feature_correlations_are_undefined_across_too_few_conditions_or_for_a_constant_feature():
@@ -172,7 +177,10 @@ def test_the_per_feature_tables_read_generators_without_any_correlation():
     rows = pl.DataFrame(
         {
             "feature": ["a", "b"],
+            "conditions": [5, 5],
             "r_trust": [0.9, 0.1],
+            "r_trust_low": [0.52, -0.8],
+            "r_trust_high": [0.98, 0.87],
             "r_random": [0.8, 0.2],
             "gain": [0.1, -0.1],
             "arm": ["seen"] * 2,
@@ -181,7 +189,8 @@ def test_the_per_feature_tables_read_generators_without_any_correlation():
     ).with_columns(variant=pl.lit("repa"))
     # the first generator (the sanity check's) has no row; another has both sets
     text = feature_tables_markdown(pl.concat([none, rows], how="diagonal_relaxed"), "vanilla")
-    assert "Top-correlated features under trust, repa, seen" in text and "| `a` | 0.900 |" in text
+    assert "Top-correlated features under trust, repa, seen (kept set, across 5 conditions)" in text
+    assert "| `a` | 0.900 (0.520, 0.980) | 0.800 |" in text
     assert "No uninformative-feature check: vanilla" in text
     text = feature_tables_markdown(rows, "repa")
     assert "Uninformative features (unfiltered set, lowest |r| under random), repa, seen" in text and "| `b` |" in text

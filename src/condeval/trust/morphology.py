@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -77,7 +78,10 @@ CELL_TYPE = "cell_type_id"
 #: The per-feature correlation table, also when no arm has one.
 CORRELATION_SCHEMA = {
     "feature": pl.String,
+    "conditions": pl.Int64,
     "r_trust": pl.Float64,
+    "r_trust_low": pl.Float64,
+    "r_trust_high": pl.Float64,
     "r_random": pl.Float64,
     "gain": pl.Float64,
     "arm": pl.String,
@@ -375,8 +379,10 @@ def feature_correlations(
     seed: int = 0,
 ) -> pl.DataFrame:
     """Per feature: Pearson r across conditions between the generated subset's per-condition means and
-    the real ones, under trust (``r_trust``) and under condition-matched random selection (``r_random``,
-    the mean over ``n_random`` draws), and ``gain = r_trust − r_random``.
+    the real ones, under trust (``r_trust``, with its 95% interval by Fisher's z from scipy's ``pearsonr``,
+    ``r_trust_low`` / ``_high``: (−1, 1) across 3 conditions) and under condition-matched random selection
+    (``r_random``, the mean over ``n_random`` draws), ``gain = r_trust − r_random``, and the number of
+    ``conditions`` they run across.
 
     The conditions are those with real sites and accepted samples; with fewer than 3 a correlation
     across them is undefined (or ±1), and ``ValueError`` says so. A feature constant across the
@@ -390,15 +396,20 @@ def feature_correlations(
         )
     real_means = np.stack([real[real_codes == c].mean(axis=0) for c in codes])
 
-    def correlation(mask: np.ndarray) -> np.ndarray:
+    def correlation(mask: np.ndarray):
+        from scipy.stats import ConstantInputWarning, pearsonr
+
         means = np.stack([generated[mask & (generated_codes == c)].mean(axis=0) for c in codes])
-        a, b = means - means.mean(axis=0), real_means - real_means.mean(axis=0)
-        denominator = np.sqrt((a**2).sum(axis=0) * (b**2).sum(axis=0))
-        return np.divide((a * b).sum(axis=0), denominator, out=np.full(len(columns), np.nan), where=denominator > 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConstantInputWarning)  # counted below, as features without a row
+            return pearsonr(means, real_means, axis=0)
 
     rng = np.random.default_rng(seed)
-    r_trust = correlation(accepted)
-    r_random = np.mean([correlation(random_matched(generated_codes, accepted, rng)) for _ in range(n_random)], axis=0)
+    trust = correlation(accepted)
+    r_trust, (r_low, r_high) = trust.statistic, trust.confidence_interval(0.95)
+    r_random = np.mean(
+        [correlation(random_matched(generated_codes, accepted, rng)).statistic for _ in range(n_random)], axis=0
+    )
     defined = np.isfinite(r_trust) & np.isfinite(r_random)
     if not defined.all():
         log.info(
@@ -407,7 +418,17 @@ def feature_correlations(
             len(columns),
             len(codes),
         )
-    frame = pl.DataFrame({"feature": columns, "r_trust": r_trust, "r_random": r_random, "gain": r_trust - r_random})
+    frame = pl.DataFrame(
+        {
+            "feature": columns,
+            "conditions": len(codes),
+            "r_trust": r_trust,
+            "r_trust_low": r_low,
+            "r_trust_high": r_high,
+            "r_random": r_random,
+            "gain": r_trust - r_random,
+        }
+    )
     return frame.filter(pl.Series(defined))
 
 

@@ -376,10 +376,10 @@ def feature_tables_markdown(correlations: pl.DataFrame, variant: str) -> str:
     for (name, arm), part in kept.group_by(["variant", "arm"], maintain_order=True):
         top = part.sort("r_trust", descending=True).head(5)
         sections.append(
-            f"\nTop-correlated features under trust, {name}, {arm} (kept set):\n\n"
-            "| feature | r (trust) | r (random) | gain |\n|---|---|---|---|\n"
+            f"\nTop-correlated features under trust, {name}, {arm} (kept set, across {part['conditions'][0]} "
+            "conditions):\n\n| feature | r (trust) (95% CI) | r (random) | gain |\n|---|---|---|---|\n"
             + "".join(
-                f"| `{r['feature']}` | {r['r_trust']:.3f} | {r['r_random']:.3f} | {r['gain']:+.3f} |\n"
+                f"| `{r['feature']}` | {with_interval(r, 'r_trust', 3)} | {r['r_random']:.3f} | {r['gain']:+.3f} |\n"
                 for r in top.iter_rows(named=True)
             )
         )
