@@ -78,23 +78,28 @@ def test_clip_and_bert_round_trip(tmp_path, tokenizer, images):
     )
 
 
-@pytest.mark.parametrize("architecture", ["blip", "git"])
-def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, architecture, capsys):
+def _saved_captioner(folder, architecture: str, tokenizer):
+    """A random tiny captioner of ``architecture`` saved in ``folder`` as the hub lays one out; its model."""
     from condeval.generators.captioners import (
-        Captioner,
         CaptionerSizes,
         _model_class,
         captioner_image_processor,
         tiny_captioner_config,
     )
 
-    torch.manual_seed(0)
-    config = tiny_captioner_config(
-        architecture, tokenizer, 64, CaptionerSizes(vision_width=32, vision_layers=1, text_width=32, text_layers=1)
-    )
-    model = _model_class(architecture)(config).eval()
+    sizes = CaptionerSizes(vision_width=32, vision_layers=1, text_width=32, text_layers=1)
+    model = _model_class(architecture)(tiny_captioner_config(architecture, tokenizer, 64, sizes)).eval()
     for save in (model, tokenizer, captioner_image_processor(architecture, 64)):
-        save.save_pretrained(tmp_path)
+        save.save_pretrained(folder)
+    return model
+
+
+@pytest.mark.parametrize("architecture", ["blip", "git"])
+def test_captioner_generates_and_round_trips(tmp_path, tokenizer, images, architecture, capsys):
+    from condeval.generators.captioners import Captioner
+
+    torch.manual_seed(0)
+    model = _saved_captioner(tmp_path, architecture, tokenizer)
     captioner = Captioner(tmp_path)
     assert type(captioner.model) is type(model)
     first = captioner.generate(images, seed=3, do_sample=True, max_new_tokens=6)
@@ -113,19 +118,9 @@ def _recording(processor, seen, batch, **kwargs):
 
 def test_a_captioner_image_size_resizes_every_image_before_the_models_processor(tmp_path, tokenizer, images):
     """CReL runs every captioner "at image size 224 x 224": the images are made that square first."""
-    from condeval.generators.captioners import (
-        Captioner,
-        CaptionerSizes,
-        _model_class,
-        captioner_image_processor,
-        tiny_captioner_config,
-    )
+    from condeval.generators.captioners import Captioner
 
-    config = tiny_captioner_config(
-        "blip", tokenizer, 64, CaptionerSizes(vision_width=32, vision_layers=1, text_width=32, text_layers=1)
-    )
-    for save in (_model_class("blip")(config).eval(), tokenizer, captioner_image_processor("blip", 64)):
-        save.save_pretrained(tmp_path)
+    _saved_captioner(tmp_path, "blip", tokenizer)
     seen = []
     for image_size in (None, 20):
         captioner = Captioner(tmp_path, image_size=image_size)
@@ -161,19 +156,9 @@ def test_captioner_refuses_a_folder_of_another_model(tmp_path, tokenizer):
 def test_captioner_arguments_are_refused_by_name(tmp_path, tokenizer, images, call, error, message):
     """num_return_sequences=3 returned 3·N captions in one list (zipped with the ids: other images'
     captions); batch_size=-1 returned no caption at all; one path was read character by character."""
-    from condeval.generators.captioners import (
-        Captioner,
-        CaptionerSizes,
-        _model_class,
-        captioner_image_processor,
-        tiny_captioner_config,
-    )
+    from condeval.generators.captioners import Captioner
 
-    config = tiny_captioner_config(
-        "git", tokenizer, 64, CaptionerSizes(vision_width=32, vision_layers=1, text_width=32, text_layers=1)
-    )
-    for save in (_model_class("git")(config), tokenizer, captioner_image_processor("git", 64)):
-        save.save_pretrained(tmp_path)
+    _saved_captioner(tmp_path, "git", tokenizer)
     arguments = {"images": images, "seed": 0, "max_new_tokens": 2} | call
     with pytest.raises(error, match=message):
         Captioner(tmp_path).generate(arguments.pop("images"), **arguments)
