@@ -23,10 +23,10 @@ def fitted(tmp_path_factory):
     X, Y = pre.transform_x(X), pre.transform_y(Y)
     settings = CReLSettings(
         lgm=replace(CReLSettings().lgm, epochs=15),
-        dqr=replace(CReLSettings().dqr, epochs=8),
+        dqr=replace(CReLSettings().dqr, epochs=8, lr=3e-3),
         lgm_kwargs={"hidden_dims": [32, 32, 32, 32]},
         work_dir=tmp_path_factory.mktemp("crel"),
-        dqr_kwargs={"n_directions": 256, "directions_per_step": 128, "lr": 3e-3},
+        dqr_kwargs={"n_directions": 256, "directions_per_step": 128},
     )
     crel = CReL(settings).fit(X[:3000], Y[:3000], X[3000:4500], Y[3000:4500])
     return crel, (X[4500:5500], Y[4500:5500]), (X[5500:], Y[5500:])

@@ -141,9 +141,9 @@ def num_z0_table(rho_by_num_z0: dict[int, np.ndarray], metric: str, alpha: float
     Examples
     --------
     >>> import numpy as np
-    >>> curve = num_z0_table({1: np.array([-0.1, -0.2, -0.3]), 50: np.array([-0.2, -0.3, -0.4])}, "mse", 0.1)
+    >>> curve = num_z0_table({1: np.array([-0.25, -0.5, -0.75]), 50: np.array([-0.5, -0.75, -1.0])}, "mse", 0.1)
     >>> curve.select("num_z0", "crel_rho_mean").rows()
-    [(1, -0.2), (50, -0.3)]
+    [(1, -0.5), (50, -0.75)]
     """
     starts = sorted(rho_by_num_z0)
     values = [np.asarray(rho_by_num_z0[k], dtype=float) for k in starts]
